@@ -1,0 +1,124 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Observation is everything an agent may see when it is asked to act. The
+// environment owns it: a Policy must not keep it, or any slice in it, after
+// Act returns.
+type Observation struct {
+	Agent string // the acting agent's id
+	Role  string // its role
+	State State  // its FSM state
+	Turn  int    // its own turn number, from 0
+	Step  int    // the episode's logical time
+
+	// View is the scenario's rendering of the state as this agent may see it
+	// (a board, its private valuation, the rules).
+	View string
+	// Inbox holds the messages delivered to this agent since its previous
+	// turn; Seen holds every message delivered to it in this episode, Inbox
+	// being its tail. Both are in delivery order.
+	Inbox []protocol.Message
+	Seen  []protocol.Message
+	// Legal lists the legal actions when the action space is finite, in the
+	// scenario's order; nil when actions are free-form text.
+	Legal []string
+	// Seed is this turn's private random seed, derived from the episode's
+	// policy seed, the agent and the turn: a policy that draws from it alone
+	// makes the same choice whenever the same episode is replayed.
+	Seed uint64
+}
+
+// Intn returns a uniform integer in [0, n) drawn from the turn's seed and the
+// stream number k, so one turn can draw several independent numbers.
+func (o *Observation) Intn(k uint64, n int) int { return seeds.Intn(seeds.Mix(o.Seed, k), n) }
+
+// Float64 returns a uniform float in [0, 1) drawn from the turn's seed and the
+// stream number k.
+func (o *Observation) Float64(k uint64) float64 { return seeds.Float64(seeds.Mix(o.Seed, k)) }
+
+// Tokens is what an LLM policy knows about the tokens behind its answer.
+// Prompt then Response make up the sample's tokens. LogProbs, when non-nil,
+// has one entry per response token. LossMask, when nil, means every response
+// token was sampled (all ones).
+type Tokens struct {
+	Prompt   []int
+	Response []int
+	LogProbs []float64
+	LossMask []int
+}
+
+// Action is a policy's answer.
+type Action struct {
+	// Text is the action as the scenario reads it (a legal action's name, an
+	// utterance, a JSON object), and the sample's response.
+	Text string
+	// Tokens is set by policies that know the token ids behind Text; nil
+	// makes the sample text-only.
+	Tokens *Tokens
+	// Prompt, when set, replaces the rendered observation as the sample's
+	// prompt: an LLM policy records the chat it actually sent.
+	Prompt *protocol.Prompt
+}
+
+// Policy chooses an agent's action. Act is called with the environment's
+// context and must honour its cancellation. Implementations used by several
+// agents or episodes at once must be safe for concurrent use; the built-in
+// ones are stateless.
+type Policy interface {
+	Act(ctx context.Context, obs *Observation) (Action, error)
+}
+
+// PolicyFunc adapts a function to Policy.
+type PolicyFunc func(ctx context.Context, obs *Observation) (Action, error)
+
+// Act calls f.
+func (f PolicyFunc) Act(ctx context.Context, obs *Observation) (Action, error) { return f(ctx, obs) }
+
+// Scripted returns a policy that answers with choose(obs): a deterministic Go
+// function of the observation.
+func Scripted(choose func(obs *Observation) string) Policy {
+	return PolicyFunc(func(_ context.Context, obs *Observation) (Action, error) {
+		return Action{Text: choose(obs)}, nil
+	})
+}
+
+// ErrNoLegalActions is returned by Random when the observation lists no legal
+// action to choose from.
+var ErrNoLegalActions = errors.New("no legal actions to choose from")
+
+// Random returns the uniform random policy: it picks one of obs.Legal using
+// the turn's seed, so its choices are reproducible.
+func Random() Policy {
+	return PolicyFunc(func(_ context.Context, obs *Observation) (Action, error) {
+		if len(obs.Legal) == 0 {
+			return Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, ErrNoLegalActions)
+		}
+		return Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
+	})
+}
+
+// ErrReplayExhausted is returned by Replay when asked for a turn beyond its
+// list.
+var ErrReplayExhausted = errors.New("replay: no recorded action for this turn")
+
+// Replay returns a policy that plays actions[obs.Turn]: a fixed action list,
+// indexed by the agent's own turn number. It holds no state, so one Replay may
+// serve one agent in many episodes at once.
+func Replay(actions ...string) Policy {
+	actions = slices.Clone(actions)
+	return PolicyFunc(func(_ context.Context, obs *Observation) (Action, error) {
+		if obs.Turn >= len(actions) {
+			return Action{}, fmt.Errorf("agent %q turn %d of %d recorded: %w", obs.Agent, obs.Turn, len(actions), ErrReplayExhausted)
+		}
+		return Action{Text: actions[obs.Turn]}, nil
+	})
+}

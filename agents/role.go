@@ -1,0 +1,200 @@
+// Package agents holds what an agent is: its role's finite-state machine
+// (github.com/looplab/fsm) and the Policy that chooses its actions.
+//
+// A Role declares states, events and terminal states; a Machine is one
+// agent's running instance of it. The environment fires events on machines as
+// the scenario's rules dictate; no callback ever runs inside a transition, so
+// the looplab/fsm traps (deadlocks from callbacks, wedging on a cancelled
+// context, self-transitions reported as errors) cannot occur.
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/looplab/fsm"
+)
+
+// State is a role's FSM state.
+type State string
+
+// Event is a role's FSM event.
+type Event string
+
+// Transition lets Event move a machine from any state in From to To.
+type Transition struct {
+	Event Event
+	From  []State
+	To    State
+}
+
+// Role is the declaration of a role's state machine. A Role is immutable once
+// validated and safe to share between episodes and goroutines.
+type Role struct {
+	Name        string
+	Doc         string
+	Initial     State
+	Transitions []Transition
+	// Terminal states: an agent in one of them is never scheduled again.
+	Terminal []State
+}
+
+// ErrBadRole is wrapped by Role.Validate's errors.
+var ErrBadRole = errors.New("bad role definition")
+
+// Validate checks that the role is well formed: a name, an initial state,
+// named events with at least one source state and a destination, no event
+// that leads from one state to two different places, and terminal states that
+// the transitions mention.
+func (r *Role) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: role %q: %s", ErrBadRole, r.Name, fmt.Sprintf(format, args...))
+	}
+	if r.Name == "" {
+		return fmt.Errorf("%w: a role has no name", ErrBadRole)
+	}
+	if r.Initial == "" {
+		return bad("no initial state")
+	}
+	if len(r.Transitions) == 0 {
+		return bad("no transitions")
+	}
+	states := map[State]bool{r.Initial: true}
+	dst := map[[2]string]State{}
+	for i, t := range r.Transitions {
+		if t.Event == "" {
+			return bad("transition %d has no event name", i)
+		}
+		if len(t.From) == 0 {
+			return bad("event %q has no source state", t.Event)
+		}
+		if t.To == "" {
+			return bad("event %q has no destination state", t.Event)
+		}
+		states[t.To] = true
+		for _, from := range t.From {
+			if from == "" {
+				return bad("event %q has an empty source state", t.Event)
+			}
+			states[from] = true
+			key := [2]string{string(t.Event), string(from)}
+			if prev, ok := dst[key]; ok && prev != t.To {
+				return bad("event %q leads from %q to both %q and %q", t.Event, from, prev, t.To)
+			}
+			dst[key] = t.To
+		}
+	}
+	for _, s := range r.Terminal {
+		if !states[s] {
+			return bad("terminal state %q is not reached by any transition", s)
+		}
+	}
+	return nil
+}
+
+// IsTerminal reports whether s is one of the role's terminal states.
+func (r *Role) IsTerminal(s State) bool { return slices.Contains(r.Terminal, s) }
+
+func (r *Role) events() []fsm.EventDesc {
+	evs := make([]fsm.EventDesc, len(r.Transitions))
+	for i, t := range r.Transitions {
+		src := make([]string, len(t.From))
+		for j, s := range t.From {
+			src[j] = string(s)
+		}
+		evs[i] = fsm.EventDesc{Name: string(t.Event), Src: src, Dst: string(t.To)}
+	}
+	return evs
+}
+
+// DiagramKind selects the notation of Role.Diagram.
+type DiagramKind int
+
+// The notations looplab/fsm's visualizer draws.
+const (
+	Mermaid DiagramKind = iota
+	Graphviz
+)
+
+// Diagram draws the role's state machine with looplab/fsm's visualizer,
+// deterministically (the visualizer sorts states and transitions).
+func (r *Role) Diagram(kind DiagramKind) (string, error) {
+	f := fsm.NewFSM(string(r.Initial), r.events(), nil)
+	if kind == Graphviz {
+		return fsm.VisualizeWithType(f, fsm.GRAPHVIZ)
+	}
+	return fsm.VisualizeWithType(f, fsm.MermaidStateDiagram)
+}
+
+// TransitionError reports an event fired in a state that does not allow it.
+type TransitionError struct {
+	Agent string
+	Role  string
+	State State
+	Event Event
+	Err   error // the underlying looplab/fsm error
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("agent %q (role %q): event %q is impossible in state %q", e.Agent, e.Role, e.Event, e.State)
+}
+
+func (e *TransitionError) Unwrap() error { return ErrImpossibleTransition }
+
+// ErrImpossibleTransition is what every TransitionError unwraps to.
+var ErrImpossibleTransition = errors.New("impossible transition")
+
+// Machine is one agent's instance of its role's state machine. It is not safe
+// for concurrent use; the environment drives it from one goroutine.
+type Machine struct {
+	role  *Role
+	agent string
+	f     *fsm.FSM
+}
+
+// NewMachine returns agent's machine in the role's initial state. The role
+// must have passed Validate.
+func (r *Role) NewMachine(agent string) *Machine {
+	return &Machine{role: r, agent: agent, f: fsm.NewFSM(string(r.Initial), r.events(), nil)}
+}
+
+// Role returns the machine's role.
+func (m *Machine) Role() *Role { return m.role }
+
+// State returns the current state.
+func (m *Machine) State() State { return State(m.f.Current()) }
+
+// Can reports whether ev is allowed in the current state.
+func (m *Machine) Can(ev Event) bool { return m.f.Can(string(ev)) }
+
+// Done reports whether the machine is in a terminal state.
+func (m *Machine) Done() bool { return m.role.IsTerminal(m.State()) }
+
+// Reset puts the machine back in its initial state, for reuse by another
+// episode.
+func (m *Machine) Reset(agent string) {
+	m.agent = agent
+	m.f.SetState(string(m.role.Initial))
+}
+
+// Fire moves the machine by ev. A self-transition (allowed, but reported by
+// looplab/fsm as NoTransitionError) is a success. An event the current state
+// does not allow returns a *TransitionError naming agent, state and event.
+//
+// Fire never passes a cancellable context to looplab/fsm: a cancelled one
+// would wedge the machine for good (looplab/fsm issue #115). Cancellation is
+// the environment's business, checked between steps.
+func (m *Machine) Fire(ev Event) error {
+	from := m.State()
+	err := m.f.Event(context.Background(), string(ev))
+	if err == nil {
+		return nil
+	}
+	var noTransition fsm.NoTransitionError
+	if errors.As(err, &noTransition) && noTransition.Err == nil {
+		return nil
+	}
+	return &TransitionError{Agent: m.agent, Role: m.role.Name, State: from, Event: ev, Err: err}
+}

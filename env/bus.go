@@ -1,0 +1,154 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Bus carries messages between the agents of one episode.
+//
+// Delivery order is deterministic: a message sent during step t is delivered
+// at the end of step t (visible from step t+1 on), and every mailbox receives
+// messages in the order they were sent. Within a step the game applies moves
+// in seat order, so messages are ordered by (logical time, seat order of the
+// move that caused them, order of sending). A broadcast or channel message
+// reaches every recipient except its sender.
+//
+// A Bus serves one episode at a time and is not safe for concurrent use;
+// Reset readies it for the next episode.
+type Bus interface {
+	// Reset starts a new episode whose agents are ids, in seat order.
+	Reset(ids []string)
+	// Join adds seat to channel; joining twice is harmless.
+	Join(seat int, channel string)
+	// Leave removes seat from channel.
+	Leave(seat int, channel string)
+	// Send validates m, stamps its Time and Seq, and queues it. It returns
+	// the stamped message.
+	Send(m protocol.Message, time int) (protocol.Message, error)
+	// Deliver moves every queued message into its recipients' mailboxes.
+	Deliver()
+	// Mailbox returns every message delivered to seat so far, in delivery
+	// order. The caller must not modify or keep it past the next Deliver.
+	Mailbox(seat int) []protocol.Message
+	// Log returns every message sent in this episode, in send order. The
+	// slice belongs to the caller after the episode; Reset starts a new one.
+	Log() []protocol.Message
+}
+
+// ErrBadMessage is wrapped by Send's errors.
+var ErrBadMessage = errors.New("bad message")
+
+// MemBus is the in-process Bus.
+type MemBus struct {
+	ids      []string
+	index    map[string]int
+	channels map[string][]int // members in seat order
+	mail     [][]protocol.Message
+	queue    int // log[queue:] is not yet delivered
+	log      []protocol.Message
+}
+
+// NewMemBus returns an empty in-process bus.
+func NewMemBus() *MemBus { return &MemBus{} }
+
+// Reset implements Bus.
+func (b *MemBus) Reset(ids []string) {
+	b.ids = ids
+	if b.index == nil {
+		b.index = make(map[string]int, len(ids))
+	}
+	clear(b.index)
+	for i, id := range ids {
+		b.index[id] = i
+	}
+	clear(b.channels)
+	if cap(b.mail) < len(ids) {
+		b.mail = make([][]protocol.Message, len(ids))
+	}
+	b.mail = b.mail[:len(ids)]
+	for i := range b.mail {
+		b.mail[i] = b.mail[i][:0]
+	}
+	b.queue = 0
+	b.log = nil // the previous episode keeps its log
+}
+
+// Join implements Bus.
+func (b *MemBus) Join(seat int, channel string) {
+	if b.channels == nil {
+		b.channels = map[string][]int{}
+	}
+	members := b.channels[channel]
+	if i, found := slices.BinarySearch(members, seat); !found {
+		b.channels[channel] = slices.Insert(members, i, seat)
+	}
+}
+
+// Leave implements Bus.
+func (b *MemBus) Leave(seat int, channel string) {
+	members := b.channels[channel]
+	if i, found := slices.BinarySearch(members, seat); found {
+		b.channels[channel] = slices.Delete(members, i, i+1)
+	}
+}
+
+// Send implements Bus.
+func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
+	if m.From != protocol.EnvSender {
+		if _, ok := b.index[m.From]; !ok {
+			return m, fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
+		}
+	}
+	switch {
+	case m.To.IsBroadcast():
+	case strings.HasPrefix(string(m.To), "#"):
+		name, _ := m.To.ChannelName()
+		if _, ok := b.channels[name]; !ok {
+			return m, fmt.Errorf("%w: channel %q has never had a member", ErrBadMessage, name)
+		}
+	default:
+		if _, ok := b.index[string(m.To)]; !ok {
+			return m, fmt.Errorf("%w: addressee %q is not an agent of this episode", ErrBadMessage, m.To)
+		}
+	}
+	m.Time = time
+	m.Seq = len(b.log)
+	b.log = append(b.log, m)
+	return m, nil
+}
+
+// Deliver implements Bus.
+func (b *MemBus) Deliver() {
+	for _, m := range b.log[b.queue:] {
+		switch {
+		case m.To.IsBroadcast():
+			for i, id := range b.ids {
+				if id != m.From {
+					b.mail[i] = append(b.mail[i], m)
+				}
+			}
+		case strings.HasPrefix(string(m.To), "#"):
+			name, _ := m.To.ChannelName()
+			for _, i := range b.channels[name] {
+				if b.ids[i] != m.From {
+					b.mail[i] = append(b.mail[i], m)
+				}
+			}
+		default:
+			i := b.index[string(m.To)]
+			b.mail[i] = append(b.mail[i], m)
+		}
+	}
+	b.queue = len(b.log)
+}
+
+// Mailbox implements Bus.
+func (b *MemBus) Mailbox(seat int) []protocol.Message { return b.mail[seat] }
+
+// Log implements Bus.
+func (b *MemBus) Log() []protocol.Message { return b.log }

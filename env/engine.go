@@ -1,0 +1,608 @@
+package env
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Limits bound an episode. A zero field means no limit. Hitting a limit
+// truncates the episode (status truncated), which is distinct from the
+// rules terminating it (status completed).
+type Limits struct {
+	MaxSteps    int           // logical steps
+	MaxTurns    int           // agent turns, all agents together
+	MaxMessages int           // messages sent on the bus
+	Timeout     time.Duration // wall time
+}
+
+// Why an episode ended, as written to Episode.End and each sample's
+// metadata "end".
+const (
+	EndTerminated  = "terminated"   // the rules ended it
+	EndQuiescent   = "quiescent"    // async: nobody had anything left to answer
+	EndMaxSteps    = "max_steps"    // Limits.MaxSteps
+	EndMaxTurns    = "max_turns"    // Limits.MaxTurns
+	EndMaxMessages = "max_messages" // Limits.MaxMessages
+	EndDeadline    = "deadline"     // Limits.Timeout
+	EndInterrupted = "interrupted"  // the run was cancelled
+	EndPolicyError = "policy_error" // a policy returned an error
+	EndGameError   = "game_error"   // the scenario broke a rule of its own or panicked
+)
+
+// PolicyFor chooses the policy of each seat of an episode.
+type PolicyFor func(seat Seat) agents.Policy
+
+// SamePolicy plays p in every seat: self-play.
+func SamePolicy(p agents.Policy) PolicyFor { return func(Seat) agents.Policy { return p } }
+
+// EmitFilter chooses whose turns become samples.
+type EmitFilter func(seat Seat) bool
+
+// EmitRoles emits the turns of the given roles only (the learners, when
+// they play fixed opponents).
+func EmitRoles(roles ...string) EmitFilter {
+	return func(seat Seat) bool { return slices.Contains(roles, seat.Role) }
+}
+
+// Setup is everything one episode needs.
+type Setup struct {
+	Scenario   Scenario
+	Params     Params
+	Seed       uint64 // scenario seed
+	PolicySeed uint64 // root of every turn's policy seed
+
+	Index, RolloutID, GroupIndex int64
+
+	Policy PolicyFor
+	Limits Limits
+	// Emit chooses whose turns become samples; nil emits every turn.
+	Emit EmitFilter
+	// ParallelPolicies asks the policies of a step's actors concurrently
+	// (LLM calls). Their answers are applied in seat order all the same.
+	ParallelPolicies bool
+	// Counterfactual, when set, re-runs a recorded episode differently
+	// (see trajectories.Counterfactual); Recorded holds the original turns.
+	Counterfactual *trajectories.Counterfactual
+	Recorded       []trajectories.ActionRecord
+	// Engines, when set, lends engines to the episode's replays, so
+	// counterfactual re-simulations reuse their state machines.
+	Engines *sync.Pool
+}
+
+// Engine runs episodes. It keeps its agents' state machines and buffers
+// between episodes, so a worker that runs many episodes should keep one
+// Engine; an Engine runs one episode at a time.
+type Engine struct {
+	bus      Bus
+	pool     map[*agents.Role][]*agents.Machine
+	setup    *Setup
+	info     *Info
+	ep       *trajectories.Episode
+	seats    []Seat
+	machines []*agents.Machine
+	policies []agents.Policy
+	absent   []bool
+	turns    []int // per seat: turns taken
+	cursor   []int // per seat: mailbox entries already observed
+	// lastSample is, per seat, the index in ep.Samples of its latest
+	// sample, or -1.
+	lastSample []int
+	emit       []bool
+	ended      bool
+	step       Step
+	obs        []agents.Observation
+	views      []View
+	moves      []Move
+	errs       []error
+	current    Game
+}
+
+// NewEngine returns an engine with an in-process bus.
+func NewEngine() *Engine { return NewEngineWithBus(NewMemBus()) }
+
+// NewEngineWithBus returns an engine whose episodes use bus.
+func NewEngineWithBus(bus Bus) *Engine {
+	e := &Engine{bus: bus, pool: map[*agents.Role][]*agents.Machine{}}
+	e.step.e = e
+	return e
+}
+
+// Errors an episode can record; they are wrapped in Episode.Err's text and
+// returned by Replay.
+var (
+	ErrBadSeats    = errors.New("bad seats")
+	ErrNoActor     = errors.New("the game named no agent to act")
+	ErrGamePanic   = errors.New("game panicked")
+	ErrPolicyPanic = errors.New("policy panicked")
+)
+
+// RunEpisode runs one episode with a fresh engine.
+func RunEpisode(ctx context.Context, setup Setup) *trajectories.Episode {
+	return NewEngine().Run(ctx, setup)
+}
+
+// Run plays one episode to its end and returns it. It never returns nil and
+// never panics because of the game or a policy: whatever goes wrong is
+// recorded in the episode's Status, End and Err.
+//
+//   - completed: the rules ended it (or, async, nobody had mail left);
+//   - truncated: a limit of setup.Limits ended it;
+//   - aborted: ctx was cancelled (End "interrupted") or a policy failed;
+//   - failed: the game broke (an error from Start or Apply, an impossible
+//     transition, bad seats, a panic).
+func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
+	info := setup.Scenario.Info()
+	ep := &trajectories.Episode{
+		Scenario:   info.Name,
+		Params:     setup.Params.raw,
+		Seed:       setup.Seed,
+		PolicySeed: setup.PolicySeed,
+		Index:      setup.Index,
+		RolloutID:  setup.RolloutID,
+		GroupIndex: setup.GroupIndex,
+	}
+	e.setup, e.info, e.ep = &setup, info, ep
+	defer func() { e.setup, e.ep, e.policies = nil, nil, nil }()
+
+	runCtx := ctx
+	if setup.Limits.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, setup.Limits.Timeout)
+		defer cancel()
+	}
+	status, end, err := e.play(ctx, runCtx)
+	ep.Status, ep.End = status, end
+	if err != nil {
+		ep.Err = err.Error()
+	}
+	if status == protocol.StatusCompleted || status == protocol.StatusTruncated {
+		if score, err := e.score(); err != nil {
+			ep.Status, ep.End, ep.Err = protocol.StatusFailed, EndGameError, err.Error()
+		} else {
+			ep.Score = score
+		}
+	}
+	ep.Messages = e.bus.Log()
+	e.finishSamples()
+	if setup.Counterfactual == nil {
+		ep.Replay = e.replayer(setup, ep.Actions)
+	}
+	return ep
+}
+
+func (e *Engine) score() (score Score, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w in Score: %v", ErrGamePanic, r)
+		}
+	}()
+	score = e.game().Score()
+	if score.Agents != nil && len(score.Agents) != len(e.seats) {
+		return Score{}, fmt.Errorf("%w: Score has %d agent scores for %d seats", ErrBadSeats, len(score.Agents), len(e.seats))
+	}
+	return score, nil
+}
+
+// game is kept out of the Engine's fields so that a finished episode's
+// game can be collected; play stores it here for score.
+func (e *Engine) game() Game { return e.current }
+
+func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end string, err error) {
+	setup := e.setup
+	e.current = nil
+	e.ended = false
+	defer func() {
+		if r := recover(); r != nil {
+			status, end = protocol.StatusFailed, EndGameError
+			// No stack trace: it names goroutines, and episodes must be
+			// byte-identical whatever goroutine ran them.
+			err = fmt.Errorf("%w: %v", ErrGamePanic, r)
+		}
+	}()
+	game, err := setup.Scenario.New(setup.Params, setup.Seed)
+	if err != nil {
+		return protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err)
+	}
+	e.current = game
+	if err := e.seat(game.Seats()); err != nil {
+		return protocol.StatusFailed, EndGameError, err
+	}
+	e.step.time = 0
+	if err := game.Start(&e.step); err != nil {
+		return protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err)
+	}
+	e.bus.Deliver()
+	lim := setup.Limits
+	turns := 0
+	for t := 1; ; t++ {
+		if ctx.Err() != nil {
+			return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
+		}
+		if runCtx.Err() != nil {
+			return protocol.StatusTruncated, EndDeadline, nil
+		}
+		if e.ended {
+			return protocol.StatusCompleted, EndTerminated, nil
+		}
+		if lim.MaxSteps > 0 && t > lim.MaxSteps {
+			return protocol.StatusTruncated, EndMaxSteps, nil
+		}
+		e.step.time = t
+		actors, err := e.actors(game)
+		if err != nil {
+			return protocol.StatusFailed, EndGameError, err
+		}
+		if len(actors) == 0 {
+			if e.info.Schedule == Async {
+				return protocol.StatusCompleted, EndQuiescent, nil
+			}
+			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: %w and did not end the episode", t, ErrNoActor)
+		}
+		if lim.MaxTurns > 0 && turns+len(actors) > lim.MaxTurns {
+			return protocol.StatusTruncated, EndMaxTurns, nil
+		}
+		turns += len(actors)
+		if err := e.act(runCtx, game, actors); err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
+			case runCtx.Err() != nil:
+				return protocol.StatusTruncated, EndDeadline, nil
+			case errors.Is(err, ErrPolicyPanic):
+				return protocol.StatusFailed, EndGameError, err
+			}
+			return protocol.StatusAborted, EndPolicyError, err
+		}
+		if err := game.Apply(&e.step, e.moves); err != nil {
+			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
+		}
+		e.bus.Deliver()
+		e.ep.Steps = t
+		if lim.MaxMessages > 0 && len(e.bus.Log()) > lim.MaxMessages && !e.ended {
+			return protocol.StatusTruncated, EndMaxMessages, nil
+		}
+	}
+}
+
+// seat checks the game's seats and readies machines, bus and bookkeeping.
+func (e *Engine) seat(seats []Seat) error {
+	if len(seats) == 0 {
+		return fmt.Errorf("%w: the game has no seats", ErrBadSeats)
+	}
+	ids := make([]string, len(seats))
+	seen := make(map[string]bool, len(seats))
+	for i, s := range seats {
+		switch {
+		case s.ID == "" || s.ID == protocol.EnvSender || s.ID == string(protocol.Broadcast) || strings.HasPrefix(s.ID, "#"):
+			return fmt.Errorf("%w: seat %d has the reserved or empty id %q", ErrBadSeats, i, s.ID)
+		case seen[s.ID]:
+			return fmt.Errorf("%w: two seats are called %q", ErrBadSeats, s.ID)
+		case e.info.Role(s.Role) == nil:
+			return fmt.Errorf("%w: seat %q has role %q, which scenario %s does not declare", ErrBadSeats, s.ID, s.Role, e.info.Name)
+		}
+		seen[s.ID] = true
+		ids[i] = s.ID
+	}
+	n := len(seats)
+	e.seats = seats
+	e.ep.Seats = seats
+	e.bus.Reset(ids)
+	e.machines = e.machines[:0]
+	used := map[*agents.Role]int{}
+	for _, s := range seats {
+		role := e.info.Role(s.Role)
+		k := used[role]
+		used[role]++
+		if k < len(e.pool[role]) {
+			m := e.pool[role][k]
+			m.Reset(s.ID)
+			e.machines = append(e.machines, m)
+			continue
+		}
+		m := role.NewMachine(s.ID)
+		e.pool[role] = append(e.pool[role], m)
+		e.machines = append(e.machines, m)
+	}
+	e.absent = resize(e.absent, n)
+	e.emit = resize(e.emit, n)
+	e.turns = resize(e.turns, n)
+	e.cursor = resize(e.cursor, n)
+	e.lastSample = resize(e.lastSample, n)
+	e.policies = resize(e.policies, n)
+	cf := e.setup.Counterfactual
+	var recorded [][]string
+	if cf != nil && !cf.Resimulate {
+		recorded = make([][]string, n)
+		for _, a := range e.setup.Recorded {
+			if a.Agent < n && a.Turn == len(recorded[a.Agent]) {
+				recorded[a.Agent] = append(recorded[a.Agent], a.Action)
+			}
+		}
+	}
+	for i, s := range seats {
+		e.lastSample[i] = -1
+		e.emit[i] = e.setup.Emit == nil || e.setup.Emit(s)
+		e.policies[i] = e.setup.Policy(s)
+		if e.policies[i] == nil {
+			return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
+		}
+		if cf == nil {
+			continue
+		}
+		if slices.Contains(cf.Absent, i) {
+			e.absent[i] = true
+		}
+		if text, ok := cf.Replace[i]; ok {
+			e.policies[i] = constant(text)
+		} else if recorded != nil {
+			e.policies[i] = frozen(recorded[i], e.policies[i])
+		}
+	}
+	return nil
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// actors returns the seats that act at the current step, in seat order.
+func (e *Engine) actors(game Game) ([]int, error) {
+	named := game.Next(&e.step)
+	switch e.info.Schedule {
+	case Sequential:
+		if len(named) != 1 {
+			return nil, fmt.Errorf("step %d: sequential game named %d agents to act, want 1", e.step.time, len(named))
+		}
+	case Simultaneous:
+		if named == nil {
+			for i := range e.seats {
+				if e.step.Active(i) {
+					named = append(named, i)
+				}
+			}
+			return named, nil
+		}
+	case Async:
+		var withMail []int
+		for i := range e.seats {
+			if e.step.Active(i) && e.step.HasMail(i) && !slices.Contains(named, i) {
+				withMail = append(withMail, i)
+			}
+		}
+		named = append(slices.Clone(named), withMail...)
+		slices.Sort(named)
+	}
+	for k, i := range named {
+		if i < 0 || i >= len(e.seats) {
+			return nil, fmt.Errorf("step %d: the game named seat %d of %d", e.step.time, i, len(e.seats))
+		}
+		if k > 0 && named[k-1] >= i {
+			return nil, fmt.Errorf("step %d: the game named seats out of order or twice: %v", e.step.time, named)
+		}
+		if !e.step.Active(i) {
+			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, e.machines[i].State())
+		}
+	}
+	return named, nil
+}
+
+// act observes every actor, asks their policies, records the turns and
+// leaves the moves in e.moves.
+func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
+	n := len(actors)
+	e.obs = resize(e.obs, n)
+	e.views = resize(e.views, n)
+	e.moves = resize(e.moves, n)
+	e.errs = resize(e.errs, n)
+	// Every actor observes the state before any of them acts.
+	for k, i := range actors {
+		view := game.Observe(i)
+		mail := e.bus.Mailbox(i)
+		e.views[k] = view
+		e.obs[k] = agents.Observation{
+			Agent: e.seats[i].ID,
+			Role:  e.seats[i].Role,
+			State: e.machines[i].State(),
+			Turn:  e.turns[i],
+			Step:  e.step.time,
+			View:  view.Text,
+			Inbox: mail[e.cursor[i]:],
+			Seen:  mail,
+			Legal: view.Legal,
+			Seed:  seeds.Mix(e.setup.PolicySeed, uint64(i), uint64(e.turns[i])),
+		}
+		e.cursor[i] = len(mail)
+	}
+	ask := func(k int) error {
+		defer func() {
+			if r := recover(); r != nil {
+				e.errs[k] = fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
+			}
+		}()
+		a, err := e.policies[actors[k]].Act(ctx, &e.obs[k])
+		if err != nil {
+			e.errs[k] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
+		}
+		e.moves[k] = Move{Seat: actors[k], Action: a}
+		return nil
+	}
+	if e.setup.ParallelPolicies && n > 1 {
+		var g errgroup.Group
+		for k := range n {
+			g.Go(func() error { return ask(k) })
+		}
+		_ = g.Wait()
+	} else {
+		for k := range n {
+			_ = ask(k)
+		}
+	}
+	if err := errors.Join(e.errs...); err != nil {
+		return err
+	}
+	for k, i := range actors {
+		e.record(i, &e.obs[k], e.moves[k].Action, e.views[k])
+		e.turns[i]++
+	}
+	return nil
+}
+
+// record appends the turn to the action record and, when the seat is
+// emitted, a sample.
+func (e *Engine) record(i int, obs *agents.Observation, a agents.Action, view View) {
+	e.ep.Actions = append(e.ep.Actions, trajectories.ActionRecord{Step: obs.Step, Agent: i, Turn: obs.Turn, Action: a.Text})
+	if !e.emit[i] {
+		return
+	}
+	s := protocol.Sample{
+		RolloutID:  e.ep.RolloutID,
+		GroupIndex: e.ep.GroupIndex,
+		Response:   a.Text,
+		Status:     protocol.StatusPending,
+		Metadata: protocol.Metadata{
+			Scenario: e.info.Name,
+			Seed:     e.ep.Seed,
+			Episode:  e.ep.Index,
+			Agent:    obs.Agent,
+			Role:     obs.Role,
+			Turn:     obs.Turn,
+			Step:     obs.Step,
+			State:    string(obs.State),
+		},
+	}
+	if a.Prompt != nil {
+		s.Prompt = *a.Prompt
+	} else {
+		s.Prompt = protocol.TextPrompt(RenderObservation(view.Text, obs.Inbox))
+	}
+	if t := a.Tokens; t != nil && len(t.Response) > 0 {
+		s.Tokens = make([]int, 0, len(t.Prompt)+len(t.Response))
+		s.Tokens = append(append(s.Tokens, t.Prompt...), t.Response...)
+		s.ResponseLength = len(t.Response)
+		s.LossMask = t.LossMask
+		if s.LossMask == nil {
+			s.LossMask = make([]int, len(t.Response))
+			for j := range s.LossMask {
+				s.LossMask[j] = 1
+			}
+		}
+		s.RolloutLogProbs = t.LogProbs
+	} else {
+		s.Metadata.TextOnly = true
+	}
+	e.lastSample[i] = len(e.ep.Samples)
+	e.ep.Samples = append(e.ep.Samples, s)
+}
+
+// RenderObservation is the text prompt of a turn: the scenario's view,
+// followed by the messages delivered since the agent's previous turn, one
+// per line as "[t=TIME] FROM -> TO (KIND): PAYLOAD".
+func RenderObservation(view string, inbox []protocol.Message) string {
+	if len(inbox) == 0 {
+		return view
+	}
+	var b strings.Builder
+	b.WriteString(view)
+	if view != "" {
+		b.WriteString("\n")
+	}
+	b.WriteString("Messages:")
+	for _, m := range inbox {
+		fmt.Fprintf(&b, "\n[t=%d] %s -> %s (%s): %s", m.Time, m.From, m.To, m.Kind, m.Payload)
+	}
+	return b.String()
+}
+
+// finishSamples stamps the episode's outcome on its samples.
+func (e *Engine) finishSamples() {
+	ep := e.ep
+	index := make(map[string]int, len(ep.Seats))
+	for i, s := range ep.Seats {
+		index[s.ID] = i
+	}
+	for k := range ep.Samples {
+		md := &ep.Samples[k].Metadata
+		ep.Samples[k].Status = ep.Status
+		md.End = ep.End
+		md.Error = ep.Err
+		md.TeamReward = ep.Score.Team
+		if i, ok := index[md.Agent]; ok && i < len(ep.Score.Agents) {
+			md.AgentScore = &ep.Score.Agents[i]
+		}
+	}
+}
+
+// replayer returns the episode's Replayer: it re-runs the same setup under a
+// counterfactual, with no samples emitted.
+func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) trajectories.Replayer {
+	return trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (Score, error) {
+		if len(cf.Absent) > 0 && (setup.Scenario.Info().Counterfactual == nil || !setup.Scenario.Info().Counterfactual.AbsentOK) {
+			return Score{}, fmt.Errorf("scenario %s: %w", setup.Scenario.Info().Name, ErrNoAbsence)
+		}
+		s := setup
+		s.Counterfactual = &cf
+		s.Recorded = recorded
+		s.Emit = func(Seat) bool { return false }
+		eng := borrowEngine(setup.Engines)
+		if setup.Engines != nil {
+			defer setup.Engines.Put(eng)
+		}
+		ep := eng.Run(ctx, s)
+		switch ep.Status {
+		case protocol.StatusCompleted, protocol.StatusTruncated:
+			return ep.Score, nil
+		}
+		return Score{}, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
+	})
+}
+
+// Errors of counterfactual replays.
+var (
+	ErrNoAbsence    = errors.New("the scenario does not declare what an absent agent means")
+	ErrReplayFailed = errors.New("counterfactual replay did not finish")
+)
+
+// borrowEngine takes an engine from pool, or makes one.
+func borrowEngine(pool *sync.Pool) *Engine {
+	if pool != nil {
+		if eng, ok := pool.Get().(*Engine); ok {
+			return eng
+		}
+	}
+	return NewEngine()
+}
+
+// constant is the policy that always plays text.
+type constant string
+
+func (c constant) Act(context.Context, *agents.Observation) (agents.Action, error) {
+	return agents.Action{Text: string(c)}, nil
+}
+
+// frozen replays an agent's recorded actions, turn by turn, and asks the
+// agent's own policy (with the same seeds) for turns beyond the record.
+func frozen(actions []string, fallback agents.Policy) agents.Policy {
+	return agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+		if obs.Turn < len(actions) {
+			return agents.Action{Text: actions[obs.Turn]}, nil
+		}
+		return fallback.Act(ctx, obs)
+	})
+}

@@ -1,0 +1,66 @@
+package env
+
+import (
+	"github.com/troupe-rl/troupe/agents"
+)
+
+// Game is one episode of a scenario: its state and rules. The engine calls
+// its methods from a single goroutine, in this order: Seats, Start, then for
+// each step Next, Observe (for each actor), Apply, and finally Score.
+//
+// A game must be a deterministic function of its scenario seed and the
+// moves it is given: no clocks, no global random numbers, no map-order
+// dependence.
+type Game interface {
+	// Seats returns the episode's agents in seat order. Ids must be unique,
+	// non-empty, and must not be "env", "*" or start with "#"; roles must
+	// be declared by the scenario.
+	Seats() []Seat
+	// Start runs before the first step, at logical time 0: it may hand out
+	// private observations as messages, put agents in channels, and fire
+	// initial events.
+	Start(s *Step) error
+	// Next names the seats that act at this step. See Schedule for what
+	// each schedule expects.
+	Next(s *Step) []int
+	// Observe renders what seat sees now, and its legal actions.
+	Observe(seat int) View
+	// Apply applies the step's moves, given in seat order. It validates
+	// them (an illegal move is the scenario's to punish, not an error),
+	// updates the state, sends the messages the moves cause, fires the
+	// agents' FSM events, and calls s.End when the episode is over. An
+	// error means the game itself is broken; the episode then fails.
+	Apply(s *Step, moves []Move) error
+	// Score scores the episode. It is called once, after the last step,
+	// for completed and truncated episodes.
+	Score() Score
+}
+
+// View is what one agent sees: the scenario's rendering of the state and,
+// for finite action spaces, the legal actions. Games should reuse strings
+// and slices wherever agents see the same thing; the engine never modifies
+// them.
+type View struct {
+	Text  string
+	Legal []string
+}
+
+// Move is one agent's answer at a step.
+type Move struct {
+	Seat   int
+	Action agents.Action
+}
+
+// IsLegal reports whether the move's text is one of legal. A nil legal list
+// means free-form actions, all of them legal.
+func (m Move) IsLegal(legal []string) bool {
+	if legal == nil {
+		return true
+	}
+	for _, l := range legal {
+		if l == m.Action.Text {
+			return true
+		}
+	}
+	return false
+}

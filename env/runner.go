@@ -1,0 +1,378 @@
+package env
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Request identifies one episode of a run: everything needed to play it
+// again anywhere, given the scenario and the policies. It is plain data so
+// that it can travel to another process.
+type Request struct {
+	Scenario   string            `json:"scenario"`
+	Params     map[string]string `json:"params"`
+	Seed       uint64            `json:"seed"`
+	PolicySeed uint64            `json:"policy_seed"`
+	Index      int64             `json:"index"`
+	RolloutID  int64             `json:"rollout_id"`
+	GroupIndex int64             `json:"group_index"`
+}
+
+// Executor plays the episode a Request names. It must record failures in
+// the episode, not return them: Execute always returns an episode.
+type Executor interface {
+	Execute(ctx context.Context, req Request) *trajectories.Episode
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, req Request) *trajectories.Episode
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, req Request) *trajectories.Episode {
+	return f(ctx, req)
+}
+
+// LocalExecutor plays episodes in this process. It is safe for concurrent
+// use: each call borrows an Engine from its pool.
+type LocalExecutor struct {
+	Scenario         Scenario
+	Params           Params
+	Policy           PolicyFor
+	Limits           Limits
+	Emit             EmitFilter
+	ParallelPolicies bool
+
+	engines sync.Pool
+}
+
+// Execute implements Executor. The request's Scenario and Params must be
+// the executor's own.
+func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.Episode {
+	eng := borrowEngine(&x.engines)
+	defer x.engines.Put(eng)
+	return eng.Run(ctx, Setup{
+		Scenario:         x.Scenario,
+		Params:           x.Params,
+		Seed:             req.Seed,
+		PolicySeed:       req.PolicySeed,
+		Index:            req.Index,
+		RolloutID:        req.RolloutID,
+		GroupIndex:       req.GroupIndex,
+		Policy:           x.Policy,
+		Limits:           x.Limits,
+		Emit:             x.Emit,
+		ParallelPolicies: x.ParallelPolicies,
+		Engines:          &x.engines,
+	})
+}
+
+// RunConfig is a run: N episodes of one scenario, in groups, with bounded
+// concurrency.
+type RunConfig struct {
+	Scenario Scenario
+	Params   Params
+	Policy   PolicyFor
+	Limits   Limits
+	Emit     EmitFilter
+
+	Episodes    int    // how many episodes
+	GroupSize   int    // episodes per group (same scenario seed); 0 means 1
+	Concurrency int    // groups played at once; 0 means 1
+	Seed        uint64 // the run seed: every episode's seeds derive from it
+	// RolloutIDBase is the rollout_id of episode 0; episode i gets
+	// RolloutIDBase+i. GroupIndexBase likewise numbers groups.
+	RolloutIDBase  int64
+	GroupIndexBase int64
+	// IndexBase is the index of the run's first sample.
+	IndexBase int64
+
+	Allocators   []trajectories.Allocator
+	RewardFormat trajectories.RewardFormat
+
+	// FailFast stops the run at the first failed or aborted episode and
+	// returns its error. Without it, such episodes are written with their
+	// status and the run goes on.
+	FailFast bool
+	// ParallelPolicies asks the policies of simultaneous actors
+	// concurrently.
+	ParallelPolicies bool
+
+	// Executor plays the episodes; nil plays them in this process.
+	Executor Executor
+	// Progress, when set, is called after every group written, from the
+	// goroutine that called Run.
+	Progress func(Progress)
+	// Observe, when set, sees every episode as it is written, from the
+	// goroutine that called Run (learners read their rewards here).
+	Observe func(ep *trajectories.Episode)
+}
+
+// Progress is a run's state after a group was written.
+type Progress struct {
+	Done, Total int // episodes
+	Samples     int64
+	Turns       int64
+	Elapsed     time.Duration
+}
+
+// Summary is what a run did.
+type Summary struct {
+	Episodes       int                     // episodes written
+	ByStatus       map[protocol.Status]int // written episodes by status
+	Interrupted    int                     // episodes cut short by cancellation and not written
+	Samples        int64
+	Turns          int64
+	TeamRewardSum  float64 // over completed and truncated episodes
+	Scored         int     // completed and truncated episodes
+	Elapsed        time.Duration
+	FirstFailure   string // the error of the first failed or aborted episode written
+	FirstFailureAt int64  // its episode index
+}
+
+// MeanTeamReward is the mean team reward over scored episodes.
+func (s Summary) MeanTeamReward() float64 {
+	if s.Scored == 0 {
+		return 0
+	}
+	return s.TeamRewardSum / float64(s.Scored)
+}
+
+// TurnsPerSecond is the run's agent-turn throughput.
+func (s Summary) TurnsPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Turns) / s.Elapsed.Seconds()
+}
+
+// ErrEpisodeFailed is returned by Run with FailFast when an episode fails.
+var ErrEpisodeFailed = errors.New("episode failed")
+
+// ErrBadConfig is wrapped by Run's configuration errors.
+var ErrBadConfig = errors.New("bad run configuration")
+
+// Requests returns the requests of the run's episodes, in order: episode i
+// belongs to group i/GroupSize; its scenario seed is the group's, its policy
+// seed its own.
+func (c *RunConfig) Requests() []Request {
+	g := max(c.GroupSize, 1)
+	reqs := make([]Request, c.Episodes)
+	info := c.Scenario.Info()
+	params := c.Params.Map()
+	for i := range reqs {
+		group := int64(i / g)
+		reqs[i] = Request{
+			Scenario:   info.Name,
+			Params:     params,
+			Seed:       seeds.Mix(c.Seed, 1, uint64(group)),
+			PolicySeed: seeds.Mix(c.Seed, 2, uint64(i)),
+			Index:      int64(i),
+			RolloutID:  c.RolloutIDBase + int64(i),
+			GroupIndex: c.GroupIndexBase + group,
+		}
+	}
+	return reqs
+}
+
+func (c *RunConfig) validate() error {
+	switch {
+	case c.Scenario == nil:
+		return fmt.Errorf("%w: no scenario", ErrBadConfig)
+	case c.Episodes < 0:
+		return fmt.Errorf("%w: episodes %d < 0", ErrBadConfig, c.Episodes)
+	case c.GroupSize < 0:
+		return fmt.Errorf("%w: group size %d < 0", ErrBadConfig, c.GroupSize)
+	case c.Concurrency < 0:
+		return fmt.Errorf("%w: concurrency %d < 0", ErrBadConfig, c.Concurrency)
+	case c.Policy == nil && c.Executor == nil:
+		return fmt.Errorf("%w: no policy", ErrBadConfig)
+	}
+	return c.Scenario.Info().Validate()
+}
+
+// group is one unit of work: the episodes of a group, played in order by
+// one worker.
+type group struct {
+	n        int
+	episodes []*trajectories.Episode
+	err      error // allocation error
+	cut      bool  // an episode was interrupted: the group is not written
+}
+
+// Run plays the configured episodes and writes them to sink in episode
+// order, whatever the concurrency: the output is byte-identical for the same
+// configuration. Groups are played concurrently (each group's episodes in
+// order on one worker), rewards are allocated per group, and samples are
+// numbered (index) in output order.
+//
+// Memory is bounded: at most a few groups per worker are held, waiting for
+// their turn to be written.
+//
+// When ctx is cancelled (Ctrl-C), Run stops starting episodes, lets the ones
+// in flight end (they end aborted, "interrupted"), writes every group that
+// finished whole, flushes the sink, and returns ctx's error with the
+// summary. Groups cut short are not written: nothing half-done reaches the
+// sink, and Summary.Interrupted counts them.
+func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, error) {
+	start := time.Now()
+	sum := Summary{ByStatus: map[protocol.Status]int{}}
+	if err := cfg.validate(); err != nil {
+		return sum, err
+	}
+	exec := cfg.Executor
+	if exec == nil {
+		exec = &LocalExecutor{
+			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
+			Limits: cfg.Limits, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
+		}
+	}
+	reqs := cfg.Requests()
+	size := max(cfg.GroupSize, 1)
+	workers := max(cfg.Concurrency, 1)
+	nGroups := (len(reqs) + size - 1) / size
+	sequentialAlloc := trajectories.AnySequential(cfg.Allocators)
+	preparer, _ := sink.(trajectories.Preparer)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// window bounds the groups started but not yet written.
+	window := make(chan struct{}, 4*workers)
+	results := make(chan *group, 4*workers)
+	play := func(gi int) *group {
+		lo, hi := gi*size, min((gi+1)*size, len(reqs))
+		g := &group{n: gi, episodes: make([]*trajectories.Episode, 0, hi-lo)}
+		for _, req := range reqs[lo:hi] {
+			ep := exec.Execute(ctx, req)
+			g.episodes = append(g.episodes, ep)
+			if ep.End == EndInterrupted {
+				g.cut = true
+				return g
+			}
+		}
+		if !sequentialAlloc {
+			g.err = trajectories.Allocate(ctx, g.episodes, cfg.Allocators, cfg.RewardFormat)
+			if g.err == nil && preparer != nil {
+				for _, ep := range g.episodes {
+					preparer.Prepare(ep)
+				}
+			}
+		}
+		return g
+	}
+	go func() {
+		var eg errgroup.Group
+		eg.SetLimit(workers)
+		for gi := range nGroups {
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			eg.Go(func() error {
+				results <- play(gi)
+				return nil
+			})
+		}
+		_ = eg.Wait()
+		close(results)
+	}()
+
+	var runErr error
+	pending := map[int]*group{}
+	next := 0
+	index := cfg.IndexBase
+	write := func(g *group) error {
+		if g.cut {
+			sum.Interrupted += len(g.episodes)
+			return nil
+		}
+		if g.err != nil {
+			return g.err
+		}
+		if sequentialAlloc {
+			if err := trajectories.Allocate(ctx, g.episodes, cfg.Allocators, cfg.RewardFormat); err != nil {
+				return err
+			}
+		}
+		for _, ep := range g.episodes {
+			for k := range ep.Samples {
+				ep.Samples[k].Index = index
+				index++
+			}
+			if err := sink.WriteEpisode(ep); err != nil {
+				return fmt.Errorf("episode %d: %w", ep.Index, err)
+			}
+			if cfg.Observe != nil {
+				cfg.Observe(ep)
+			}
+			sum.Episodes++
+			sum.ByStatus[ep.Status]++
+			sum.Samples += int64(len(ep.Samples))
+			sum.Turns += int64(len(ep.Actions))
+			switch ep.Status {
+			case protocol.StatusCompleted, protocol.StatusTruncated:
+				sum.Scored++
+				sum.TeamRewardSum += ep.Score.Team
+			default:
+				if sum.FirstFailure == "" {
+					sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index
+				}
+				if cfg.FailFast {
+					return fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
+				}
+			}
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(Progress{Done: sum.Episodes + sum.Interrupted, Total: len(reqs), Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(start)})
+		}
+		return nil
+	}
+	for g := range results {
+		if runErr != nil {
+			<-window
+			continue // drain, so the workers can finish
+		}
+		pending[g.n] = g
+		for {
+			g, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			<-window
+			if err := write(g); err != nil {
+				runErr = err
+				cancel(err)
+				break
+			}
+		}
+	}
+	// Whatever is left pending sits behind a group that never came back;
+	// it was interrupted, so it is not written.
+	for _, g := range pending {
+		sum.Interrupted += len(g.episodes)
+	}
+	if f, ok := sink.(trajectories.Flusher); ok {
+		if err := f.Flush(); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	sum.Elapsed = time.Since(start)
+	if runErr == nil && ctx.Err() != nil {
+		runErr = context.Cause(ctx)
+	}
+	return sum, runErr
+}

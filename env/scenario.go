@@ -1,0 +1,205 @@
+// Package env is troupe's environment: the scenario contract (Scenario,
+// Game), the message bus, the deterministic episode engine, and the runner
+// that plays many episodes in parallel and streams their samples to a sink.
+//
+// The engine is synchronous and owns no goroutines, clocks or I/O: an
+// episode is a pure function of (scenario, parameters, seeds, policy
+// answers). Goroutines live in the runner, at the edge.
+package env
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Schedule says how a scenario's agents take turns.
+type Schedule int
+
+const (
+	// Sequential: at each step Game.Next names exactly one agent, which
+	// acts on the current state.
+	Sequential Schedule = iota + 1
+	// Simultaneous: at each step Game.Next names several agents (nil means
+	// every active agent); all observe the same state, then the game
+	// resolves their moves together.
+	Simultaneous
+	// Async: agents act as messages reach them. At each step every active
+	// agent with unread mail acts, plus any that Game.Next names (to open
+	// the conversation); the episode ends by itself once nobody has mail
+	// and Next names nobody.
+	Async
+)
+
+func (s Schedule) String() string {
+	switch s {
+	case Sequential:
+		return "sequential"
+	case Simultaneous:
+		return "simultaneous"
+	case Async:
+		return "async"
+	}
+	return "Schedule(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Scenario is a parameterised definition of a multi-agent game.
+type Scenario interface {
+	// Info describes the scenario; it must return the same value every
+	// time.
+	Info() *Info
+	// New builds one episode's game from validated parameters and the
+	// episode's scenario seed. All randomness of the game must come from
+	// seed.
+	New(p Params, seed uint64) (Game, error)
+}
+
+// Define returns a Scenario made of an Info and a constructor.
+func Define(info *Info, newGame func(p Params, seed uint64) (Game, error)) Scenario {
+	return defined{info: info, newGame: newGame}
+}
+
+type defined struct {
+	info    *Info
+	newGame func(Params, uint64) (Game, error)
+}
+
+func (d defined) Info() *Info                             { return d.info }
+func (d defined) New(p Params, seed uint64) (Game, error) { return d.newGame(p, seed) }
+
+// PolicyMaker builds a named policy for one role of a scenario.
+type PolicyMaker func(p Params, role string) (agents.Policy, error)
+
+// Info describes a scenario: what it is, how it is played, what it takes.
+type Info struct {
+	Name     string
+	Summary  string // one line
+	Doc      string // the rules, rewards and termination, in prose
+	Schedule Schedule
+	Roles    []*agents.Role
+	Params   []ParamSpec
+	// Policies are the scenario's own named policies (a heuristic, a
+	// scripted opponent). "random" is always available on top of them.
+	Policies map[string]PolicyMaker
+	// DefaultPolicy names the policy every role plays when the user names
+	// none; empty means "random".
+	DefaultPolicy string
+	// Counterfactual, when set, says what "absent" and "null action" mean
+	// for the scenario's roles; counterfactual allocators need it.
+	Counterfactual *CounterfactualSpec
+}
+
+// CounterfactualSpec declares how a scenario's roles behave when an agent
+// is taken out of the coalition or plays a null action.
+type CounterfactualSpec struct {
+	// NullAction maps a role to the action text that stands for "doing
+	// nothing" (a pass, staying home). A role missing here has none.
+	NullAction map[string]string
+	// AbsentOK reports that the scenario's rules accept absent seats: the
+	// game skips them and scores the episode without them.
+	AbsentOK bool
+	// Doc says what absence and the null action mean, in prose.
+	Doc string
+}
+
+// ErrBadScenario is wrapped by Info.Validate's errors.
+var ErrBadScenario = errors.New("bad scenario definition")
+
+// Role returns the role called name, or nil.
+func (in *Info) Role(name string) *agents.Role {
+	for _, r := range in.Roles {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// PolicyNames lists the policies the scenario offers, sorted, "random"
+// included.
+func (in *Info) PolicyNames() []string {
+	names := slices.Collect(maps.Keys(in.Policies))
+	if _, ok := in.Policies["random"]; !ok {
+		names = append(names, "random")
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Validate checks the definition: a name, a schedule, well-formed roles
+// with distinct names, parameters with distinct names and defaults of their
+// own kind, and a default policy that exists.
+func (in *Info) Validate() error {
+	if in == nil {
+		return fmt.Errorf("%w: nil Info", ErrBadScenario)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: scenario %q: %s", ErrBadScenario, in.Name, fmt.Sprintf(format, args...))
+	}
+	if in.Name == "" {
+		return fmt.Errorf("%w: a scenario has no name", ErrBadScenario)
+	}
+	if strings.ContainsAny(in.Name, " \t\n=,") {
+		return bad("the name must not contain spaces, '=' or ','")
+	}
+	switch in.Schedule {
+	case Sequential, Simultaneous, Async:
+	default:
+		return bad("schedule %v is not Sequential, Simultaneous or Async", in.Schedule)
+	}
+	if len(in.Roles) == 0 {
+		return bad("no roles")
+	}
+	roles := map[string]bool{}
+	for _, r := range in.Roles {
+		if r == nil {
+			return bad("a nil role")
+		}
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("%w: scenario %q: %w", ErrBadScenario, in.Name, err)
+		}
+		if roles[r.Name] {
+			return bad("two roles are called %q", r.Name)
+		}
+		roles[r.Name] = true
+	}
+	params := map[string]bool{}
+	for _, p := range in.Params {
+		if p.Name == "" {
+			return bad("a parameter has no name")
+		}
+		if params[p.Name] {
+			return bad("two parameters are called %q", p.Name)
+		}
+		params[p.Name] = true
+		if _, err := p.parse(p.Default); err != nil {
+			return bad("default of parameter %q: %v", p.Name, err)
+		}
+	}
+	if in.DefaultPolicy != "" && in.DefaultPolicy != "random" {
+		if _, ok := in.Policies[in.DefaultPolicy]; !ok {
+			return bad("default policy %q is not among its policies %v", in.DefaultPolicy, in.PolicyNames())
+		}
+	}
+	if cf := in.Counterfactual; cf != nil {
+		for role := range cf.NullAction {
+			if !roles[role] {
+				return bad("counterfactual null action for unknown role %q", role)
+			}
+		}
+	}
+	return nil
+}
+
+// Seat is an alias of trajectories.Seat, so that scenario code needs only
+// env.
+type Seat = trajectories.Seat
+
+// Score is an alias of trajectories.Score.
+type Score = trajectories.Score

@@ -1,0 +1,108 @@
+package env
+
+import (
+	"fmt"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Step is the game's handle on the episode during Start and each step: the
+// logical clock, the bus, the agents' state machines, and the episode's end.
+// It is valid only during the call it is passed to.
+type Step struct {
+	e    *Engine
+	time int
+}
+
+// Time returns the logical time: 0 during Start, then 1, 2, ... for each
+// step.
+func (s *Step) Time() int { return s.time }
+
+// Seats returns the episode's seats, in seat order.
+func (s *Step) Seats() []Seat { return s.e.seats }
+
+// Send puts a message from an agent (its id) or from the environment
+// (protocol.EnvSender) on the bus. It is delivered at the end of this step.
+func (s *Step) Send(from string, to protocol.Address, kind, payload string) error {
+	_, err := s.e.bus.Send(protocol.Message{From: from, To: to, Kind: kind, Payload: payload}, s.time)
+	return err
+}
+
+// Tell sends a private message from the environment to one seat: the way to
+// hand out private observations.
+func (s *Step) Tell(seat int, kind, payload string) error {
+	return s.Send(protocol.EnvSender, protocol.To(s.e.seats[seat].ID), kind, payload)
+}
+
+// Announce broadcasts a message from the environment to every agent.
+func (s *Step) Announce(kind, payload string) error {
+	return s.Send(protocol.EnvSender, protocol.Broadcast, kind, payload)
+}
+
+// Join adds seat to a channel.
+func (s *Step) Join(seat int, channel string) { s.e.bus.Join(seat, channel) }
+
+// Leave removes seat from a channel.
+func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
+
+// Fire moves seat's state machine by ev. An event its state does not allow
+// returns an *agents.TransitionError naming agent, state and event; a game
+// should return it from Apply, which fails the episode.
+func (s *Step) Fire(seat int, ev agents.Event) error { return s.e.machines[seat].Fire(ev) }
+
+// FireAll fires ev on every seat that is present, stopping at the first
+// error.
+func (s *Step) FireAll(ev agents.Event) error {
+	for i := range s.e.seats {
+		if s.e.absent[i] {
+			continue
+		}
+		if err := s.Fire(i, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// State returns seat's FSM state.
+func (s *Step) State(seat int) agents.State { return s.e.machines[seat].State() }
+
+// Absent reports whether seat was taken out of this (counterfactual)
+// episode. Absent seats are never scheduled.
+func (s *Step) Absent(seat int) bool { return s.e.absent[seat] }
+
+// Active reports whether seat can still act: present and not in a terminal
+// state.
+func (s *Step) Active(seat int) bool { return !s.e.absent[seat] && !s.e.machines[seat].Done() }
+
+// HasMail reports whether seat has messages it has not yet observed.
+func (s *Step) HasMail(seat int) bool { return s.e.cursor[seat] < len(s.e.bus.Mailbox(seat)) }
+
+// End ends the episode by its rules (status completed) once the current call
+// returns.
+func (s *Step) End() { s.e.ended = true }
+
+// Ended reports whether End was called.
+func (s *Step) Ended() bool { return s.e.ended }
+
+// Note records a scenario fact about seat in the metadata of its most recent
+// emitted sample (for example that its move was illegal, or the night it
+// attended). It does nothing when seat has no emitted sample yet. key must not
+// be one of troupe's own metadata keys.
+func (s *Step) Note(seat int, key string, value any) {
+	i := s.e.lastSample[seat]
+	if i < 0 {
+		return
+	}
+	md := &s.e.ep.Samples[i].Metadata
+	if md.Extra == nil {
+		md.Extra = map[string]any{}
+	}
+	md.Extra[key] = value
+}
+
+// Errorf returns an error for a broken rule, naming the step.
+func (s *Step) Errorf(format string, args ...any) error {
+	return fmt.Errorf("step %d: %s", s.time, fmt.Sprintf(format, args...))
+}

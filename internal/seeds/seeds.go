@@ -1,0 +1,47 @@
+// Package seeds derives independent, reproducible 64-bit seeds from a parent
+// seed and a path of integers, so that every episode, agent and turn draws its
+// randomness from its own stream whatever goroutine runs it.
+package seeds
+
+import "math/bits"
+
+// Mix returns a seed derived from parent and the given path. Different paths
+// give statistically independent seeds (each step is a SplitMix64 finaliser
+// over the running value), and the result depends only on its arguments.
+func Mix(parent uint64, path ...uint64) uint64 {
+	x := parent
+	for _, p := range path {
+		x = splitmix(x ^ splitmix(p+0x9e3779b97f4a7c15))
+	}
+	return splitmix(x)
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// Intn returns a uniform integer in [0, n) drawn from seed, without
+// allocating a generator: Lemire's multiply-shift with rejection. n must be
+// positive.
+func Intn(seed uint64, n int) int {
+	if n <= 0 {
+		panic("seeds: Intn with n <= 0")
+	}
+	bound := uint64(n)
+	x := seed
+	for i := uint64(0); ; i++ {
+		hi, lo := bits.Mul64(x, bound)
+		if lo >= (-bound)%bound {
+			return int(hi)
+		}
+		x = splitmix(seed + i + 1)
+	}
+}
+
+// Float64 returns a uniform float in [0, 1) drawn from seed.
+func Float64(seed uint64) float64 {
+	return float64(splitmix(seed)>>11) / (1 << 53)
+}

@@ -1,0 +1,200 @@
+// Package elfarol is the multi-night El Farol bar problem of Wolpert,
+// Wheeler & Tumer (2000) and Agogino & Tumer (2004), the classic testbed of
+// credit assignment.
+//
+// N patrons each choose one of K nights of a week to go to the bar, all at
+// once. Night k's attendance is x_k. The team reward is the world utility
+//
+//	G = Σ_k φ(x_k),  φ(x) = x·e^(-x/c),
+//
+// which peaks when every night holds c patrons. A patron's own score (the
+// "local" reward of the literature) is φ(x_k) of the night it attended, 0
+// if it stayed home. One episode is one week: a single simultaneous step.
+//
+// The patron's state machine:
+//
+//	stateDiagram-v2
+//	    [*] --> deciding
+//	    deciding --> attended: attend
+//	    deciding --> home: stay_home
+//
+// Counterfactuals: an absent patron and a patron playing the null action
+// "home" both leave every night's attendance untouched by it, so the
+// difference reward of a patron at night k is φ(x_k) − φ(x_k − 1).
+package elfarol
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+)
+
+// Role, states and events of a patron.
+const (
+	RolePatron = "patron"
+
+	Deciding agents.State = "deciding"
+	Attended agents.State = "attended"
+	Home     agents.State = "home"
+
+	Attend   agents.Event = "attend"
+	StayHome agents.Event = "stay_home"
+
+	// NullAction is the action that stays home: the scenario's null action
+	// for counterfactuals. Policies are never offered it.
+	NullAction = "home"
+)
+
+var patron = &agents.Role{
+	Name:    RolePatron,
+	Doc:     "chooses one night of the week to go to the bar",
+	Initial: Deciding,
+	Transitions: []agents.Transition{
+		{Event: Attend, From: []agents.State{Deciding}, To: Attended},
+		{Event: StayHome, From: []agents.State{Deciding}, To: Home},
+	},
+	Terminal: []agents.State{Attended, Home},
+}
+
+// Scenario is the El Farol scenario. Its zero value is not usable; use New.
+type Scenario struct {
+	info *env.Info
+	mu   sync.Mutex
+	// seats and views are shared, read-only, by every episode of the same
+	// size: they are the same for all of them.
+	seats map[int][]env.Seat
+	legal map[int][]string
+}
+
+// New returns the El Farol scenario.
+func New() *Scenario {
+	s := &Scenario{seats: map[int][]env.Seat{}, legal: map[int][]string{}}
+	s.info = &env.Info{
+		Name:     "elfarol",
+		Summary:  "N patrons pick one of K nights; G = Σ_k x_k·e^(-x_k/c) rewards spreading out to capacity c",
+		Doc:      "Simultaneous, one step per episode (one week). Each patron answers with a night number 0..K-1. An answer that is not a night counts as staying home and is noted as illegal in the sample's metadata. Team reward G = Σ_k φ(x_k), φ(x) = x·e^(-x/c); each patron's score is φ of its night's attendance (0 at home).",
+		Schedule: env.Simultaneous,
+		Roles:    []*agents.Role{patron},
+		Params: []env.ParamSpec{
+			env.Int("agents", 60, 1, 1_000_000, "number of patrons N"),
+			env.Int("nights", 7, 1, 1000, "nights in a week K"),
+			env.Float("capacity", 6, 1e-9, 1e9, "capacity c: φ(x) = x·e^(-x/c) peaks at x = c"),
+		},
+		Policies: map[string]env.PolicyMaker{
+			"first-night": func(env.Params, string) (agents.Policy, error) {
+				return agents.Scripted(func(*agents.Observation) string { return "0" }), nil
+			},
+		},
+		Counterfactual: &env.CounterfactualSpec{
+			NullAction: map[string]string{RolePatron: NullAction},
+			AbsentOK:   true,
+			Doc:        "an absent patron and one that plays \"home\" attend no night",
+		},
+	}
+	return s
+}
+
+// Info implements env.Scenario.
+func (s *Scenario) Info() *env.Info { return s.info }
+
+// Utility is φ(x) = x·e^(-x/c), one night's contribution to G.
+func Utility(x, c float64) float64 { return x * math.Exp(-x/c) }
+
+// New implements env.Scenario.
+func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
+	n, k := p.Int("agents"), p.Int("nights")
+	seats, legal := s.shared(n, k)
+	return &game{
+		c:      p.Float("capacity"),
+		seats:  seats,
+		view:   env.View{Text: "El Farol bar. Pick the night of this week you go out: a number from 0 to " + strconv.Itoa(k-1) + ". Every night is best with " + strconv.FormatFloat(p.Float("capacity"), 'g', -1, 64) + " patrons; crowds and empty bars are both worse.", Legal: legal},
+		choice: make([]int, n),
+		counts: make([]int, k),
+	}, nil
+}
+
+func (s *Scenario) shared(n, k int) ([]env.Seat, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seats, ok := s.seats[n]
+	if !ok {
+		seats = make([]env.Seat, n)
+		width := len(strconv.Itoa(n - 1))
+		for i := range seats {
+			seats[i] = env.Seat{ID: fmt.Sprintf("patron-%0*d", width, i), Role: RolePatron}
+		}
+		s.seats[n] = seats
+	}
+	legal, ok := s.legal[k]
+	if !ok {
+		legal = make([]string, k)
+		for i := range legal {
+			legal[i] = strconv.Itoa(i)
+		}
+		s.legal[k] = legal
+	}
+	return seats, legal
+}
+
+type game struct {
+	c      float64
+	seats  []env.Seat
+	view   env.View
+	choice []int // per seat: the night attended, -1 at home or absent
+	counts []int // per night: attendance
+}
+
+func (g *game) Seats() []env.Seat { return g.seats }
+
+func (g *game) Start(*env.Step) error {
+	for i := range g.choice {
+		g.choice[i] = -1
+	}
+	return nil
+}
+
+// Next lets every present patron act at once.
+func (g *game) Next(*env.Step) []int { return nil }
+
+func (g *game) Observe(int) env.View { return g.view }
+
+func (g *game) Apply(s *env.Step, moves []env.Move) error {
+	k := len(g.counts)
+	for _, m := range moves {
+		night, err := strconv.Atoi(m.Action.Text)
+		if err != nil || night < 0 || night >= k {
+			if m.Action.Text != NullAction {
+				s.Note(m.Seat, "illegal", true)
+			}
+			if err := s.Fire(m.Seat, StayHome); err != nil {
+				return err
+			}
+			continue
+		}
+		g.choice[m.Seat] = night
+		g.counts[night]++
+		if err := s.Fire(m.Seat, Attend); err != nil {
+			return err
+		}
+	}
+	s.End()
+	return nil
+}
+
+func (g *game) Score() env.Score {
+	team := 0.0
+	for _, x := range g.counts {
+		team += Utility(float64(x), g.c)
+	}
+	agents := make([]float64, len(g.seats))
+	for i, night := range g.choice {
+		if night >= 0 {
+			agents[i] = Utility(float64(g.counts[night]), g.c)
+		}
+	}
+	return env.Score{Team: team, Agents: agents}
+}

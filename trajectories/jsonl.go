@@ -1,0 +1,304 @@
+package trajectories
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Layout is the line layout of a JSONL file of samples.
+type Layout int
+
+const (
+	// Flat writes one sample per line; the samples of an episode are on
+	// consecutive lines and share their rollout_id.
+	Flat Layout = iota
+	// Nested writes one rollout per line: a JSON array of the episode's
+	// samples, the shape slime's custom-generate path returns.
+	Nested
+)
+
+// flushThreshold is how many encoded bytes JSONLWriter buffers before it
+// writes them: large enough to make writes cheap, small enough to keep memory
+// flat however long the run.
+const flushThreshold = 1 << 20
+
+// JSONLWriter is the streaming JSONL sink. It writes whole episodes only: its
+// buffer holds complete lines of complete episodes, and it hands them to the
+// underlying writer in one Write call. If that write fails part way and the
+// writer is an *os.File, the file is truncated back to the end of the last
+// complete episode, so an interrupted or failed run leaves valid JSONL that
+// holds only whole episodes.
+type JSONLWriter struct {
+	w      io.Writer
+	layout Layout
+	buf    []byte
+	good   int64 // bytes of complete episodes known to be in w
+	err    error // sticky: after a failed write nothing more is written
+}
+
+// NewJSONLWriter returns a writer of samples to w in the given layout.
+func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
+	jw := &JSONLWriter{w: w, layout: layout}
+	if f, ok := w.(*os.File); ok {
+		if off, err := f.Seek(0, io.SeekCurrent); err == nil {
+			jw.good = off
+		}
+	}
+	return jw
+}
+
+// prepared is an episode's samples encoded without their leading
+// group_index and index, as AppendJSONAfterIndex writes them.
+type prepared struct {
+	bytes []byte
+	ends  []int // ends[i] is the end of sample i in bytes
+}
+
+// Prepare encodes ep's samples, all but their indexes, so that WriteEpisode
+// only has to stitch the indexes in. Safe to call concurrently for different
+// episodes.
+func (jw *JSONLWriter) Prepare(ep *Episode) {
+	p := &prepared{ends: make([]int, len(ep.Samples))}
+	size := 0
+	for i := range ep.Samples {
+		p.bytes = ep.Samples[i].AppendJSONAfterIndex(p.bytes)
+		p.ends[i] = len(p.bytes)
+		if i == 0 {
+			size = len(p.bytes) * len(ep.Samples)
+			p.bytes = append(make([]byte, 0, size+size/8), p.bytes...)
+		}
+	}
+	ep.prepared = p
+}
+
+// WriteEpisode appends ep's samples to the buffer and writes the buffer out
+// once it is large. An episode with no samples writes nothing.
+func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
+	if jw.err != nil {
+		return jw.err
+	}
+	if len(ep.Samples) == 0 {
+		return nil
+	}
+	p := ep.prepared
+	ep.prepared = nil
+	if p == nil || len(p.ends) != len(ep.Samples) {
+		jw.Prepare(ep)
+		p = ep.prepared
+		ep.prepared = nil
+	}
+	if jw.layout == Nested {
+		jw.buf = append(jw.buf, '[')
+	}
+	start := 0
+	for i := range ep.Samples {
+		s := &ep.Samples[i]
+		if jw.layout == Nested && i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.buf = append(jw.buf, `{"group_index":`...)
+		jw.buf = strconv.AppendInt(jw.buf, s.GroupIndex, 10)
+		jw.buf = append(jw.buf, `,"index":`...)
+		jw.buf = strconv.AppendInt(jw.buf, s.Index, 10)
+		jw.buf = append(jw.buf, ',')
+		jw.buf = append(jw.buf, p.bytes[start:p.ends[i]]...)
+		start = p.ends[i]
+		if jw.layout == Flat {
+			jw.buf = append(jw.buf, '\n')
+		}
+	}
+	if jw.layout == Nested {
+		jw.buf = append(jw.buf, ']', '\n')
+	}
+	if len(jw.buf) >= flushThreshold {
+		return jw.Flush()
+	}
+	return nil
+}
+
+// Flush writes the buffered episodes out.
+func (jw *JSONLWriter) Flush() error {
+	if jw.err != nil {
+		return jw.err
+	}
+	if len(jw.buf) == 0 {
+		return nil
+	}
+	n, err := jw.w.Write(jw.buf)
+	if err == nil && n < len(jw.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		jw.err = fmt.Errorf("write samples: %w", err)
+		if f, ok := jw.w.(*os.File); ok && n > 0 {
+			// Drop the partial episode so the file stays whole-episode JSONL.
+			if terr := f.Truncate(jw.good); terr != nil {
+				jw.err = fmt.Errorf("%w (and truncating back to the last whole episode failed: %w)", jw.err, terr)
+			} else {
+				_, _ = f.Seek(jw.good, io.SeekStart)
+			}
+		}
+		return jw.err
+	}
+	jw.good += int64(n)
+	jw.buf = jw.buf[:0]
+	if cap(jw.buf) > 4*flushThreshold {
+		jw.buf = nil // one huge episode must not pin its buffer for the rest of the run
+	}
+	return nil
+}
+
+// maxLine bounds one line of input, so a corrupt file cannot make the reader
+// allocate without limit.
+const maxLine = 256 << 20
+
+// ErrTruncated is returned by Reader when the input ends in the middle of a
+// line: the file was cut while being written.
+var ErrTruncated = errors.New("input ends inside a line")
+
+// Reader reads samples back from JSONL, in either layout (it tells them
+// apart line by line).
+type Reader struct {
+	br      *bufio.Reader
+	line    int
+	pending []protocol.Sample // a line read ahead by Rollout
+	nested  bool              // pending came from a nested line
+}
+
+// NewReader returns a reader of r.
+func NewReader(r io.Reader) *Reader { return &Reader{br: bufio.NewReaderSize(r, 64<<10)} }
+
+// Next returns the samples of the next non-empty line: one sample for the
+// flat layout, a rollout's list for the nested one. At the end of input it
+// returns io.EOF. Errors name the line.
+func (r *Reader) Next() ([]protocol.Sample, error) {
+	if r.pending != nil {
+		out := r.pending
+		r.pending = nil
+		return out, nil
+	}
+	out, _, err := r.next()
+	return out, err
+}
+
+func (r *Reader) next() ([]protocol.Sample, bool, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return nil, false, err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '[' {
+			list := []protocol.Sample{}
+			if err := json.Unmarshal(line, &list); err != nil {
+				return nil, true, fmt.Errorf("line %d: %w", r.line, err)
+			}
+			return list, true, nil
+		}
+		var s protocol.Sample
+		if err := s.UnmarshalJSON(line); err != nil {
+			return nil, false, fmt.Errorf("line %d: %w", r.line, err)
+		}
+		return []protocol.Sample{s}, false, nil
+	}
+}
+
+func (r *Reader) readLine() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("line %d: longer than %d bytes", r.line+1, maxLine)
+		}
+		switch {
+		case err == nil:
+			r.line++
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(bytes.TrimSpace(line)) == 0 {
+				return nil, io.EOF
+			}
+			r.line++
+			return nil, fmt.Errorf("line %d: %w", r.line, ErrTruncated)
+		default:
+			return nil, fmt.Errorf("line %d: %w", r.line+1, err)
+		}
+	}
+}
+
+// Rollout returns the next rollout: the samples of one line in the nested
+// layout, or the run of consecutive lines that share a rollout_id in the flat
+// layout. At the end of input it returns io.EOF.
+func (r *Reader) Rollout() ([]protocol.Sample, error) {
+	out, nested := r.pending, r.nested
+	r.pending = nil
+	if out == nil {
+		var err error
+		if out, nested, err = r.next(); err != nil {
+			return nil, err
+		}
+	}
+	if nested {
+		return out, nil
+	}
+	for {
+		next, nestedNext, err := r.next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if nestedNext || next[0].RolloutID != out[0].RolloutID {
+			r.pending, r.nested = next, nestedNext
+			return out, nil
+		}
+		out = append(out, next[0])
+	}
+}
+
+// ReadAll reads every sample of r, in either layout, flattened.
+func ReadAll(r io.Reader) ([]protocol.Sample, error) {
+	rd := NewReader(r)
+	var out []protocol.Sample
+	for {
+		next, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, next...)
+	}
+}
+
+// ReadRollouts reads r as a list of rollouts (see Reader.Rollout).
+func ReadRollouts(r io.Reader) ([][]protocol.Sample, error) {
+	rd := NewReader(r)
+	var out [][]protocol.Sample
+	for {
+		next, err := rd.Rollout()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, next)
+	}
+}

@@ -1,0 +1,30 @@
+package trajectories
+
+import "context"
+
+// Counterfactual describes how to re-run an episode differently. Seat indexes
+// refer to Episode.Seats.
+type Counterfactual struct {
+	// Absent seats take no part: they are never scheduled and the scenario
+	// treats them as it declares for an absent agent.
+	Absent []int
+	// Replace maps a seat to the action text it plays instead of its
+	// recorded or policy action, at every turn. The scenario's null action is
+	// the usual choice.
+	Replace map[int]string
+	// Resimulate asks the other agents' policies again (with the same seeds)
+	// instead of replaying their recorded actions.
+	Resimulate bool
+}
+
+// Replayer re-runs an episode under a counterfactual and returns the team
+// reward and per-agent scores it would have earned.
+type Replayer interface {
+	Replay(ctx context.Context, cf Counterfactual) (Score, error)
+}
+
+// ReplayerFunc adapts a function to Replayer.
+type ReplayerFunc func(ctx context.Context, cf Counterfactual) (Score, error)
+
+// Replay calls f.
+func (f ReplayerFunc) Replay(ctx context.Context, cf Counterfactual) (Score, error) { return f(ctx, cf) }

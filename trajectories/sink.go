@@ -1,0 +1,93 @@
+package trajectories
+
+import (
+	"sync"
+)
+
+// Sink stores finished episodes. WriteEpisode takes a whole episode, so a
+// reader never sees half of one; it is called from one goroutine, in output
+// order.
+type Sink interface {
+	WriteEpisode(ep *Episode) error
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(ep *Episode) error
+
+// WriteEpisode calls f.
+func (f SinkFunc) WriteEpisode(ep *Episode) error { return f(ep) }
+
+// Flusher is implemented by sinks that buffer; the runner calls Flush when a
+// run ends, interrupted or not.
+type Flusher interface {
+	Flush() error
+}
+
+// Preparer is implemented by sinks that can do part of their work (encoding)
+// before an episode's sample indexes are known. The runner calls Prepare on
+// the worker goroutine that ran the episode, after rewards are allocated and
+// before WriteEpisode, so that encoding uses every core. Prepare may be
+// called concurrently for different episodes.
+type Preparer interface {
+	Prepare(ep *Episode)
+}
+
+// Collector is the in-memory sink: it keeps every episode it is given.
+// It is safe for concurrent use.
+type Collector struct {
+	mu       sync.Mutex
+	episodes []*Episode
+}
+
+// WriteEpisode keeps ep.
+func (c *Collector) WriteEpisode(ep *Episode) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.episodes = append(c.episodes, ep)
+	return nil
+}
+
+// Episodes returns the episodes kept so far, in the order written.
+func (c *Collector) Episodes() []*Episode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Episode(nil), c.episodes...)
+}
+
+// Discard is the sink that stores nothing: the "no serialisation" mode of
+// runs whose consumer lives in the same process (an experiment's learners
+// read samples before they reach the sink).
+var Discard Sink = SinkFunc(func(*Episode) error { return nil })
+
+// Tee writes every episode to each sink in turn, stopping at the first error.
+func Tee(sinks ...Sink) Sink { return tee(sinks) }
+
+type tee []Sink
+
+func (t tee) WriteEpisode(ep *Episode) error {
+	for _, s := range t {
+		if err := s.WriteEpisode(ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t tee) Flush() error {
+	for _, s := range t {
+		if f, ok := s.(Flusher); ok {
+			if err := f.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t tee) Prepare(ep *Episode) {
+	for _, s := range t {
+		if p, ok := s.(Preparer); ok {
+			p.Prepare(ep)
+		}
+	}
+}
