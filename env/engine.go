@@ -78,7 +78,7 @@ type Setup struct {
 	Recorded       []trajectories.ActionRecord
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
-	Engines *sync.Pool
+	Engines *EnginePool
 }
 
 // Engine runs episodes. It keeps its agents' state machines and buffers
@@ -201,7 +201,7 @@ func (e *Engine) game() Game { return e.current }
 
 func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end string, err error) {
 	setup := e.setup
-	e.current = nil
+	e.current, e.seats = nil, nil
 	e.ended = false
 	defer func() {
 		if r := recover(); r != nil {
@@ -344,7 +344,13 @@ func (e *Engine) seat(seats []Seat) error {
 		if slices.Contains(cf.Absent, i) {
 			e.absent[i] = true
 		}
-		if text, ok := cf.Replace[i]; ok {
+		if slices.Contains(cf.Null, i) {
+			null, ok := e.info.Counterfactual.nullAction(s.Role)
+			if !ok {
+				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, ErrNoNullAction)
+			}
+			e.policies[i] = constant(null)
+		} else if text, ok := cf.Replace[i]; ok {
 			e.policies[i] = constant(text)
 		} else if recorded != nil {
 			e.policies[i] = frozen(recorded[i], e.policies[i])
@@ -552,18 +558,27 @@ func (e *Engine) finishSamples() {
 // replayer returns the episode's Replayer: it re-runs the same setup under a
 // counterfactual, with no samples emitted.
 func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) trajectories.Replayer {
+	seats := e.seats
 	return trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (Score, error) {
-		if len(cf.Absent) > 0 && (setup.Scenario.Info().Counterfactual == nil || !setup.Scenario.Info().Counterfactual.AbsentOK) {
-			return Score{}, fmt.Errorf("scenario %s: %w", setup.Scenario.Info().Name, ErrNoAbsence)
+		info := setup.Scenario.Info()
+		spec := info.Counterfactual
+		if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
+			return Score{}, fmt.Errorf("scenario %s: %w", info.Name, ErrNoAbsence)
+		}
+		for _, i := range cf.Null {
+			if i < 0 || i >= len(seats) {
+				return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
+			}
+			if _, ok := spec.nullAction(seats[i].Role); !ok {
+				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
+			}
 		}
 		s := setup
 		s.Counterfactual = &cf
 		s.Recorded = recorded
 		s.Emit = func(Seat) bool { return false }
-		eng := borrowEngine(setup.Engines)
-		if setup.Engines != nil {
-			defer setup.Engines.Put(eng)
-		}
+		eng := setup.Engines.Get()
+		defer setup.Engines.Put(eng)
 		ep := eng.Run(ctx, s)
 		switch ep.Status {
 		case protocol.StatusCompleted, protocol.StatusTruncated:
@@ -576,17 +591,43 @@ func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) tra
 // Errors of counterfactual replays.
 var (
 	ErrNoAbsence    = errors.New("the scenario does not declare what an absent agent means")
+	ErrNoNullAction = errors.New("the scenario declares no null action for this role")
 	ErrReplayFailed = errors.New("counterfactual replay did not finish")
 )
 
-// borrowEngine takes an engine from pool, or makes one.
-func borrowEngine(pool *sync.Pool) *Engine {
-	if pool != nil {
-		if eng, ok := pool.Get().(*Engine); ok {
-			return eng
-		}
+// EnginePool lends engines to concurrent episodes, so that the state
+// machines and buffers an engine keeps are reused. Unlike a sync.Pool it
+// keeps its engines across garbage collections: it holds at most as many
+// as were ever in use at once. The zero value is ready; a nil pool makes a
+// new engine for every Get.
+type EnginePool struct {
+	mu   sync.Mutex
+	free []*Engine
+}
+
+// Get takes an idle engine or makes one.
+func (p *EnginePool) Get() *Engine {
+	if p == nil {
+		return NewEngine()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		eng := p.free[n-1]
+		p.free = p.free[:n-1]
+		return eng
 	}
 	return NewEngine()
+}
+
+// Put returns an engine that has finished its episode.
+func (p *EnginePool) Put(eng *Engine) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, eng)
 }
 
 // constant is the policy that always plays text.

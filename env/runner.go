@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -51,13 +50,13 @@ type LocalExecutor struct {
 	Emit             EmitFilter
 	ParallelPolicies bool
 
-	engines sync.Pool
+	engines EnginePool
 }
 
 // Execute implements Executor. The request's Scenario and Params must be
 // the executor's own.
 func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.Episode {
-	eng := borrowEngine(&x.engines)
+	eng := x.engines.Get()
 	defer x.engines.Put(eng)
 	return eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,

@@ -108,6 +108,15 @@ type CounterfactualSpec struct {
 	Doc string
 }
 
+// nullAction returns role's null action; a nil spec has none.
+func (cf *CounterfactualSpec) nullAction(role string) (string, bool) {
+	if cf == nil {
+		return "", false
+	}
+	a, ok := cf.NullAction[role]
+	return a, ok
+}
+
 // ErrBadScenario is wrapped by Info.Validate's errors.
 var ErrBadScenario = errors.New("bad scenario definition")
 

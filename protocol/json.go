@@ -155,6 +155,9 @@ func (m *Metadata) appendJSON(dst []byte) []byte {
 		dst = append(dst, `,"error":`...)
 		dst = appendString(dst, m.Error)
 	}
+	if len(m.Extra) == 0 {
+		return append(dst, '}')
+	}
 	for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
 		if slices.Contains(metadataKeys, k) {
 			continue // Validate reports it; never write a key twice
@@ -222,6 +225,9 @@ func (s *Sample) UnmarshalJSON(data []byte) error {
 		RolloutLogProbs: w.RolloutLogProbs,
 		RemoveSample:    w.RemoveSample,
 		Status:          *w.Status,
+	}
+	if len(out.Tokens) == 0 {
+		out.Tokens = nil // a text-only sample's nil Tokens encodes as []; decode it back to nil
 	}
 	if w.GroupIndex != nil {
 		out.GroupIndex = *w.GroupIndex

@@ -8,6 +8,10 @@ type Counterfactual struct {
 	// Absent seats take no part: they are never scheduled and the scenario
 	// treats them as it declares for an absent agent.
 	Absent []int
+	// Null seats play their role's null action (the scenario's "doing
+	// nothing") at every turn. A scenario that declares none for the role
+	// makes the replay fail with an error naming scenario and role.
+	Null []int
 	// Replace maps a seat to the action text it plays instead of its
 	// recorded or policy action, at every turn. The scenario's null action is
 	// the usual choice.

@@ -1,0 +1,344 @@
+package env_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+func params(t *testing.T, sc env.Scenario, kv map[string]string) env.Params {
+	t.Helper()
+	p, err := sc.Info().ParseParams(kv)
+	require.NoError(t, err)
+	return p
+}
+
+func runOne(t *testing.T, sc env.Scenario, pol agents.Policy, mod func(*env.Setup)) *trajectories.Episode {
+	t.Helper()
+	s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, RolloutID: 42, GroupIndex: 3, Policy: env.SamePolicy(pol)}
+	if mod != nil {
+		mod(&s)
+	}
+	ep := env.RunEpisode(context.Background(), s)
+	require.NotNil(t, ep)
+	for i := range ep.Samples {
+		ep.Samples[i].Index = int64(i)
+	}
+	if len(ep.Samples) > 0 {
+		require.NoError(t, protocol.ValidateRollout(ep.Samples))
+	}
+	return ep
+}
+
+func TestSequentialEpisodeCompletes(t *testing.T) {
+	var log []string
+	ep := runOne(t, relayScenario(env.Sequential, 6, relayHooks{}, &log), agents.Replay("2", "2"), nil)
+	assert.Equal(t, protocol.StatusCompleted, ep.Status)
+	assert.Equal(t, env.EndTerminated, ep.End)
+	assert.Equal(t, 3, ep.Steps)
+	assert.Equal(t, 6.0, ep.Score.Team)
+	require.Len(t, ep.Samples, 3)
+	for i, s := range ep.Samples {
+		assert.Equal(t, int64(42), s.RolloutID)
+		assert.Equal(t, int64(3), s.GroupIndex)
+		assert.Equal(t, protocol.StatusCompleted, s.Status)
+		assert.Equal(t, "2", s.Response)
+		assert.Equal(t, i+1, s.Metadata.Step)
+		assert.Equal(t, 0, s.Metadata.Turn)
+		assert.Equal(t, "idle", s.Metadata.State)
+		assert.True(t, s.Metadata.TextOnly)
+		assert.Equal(t, 6.0, s.Metadata.TeamReward)
+		require.NotNil(t, s.Metadata.AgentScore)
+		assert.Equal(t, 2.0, *s.Metadata.AgentScore)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, []string{ep.Samples[0].Metadata.Agent, ep.Samples[1].Metadata.Agent, ep.Samples[2].Metadata.Agent})
+	// Every move was broadcast; b saw a's move in its inbox, c saw a's and b's.
+	require.Len(t, ep.Messages, 3)
+	assert.Equal(t, "total 2\nMessages:\n[t=1] a -> * (add): 2", ep.Samples[1].Prompt.Text)
+	assert.Contains(t, ep.Samples[2].Prompt.Text, "[t=1] a -> * (add): 2\n[t=2] b -> * (add): 2")
+}
+
+func TestSimultaneousActorsObserveBeforeAnyMove(t *testing.T) {
+	var log []string
+	sc := relayScenario(env.Simultaneous, 100, relayHooks{}, &log)
+	ep := runOne(t, sc, agents.Replay("1", "1"), func(s *env.Setup) { s.Limits.MaxSteps = 2 })
+	assert.Equal(t, protocol.StatusTruncated, ep.Status)
+	assert.Equal(t, env.EndMaxSteps, ep.End)
+	assert.Equal(t, []string{
+		"observe a total=0", "observe b total=0", "observe c total=0",
+		"apply a 1", "apply b 1", "apply c 1",
+		"observe a total=3", "observe b total=3", "observe c total=3",
+		"apply a 1", "apply b 1", "apply c 1",
+	}, log)
+	// Truncated episodes are still scored.
+	assert.Equal(t, 6.0, ep.Score.Team)
+	// Simultaneous actors see each other's messages only at the next step,
+	// and never their own broadcasts.
+	second := ep.Samples[3]
+	assert.Equal(t, "a", second.Metadata.Agent)
+	assert.Equal(t, "total 3\nMessages:\n[t=1] b -> * (add): 1\n[t=1] c -> * (add): 1", second.Prompt.Text)
+}
+
+func TestAsyncConversationEndsQuiescent(t *testing.T) {
+	// a opens; every message gets one answer from each recipient until the
+	// game stops sending.
+	sent := 0
+	hooks := relayHooks{
+		next: func(s *env.Step) []int {
+			if s.Time() == 1 {
+				return []int{0}
+			}
+			return nil
+		},
+		apply: func(s *env.Step, moves []env.Move) error {
+			for _, m := range moves {
+				if sent >= 4 {
+					continue
+				}
+				sent++
+				other := "b"
+				if s.Seats()[m.Seat].ID == "b" {
+					other = "a"
+				}
+				if err := s.Send(s.Seats()[m.Seat].ID, protocol.To(other), "say", m.Action.Text); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	sc := relayScenario(env.Async, 0, hooks, nil)
+	ep := runOne(t, sc, agents.Scripted(func(o *agents.Observation) string { return fmt.Sprint(len(o.Seen)) }),
+		func(s *env.Setup) { s.Params = params(t, s.Scenario, map[string]string{"seats": "2"}) })
+	assert.Equal(t, protocol.StatusCompleted, ep.Status)
+	assert.Equal(t, env.EndQuiescent, ep.End)
+	var who []string
+	for _, a := range ep.Actions {
+		who = append(who, fmt.Sprintf("%d:%s", a.Step, ep.Seats[a.Agent].ID))
+	}
+	assert.Equal(t, []string{"1:a", "2:b", "3:a", "4:b", "5:a"}, who)
+	assert.Len(t, ep.Messages, 4)
+}
+
+func TestLimitsTruncate(t *testing.T) {
+	never := relayHooks{noEnd: true}
+	cases := []struct {
+		name   string
+		limits env.Limits
+		end    string
+		turns  int
+	}{
+		{"steps", env.Limits{MaxSteps: 5}, env.EndMaxSteps, 5},
+		{"turns", env.Limits{MaxTurns: 4}, env.EndMaxTurns, 4},
+		{"messages", env.Limits{MaxMessages: 2}, env.EndMaxMessages, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ep := runOne(t, relayScenario(env.Sequential, 0, never, nil), agents.Random(), func(s *env.Setup) { s.Limits = c.limits })
+			assert.Equal(t, protocol.StatusTruncated, ep.Status)
+			assert.Equal(t, c.end, ep.End)
+			assert.Equal(t, c.turns, ep.Turns())
+			for _, s := range ep.Samples {
+				assert.Equal(t, protocol.StatusTruncated, s.Status)
+				assert.Equal(t, c.end, s.Metadata.End)
+			}
+		})
+	}
+}
+
+func TestTimeoutTruncatesAndInterruptAborts(t *testing.T) {
+	blocking := agents.PolicyFunc(func(ctx context.Context, o *agents.Observation) (agents.Action, error) {
+		if o.Step < 2 {
+			return agents.Action{Text: "1"}, nil
+		}
+		<-ctx.Done()
+		return agents.Action{}, ctx.Err()
+	})
+	sc := relayScenario(env.Sequential, 100, relayHooks{}, nil)
+	ep := runOne(t, sc, blocking, func(s *env.Setup) { s.Limits.Timeout = 20 * time.Millisecond })
+	assert.Equal(t, protocol.StatusTruncated, ep.Status)
+	assert.Equal(t, env.EndDeadline, ep.End)
+	assert.Len(t, ep.Samples, 1, "the turn cut short by the deadline is not a sample")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelling := agents.PolicyFunc(func(_ context.Context, o *agents.Observation) (agents.Action, error) {
+		if o.Step == 2 {
+			cancel()
+		}
+		return agents.Action{Text: "1"}, nil
+	})
+	ep = env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(cancelling)})
+	assert.Equal(t, protocol.StatusAborted, ep.Status)
+	assert.Equal(t, env.EndInterrupted, ep.End)
+	assert.Contains(t, ep.Err, "context canceled")
+}
+
+func TestFailuresAreRecordedNotPanicked(t *testing.T) {
+	boom := errors.New("boom")
+	cases := []struct {
+		name   string
+		hooks  relayHooks
+		policy agents.Policy
+		status protocol.Status
+		end    string
+		errHas string
+	}{
+		{"policy error", relayHooks{}, agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+			return agents.Action{}, boom
+		}), protocol.StatusAborted, env.EndPolicyError, `agent "a" (role "p") turn 0: boom`},
+		{"policy panic", relayHooks{}, agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+			panic("policy bug")
+		}), protocol.StatusFailed, env.EndGameError, "policy panicked: policy bug"},
+		{"replay exhausted", relayHooks{}, agents.Replay(), protocol.StatusAborted, env.EndPolicyError, "replay: no recorded action"},
+		{"game panic", relayHooks{panicAt: 2}, agents.Random(), protocol.StatusFailed, env.EndGameError, "game panicked: relay: boom"},
+		{"apply error", relayHooks{apply: func(*env.Step, []env.Move) error { return boom }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "step 1: apply: boom"},
+		{"start error", relayHooks{start: func(*env.Step) error { return boom }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "start: boom"},
+		{"impossible transition", relayHooks{badEvent: true}, agents.Random(), protocol.StatusFailed, env.EndGameError, `agent "a" (role "p"): event "nonsense" is impossible in state "idle"`},
+		{"two actors in a sequential game", relayHooks{next: func(*env.Step) []int { return []int{0, 1} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 2 agents"},
+		{"no actor", relayHooks{next: func(*env.Step) []int { return []int{} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 0 agents to act, want 1"},
+		{"seat out of range", relayHooks{next: func(*env.Step) []int { return []int{9} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "named seat 9 of 3"},
+		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `addressee "zed" is not an agent`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ep := runOne(t, relayScenario(env.Sequential, 5, c.hooks, nil), c.policy, nil)
+			assert.Equal(t, c.status, ep.Status)
+			assert.Equal(t, c.end, ep.End)
+			assert.Contains(t, ep.Err, c.errHas)
+			for _, s := range ep.Samples {
+				assert.Equal(t, c.status, s.Status)
+				assert.Equal(t, ep.Err, s.Metadata.Error)
+			}
+		})
+	}
+}
+
+func TestBadSeatsFail(t *testing.T) {
+	for name, seats := range map[string][]env.Seat{
+		"none":         {},
+		"duplicate":    {{ID: "a", Role: "p"}, {ID: "a", Role: "p"}},
+		"reserved env": {{ID: "env", Role: "p"}},
+		"channel-like": {{ID: "#x", Role: "p"}},
+		"unknown role": {{ID: "a", Role: "ghost"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			info := &env.Info{Name: "bad", Schedule: env.Sequential, Roles: []*agents.Role{relayRole}}
+			sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
+				return &relay{seats: seats, target: 1}, nil
+			})
+			ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())})
+			assert.Equal(t, protocol.StatusFailed, ep.Status)
+			assert.ErrorContains(t, errors.New(ep.Err), "bad seats")
+		})
+	}
+}
+
+func TestNotesAndEmitFilter(t *testing.T) {
+	sc := relayScenario(env.Sequential, 3, relayHooks{}, nil)
+	byStep := agents.Scripted(func(o *agents.Observation) string { return []string{"", "x", "3"}[o.Step] })
+	ep := runOne(t, sc, byStep, func(s *env.Setup) {
+		s.Emit = func(seat env.Seat) bool { return seat.ID != "b" }
+	})
+	assert.Equal(t, protocol.StatusCompleted, ep.Status)
+	// a played "x" (noted illegal), b played "3" but is not emitted, c never played.
+	require.Len(t, ep.Samples, 1)
+	assert.Equal(t, map[string]any{"illegal": true}, ep.Samples[0].Metadata.Extra)
+	assert.Len(t, ep.Actions, 2, "unemitted turns are still recorded for replay")
+}
+
+func TestTokensBecomeTrainedSample(t *testing.T) {
+	pol := agents.PolicyFunc(func(_ context.Context, o *agents.Observation) (agents.Action, error) {
+		return agents.Action{Text: "3", Tokens: &agents.Tokens{Prompt: []int{5, 6}, Response: []int{7, 8}, LogProbs: []float64{-0.5, -0.25}}}, nil
+	})
+	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
+	require.Len(t, ep.Samples, 1)
+	s := ep.Samples[0]
+	assert.Equal(t, []int{5, 6, 7, 8}, s.Tokens)
+	assert.Equal(t, 2, s.ResponseLength)
+	assert.Equal(t, []int{1, 1}, s.LossMask)
+	assert.Equal(t, []float64{-0.5, -0.25}, s.RolloutLogProbs)
+	assert.False(t, s.Metadata.TextOnly)
+}
+
+func TestParallelPoliciesGiveTheSameEpisode(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 30, relayHooks{}, nil)
+	slow := agents.PolicyFunc(func(ctx context.Context, o *agents.Observation) (agents.Action, error) {
+		time.Sleep(time.Duration(3-len(o.Agent)) * time.Millisecond) // let answers arrive out of order
+		return agents.Random().Act(ctx, o)
+	})
+	seq := runOne(t, sc, slow, nil)
+	par := runOne(t, sc, slow, func(s *env.Setup) { s.ParallelPolicies = true })
+	assert.Equal(t, seq.Actions, par.Actions)
+	assert.Equal(t, trajectories.Transcript(seq), trajectories.Transcript(par))
+}
+
+func TestReplayReproducesAndCounterfactuals(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 12, relayHooks{}, nil)
+	ep := runOne(t, sc, agents.Random(), nil)
+	require.NotNil(t, ep.Replay)
+	ctx := context.Background()
+
+	same, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{})
+	require.NoError(t, err)
+	assert.Equal(t, ep.Score, same)
+	resim, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Resimulate: true})
+	require.NoError(t, err)
+	assert.Equal(t, ep.Score, resim, "policies asked again with the same seeds answer the same")
+
+	// Seat 0 playing the null action "0": the total loses exactly its moves
+	// while the episode lasts as long (the game is not over sooner).
+	null, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{0}, Resimulate: true})
+	require.NoError(t, err)
+	assert.Less(t, null.Team, ep.Score.Team)
+
+	absent, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{0, 1, 2}})
+	require.Error(t, err, "nobody left to act")
+	assert.ErrorIs(t, err, env.ErrReplayFailed)
+	assert.Equal(t, env.Score{}, absent)
+
+	_, err = ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{7}})
+	assert.ErrorContains(t, err, "seat 7 of 3")
+}
+
+func TestCounterfactualNeedsDeclaration(t *testing.T) {
+	info := &env.Info{Name: "plain", Schedule: env.Sequential, Roles: []*agents.Role{relayRole}}
+	sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
+		return &relay{seats: []env.Seat{{ID: "a", Role: "p"}}, target: 2}, nil
+	})
+	ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())})
+	_, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Absent: []int{0}})
+	assert.ErrorIs(t, err, env.ErrNoAbsence)
+	_, err = ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{0}})
+	assert.ErrorIs(t, err, env.ErrNoNullAction)
+	assert.ErrorContains(t, err, `scenario plain role "p"`)
+}
+
+func TestEngineReuseIsClean(t *testing.T) {
+	sc := relayScenario(env.Sequential, 7, relayHooks{}, nil)
+	eng := env.NewEngine()
+	s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}
+	first := eng.Run(context.Background(), s)
+	for range 3 {
+		again := eng.Run(context.Background(), s)
+		assert.Equal(t, trajectories.Transcript(first), trajectories.Transcript(again))
+	}
+	fresh := env.RunEpisode(context.Background(), s)
+	assert.Equal(t, trajectories.Transcript(first), trajectories.Transcript(fresh))
+}
+
+func TestSimultaneousGameNamingNobodyFails(t *testing.T) {
+	hooks := relayHooks{next: func(*env.Step) []int { return []int{} }}
+	ep := runOne(t, relayScenario(env.Simultaneous, 5, hooks, nil), agents.Random(), nil)
+	assert.Equal(t, protocol.StatusFailed, ep.Status)
+	assert.Contains(t, ep.Err, "step 1: the game named no agent to act and did not end the episode")
+}

@@ -1,0 +1,236 @@
+package env_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+func elfarolConfig(t *testing.T, kv map[string]string) env.RunConfig {
+	t.Helper()
+	sc := elfarol.New()
+	return env.RunConfig{
+		Scenario:   sc,
+		Params:     params(t, sc, kv),
+		Policy:     env.SamePolicy(agents.Random()),
+		Episodes:   40,
+		Seed:       2026,
+		Allocators: []trajectories.Allocator{credit.Team{}},
+	}
+}
+
+func runJSONL(t *testing.T, cfg env.RunConfig, layout trajectories.Layout) ([]byte, env.Summary) {
+	t.Helper()
+	var buf bytes.Buffer
+	w := trajectories.NewJSONLWriter(&buf, layout)
+	sum, err := env.Run(context.Background(), cfg, w)
+	require.NoError(t, err)
+	return buf.Bytes(), sum
+}
+
+func TestRunIsByteIdenticalWhateverTheConcurrency(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "12"})
+	cfg.GroupSize = 3
+	cfg.Concurrency = 1
+	one, sum := runJSONL(t, cfg, trajectories.Flat)
+	cfg.Concurrency = 8
+	eight, _ := runJSONL(t, cfg, trajectories.Flat)
+	require.Equal(t, string(one), string(eight))
+	assert.Equal(t, 40, sum.Episodes)
+	assert.Equal(t, int64(480), sum.Samples)
+
+	rollouts, err := trajectories.ReadRollouts(bytes.NewReader(one))
+	require.NoError(t, err)
+	require.Len(t, rollouts, 40)
+	index := int64(0)
+	for i, r := range rollouts {
+		require.NoError(t, protocol.ValidateRollout(r))
+		require.Len(t, r, 12)
+		for _, s := range r {
+			assert.Equal(t, int64(i), s.RolloutID)
+			assert.Equal(t, int64(i/3), s.GroupIndex)
+			assert.Equal(t, index, s.Index, "indexes are contiguous in output order")
+			index++
+		}
+	}
+	// A group shares its scenario seed; its episodes draw different moves.
+	assert.Equal(t, rollouts[0][0].Metadata.Seed, rollouts[2][0].Metadata.Seed)
+	assert.NotEqual(t, rollouts[2][0].Metadata.Seed, rollouts[3][0].Metadata.Seed)
+
+	cfg.Seed++
+	other, _ := runJSONL(t, cfg, trajectories.Flat)
+	assert.NotEqual(t, string(one), string(other), "another run seed gives other episodes")
+}
+
+func TestRunNestedLayoutHoldsOneRolloutPerLine(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "5"})
+	cfg.Concurrency = 3
+	out, _ := runJSONL(t, cfg, trajectories.Nested)
+	assert.Equal(t, 40, bytes.Count(out, []byte("\n")))
+	rollouts, err := trajectories.ReadRollouts(bytes.NewReader(out))
+	require.NoError(t, err)
+	require.Len(t, rollouts, 40)
+	flat, _ := runJSONL(t, cfg, trajectories.Flat)
+	flatRollouts, err := trajectories.ReadRollouts(bytes.NewReader(flat))
+	require.NoError(t, err)
+	assert.Equal(t, flatRollouts, rollouts)
+}
+
+func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
+	calls := 0
+	var mu sync.Mutex
+	flaky := agents.PolicyFunc(func(ctx context.Context, o *agents.Observation) (agents.Action, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if o.Agent == "b" && o.Seed%3 == 0 {
+			return agents.Action{}, errors.New("server said no")
+		}
+		return agents.Random().Act(ctx, o)
+	})
+	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
+	cfg := env.RunConfig{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky), Episodes: 60, Concurrency: 4, Seed: 1,
+		Allocators: []trajectories.Allocator{credit.Team{}}}
+	var col trajectories.Collector
+	sum, err := env.Run(context.Background(), cfg, &col)
+	require.NoError(t, err)
+	assert.Equal(t, 60, sum.Episodes)
+	require.Positive(t, sum.ByStatus[protocol.StatusAborted])
+	assert.Equal(t, 60, sum.ByStatus[protocol.StatusAborted]+sum.ByStatus[protocol.StatusCompleted])
+	assert.Contains(t, sum.FirstFailure, "server said no")
+	for _, ep := range col.Episodes() {
+		if ep.Status == protocol.StatusAborted {
+			for _, s := range ep.Samples {
+				assert.Equal(t, protocol.StatusAborted, s.Status)
+				assert.Equal(t, 0.0, s.Reward.Value)
+			}
+		}
+	}
+
+	cfg.FailFast = true
+	var col2 trajectories.Collector
+	_, err = env.Run(context.Background(), cfg, &col2)
+	require.ErrorIs(t, err, env.ErrEpisodeFailed)
+	assert.ErrorContains(t, err, "server said no")
+	assert.Less(t, len(col2.Episodes()), 60)
+}
+
+func TestRunInterruptedWritesOnlyWholeEpisodes(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "20"})
+	cfg.Episodes = 5000
+	cfg.Concurrency = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Progress = func(p env.Progress) {
+		if p.Done >= 100 {
+			cancel()
+		}
+	}
+	var buf bytes.Buffer
+	sum, err := env.Run(ctx, cfg, trajectories.NewJSONLWriter(&buf, trajectories.Flat))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.GreaterOrEqual(t, sum.Episodes, 100)
+	assert.Less(t, sum.Episodes, 5000)
+	rollouts, err := trajectories.ReadRollouts(bytes.NewReader(buf.Bytes()))
+	require.NoError(t, err, "the output is valid JSONL")
+	assert.Len(t, rollouts, sum.Episodes)
+	seen := map[int64]bool{}
+	for _, r := range rollouts {
+		require.Len(t, r, 20, "only whole episodes")
+		require.NoError(t, protocol.ValidateRollout(r))
+		assert.Equal(t, protocol.StatusCompleted, r[0].Status)
+		assert.False(t, seen[r[0].RolloutID], "no episode twice")
+		seen[r[0].RolloutID] = true
+	}
+}
+
+func TestRunDictRewardsAndSequentialAllocators(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "4"})
+	order := &orderAllocator{}
+	cfg.Allocators = []trajectories.Allocator{credit.Team{}, credit.EqualSplit{}, order}
+	cfg.RewardFormat = trajectories.RewardDict
+	cfg.GroupSize = 2
+	cfg.Concurrency = 6
+	out, _ := runJSONL(t, cfg, trajectories.Flat)
+	samples, err := trajectories.ReadAll(bytes.NewReader(out))
+	require.NoError(t, err)
+	for _, s := range samples {
+		require.Equal(t, protocol.RewardDict, s.Reward.Kind)
+		assert.InDelta(t, s.Metadata.TeamReward, s.Reward.Dict["team"], 1e-12)
+		assert.InDelta(t, s.Metadata.TeamReward/4, s.Reward.Dict["equal-split"], 1e-12)
+		assert.Equal(t, float64(s.GroupIndex), s.Reward.Dict["order"], "sequential allocators see groups in output order")
+		assert.Equal(t, "team,equal-split,order", s.Metadata.Allocator)
+	}
+}
+
+// orderAllocator numbers the groups it sees: with the runner's guarantee
+// for Sequential allocators, that number is the group index.
+type orderAllocator struct{ seen int }
+
+func (o *orderAllocator) Name() string     { return "order" }
+func (o *orderAllocator) Sequential() bool { return true }
+func (o *orderAllocator) Allocate(_ context.Context, g []*trajectories.Episode, dst [][]float64) error {
+	for e := range g {
+		for s := range dst[e] {
+			dst[e][s] = float64(o.seen)
+		}
+	}
+	o.seen++
+	return nil
+}
+
+func TestRunSinkErrorStopsTheRun(t *testing.T) {
+	cfg := elfarolConfig(t, nil)
+	cfg.Concurrency = 4
+	full := errors.New("disk full")
+	n := 0
+	_, err := env.Run(context.Background(), cfg, trajectories.SinkFunc(func(*trajectories.Episode) error {
+		n++
+		if n == 3 {
+			return full
+		}
+		return nil
+	}))
+	require.ErrorIs(t, err, full)
+	assert.ErrorContains(t, err, "episode 2")
+	assert.Equal(t, 3, n, "nothing is written after the failure")
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	good := elfarolConfig(t, nil)
+	for name, mod := range map[string]func(*env.RunConfig){
+		"no scenario":          func(c *env.RunConfig) { c.Scenario = nil },
+		"negative episodes":    func(c *env.RunConfig) { c.Episodes = -1 },
+		"negative concurrency": func(c *env.RunConfig) { c.Concurrency = -2 },
+		"negative group":       func(c *env.RunConfig) { c.GroupSize = -1 },
+		"no policy":            func(c *env.RunConfig) { c.Policy = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := good
+			mod(&cfg)
+			_, err := env.Run(context.Background(), cfg, trajectories.Discard)
+			assert.ErrorIs(t, err, env.ErrBadConfig)
+		})
+	}
+}
+
+func TestRunEmitsOnlyChosenRoles(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
+	cfg.Emit = env.EmitRoles("nobody")
+	var col trajectories.Collector
+	sum, err := env.Run(context.Background(), cfg, &col)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), sum.Samples)
+	assert.Equal(t, int64(120), sum.Turns)
+}

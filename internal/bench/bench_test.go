@@ -1,0 +1,147 @@
+// Package bench holds troupe's throughput benchmarks: every built-in
+// scenario through the whole framework (engine, bus, FSMs, recorder,
+// allocator, sink), and El Farol as a plain Go loop beside it, so the
+// framework's overhead shows as a ratio. Run them with `make bench`.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"testing"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// run plays b.N episodes of the named scenario at concurrency 2 (this
+// machine's cores) and reports agent-turns/s, episodes/s and allocations
+// per turn.
+func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink) {
+	sc, err := scenarios.Builtin().Lookup(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := sc.Info().ParseParams(kv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := env.RunConfig{
+		Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
+		Episodes: b.N, Concurrency: runtime.GOMAXPROCS(0), Seed: 1,
+		Allocators: []trajectories.Allocator{credit.Team{}},
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	sum, err := env.Run(context.Background(), cfg, sink)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sum.Scored != b.N {
+		b.Fatalf("%d of %d episodes scored: %s", sum.Scored, b.N, sum.FirstFailure)
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(sum.Turns)/secs, "turns/s")
+	b.ReportMetric(float64(b.N)/secs, "episodes/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(sum.Turns), "allocs/turn")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(sum.Turns), "B/turn")
+}
+
+// BenchmarkScenarios runs every built-in scenario on its defaults, with
+// samples written as JSONL to a discarding writer and not serialised at all.
+func BenchmarkScenarios(b *testing.B) {
+	for _, name := range scenarios.Builtin().Names() {
+		b.Run(name+"/jsonl", func(b *testing.B) {
+			run(b, name, nil, trajectories.NewJSONLWriter(io.Discard, trajectories.Flat))
+		})
+		b.Run(name+"/discard", func(b *testing.B) { run(b, name, nil, trajectories.Discard) })
+	}
+}
+
+// BenchmarkElFarol100 is the issue's target: El Farol with 100 agents.
+func BenchmarkElFarol100(b *testing.B) {
+	kv := map[string]string{"agents": "100"}
+	b.Run("jsonl", func(b *testing.B) {
+		run(b, "elfarol", kv, trajectories.NewJSONLWriter(io.Discard, trajectories.Flat))
+	})
+	b.Run("discard", func(b *testing.B) { run(b, "elfarol", kv, trajectories.Discard) })
+	b.Run("plain-go-loop", func(b *testing.B) { plainElFarol(b, 100, 7, 6) })
+}
+
+// plainElFarol is the same game with no framework: per episode, each agent
+// draws a night from the same per-turn seed the framework would give the
+// random policy, attendance is counted and G computed. Two goroutines share
+// the episodes, like the framework's runner at concurrency 2.
+func plainElFarol(b *testing.B, n, k int, c float64) {
+	workers := runtime.GOMAXPROCS(0)
+	b.ResetTimer()
+	done := make(chan float64, workers)
+	for w := range workers {
+		go func() {
+			counts := make([]int, k)
+			total := 0.0
+			for ep := w; ep < b.N; ep += workers {
+				clear(counts)
+				policySeed := seeds.Mix(1, 2, uint64(ep))
+				for i := range n {
+					counts[seeds.Intn(seeds.Mix(seeds.Mix(policySeed, uint64(i), 0), 0), k)]++
+				}
+				for _, x := range counts {
+					total += elfarol.Utility(float64(x), c)
+				}
+			}
+			done <- total
+		}()
+	}
+	sum := 0.0
+	for range workers {
+		sum += <-done
+	}
+	b.StopTimer()
+	if math.IsNaN(sum) {
+		b.Fatal("NaN")
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N*n)/secs, "turns/s")
+	b.ReportMetric(float64(b.N)/secs, "episodes/s")
+}
+
+// BenchmarkMemoryFlat shows that a run's memory does not grow with its
+// length: peak live heap for short and long runs of the same game.
+func BenchmarkMemoryFlat(b *testing.B) {
+	for _, episodes := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("episodes=%d", episodes), func(b *testing.B) {
+			sc := elfarol.New()
+			p, _ := sc.Info().ParseParams(map[string]string{"agents": "100"})
+			peak := uint64(0)
+			for range b.N {
+				cfg := env.RunConfig{
+					Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
+					Episodes: episodes, Concurrency: 2, Seed: 1,
+					Allocators: []trajectories.Allocator{credit.Team{}},
+					Progress: func(pr env.Progress) {
+						if pr.Done%500 == 0 {
+							var m runtime.MemStats
+							runtime.ReadMemStats(&m)
+							peak = max(peak, m.HeapInuse)
+						}
+					},
+				}
+				if _, err := env.Run(context.Background(), cfg, trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
