@@ -129,7 +129,9 @@ func TestReplayAndScripted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "q@3", a.Text)
 
-	f := agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) { return agents.Action{}, errors.New("x") })
+	f := agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+		return agents.Action{}, errors.New("x")
+	})
 	_, err = f.Act(context.Background(), &agents.Observation{})
 	assert.EqualError(t, err, "x")
 }

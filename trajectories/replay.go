@@ -31,4 +31,6 @@ type Replayer interface {
 type ReplayerFunc func(ctx context.Context, cf Counterfactual) (Score, error)
 
 // Replay calls f.
-func (f ReplayerFunc) Replay(ctx context.Context, cf Counterfactual) (Score, error) { return f(ctx, cf) }
+func (f ReplayerFunc) Replay(ctx context.Context, cf Counterfactual) (Score, error) {
+	return f(ctx, cf)
+}
