@@ -144,6 +144,11 @@ func (in *Info) ParseParams(given map[string]string) (Params, error) {
 		p.values[spec.Name] = v
 		p.raw[spec.Name] = text
 	}
+	if in.CheckParams != nil {
+		if err := in.CheckParams(p); err != nil {
+			return Params{}, fmt.Errorf("%w: %s: %w", ErrBadParam, in.Name, err)
+		}
+	}
 	return p, nil
 }
 

@@ -93,6 +93,11 @@ type Info struct {
 	// Counterfactual, when set, says what "absent" and "null action" mean
 	// for the scenario's roles; counterfactual allocators need it.
 	Counterfactual *CounterfactualSpec
+	// CheckParams, when set, vets combinations of parameter values that
+	// each pass their own ParamSpec (say, more candidates than distinct
+	// objects). ParseParams calls it, so a bad combination is rejected
+	// before any episode runs.
+	CheckParams func(p Params) error
 }
 
 // CounterfactualSpec declares how a scenario's roles behave when an agent
@@ -106,6 +111,12 @@ type CounterfactualSpec struct {
 	AbsentOK bool
 	// Doc says what absence and the null action mean, in prose.
 	Doc string
+	// Resimulate says that the scenario's agents react to each other
+	// (a listener to a speaker's word), so a counterfactual is meaningful
+	// only when the other agents' policies are asked again rather than
+	// their recorded actions replayed. Counterfactual allocators use it as
+	// their default mode.
+	Resimulate bool
 }
 
 // nullAction returns role's null action; a nil spec has none.

@@ -6,13 +6,19 @@ package scenarios
 import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/scenarios/signal"
+	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 )
 
-// Builtin returns a new registry of the built-in scenarios. Each call builds
-// fresh scenario values, so registries never share state.
+// Builtin returns a new registry of the built-in scenarios: elfarol (the El
+// Farol bar, for credit assignment), signal (a Lewis signalling game) and
+// tictactoe (zero-sum self-play). Each call builds fresh scenario values, so
+// registries never share state.
 func Builtin() *env.Registry {
 	r, err := env.NewRegistry(
 		elfarol.New(),
+		signal.New(),
+		tictactoe.New(),
 	)
 	if err != nil {
 		// The built-in definitions are fixed at compile time; the tests

@@ -102,7 +102,11 @@ func New() *Scenario {
 func (s *Scenario) Info() *env.Info { return s.info }
 
 // Utility is φ(x) = x·e^(-x/c), one night's contribution to G.
-func Utility(x, c float64) float64 { return x * math.Exp(-x/c) }
+//
+// The conversion forces the product to be rounded on its own, so that a
+// compiler targeting an FMA instruction cannot fuse it into the caller's
+// sum: results are bit-identical on every architecture.
+func Utility(x, c float64) float64 { return float64(x * math.Exp(-x/c)) }
 
 // New implements env.Scenario.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
@@ -150,10 +154,16 @@ type game struct {
 
 func (g *game) Seats() []env.Seat { return g.seats }
 
-func (g *game) Start(*env.Step) error {
+func (g *game) Start(s *env.Step) error {
 	for i := range g.choice {
 		g.choice[i] = -1
 	}
+	for i := range g.seats {
+		if !s.Absent(i) {
+			return nil
+		}
+	}
+	s.End() // nobody came (a counterfactual with every patron absent): G = 0
 	return nil
 }
 

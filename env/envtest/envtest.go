@@ -1,0 +1,479 @@
+// Package envtest is a test harness for scenarios, built-in or a user's
+// own, in the spirit of net/http/httptest: one call checks that a scenario
+// keeps the contracts the rest of troupe relies on.
+//
+//	func TestScenario(t *testing.T) {
+//		envtest.Check(t, myscenario.New(), envtest.Options{
+//			Params: []map[string]string{{}, {"players": "5"}},
+//		})
+//	}
+//
+// Check plays every parameter set with every named policy over several
+// seeds and asserts that the scenario's Info is valid and stable, its roles'
+// diagrams render, every episode completes by its own rules with finite
+// scores, every sample passes protocol.ValidateRollout, an episode is the
+// same when played twice, when replayed from its recorded actions and when
+// re-simulated by its Replayer, counterfactual replays work where the
+// scenario declares them, and a run's JSONL output is byte-identical at
+// concurrency 1 and 4. Golden compares text with a golden file, and
+// CheckDoc keeps a package doc's state diagrams in step with its roles.
+package envtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// The findings Verify reports, each wrapped with the context that produced
+// it (parameters, policy, seed), so a test can tell them apart with
+// errors.Is.
+var (
+	ErrInfo             = errors.New("envtest: bad scenario definition")
+	ErrPolicy           = errors.New("envtest: policy cannot be built")
+	ErrEpisode          = errors.New("envtest: episode did not complete")
+	ErrScore            = errors.New("envtest: bad score")
+	ErrSample           = errors.New("envtest: bad sample")
+	ErrNondeterministic = errors.New("envtest: same seed, different episode")
+	ErrReplay           = errors.New("envtest: replay differs from the episode")
+	ErrCounterfactual   = errors.New("envtest: counterfactual replay failed")
+	ErrConcurrency      = errors.New("envtest: output depends on concurrency")
+)
+
+// defaultSeeds is how many scenario seeds (1, 2, ...) Check plays when
+// Options.Seeds is nil.
+const defaultSeeds = 8
+
+// Options tune Check and Verify. The zero value checks the default
+// parameters with every policy the scenario names, over seeds 1 to 8.
+type Options struct {
+	// Params are the parameter sets to check, each a name-to-text map as
+	// the command line gives them; nil checks the defaults only. The empty
+	// map is the defaults too.
+	Params []map[string]string
+	// Seeds are the scenario seeds each policy is played with; nil means
+	// 1 to 8. An empty, non-nil list plays no single episodes: only the
+	// runs are compared.
+	Seeds []uint64
+	// Policies names the scenario's policies to play, every role playing
+	// the named one; nil plays "random" and every policy of Info.Policies,
+	// an empty, non-nil list none of them (only Play's).
+	Policies []string
+	// Play adds policy assignments of the test's own (a scripted opponent,
+	// a mixed pairing), played like the named ones, in name order.
+	Play map[string]env.PolicyFor
+	// Limits bound every episode; the zero value means 10,000 steps, so a
+	// scenario that never ends fails instead of hanging.
+	Limits env.Limits
+	// AllowTruncated accepts episodes that Limits cut short. Without it,
+	// every episode must end by the scenario's own rules.
+	AllowTruncated bool
+	// RunEpisodes is the size of the runs compared at concurrency 1 and 4,
+	// played in groups of 2 with the first policy; 0 means 12.
+	RunEpisodes int
+	// CounterfactualSeats bounds how many seats, from the first, are
+	// replayed absent and with their null action; 0 means 8.
+	CounterfactualSeats int
+}
+
+// Check runs Verify and reports each finding with t.Errorf.
+func Check(t testing.TB, sc env.Scenario, opts Options) {
+	t.Helper()
+	err := Verify(t.Context(), sc, opts)
+	if err == nil {
+		return
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			t.Errorf("%v", e)
+		}
+		return
+	}
+	t.Errorf("%v", err)
+}
+
+// Verify checks sc as Check does and returns every finding, joined with
+// errors.Join; nil means the scenario passed. For each parameter set and
+// policy it stops at the first seed that fails, so one bug is reported
+// once per pairing rather than once per seed.
+func Verify(ctx context.Context, sc env.Scenario, opts Options) error {
+	info := sc.Info()
+	if err := checkInfo(sc, info); err != nil {
+		return err // nothing can be played with a broken definition
+	}
+	sets := opts.Params
+	if sets == nil {
+		sets = []map[string]string{{}}
+	}
+	var errs []error
+	for _, given := range sets {
+		p, err := info.ParseParams(given)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: params %s: %w", ErrInfo, label(given), err))
+			continue
+		}
+		assigned, err := plays(info, p, opts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("params %s: %w", label(given), err))
+			continue
+		}
+		for _, pl := range assigned {
+			for _, seed := range seedList(opts.Seeds) {
+				if err := checkEpisode(ctx, sc, p, pl, seed, opts); err != nil {
+					errs = append(errs, fmt.Errorf("params %s, policy %s, seed %d: %w", label(given), pl.name, seed, err))
+					break
+				}
+			}
+		}
+		if len(assigned) > 0 {
+			if err := checkRun(ctx, sc, p, assigned[0], opts); err != nil {
+				errs = append(errs, fmt.Errorf("params %s, policy %s: %w", label(given), assigned[0].name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func seedList(given []uint64) []uint64 {
+	if given != nil {
+		return given
+	}
+	out := make([]uint64, defaultSeeds)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// label renders a parameter set for messages, sorted.
+func label(given map[string]string) string {
+	if len(given) == 0 {
+		return "{defaults}"
+	}
+	parts := make([]string, 0, len(given))
+	for _, k := range slices.Sorted(maps.Keys(given)) {
+		parts = append(parts, k+"="+given[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// checkInfo validates the definition, its stability (info is what an
+// earlier call of sc.Info returned) and its diagrams.
+func checkInfo(sc env.Scenario, info *env.Info) error {
+	if err := info.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInfo, err)
+	}
+	if a, b := fingerprint(info), fingerprint(sc.Info()); a != b {
+		return fmt.Errorf("%w: Info() returned different definitions on two calls:\n%s\nthen\n%s", ErrInfo, a, b)
+	}
+	for _, r := range info.Roles {
+		for _, kind := range []agents.DiagramKind{agents.Mermaid, agents.Graphviz} {
+			d, err := r.Diagram(kind)
+			if err != nil {
+				return fmt.Errorf("%w: role %q: diagram: %w", ErrInfo, r.Name, err)
+			}
+			if !strings.Contains(d, string(r.Initial)) {
+				return fmt.Errorf("%w: role %q: diagram does not show initial state %q:\n%s", ErrInfo, r.Name, r.Initial, d)
+			}
+		}
+	}
+	return nil
+}
+
+// fingerprint renders what Info must keep from call to call.
+func fingerprint(info *env.Info) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%v|%v|%s\n", info.Name, info.Summary, info.Schedule, info.PolicyNames(), info.DefaultPolicy)
+	for _, r := range info.Roles {
+		d, _ := r.Diagram(agents.Mermaid)
+		fmt.Fprintf(&b, "role %s %v\n%s", r.Name, r.Terminal, d)
+	}
+	for _, p := range info.Params {
+		fmt.Fprintf(&b, "param %+v\n", p)
+	}
+	return b.String()
+}
+
+// play is a named policy assignment.
+type play struct {
+	name   string
+	policy env.PolicyFor
+}
+
+func plays(info *env.Info, p env.Params, opts Options) ([]play, error) {
+	names := opts.Policies
+	if names == nil {
+		names = info.PolicyNames()
+	}
+	var out []play
+	for _, name := range names {
+		pf, err := NamedPolicy(info, p, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, play{name: name, policy: pf})
+	}
+	for _, name := range slices.Sorted(maps.Keys(opts.Play)) {
+		out = append(out, play{name: name, policy: opts.Play[name]})
+	}
+	return out, nil
+}
+
+// NamedPolicy builds the policy a user names, for every role: one of
+// Info.Policies, made once per role, or "random" when the scenario does not
+// define its own. An unknown name wraps ErrPolicy and lists the known ones.
+func NamedPolicy(info *env.Info, p env.Params, name string) (env.PolicyFor, error) {
+	maker, ok := info.Policies[name]
+	if !ok {
+		if name == "random" {
+			return env.SamePolicy(agents.Random()), nil
+		}
+		return nil, fmt.Errorf("%w: scenario %s has no policy %q (it has %v)", ErrPolicy, info.Name, name, info.PolicyNames())
+	}
+	byRole := make(map[string]agents.Policy, len(info.Roles))
+	for _, r := range info.Roles {
+		pol, err := maker(p, r.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: policy %q for role %q: %w", ErrPolicy, name, r.Name, err)
+		}
+		if pol == nil {
+			return nil, fmt.Errorf("%w: policy %q for role %q is nil", ErrPolicy, name, r.Name)
+		}
+		byRole[r.Name] = pol
+	}
+	return func(s env.Seat) agents.Policy { return byRole[s.Role] }, nil
+}
+
+func limits(opts Options) env.Limits {
+	if opts.Limits == (env.Limits{}) {
+		return env.Limits{MaxSteps: 10_000}
+	}
+	return opts.Limits
+}
+
+// checkEpisode plays one seed and checks the episode, its samples, its
+// determinism and its replays.
+func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, seed uint64, opts Options) error {
+	setup := env.Setup{
+		Scenario:   sc,
+		Params:     p,
+		Seed:       seed,
+		PolicySeed: seeds.Mix(seed, 0xe7),
+		Index:      int64(seed),
+		RolloutID:  int64(seed) + 1000,
+		GroupIndex: int64(seed),
+		Policy:     pl.policy,
+		Limits:     limits(opts),
+	}
+	ep := env.RunEpisode(ctx, setup)
+	if err := checkOutcome(ep, opts); err != nil {
+		return err
+	}
+	if err := checkSamples(ep); err != nil {
+		return err
+	}
+	want := trajectories.Transcript(ep)
+	if got := trajectories.Transcript(env.RunEpisode(ctx, setup)); got != want {
+		return fmt.Errorf("%w: the second play differs: %s", ErrNondeterministic, FirstDifference(want, got))
+	}
+	replay := setup
+	replay.Policy = recorded(ep)
+	if want, got := gameTranscript(ep), gameTranscript(env.RunEpisode(ctx, replay)); got != want {
+		return fmt.Errorf("%w: replaying the recorded actions gives another episode, so the game depends on more than the moves: %s",
+			ErrReplay, FirstDifference(want, got))
+	}
+	return checkReplayer(ctx, sc, ep, opts)
+}
+
+func checkOutcome(ep *trajectories.Episode, opts Options) error {
+	switch {
+	case ep.Status == protocol.StatusCompleted:
+	case ep.Status == protocol.StatusTruncated && opts.AllowTruncated:
+	default:
+		return fmt.Errorf("%w: %s (%s) after %d steps: %s", ErrEpisode, ep.Status, ep.End, ep.Steps, ep.Err)
+	}
+	if !finite(ep.Score.Team) {
+		return fmt.Errorf("%w: team reward %v", ErrScore, ep.Score.Team)
+	}
+	if ep.Score.Agents != nil && len(ep.Score.Agents) != len(ep.Seats) {
+		return fmt.Errorf("%w: %d agent scores for %d seats", ErrScore, len(ep.Score.Agents), len(ep.Seats))
+	}
+	for i, v := range ep.Score.Agents {
+		if !finite(v) {
+			return fmt.Errorf("%w: seat %d (%s) scored %v", ErrScore, i, ep.Seats[i].ID, v)
+		}
+	}
+	return nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// checkSamples validates the samples as the runner would write them
+// (numbered), and their agreement with the episode.
+func checkSamples(ep *trajectories.Episode) error {
+	if len(ep.Samples) != len(ep.Actions) {
+		return fmt.Errorf("%w: %d samples for %d turns", ErrSample, len(ep.Samples), len(ep.Actions))
+	}
+	numbered := slices.Clone(ep.Samples)
+	for i := range numbered {
+		numbered[i].Index = int64(i)
+	}
+	if err := protocol.ValidateRollout(numbered); err != nil {
+		return fmt.Errorf("%w: %w", ErrSample, err)
+	}
+	for i := range ep.Samples {
+		s, a := &ep.Samples[i], ep.Actions[i]
+		md := &s.Metadata
+		switch {
+		case s.RolloutID != ep.RolloutID:
+			return fmt.Errorf("%w: sample %d has rollout_id %d, the episode %d", ErrSample, i, s.RolloutID, ep.RolloutID)
+		case s.Status != ep.Status:
+			return fmt.Errorf("%w: sample %d has status %s, the episode %s", ErrSample, i, s.Status, ep.Status)
+		case a.Agent < 0 || a.Agent >= len(ep.Seats):
+			return fmt.Errorf("%w: turn %d names seat %d of %d", ErrSample, i, a.Agent, len(ep.Seats))
+		case md.Agent != ep.Seats[a.Agent].ID || md.Role != ep.Seats[a.Agent].Role:
+			return fmt.Errorf("%w: sample %d is %s (%s), its turn was %s's", ErrSample, i, md.Agent, md.Role, ep.Seats[a.Agent].ID)
+		case s.Response != a.Action || md.Turn != a.Turn || md.Step != a.Step:
+			return fmt.Errorf("%w: sample %d (%q, turn %d, step %d) disagrees with its turn (%q, turn %d, step %d)",
+				ErrSample, i, s.Response, md.Turn, md.Step, a.Action, a.Turn, a.Step)
+		}
+	}
+	return nil
+}
+
+// gameTranscript is the transcript of ep without what a policy, rather than
+// the game, puts in a sample (its own prompt, its tokens): what replaying
+// the same moves with another policy must reproduce.
+func gameTranscript(ep *trajectories.Episode) string {
+	c := *ep
+	c.Samples = slices.Clone(ep.Samples)
+	for i := range c.Samples {
+		s := &c.Samples[i]
+		s.Prompt, s.Tokens, s.ResponseLength, s.LossMask, s.RolloutLogProbs = protocol.Prompt{}, nil, 0, nil, nil
+		s.Metadata.TextOnly = false
+	}
+	return trajectories.Transcript(&c)
+}
+
+// recorded replays ep's actions, seat by seat, turn by turn.
+func recorded(ep *trajectories.Episode) env.PolicyFor {
+	bySeat := make(map[string][]string, len(ep.Seats))
+	for _, a := range ep.Actions {
+		id := ep.Seats[a.Agent].ID
+		bySeat[id] = append(bySeat[id], a.Action)
+	}
+	return func(s env.Seat) agents.Policy { return agents.Replay(bySeat[s.ID]...) }
+}
+
+// checkReplayer checks the episode's Replayer: with no change, replayed or
+// re-simulated, it must give the episode's own score; with a seat absent or
+// playing its null action (where the scenario declares them), it must
+// finish.
+func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episode, opts Options) error {
+	if ep.Replay == nil {
+		return fmt.Errorf("%w: the episode has no Replayer", ErrReplay)
+	}
+	for _, cf := range []trajectories.Counterfactual{{}, {Resimulate: true}} {
+		score, err := ep.Replay.Replay(ctx, cf)
+		if err != nil {
+			return fmt.Errorf("%w: %+v: %w", ErrReplay, cf, err)
+		}
+		if score.Team != ep.Score.Team || !slices.Equal(score.Agents, ep.Score.Agents) {
+			return fmt.Errorf("%w: %+v scored %v, the episode %v", ErrReplay, cf, score, ep.Score)
+		}
+	}
+	spec := sc.Info().Counterfactual
+	if spec == nil {
+		return nil
+	}
+	n := opts.CounterfactualSeats
+	if n == 0 {
+		n = 8
+	}
+	for i := range min(n, len(ep.Seats)) {
+		var cfs []trajectories.Counterfactual
+		if null, ok := spec.NullAction[ep.Seats[i].Role]; ok {
+			cfs = append(cfs, trajectories.Counterfactual{Replace: map[int]string{i: null}})
+		}
+		if spec.AbsentOK {
+			cfs = append(cfs, trajectories.Counterfactual{Absent: []int{i}})
+		}
+		for _, cf := range cfs {
+			score, err := ep.Replay.Replay(ctx, cf)
+			if err != nil {
+				return fmt.Errorf("%w: seat %d (%s) %+v: %w", ErrCounterfactual, i, ep.Seats[i].ID, cf, err)
+			}
+			if !finite(score.Team) {
+				return fmt.Errorf("%w: seat %d (%s) %+v: team reward %v", ErrCounterfactual, i, ep.Seats[i].ID, cf, score.Team)
+			}
+		}
+	}
+	return nil
+}
+
+// checkRun plays a run at concurrency 1, then at concurrency 4 with
+// policies asked in parallel, and compares the JSONL bytes; then reads the
+// output back and validates every rollout.
+func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts Options) error {
+	n := opts.RunEpisodes
+	if n == 0 {
+		n = 12
+	}
+	withSamples := 0 // episodes that wrote a rollout, in the first run
+	run := func(concurrency int) ([]byte, env.Summary, error) {
+		var buf bytes.Buffer
+		w := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
+		sum, err := env.Run(ctx, env.RunConfig{
+			Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts),
+			Episodes: n, GroupSize: 2, Concurrency: concurrency, Seed: 42,
+			RolloutIDBase: 500, Allocators: []trajectories.Allocator{credit.Team{}},
+			ParallelPolicies: concurrency > 1,
+			Observe: func(ep *trajectories.Episode) {
+				if concurrency == 1 && len(ep.Samples) > 0 {
+					withSamples++
+				}
+			},
+		}, w)
+		return buf.Bytes(), sum, err
+	}
+	one, sum, err := run(1)
+	if err != nil {
+		return fmt.Errorf("%w: run: %w", ErrEpisode, err)
+	}
+	if bad := sum.Episodes - sum.ByStatus[protocol.StatusCompleted]; bad > 0 && !(opts.AllowTruncated && bad == sum.ByStatus[protocol.StatusTruncated]) {
+		return fmt.Errorf("%w: %d of %d episodes of a run did not complete (%v); first: %s", ErrEpisode, bad, sum.Episodes, sum.ByStatus, sum.FirstFailure)
+	}
+	four, _, err := run(4)
+	if err != nil {
+		return fmt.Errorf("%w: run: %w", ErrEpisode, err)
+	}
+	if !bytes.Equal(one, four) {
+		return fmt.Errorf("%w: JSONL at concurrency 1 and 4 differ: %s", ErrConcurrency, FirstDifference(string(one), string(four)))
+	}
+	rollouts, err := trajectories.ReadRollouts(bytes.NewReader(one))
+	if err != nil {
+		return fmt.Errorf("%w: reading the run back: %w", ErrSample, err)
+	}
+	for _, r := range rollouts {
+		if err := protocol.ValidateRollout(r); err != nil {
+			return fmt.Errorf("%w: run: %w", ErrSample, err)
+		}
+	}
+	if len(rollouts) != withSamples {
+		return fmt.Errorf("%w: %d rollouts read back, %d episodes wrote samples", ErrSample, len(rollouts), withSamples)
+	}
+	return nil
+}

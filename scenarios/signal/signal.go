@@ -1,0 +1,410 @@
+// Package signal is a Lewis signalling game: a cooperative referential game
+// in which a speaker must tell a listener which of a few objects is the
+// target, with a single word.
+//
+// The episode's seed draws `candidates` distinct objects, each described by
+// `attributes` attributes (shape, then color, then pattern) of `values`
+// values each ("red circle", "striped blue star"), and picks one as the
+// target. At time 0 the environment privately tells the speaker the target
+// and the candidates. The speaker answers with one word of the vocabulary,
+// which goes to the listener on the bus. The listener sees the candidates
+// in its own seed-shuffled order, so their position carries no
+// information, reads the word, and names one candidate. Both score 1 if it
+// is the target and 0 otherwise: the team reward and both agent scores are
+// equal.
+//
+// The schedule is Async: the speaker acts because the target reached its
+// inbox, the listener once the word reaches its own. The game's Next also
+// names a seat whose state says it is to act, so a listener still chooses
+// when the speaker stays silent or is absent.
+//
+// Success needs communication. The word is the only channel between who
+// knows the target and who picks, so a speaker whose word does not depend
+// on the target leaves the listener at chance, 1/candidates, whatever the
+// listener does. The parameter vocab sets the words:
+//
+//   - words (default): the attribute values themselves ("red", "circle"),
+//     so an LLM pair can succeed zero-shot by naming a distinguishing
+//     attribute;
+//   - symbols: w1..wK (K = attributes x values), symbols with no given
+//     meaning: a pair must settle on a convention by playing, as in Lewis's
+//     original game.
+//
+// The named policy "scripted" plays either role with the convention that
+// symbol k means the k-th word of the words vocabulary. Its speaker names
+// the target's rarest value among the candidates (ties: the value listed
+// first), its listener picks the first candidate that has the value heard
+// (the first candidate when none has it). It succeeds whenever the target
+// has a value no other candidate shares, and at chance among the sharers
+// otherwise. The default policy is "random".
+//
+// An answer outside the legal list is noted as "illegal" in its sample's
+// metadata. An illegal word counts as silence; an illegal pick fails the
+// episode. The listener's sample notes the target ("target").
+//
+// Counterfactuals: the speaker's null action is silence, the empty answer
+// "": no word is sent. An absent speaker is the same as a silent one; an
+// absent listener picks nothing, so the episode fails. The listener's pick
+// depends on the word, so a counterfactual replay must re-simulate it
+// (trajectories.Counterfactual.Resimulate): replayed frozen, it repeats the
+// pick it made on hearing the word. Re-simulated, the speaker's difference
+// reward is G minus what the listener achieves without a word.
+//
+// The speaker's state machine:
+//
+//	stateDiagram-v2
+//	    [*] --> briefed
+//	    briefed --> waiting: speak
+//	    waiting --> failed: fail
+//	    waiting --> succeeded: succeed
+//
+// The listener's:
+//
+//	stateDiagram-v2
+//	    [*] --> waiting
+//	    choosing --> failed: fail
+//	    choosing --> succeeded: succeed
+//	    waiting --> choosing: listen
+package signal
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Roles, states, events and message kinds of the game.
+const (
+	RoleSpeaker  = "speaker"
+	RoleListener = "listener"
+
+	Briefed   agents.State = "briefed"
+	Waiting   agents.State = "waiting"
+	Choosing  agents.State = "choosing"
+	Succeeded agents.State = "succeeded"
+	Failed    agents.State = "failed"
+
+	Speak   agents.Event = "speak"
+	Listen  agents.Event = "listen"
+	Succeed agents.Event = "succeed"
+	Fail    agents.Event = "fail"
+
+	// KindTarget and KindCandidates are the environment's private messages
+	// to the speaker at time 0. The candidates' payload lists them
+	// separated by ", ".
+	KindTarget     = "target"
+	KindCandidates = "candidates"
+	// KindWord is the speaker's message to the listener.
+	KindWord = "word"
+	// KindResult is the environment's announcement of the outcome.
+	KindResult = "result"
+
+	// Silence is the speaker's null action: nothing is said.
+	Silence = ""
+
+	// Words and Symbols are the values of the vocab parameter.
+	Words   = "words"
+	Symbols = "symbols"
+
+	speakerSeat, listenerSeat = 0, 1
+)
+
+// attributeValues lists each attribute's values, in the order the
+// parameters take them: attribute a uses the first `values` of line a.
+// Descriptions name the attributes in reverse ("striped red circle").
+const attributeValues = `circle square triangle star heart diamond
+red green blue yellow purple orange
+plain striped dotted checked wavy spotted`
+
+// Scenario is the signalling game. Its zero value is not usable; use New.
+type Scenario struct {
+	info   *env.Info
+	values [][]string // per attribute, every value it can take
+	seats  []env.Seat
+}
+
+// New returns the signalling scenario.
+func New() *Scenario {
+	s := &Scenario{
+		seats: []env.Seat{{ID: RoleSpeaker, Role: RoleSpeaker}, {ID: RoleListener, Role: RoleListener}},
+	}
+	for line := range strings.SplitSeq(attributeValues, "\n") {
+		s.values = append(s.values, strings.Fields(line))
+	}
+	maxValues := len(s.values[0])
+	s.info = &env.Info{
+		Name:    "signal",
+		Summary: "Lewis signalling: a speaker names the target in one word, a listener picks it; both score 1 on success",
+		Doc: "Async. The speaker is privately told the target among the candidates and says one word of the vocabulary; " +
+			"the listener sees the candidates in its own order, hears the word and names one. Team reward and both scores: " +
+			"1 if the listener picked the target, else 0. A speaker whose word ignores the target leaves the listener at " +
+			"chance, 1/candidates. vocab=words speaks in attribute values, vocab=symbols in meaningless symbols w1..wK " +
+			"that a pair must give a meaning by playing. Null action: the speaker's silence \"\".",
+		Schedule: env.Async,
+		Roles: []*agents.Role{
+			{
+				Name:    RoleSpeaker,
+				Doc:     "knows the target and says one word to the listener",
+				Initial: Briefed,
+				Transitions: []agents.Transition{
+					{Event: Speak, From: []agents.State{Briefed}, To: Waiting},
+					{Event: Succeed, From: []agents.State{Waiting}, To: Succeeded},
+					{Event: Fail, From: []agents.State{Waiting}, To: Failed},
+				},
+				Terminal: []agents.State{Succeeded, Failed},
+			},
+			{
+				Name:    RoleListener,
+				Doc:     "hears the speaker's word and picks one candidate",
+				Initial: Waiting,
+				Transitions: []agents.Transition{
+					{Event: Listen, From: []agents.State{Waiting}, To: Choosing},
+					{Event: Succeed, From: []agents.State{Choosing}, To: Succeeded},
+					{Event: Fail, From: []agents.State{Choosing}, To: Failed},
+				},
+				Terminal: []agents.State{Succeeded, Failed},
+			},
+		},
+		Params: []env.ParamSpec{
+			env.Int("candidates", 4, 2, 16, "objects the listener chooses among; at most values^attributes"),
+			env.Int("attributes", 2, 1, len(s.values), "attributes per object: shape, then color, then pattern"),
+			env.Int("values", 4, 2, maxValues, "values each attribute can take"),
+			env.String("vocab", Words, "what the speaker may say: words (attribute values) or symbols (w1..wK, no given meaning)", Words, Symbols),
+		},
+		Policies: map[string]env.PolicyMaker{"scripted": s.scripted},
+		Counterfactual: &env.CounterfactualSpec{
+			NullAction: map[string]string{RoleSpeaker: Silence},
+			AbsentOK:   true,
+			Doc:        "a silent or absent speaker sends no word and the listener picks without one; an absent listener picks nothing, and the episode fails",
+			// The listener answers the speaker's word: a counterfactual
+			// that keeps its recorded pick would credit the speaker nothing.
+			Resimulate: true,
+		},
+	}
+	s.info.CheckParams = func(p env.Params) error {
+		_, err := vocabulary(s.values, p)
+		return err
+	}
+	return s
+}
+
+// Info implements env.Scenario.
+func (s *Scenario) Info() *env.Info { return s.info }
+
+// rules are the parameters' consequences, shared by the game and the
+// scripted policy.
+type rules struct {
+	attributes, values, candidates int
+	words                          []string // the words vocabulary, in listing order
+	vocab                          []string // what the speaker may say: words or symbols
+	symbols                        bool     // vocab is symbols, vocab[i] standing for nothing given
+}
+
+// vocabulary returns the rules the parameters set, or an error naming the
+// parameters that contradict each other.
+func vocabulary(all [][]string, p env.Params) (*rules, error) {
+	r := &rules{attributes: p.Int("attributes"), values: p.Int("values"), candidates: p.Int("candidates")}
+	distinct := 1
+	for range r.attributes {
+		distinct *= r.values
+	}
+	if r.candidates > distinct {
+		return nil, fmt.Errorf("candidates=%d, but attributes=%d with values=%d make only %d distinct objects",
+			r.candidates, r.attributes, r.values, distinct)
+	}
+	// List words in description order (pattern, color, shape), so the
+	// vocabulary reads the way objects are described.
+	for a := r.attributes - 1; a >= 0; a-- {
+		r.words = append(r.words, all[a][:r.values]...)
+	}
+	r.vocab = r.words
+	if p.String("vocab") == Symbols {
+		r.symbols = true
+		r.vocab = make([]string, len(r.words))
+		for i := range r.vocab {
+			r.vocab[i] = "w" + strconv.Itoa(i+1)
+		}
+	}
+	return r, nil
+}
+
+// New implements env.Scenario: it draws the candidates, the target and the
+// listener's order from seed.
+func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
+	r, err := vocabulary(s.values, p)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5167_6e61_6c00_0001))
+	distinct := 1
+	for range r.attributes {
+		distinct *= r.values
+	}
+	// Object k of the distinct ones has value (k / values^a) % values for
+	// attribute a; a permutation's prefix is a draw without replacement.
+	g := &game{rules: r, seats: s.seats, pick: -1}
+	for _, k := range rng.Perm(distinct)[:r.candidates] {
+		var fields []string
+		for a := r.attributes - 1; a >= 0; a-- {
+			v := k
+			for range a {
+				v /= r.values
+			}
+			fields = append(fields, s.values[a][v%r.values])
+		}
+		g.candidates = append(g.candidates, strings.Join(fields, " "))
+	}
+	g.target = rng.IntN(r.candidates)
+	for _, i := range rng.Perm(r.candidates) {
+		g.shown = append(g.shown, g.candidates[i])
+	}
+	return g, nil
+}
+
+type game struct {
+	*rules
+	seats      []env.Seat
+	candidates []string // the speaker's order
+	target     int      // index in candidates
+	shown      []string // the listener's order: its legal actions
+	heard      string   // the word the listener received, "" for none
+	pick       int      // index in candidates of the listener's pick, -1 before
+	next       []int
+}
+
+func (g *game) Seats() []env.Seat { return g.seats }
+
+// Start briefs the speaker. Without a speaker the listener is asked to
+// choose at once; without either there is nothing to play.
+func (g *game) Start(s *env.Step) error {
+	if !s.Absent(speakerSeat) {
+		if err := s.Tell(speakerSeat, KindTarget, g.candidates[g.target]); err != nil {
+			return err
+		}
+		return s.Tell(speakerSeat, KindCandidates, strings.Join(g.candidates, ", "))
+	}
+	if s.Absent(listenerSeat) {
+		s.End()
+		return nil
+	}
+	return s.Fire(listenerSeat, Listen)
+}
+
+// Next names the seats whose state says they are to act. Async adds those
+// with mail, which are the same seats when a word was sent.
+func (g *game) Next(s *env.Step) []int {
+	g.next = g.next[:0]
+	if s.Active(speakerSeat) && s.State(speakerSeat) == Briefed {
+		g.next = append(g.next, speakerSeat)
+	}
+	if s.Active(listenerSeat) && s.State(listenerSeat) == Choosing {
+		g.next = append(g.next, listenerSeat)
+	}
+	return g.next
+}
+
+func (g *game) Observe(seat int) env.View {
+	var b strings.Builder
+	if seat == speakerSeat {
+		fmt.Fprintf(&b, "Signalling game. You are the speaker: your messages say which of %d objects is the target. "+
+			"The listener sees the same objects in another order but not which one is the target; it hears one word from you, "+
+			"then picks one object. You both score 1 if it picks the target, 0 otherwise.\n", len(g.candidates))
+		if g.symbols {
+			b.WriteString("The symbols have no given meaning: you and the listener settle what they mean by playing.\n")
+		}
+		fmt.Fprintf(&b, "Answer with exactly one word of: %s", strings.Join(g.vocab, " "))
+		return env.View{Text: b.String(), Legal: g.vocab}
+	}
+	fmt.Fprintf(&b, "Signalling game. You are the listener. The speaker knows which of these %d objects is the target "+
+		"and may send you one word. You both score 1 if you pick the target, 0 otherwise.\nObjects:\n", len(g.shown))
+	for _, c := range g.shown {
+		fmt.Fprintf(&b, "- %s\n", c)
+	}
+	if g.heard == "" {
+		b.WriteString("The speaker said nothing.\n")
+	}
+	b.WriteString("Answer with one object exactly as listed.")
+	return env.View{Text: b.String(), Legal: g.shown}
+}
+
+// normal is an answer as the game compares it: lower case, single spaces.
+func normal(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
+
+func (g *game) Apply(s *env.Step, moves []env.Move) error {
+	for _, m := range moves {
+		var err error
+		if m.Seat == speakerSeat {
+			err = g.speak(s, m.Action.Text)
+		} else {
+			err = g.choose(s, m.Action.Text)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *game) speak(s *env.Step, text string) error {
+	if err := s.Fire(speakerSeat, Speak); err != nil {
+		return err
+	}
+	word := normal(text)
+	if word != Silence && !slices.Contains(g.vocab, word) {
+		s.Note(speakerSeat, "illegal", true)
+		word = Silence
+	}
+	if s.Absent(listenerSeat) {
+		return g.finish(s)
+	}
+	if word != Silence {
+		g.heard = word
+		if err := s.Send(g.seats[speakerSeat].ID, protocol.To(g.seats[listenerSeat].ID), KindWord, word); err != nil {
+			return err
+		}
+	}
+	return s.Fire(listenerSeat, Listen)
+}
+
+func (g *game) choose(s *env.Step, text string) error {
+	s.Note(listenerSeat, "target", g.candidates[g.target])
+	g.pick = slices.Index(g.candidates, normal(text))
+	if g.pick < 0 {
+		s.Note(listenerSeat, "illegal", true)
+	}
+	return g.finish(s)
+}
+
+// finish fires every present seat's outcome event, announces the result and
+// ends the episode.
+func (g *game) finish(s *env.Step) error {
+	ev, result := Fail, "failure: the target was "+g.candidates[g.target]
+	if g.success() {
+		ev, result = Succeed, "success: the target was "+g.candidates[g.target]
+	}
+	for seat := range g.seats {
+		if s.Active(seat) {
+			if err := s.Fire(seat, ev); err != nil {
+				return err
+			}
+		}
+	}
+	s.End()
+	return s.Announce(KindResult, result)
+}
+
+func (g *game) success() bool { return g.pick == g.target }
+
+func (g *game) Score() env.Score {
+	r := 0.0
+	if g.success() {
+		r = 1
+	}
+	return env.Score{Team: r, Agents: []float64{r, r}}
+}

@@ -1,0 +1,336 @@
+// Package tictactoe is self-play tic-tac-toe: two seats, x and o, usually
+// played by one policy, the zero-sum game SPIRAL (arXiv 2506.24119) trains
+// LLMs on.
+//
+// The seats move in turn, x first (a Sequential schedule). A move names an
+// empty cell, a1 to c3 (column letter, row number); the legal actions are
+// exactly the empty cells, and every move is broadcast on the bus, so the
+// opponent finds it in its inbox. Three marks in a row, column or diagonal
+// win; a full board without a line is a draw.
+//
+// Scores are zero-sum: the winner gets +1, the loser -1, a draw 0 each. The
+// team reward is the sum of the scores, so it is 0 for every legal game: in
+// a zero-sum game the individual scores are the signal, and an allocator
+// that reads agent scores (not the team reward) is the one to train with.
+// A truncated game scores 0 for both.
+//
+// An answer that is not an empty cell (after trimming spaces and lower-
+// casing) is illegal and ends the game at once. The parameter illegal says
+// how it is scored:
+//
+//   - forfeit (default): the offender loses, -1, and the opponent wins, +1.
+//     The game stays zero-sum, and an illegal move is exactly as bad as a
+//     lost game.
+//   - penalty: the offender gets -1.5, worse than any legal loss, so a
+//     learner is pushed to legality first; the opponent gets 0, since it
+//     won nothing on the board. The team reward becomes -1.5, which makes
+//     such games easy to count.
+//
+// In both modes the offender's state machine ends lost and the opponent's
+// won; only the scores differ. The offending sample's metadata carries
+// "illegal": true.
+//
+// Both roles have the same state machine. x starts to_move, o waiting; the
+// engine asks a seat for its move only in to_move:
+//
+//	stateDiagram-v2
+//	    [*] --> waiting
+//	    to_move --> waiting: move
+//	    waiting --> drew: draw
+//	    waiting --> lost: lose
+//	    waiting --> won: win
+//	    waiting --> to_move: your_turn
+//
+// Named policies: "minimax" plays perfectly (a game between two minimax
+// players is always a draw), breaking ties by the quickest win, then the
+// first cell in a1..c3 order; "center-first" wins when it can, blocks when
+// it must, and otherwise takes the centre, then a corner, then a side. The
+// default is "random". The scenario has no counterfactual declaration: in a
+// sequential zero-sum game an absent player or a null move has no sensible
+// meaning.
+package tictactoe
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Roles, states, events and message kinds of the game.
+const (
+	RoleX = "x"
+	RoleO = "o"
+
+	Waiting agents.State = "waiting"
+	ToMove  agents.State = "to_move"
+	Won     agents.State = "won"
+	Lost    agents.State = "lost"
+	Drew    agents.State = "drew"
+
+	YourTurn agents.Event = "your_turn"
+	Move     agents.Event = "move"
+	Win      agents.Event = "win"
+	Lose     agents.Event = "lose"
+	Draw     agents.Event = "draw"
+
+	// KindMove is the kind of the message a seat broadcasts with its move;
+	// the payload is the cell.
+	KindMove = "move"
+	// KindIllegal is the environment's announcement of an illegal move.
+	KindIllegal = "illegal"
+	// KindResult is the environment's announcement of the outcome.
+	KindResult = "result"
+
+	// Forfeit and Penalty are the values of the illegal parameter.
+	Forfeit = "forfeit"
+	Penalty = "penalty"
+
+	// PenaltyScore is the offender's score under illegal=penalty.
+	PenaltyScore = -1.5
+)
+
+// cellNames holds the nine cell names back to back, row by row: cell i is
+// cellNames[2i:2i+2].
+const cellNames = "a1b1c1a2b2c2a3b3c3"
+
+// CellName returns the name of cell i (0..8, row by row from a1).
+func CellName(i int) string { return cellNames[2*i : 2*i+2] }
+
+// ParseCell returns the index of the cell text names, ignoring case and
+// surrounding spaces.
+func ParseCell(text string) (int, bool) {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if len(t) != 2 || t[0] < 'a' || t[0] > 'c' || t[1] < '1' || t[1] > '3' {
+		return 0, false
+	}
+	return int(t[1]-'1')*3 + int(t[0]-'a'), true
+}
+
+// player declares a role; x and o differ by name only, so that per-role
+// baselines (SPIRAL's role-conditioned advantage) can tell them apart.
+func player(name, doc string) *agents.Role {
+	return &agents.Role{
+		Name:    name,
+		Doc:     doc,
+		Initial: Waiting,
+		Transitions: []agents.Transition{
+			{Event: YourTurn, From: []agents.State{Waiting}, To: ToMove},
+			{Event: Move, From: []agents.State{ToMove}, To: Waiting},
+			{Event: Win, From: []agents.State{Waiting}, To: Won},
+			{Event: Lose, From: []agents.State{Waiting}, To: Lost},
+			{Event: Draw, From: []agents.State{Waiting}, To: Drew},
+		},
+		Terminal: []agents.State{Won, Lost, Drew},
+	}
+}
+
+// Scenario is the tic-tac-toe scenario. Its zero value is not usable; use
+// New.
+type Scenario struct {
+	info  *env.Info
+	seats []env.Seat // shared, read-only, by every episode
+}
+
+// New returns the tic-tac-toe scenario.
+func New() *Scenario {
+	return &Scenario{
+		seats: []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
+		info: &env.Info{
+			Name:    "tictactoe",
+			Summary: "self-play tic-tac-toe: zero-sum, +1 win, -1 loss, 0 draw; team reward 0",
+			Doc: "Sequential. x moves first; a move names an empty cell a1..c3 and is broadcast to the opponent. " +
+				"Three in a row wins. Scores: winner +1, loser -1, draw 0; the team reward is their sum, 0 for legal games, " +
+				"so train on agent scores. An answer that is not an empty cell ends the game: with illegal=forfeit the " +
+				"offender loses (-1, opponent +1), with illegal=penalty it gets -1.5 and the opponent 0.",
+			Schedule: env.Sequential,
+			Roles: []*agents.Role{
+				player(RoleX, "places X marks and moves first"),
+				player(RoleO, "places O marks and moves second"),
+			},
+			Params: []env.ParamSpec{
+				env.String("illegal", Forfeit, "how an illegal move is scored: forfeit (offender -1, opponent +1) or penalty (offender -1.5, opponent 0)", Forfeit, Penalty),
+			},
+			Policies: map[string]env.PolicyMaker{
+				"minimax":      func(env.Params, string) (agents.Policy, error) { return Minimax(), nil },
+				"center-first": func(env.Params, string) (agents.Policy, error) { return CenterFirst(), nil },
+			},
+		},
+	}
+}
+
+// Info implements env.Scenario.
+func (s *Scenario) Info() *env.Info { return s.info }
+
+// New implements env.Scenario. The game has no randomness: the seed is
+// unused, and every episode starts from the empty board.
+func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
+	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1}, nil
+}
+
+// marks[i] is the mark of seat i.
+const marks = "XO"
+
+type game struct {
+	seats    []env.Seat
+	penalty  bool
+	board    board
+	turn     int    // the seat to move
+	next     [1]int // Next's answer, kept to avoid an allocation per step
+	winner   int    // the seat that made a line, or -1
+	offender int    // the seat that moved illegally, or -1
+}
+
+func (g *game) Seats() []env.Seat { return g.seats }
+
+func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
+
+func (g *game) Next(*env.Step) []int {
+	g.next[0] = g.turn
+	return g.next[:]
+}
+
+func (g *game) Observe(seat int) env.View {
+	legal := g.board.empty()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Tic-tac-toe. You play %c; X moves first. Three of your marks in a row, column or diagonal win.\n\n", marks[seat])
+	g.board.render(&b)
+	fmt.Fprintf(&b, "\n%c to move: that is you. Answer with one empty cell: %s", marks[seat], strings.Join(legal, " "))
+	return env.View{Text: b.String(), Legal: legal}
+}
+
+func (g *game) Apply(s *env.Step, moves []env.Move) error {
+	m := moves[0]
+	me, other := m.Seat, 1-m.Seat
+	if err := s.Fire(me, Move); err != nil {
+		return err
+	}
+	cell, ok := ParseCell(m.Action.Text)
+	if !ok || g.board[cell] != 0 {
+		g.offender = me
+		s.Note(me, "illegal", true)
+		if err := s.Announce(KindIllegal, fmt.Sprintf("%s answered %q, which is not an empty cell", g.seats[me].ID, m.Action.Text)); err != nil {
+			return err
+		}
+		return g.finish(s)
+	}
+	g.board[cell] = marks[me]
+	if err := s.Send(g.seats[me].ID, protocol.Broadcast, KindMove, CellName(cell)); err != nil {
+		return err
+	}
+	switch {
+	case g.board.wins(marks[me]):
+		g.winner = me
+		return g.finish(s)
+	case g.board.free() == 0:
+		return g.finish(s)
+	}
+	g.turn = other
+	return s.Fire(other, YourTurn)
+}
+
+// finish fires each seat's outcome event, announces the result and ends
+// the episode. The machines record the game's outcome (an illegal move
+// loses it, under either scoring); the scores say what it is worth.
+func (g *game) finish(s *env.Step) error {
+	loser := g.offender
+	if g.winner >= 0 {
+		loser = 1 - g.winner
+	}
+	for seat := range g.seats {
+		ev := Draw
+		switch {
+		case loser < 0:
+		case seat == loser:
+			ev = Lose
+		default:
+			ev = Win
+		}
+		if err := s.Fire(seat, ev); err != nil {
+			return err
+		}
+	}
+	var result string
+	switch {
+	case g.offender >= 0 && g.penalty:
+		result = g.seats[g.offender].ID + " moved illegally and is penalised"
+	case g.offender >= 0:
+		result = g.seats[1-g.offender].ID + " wins: " + g.seats[g.offender].ID + " moved illegally"
+	case g.winner >= 0:
+		result = g.seats[g.winner].ID + " wins"
+	default:
+		result = "draw"
+	}
+	s.End()
+	return s.Announce(KindResult, result)
+}
+
+func (g *game) Score() env.Score {
+	scores := make([]float64, len(g.seats))
+	switch {
+	case g.offender >= 0 && g.penalty:
+		scores[g.offender] = PenaltyScore
+	case g.offender >= 0:
+		scores[g.offender], scores[1-g.offender] = -1, 1
+	case g.winner >= 0:
+		scores[g.winner], scores[1-g.winner] = 1, -1
+	}
+	return env.Score{Team: scores[0] + scores[1], Agents: scores}
+}
+
+// board holds 'X', 'O' or 0 (empty) per cell, row by row.
+type board [9]byte
+
+// lines are the eight winning lines, three cells each.
+const lines = "012345678036147258048246"
+
+func (b *board) wins(mark byte) bool {
+	for l := 0; l < len(lines); l += 3 {
+		if b[lines[l]-'0'] == mark && b[lines[l+1]-'0'] == mark && b[lines[l+2]-'0'] == mark {
+			return true
+		}
+	}
+	return false
+}
+
+// free returns the number of empty cells.
+func (b *board) free() int {
+	n := 0
+	for _, c := range b {
+		if c == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// empty returns the names of the empty cells, row by row.
+func (b *board) empty() []string {
+	var out []string
+	for i, c := range b {
+		if c == 0 {
+			out = append(out, CellName(i))
+		}
+	}
+	return out
+}
+
+func (b *board) render(w *strings.Builder) {
+	w.WriteString("   a b c\n")
+	for r := range 3 {
+		fmt.Fprintf(w, "%d  ", r+1)
+		for c := range 3 {
+			if c > 0 {
+				w.WriteByte(' ')
+			}
+			if m := b[r*3+c]; m != 0 {
+				w.WriteByte(m)
+			} else {
+				w.WriteByte('.')
+			}
+		}
+		w.WriteByte('\n')
+	}
+}
