@@ -67,6 +67,12 @@ type Action struct {
 	// Prompt, when set, replaces the rendered observation as the sample's
 	// prompt: an LLM policy records the chat it actually sent.
 	Prompt *protocol.Prompt
+	// Invalid, when non-empty, says why the answer is not a valid action
+	// (unparseable output, a schema violation, an illegal choice) after
+	// whatever retries the policy made. The environment records it in the
+	// sample's metadata under "invalid" and applies the run's rule for
+	// invalid answers (env.InvalidRule).
+	Invalid string
 }
 
 // Policy chooses an agent's action. Act is called with the environment's

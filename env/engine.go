@@ -30,16 +30,48 @@ type Limits struct {
 // Why an episode ended, as written to Episode.End and each sample's
 // metadata "end".
 const (
-	EndTerminated  = "terminated"   // the rules ended it
-	EndQuiescent   = "quiescent"    // async: nobody had anything left to answer
-	EndMaxSteps    = "max_steps"    // Limits.MaxSteps
-	EndMaxTurns    = "max_turns"    // Limits.MaxTurns
-	EndMaxMessages = "max_messages" // Limits.MaxMessages
-	EndDeadline    = "deadline"     // Limits.Timeout
-	EndInterrupted = "interrupted"  // the run was cancelled
-	EndPolicyError = "policy_error" // a policy returned an error
-	EndGameError   = "game_error"   // the scenario broke a rule of its own or panicked
+	EndTerminated  = "terminated"     // the rules ended it
+	EndQuiescent   = "quiescent"      // async: nobody had anything left to answer
+	EndMaxSteps    = "max_steps"      // Limits.MaxSteps
+	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
+	EndMaxMessages = "max_messages"   // Limits.MaxMessages
+	EndDeadline    = "deadline"       // Limits.Timeout
+	EndInterrupted = "interrupted"    // the run was cancelled
+	EndPolicyError = "policy_error"   // a policy returned an error
+	EndGameError   = "game_error"     // the scenario broke a rule of its own or panicked
+	EndInvalid     = "invalid_action" // an agent's answer was invalid and InvalidRule ends the episode
 )
+
+// InvalidMode says what happens when a policy gives an invalid answer
+// (agents.Action.Invalid set).
+type InvalidMode int
+
+const (
+	// InvalidPass hands the move to the game as it is: the scenario's own
+	// rules for illegal moves judge it.
+	InvalidPass InvalidMode = iota
+	// InvalidEnd ends the episode at once (status completed, end
+	// "invalid_action"): every offender scores Penalty, every other agent
+	// Bonus, and the team reward is the sum of those scores.
+	InvalidEnd
+)
+
+// InvalidRule is a run's rule for invalid answers. The zero value passes
+// them to the game. Forfeit and SPIRAL's penalty are both InvalidEnd rules:
+// {InvalidEnd, -1, 1} and {InvalidEnd, -1.5, 0.5}.
+type InvalidRule struct {
+	Mode    InvalidMode
+	Penalty float64 // the offender's score
+	Bonus   float64 // every other agent's score
+}
+
+// Forfeit is the rule under which an invalid answer loses the game: the
+// offender scores -1, the others +1.
+var Forfeit = InvalidRule{Mode: InvalidEnd, Penalty: -1, Bonus: 1}
+
+// SpiralPenalty is SPIRAL's rule (arXiv 2506.24119): the offender scores
+// -1.5, the others +0.5.
+var SpiralPenalty = InvalidRule{Mode: InvalidEnd, Penalty: -1.5, Bonus: 0.5}
 
 // PolicyFor chooses the policy of each seat of an episode.
 type PolicyFor func(seat Seat) agents.Policy
@@ -67,6 +99,9 @@ type Setup struct {
 
 	Policy PolicyFor
 	Limits Limits
+	// Invalid is the rule for invalid answers; the zero value passes them
+	// to the game.
+	Invalid InvalidRule
 	// Emit chooses whose turns become samples; nil emits every turn.
 	Emit EmitFilter
 	// ParallelPolicies asks the policies of a step's actors concurrently
@@ -101,6 +136,7 @@ type Engine struct {
 	lastSample []int
 	emit       []bool
 	ended      bool
+	offenders  []int // seats whose invalid answers ended the episode
 	step       Step
 	obs        []agents.Observation
 	views      []View
@@ -167,7 +203,10 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 	if err != nil {
 		ep.Err = err.Error()
 	}
-	if status == protocol.StatusCompleted || status == protocol.StatusTruncated {
+	switch {
+	case end == EndInvalid:
+		ep.Score = e.invalidScore()
+	case status == protocol.StatusCompleted || status == protocol.StatusTruncated:
 		if score, err := e.score(); err != nil {
 			ep.Status, ep.End, ep.Err = protocol.StatusFailed, EndGameError, err.Error()
 		} else {
@@ -203,6 +242,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	setup := e.setup
 	e.current, e.seats = nil, nil
 	e.ended = false
+	e.offenders = e.offenders[:0]
 	defer func() {
 		if r := recover(); r != nil {
 			status, end = protocol.StatusFailed, EndGameError
@@ -264,6 +304,9 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 				return protocol.StatusFailed, EndGameError, err
 			}
 			return protocol.StatusAborted, EndPolicyError, err
+		}
+		if len(e.offenders) > 0 && setup.Invalid.Mode == InvalidEnd {
+			return protocol.StatusCompleted, EndInvalid, nil
 		}
 		if err := game.Apply(&e.step, e.moves); err != nil {
 			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
@@ -466,8 +509,27 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	for k, i := range actors {
 		e.record(i, &e.obs[k], e.moves[k].Action, e.views[k])
 		e.turns[i]++
+		if reason := e.moves[k].Action.Invalid; reason != "" {
+			e.offenders = append(e.offenders, i)
+			e.step.Note(i, "invalid", reason)
+		}
 	}
 	return nil
+}
+
+// invalidScore scores an episode ended by invalid answers under
+// setup.Invalid.
+func (e *Engine) invalidScore() Score {
+	rule := e.setup.Invalid
+	score := Score{Agents: make([]float64, len(e.seats))}
+	for i := range score.Agents {
+		score.Agents[i] = rule.Bonus
+		if slices.Contains(e.offenders, i) {
+			score.Agents[i] = rule.Penalty
+		}
+		score.Team += score.Agents[i]
+	}
+	return score
 }
 
 // record appends the turn to the action record and, when the seat is

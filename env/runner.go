@@ -47,6 +47,7 @@ type LocalExecutor struct {
 	Params           Params
 	Policy           PolicyFor
 	Limits           Limits
+	Invalid          InvalidRule
 	Emit             EmitFilter
 	ParallelPolicies bool
 
@@ -68,6 +69,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.
 		GroupIndex:       req.GroupIndex,
 		Policy:           x.Policy,
 		Limits:           x.Limits,
+		Invalid:          x.Invalid,
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
@@ -81,6 +83,7 @@ type RunConfig struct {
 	Params   Params
 	Policy   PolicyFor
 	Limits   Limits
+	Invalid  InvalidRule // what an invalid answer does; zero: the game judges it
 	Emit     EmitFilter
 
 	Episodes    int    // how many episodes
@@ -231,7 +234,7 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 	if exec == nil {
 		exec = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
-			Limits: cfg.Limits, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
+			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
 		}
 	}
 	reqs := cfg.Requests()

@@ -2,7 +2,9 @@ package trajectories
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-rl/troupe/protocol"
@@ -37,6 +39,10 @@ func AnySequential(allocs []Allocator) bool {
 	}
 	return false
 }
+
+// ErrDuplicateAllocator is returned by Allocate when two allocators share a
+// name: their values would overwrite each other in a dict reward.
+var ErrDuplicateAllocator = errors.New("two allocators with one name")
 
 // RewardFormat says how allocated rewards are written into samples.
 type RewardFormat int
@@ -76,6 +82,9 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 	names := make([]string, len(allocs))
 	for i, a := range allocs {
 		names[i] = a.Name()
+		if slices.Contains(names[:i], names[i]) {
+			return fmt.Errorf("%w: %q given twice", ErrDuplicateAllocator, names[i])
+		}
 	}
 	joined := strings.Join(names, ",")
 	for i, a := range allocs {

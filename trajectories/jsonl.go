@@ -33,26 +33,19 @@ const flushThreshold = 1 << 20
 // JSONLWriter is the streaming JSONL sink. It writes whole episodes only: its
 // buffer holds complete lines of complete episodes, and it hands them to the
 // underlying writer in one Write call. If that write fails part way and the
-// writer is an *os.File, the file is truncated back to the end of the last
-// complete episode, so an interrupted or failed run leaves valid JSONL that
-// holds only whole episodes.
+// writer is a regular file (*os.File), it is truncated back to the end of the
+// last complete episode, so an interrupted or failed run leaves valid JSONL
+// that holds only whole episodes.
 type JSONLWriter struct {
 	w      io.Writer
 	layout Layout
 	buf    []byte
-	good   int64 // bytes of complete episodes known to be in w
 	err    error // sticky: after a failed write nothing more is written
 }
 
 // NewJSONLWriter returns a writer of samples to w in the given layout.
 func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
-	jw := &JSONLWriter{w: w, layout: layout}
-	if f, ok := w.(*os.File); ok {
-		if off, err := f.Seek(0, io.SeekCurrent); err == nil {
-			jw.good = off
-		}
-	}
-	return jw
+	return &JSONLWriter{w: w, layout: layout}
 }
 
 // prepared is an episode's samples encoded without their leading
@@ -138,22 +131,36 @@ func (jw *JSONLWriter) Flush() error {
 	}
 	if err != nil {
 		jw.err = fmt.Errorf("write samples: %w", err)
-		if f, ok := jw.w.(*os.File); ok && n > 0 {
+		if f, ok := jw.w.(*os.File); ok && n > 0 && isRegular(f) {
 			// Drop the partial episode so the file stays whole-episode JSONL.
-			if terr := f.Truncate(jw.good); terr != nil {
+			// The n partial bytes end at the file offset, also for a file
+			// opened with O_APPEND (whose offset is 0, not its size, until
+			// the first write), so cut back n bytes from there.
+			end, terr := f.Seek(0, io.SeekCurrent)
+			if terr == nil {
+				terr = f.Truncate(end - int64(n))
+			}
+			if terr == nil {
+				_, terr = f.Seek(end-int64(n), io.SeekStart)
+			}
+			if terr != nil {
 				jw.err = fmt.Errorf("%w (and truncating back to the last whole episode failed: %w)", jw.err, terr)
-			} else {
-				_, _ = f.Seek(jw.good, io.SeekStart)
 			}
 		}
 		return jw.err
 	}
-	jw.good += int64(n)
 	jw.buf = jw.buf[:0]
 	if cap(jw.buf) > 4*flushThreshold {
 		jw.buf = nil // one huge episode must not pin its buffer for the rest of the run
 	}
 	return nil
+}
+
+// isRegular reports whether f is a regular file: pipes and terminals
+// (standard output, say) cannot be truncated.
+func isRegular(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // maxLine bounds one line of input, so a corrupt file cannot make the reader

@@ -1,6 +1,7 @@
 package trajectories
 
 import (
+	"errors"
 	"sync"
 )
 
@@ -73,15 +74,16 @@ func (t tee) WriteEpisode(ep *Episode) error {
 	return nil
 }
 
+// Flush flushes every sink, even after one fails, so that none keeps
+// episodes it was given; the errors are joined.
 func (t tee) Flush() error {
+	var errs []error
 	for _, s := range t {
 		if f, ok := s.(Flusher); ok {
-			if err := f.Flush(); err != nil {
-				return err
-			}
+			errs = append(errs, f.Flush())
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (t tee) Prepare(ep *Episode) {

@@ -1,0 +1,67 @@
+package trajectories_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// FuzzReader reads arbitrary input both ways. It must never panic; ReadAll
+// and ReadRollouts must agree; and whatever is read must encode to valid
+// JSON and survive a write and read back through JSONLWriter.
+func FuzzReader(f *testing.F) {
+	flat := writeAll(f, trajectories.Flat, fxEpisodes(2, 1, 3))
+	nested := writeAll(f, trajectories.Nested, fxEpisodes(2, 1, 3))
+	f.Add(flat)
+	f.Add(nested)
+	f.Add(append(append([]byte("\n \r\n"), nested...), flat...))
+	f.Add(flat[:len(flat)-7])
+	for _, seed := range []string{
+		"",
+		"\n\n",
+		"[]\n",
+		"[] \n[]\n",
+		"[1]\n",
+		"null\n",
+		`{"rollout_id":1,"status":"completed"}` + "\n" + `[{"rollout_id":1,"status":"completed"}]` + "\n",
+		`{"rollout_id":1,"status":"completed"}` + "\n" + `{"rollout_id":2,"status":"completed"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		all, errAll := trajectories.ReadAll(bytes.NewReader(data))
+		rollouts, errRollouts := trajectories.ReadRollouts(bytes.NewReader(data))
+		if errAll != nil || errRollouts != nil {
+			require.Error(t, errAll, "ReadRollouts failed with %v", errRollouts)
+			require.Error(t, errRollouts, "ReadAll failed with %v", errAll)
+			require.Equal(t, errAll.Error(), errRollouts.Error())
+			return
+		}
+
+		var flattened []protocol.Sample
+		var eps []*trajectories.Episode
+		var nonEmpty [][]protocol.Sample
+		for _, r := range rollouts {
+			flattened = append(flattened, r...)
+			if len(r) > 0 {
+				eps = append(eps, &trajectories.Episode{Samples: r})
+				nonEmpty = append(nonEmpty, r)
+			}
+		}
+		require.Equal(t, all, flattened, "ReadAll and ReadRollouts disagree")
+		for i := range all {
+			require.True(t, json.Valid(all[i].AppendJSON(nil)), "sample %d", i)
+		}
+
+		out := writeAll(t, trajectories.Nested, eps)
+		back, err := trajectories.ReadRollouts(bytes.NewReader(out))
+		require.NoError(t, err, "cannot read back %s", out)
+		require.Equal(t, nonEmpty, back)
+	})
+}
