@@ -342,3 +342,31 @@ func TestSimultaneousGameNamingNobodyFails(t *testing.T) {
 	assert.Equal(t, protocol.StatusFailed, ep.Status)
 	assert.Contains(t, ep.Err, "step 1: the game named no agent to act and did not end the episode")
 }
+
+func TestInvalidAnswers(t *testing.T) {
+	// b's answer is invalid at its first turn.
+	pol := agents.PolicyFunc(func(_ context.Context, o *agents.Observation) (agents.Action, error) {
+		if o.Agent == "b" {
+			return agents.Action{Text: "{oops", Invalid: "not JSON"}, nil
+		}
+		return agents.Action{Text: "1"}, nil
+	})
+	sc := relayScenario(env.Sequential, 100, relayHooks{}, nil)
+
+	passed := runOne(t, sc, pol, func(s *env.Setup) { s.Limits.MaxSteps = 3 })
+	assert.Equal(t, protocol.StatusTruncated, passed.Status, "the game judged the move and went on")
+	assert.Equal(t, map[string]any{"invalid": "not JSON", "illegal": true}, passed.Samples[1].Metadata.Extra)
+
+	for name, rule := range map[string]env.InvalidRule{"forfeit": env.Forfeit, "spiral": env.SpiralPenalty} {
+		t.Run(name, func(t *testing.T) {
+			ep := runOne(t, sc, pol, func(s *env.Setup) { s.Invalid = rule })
+			assert.Equal(t, protocol.StatusCompleted, ep.Status)
+			assert.Equal(t, env.EndInvalid, ep.End)
+			assert.Equal(t, []float64{rule.Bonus, rule.Penalty, rule.Bonus}, ep.Score.Agents)
+			assert.Equal(t, 2*rule.Bonus+rule.Penalty, ep.Score.Team)
+			require.Len(t, ep.Samples, 2, "the invalid turn is recorded")
+			assert.Equal(t, "not JSON", ep.Samples[1].Metadata.Extra["invalid"])
+			assert.Equal(t, rule.Penalty, *ep.Samples[1].Metadata.AgentScore)
+		})
+	}
+}
