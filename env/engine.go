@@ -190,7 +190,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 		GroupIndex: setup.GroupIndex,
 	}
 	e.setup, e.info, e.ep = &setup, info, ep
-	defer func() { e.setup, e.ep, e.policies = nil, nil, nil }()
+	defer func() { e.setup, e.ep, e.current = nil, nil, nil; clear(e.policies) }()
 
 	runCtx := ctx
 	if setup.Limits.Timeout > 0 {
@@ -598,6 +598,20 @@ func RenderObservation(view string, inbox []protocol.Message) string {
 	return b.String()
 }
 
+// label asks the game for its ground truth; a panicking Label is a game
+// bug that must not take the worker down, and leaves the label empty.
+func (e *Engine) label() (label string) {
+	defer func() {
+		if recover() != nil {
+			label = ""
+		}
+	}()
+	if l, ok := e.current.(Labeler); ok {
+		return l.Label()
+	}
+	return ""
+}
+
 // finishSamples stamps the episode's outcome on its samples.
 func (e *Engine) finishSamples() {
 	ep := e.ep
@@ -605,9 +619,11 @@ func (e *Engine) finishSamples() {
 	for i, s := range ep.Seats {
 		index[s.ID] = i
 	}
+	label := e.label()
 	for k := range ep.Samples {
 		md := &ep.Samples[k].Metadata
 		ep.Samples[k].Status = ep.Status
+		ep.Samples[k].Label = label
 		md.End = ep.End
 		md.Error = ep.Err
 		md.TeamReward = ep.Score.Team

@@ -370,3 +370,19 @@ func TestInvalidAnswers(t *testing.T) {
 		})
 	}
 }
+
+type labelled struct{ *relay }
+
+func (labelled) Label() string { return "42" }
+
+func TestLabelerSetsEverySampleLabel(t *testing.T) {
+	info := &env.Info{Name: "labelled", Schedule: env.Sequential, Roles: []*agents.Role{relayRole}}
+	sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
+		return labelled{&relay{seats: []env.Seat{{ID: "a", Role: "p"}, {ID: "b", Role: "p"}}, target: 4, sched: env.Sequential}}, nil
+	})
+	ep := runOne(t, sc, agents.Replay("2"), nil)
+	require.Len(t, ep.Samples, 2)
+	for _, s := range ep.Samples {
+		assert.Equal(t, "42", s.Label)
+	}
+}

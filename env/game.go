@@ -36,6 +36,13 @@ type Game interface {
 	Score() Score
 }
 
+// Labeler is implemented by games that know a ground truth for the
+// episode (the answer to a puzzle); the engine writes it into every
+// sample's label, where a reward model or a verifier can read it.
+type Labeler interface {
+	Label() string
+}
+
 // View is what one agent sees: the scenario's rendering of the state and,
 // for finite action spaces, the legal actions. Games should reuse strings
 // and slices wherever agents see the same thing; the engine never modifies
