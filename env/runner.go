@@ -135,9 +135,26 @@ type Summary struct {
 	Turns          int64
 	TeamRewardSum  float64 // over completed and truncated episodes
 	Scored         int     // completed and truncated episodes
+	// RoleScores sums, per role, the agent scores of scored episodes that
+	// have them: in zero-sum games the team reward says nothing, these do.
+	RoleScores map[string]RoleScore
 	Elapsed        time.Duration
 	FirstFailure   string // the error of the first failed or aborted episode written
 	FirstFailureAt int64  // its episode index
+}
+
+// RoleScore is the sum and count of one role's agent scores.
+type RoleScore struct {
+	Sum float64
+	N   int
+}
+
+// Mean is the role's mean agent score.
+func (r RoleScore) Mean() float64 {
+	if r.N == 0 {
+		return 0
+	}
+	return r.Sum / float64(r.N)
 }
 
 // MeanTeamReward is the mean team reward over scored episodes.
@@ -226,7 +243,7 @@ type group struct {
 // sink, and Summary.Interrupted counts them.
 func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, error) {
 	start := time.Now()
-	sum := Summary{ByStatus: map[protocol.Status]int{}}
+	sum := Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
 	if err := cfg.validate(); err != nil {
 		return sum, err
 	}
@@ -283,6 +300,12 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 				break
 			}
 			eg.Go(func() error {
+				if ctx.Err() != nil {
+					// Cancelled while this group waited for a worker: it never
+					// started, and must not be counted as interrupted.
+					results <- &group{n: gi, cut: true}
+					return nil
+				}
 				results <- play(gi)
 				return nil
 			})
@@ -327,6 +350,12 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 			case protocol.StatusCompleted, protocol.StatusTruncated:
 				sum.Scored++
 				sum.TeamRewardSum += ep.Score.Team
+				for i, v := range ep.Score.Agents {
+					rs := sum.RoleScores[ep.Seats[i].Role]
+					rs.Sum += v
+					rs.N++
+					sum.RoleScores[ep.Seats[i].Role] = rs
+				}
 			default:
 				if sum.FirstFailure == "" {
 					sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index

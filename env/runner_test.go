@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 
@@ -233,4 +234,15 @@ func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), sum.Samples)
 	assert.Equal(t, int64(120), sum.Turns)
+}
+
+func TestSummaryRoleScores(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "3", "nights": "1", "capacity": "3"})
+	sum, err := env.Run(context.Background(), cfg, trajectories.Discard)
+	require.NoError(t, err)
+	// Everyone attends the only night: each patron scores φ(3) = 3·e^(-1).
+	rs := sum.RoleScores[elfarol.RolePatron]
+	assert.Equal(t, 120, rs.N)
+	assert.InDelta(t, 3*math.Exp(-1), rs.Mean(), 1e-12)
+	assert.InDelta(t, 3*math.Exp(-1), sum.MeanTeamReward(), 1e-12, "G = φ(3) too: one night")
 }

@@ -1,0 +1,66 @@
+# troupe's everyday tasks. Needs only Go (and bash, which make runs the
+# recipes with); nothing here reaches the network except `make lint`,
+# which fetches staticcheck from the Go module proxy when it can.
+
+GO        ?= go
+OUT       ?= out
+# make run: the default self-play run.
+EPISODES  ?= 1000
+# make bench: time per benchmark, and where the results go.
+BENCHTIME ?= 1s
+BENCHOUT  ?= $(OUT)/bench.txt
+# make fuzz: time per fuzz target.
+FUZZTIME  ?= 10s
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# -race needs cgo; without a C compiler the tests still run, without it.
+RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+.PHONY: help run build test lint bench fuzz clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
+
+run: ## self-play El Farol offline; samples to out/elfarol.jsonl
+	$(GO) run ./cmd/troupe run elfarol --episodes $(EPISODES) --seed 1 --out $(OUT)/elfarol.jsonl
+
+build: ## build the troupe binary into out/troupe
+	$(GO) build -o $(OUT)/troupe ./cmd/troupe
+
+test: ## gofmt check, go vet, go test -race
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
+	$(GO) test $(RACE) -timeout 10m ./...
+
+lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
+	@unformatted="$$(gofmt -l .)"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	@if GOBIN="$(abspath $(OUT))/bin" $(GO) install $(STATICCHECK) 2>/dev/null; then \
+		echo "$(OUT)/bin/staticcheck ./..."; "$(OUT)/bin/staticcheck" ./...; \
+	else \
+		echo "staticcheck: could not be installed from the module proxy; skipped"; \
+	fi
+
+bench: ## run every benchmark once; results also in out/bench.txt
+	@mkdir -p $(dir $(BENCHOUT))
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+	@echo "benchmark results written to $(BENCHOUT)"
+
+fuzz: ## run each Fuzz target for FUZZTIME
+	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { n = split(names, f, " "); for (i = 1; i <= n; i++) print $$2, f[i]; names = "" }')"; \
+	if [ -z "$$targets" ]; then echo "no fuzz targets"; exit 0; fi; \
+	while read -r pkg name; do \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done <<< "$$targets"
+
+clean: ## remove out/ and test caches
+	rm -rf $(OUT)
+	$(GO) clean -testcache

@@ -1,0 +1,142 @@
+// Package cli is troupe's command line: its commands, flags, progress
+// display and summaries. It is kept apart from package main so that tests
+// drive it with their own arguments, writers, registries and context.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// Exit codes of troupe.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the run failed: its output could not be written, or an episode failed under --fail-fast
+	ExitUsage   = 2 // a bad command line: unknown command, scenario, flag, parameter, policy or allocator, or a bad value
+	// ExitInterrupted is the exit code of a run stopped by cancellation
+	// without a signal; a signal n gives 128+n (130 for SIGINT, 143 for
+	// SIGTERM).
+	ExitInterrupted = 130
+)
+
+// App is the troupe command line with its environment: the streams it
+// writes to and the scenarios and allocators it knows.
+type App struct {
+	// Stdout receives listings and, with --out -, the samples.
+	Stdout io.Writer
+	// Stderr receives progress, summaries and errors.
+	Stderr io.Writer
+	// Scenarios and Allocators are the names the command line accepts.
+	Scenarios  *env.Registry
+	Allocators *credit.Registry
+	// Terminal reports whether w is an interactive terminal: a run then
+	// draws a progress bar on Stderr instead of printing periodic lines.
+	Terminal func(w io.Writer) bool
+}
+
+// New returns the command line with troupe's built-in scenarios and
+// allocators, writing to stdout and stderr.
+func New(stdout, stderr io.Writer) *App {
+	return &App{
+		Stdout:     stdout,
+		Stderr:     stderr,
+		Scenarios:  scenarios.Builtin(),
+		Allocators: credit.Builtin(),
+		Terminal:   isTerminal,
+	}
+}
+
+// isTerminal reports whether w is a file open on a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// UsageError is a bad command line. Main prints it with a pointer to the
+// command's help and exits with ExitUsage.
+type UsageError struct {
+	Err error
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// usagef returns a *UsageError; %w in format wraps as fmt.Errorf does.
+func usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// exitError is an error of a command that ran: it carries its exit code.
+// The command has already reported it in full on Stderr.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// ErrInterrupted is wrapped by the error of a run whose context was
+// cancelled (Ctrl-C): what finished was written, the rest was not.
+var ErrInterrupted = errors.New("run interrupted")
+
+// Main runs the command line args (without the program name) and returns
+// the process's exit code. Cancelling ctx interrupts a run the way Ctrl-C
+// does.
+func (a *App) Main(ctx context.Context, args []string) int {
+	root := a.root()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if ee, ok := errors.AsType[*exitError](err); ok {
+		return ee.code
+	}
+	// Every error a command returns after it started is an *exitError, so
+	// anything else comes from the command line itself: cobra's unknown
+	// commands and flags, argument counts, or our own *UsageError.
+	path := root.Name()
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	fmt.Fprintf(a.Stderr, "%s: %v\nRun '%s --help' for usage.\n", root.Name(), err, path)
+	return ExitUsage
+}
+
+func (a *App) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "troupe",
+		Short: "Run multi-agent scenarios and write their turns as slime training samples",
+		Long: `troupe runs multi-agent scenarios (games, negotiations, coordination
+problems) as deterministic episodes and writes every agent turn as one
+THUDM/slime training Sample, one JSON object per line.
+
+  troupe scenarios              list the built-in scenarios
+  troupe scenarios elfarol      describe one: rules, roles, parameters, policies
+  troupe allocators             list the credit-assignment allocators
+  troupe run elfarol -n 1000    play 1000 episodes, write troupe-elfarol.jsonl`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(a.Stdout)
+	root.SetErr(a.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand())
+	return root
+}
+
+// knownScenarios is the list of scenario names for error messages.
+func (a *App) knownScenarios() string { return strings.Join(a.Scenarios.Names(), ", ") }

@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// runFlags are the raw values of troupe run's flags.
+type runFlags struct {
+	episodes      int
+	concurrency   int
+	seed          uint64
+	out           string
+	params        []string
+	allocators    []string
+	rewardFormat  string
+	groupSize     int
+	layout        string
+	policies      []string
+	emit          []string
+	maxSteps      int
+	maxTurns      int
+	maxMessages   int
+	timeout       time.Duration
+	failFast      bool
+	rolloutIDBase int64
+	quiet         bool
+}
+
+// plan is a validated run: everything env.Run needs, and where the samples
+// go.
+type plan struct {
+	cfg      env.RunConfig
+	layout   trajectories.Layout
+	out      string            // "-" for stdout
+	policies map[string]string // role -> policy name, for the summary
+}
+
+// stdoutPath is the --out value that sends samples to standard output.
+const stdoutPath = "-"
+
+// defaultOut is where a run writes when --out is not given.
+func defaultOut(scenario string) string { return "troupe-" + scenario + ".jsonl" }
+
+// buildPlan checks every flag against the scenario and turns them into a
+// run. Every error is a *UsageError naming the flag and the bad value, and
+// where it helps, the values that are allowed.
+func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags) (*plan, error) {
+	sc, err := reg.Lookup(name)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	info := sc.Info()
+	for _, c := range []struct {
+		flag string
+		v    int64
+		min  int64
+	}{
+		{"--episodes", int64(f.episodes), 1},
+		{"--concurrency", int64(f.concurrency), 1},
+		{"--group-size", int64(f.groupSize), 1},
+		{"--max-steps", int64(f.maxSteps), 0},
+		{"--max-turns", int64(f.maxTurns), 0},
+		{"--max-messages", int64(f.maxMessages), 0},
+		{"--rollout-id-base", f.rolloutIDBase, 0},
+	} {
+		if c.v < c.min {
+			return nil, usagef("%s %d: must be at least %d", c.flag, c.v, c.min)
+		}
+	}
+	if f.timeout < 0 {
+		return nil, usagef("--timeout %v: must not be negative", f.timeout)
+	}
+	if f.out == "" {
+		return nil, usagef("--out is empty: give a file path, or - for standard output")
+	}
+
+	given, err := env.ParseAssignments(f.params)
+	if err != nil {
+		return nil, usagef("--param: %w", err)
+	}
+	params, err := info.ParseParams(given)
+	if err != nil {
+		return nil, usagef("--param: %w", err)
+	}
+	policy, names, err := buildPolicies(info, params, f.policies)
+	if err != nil {
+		return nil, err
+	}
+	emit, err := buildEmit(info, f.emit)
+	if err != nil {
+		return nil, err
+	}
+	allocators, err := buildAllocators(allocs, f.allocators)
+	if err != nil {
+		return nil, err
+	}
+	format, err := trajectories.ParseRewardFormat(f.rewardFormat)
+	if err != nil {
+		return nil, usagef("--reward-format: %w", err)
+	}
+	var layout trajectories.Layout
+	switch f.layout {
+	case "flat":
+		layout = trajectories.Flat
+	case "nested":
+		layout = trajectories.Nested
+	default:
+		return nil, usagef("--layout %q: want flat (one sample per line) or nested (one episode per line)", f.layout)
+	}
+	return &plan{
+		cfg: env.RunConfig{
+			Scenario: sc,
+			Params:   params,
+			Policy:   policy,
+			Limits: env.Limits{
+				MaxSteps:    f.maxSteps,
+				MaxTurns:    f.maxTurns,
+				MaxMessages: f.maxMessages,
+				Timeout:     f.timeout,
+			},
+			Emit:          emit,
+			Episodes:      f.episodes,
+			GroupSize:     f.groupSize,
+			Concurrency:   f.concurrency,
+			Seed:          f.seed,
+			RolloutIDBase: f.rolloutIDBase,
+			Allocators:    allocators,
+			RewardFormat:  format,
+			FailFast:      f.failFast,
+		},
+		layout:   layout,
+		out:      f.out,
+		policies: names,
+	}, nil
+}
+
+// buildPolicies reads --policy values: "NAME" plays NAME in every role,
+// "ROLE=NAME" in one role (and wins over a bare NAME). Roles named by
+// neither play the scenario's default policy, or random. It returns the
+// policy of each seat and, for the summary, each role's policy name.
+func buildPolicies(info *env.Info, params env.Params, specs []string) (env.PolicyFor, map[string]string, error) {
+	all := ""
+	perRole := map[string]string{}
+	for _, spec := range specs {
+		role, name, scoped := strings.Cut(spec, "=")
+		role, name = strings.TrimSpace(role), strings.TrimSpace(name)
+		if !scoped {
+			name = role
+		}
+		if name == "" {
+			return nil, nil, usagef("--policy %q: empty policy name (policies of %s: %s)", spec, info.Name, strings.Join(info.PolicyNames(), ", "))
+		}
+		if !slices.Contains(info.PolicyNames(), name) {
+			return nil, nil, usagef("--policy %q: scenario %s has no policy %q (it has %s)", spec, info.Name, name, strings.Join(info.PolicyNames(), ", "))
+		}
+		if !scoped {
+			if all != "" {
+				return nil, nil, usagef("--policy %q: a policy for every role was already given (%q); use ROLE=NAME for one role", spec, all)
+			}
+			all = name
+			continue
+		}
+		if info.Role(role) == nil {
+			return nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, roleNames(info))
+		}
+		if prev, dup := perRole[role]; dup {
+			return nil, nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
+		}
+		perRole[role] = name
+	}
+	fallback := all
+	if fallback == "" {
+		fallback = info.DefaultPolicy
+	}
+	if fallback == "" {
+		fallback = "random"
+	}
+	byRole := make(map[string]agents.Policy, len(info.Roles))
+	names := make(map[string]string, len(info.Roles))
+	for _, r := range info.Roles {
+		name, ok := perRole[r.Name]
+		if !ok {
+			name = fallback
+		}
+		p, err := makePolicy(info, params, r.Name, name)
+		if err != nil {
+			return nil, nil, usagef("--policy: scenario %s role %s: policy %q: %w", info.Name, r.Name, name, err)
+		}
+		byRole[r.Name] = p
+		names[r.Name] = name
+	}
+	// The map is read-only from here on, so episodes may read it
+	// concurrently.
+	return func(s env.Seat) agents.Policy { return byRole[s.Role] }, names, nil
+}
+
+// errNilPolicy reports a scenario's policy maker that made nothing.
+var errNilPolicy = errors.New("the scenario's policy maker returned no policy")
+
+func makePolicy(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
+	if mk, ok := info.Policies[name]; ok {
+		p, err := mk(params, role)
+		if err == nil && p == nil {
+			err = errNilPolicy
+		}
+		return p, err
+	}
+	// buildPolicies only lets through names of PolicyNames: the scenario's
+	// own, or "random".
+	return agents.Random(), nil
+}
+
+// buildEmit reads --emit values: "all", or role names (repeated or comma
+// separated) whose turns alone become samples.
+func buildEmit(info *env.Info, specs []string) (env.EmitFilter, error) {
+	var roles []string
+	sawAll := false
+	for _, spec := range specs {
+		for part := range strings.SplitSeq(spec, ",") {
+			part = strings.TrimSpace(part)
+			switch {
+			case part == "all":
+				sawAll = true
+			case part == "":
+				return nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, roleNames(info))
+			case info.Role(part) == nil:
+				return nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, roleNames(info))
+			case !slices.Contains(roles, part):
+				roles = append(roles, part)
+			}
+		}
+	}
+	if sawAll && len(roles) > 0 {
+		return nil, usagef("--emit: give either all or a list of roles, not both")
+	}
+	if len(roles) == 0 {
+		return nil, nil
+	}
+	return env.EmitRoles(roles...), nil
+}
+
+// buildAllocators reads --allocator values. Each value is one allocator
+// spec or a comma-separated list of them. A spec's own parameters are comma
+// separated too ("rae:alpha=0.9,beta=1"), so a piece that reads key=value
+// (no ':' or '(' before its '=') continues the previous spec; commas inside
+// parentheses ("discount:of=rloo(key=role),gamma=0.9") never split.
+func buildAllocators(reg *credit.Registry, values []string) ([]trajectories.Allocator, error) {
+	var specs []string
+	for _, v := range values {
+		for _, piece := range splitOutsideParens(v, ',') {
+			piece = strings.TrimSpace(piece)
+			key, _, isKV := strings.Cut(piece, "=")
+			if isKV && !strings.ContainsAny(key, ":(") && len(specs) > 0 {
+				specs[len(specs)-1] += "," + piece
+				continue
+			}
+			specs = append(specs, piece)
+		}
+	}
+	if len(specs) == 0 {
+		return nil, usagef("--allocator: none given (known: %s)", strings.Join(reg.Names(), ", "))
+	}
+	out := make([]trajectories.Allocator, 0, len(specs))
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		if spec == "" {
+			return nil, usagef("--allocator: empty allocator name (known: %s)", strings.Join(reg.Names(), ", "))
+		}
+		a, err := reg.Parse(spec)
+		if err != nil {
+			return nil, usagef("--allocator %q: %w", spec, err)
+		}
+		if seen[a.Name()] {
+			// Dict rewards are keyed by name: a second one would overwrite
+			// the first.
+			return nil, usagef("--allocator %q: allocator %s given twice", spec, a.Name())
+		}
+		seen[a.Name()] = true
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// splitOutsideParens splits s at each sep that no parenthesis encloses.
+func splitOutsideParens(s string, sep byte) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case sep:
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, s[start:])
+}
+
+func roleNames(info *env.Info) string {
+	names := make([]string, len(info.Roles))
+	for i, r := range info.Roles {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}

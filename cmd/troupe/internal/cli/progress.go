@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// How often a run reports its progress: a terminal's bar is redrawn often
+// enough to look alive; a log (CI, a file) gets a line every few seconds
+// so that it stays readable.
+const (
+	barEvery  = 100 * time.Millisecond
+	lineEvery = 2 * time.Second
+	barWidth  = 30
+)
+
+// reporter writes a run's progress and messages to stderr. On a terminal it
+// redraws one progress-bar line in place; elsewhere it prints a plain line
+// at most every lineEvery. Its methods are safe for concurrent use (the
+// interruption notice comes from another goroutine than the progress).
+//
+// Its clock is the runner's: env.Progress.Elapsed, so the reporter itself
+// reads no time.
+type reporter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	quiet bool
+	total int
+	drawn bool          // the bar is on the current line, not yet ended
+	last  time.Duration // Elapsed at the last report
+	any   bool          // a report was made
+}
+
+func newReporter(w io.Writer, tty, quiet bool, total int) *reporter {
+	return &reporter{w: w, tty: tty, quiet: quiet, total: total}
+}
+
+// update reports p, unless the previous report was too recent. The last
+// update of a run (Done == Total) is always drawn on a terminal.
+func (r *reporter) update(p env.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.quiet {
+		return
+	}
+	if r.tty {
+		if r.any && p.Elapsed-r.last < barEvery && p.Done < p.Total {
+			return
+		}
+		fmt.Fprintf(r.w, "\r\x1b[K%s", bar(p))
+		r.drawn = true
+	} else {
+		if p.Elapsed-r.last < lineEvery {
+			return
+		}
+		fmt.Fprintln(r.w, progressLine(p))
+	}
+	r.last, r.any = p.Elapsed, true
+}
+
+// printf prints a message on a line of its own.
+func (r *reporter) printf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endLine()
+	fmt.Fprintf(r.w, format, args...)
+}
+
+// finish ends the progress bar's line, if one is drawn.
+func (r *reporter) finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endLine()
+}
+
+func (r *reporter) endLine() {
+	if r.drawn {
+		fmt.Fprintln(r.w)
+		r.drawn = false
+	}
+}
+
+// bar renders a terminal progress bar:
+//
+//	[##########--------------------]  33%  330/1000 episodes  12.3k turns/s  eta 2s
+func bar(p env.Progress) string {
+	frac := 0.0
+	if p.Total > 0 {
+		frac = min(float64(p.Done)/float64(p.Total), 1)
+	}
+	full := int(frac * barWidth)
+	var b strings.Builder
+	b.WriteByte('[')
+	b.WriteString(strings.Repeat("#", full))
+	b.WriteString(strings.Repeat("-", barWidth-full))
+	// The percentage is rounded down: 100% means done.
+	fmt.Fprintf(&b, "] %3d%%  %d/%d episodes  %s turns/s", int(100*frac), p.Done, p.Total, compact(rate(float64(p.Turns), p.Elapsed)))
+	if p.Done > 0 && p.Done < p.Total {
+		eta := time.Duration(float64(p.Elapsed) * float64(p.Total-p.Done) / float64(p.Done))
+		fmt.Fprintf(&b, "  eta %s", eta.Round(etaPrecision(eta)))
+	}
+	return b.String()
+}
+
+// progressLine renders a plain progress line for logs.
+func progressLine(p env.Progress) string {
+	pct := 0.0
+	if p.Total > 0 {
+		pct = 100 * float64(p.Done) / float64(p.Total)
+	}
+	return fmt.Sprintf("troupe: %d/%d episodes (%.0f%%), %d samples, %s turns/s, %s elapsed",
+		p.Done, p.Total, pct, p.Samples, compact(rate(float64(p.Turns), p.Elapsed)), roundDuration(p.Elapsed))
+}
+
+// writeSummary prints what a run did: episodes by status, samples, mean
+// team reward, throughput, elapsed time, the output and the first failure.
+func writeSummary(r *reporter, p *plan, out string, s env.Summary) {
+	info := p.cfg.Scenario.Info()
+	var b strings.Builder
+	fmt.Fprintf(&b, "troupe: %s: %d episodes, %d samples written to %s (%s layout)\n",
+		info.Name, s.Episodes, s.Samples, out, layoutName(p.layout))
+	fmt.Fprintf(&b, "  status:      %s\n", statusCounts(s))
+	if s.Scored > 0 {
+		fmt.Fprintf(&b, "  team reward: mean %.6g over %d scored episodes\n", s.MeanTeamReward(), s.Scored)
+	} else {
+		fmt.Fprintf(&b, "  team reward: no scored episodes\n")
+	}
+	fmt.Fprintf(&b, "  credit:      %s (%s rewards)\n", allocatorNames(p), rewardFormatName(p))
+	fmt.Fprintf(&b, "  policies:    %s\n", policyNames(p))
+	fmt.Fprintf(&b, "  throughput:  %s turns/s, %s episodes/s (%d turns)\n",
+		compact(rate(float64(s.Turns), s.Elapsed)), compact(rate(float64(s.Episodes), s.Elapsed)), s.Turns)
+	fmt.Fprintf(&b, "  elapsed:     %s\n", roundDuration(s.Elapsed))
+	if s.FirstFailure != "" {
+		fmt.Fprintf(&b, "  first failure: episode %d: %s\n", s.FirstFailureAt, s.FirstFailure)
+	}
+	r.printf("%s", b.String())
+}
+
+// statuses in the order a summary lists them.
+var statuses = []protocol.Status{
+	protocol.StatusCompleted, protocol.StatusTruncated, protocol.StatusAborted,
+	protocol.StatusFailed, protocol.StatusPending,
+}
+
+func statusCounts(s env.Summary) string {
+	var parts []string
+	for _, st := range statuses {
+		if n := s.ByStatus[st]; n > 0 {
+			parts = append(parts, string(st)+" "+strconv.Itoa(n))
+		}
+	}
+	if len(parts) == 0 {
+		return "no episodes written"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func allocatorNames(p *plan) string {
+	names := make([]string, len(p.cfg.Allocators))
+	for i, a := range p.cfg.Allocators {
+		names[i] = a.Name()
+	}
+	return strings.Join(names, ", ")
+}
+
+func rewardFormatName(p *plan) string {
+	if p.cfg.RewardFormat == trajectories.RewardDict {
+		return "dict"
+	}
+	return "scalar"
+}
+
+func layoutName(l trajectories.Layout) string {
+	if l == trajectories.Nested {
+		return "nested"
+	}
+	return "flat"
+}
+
+func policyNames(p *plan) string {
+	info := p.cfg.Scenario.Info()
+	parts := make([]string, len(info.Roles))
+	for i, r := range info.Roles {
+		parts[i] = r.Name + "=" + p.policies[r.Name]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rate is n per second of d.
+func rate(n float64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return n / d.Seconds()
+}
+
+// compact renders a non-negative rate with three significant digits and a
+// k or M suffix: 950, 12.3k, 4.56M.
+func compact(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', digits(v/1e6), 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', digits(v/1e3), 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', digits(v), 64)
+}
+
+// digits is how many decimals give v (in [0, 1000)) three significant
+// digits.
+func digits(v float64) int {
+	switch {
+	case v >= 100:
+		return 0
+	case v >= 10:
+		return 1
+	}
+	return 2
+}
+
+// etaPrecision is how precisely an estimate of d is worth showing.
+func etaPrecision(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return time.Second
+	case d >= time.Second:
+		return 100 * time.Millisecond
+	}
+	return 10 * time.Millisecond
+}
+
+// roundDuration shortens d for display: milliseconds below a minute,
+// seconds above.
+func roundDuration(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+func (a *App) runCommand() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Play episodes of a scenario and write their turns as samples",
+		Long: `Play episodes of SCENARIO and write every agent turn as one slime Sample
+(JSON Lines). The samples of one episode share a rollout_id and are written
+together: the output holds whole episodes only.
+
+The output is a pure function of the scenario, its parameters, the seed, the
+policies and the limits: the same command writes the same bytes whatever
+--concurrency is (a --timeout that fires is the one exception: wall time is
+not reproducible).
+
+Samples go to --out, created (parent directories too) or overwritten, and
+written in place as episodes finish. On Ctrl-C or SIGTERM the run stops
+starting episodes, writes those that finished, and exits with 130 (SIGINT)
+or 143 (SIGTERM): the file is then valid JSONL of the whole episodes written
+so far. A second Ctrl-C quits at once.
+
+Episodes that end aborted or failed are written with that status and the run
+goes on (the summary names the first failure); --fail-fast stops the run at
+the first one with exit code 1. Exit code 2 means a bad command line.`,
+		Example: `  troupe run elfarol --episodes 1000 --out out/elfarol.jsonl
+  troupe run elfarol -n 64 -g 8 --param agents=30 --param capacity=4 \
+      --allocator team,equal-split --reward-format dict --out -
+  troupe run elfarol --policy patron=first-night --emit patron -n 10`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch len(args) {
+			case 0:
+				return usagef("run needs a scenario name (known: %s)", a.knownScenarios())
+			case 1:
+				return nil
+			}
+			return usagef("run takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("out") {
+				f.out = defaultOut(args[0])
+			}
+			if f.concurrency == 0 {
+				f.concurrency = runtime.GOMAXPROCS(0)
+			}
+			p, err := buildPlan(a.Scenarios, a.Allocators, args[0], f)
+			if err != nil {
+				return err
+			}
+			return a.run(cmd.Context(), p, f.quiet)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.IntVarP(&f.episodes, "episodes", "n", 100, "number of episodes to play")
+	fl.IntVarP(&f.concurrency, "concurrency", "c", 0, "groups of episodes played at once; 0 means one per CPU (does not change the output)")
+	fl.Uint64VarP(&f.seed, "seed", "s", 1, "run seed: every episode's scenario and policy seeds derive from it")
+	fl.StringVarP(&f.out, "out", "o", "", "output file, or - for standard output (default troupe-SCENARIO.jsonl)")
+	fl.StringArrayVarP(&f.params, "param", "p", nil, "scenario parameter `key=value` (repeatable; see troupe scenarios SCENARIO)")
+	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "policy `NAME` for every role, or ROLE=NAME for one (repeatable; default: the scenario's default, or random)")
+	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec`: name or name:key=value,... (repeatable or comma-separated; see troupe allocators)")
+	fl.StringVar(&f.rewardFormat, "reward-format", "scalar", "scalar (the first allocator's value) or dict (every allocator's value by name, for slime's --reward-key)")
+	fl.IntVarP(&f.groupSize, "group-size", "g", 1, "episodes per group: they share a scenario seed and a group_index (GRPO groups)")
+	fl.StringVar(&f.layout, "layout", "flat", "flat (one sample per line) or nested (one episode's samples per line, as a JSON array)")
+	fl.StringArrayVar(&f.emit, "emit", []string{"all"}, "whose turns become samples: all, or `ROLES` (comma-separated, repeatable)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: no limit)")
+	fl.IntVar(&f.maxTurns, "max-turns", 0, "truncate an episode after this many agent turns, all agents together (0: no limit)")
+	fl.IntVar(&f.maxMessages, "max-messages", 0, "truncate an episode once its agents sent more messages than this (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "truncate an episode after this much wall time, e.g. 30s (0: no limit)")
+	fl.BoolVar(&f.failFast, "fail-fast", false, "stop at the first aborted or failed episode and exit 1")
+	fl.Int64Var(&f.rolloutIDBase, "rollout-id-base", 0, "rollout_id of the first episode; episode i gets base+i")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
+	return cmd
+}
+
+// run plays p and reports on Stderr. It returns nil, or an *exitError whose
+// message it has already printed.
+func (a *App) run(ctx context.Context, p *plan, quiet bool) error {
+	out, err := openOutput(p.out, a.Stdout)
+	if err != nil {
+		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+		return &exitError{code: ExitFailure, err: err}
+	}
+	cfg := p.cfg
+	rep := newReporter(a.Stderr, a.Terminal != nil && a.Terminal(a.Stderr), quiet, cfg.Episodes)
+	cfg.Progress = rep.update
+	// Say at once that Ctrl-C was heard: the episodes in flight may take a
+	// while to wind down when their policies are slow.
+	noticed := make(chan struct{})
+	stopNotice := context.AfterFunc(ctx, func() {
+		defer close(noticed)
+		rep.printf("troupe: %v: finishing the episodes in flight (again to quit at once)\n", context.Cause(ctx))
+	})
+
+	sink := trajectories.NewJSONLWriter(out.w, p.layout)
+	sum, runErr := env.Run(ctx, cfg, sink)
+	closeErr := out.close()
+	if !stopNotice() {
+		<-noticed // it started: let it finish before the summary
+	}
+	rep.finish()
+	if !quiet {
+		writeSummary(rep, p, out.name, sum)
+	} else if sum.FirstFailure != "" {
+		rep.printf("troupe: episode %d: %s\n", sum.FirstFailureAt, sum.FirstFailure)
+	}
+	notStarted := max(cfg.Episodes-sum.Episodes-sum.Interrupted, 0)
+	switch {
+	case ctx.Err() != nil:
+		code := ExitInterrupted
+		cause := context.Cause(ctx)
+		if se, ok := errors.AsType[*SignalError](cause); ok {
+			code = se.ExitCode()
+		}
+		rep.printf("troupe: interrupted (%v): %d episodes written to %s, %d interrupted and not written, %d not started\n",
+			cause, sum.Episodes, out.name, sum.Interrupted, notStarted)
+		for _, err := range []error{runErr, closeErr} {
+			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, cause) {
+				rep.printf("troupe: %v\n", err) // a write failed as well
+			}
+		}
+		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
+	case runErr != nil:
+		rep.printf("troupe: run stopped: %v\n", runErr)
+		if errors.Is(runErr, env.ErrEpisodeFailed) {
+			rep.printf("troupe: %d episodes written to %s, %d not written\n", sum.Episodes, out.name, cfg.Episodes-sum.Episodes)
+		} else {
+			// A failed write: the count of episodes handed to the writer
+			// overstates what reached the output; the writer kept it to
+			// whole episodes.
+			rep.printf("troupe: %s holds whole episodes only\n", out.name)
+		}
+		return &exitError{code: ExitFailure, err: runErr}
+	case closeErr != nil:
+		rep.printf("troupe: %v\n", closeErr)
+		return &exitError{code: ExitFailure, err: closeErr}
+	}
+	return nil
+}
+
+// output is where samples go.
+type output struct {
+	w    io.Writer
+	f    *os.File // nil for standard output
+	name string   // for messages
+}
+
+// openOutput opens path for writing samples, creating its directory;
+// "-" is stdout. The file is written in place rather than renamed into
+// place at the end, so that an interrupted run keeps what it wrote:
+// trajectories.JSONLWriter only ever writes whole episodes, and truncates a
+// file back to the last whole episode when a write fails part way.
+func openOutput(path string, stdout io.Writer) (*output, error) {
+	if path == stdoutPath {
+		return &output{w: stdout, name: "standard output"}, nil
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("output %s: %w", path, err)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	return &output{w: f, f: f, name: path}, nil
+}
+
+func (o *output) close() error {
+	if o.f == nil {
+		return nil
+	}
+	if err := o.f.Close(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	return nil
+}
