@@ -128,16 +128,16 @@ type Progress struct {
 
 // Summary is what a run did.
 type Summary struct {
-	Episodes       int                     // episodes written
-	ByStatus       map[protocol.Status]int // written episodes by status
-	Interrupted    int                     // episodes cut short by cancellation and not written
-	Samples        int64
-	Turns          int64
-	TeamRewardSum  float64 // over completed and truncated episodes
-	Scored         int     // completed and truncated episodes
+	Episodes      int                     // episodes written
+	ByStatus      map[protocol.Status]int // written episodes by status
+	Interrupted   int                     // episodes cut short by cancellation and not written
+	Samples       int64
+	Turns         int64
+	TeamRewardSum float64 // over completed and truncated episodes
+	Scored        int     // completed and truncated episodes
 	// RoleScores sums, per role, the agent scores of scored episodes that
 	// have them: in zero-sum games the team reward says nothing, these do.
-	RoleScores map[string]RoleScore
+	RoleScores     map[string]RoleScore
 	Elapsed        time.Duration
 	FirstFailure   string // the error of the first failed or aborted episode written
 	FirstFailureAt int64  // its episode index
