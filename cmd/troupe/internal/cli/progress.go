@@ -134,6 +134,15 @@ func writeSummary(r *reporter, p *plan, out string, s env.Summary) {
 	} else {
 		fmt.Fprintf(&b, "  team reward: no scored episodes\n")
 	}
+	if len(s.RoleScores) > 0 {
+		var roles []string
+		for _, r := range info.Roles {
+			if rs, ok := s.RoleScores[r.Name]; ok {
+				roles = append(roles, fmt.Sprintf("%s %.6g", r.Name, rs.Mean()))
+			}
+		}
+		fmt.Fprintf(&b, "  agent score: mean per role: %s\n", strings.Join(roles, ", "))
+	}
 	fmt.Fprintf(&b, "  credit:      %s (%s rewards)\n", allocatorNames(p), rewardFormatName(p))
 	fmt.Fprintf(&b, "  policies:    %s\n", policyNames(p))
 	fmt.Fprintf(&b, "  throughput:  %s turns/s, %s episodes/s (%d turns)\n",
