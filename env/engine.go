@@ -111,6 +111,9 @@ type Setup struct {
 	// (see trajectories.Counterfactual); Recorded holds the original turns.
 	Counterfactual *trajectories.Counterfactual
 	Recorded       []trajectories.ActionRecord
+	// recordedBySeat is Recorded split by seat and turn, computed once per
+	// episode by its replayer rather than once per replay.
+	recordedBySeat [][]string
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
@@ -367,11 +370,9 @@ func (e *Engine) seat(seats []Seat) error {
 	cf := e.setup.Counterfactual
 	var recorded [][]string
 	if cf != nil && !cf.Resimulate {
-		recorded = make([][]string, n)
-		for _, a := range e.setup.Recorded {
-			if a.Agent < n && a.Turn == len(recorded[a.Agent]) {
-				recorded[a.Agent] = append(recorded[a.Agent], a.Action)
-			}
+		recorded = e.setup.recordedBySeat
+		if len(recorded) != n {
+			recorded = splitBySeat(e.setup.Recorded, n)
 		}
 	}
 	for i, s := range seats {
@@ -395,11 +396,24 @@ func (e *Engine) seat(seats []Seat) error {
 			e.policies[i] = constant(null)
 		} else if text, ok := cf.Replace[i]; ok {
 			e.policies[i] = constant(text)
+		} else if _, ok := cf.Reseed[i]; ok {
+			// keep the live policy: act() salts its seeds
 		} else if recorded != nil {
 			e.policies[i] = frozen(recorded[i], e.policies[i])
 		}
 	}
 	return nil
+}
+
+// splitBySeat lists each seat's recorded actions in turn order.
+func splitBySeat(actions []trajectories.ActionRecord, n int) [][]string {
+	out := make([][]string, n)
+	for _, a := range actions {
+		if a.Agent < n && a.Turn == len(out[a.Agent]) {
+			out[a.Agent] = append(out[a.Agent], a.Action)
+		}
+	}
+	return out
 }
 
 func resize[T any](s []T, n int) []T {
@@ -475,7 +489,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			Inbox: mail[e.cursor[i]:],
 			Seen:  mail,
 			Legal: view.Legal,
-			Seed:  seeds.Mix(e.setup.PolicySeed, uint64(i), uint64(e.turns[i])),
+			Seed:  e.turnSeed(i),
 		}
 		e.cursor[i] = len(mail)
 	}
@@ -530,6 +544,19 @@ func (e *Engine) invalidScore() Score {
 		score.Team += score.Agents[i]
 	}
 	return score
+}
+
+// turnSeed is seat i's seed for its current turn: derived from the policy
+// seed, the seat and the turn, and salted for seats a counterfactual
+// reseeds.
+func (e *Engine) turnSeed(i int) uint64 {
+	seed := seeds.Mix(e.setup.PolicySeed, uint64(i), uint64(e.turns[i]))
+	if cf := e.setup.Counterfactual; cf != nil {
+		if salt, ok := cf.Reseed[i]; ok {
+			seed = seeds.Mix(seed, salt)
+		}
+	}
+	return seed
 }
 
 // record appends the turn to the action record and, when the seat is
@@ -637,6 +664,9 @@ func (e *Engine) finishSamples() {
 // counterfactual, with no samples emitted.
 func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) trajectories.Replayer {
 	seats := e.seats
+	// Replays run concurrently (counterfactual allocators fan out), so the
+	// per-seat split of the record is made once, by whichever comes first.
+	bySeat := sync.OnceValue(func() [][]string { return splitBySeat(recorded, len(seats)) })
 	return trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (Score, error) {
 		info := setup.Scenario.Info()
 		spec := info.Counterfactual
@@ -654,6 +684,7 @@ func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) tra
 		s := setup
 		s.Counterfactual = &cf
 		s.Recorded = recorded
+		s.recordedBySeat = bySeat()
 		s.Emit = func(Seat) bool { return false }
 		eng := setup.Engines.Get()
 		defer setup.Engines.Put(eng)
@@ -668,8 +699,8 @@ func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) tra
 
 // Errors of counterfactual replays.
 var (
-	ErrNoAbsence    = errors.New("the scenario does not declare what an absent agent means")
-	ErrNoNullAction = errors.New("the scenario declares no null action for this role")
+	ErrNoAbsence    = trajectories.ErrNoAbsence
+	ErrNoNullAction = trajectories.ErrNoNullAction
 	ErrReplayFailed = errors.New("counterfactual replay did not finish")
 )
 

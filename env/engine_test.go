@@ -386,3 +386,23 @@ func TestLabelerSetsEverySampleLabel(t *testing.T) {
 		assert.Equal(t, "42", s.Label)
 	}
 }
+
+func TestReseedAsksOneSeatAgain(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 1000, relayHooks{}, nil)
+	ep := runOne(t, sc, agents.Random(), func(s *env.Setup) { s.Limits.MaxSteps = 30 })
+	moves := func(score env.Score) float64 { return score.Team }
+	differs := 0
+	for salt := range uint64(8) {
+		got, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: salt + 1}})
+		require.NoError(t, err)
+		if moves(got) != moves(ep.Score) {
+			differs++
+		}
+	}
+	assert.Greater(t, differs, 4, "a reseeded seat plays other moves")
+	same, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: 5}})
+	require.NoError(t, err)
+	again, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: 5}})
+	require.NoError(t, err)
+	assert.Equal(t, same, again, "the same salt gives the same moves")
+}

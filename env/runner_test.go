@@ -171,7 +171,7 @@ func TestRunDictRewardsAndSequentialAllocators(t *testing.T) {
 		assert.InDelta(t, s.Metadata.TeamReward, s.Reward.Dict["team"], 1e-12)
 		assert.InDelta(t, s.Metadata.TeamReward/4, s.Reward.Dict["equal-split"], 1e-12)
 		assert.Equal(t, float64(s.GroupIndex), s.Reward.Dict["order"], "sequential allocators see groups in output order")
-		assert.Equal(t, "team,equal-split,order", s.Metadata.Allocator)
+		assert.Equal(t, "team equal-split order", s.Metadata.Allocator)
 	}
 }
 

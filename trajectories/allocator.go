@@ -2,6 +2,7 @@ package trajectories
 
 import (
 	"context"
+	"maps"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,6 +44,17 @@ func AnySequential(allocs []Allocator) bool {
 // ErrDuplicateAllocator is returned by Allocate when two allocators share a
 // name: their values would overwrite each other in a dict reward.
 var ErrDuplicateAllocator = errors.New("two allocators with one name")
+
+// Noter is implemented by allocators that report facts about how they
+// allocated an episode, such as an estimate cut short by its budget.
+// AllocateNoted is Allocate that may also set notes[e] (one map per episode
+// of the group, nil until the allocator has something to say); Allocate
+// merges notes[e] into the Metadata.Extra of every sample of episode e. A
+// nil notes slice means the caller keeps no notes.
+type Noter interface {
+	Allocator
+	AllocateNoted(ctx context.Context, group []*Episode, dst [][]float64, notes []map[string]any) error
+}
 
 // RewardFormat says how allocated rewards are written into samples.
 type RewardFormat int
@@ -86,13 +98,34 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 			return fmt.Errorf("%w: %q given twice", ErrDuplicateAllocator, names[i])
 		}
 	}
-	joined := strings.Join(names, ",")
+	// Allocator names may hold commas (their parameters) but never spaces.
+	joined := strings.Join(names, " ")
 	for i, a := range allocs {
 		for e := range dst {
 			clear(dst[e])
 		}
-		if err := a.Allocate(ctx, group, dst); err != nil {
+		var notes []map[string]any
+		var err error
+		if n, ok := a.(Noter); ok {
+			notes = make([]map[string]any, len(group))
+			err = n.AllocateNoted(ctx, group, dst, notes)
+		} else {
+			err = a.Allocate(ctx, group, dst)
+		}
+		if err != nil {
 			return fmt.Errorf("allocator %s: %w", a.Name(), err)
+		}
+		for e, m := range notes {
+			if len(m) == 0 {
+				continue
+			}
+			for s := range group[e].Samples {
+				md := &group[e].Samples[s].Metadata
+				if md.Extra == nil {
+					md.Extra = make(map[string]any, len(m))
+				}
+				maps.Copy(md.Extra, m)
+			}
 		}
 		for e, ep := range group {
 			for s := range ep.Samples {

@@ -67,7 +67,7 @@ func TestAllocateDict(t *testing.T) {
 		for s, sm := range ep.Samples {
 			off := float64(10*e + s)
 			assert.Equal(t, protocol.DictReward(map[string]float64{"team": 100 + off, "equal_split": 200 + off, "cf": 300 + off}), sm.Reward)
-			assert.Equal(t, "team,equal_split,cf", sm.Metadata.Allocator)
+			assert.Equal(t, "team equal_split cf", sm.Metadata.Allocator)
 			v, ok := sm.Reward.Get("equal_split")
 			assert.True(t, ok)
 			assert.Equal(t, 200+off, v)
@@ -184,4 +184,29 @@ func TestAllocateRejectsDuplicateNames(t *testing.T) {
 		[]trajectories.Allocator{valueAllocator(t, "x", 1), valueAllocator(t, "x", 2)}, trajectories.RewardDict)
 	require.ErrorIs(t, err, trajectories.ErrDuplicateAllocator)
 	assert.ErrorContains(t, err, `"x" given twice`)
+}
+
+// notingAllocator leaves a note on the second episode of its group.
+type notingAllocator struct{}
+
+func (notingAllocator) Name() string { return "noting" }
+func (notingAllocator) Allocate(ctx context.Context, g []*trajectories.Episode, dst [][]float64) error {
+	return notingAllocator{}.AllocateNoted(ctx, g, dst, nil)
+}
+func (notingAllocator) AllocateNoted(_ context.Context, g []*trajectories.Episode, dst [][]float64, notes []map[string]any) error {
+	if notes != nil {
+		notes[1] = map[string]any{"budget": "exhausted"}
+	}
+	return nil
+}
+
+func TestAllocateMergesNotes(t *testing.T) {
+	a := &trajectories.Episode{Samples: make([]protocol.Sample, 2)}
+	b := &trajectories.Episode{Samples: make([]protocol.Sample, 2)}
+	b.Samples[0].Metadata.Extra = map[string]any{"kept": 1}
+	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{a, b},
+		[]trajectories.Allocator{notingAllocator{}}, trajectories.RewardScalar))
+	assert.Nil(t, a.Samples[0].Metadata.Extra)
+	assert.Equal(t, map[string]any{"kept": 1, "budget": "exhausted"}, b.Samples[0].Metadata.Extra)
+	assert.Equal(t, map[string]any{"budget": "exhausted"}, b.Samples[1].Metadata.Extra)
 }

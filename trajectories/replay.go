@@ -1,6 +1,16 @@
 package trajectories
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// Errors of counterfactual replays that allocators test for: the scenario
+// does not say what the counterfactual means.
+var (
+	ErrNoAbsence    = errors.New("the scenario does not declare what an absent agent means")
+	ErrNoNullAction = errors.New("the scenario declares no null action for this role")
+)
 
 // Counterfactual describes how to re-run an episode differently. Seat indexes
 // refer to Episode.Seats.
@@ -16,6 +26,11 @@ type Counterfactual struct {
 	// recorded or policy action, at every turn. The scenario's null action is
 	// the usual choice.
 	Replace map[int]string
+	// Reseed asks the given seats' own policies again at every turn, with
+	// the turn's seed mixed with the salt, instead of replaying their
+	// recorded actions: M alternative actions of one agent are M salts.
+	// Null and Replace take precedence.
+	Reseed map[int]uint64
 	// Resimulate asks the other agents' policies again (with the same seeds)
 	// instead of replaying their recorded actions.
 	Resimulate bool

@@ -1,16 +1,53 @@
 // Package credit holds troupe's reward allocators: the ways an episode's
 // team reward is split among its samples, and a registry that names them.
+//
+// Every allocator writes one value per sample. Unless an allocator says
+// otherwise, a value computed per agent (a share, an advantage) goes to every
+// sample of that agent: an agent's samples are its turns, and slime trains
+// an episode's samples as one rollout. Discount is the allocator that makes
+// the values of one agent's turns differ; it composes with any other.
+//
+// The allocators fall in three families:
+//
+//   - stateless: Team, EqualSplit, Individual, Discount and GroupNorm (GRPO,
+//     Dr.GRPO, RLOO);
+//   - stateful: RAE, whose baselines evolve across groups and runs;
+//   - counterfactual: Difference, LeaveOneOut, Shapley, MonteCarloShapley
+//     and COMA, which re-simulate the episode through Episode.Replay.
+//
+// Samples of episodes that did not finish (aborted, failed) get what Team
+// gives them, G = 0, from Team and EqualSplit, and 0 from every other
+// allocator: such an episode has no outcome to compare or re-simulate.
 package credit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Errors of allocation. They are wrapped with the allocator, the episode
+// and the cause.
+var (
+	// ErrBadEpisode: an episode is inconsistent (a sample whose agent is
+	// not one of its seats).
+	ErrBadEpisode = errors.New("bad episode")
+	// ErrNoAgentScores: the scenario gives no per-agent scores and the
+	// allocator needs them.
+	ErrNoAgentScores = errors.New("the scenario gives no per-agent scores")
+	// ErrNoReplay: a counterfactual allocator got an episode that cannot be
+	// re-simulated (Episode.Replay is nil: it was read back from a file, or
+	// made by an executor that cannot replay).
+	ErrNoReplay = errors.New("the episode cannot be re-simulated")
+	// ErrBudget: an allocator needs more re-simulations for an episode than
+	// its budget allows.
+	ErrBudget = errors.New("re-simulation budget too small")
+	// ErrTooManyAgents: exact Shapley was asked for an episode with more
+	// agents than its limit.
+	ErrTooManyAgents = errors.New("too many agents for exact Shapley")
 )
 
 // Team gives every sample the episode's team reward G: r_i = G(z).
@@ -32,6 +69,9 @@ func (Team) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]f
 // EqualSplit divides the team reward equally: among the episode's agents
 // (G/K, every sample of an agent gets its agent's share) or, PerSample,
 // among its emitted samples (G / number of samples).
+//
+// Per agent, K counts every seat, emitted or not, so the shares of all
+// agents sum to G; per sample, the emitted samples' values sum to G.
 type EqualSplit struct {
 	PerSample bool
 }
@@ -62,91 +102,71 @@ func (a EqualSplit) Allocate(_ context.Context, group []*trajectories.Episode, d
 	return nil
 }
 
-// Maker builds an allocator from its parameters (name to text value).
-type Maker func(params map[string]string) (trajectories.Allocator, error)
+// Individual gives every sample its agent's own score from the scenario,
+// r_i = L_i(z) (Score.Agents; the "local" reward of the literature). A
+// finished episode of a scenario without per-agent scores is an error
+// wrapping ErrNoAgentScores.
+type Individual struct{}
 
-// ErrUnknownAllocator is returned for a name the registry does not hold.
-var ErrUnknownAllocator = errors.New("unknown allocator")
+// Name implements trajectories.Allocator.
+func (Individual) Name() string { return "individual" }
 
-// ErrBadAllocatorParam is wrapped by errors about allocator parameters.
-var ErrBadAllocatorParam = errors.New("bad allocator parameter")
+// Needs implements Needer.
+func (Individual) Needs() Needs { return Needs{AgentScores: true} }
 
-// Registry names allocators. Build one with NewRegistry or Builtin; it is
-// read-only afterwards and safe for concurrent use.
-type Registry struct {
-	makers map[string]Maker
-	docs   map[string]string
-}
-
-// Entry is one registered allocator.
-type Entry struct {
-	Name string
-	Doc  string // what it computes and the parameters it takes
-	Make Maker
-}
-
-// NewRegistry returns a registry of entries; duplicate names are an error.
-func NewRegistry(entries ...Entry) (*Registry, error) {
-	r := &Registry{makers: map[string]Maker{}, docs: map[string]string{}}
-	for _, e := range entries {
-		if _, dup := r.makers[e.Name]; dup || e.Name == "" {
-			return nil, fmt.Errorf("allocator registry: empty or duplicate name %q", e.Name)
+// Allocate implements trajectories.Allocator.
+func (a Individual) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	for e, ep := range group {
+		if !finished(ep) {
+			continue
 		}
-		r.makers[e.Name], r.docs[e.Name] = e.Make, e.Doc
-	}
-	return r, nil
-}
-
-// Builtin returns a registry of troupe's allocators.
-func Builtin() *Registry {
-	r, err := NewRegistry(
-		Entry{Name: "team", Doc: "every sample gets the team reward G", Make: noParams(Team{})},
-		Entry{Name: "equal-split", Doc: "every agent's samples get G/K, K the number of agents", Make: noParams(EqualSplit{})},
-		Entry{Name: "equal-split-sample", Doc: "every sample gets G/S, S the number of samples", Make: noParams(EqualSplit{PerSample: true})},
-	)
-	if err != nil {
-		panic(err) // fixed at compile time and covered by tests
-	}
-	return r
-}
-
-func noParams(a trajectories.Allocator) Maker {
-	return func(params map[string]string) (trajectories.Allocator, error) {
-		for k := range params {
-			return nil, fmt.Errorf("%w: %s takes no parameters, got %q", ErrBadAllocatorParam, a.Name(), k)
+		seats, err := sampleSeats(ep)
+		if err != nil {
+			return err
 		}
-		return a, nil
-	}
-}
-
-// Names returns the registered names, sorted.
-func (r *Registry) Names() []string { return slices.Sorted(maps.Keys(r.makers)) }
-
-// Doc returns the documentation of the named allocator.
-func (r *Registry) Doc(name string) string { return r.docs[name] }
-
-// Make builds the named allocator with params.
-func (r *Registry) Make(name string, params map[string]string) (trajectories.Allocator, error) {
-	m, ok := r.makers[name]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownAllocator, name, strings.Join(r.Names(), ", "))
-	}
-	return m(params)
-}
-
-// Parse builds an allocator from a command-line spec: "name" or
-// "name:key=value,key=value" (for example "rae:alpha=0.9").
-func (r *Registry) Parse(spec string) (trajectories.Allocator, error) {
-	name, rest, _ := strings.Cut(strings.TrimSpace(spec), ":")
-	params := map[string]string{}
-	if rest != "" {
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || strings.TrimSpace(k) == "" {
-				return nil, fmt.Errorf("%w: allocator %s: %q is not key=value", ErrBadAllocatorParam, name, kv)
+		for s, i := range seats {
+			v, err := agentScore(ep, i)
+			if err != nil {
+				return err
 			}
-			params[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			dst[e][s] = v
 		}
 	}
-	return r.Make(name, params)
+	return nil
+}
+
+// finished reports whether the episode has an outcome: it completed or
+// was truncated, and was scored.
+func finished(ep *trajectories.Episode) bool {
+	return ep.Status == protocol.StatusCompleted || ep.Status == protocol.StatusTruncated
+}
+
+// agentScore returns seat i's individual score, or an error naming the
+// scenario when it has none.
+func agentScore(ep *trajectories.Episode, i int) (float64, error) {
+	v, ok := ep.AgentScore(i)
+	if !ok {
+		return 0, fmt.Errorf("episode %d of %s: %w (use a team-based or counterfactual allocator)", ep.Index, ep.Scenario, ErrNoAgentScores)
+	}
+	return v, nil
+}
+
+// sampleSeats returns, for every sample of ep, the seat index of its agent.
+func sampleSeats(ep *trajectories.Episode) ([]int, error) {
+	out := make([]int, len(ep.Samples))
+	if len(ep.Samples) == 0 {
+		return out, nil
+	}
+	index := make(map[string]int, len(ep.Seats))
+	for i, s := range ep.Seats {
+		index[s.ID] = i
+	}
+	for s := range ep.Samples {
+		i, ok := index[ep.Samples[s].Metadata.Agent]
+		if !ok {
+			return nil, fmt.Errorf("%w: episode %d of %s: sample %d belongs to agent %q, which has no seat", ErrBadEpisode, ep.Index, ep.Scenario, s, ep.Samples[s].Metadata.Agent)
+		}
+		out[s] = i
+	}
+	return out, nil
 }

@@ -146,7 +146,7 @@ func TestRunToStdoutMatchesTheFile(t *testing.T) {
 			split, _ := s.Reward.Get("equal-split")
 			assert.Equal(t, s.Metadata.TeamReward, team)
 			assert.InDelta(t, s.Metadata.TeamReward/5, split, 1e-12)
-			assert.Equal(t, "team,equal-split", s.Metadata.Allocator)
+			assert.Equal(t, "team equal-split", s.Metadata.Allocator)
 		}
 	}
 }

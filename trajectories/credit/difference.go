@@ -1,0 +1,210 @@
+package credit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// DefaultAlternatives is how many alternative actions the average-action
+// difference reward weighs at most, by default.
+const DefaultAlternatives = 16
+
+// Difference is the difference reward of Wolpert & Tumer (2001), the
+// "wonderful life utility": D_i = G(z) - G(z_-i ∪ c_i), the team reward
+// minus what it would have been had agent i played c_i instead, everything
+// else as Sim says.
+//
+// With Average false (c=null, WL0), c_i is the scenario's null action for
+// i's role, played at every one of its turns (K re-simulations).
+//
+// With Average true (c=average, WLa), c_i is the average action, defined
+// as the average agent of i's role: the empirical distribution of the
+// actions all seats of that role played in this episode (each action
+// weighted by how many turns played it), restricted to its Alternatives
+// most frequent actions (ties broken by text) and renormalised:
+//
+//	D_i = G(z) - Σ_a p_role(a) · G(z_-i ∪ a)
+//
+// where "∪ a" means agent i plays a at every one of its turns. The
+// allocator cannot see the scenario's legal actions (an episode does not
+// record them); the role's empirical distribution needs no scenario
+// support, is what "average action" means for an agent population, and
+// stays finite for free-text actions. It is most meaningful for roles that
+// decide once per episode (El Farol); for multi-turn roles a constant
+// action at every turn is a crude counterfactual. In frozen mode, the
+// alternative an agent actually played (at every turn) is scored G(z)
+// without a re-simulation.
+//
+// Only agents with samples are evaluated: fixed opponents cost nothing.
+// The re-simulations an episode needs must fit the budget, or Allocate
+// fails with ErrBudget.
+type Difference struct {
+	Average      bool
+	Alternatives int // WLa: most frequent actions weighed; 0 means DefaultAlternatives
+	Sim          Sim
+}
+
+func (d Difference) alternatives() int {
+	if d.Alternatives <= 0 {
+		return DefaultAlternatives
+	}
+	return d.Alternatives
+}
+
+// Name implements trajectories.Allocator.
+func (d Difference) Name() string {
+	params := []kv{{"c", "null", "null"}}
+	if d.Average {
+		params = []kv{{"c", "average", "null"}, {"alternatives", strconv.Itoa(d.alternatives()), strconv.Itoa(DefaultAlternatives)}}
+	}
+	return specName("difference", append(params, d.Sim.params()...)...)
+}
+
+// Needs implements Needer.
+func (d Difference) Needs() Needs { return Needs{Replay: true, Null: !d.Average} }
+
+// Allocate implements trajectories.Allocator.
+func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	if !d.Average {
+		return perAgent(ctx, d.Sim, group, dst, func(i int) trajectories.Counterfactual {
+			return d.Sim.without(Null, []int{i})
+		})
+	}
+	for e, ep := range group {
+		if !finished(ep) {
+			continue
+		}
+		seats, err := sampleSeats(ep)
+		if err != nil {
+			return err
+		}
+		want := emitted(ep, seats)
+		byRole := roleActions(ep)
+		acts := seatActions(ep)
+		type term struct {
+			seat int
+			w    float64
+			cf   int // index into cfs, or -1 for G(z)
+		}
+		var terms []term
+		var cfs []trajectories.Counterfactual
+		for i, seat := range ep.Seats {
+			if !want[i] {
+				continue
+			}
+			alts := byRole[seat.Role]
+			alts = alts[:min(len(alts), d.alternatives())]
+			total := 0
+			for _, a := range alts {
+				total += a.n
+			}
+			for _, a := range alts {
+				t := term{seat: i, w: float64(a.n) / float64(total), cf: -1}
+				if d.Sim.Resimulate || !playedOnly(acts[i], a.text) {
+					t.cf = len(cfs)
+					cfs = append(cfs, d.Sim.replace(i, a.text))
+				}
+				terms = append(terms, t)
+			}
+		}
+		if err := checkBudget(ep, len(cfs), d.Sim); err != nil {
+			return err
+		}
+		vals, err := d.Sim.runList(ctx, ep, cfs)
+		if err != nil {
+			return err
+		}
+		G := ep.Score.Team
+		share := make([]float64, len(ep.Seats))
+		for i := range share {
+			if want[i] {
+				share[i] = G
+			}
+		}
+		for _, t := range terms {
+			v := G
+			if t.cf >= 0 {
+				v = vals[t.cf]
+			}
+			share[t.seat] -= t.w * v
+		}
+		for s, i := range seats {
+			dst[e][s] = share[i]
+		}
+	}
+	return nil
+}
+
+// LeaveOneOut is r_i = v(N) - v(N \ {i}): the team reward minus what the
+// others would have earned without agent i (absent, or playing its null
+// action with Out = Null, which makes it Difference's WL0). Only agents
+// with samples are evaluated, one re-simulation each.
+type LeaveOneOut struct {
+	Out Presence
+	Sim Sim
+}
+
+// Name implements trajectories.Allocator.
+func (l LeaveOneOut) Name() string {
+	return specName("leave-one-out", append([]kv{{"mode", l.Out.String(), Absent.String()}}, l.Sim.params()...)...)
+}
+
+// Needs implements Needer.
+func (l LeaveOneOut) Needs() Needs { return l.Out.needs() }
+
+// Allocate implements trajectories.Allocator.
+func (l LeaveOneOut) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	return perAgent(ctx, l.Sim, group, dst, func(i int) trajectories.Counterfactual {
+		return l.Sim.without(l.Out, []int{i})
+	})
+}
+
+// perAgent gives every agent with samples G(z) minus the team reward of
+// the counterfactual cf(i).
+func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(i int) trajectories.Counterfactual) error {
+	for e, ep := range group {
+		if !finished(ep) {
+			continue
+		}
+		seats, err := sampleSeats(ep)
+		if err != nil {
+			return err
+		}
+		want := emitted(ep, seats)
+		var who []int
+		var cfs []trajectories.Counterfactual
+		for i := range ep.Seats {
+			if want[i] {
+				who = append(who, i)
+				cfs = append(cfs, cf(i))
+			}
+		}
+		if err := checkBudget(ep, len(cfs), sim); err != nil {
+			return err
+		}
+		vals, err := sim.runList(ctx, ep, cfs)
+		if err != nil {
+			return err
+		}
+		share := make([]float64, len(ep.Seats))
+		for k, i := range who {
+			share[i] = ep.Score.Team - vals[k]
+		}
+		for s, i := range seats {
+			dst[e][s] = share[i]
+		}
+	}
+	return nil
+}
+
+// checkBudget fails when an exact allocator needs more re-simulations than
+// its budget.
+func checkBudget(ep *trajectories.Episode, need int, sim Sim) error {
+	if need > sim.budget() {
+		return fmt.Errorf("%w: episode %d of %s needs %d re-simulations, the budget is %d", ErrBudget, ep.Index, ep.Scenario, need, sim.budget())
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package credit_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// spotlight gives the whole team reward to the agents with the best
+// individual score, and nothing to the others.
+type spotlight struct{}
+
+func (spotlight) Name() string { return "spotlight" }
+
+func (spotlight) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	for e, ep := range group {
+		best := ep.Score.Agents[0]
+		for _, v := range ep.Score.Agents {
+			best = max(best, v)
+		}
+		for s, sample := range ep.Samples {
+			for i, seat := range ep.Seats {
+				if seat.ID == sample.Metadata.Agent && ep.Score.Agents[i] == best {
+					dst[e][s] = ep.Score.Team
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// A user-defined allocator, registered beside the built-in ones and used
+// with them.
+func Example_customAllocator() {
+	reg, err := credit.Builtin().With(credit.Entry{
+		Name: "spotlight",
+		Doc:  "the best-scoring agents get G, the others 0",
+		Make: func(map[string]string) (trajectories.Allocator, error) { return spotlight{}, nil },
+	})
+	if err != nil {
+		panic(err)
+	}
+	var allocs []trajectories.Allocator
+	for _, spec := range []string{"spotlight", "equal-split", "discount:gamma=0.5,of=spotlight"} {
+		a, err := reg.Parse(spec)
+		if err != nil {
+			panic(err)
+		}
+		allocs = append(allocs, a)
+	}
+
+	// A finished episode: ann plays twice, bob once; ann scored best.
+	ep := &trajectories.Episode{
+		Status: protocol.StatusCompleted,
+		Seats:  []trajectories.Seat{{ID: "ann", Role: "player"}, {ID: "bob", Role: "player"}},
+		Actions: []trajectories.ActionRecord{
+			{Step: 1, Agent: 0, Turn: 0}, {Step: 2, Agent: 1, Turn: 0}, {Step: 3, Agent: 0, Turn: 1},
+		},
+		Score: trajectories.Score{Team: 10, Agents: []float64{7, 3}},
+	}
+	for _, a := range ep.Actions {
+		id := ep.Seats[a.Agent].ID
+		ep.Samples = append(ep.Samples, protocol.Sample{Metadata: protocol.Metadata{Agent: id, Turn: a.Turn, Step: a.Step}})
+	}
+	if err := trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, allocs, trajectories.RewardDict); err != nil {
+		panic(err)
+	}
+	for _, s := range ep.Samples {
+		r := s.Reward.Dict
+		fmt.Printf("%s turn %d: spotlight %g, equal-split %g, discounted %g\n",
+			s.Metadata.Agent, s.Metadata.Turn, r["spotlight"], r["equal-split"], r["discount:gamma=0.5,of=spotlight"])
+	}
+	// Output:
+	// ann turn 0: spotlight 10, equal-split 5, discounted 5
+	// bob turn 0: spotlight 0, equal-split 5, discounted 0
+	// ann turn 1: spotlight 10, equal-split 5, discounted 10
+}

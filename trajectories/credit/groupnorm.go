@@ -1,0 +1,250 @@
+package credit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// NormMode is how GroupNorm turns a group's rewards into advantages.
+type NormMode int
+
+const (
+	// NormStd is GRPO: A_j = (R_j - mean) / (std + ε), std the sample
+	// standard deviation (n-1 in the denominator, as torch.std and slime
+	// compute it).
+	NormStd NormMode = iota
+	// NormCentre is Dr.GRPO: A_j = R_j - mean, without the std.
+	NormCentre
+	// NormLeaveOneOut is RLOO: A_j = R_j - (mean of the others).
+	NormLeaveOneOut
+)
+
+var normNames = []string{"grpo", "dr-grpo", "rloo"}
+
+// GroupKey chooses which fields put two agents of a group in the same
+// normalisation group. Combine the flags; the zero value means
+// DefaultGroupKey.
+type GroupKey uint8
+
+// The fields of a group key.
+const (
+	KeyScenario GroupKey = 1 << iota // the scenario name
+	KeyGroup                         // the episode's group_index
+	KeyRole                          // the agent's role
+	KeyAgent                         // the agent's id (the same seat across the group's episodes)
+
+	// DefaultGroupKey is (scenario, group_index, role): the agents of one
+	// role across the episodes of one group are compared.
+	DefaultGroupKey = KeyScenario | KeyGroup | KeyRole
+)
+
+var keyNames = []string{"scenario", "group", "role", "agent"}
+
+// String renders the key as its fields joined by '+', the value of the key
+// parameter.
+func (k GroupKey) String() string {
+	if k == 0 {
+		k = DefaultGroupKey
+	}
+	var parts []string
+	for i, n := range keyNames {
+		if k&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	return strings.Join(parts, "+")
+}
+
+// ParseGroupKey parses fields joined by '+': scenario, group, role, agent.
+func ParseGroupKey(s string) (GroupKey, error) {
+	var k GroupKey
+	for part := range strings.SplitSeq(s, "+") {
+		i := -1
+		for j, n := range keyNames {
+			if strings.TrimSpace(part) == n {
+				i = j
+			}
+		}
+		if i < 0 || k&(1<<i) != 0 {
+			return 0, fmt.Errorf("%w: group key %q: want distinct fields among %s joined by '+'", ErrBadAllocatorParam, s, strings.Join(keyNames, ", "))
+		}
+		k |= 1 << i
+	}
+	return k, nil
+}
+
+// DefaultEps is GRPO's default ε.
+const DefaultEps = 1e-6
+
+// GroupNorm is group-relative normalisation: GRPO, Dr.GRPO or RLOO (see
+// NormMode), computed over the agents of the group that share a key.
+//
+// The unit of a normalisation group is one agent in one episode (an
+// agent's turns are one response, as a rollout is in single-agent GRPO):
+// its reward R is Base (the team reward by default), its advantage goes to
+// every one of its samples. Only agents with samples and episodes that
+// finished count; the samples of an unfinished episode get 0.
+//
+// Uneven groups are fine: each key's group is normalised by its own size.
+// A group of one unit has no baseline and gets advantage 0 (in every
+// mode); a group whose rewards are all equal gets 0 too.
+//
+// The runner calls Allocate with the episodes of one group_index, so the
+// key only ever splits a group further, by role or agent.
+type GroupNorm struct {
+	Mode NormMode
+	Eps  float64  // ε, added to the std (NormStd only)
+	Key  GroupKey // zero means DefaultGroupKey
+	Base Source   // the reward normalised: SourceTeam (zero), SourceIndividual or SourceAuto
+}
+
+// GRPO returns GroupNorm with the std, ε = DefaultEps, the default key and
+// the team reward.
+func GRPO() GroupNorm { return GroupNorm{Mode: NormStd, Eps: DefaultEps} }
+
+// DrGRPO returns GroupNorm without the std.
+func DrGRPO() GroupNorm { return GroupNorm{Mode: NormCentre} }
+
+// RLOO returns GroupNorm with leave-one-out baselines.
+func RLOO() GroupNorm { return GroupNorm{Mode: NormLeaveOneOut} }
+
+// Name implements trajectories.Allocator.
+func (g GroupNorm) Name() string {
+	name := fmt.Sprintf("GroupNorm(%d)", int(g.Mode))
+	if g.Mode >= 0 && int(g.Mode) < len(normNames) {
+		name = normNames[g.Mode]
+	}
+	params := []kv{
+		{"key", g.Key.String(), DefaultGroupKey.String()},
+		{"base", g.Base.String(), SourceTeam.String()},
+	}
+	if g.Mode == NormStd {
+		params = append(params, kv{"eps", ftoa(g.Eps), ftoa(DefaultEps)})
+	}
+	return specName(name, params...)
+}
+
+// Needs implements Needer.
+func (g GroupNorm) Needs() Needs { return Needs{AgentScores: g.Base == SourceIndividual} }
+
+type groupKey struct {
+	scenario string
+	group    int64
+	role     string
+	agent    string
+}
+
+// Allocate implements trajectories.Allocator.
+func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	if g.Mode < NormStd || g.Mode > NormLeaveOneOut {
+		return fmt.Errorf("%w: unknown normalisation mode %d", ErrBadAllocatorParam, int(g.Mode))
+	}
+	if math.IsNaN(g.Eps) || g.Eps < 0 {
+		return fmt.Errorf("%w: %s: eps %g is negative", ErrBadAllocatorParam, g.Name(), g.Eps)
+	}
+	key := g.Key
+	if key == 0 {
+		key = DefaultGroupKey
+	}
+	type unit struct {
+		r   float64
+		adv float64
+	}
+	var units []unit
+	members := map[groupKey][]int{}
+	var order []groupKey
+	seatsOf := make([][]int, len(group))
+	unitOf := make([][]int, len(group)) // per episode and seat: its unit, or -1
+	for e, ep := range group {
+		if !finished(ep) {
+			continue
+		}
+		seats, err := sampleSeats(ep)
+		if err != nil {
+			return err
+		}
+		seatsOf[e] = seats
+		unitOf[e] = make([]int, len(ep.Seats))
+		for i := range unitOf[e] {
+			unitOf[e][i] = -1
+		}
+		for _, i := range seats {
+			if unitOf[e][i] >= 0 {
+				continue
+			}
+			r, err := g.Base.value(ep, i)
+			if err != nil {
+				return err
+			}
+			var k groupKey
+			if key&KeyScenario != 0 {
+				k.scenario = ep.Scenario
+			}
+			if key&KeyGroup != 0 {
+				k.group = ep.GroupIndex
+			}
+			if key&KeyRole != 0 {
+				k.role = ep.Seats[i].Role
+			}
+			if key&KeyAgent != 0 {
+				k.agent = ep.Seats[i].ID
+			}
+			if _, ok := members[k]; !ok {
+				order = append(order, k)
+			}
+			unitOf[e][i] = len(units)
+			members[k] = append(members[k], len(units))
+			units = append(units, unit{r: r})
+		}
+	}
+	for _, k := range order {
+		idx := members[k]
+		if len(idx) < 2 {
+			continue // no baseline: advantage 0
+		}
+		n := float64(len(idx))
+		// Work on deviations from the first reward: equal rewards then
+		// give exactly 0, not a rounding residue, and large offsets lose
+		// no precision.
+		shift := units[idx[0]].r
+		sum := 0.0
+		for _, u := range idx {
+			sum += units[u].r - shift
+		}
+		mean := sum / n
+		switch g.Mode {
+		case NormStd:
+			ss := 0.0
+			for _, u := range idx {
+				d := units[u].r - shift - mean
+				ss += d * d
+			}
+			den := math.Sqrt(ss/(n-1)) + g.Eps
+			if den == 0 {
+				continue // all equal, ε = 0: nothing to tell apart
+			}
+			for _, u := range idx {
+				units[u].adv = (units[u].r - shift - mean) / den
+			}
+		case NormCentre:
+			for _, u := range idx {
+				units[u].adv = units[u].r - shift - mean
+			}
+		case NormLeaveOneOut:
+			for _, u := range idx {
+				d := units[u].r - shift
+				units[u].adv = d - (sum-d)/(n-1)
+			}
+		}
+	}
+	for e := range group {
+		for s, i := range seatsOf[e] {
+			dst[e][s] = units[unitOf[e][i]].adv
+		}
+	}
+	return nil
+}
