@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"bytes"
 	"context"
 	"errors"
@@ -421,6 +422,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"allocator twice", []string{"run", "elfarol", "-a", "team,team"}, []string{"given twice"}},
 		{"empty allocator", []string{"run", "elfarol", "-a", "team,"}, []string{"empty allocator"}},
 		{"allocator params", []string{"run", "elfarol", "-a", "team:x=1"}, []string{"takes no parameters"}},
+		{"counterfactual without absence", []string{"run", "tictactoe", "-a", "leave-one-out"}, []string{"scenario tictactoe does not declare what an absent agent means"}},
+		{"counterfactual without null action", []string{"run", "tictactoe", "-a", "difference"}, []string{`scenario tictactoe declares no null action for role "x"`}},
 		{"reward format", []string{"run", "elfarol", "--reward-format", "tensor"}, []string{"--reward-format", `"tensor"`}},
 		{"layout", []string{"run", "elfarol", "--layout", "columnar"}, []string{"--layout", `"columnar"`, "flat", "nested"}},
 		{"emit unknown role", []string{"run", "elfarol", "--emit", "barman"}, []string{`no role "barman"`, "patron"}},
@@ -650,4 +653,14 @@ func TestUsageErrorsWrapTheirCause(t *testing.T) {
 	f.params = nil
 	_, err = buildPlan(reg, credit.Builtin(), "nope", f)
 	assert.ErrorIs(t, err, env.ErrUnknownScenario)
+}
+
+func TestRunSavesStatefulAllocators(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "rae.json")
+	r := troupe(t, "run", "tictactoe", "-n", "50", "-a", "rae:state="+state, "-o", filepath.Join(dir, "out.jsonl"))
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	var saved map[string]any
+	require.NoError(t, json.Unmarshal(readFile(t, state), &saved), "the RAE baselines are saved when the run ends")
+	assert.Contains(t, string(readFile(t, state)), "tictactoe")
 }

@@ -102,6 +102,9 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNeeds(info, emit, allocators); err != nil {
+		return nil, err
+	}
 	format, err := trajectories.ParseRewardFormat(f.rewardFormat)
 	if err != nil {
 		return nil, usagef("--reward-format: %w", err)
@@ -245,6 +248,39 @@ func buildEmit(info *env.Info, specs []string) (env.EmitFilter, error) {
 		return nil, nil
 	}
 	return env.EmitRoles(roles...), nil
+}
+
+// checkNeeds refuses, before any episode runs, allocators that need what
+// the scenario does not offer: per-agent scores it may lack are found at the
+// first group, but absence and null actions are declared up front.
+func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.Allocator) error {
+	cf := info.Counterfactual
+	for _, a := range allocators {
+		needs := credit.NeedsOf(a)
+		if needs.Absent && (cf == nil || !cf.AbsentOK) {
+			return usagef("--allocator %s: scenario %s does not declare what an absent agent means", a.Name(), info.Name)
+		}
+		if !needs.Null {
+			continue
+		}
+		for _, r := range info.Roles {
+			if emit != nil && !emit(env.Seat{Role: r.Name}) {
+				continue // its turns get no reward
+			}
+			if !hasNull(cf, r.Name) {
+				return usagef("--allocator %s: scenario %s declares no null action for role %q (emit only other roles with --emit)", a.Name(), info.Name, r.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func hasNull(cf *env.CounterfactualSpec, role string) bool {
+	if cf == nil {
+		return false
+	}
+	_, ok := cf.NullAction[role]
+	return ok
 }
 
 // buildAllocators reads --allocator values. Each value is one allocator

@@ -110,7 +110,7 @@ func (a *App) run(ctx context.Context, p *plan, quiet bool) error {
 
 	sink := trajectories.NewJSONLWriter(out.w, p.layout)
 	sum, runErr := env.Run(ctx, cfg, sink)
-	closeErr := out.close()
+	closeErr := errors.Join(out.close(), closeAllocators(cfg.Allocators))
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary
 	}
@@ -190,4 +190,18 @@ func (o *output) close() error {
 		return fmt.Errorf("output: %w", err)
 	}
 	return nil
+}
+
+// closeAllocators closes the allocators that hold state across runs (RAE
+// saves its baselines), whatever way the run ended.
+func closeAllocators(allocs []trajectories.Allocator) error {
+	var errs []error
+	for _, a := range allocs {
+		if c, ok := a.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("allocator %s: %w", a.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
