@@ -2,9 +2,9 @@ package trajectories
 
 import (
 	"context"
-	"maps"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
