@@ -106,3 +106,16 @@ func TestAppendStringDecodesLikeEncodingJSON(t *testing.T) {
 		require.Equal(t, fromStd, fromOurs, "appendString(%q) = %s, encoding/json wrote %s", s, got, std)
 	}
 }
+
+func TestExportedAppendersAreTheEncoders(t *testing.T) {
+	for _, s := range []string{"", "plain", "q\"\\\n\x01", "bad\xffutf8", "\u2028"} {
+		if got, want := string(AppendString(nil, s)), string(appendString(nil, s)); got != want {
+			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+	for _, f := range []float64{0, -1.5, 1e-7, 1e21, 3.141592653589793} {
+		if got, want := string(AppendFloat(nil, f)), string(appendFloat(nil, f)); got != want {
+			t.Errorf("AppendFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+}
