@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-rl/troupe/rollout/server"
+)
+
+// serveCommand is `troupe serve`: the HTTP rollout service slime's
+// custom-generate adapter calls (examples/slime). It drains and exits 0 on
+// SIGTERM or Ctrl-C.
+func (a *App) serveCommand() *cobra.Command {
+	cfg := server.Config{}
+	var tokenFile string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Args:  cobra.NoArgs,
+		Short: "Serve rollouts over HTTP (POST /v1/rollouts), for slime's custom-generate adapter",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Token == "" {
+				cfg.Token = os.Getenv("TROUPE_TOKEN")
+			}
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return usagef("--token-file: %w", err)
+				}
+				cfg.Token = strings.TrimSpace(string(b))
+			}
+			cfg.Scenarios, cfg.Allocators = a.Scenarios, a.Allocators
+			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
+			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
+			err := server.Serve(cmd.Context(), cfg)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, server.ErrBadConfig):
+				return &UsageError{Err: err}
+			}
+			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+			return &exitError{code: ExitFailure, err: err}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cfg.Addr, "addr", server.DefaultAddr, "address to listen on (127.0.0.1 keeps it local)")
+	fl.StringVar(&cfg.Token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
+	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token")
+	fl.Uint64Var(&cfg.Seed, "seed", 0, "service seed: scenario and policy seeds of requests that bring none derive from it")
+	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to requests that bring none")
+	fl.IntVar(&cfg.MaxConcurrentEpisodes, "max-episodes", server.DefaultMaxConcurrentEpisodes, "episodes played at once, all requests together")
+	fl.IntVar(&cfg.MaxEpisodesPerRequest, "max-episodes-per-request", server.DefaultMaxEpisodesPerRequest, "largest n a request may ask for")
+	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes")
+	fl.DurationVar(&cfg.EpisodeTimeout, "episode-timeout", server.DefaultEpisodeTimeout, "wall time per episode; longer ones end truncated")
+	fl.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "wall time per request; then its episodes end aborted and are answered")
+	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "time to finish in-flight requests after SIGTERM")
+	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
+	return cmd
+}

@@ -1,0 +1,564 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// plan is a validated rollout request: everything its episodes need.
+type plan struct {
+	req        *rollout.Request
+	scenario   env.Scenario
+	info       *env.Info
+	params     env.Params
+	policy     env.PolicyFor
+	allocators []trajectories.Allocator
+	format     trajectories.RewardFormat
+	emit       env.EmitFilter
+	limits     env.Limits
+	invalid    env.InvalidRule
+	n          int
+}
+
+// handleRollouts answers POST /v1/rollouts.
+func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *rollout.Error) {
+	if !s.begin() {
+		w.Header().Set("Connection", "close")
+		return 0, &rollout.Error{Status: http.StatusServiceUnavailable, Code: rollout.CodeShuttingDown,
+			Message: "the service is shutting down and takes no new rollouts"}
+	}
+	defer s.end()
+	start := time.Now()
+	if e := checkContentType(r); e != nil {
+		return 0, e
+	}
+	req, e := s.decode(w, r)
+	if e != nil {
+		return 0, e
+	}
+	p, e := s.plan(req)
+	if e != nil {
+		return 0, e
+	}
+
+	ctx, cancel := s.requestContext(r.Context())
+	defer cancel()
+	setups := s.setups(p)
+	eps, inside := s.play(ctx, p, setups)
+
+	if err := trajectories.Allocate(ctx, eps, p.allocators, p.format); err != nil {
+		if ctx.Err() != nil {
+			return 0, &rollout.Error{Status: http.StatusServiceUnavailable, Code: rollout.CodeInternal,
+				Message: fmt.Sprintf("reward allocation was interrupted: %v", context.Cause(ctx))}
+		}
+		return 0, &rollout.Error{Status: http.StatusBadRequest, Code: rollout.CodeBadAllocator,
+			Message: fmt.Sprintf("scenario %s: %v", p.info.Name, err)}
+	}
+	s.finish(p, eps)
+
+	bp := s.getBuf()
+	defer s.putBuf(bp)
+	*bp = appendResponse((*bp)[:0], eps)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(inside))
+	_, _ = w.Write(*bp)
+	s.metrics.requestDuration.observe(time.Since(start))
+	return http.StatusOK, nil
+}
+
+// requestContext is the context of one request's episodes: cancelled when
+// the client goes away, when RequestTimeout passes, or when a shutdown
+// gives up waiting. Each cause is recorded in the aborted episodes' error.
+func (s *Server) requestContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(s.base, func() { cancel(context.Cause(s.base)) })
+	tctx, tcancel := context.WithTimeoutCause(ctx, s.cfg.RequestTimeout, ErrRequestTimeout)
+	return tctx, func() {
+		tcancel()
+		stop()
+		cancel(nil)
+	}
+}
+
+// decode reads one JSON rollout request from the body, within the size
+// limit, refusing unknown keys and trailing data.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*rollout.Request, *rollout.Error) {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req rollout.Request
+	if err := dec.Decode(&req); err != nil {
+		return nil, s.decodeError(err)
+	}
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err == nil:
+		return nil, badJSON("the body holds more than one JSON value: send one rollout request object")
+	default:
+		return nil, s.decodeError(err)
+	}
+	return &req, nil
+}
+
+func badJSON(format string, args ...any) *rollout.Error {
+	return &rollout.Error{Status: http.StatusBadRequest, Code: rollout.CodeBadJSON, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(code rollout.Code, format string, args ...any) *rollout.Error {
+	return &rollout.Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// requestKeys lists the JSON keys of a rollout request, for error messages.
+var requestKeys = func() string {
+	t := reflect.TypeFor[rollout.Request]()
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	return strings.Join(keys, ", ")
+}()
+
+func (s *Server) decodeError(err error) *rollout.Error {
+	var (
+		maxErr    *http.MaxBytesError
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		return &rollout.Error{Status: http.StatusRequestEntityTooLarge, Code: rollout.CodeBodyTooLarge,
+			Message: fmt.Sprintf("the request body is larger than the service's limit of %d bytes", maxErr.Limit)}
+	case errors.Is(err, io.EOF):
+		return badJSON("the body is empty: send a JSON rollout request object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badJSON("the JSON body ends before the object is complete")
+	case errors.As(err, &syntaxErr):
+		return badJSON("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return badJSON("the body is a JSON %s: send a rollout request object", typeErr.Value)
+		}
+		return badRequest(rollout.CodeBadRequest, "field %s: got a JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	case errors.Is(err, rollout.ErrBadParamValue):
+		return badRequest(rollout.CodeBadParams, "%v", err)
+	case errors.Is(err, rollout.ErrBadPrompt):
+		return badRequest(rollout.CodeBadRequest, "%v", err)
+	}
+	// encoding/json has no typed error for unknown keys; its message is
+	// `json: unknown field "name"`.
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badRequest(rollout.CodeUnknownField, "unknown field %s (a rollout request takes %s; see package rollout for sampling and limits)", field, requestKeys)
+	}
+	return badJSON("the body is not a rollout request: %v", err)
+}
+
+// plan checks a request against the scenario and the service's limits.
+// Every error names the field and what is allowed.
+func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
+	if strings.TrimSpace(req.Scenario) == "" {
+		return nil, badRequest(rollout.CodeBadRequest, "scenario is required (known: %s)", strings.Join(s.cfg.Scenarios.Names(), ", "))
+	}
+	sc, err := s.cfg.Scenarios.Lookup(req.Scenario)
+	if err != nil {
+		return nil, badRequest(rollout.CodeUnknownScenario, "%v", err)
+	}
+	info := sc.Info()
+	p := &plan{req: req, scenario: sc, info: info, n: max(req.N, 1)}
+	if req.N < 0 || req.N > s.cfg.MaxEpisodesPerRequest {
+		return nil, badRequest(rollout.CodeBadRequest, "n = %d: must be between 1 and %d (0 means 1)", req.N, s.cfg.MaxEpisodesPerRequest)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"rollout_id", req.RolloutID}, {"group_index", req.GroupIndex}, {"index", req.Index}} {
+		if f.v != nil && *f.v < 0 {
+			return nil, badRequest(rollout.CodeBadRequest, "%s = %d: must not be negative", f.name, *f.v)
+		}
+	}
+	if req.RolloutID != nil && *req.RolloutID > math.MaxInt64-int64(p.n-1) {
+		return nil, badRequest(rollout.CodeBadRequest, "rollout_id = %d: the %d episodes' ids would overflow", *req.RolloutID, p.n)
+	}
+
+	given := maps.Clone(map[string]string(req.Params))
+	if given == nil {
+		given = map[string]string{}
+	}
+	// A dataset row's prompt and label reach scenarios that ask for them.
+	if _, set := given["prompt"]; !set && req.Prompt != nil && declares(info, "prompt") {
+		given["prompt"] = req.Prompt.ParamText()
+	}
+	if _, set := given["label"]; !set && req.Label != nil && declares(info, "label") {
+		given["label"] = *req.Label
+	}
+	if p.params, err = info.ParseParams(given); err != nil {
+		return nil, badRequest(rollout.CodeBadParams, "%v", err)
+	}
+
+	if e := s.planLimits(p); e != nil {
+		return nil, e
+	}
+	switch req.Invalid {
+	case "", "pass":
+	case "forfeit":
+		p.invalid = env.Forfeit
+	case "spiral":
+		p.invalid = env.SpiralPenalty
+	default:
+		return nil, badRequest(rollout.CodeBadRequest, "invalid = %q: want pass, forfeit or spiral", req.Invalid)
+	}
+	if len(req.Emit) > 0 {
+		roles := make([]string, 0, len(req.Emit))
+		for _, role := range req.Emit {
+			if info.Role(role) == nil {
+				return nil, badRequest(rollout.CodeBadRequest, "emit names role %q; scenario %s has %s", role, info.Name, roleNames(info))
+			}
+			if !slices.Contains(roles, role) {
+				roles = append(roles, role)
+			}
+		}
+		p.emit = env.EmitRoles(roles...)
+	}
+	if p.format, err = trajectories.ParseRewardFormat(req.RewardFormat); err != nil {
+		return nil, badRequest(rollout.CodeBadRequest, "reward_format: %v", err)
+	}
+	specs := req.Allocators
+	if len(specs) == 0 {
+		specs = []string{"team"}
+	}
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		if strings.TrimSpace(spec) == "" {
+			return nil, badRequest(rollout.CodeBadAllocator, "allocators holds an empty spec (known: %s)", strings.Join(s.cfg.Allocators.Names(), ", "))
+		}
+		a, err := s.cfg.Allocators.Parse(spec)
+		if err != nil {
+			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", spec, err)
+		}
+		if seen[a.Name()] {
+			// Dict rewards are keyed by name: a second one would overwrite
+			// the first.
+			return nil, badRequest(rollout.CodeBadAllocator, "allocator %s is given twice", a.Name())
+		}
+		seen[a.Name()] = true
+		p.allocators = append(p.allocators, a)
+	}
+
+	p.policy, err = s.cfg.Policies(PolicyRequest{Info: info, Params: p.params, Request: req, Calls: s.metrics})
+	if err != nil {
+		return nil, badRequest(rollout.CodeBadPolicy, "%v", err)
+	}
+	if p.policy == nil {
+		return nil, &rollout.Error{Status: http.StatusInternalServerError, Code: rollout.CodeInternal, Message: "the policy factory returned no policies"}
+	}
+	return p, nil
+}
+
+func (s *Server) planLimits(p *plan) *rollout.Error {
+	p.limits.Timeout = s.cfg.EpisodeTimeout
+	l := p.req.Limits
+	if l == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max_steps", l.MaxSteps}, {"max_turns", l.MaxTurns}, {"max_messages", l.MaxMessages}} {
+		if f.v < 0 {
+			return badRequest(rollout.CodeBadRequest, "limits.%s = %d: must not be negative (0: no limit)", f.name, f.v)
+		}
+	}
+	if l.TimeoutSeconds < 0 {
+		return badRequest(rollout.CodeBadRequest, "limits.timeout_seconds = %g: must not be negative (0: the service's %v)", l.TimeoutSeconds, s.cfg.EpisodeTimeout)
+	}
+	p.limits.MaxSteps, p.limits.MaxTurns, p.limits.MaxMessages = l.MaxSteps, l.MaxTurns, l.MaxMessages
+	if l.TimeoutSeconds > 0 && l.TimeoutSeconds < s.cfg.EpisodeTimeout.Seconds() {
+		// At least 1ns: a zero Timeout would mean no limit at all.
+		p.limits.Timeout = max(time.Duration(l.TimeoutSeconds*float64(time.Second)), 1)
+	}
+	return nil
+}
+
+func declares(info *env.Info, param string) bool {
+	return slices.ContainsFunc(info.Params, func(p env.ParamSpec) bool { return p.Name == param })
+}
+
+// setups assigns the request's ids and seeds: rollout_ids (the caller's
+// base, or a block reserved atomically, so concurrent requests never
+// share one), the group_index, the scenario seed shared by the group, and
+// one policy seed per episode.
+func (s *Server) setups(p *plan) []env.Setup {
+	req, n := p.req, p.n
+	var rid int64
+	if req.RolloutID != nil {
+		rid = *req.RolloutID
+	} else {
+		rid = s.nextRollout.Add(int64(n)) - int64(n)
+	}
+	var group int64
+	if req.GroupIndex != nil {
+		group = *req.GroupIndex
+	} else {
+		group = s.nextGroup.Add(1) - 1
+	}
+	seed := seeds.Mix(s.cfg.Seed, 1, uint64(group))
+	if req.Seed != nil {
+		seed = *req.Seed
+	}
+	out := make([]env.Setup, n)
+	for i := range out {
+		id := rid + int64(i)
+		policySeed := seeds.Mix(seed, 2, uint64(id))
+		if req.PolicySeed != nil {
+			policySeed = seeds.Mix(*req.PolicySeed, uint64(i))
+		}
+		out[i] = env.Setup{
+			Scenario:         p.scenario,
+			Params:           p.params,
+			Seed:             seed,
+			PolicySeed:       policySeed,
+			Index:            int64(i),
+			RolloutID:        id,
+			GroupIndex:       group,
+			Policy:           p.policy,
+			Limits:           p.limits,
+			Invalid:          p.invalid,
+			Emit:             p.emit,
+			ParallelPolicies: s.cfg.ParallelPolicies,
+			Engines:          &s.engines,
+		}
+	}
+	return out
+}
+
+// play runs the episodes, each in an episode slot, concurrently when there
+// are several. It returns them in order with the time spent inside them:
+// from the first episode's start to the last one's end, so that waiting
+// for a slot counts as the service's overhead, not as episode time.
+func (s *Server) play(ctx context.Context, p *plan, setups []env.Setup) ([]*trajectories.Episode, time.Duration) {
+	eps := make([]*trajectories.Episode, len(setups))
+	starts := make([]time.Time, len(setups))
+	ends := make([]time.Time, len(setups))
+	run := func(i int) {
+		// An episode that cannot get a slot before the request's context
+		// ends is still run: it ends aborted at once, with its seats and
+		// error, so the caller gets a rollout for it all the same.
+		if s.acquire(ctx) {
+			defer s.release()
+		}
+		s.metrics.inflightEpisodes.Add(1)
+		defer s.metrics.inflightEpisodes.Add(-1)
+		eng := s.engines.Get()
+		defer s.engines.Put(eng)
+		starts[i] = time.Now()
+		eps[i] = eng.Run(ctx, setups[i])
+		ends[i] = time.Now()
+		ep := eps[i]
+		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Actions), ends[i].Sub(starts[i]))
+	}
+	if len(setups) == 1 {
+		run(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range setups {
+			wg.Go(func() { run(i) })
+		}
+		wg.Wait()
+	}
+	first, last := starts[0], ends[0]
+	for i := range setups {
+		if starts[i].Before(first) {
+			first = starts[i]
+		}
+		if ends[i].After(last) {
+			last = ends[i]
+		}
+	}
+	return eps, last.Sub(first)
+}
+
+func (s *Server) acquire(ctx context.Context) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) release() { <-s.slots }
+
+// finish stamps the request's label and the sample indexes: the caller's
+// base, or a block reserved atomically.
+func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
+	total := 0
+	for _, ep := range eps {
+		total += len(ep.Samples)
+	}
+	var index int64
+	if p.req.Index != nil {
+		index = *p.req.Index
+	} else {
+		index = s.nextIndex.Add(int64(total)) - int64(total)
+	}
+	for _, ep := range eps {
+		for k := range ep.Samples {
+			sm := &ep.Samples[k]
+			sm.Index = index
+			index++
+			if label := p.req.Label; label != nil {
+				if sm.Label != "" && sm.Label != *label {
+					if sm.Metadata.Extra == nil {
+						sm.Metadata.Extra = map[string]any{}
+					}
+					sm.Metadata.Extra["game_label"] = sm.Label
+				}
+				sm.Label = *label
+			}
+		}
+	}
+}
+
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 16<<10)
+	return &b
+}
+
+// putBuf keeps buffers up to 1 MiB: a rare huge answer should not pin its
+// memory for the life of the service.
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= 1<<20 {
+		s.bufs.Put(b)
+	}
+}
+
+// appendResponse encodes the answer by hand: the samples with
+// protocol.Sample.AppendJSON (the slime encoding, fixed key order, no
+// reflection), the rollout envelopes in rollout.Rollout's key order.
+func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
+	b = append(b, `{"rollouts":[`...)
+	for i, ep := range eps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"rollout_id":`...)
+		b = strconv.AppendInt(b, ep.RolloutID, 10)
+		b = append(b, `,"group_index":`...)
+		b = strconv.AppendInt(b, ep.GroupIndex, 10)
+		b = append(b, `,"episode":`...)
+		b = strconv.AppendInt(b, ep.Index, 10)
+		b = append(b, `,"seed":`...)
+		b = strconv.AppendUint(b, ep.Seed, 10)
+		b = append(b, `,"policy_seed":`...)
+		b = strconv.AppendUint(b, ep.PolicySeed, 10)
+		b = append(b, `,"status":`...)
+		b = appendString(b, string(ep.Status))
+		b = append(b, `,"end":`...)
+		b = appendString(b, ep.End)
+		b = append(b, `,"error":`...)
+		b = appendString(b, ep.Err)
+		b = append(b, `,"team_reward":`...)
+		b = appendFloat(b, ep.Score.Team)
+		b = append(b, `,"agent_scores":`...)
+		if ep.Score.Agents == nil {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, '[')
+			for k, v := range ep.Score.Agents {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = appendFloat(b, v)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, `,"seats":[`...)
+		for k, seat := range ep.Seats {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, seat.ID)
+			b = append(b, `,"role":`...)
+			b = appendString(b, seat.Role)
+			b = append(b, '}')
+		}
+		b = append(b, `],"steps":`...)
+		b = strconv.AppendInt(b, int64(ep.Steps), 10)
+		b = append(b, `,"turns":`...)
+		b = strconv.AppendInt(b, int64(len(ep.Actions)), 10)
+		b = append(b, `,"samples":[`...)
+		for k := range ep.Samples {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = ep.Samples[k].AppendJSON(b)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendFloat writes f as a JSON number; NaN and infinities, which JSON
+// cannot hold, as null.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
+
+// appendString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
+func appendString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

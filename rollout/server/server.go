@@ -1,0 +1,503 @@
+// Package server is troupe's HTTP rollout service: slime (or any caller)
+// posts a rollout request, the service plays the episodes and answers with
+// their samples, grouped per rollout. The wire contract is package rollout;
+// `troupe serve` runs Serve.
+//
+// Safe defaults: it binds 127.0.0.1, checks an optional bearer token in
+// constant time, limits request bodies, applies read, write and idle
+// timeouts, bounds each episode and each request in time, and bounds the
+// episodes played at once. Serve drains on cancellation (SIGTERM in the
+// CLI): new rollout requests are answered 503, the ones in flight finish,
+// and when the shutdown timeout passes their episodes are aborted and
+// answered as aborted rollouts rather than dropped.
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultAddr                  = "127.0.0.1:8377"
+	DefaultMaxBodyBytes          = 1 << 20
+	DefaultMaxEpisodesPerRequest = 256
+	DefaultMaxConcurrentEpisodes = 1024
+	DefaultEpisodeTimeout        = 10 * time.Minute
+	DefaultRequestTimeout        = 15 * time.Minute
+	DefaultReadHeaderTimeout     = 10 * time.Second
+	DefaultReadTimeout           = 30 * time.Second
+	DefaultIdleTimeout           = 2 * time.Minute
+	DefaultShutdownTimeout       = time.Minute
+	// DefaultAbortGrace is how long Shutdown waits, once it has aborted the
+	// episodes in flight, for their requests to be answered before it
+	// closes the connections.
+	DefaultAbortGrace = 10 * time.Second
+)
+
+// Config configures a Server. The zero value serves the built-in scenarios,
+// allocators and scripted policies on DefaultAddr with the defaults above.
+type Config struct {
+	// Addr is the TCP address Serve listens on; "127.0.0.1:0" picks a port
+	// (Ready reports it). Binding beyond loopback is the caller's explicit
+	// choice.
+	Addr string
+	// Token, when set, is the bearer token every request but GET /healthz
+	// must carry ("Authorization: Bearer TOKEN"). It is compared in
+	// constant time.
+	Token string
+
+	Scenarios  *env.Registry    // default scenarios.Builtin()
+	Allocators *credit.Registry // default credit.Builtin()
+	Policies   PolicyFactory    // default ScriptedPolicies()
+
+	// Seed is the service seed: a request without a seed plays the scenario
+	// seed seeds.Mix(Seed, 1, group_index).
+	Seed uint64
+	// RolloutIDBase is the first rollout_id the service hands out to
+	// requests that bring none.
+	RolloutIDBase int64
+
+	MaxBodyBytes          int64 // request body limit; larger is 413
+	MaxEpisodesPerRequest int   // the largest n a request may ask for
+	// MaxConcurrentEpisodes bounds the episodes played at once over all
+	// requests; the others wait for a slot (their wait counts against the
+	// request timeout).
+	MaxConcurrentEpisodes int
+	// EpisodeTimeout bounds one episode's wall time: an episode that runs
+	// past it ends truncated (end "deadline"). A request may ask for less.
+	EpisodeTimeout time.Duration
+	// RequestTimeout bounds a rollout request from the start of its
+	// episodes to its answer: episodes still running then are aborted and
+	// answered as aborted rollouts, so no request hangs.
+	RequestTimeout time.Duration
+
+	// The http.Server's timeouts. WriteTimeout defaults to RequestTimeout
+	// plus a minute, so the service always answers before the connection
+	// is cut.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+
+	// ShutdownTimeout is how long Serve lets requests in flight finish
+	// after its context is cancelled, before it aborts their episodes.
+	ShutdownTimeout time.Duration
+	// AbortGrace is how long Shutdown waits for aborted requests to be
+	// answered before it closes their connections.
+	AbortGrace time.Duration
+
+	// ParallelPolicies asks the policies of an episode's simultaneous
+	// actors at once (LLM policies); their answers are applied in seat
+	// order all the same.
+	ParallelPolicies bool
+
+	// Logger receives the service's log lines; default: discard.
+	Logger *slog.Logger
+	// Ready, when set, is called by Serve with the address it listens on,
+	// once it accepts connections.
+	Ready func(addr net.Addr)
+}
+
+// ErrBadConfig is wrapped by New's errors.
+var ErrBadConfig = errors.New("bad rollout service configuration")
+
+// Causes of the cancellation of episodes, recorded in aborted episodes'
+// error text.
+var (
+	ErrRequestTimeout = errors.New("the rollout request ran past the service's request timeout")
+	ErrShutdown       = errors.New("the service shut down before the episode finished")
+)
+
+// ErrShutdownTimeout is returned by Shutdown when requests were still in
+// flight at its deadline: their episodes were aborted and answered.
+var ErrShutdownTimeout = errors.New("requests were still in flight when the shutdown timeout passed")
+
+func (c Config) withDefaults() (Config, error) {
+	for _, d := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxBodyBytes", c.MaxBodyBytes}, {"MaxEpisodesPerRequest", int64(c.MaxEpisodesPerRequest)},
+		{"MaxConcurrentEpisodes", int64(c.MaxConcurrentEpisodes)}, {"EpisodeTimeout", int64(c.EpisodeTimeout)},
+		{"RequestTimeout", int64(c.RequestTimeout)}, {"ReadHeaderTimeout", int64(c.ReadHeaderTimeout)},
+		{"ReadTimeout", int64(c.ReadTimeout)}, {"WriteTimeout", int64(c.WriteTimeout)},
+		{"IdleTimeout", int64(c.IdleTimeout)}, {"ShutdownTimeout", int64(c.ShutdownTimeout)},
+		{"AbortGrace", int64(c.AbortGrace)}, {"RolloutIDBase", c.RolloutIDBase},
+	} {
+		if d.v < 0 {
+			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, d.name, d.v)
+		}
+	}
+	if c.Token != strings.TrimSpace(c.Token) {
+		return c, fmt.Errorf("%w: the token has leading or trailing spaces", ErrBadConfig)
+	}
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.Scenarios == nil {
+		c.Scenarios = scenarios.Builtin()
+	}
+	if c.Allocators == nil {
+		c.Allocators = credit.Builtin()
+	}
+	if c.Policies == nil {
+		c.Policies = ScriptedPolicies()
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxEpisodesPerRequest == 0 {
+		c.MaxEpisodesPerRequest = DefaultMaxEpisodesPerRequest
+	}
+	if c.MaxConcurrentEpisodes == 0 {
+		c.MaxConcurrentEpisodes = DefaultMaxConcurrentEpisodes
+	}
+	set(&c.EpisodeTimeout, DefaultEpisodeTimeout)
+	set(&c.RequestTimeout, DefaultRequestTimeout)
+	set(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	set(&c.ReadTimeout, DefaultReadTimeout)
+	set(&c.WriteTimeout, c.RequestTimeout+time.Minute)
+	set(&c.IdleTimeout, DefaultIdleTimeout)
+	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	set(&c.AbortGrace, DefaultAbortGrace)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Server is the rollout service. It is an http.Handler; Serve runs it on a
+// listener. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	metrics *metrics
+	engines env.EnginePool
+	slots   chan struct{} // episode slots: MaxConcurrentEpisodes
+
+	nextRollout atomic.Int64
+	nextGroup   atomic.Int64
+	nextIndex   atomic.Int64
+
+	// base is cancelled when a shutdown gives up waiting: every request's
+	// episodes then end aborted.
+	base       context.Context
+	cancelBase context.CancelCauseFunc
+
+	token     [sha256.Size]byte
+	scenarios []byte // the encoded GET /v1/scenarios answer
+	allocs    []byte // the encoded GET /v1/allocators answer
+	bufs      sync.Pool
+
+	mu       sync.Mutex
+	draining bool
+	inflight int           // rollout requests being answered
+	idle     chan struct{} // closed when draining and inflight reaches 0
+	http     *http.Server  // set by Serve
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		metrics: newMetrics(cfg.Scenarios.Names()),
+		slots:   make(chan struct{}, cfg.MaxConcurrentEpisodes),
+		idle:    make(chan struct{}),
+		token:   sha256.Sum256([]byte(cfg.Token)),
+	}
+	s.nextRollout.Store(cfg.RolloutIDBase)
+	s.base, s.cancelBase = context.WithCancelCause(context.Background())
+	if s.scenarios, err = json.Marshal(describeScenarios(cfg.Scenarios)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if s.allocs, err = json.Marshal(describeAllocators(cfg.Allocators)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var endpoint, method string
+	var handle handler
+	switch r.URL.Path {
+	case rollout.PathRollouts:
+		endpoint, method, handle = "rollouts", http.MethodPost, s.handleRollouts
+	case rollout.PathScenarios:
+		endpoint, method, handle = "scenarios", http.MethodGet, s.static(s.scenarios)
+	case rollout.PathAllocators:
+		endpoint, method, handle = "allocators", http.MethodGet, s.static(s.allocs)
+	case rollout.PathHealth:
+		endpoint, method, handle = "healthz", http.MethodGet, s.handleHealth
+	case rollout.PathMetrics:
+		endpoint, method, handle = "metrics", http.MethodGet, s.handleMetrics
+	default:
+		s.fail(w, "other", &rollout.Error{Status: http.StatusNotFound, Code: rollout.CodeNotFound,
+			Message: fmt.Sprintf("no endpoint %s (there are POST %s, GET %s, GET %s, GET %s, GET %s)", r.URL.Path,
+				rollout.PathRollouts, rollout.PathScenarios, rollout.PathAllocators, rollout.PathHealth, rollout.PathMetrics)})
+		return
+	}
+	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+		w.Header().Set("Allow", method)
+		s.fail(w, endpoint, &rollout.Error{Status: http.StatusMethodNotAllowed, Code: rollout.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method)})
+		return
+	}
+	// Health probes carry no token: load balancers and orchestrators poll
+	// them, and they reveal nothing but "serving" or "draining".
+	if endpoint != "healthz" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+		s.fail(w, endpoint, &rollout.Error{Status: http.StatusUnauthorized, Code: rollout.CodeUnauthorized,
+			Message: "missing or wrong bearer token (send Authorization: Bearer TOKEN)"})
+		return
+	}
+	status, e := handle(w, r)
+	if e != nil {
+		s.fail(w, endpoint, e)
+		return
+	}
+	s.metrics.request(endpoint, status, "")
+}
+
+// handler answers one endpoint: it writes a successful answer and returns
+// its status, or returns the error for ServeHTTP to answer.
+type handler func(http.ResponseWriter, *http.Request) (int, *rollout.Error)
+
+// authorized checks the bearer token. Both sides are hashed first, so the
+// comparison takes the same time whatever the lengths.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
+}
+
+// fail answers e as a JSON error body.
+func (s *Server) fail(w http.ResponseWriter, endpoint string, e *rollout.Error) {
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	body, err := json.Marshal(rollout.ErrorBody{Error: e})
+	if err != nil {
+		body = []byte(`{"error":{"code":"internal","message":"the error could not be encoded"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(body, '\n'))
+	s.metrics.request(endpoint, e.Status, e.Code)
+	if e.Status >= http.StatusInternalServerError {
+		s.cfg.Logger.Error("rollout service error", "endpoint", endpoint, "code", e.Code, "message", e.Message)
+	}
+}
+
+func (s *Server) static(body []byte) handler {
+	return func(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+		return http.StatusOK, nil
+	}
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	h := rollout.Health{Status: rollout.HealthServing}
+	status := http.StatusOK
+	if draining {
+		h.Status, status = rollout.HealthDraining, http.StatusServiceUnavailable
+	}
+	body, _ := json.Marshal(h) // a struct of one string always encodes
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return status, nil
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+	var b bytes.Buffer
+	s.metrics.write(&b)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+	return http.StatusOK, nil
+}
+
+// begin registers a rollout request; it reports false when the service is
+// draining. end unregisters it.
+func (s *Server) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.inflight++
+	s.metrics.inflightRequests.Add(1)
+	return true
+}
+
+func (s *Server) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	s.metrics.inflightRequests.Add(-1)
+	if s.draining && s.inflight == 0 {
+		close(s.idle)
+	}
+}
+
+// Shutdown stops the service taking work and waits for the rollout
+// requests in flight to be answered. From its first instant, new rollout
+// requests get 503 shutting_down and GET /healthz says draining. When ctx
+// ends first, Shutdown aborts the episodes in flight (they are answered as
+// aborted rollouts), waits up to AbortGrace for those answers, and returns
+// an error wrapping ErrShutdownTimeout. If Serve is running, Shutdown also
+// closes its listener and connections, and Serve returns. Shutdown may be
+// called more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.draining {
+		s.draining = true
+		if s.inflight == 0 {
+			close(s.idle)
+		}
+	}
+	idle, hs := s.idle, s.http
+	s.mu.Unlock()
+
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		s.cancelBase(ErrShutdown)
+		t := time.NewTimer(s.cfg.AbortGrace)
+		select {
+		case <-idle:
+			t.Stop()
+		case <-t.C:
+		}
+		err = fmt.Errorf("%w: %w", ErrShutdownTimeout, context.Cause(ctx))
+	}
+	if hs != nil {
+		// No rollout request is left; what remains are health probes and
+		// idle keep-alive connections, which close at once. A request that
+		// outlived AbortGrace (a policy deaf to cancellation) loses its
+		// connection.
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if e := hs.Shutdown(closeCtx); e != nil {
+			_ = hs.Close()
+		}
+	}
+	return err
+}
+
+// Serve answers requests on ln until ctx is cancelled (the CLI cancels it
+// on SIGTERM or SIGINT), then shuts down: it stops taking work, lets the
+// requests in flight finish for up to ShutdownTimeout, aborts what is left,
+// and returns. It returns nil after a clean drain, an error wrapping
+// ErrShutdownTimeout when episodes had to be aborted, or the listener's
+// error. A Server serves one listener.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	s.mu.Lock()
+	switch {
+	case s.http != nil:
+		s.mu.Unlock()
+		return fmt.Errorf("%w: the server is already serving", ErrBadConfig)
+	case s.draining:
+		s.mu.Unlock()
+		return fmt.Errorf("rollout service: %w", http.ErrServerClosed)
+	}
+	s.http = hs
+	s.mu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if s.cfg.Ready != nil {
+		s.cfg.Ready(ln.Addr())
+	}
+	s.cfg.Logger.Info("troupe rollout service listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("rollout service: %w", err)
+	case <-ctx.Done():
+	}
+	s.cfg.Logger.Info("troupe rollout service draining", "cause", context.Cause(ctx), "timeout", s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.Shutdown(sctx)
+	if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = fmt.Errorf("rollout service: %w", e)
+	}
+	return err
+}
+
+// Serve listens on cfg.Addr and serves the rollout service until ctx is
+// cancelled; see (*Server).Serve. It is what `troupe serve` runs.
+func Serve(ctx context.Context, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("rollout service: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// checkContentType accepts a JSON media type or none.
+func checkContentType(r *http.Request) *rollout.Error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &rollout.Error{Status: http.StatusUnsupportedMediaType, Code: rollout.CodeUnsupportedMedia,
+		Message: fmt.Sprintf("Content-Type %q: send application/json", ct)}
+}
