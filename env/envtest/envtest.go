@@ -233,28 +233,14 @@ func plays(info *env.Info, p env.Params, opts Options) ([]play, error) {
 }
 
 // NamedPolicy builds the policy a user names, for every role: one of
-// Info.Policies, made once per role, or "random" when the scenario does not
-// define its own. An unknown name wraps ErrPolicy and lists the known ones.
+// Info.Policies, made once per role, or "random". An unknown name wraps
+// ErrPolicy and lists the known ones.
 func NamedPolicy(info *env.Info, p env.Params, name string) (env.PolicyFor, error) {
-	maker, ok := info.Policies[name]
-	if !ok {
-		if name == "random" {
-			return env.SamePolicy(agents.Random()), nil
-		}
-		return nil, fmt.Errorf("%w: scenario %s has no policy %q (it has %v)", ErrPolicy, info.Name, name, info.PolicyNames())
+	policy, _, err := info.AssignPolicies(p, nil, name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
-	byRole := make(map[string]agents.Policy, len(info.Roles))
-	for _, r := range info.Roles {
-		pol, err := maker(p, r.Name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: policy %q for role %q: %w", ErrPolicy, name, r.Name, err)
-		}
-		if pol == nil {
-			return nil, fmt.Errorf("%w: policy %q for role %q is nil", ErrPolicy, name, r.Name)
-		}
-		byRole[r.Name] = pol
-	}
-	return func(s env.Seat) agents.Policy { return byRole[s.Role] }, nil
+	return policy, nil
 }
 
 func limits(opts Options) env.Limits {

@@ -201,7 +201,7 @@ func TestVerifyReportsBadOptions(t *testing.T) {
 
 	err = envtest.Verify(context.Background(), newCoins(""), envtest.Options{Policies: []string{"tails"}})
 	require.ErrorIs(t, err, envtest.ErrPolicy)
-	assert.Contains(t, err.Error(), `no policy "tails"`)
+	assert.Contains(t, err.Error(), `unknown policy "tails"`)
 }
 
 func TestVerifyRejectsAnInvalidDefinition(t *testing.T) {

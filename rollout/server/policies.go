@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,8 +45,8 @@ type PolicyMaker func(req PolicyRequest, role, name string) (p agents.Policy, ok
 
 // Errors of policy resolution, wrapped in the errors a factory returns.
 var (
-	ErrUnknownPolicy = errors.New("unknown policy")
-	ErrUnknownRole   = errors.New("unknown role")
+	ErrUnknownPolicy = env.ErrUnknownPolicy
+	ErrUnknownRole   = env.ErrUnknownRole
 )
 
 // Named returns a PolicyFactory that resolves each role's policy name
@@ -59,32 +58,14 @@ func Named(makers ...PolicyMaker) PolicyFactory {
 	makers = slices.Clone(makers)
 	return func(req PolicyRequest) (env.PolicyFor, error) {
 		info, r := req.Info, req.Request
-		for _, role := range sortedKeys(r.Policies) {
-			if info.Role(role) == nil {
-				return nil, fmt.Errorf("%w: policies names role %q, scenario %s has %s", ErrUnknownRole, role, info.Name, roleNames(info))
-			}
+		perRole := make(map[string]string, len(r.Policies))
+		for role, name := range r.Policies {
+			perRole[role] = strings.TrimSpace(name)
 		}
-		fallback := strings.TrimSpace(r.Policy)
-		if fallback == "" {
-			fallback = info.DefaultPolicy
-		}
-		if fallback == "" {
-			fallback = "random"
-		}
-		byRole := make(map[string]agents.Policy, len(info.Roles))
-		for _, role := range info.Roles {
-			name := fallback
-			if n, ok := r.Policies[role.Name]; ok {
-				name = strings.TrimSpace(n)
-			}
-			p, err := makeNamed(req, makers, role.Name, name)
-			if err != nil {
-				return nil, fmt.Errorf("scenario %s role %s: %w", info.Name, role.Name, err)
-			}
-			byRole[role.Name] = p
-		}
-		// byRole is read-only from here on: episodes may read it at once.
-		return func(s env.Seat) agents.Policy { return byRole[s.Role] }, nil
+		policy, _, err := info.AssignPolicies(req.Params, perRole, strings.TrimSpace(r.Policy), func(role, name string) (agents.Policy, error) {
+			return makeNamed(req, makers, role, name)
+		})
+		return policy, err
 	}
 }
 
@@ -105,28 +86,7 @@ func makeNamed(req PolicyRequest, makers []PolicyMaker, role, name string) (agen
 			return p, nil
 		}
 	}
-	if mk, ok := req.Info.Policies[name]; ok {
-		p, err := mk(req.Params, role)
-		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", name, err)
-		}
-		if p == nil {
-			return nil, fmt.Errorf("policy %q: the scenario's policy maker returned no policy", name)
-		}
-		return p, nil
-	}
-	if name == "random" {
-		return agents.Random(), nil
-	}
-	return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, name, req.Info.Name, strings.Join(req.Info.PolicyNames(), ", "))
-}
-
-func roleNames(info *env.Info) string {
-	names := make([]string, len(info.Roles))
-	for i, r := range info.Roles {
-		names[i] = r.Name
-	}
-	return strings.Join(names, ", ")
+	return req.Info.MakePolicy(req.Params, role, name)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

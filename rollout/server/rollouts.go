@@ -231,7 +231,7 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		roles := make([]string, 0, len(req.Emit))
 		for _, role := range req.Emit {
 			if info.Role(role) == nil {
-				return nil, badRequest(rollout.CodeBadRequest, "emit names role %q; scenario %s has %s", role, info.Name, roleNames(info))
+				return nil, badRequest(rollout.CodeBadRequest, "emit names role %q; scenario %s has %s", role, info.Name, info.RoleNames())
 			}
 			if !slices.Contains(roles, role) {
 				roles = append(roles, role)

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -172,53 +170,18 @@ func buildPolicies(info *env.Info, params env.Params, specs []string) (env.Polic
 			continue
 		}
 		if info.Role(role) == nil {
-			return nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, roleNames(info))
+			return nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, info.RoleNames())
 		}
 		if prev, dup := perRole[role]; dup {
 			return nil, nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
 		}
 		perRole[role] = name
 	}
-	fallback := all
-	if fallback == "" {
-		fallback = info.DefaultPolicy
+	policy, names, err := info.AssignPolicies(params, perRole, all, nil)
+	if err != nil {
+		return nil, nil, usagef("--policy: %w", err)
 	}
-	if fallback == "" {
-		fallback = "random"
-	}
-	byRole := make(map[string]agents.Policy, len(info.Roles))
-	names := make(map[string]string, len(info.Roles))
-	for _, r := range info.Roles {
-		name, ok := perRole[r.Name]
-		if !ok {
-			name = fallback
-		}
-		p, err := makePolicy(info, params, r.Name, name)
-		if err != nil {
-			return nil, nil, usagef("--policy: scenario %s role %s: policy %q: %w", info.Name, r.Name, name, err)
-		}
-		byRole[r.Name] = p
-		names[r.Name] = name
-	}
-	// The map is read-only from here on, so episodes may read it
-	// concurrently.
-	return func(s env.Seat) agents.Policy { return byRole[s.Role] }, names, nil
-}
-
-// errNilPolicy reports a scenario's policy maker that made nothing.
-var errNilPolicy = errors.New("the scenario's policy maker returned no policy")
-
-func makePolicy(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-	if mk, ok := info.Policies[name]; ok {
-		p, err := mk(params, role)
-		if err == nil && p == nil {
-			err = errNilPolicy
-		}
-		return p, err
-	}
-	// buildPolicies only lets through names of PolicyNames: the scenario's
-	// own, or "random".
-	return agents.Random(), nil
+	return policy, names, nil
 }
 
 // buildEmit reads --emit values: "all", or role names (repeated or comma
@@ -233,9 +196,9 @@ func buildEmit(info *env.Info, specs []string) (env.EmitFilter, error) {
 			case part == "all":
 				sawAll = true
 			case part == "":
-				return nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, roleNames(info))
+				return nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, info.RoleNames())
 			case info.Role(part) == nil:
-				return nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, roleNames(info))
+				return nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, info.RoleNames())
 			case !slices.Contains(roles, part):
 				roles = append(roles, part)
 			}
@@ -343,12 +306,4 @@ func splitOutsideParens(s string, sep byte) []string {
 		}
 	}
 	return append(out, s[start:])
-}
-
-func roleNames(info *env.Info) string {
-	names := make([]string, len(info.Roles))
-	for i, r := range info.Roles {
-		names[i] = r.Name
-	}
-	return strings.Join(names, ", ")
 }

@@ -1,0 +1,93 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
+)
+
+// ErrUnknownPolicy is returned for a policy name a scenario does not offer.
+var ErrUnknownPolicy = errors.New("unknown policy")
+
+// ErrUnknownRole is returned when a policy is assigned to a role the
+// scenario does not have.
+var ErrUnknownRole = errors.New("unknown role")
+
+// MakePolicy builds the policy called name for role: one of the scenario's
+// own (Policies) or "random". An unknown name wraps ErrUnknownPolicy and
+// lists the known ones.
+func (in *Info) MakePolicy(p Params, role, name string) (agents.Policy, error) {
+	if mk, ok := in.Policies[name]; ok {
+		pol, err := mk(p, role)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", name, err)
+		}
+		if pol == nil {
+			return nil, fmt.Errorf("policy %q: the scenario's policy maker returned no policy", name)
+		}
+		return pol, nil
+	}
+	if name == "random" {
+		return agents.Random(), nil
+	}
+	return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, name, in.Name, strings.Join(in.PolicyNames(), ", "))
+}
+
+// PolicyMakerFunc builds the policy called name for role, or returns
+// ErrUnknownPolicy when it does not know the name.
+type PolicyMakerFunc func(role, name string) (agents.Policy, error)
+
+// AssignPolicies gives every role a policy: perRole[role], else fallback,
+// else the scenario's DefaultPolicy, else "random". Each role's policy is
+// made once, by build (nil means MakePolicy with p), so the PolicyFor it
+// returns hands one policy value to every seat of a role and is safe for
+// concurrent use. It also returns each role's policy name. A role the
+// scenario does not have wraps ErrUnknownRole.
+func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback string, build PolicyMakerFunc) (PolicyFor, map[string]string, error) {
+	for _, role := range slices.Sorted(maps.Keys(perRole)) {
+		if in.Role(role) == nil {
+			return nil, nil, fmt.Errorf("%w %q: scenario %s has %s", ErrUnknownRole, role, in.Name, in.RoleNames())
+		}
+	}
+	if fallback == "" {
+		fallback = in.DefaultPolicy
+	}
+	if fallback == "" {
+		fallback = "random"
+	}
+	if build == nil {
+		build = func(role, name string) (agents.Policy, error) { return in.MakePolicy(p, role, name) }
+	}
+	byRole := make(map[string]agents.Policy, len(in.Roles))
+	names := make(map[string]string, len(in.Roles))
+	for _, r := range in.Roles {
+		name, ok := perRole[r.Name]
+		if !ok {
+			name = fallback
+		}
+		pol, err := build(r.Name, name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scenario %s role %s: %w", in.Name, r.Name, err)
+		}
+		if pol == nil {
+			return nil, nil, fmt.Errorf("scenario %s role %s: policy %q: no policy was made", in.Name, r.Name, name)
+		}
+		byRole[r.Name], names[r.Name] = pol, name
+	}
+	// byRole is read-only from here on: episodes may read it at once.
+	return func(s Seat) agents.Policy { return byRole[s.Role] }, names, nil
+}
+
+// RoleNames lists the scenario's roles in declaration order, comma
+// separated, for messages.
+func (in *Info) RoleNames() string {
+	names := make([]string, len(in.Roles))
+	for i, r := range in.Roles {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}

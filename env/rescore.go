@@ -1,0 +1,65 @@
+package env
+
+import (
+	"fmt"
+
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Rescorer is an optional interface of a Game: a finished game that can
+// work out, from its own final state, the score a frozen counterfactual
+// replay of its episode would give, without playing it again.
+//
+// Counterfactual allocators replay an episode once per agent (difference
+// rewards, leave-one-out) or once per coalition (Shapley). A game whose
+// outcome is a simple function of its moves (El Farol: G = Σ_k φ(x_k), and
+// an agent that stays home changes one x_k) can answer such a question in
+// O(1) where a replay costs a whole episode.
+//
+// The engine's Replayer asks Rescore first, and plays the replay only when
+// Rescore answers false. It asks only when
+//
+//   - the counterfactual is frozen (cf.Resimulate false, no cf.Reseed): no
+//     policy is asked again, every agent it does not name keeps its
+//     recorded actions;
+//   - the episode completed by its own rules (not truncated by a limit,
+//     failed, aborted, or ended by an invalid answer);
+//   - Score has been called on the game.
+//
+// Rescore must return exactly what that replay would score, bit for bit:
+// the team reward, and the per-agent scores when the game has them. It may
+// leave Score.Agents nil when the caller wants the team reward only
+// (Counterfactual.TeamOnly), which is what makes it O(1). It must answer
+// false for anything it cannot work out, including seat indexes out of
+// range: the replay then handles them as it always does.
+//
+// Rescore must not change the game: an episode's counterfactuals are
+// rescored concurrently, from several goroutines.
+type Rescorer interface {
+	Rescore(cf trajectories.Counterfactual) (score Score, ok bool)
+}
+
+// rescore asks game, when it is a Rescorer, for the score of the frozen
+// counterfactual cf of its episode, which has seats seats. ok false means
+// the caller must replay. A Rescore that panics or answers with the wrong
+// number of agent scores is a broken game: the error says so, rather than
+// a silent fallback hiding the bug.
+func rescore(game Game, cf trajectories.Counterfactual, seats int) (score Score, ok bool, err error) {
+	r, can := game.(Rescorer)
+	if !can || cf.Resimulate || len(cf.Reseed) > 0 {
+		return Score{}, false, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			score, ok, err = Score{}, false, fmt.Errorf("%w in Rescore: %v", ErrGamePanic, p)
+		}
+	}()
+	score, ok = r.Rescore(cf)
+	if !ok {
+		return Score{}, false, nil
+	}
+	if score.Agents != nil && len(score.Agents) != seats {
+		return Score{}, false, fmt.Errorf("%w: Rescore gave %d agent scores for %d seats", ErrBadSeats, len(score.Agents), seats)
+	}
+	return score, true, nil
+}
