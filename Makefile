@@ -12,6 +12,13 @@ BENCHOUT  ?= $(OUT)/bench.txt
 # make fuzz: time per fuzz target.
 FUZZTIME  ?= 10s
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# make llama: where tools/llama/build.sh caches llama-server and its tiny
+# test model, outside the clone, so that every clone and CI run reuses it.
+LLAMA_DIR ?= $(or $(TROUPE_LLAMA_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/llama)
+# CI builds the real llama.cpp server (about 5 minutes, once per machine)
+# and requires its end-to-end tests; elsewhere they run when the cache
+# exists and skip, saying so, when it does not.
+LLAMA_E2E ?= $(if $(filter true 1,$(CI)),1,)
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -20,7 +27,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench fuzz clean
+.PHONY: help run build test lint bench fuzz clean llama
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -31,12 +38,15 @@ run: ## self-play El Farol offline; samples to out/elfarol.jsonl
 build: ## build the troupe binary into out/troupe
 	$(GO) build -o $(OUT)/troupe ./cmd/troupe
 
-test: ## gofmt check, go vet, go test -race
+llama: ## build llama-server and a tiny test model into LLAMA_DIR (cached)
+	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" bash tools/llama/build.sh
+
+test: $(if $(LLAMA_E2E),llama) ## gofmt check, go vet, go test -race (in CI with the llama.cpp end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	$(GO) test $(RACE) -timeout 10m ./...
+	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(GO) test $(RACE) -timeout 10m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \

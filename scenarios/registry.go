@@ -5,18 +5,23 @@ package scenarios
 
 import (
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/scenarios/negotiation"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 )
 
-// Builtin returns a new registry of the built-in scenarios: elfarol (the El
-// Farol bar, for credit assignment), signal (a Lewis signalling game) and
-// tictactoe (zero-sum self-play). Each call builds fresh scenario values, so
-// registries never share state.
+// Builtin returns a new registry of the built-in scenarios: debate (a
+// solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
+// for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
+// signalling game) and tictactoe (zero-sum self-play). Each call builds
+// fresh scenario values, so registries never share state.
 func Builtin() *env.Registry {
 	r, err := env.NewRegistry(
+		debate.New(),
 		elfarol.New(),
+		negotiation.New(),
 		signal.New(),
 		tictactoe.New(),
 	)

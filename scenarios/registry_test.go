@@ -25,13 +25,15 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // nonDefault are parameter sets, other than the defaults, that every
 // built-in scenario must pass the harness with.
 var nonDefault = map[string][]map[string]string{
-	"elfarol":   {{"agents": "7", "nights": "2", "capacity": "3"}, {"agents": "200", "nights": "10"}},
-	"signal":    {{"vocab": "symbols", "candidates": "6"}, {"attributes": "3", "values": "2", "candidates": "8"}},
-	"tictactoe": {{"illegal": "penalty"}},
+	"debate":      {{"kind": "arithmetic", "difficulty": "5", "rounds": "1"}, {"kind": "linear", "difficulty": "3", "rounds": "5", "skill": "0.2"}},
+	"elfarol":     {{"agents": "7", "nights": "2", "capacity": "3"}, {"agents": "200", "nights": "10"}},
+	"negotiation": {{"scoring": "zero-sum", "illegal": "penalty"}, {"scoring": "cooperative", "items": "6", "max_count": "10", "rounds": "2"}},
+	"signal":      {{"vocab": "symbols", "candidates": "6"}, {"attributes": "3", "values": "2", "candidates": "8"}},
+	"tictactoe":   {{"illegal": "penalty"}},
 }
 
 func TestBuiltinNames(t *testing.T) {
-	assert.Equal(t, []string{"elfarol", "signal", "tictactoe"}, scenarios.Builtin().Names())
+	assert.Equal(t, []string{"debate", "elfarol", "negotiation", "signal", "tictactoe"}, scenarios.Builtin().Names())
 	for name := range nonDefault {
 		_, err := scenarios.Builtin().Lookup(name)
 		require.NoError(t, err)
