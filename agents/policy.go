@@ -73,6 +73,10 @@ type Action struct {
 	// sample's metadata under "invalid" and applies the run's rule for
 	// invalid answers (env.InvalidRule).
 	Invalid string
+	// Notes are facts about how the answer came about (an LLM policy's
+	// attempts, finish reason, token counts). The engine merges them into
+	// the sample's metadata; keys must not be troupe's own metadata keys.
+	Notes map[string]any
 }
 
 // Policy chooses an agent's action. Act is called with the environment's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -581,6 +582,9 @@ func (e *Engine) record(i int, obs *agents.Observation, a agents.Action, view Vi
 			Step:     obs.Step,
 			State:    string(obs.State),
 		},
+	}
+	if len(a.Notes) > 0 {
+		s.Metadata.Extra = maps.Clone(a.Notes)
 	}
 	if a.Prompt != nil {
 		s.Prompt = *a.Prompt

@@ -406,3 +406,12 @@ func TestReseedAsksOneSeatAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, same, again, "the same salt gives the same moves")
 }
+
+func TestActionNotesReachTheSample(t *testing.T) {
+	pol := agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+		return agents.Action{Text: "3", Notes: map[string]any{"llm_attempts": 2}}, nil
+	})
+	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
+	require.Len(t, ep.Samples, 1)
+	assert.Equal(t, map[string]any{"llm_attempts": 2}, ep.Samples[0].Metadata.Extra)
+}

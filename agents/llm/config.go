@@ -1,0 +1,361 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Kind is the kind of OpenAI-compatible server: it decides which request
+// fields ask for token ids and log-probs, and where the answer carries
+// them (see the package doc).
+type Kind string
+
+// The server kinds troupe knows.
+const (
+	KindVLLM     Kind = "vllm"
+	KindSGLang   Kind = "sglang"
+	KindLlamaCpp Kind = "llamacpp"
+	// KindOpenAI is any other OpenAI-compatible server (OpenAI itself, a
+	// router, a proxy): no vendor fields are sent, and samples are
+	// text-only.
+	KindOpenAI Kind = "openai"
+)
+
+// kinds lists the server kinds, in the order the flags document them.
+var kinds = []Kind{KindVLLM, KindSGLang, KindLlamaCpp, KindOpenAI}
+
+// Format is how the model is asked to answer.
+type Format string
+
+// The answer formats.
+const (
+	// FormatJSON asks for a JSON object through response_format
+	// json_schema: vLLM, SGLang and llama.cpp enforce the schema by
+	// constrained decoding.
+	FormatJSON Format = "json"
+	// FormatTool asks for a call of the function "act" whose arguments
+	// follow the schema (tool_choice forces the call).
+	FormatTool Format = "tool"
+	// FormatText asks for plain text: the trimmed reply is the action.
+	FormatText Format = "text"
+)
+
+// formats lists the answer formats.
+var formats = []Format{FormatJSON, FormatTool, FormatText}
+
+// ErrBadConfig is wrapped by every configuration error.
+var ErrBadConfig = errors.New("llm: bad configuration")
+
+// Config configures an LLM endpoint (a Client) and the policies that use
+// it. DefaultConfig gives sensible values; ConfigFromEnv and BindFlags
+// fill it from the environment and the command line.
+type Config struct {
+	// The endpoint.
+	BaseURL string // the OpenAI base URL, e.g. http://127.0.0.1:8000/v1
+	APIKey  string // sent as a bearer token when not empty
+	Kind    Kind
+	// Tokenize lets a llama.cpp client fetch prompt token ids from the
+	// server's own /apply-template and /tokenize endpoints, which render
+	// and tokenize exactly as its chat endpoint does; the count is
+	// checked against the answer's usage.prompt_tokens. Without it
+	// llama.cpp samples are text-only. Ignored by other kinds.
+	Tokenize bool
+
+	// Sampling.
+	Model       string
+	Temperature float64  // always sent, 0 included (greedy decoding)
+	TopP        float64  // sent when > 0
+	TopK        int      // sent when > 0 (vllm, sglang, llamacpp)
+	MaxTokens   int      // sent as max_tokens when > 0
+	Stop        []string // sent when not empty
+	// Extra holds more request body fields, sent as given: vendor
+	// options troupe has no field for (chat_template_kwargs, min_p, ...).
+	// They win over troupe's own fields of the same name, except the
+	// ones go-openai writes itself (model, messages, seed, ...), which
+	// are rejected.
+	Extra map[string]json.RawMessage
+
+	// Answers.
+	Format Format
+	// InvalidRetries is how many times an invalid answer (unparseable,
+	// off-schema, an illegal action) is asked again before the turn's
+	// action is marked invalid (agents.Action.Invalid), which the run's
+	// env.InvalidRule then judges.
+	InvalidRetries int
+	// Feedback re-asks with the rejected answer and the reason shown to
+	// the model; without it the same prompt is sampled again with another
+	// seed.
+	Feedback bool
+
+	// Transport.
+	Timeout time.Duration // per HTTP attempt
+	// Retries is how many times a failed HTTP attempt (429, 5xx, a
+	// timeout, a broken connection, a malformed or empty answer) is tried
+	// again, after a backoff with full jitter between BackoffBase and
+	// BackoffMax, or after the server's Retry-After.
+	Retries     int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxRetryWait is the longest Retry-After honoured: a server that asks
+	// for a longer wait makes the call fail at once.
+	MaxRetryWait time.Duration
+	// MaxInFlight bounds the HTTP requests in flight to the server, over
+	// every episode and policy that shares the client; callers beyond it
+	// queue in FIFO order.
+	MaxInFlight int
+	// Seed roots the retry jitter, so that backoff is reproducible.
+	Seed uint64
+}
+
+// DefaultConfig returns the defaults: a vLLM server on localhost, greedy
+// decoding off (temperature 1), JSON answers with two re-asks shown the
+// error, 60 s per attempt, 4 retries with backoff from 250 ms to 10 s,
+// Retry-After honoured up to 2 minutes, 256 requests in flight.
+func DefaultConfig() Config {
+	return Config{
+		BaseURL:        "http://127.0.0.1:8000/v1",
+		Kind:           KindVLLM,
+		Tokenize:       true,
+		Model:          "default",
+		Temperature:    1,
+		Format:         FormatJSON,
+		InvalidRetries: 2,
+		Feedback:       true,
+		Timeout:        60 * time.Second,
+		Retries:        4,
+		BackoffBase:    250 * time.Millisecond,
+		BackoffMax:     10 * time.Second,
+		MaxRetryWait:   2 * time.Minute,
+		MaxInFlight:    256,
+	}
+}
+
+// reservedFields are the body fields go-openai writes from troupe's typed
+// request; Extra may not set them.
+var reservedFields = []string{"model", "messages", "seed", "stream", "response_format", "tools", "tool_choice"}
+
+// Validate checks the configuration and names the first bad field.
+func (c *Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+	}
+	u, err := url.Parse(c.BaseURL)
+	switch {
+	case c.BaseURL == "":
+		return bad("base URL is empty (set TROUPE_LLM_BASE_URL or --llm-base-url)")
+	case err != nil:
+		return bad("base URL %q: %v", c.BaseURL, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("base URL %q: the scheme must be http or https", c.BaseURL)
+	case u.Host == "":
+		return bad("base URL %q has no host", c.BaseURL)
+	case !slices.Contains(kinds, c.Kind):
+		return bad("kind %q: want one of %s", c.Kind, joinKinds())
+	case c.Model == "":
+		return bad("model is empty (set TROUPE_LLM_MODEL or --llm-model)")
+	case math.IsNaN(c.Temperature) || c.Temperature < 0 || c.Temperature > 2:
+		return bad("temperature %v: want 0 to 2", c.Temperature)
+	case math.IsNaN(c.TopP) || c.TopP < 0 || c.TopP > 1:
+		return bad("top_p %v: want 0 (unset) to 1", c.TopP)
+	case c.TopK < 0:
+		return bad("top_k %d: want 0 (unset) or more", c.TopK)
+	case c.TopK > 0 && c.Kind == KindOpenAI:
+		return bad("top_k: kind openai has no top_k")
+	case c.MaxTokens < 0:
+		return bad("max tokens %d: want 0 (server default) or more", c.MaxTokens)
+	case !slices.Contains(formats, c.Format):
+		return bad("format %q: want json, tool or text", c.Format)
+	case c.InvalidRetries < 0:
+		return bad("invalid retries %d: want 0 or more", c.InvalidRetries)
+	case c.Timeout <= 0:
+		return bad("timeout %v: want a positive duration", c.Timeout)
+	case c.Retries < 0:
+		return bad("retries %d: want 0 or more", c.Retries)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return bad("backoff %v to %v: want 0 < base <= max", c.BackoffBase, c.BackoffMax)
+	case c.MaxRetryWait < 0:
+		return bad("max retry wait %v: want 0 or more", c.MaxRetryWait)
+	case c.MaxInFlight < 1:
+		return bad("max in flight %d: want 1 or more", c.MaxInFlight)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Extra)) {
+		if slices.Contains(reservedFields, k) {
+			return bad("extra field %q is written by troupe itself", k)
+		}
+		if !json.Valid(c.Extra[k]) {
+			return bad("extra field %q: %q is not JSON", k, c.Extra[k])
+		}
+	}
+	return nil
+}
+
+func joinKinds() string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Environment variables read by ApplyEnv.
+const (
+	EnvBaseURL     = "TROUPE_LLM_BASE_URL"
+	EnvAPIKey      = "TROUPE_LLM_API_KEY"
+	EnvModel       = "TROUPE_LLM_MODEL"
+	EnvKind        = "TROUPE_LLM_KIND"
+	EnvTemperature = "TROUPE_LLM_TEMPERATURE"
+	EnvTopP        = "TROUPE_LLM_TOP_P"
+	EnvTopK        = "TROUPE_LLM_TOP_K"
+	EnvMaxTokens   = "TROUPE_LLM_MAX_TOKENS"
+	EnvFormat      = "TROUPE_LLM_FORMAT"
+	EnvTimeout     = "TROUPE_LLM_TIMEOUT"
+	EnvRetries     = "TROUPE_LLM_RETRIES"
+	EnvMaxInFlight = "TROUPE_LLM_MAX_IN_FLIGHT"
+	EnvExtra       = "TROUPE_LLM_EXTRA" // a JSON object of extra body fields
+)
+
+// ConfigFromEnv returns DefaultConfig with the TROUPE_LLM_* variables
+// applied; lookup is usually os.LookupEnv.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	c := DefaultConfig()
+	err := c.ApplyEnv(lookup)
+	return c, err
+}
+
+// ApplyEnv overrides c's fields with the TROUPE_LLM_* variables that are
+// set; an unparseable value is an error naming the variable.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	str := func(name string, dst *string) {
+		if v, ok := lookup(name); ok {
+			*dst = v
+		}
+	}
+	var errs []error
+	parse := func(name string, set func(string) error) {
+		if v, ok := lookup(name); ok {
+			if err := set(strings.TrimSpace(v)); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s=%q: %v", ErrBadConfig, name, v, err))
+			}
+		}
+	}
+	str(EnvBaseURL, &c.BaseURL)
+	str(EnvAPIKey, &c.APIKey)
+	str(EnvModel, &c.Model)
+	parse(EnvKind, func(v string) error { return (*kindValue)(&c.Kind).Set(v) })
+	parse(EnvFormat, func(v string) error { return (*formatValue)(&c.Format).Set(v) })
+	parse(EnvTemperature, func(v string) (err error) { c.Temperature, err = strconv.ParseFloat(v, 64); return })
+	parse(EnvTopP, func(v string) (err error) { c.TopP, err = strconv.ParseFloat(v, 64); return })
+	parse(EnvTopK, func(v string) (err error) { c.TopK, err = strconv.Atoi(v); return })
+	parse(EnvMaxTokens, func(v string) (err error) { c.MaxTokens, err = strconv.Atoi(v); return })
+	parse(EnvRetries, func(v string) (err error) { c.Retries, err = strconv.Atoi(v); return })
+	parse(EnvMaxInFlight, func(v string) (err error) { c.MaxInFlight, err = strconv.Atoi(v); return })
+	parse(EnvTimeout, func(v string) (err error) { c.Timeout, err = time.ParseDuration(v); return })
+	parse(EnvExtra, func(v string) error {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(v), &m); err != nil {
+			return fmt.Errorf("want a JSON object: %w", err)
+		}
+		if c.Extra == nil {
+			c.Extra = map[string]json.RawMessage{}
+		}
+		maps.Copy(c.Extra, m)
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
+// BindFlags defines the --llm-* flags on fs, with c's current values as
+// defaults, and parses them into c. Bind after ApplyEnv so that flags
+// override the environment. The API key has no flag, since command lines
+// are visible to every user of the machine: use TROUPE_LLM_API_KEY.
+func (c *Config) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.BaseURL, "llm-base-url", c.BaseURL, "OpenAI-compatible base URL of the LLM server (env "+EnvBaseURL+")")
+	fs.StringVar(&c.Model, "llm-model", c.Model, "model name sent to the server (env "+EnvModel+")")
+	fs.Var((*kindValue)(&c.Kind), "llm-kind", "server kind, which decides how token ids and log-probs are requested: "+joinKinds()+" (env "+EnvKind+")")
+	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
+	fs.Float64Var(&c.Temperature, "llm-temperature", c.Temperature, "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
+	fs.Float64Var(&c.TopP, "llm-top-p", c.TopP, "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
+	fs.IntVar(&c.TopK, "llm-top-k", c.TopK, "top_k sampling; 0 leaves the server's default (env "+EnvTopK+")")
+	fs.IntVar(&c.MaxTokens, "llm-max-tokens", c.MaxTokens, "most tokens per answer; 0 leaves the server's default (env "+EnvMaxTokens+")")
+	fs.StringArrayVar(&c.Stop, "llm-stop", c.Stop, "stop sequence (repeatable)")
+	fs.Var((*extraValue)(&c.Extra), "llm-extra", "extra request body field `key=json` (repeatable), e.g. chat_template_kwargs={\"enable_thinking\":false} (env "+EnvExtra+")")
+	fs.Var((*formatValue)(&c.Format), "llm-format", "answer format: json (response_format json_schema), tool (a forced function call) or text (env "+EnvFormat+")")
+	fs.IntVar(&c.InvalidRetries, "llm-invalid-retries", c.InvalidRetries, "times an invalid answer is asked again before it counts as invalid")
+	fs.BoolVar(&c.Feedback, "llm-feedback", c.Feedback, "re-ask an invalid answer with the error shown to the model (else resample the same prompt)")
+	fs.DurationVar(&c.Timeout, "llm-timeout", c.Timeout, "time limit of one HTTP attempt (env "+EnvTimeout+")")
+	fs.IntVar(&c.Retries, "llm-retries", c.Retries, "retries of a failed HTTP attempt (429, 5xx, timeouts, broken answers) (env "+EnvRetries+")")
+	fs.DurationVar(&c.BackoffBase, "llm-backoff", c.BackoffBase, "first retry backoff; it doubles per retry, with full jitter")
+	fs.DurationVar(&c.BackoffMax, "llm-backoff-max", c.BackoffMax, "largest retry backoff")
+	fs.DurationVar(&c.MaxRetryWait, "llm-max-retry-wait", c.MaxRetryWait, "longest Retry-After honoured; a longer one fails the call")
+	fs.IntVar(&c.MaxInFlight, "llm-max-in-flight", c.MaxInFlight, "most requests in flight to the server, over all episodes (env "+EnvMaxInFlight+")")
+}
+
+// kindValue is Kind as a pflag.Value.
+type kindValue Kind
+
+func (k *kindValue) String() string { return string(*k) }
+func (k *kindValue) Type() string   { return "kind" }
+func (k *kindValue) Set(v string) error {
+	kind := Kind(strings.ToLower(strings.TrimSpace(v)))
+	if !slices.Contains(kinds, kind) {
+		return fmt.Errorf("unknown server kind %q: want one of %s", v, joinKinds())
+	}
+	*k = kindValue(kind)
+	return nil
+}
+
+// formatValue is Format as a pflag.Value.
+type formatValue Format
+
+func (f *formatValue) String() string { return string(*f) }
+func (f *formatValue) Type() string   { return "format" }
+func (f *formatValue) Set(v string) error {
+	format := Format(strings.ToLower(strings.TrimSpace(v)))
+	if !slices.Contains(formats, format) {
+		return fmt.Errorf("unknown answer format %q: want json, tool or text", v)
+	}
+	*f = formatValue(format)
+	return nil
+}
+
+// extraValue is Config.Extra as a repeatable key=json pflag.Value.
+type extraValue map[string]json.RawMessage
+
+func (e *extraValue) String() string {
+	if len(*e) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(*e))
+	for _, k := range slices.Sorted(maps.Keys(*e)) {
+		parts = append(parts, k+"="+string((*e)[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (e *extraValue) Type() string { return "key=json" }
+
+func (e *extraValue) Set(v string) error {
+	k, raw, ok := strings.Cut(v, "=")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return fmt.Errorf("%q: want key=json", v)
+	}
+	if !json.Valid([]byte(raw)) {
+		return fmt.Errorf("%q: the value %q is not JSON (quote strings: key=\"text\")", v, raw)
+	}
+	if *e == nil {
+		*e = extraValue{}
+	}
+	(*e)[k] = json.RawMessage(raw)
+	return nil
+}

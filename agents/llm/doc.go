@@ -1,0 +1,124 @@
+// Package llm is troupe's LLM agent: an agents.Policy that plays a role by
+// asking an OpenAI-compatible chat server (vLLM, SGLang or its router,
+// llama.cpp's llama-server, or any other), built on
+// github.com/sashabaranov/go-openai. It is the only package of troupe that
+// imports go-openai.
+//
+// # Turns
+//
+// A Policy is stateless. For each turn it renders the observation into a
+// chat (a Renderer: by default the system prompt, then the messages the
+// agent was delivered, then the scenario's view), asks for an answer in
+// the configured Format (a JSON object under response_format json_schema,
+// which vLLM, SGLang and llama.cpp enforce by constrained decoding; a
+// forced call of the function "act"; or plain text), and parses it
+// strictly with the role's Answer. An invalid answer is asked again up to
+// Config.InvalidRetries times, shown its error when Config.Feedback is set;
+// after that the action carries agents.Action.Invalid, and the run's
+// env.InvalidRule decides (the game judges it, a forfeit, or SPIRAL's
+// penalty). Play returns notes on the turn (attempts, rejected answers,
+// finish reason, token counts, retries, why a sample is text-only).
+//
+// The request seed derives from the turn's seed (Observation.Seed) and the
+// attempt, so a replayed episode sends exactly the requests the original
+// sent, and a server that samples deterministically under a seed answers
+// the same. Temperature is always sent, 0 included: go-openai's struct
+// drops a zero temperature under omitempty, so troupe writes sampling and
+// vendor fields into the JSON body itself (a wrapping HTTPDoer splices
+// them in).
+//
+// # Tokens and log-probs
+//
+// A sample's tokens are the prompt's token ids, then the completion's, as
+// the server reports them; its loss mask is 1 on every completion token and
+// its rollout_log_probs are the server's. The prompt holds the whole
+// rendered conversation, earlier turns and other agents' messages
+// included, so they are observation tokens, never trained tokens. Nothing
+// is re-tokenised: where the server gives no ids, or two of its fields
+// disagree, the sample is text-only and the notes say why.
+//
+// Which fields each server kind needs, and where it answers (choice 0):
+//
+//	kind      request fields troupe adds     prompt ids                    completion ids
+//	vllm      logprobs, return_token_ids,    prompt_token_ids (top level)  choices[].token_ids, checked against
+//	          return_tokens_as_token_ids                                   the log-probs' "token_id:N" texts
+//	sglang    logprobs, return_token_ids,    choices[].prompt_token_ids    choices[].token_ids
+//	          return_prompt_token_ids
+//	llamacpp  logprobs, top_logprobs: 1      POST /apply-template, then    choices[].logprobs.content[].id
+//	                                         POST /tokenize (see below)
+//	openai    none                           none: text-only               none
+//
+// Log-probs are choices[].logprobs.content[].logprob for vllm, sglang and
+// llamacpp, one per completion token; they are not asked of openai.
+//
+// Sources, read for this table:
+//   - vLLM: vllm/entrypoints/openai/chat_completion/protocol.py at commit
+//     d5dba2d7 (ChatCompletionRequest.return_token_ids and
+//     return_tokens_as_token_ids; ChatCompletionResponse.prompt_token_ids;
+//     ChatCompletionResponseChoice.token_ids). vLLM also serves POST
+//     /tokenize, which troupe does not use: a vLLM recent enough to know
+//     return_token_ids returns the prompt's ids itself.
+//   - SGLang: python/sglang/srt/entrypoints/openai/protocol.py at commit
+//     004c82e0 (ChatCompletionRequest.return_token_ids,
+//     return_prompt_token_ids and input_ids; the prompt_token_ids and
+//     token_ids of ChatCompletionResponseChoice). Older SGLang versions
+//     lack these fields, and their samples are text-only.
+//   - llama.cpp: tools/server/README.md (POST /tokenize with add_special,
+//     parse_special and with_pieces; POST /apply-template, which "uses the
+//     server's prompt template formatting functionality ... but does not
+//     perform inference"), and the server's chat request parser
+//     (oaicompat_chat_params_parse: "logprobs" sets n_probs from
+//     top_logprobs, default 20, at most 20) and log-prob writer
+//     (completion_token_output::probs_vector_to_json writes "id" with each
+//     token).
+//
+// llama.cpp's chat answer carries the completion's ids (in its log-probs)
+// but not the prompt's. With Config.Tokenize, troupe sends the exact chat
+// body to /apply-template, which runs the same request parser and chat
+// template as the chat endpoint, then tokenizes the prompt text with
+// /tokenize and add_special and parse_special set, as the chat endpoint
+// does, and accepts the ids only when their count equals the chat answer's
+// usage.prompt_tokens. Those are the server's own tokenization of the very
+// prompt it saw, not a guess; any failure makes the sample text-only. The
+// two calls share the client's bound and retries.
+//
+// Token ids are read from the raw answer in one pass by a small JSON
+// scanner, without reflection (answers carry thousands of ids per turn);
+// the fields read this way are then blanked before go-openai decodes the
+// rest, which it ignores or troupe does not use.
+//
+// # Transport
+//
+// A Client owns an HTTP transport sized for Config.MaxInFlight connections
+// to one host, and a FIFO semaphore that bounds the requests in flight over
+// every policy and episode that shares the client: a slow or failing server
+// makes callers queue, in arrival order, instead of piling up connections
+// and goroutines. Each HTTP attempt runs under Config.Timeout and the
+// episode's context. Failed attempts (429, 408, 5xx, timeouts, broken
+// connections, truncated, malformed or empty answers) are retried up to
+// Config.Retries times after a backoff with full jitter, drawn from a
+// source seeded by Config.Seed and the request, or after the server's
+// Retry-After (seconds or an HTTP date) plus a little jitter, unless it
+// asks for longer than Config.MaxRetryWait. The backoff waits without
+// holding a slot. A call that still fails returns a *CallError naming the
+// request, the attempts and the last status; an episode whose policy fails
+// so ends aborted, with the error in its samples' metadata, and one whose
+// deadline passes ends truncated.
+//
+// # Configuration
+//
+// DefaultConfig, ConfigFromEnv (TROUPE_LLM_BASE_URL, TROUPE_LLM_API_KEY,
+// TROUPE_LLM_MODEL, TROUPE_LLM_KIND, ...) and Config.BindFlags (--llm-*)
+// build a Config. One Client per server; NewPolicy per model or role
+// (several policies may share a client, and so its bound):
+//
+//	cfg, err := llm.ConfigFromEnv(os.LookupEnv)
+//	cfg.BindFlags(flags)
+//	// after parsing:
+//	client, err := llm.NewClient(cfg)
+//	defer client.Close()
+//	policy, err := llm.NewPolicy(client, cfg, llm.WithScenario(scenario.Info()))
+//
+// Package llmtest provides an OpenAI-compatible test server that answers in
+// each kind's shape and injects faults, for tests and benchmarks.
+package llm

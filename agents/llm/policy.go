@@ -1,0 +1,306 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// ToolName is the function the tool format makes the model call.
+const ToolName = "act"
+
+// Policy is an agents.Policy that asks an LLM: it renders the observation
+// into a chat, asks for an answer of the role's Answer shape, parses it
+// strictly, re-asks invalid answers up to Config.InvalidRetries times, and
+// returns the action with the token ids and log-probs the server reported.
+//
+// A Policy holds no per-episode state: it is safe for concurrent use by any
+// number of agents and episodes, and given the same observation it sends
+// the same requests (the request seed derives from the turn's seed), so a
+// replayed episode asks exactly what the original asked.
+type Policy struct {
+	client         *Client
+	model          string
+	format         Format
+	invalidRetries int
+	feedback       bool
+	fields         []byte
+
+	scenario *env.Info
+	system   map[string]string // role -> fixed system prompt; "" for any role
+	render   map[string]Renderer
+	answers  map[string]Answer
+	prefix   map[string]string // role -> scenario part of the default system prompt
+}
+
+// Option customises a Policy.
+type Option func(*Policy)
+
+// WithScenario makes the default system prompts describe the scenario:
+// its name, summary and rules, and the role's own documentation.
+func WithScenario(info *env.Info) Option { return func(p *Policy) { p.scenario = info } }
+
+// WithSystemPrompt sets the system prompt of role; role "" sets it for
+// every role without its own.
+func WithSystemPrompt(role, prompt string) Option {
+	return func(p *Policy) { p.system[role] = prompt }
+}
+
+// WithRenderer sets the renderer of role; role "" sets it for every role
+// without its own. The default is Transcript.
+func WithRenderer(role string, r Renderer) Option {
+	return func(p *Policy) { p.render[role] = r }
+}
+
+// WithAnswer sets the answer shape of role; role "" sets it for every
+// role without its own. The default is ActionAnswer.
+func WithAnswer(role string, a Answer) Option {
+	return func(p *Policy) { p.answers[role] = a }
+}
+
+// NewPolicy returns a policy that asks client. cfg supplies the model, the
+// sampling parameters and the answer settings; its endpoint settings
+// (BaseURL, APIKey, Kind, Tokenize, timeouts, retries, MaxInFlight, Seed)
+// are the client's, and ignored here. Several policies (one model per
+// role, say) may share a client, and so its bound on requests in flight.
+func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
+	cfg.BaseURL, cfg.Kind = client.cfg.BaseURL, client.cfg.Kind
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Policy{
+		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
+		fields: bodyFields(&cfg),
+		system: map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	for role, r := range p.render {
+		if r == nil {
+			return nil, fmt.Errorf("%w: nil renderer for role %q", ErrBadConfig, role)
+		}
+	}
+	for role, a := range p.answers {
+		if a == nil {
+			return nil, fmt.Errorf("%w: nil answer for role %q", ErrBadConfig, role)
+		}
+	}
+	if p.scenario != nil {
+		p.prefix = make(map[string]string, len(p.scenario.Roles))
+		for _, r := range p.scenario.Roles {
+			p.prefix[r.Name] = scenarioPrompt(p.scenario, r.Name)
+		}
+	}
+	return p, nil
+}
+
+// New returns a policy with a client of its own, for cfg's endpoint; close
+// it with p.Client().Close() when done.
+func New(cfg Config, opts ...Option) (*Policy, error) {
+	c, err := NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewPolicy(c, cfg, opts...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Client returns the policy's client.
+func (p *Policy) Client() *Client { return p.client }
+
+// Act implements agents.Policy. It fails only when the server cannot be
+// reached or keeps failing (the error is a *CallError) or ctx ends; an
+// answer that stays invalid after the re-asks is returned with
+// Action.Invalid set, and the run's env.InvalidRule judges it. Action.Notes,
+// which the engine writes into the sample's metadata, are all named
+// "llm_...": the model, the attempts and the reasons answers were rejected,
+// the finish reason, the server's token counts, HTTP retries, and, for a
+// text-only sample, why the server's token ids could not be used.
+func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+	ans := p.lookupAnswer(obs.Role)
+	instructions := p.instructions(ans, obs)
+	chat := withInstructions(p.lookupRenderer(obs.Role).Render(obs, p.systemPrompt(obs)), instructions)
+	req := &chatRequest{model: p.model, fields: p.fields}
+	switch p.format {
+	case FormatJSON:
+		req.schema = ans.Schema(obs)
+	case FormatTool:
+		req.schema, req.tool = ans.Schema(obs), ToolName
+	}
+	var rejected []string
+	retries := 0
+	for attempt := 0; ; attempt++ {
+		req.messages, req.seed = toOpenAI(chat), requestSeed(obs.Seed, attempt)
+		comp, err := p.client.chat(ctx, req)
+		if err != nil {
+			return agents.Action{}, err
+		}
+		retries += comp.retries
+		text, reply, perr := p.parse(ans, obs, comp)
+		if perr != nil {
+			rejected = append(rejected, perr.Error())
+		}
+		if perr == nil || attempt >= p.invalidRetries {
+			a := agents.Action{Text: text, Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat},
+				Notes: p.notes(comp, attempt+1, retries, rejected)}
+			if perr != nil {
+				a.Invalid = perr.Error()
+			}
+			return a, nil
+		}
+		if p.feedback {
+			if reply != "" {
+				chat = append(chat, protocol.ChatMessage{Role: RoleAssistant, Content: reply})
+			}
+			chat = append(chat, protocol.ChatMessage{Role: RoleUser, Content: "Your answer was rejected: " + strings.TrimPrefix(perr.Error(), ErrInvalidAnswer.Error()+": ") + ". " + instructions})
+		}
+	}
+}
+
+func (p *Policy) notes(comp *completion, attempts, retries int, rejected []string) map[string]any {
+	n := map[string]any{
+		"llm_model":             p.model,
+		"llm_attempts":          attempts,
+		"llm_finish_reason":     comp.finish,
+		"llm_prompt_tokens":     comp.usage.PromptTokens,
+		"llm_completion_tokens": comp.usage.CompletionTokens,
+	}
+	if retries > 0 {
+		n["llm_retries"] = retries
+	}
+	if len(rejected) > 0 {
+		n["llm_rejected"] = rejected
+	}
+	switch {
+	case comp.tokens == nil:
+		n["llm_text_only"] = comp.textOnly
+	case comp.tokens.LogProbs == nil:
+		n["llm_no_logprobs"] = comp.ids.lpNote
+	}
+	return n
+}
+
+// parse reads the action from a completion in the policy's format. It
+// returns the action text (on error: the best reading of it, or the raw
+// reply), the model's reply as it should be shown back to it, and why the
+// answer is invalid.
+func (p *Policy) parse(ans Answer, obs *agents.Observation, comp *completion) (text, reply string, err error) {
+	defer func() {
+		if err != nil && comp.finish == string(openai.FinishReasonLength) {
+			err = fmt.Errorf("%w (the answer was cut off at the token limit)", err)
+		}
+	}()
+	switch p.format {
+	case FormatText:
+		reply = comp.content
+		text = strings.TrimSpace(reply)
+		if text == "" {
+			return text, reply, invalid("the answer is empty")
+		}
+		return text, reply, checkAction(obs, text)
+	case FormatTool:
+		reply = comp.content
+		switch {
+		case len(comp.toolCalls) == 0:
+			return reply, reply, invalid("the answer calls no function; call %s", ToolName)
+		case len(comp.toolCalls) > 1:
+			return reply, reply, invalid("the answer makes %d function calls; make exactly one", len(comp.toolCalls))
+		case comp.toolCalls[0].Function.Name != ToolName:
+			return reply, comp.toolCalls[0].Function.Arguments, invalid("the answer calls %q; call %s", comp.toolCalls[0].Function.Name, ToolName)
+		}
+		reply = comp.toolCalls[0].Function.Arguments
+	default:
+		reply = comp.content
+		if reply == "" && len(comp.toolCalls) > 0 {
+			return "", "", invalid("the answer is a function call, not a JSON object")
+		}
+	}
+	text, err = ans.Parse(obs, reply)
+	if err != nil && text == "" {
+		text = reply
+	}
+	return text, reply, err
+}
+
+// instructions tells the model how to answer, in the policy's format.
+func (p *Policy) instructions(ans Answer, obs *agents.Observation) string {
+	switch p.format {
+	case FormatText:
+		if obs.Legal != nil {
+			return "Answer with exactly one of: " + listLegal(obs.Legal) + ", and nothing else."
+		}
+		return "Answer with your action only."
+	case FormatTool:
+		return "Answer by calling the function " + ToolName + " with arguments " + ans.Describe(obs) + "."
+	}
+	return "Answer with " + ans.Describe(obs) + ", and nothing else."
+}
+
+// systemPrompt returns the system prompt for obs's agent.
+func (p *Policy) systemPrompt(obs *agents.Observation) string {
+	if s, ok := p.system[obs.Role]; ok {
+		return s
+	}
+	if s, ok := p.system[""]; ok {
+		return s
+	}
+	if prefix, ok := p.prefix[obs.Role]; ok {
+		return prefix + " You are the agent " + obs.Agent + "."
+	}
+	return "You are the agent " + obs.Agent + ", in the role " + obs.Role + "."
+}
+
+func (p *Policy) lookupRenderer(role string) Renderer {
+	if r, ok := p.render[role]; ok {
+		return r
+	}
+	return p.render[""]
+}
+
+func (p *Policy) lookupAnswer(role string) Answer {
+	if a, ok := p.answers[role]; ok {
+		return a
+	}
+	return p.answers[""]
+}
+
+// withInstructions appends the answer instructions to the chat's last
+// user message, or as a new user message.
+func withInstructions(chat []protocol.ChatMessage, instructions string) []protocol.ChatMessage {
+	if n := len(chat); n > 0 && chat[n-1].Role == RoleUser {
+		chat[n-1].Content += "\n\n" + instructions
+		return chat
+	}
+	return append(chat, protocol.ChatMessage{Role: RoleUser, Content: instructions})
+}
+
+func toOpenAI(chat []protocol.ChatMessage) []openai.ChatCompletionMessage {
+	out := make([]openai.ChatCompletionMessage, len(chat))
+	for i, m := range chat {
+		out[i] = openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
+	}
+	return out
+}
+
+// seedStream separates the request seeds from every other use of a turn's
+// seed.
+const seedStream = 0x5eed11a
+
+// requestSeed is the sampling seed sent for attempt of the turn whose seed
+// is turnSeed: replaying the turn asks with the same seeds. It fits in 31
+// bits, which every server accepts.
+func requestSeed(turnSeed uint64, attempt int) int {
+	return int(seeds.Mix(turnSeed, seedStream, uint64(attempt)) >> 33)
+}
