@@ -73,6 +73,18 @@ type defined struct {
 func (d defined) Info() *Info                             { return d.info }
 func (d defined) New(p Params, seed uint64) (Game, error) { return d.newGame(p, seed) }
 
+// StructuredActions is implemented by scenarios whose answers are JSON
+// objects rather than one of a list of legal actions (an offer in a
+// negotiation, a verdict with reasons). ActionSchema is the JSON schema of
+// role's answers; CheckAnswer is the rules' verdict on one answer text, nil
+// when it is a valid move. LLM policies use them to constrain the model's
+// output (servers such as llama.cpp enforce the schema by grammar) and to
+// re-ask when an answer breaks the rules.
+type StructuredActions interface {
+	ActionSchema(p Params, role string) string
+	CheckAnswer(obs *agents.Observation, text string) error
+}
+
 // PolicyMaker builds a named policy for one role of a scenario.
 type PolicyMaker func(p Params, role string) (agents.Policy, error)
 

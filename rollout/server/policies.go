@@ -16,10 +16,13 @@ import (
 // Sampling and SessionID are the fields meant for policies), and the
 // recorder that counts model calls into the service's metrics.
 type PolicyRequest struct {
-	Info    *env.Info
-	Params  env.Params
-	Request *rollout.Request
-	Calls   CallRecorder
+	// Scenario is the scenario itself: policies that fit its optional
+	// interfaces (env.StructuredActions) need more than its Info.
+	Scenario env.Scenario
+	Info     *env.Info
+	Params   env.Params
+	Request  *rollout.Request
+	Calls    CallRecorder
 }
 
 // PolicyFactory builds the policies of one request's episodes. The server

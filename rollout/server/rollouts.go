@@ -264,7 +264,7 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		p.allocators = append(p.allocators, a)
 	}
 
-	p.policy, err = s.cfg.Policies(PolicyRequest{Info: info, Params: p.params, Request: req, Calls: s.metrics})
+	p.policy, err = s.cfg.Policies(PolicyRequest{Scenario: sc, Info: info, Params: p.params, Request: req, Calls: s.metrics})
 	if err != nil {
 		return nil, badRequest(rollout.CodeBadPolicy, "%v", err)
 	}

@@ -43,6 +43,16 @@ type App struct {
 	// Terminal reports whether w is an interactive terminal: a run then
 	// draws a progress bar on Stderr instead of printing periodic lines.
 	Terminal func(w io.Writer) bool
+	// LookupEnv reads the environment (TROUPE_LLM_* settings); nil means
+	// os.LookupEnv.
+	LookupEnv func(key string) (string, bool)
+}
+
+func (a *App) lookupEnv() func(string) (string, bool) {
+	if a.LookupEnv != nil {
+		return a.LookupEnv
+	}
+	return os.LookupEnv
 }
 
 // New returns the command line with troupe's built-in scenarios and

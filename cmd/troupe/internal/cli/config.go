@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -30,6 +32,9 @@ type runFlags struct {
 	failFast      bool
 	rolloutIDBase int64
 	quiet         bool
+	onInvalid     string
+	llm           llm.Config // the "llm" policy's server and sampling
+	llmEnvErr     error      // a bad TROUPE_LLM_* variable, reported if "llm" is used
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples
@@ -39,6 +44,7 @@ type plan struct {
 	layout   trajectories.Layout
 	out      string            // "-" for stdout
 	policies map[string]string // role -> policy name, for the summary
+	closers  []func()          // what the run must close when it ends (LLM clients)
 }
 
 // stdoutPath is the --out value that sends samples to standard output.
@@ -88,7 +94,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if err != nil {
 		return nil, usagef("--param: %w", err)
 	}
-	policy, names, err := buildPolicies(info, params, f.policies)
+	invalid, err := parseInvalidRule(f.onInvalid)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +122,26 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	default:
 		return nil, usagef("--layout %q: want flat (one sample per line) or nested (one episode per line)", f.layout)
 	}
+	// Policies last: an LLM policy opens a client, which nothing after it
+	// may fail to close.
+	llmPolicy := func() (*llmPolicies, error) { return newLLMPolicies(sc, params, f) }
+	policy, names, llms, err := buildPolicies(info, params, f.policies, llmPolicy)
+	if err != nil {
+		return nil, err
+	}
+	var closers []func()
+	if llms != nil {
+		closers = append(closers, llms.client.Close)
+	}
 	return &plan{
 		cfg: env.RunConfig{
 			Scenario: sc,
 			Params:   params,
 			Policy:   policy,
+			Invalid:  invalid,
+			// LLM calls of simultaneous actors overlap; answers are still
+			// applied in seat order.
+			ParallelPolicies: llms != nil,
 			Limits: env.Limits{
 				MaxSteps:    f.maxSteps,
 				MaxTurns:    f.maxTurns,
@@ -140,6 +161,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 		layout:   layout,
 		out:      f.out,
 		policies: names,
+		closers:  closers,
 	}, nil
 }
 
@@ -147,7 +169,11 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 // "ROLE=NAME" in one role (and wins over a bare NAME). Roles named by
 // neither play the scenario's default policy, or random. It returns the
 // policy of each seat and, for the summary, each role's policy name.
-func buildPolicies(info *env.Info, params env.Params, specs []string) (env.PolicyFor, map[string]string, error) {
+//
+// The name "llm" is available in every scenario: an LLM policy on the
+// server the --llm-* flags (or TROUPE_LLM_* variables) name, made by
+// newLLM the first time a role asks for it.
+func buildPolicies(info *env.Info, params env.Params, specs []string, newLLM func() (*llmPolicies, error)) (env.PolicyFor, map[string]string, *llmPolicies, error) {
 	all := ""
 	perRole := map[string]string{}
 	for _, spec := range specs {
@@ -157,31 +183,47 @@ func buildPolicies(info *env.Info, params env.Params, specs []string) (env.Polic
 			name = role
 		}
 		if name == "" {
-			return nil, nil, usagef("--policy %q: empty policy name (policies of %s: %s)", spec, info.Name, strings.Join(info.PolicyNames(), ", "))
+			return nil, nil, nil, usagef("--policy %q: empty policy name (policies of %s: %s)", spec, info.Name, strings.Join(info.PolicyNames(), ", "))
 		}
-		if !slices.Contains(info.PolicyNames(), name) {
-			return nil, nil, usagef("--policy %q: scenario %s has no policy %q (it has %s)", spec, info.Name, name, strings.Join(info.PolicyNames(), ", "))
+		if name != llmPolicyName && !slices.Contains(info.PolicyNames(), name) {
+			return nil, nil, nil, usagef("--policy %q: scenario %s has no policy %q (it has %s, and llm)", spec, info.Name, name, strings.Join(info.PolicyNames(), ", "))
 		}
 		if !scoped {
 			if all != "" {
-				return nil, nil, usagef("--policy %q: a policy for every role was already given (%q); use ROLE=NAME for one role", spec, all)
+				return nil, nil, nil, usagef("--policy %q: a policy for every role was already given (%q); use ROLE=NAME for one role", spec, all)
 			}
 			all = name
 			continue
 		}
 		if info.Role(role) == nil {
-			return nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, info.RoleNames())
+			return nil, nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, info.RoleNames())
 		}
 		if prev, dup := perRole[role]; dup {
-			return nil, nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
+			return nil, nil, nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
 		}
 		perRole[role] = name
 	}
-	policy, names, err := info.AssignPolicies(params, perRole, all, nil)
-	if err != nil {
-		return nil, nil, usagef("--policy: %w", err)
+	var llms *llmPolicies
+	build := func(role, name string) (agents.Policy, error) {
+		if name != llmPolicyName {
+			return info.MakePolicy(params, role, name)
+		}
+		if llms == nil {
+			var err error
+			if llms, err = newLLM(); err != nil {
+				return nil, err
+			}
+		}
+		return llms.policy, nil
 	}
-	return policy, names, nil
+	policy, names, err := info.AssignPolicies(params, perRole, all, build)
+	if err != nil {
+		if llms != nil {
+			llms.client.Close()
+		}
+		return nil, nil, nil, usagef("--policy: %w", err)
+	}
+	return policy, names, llms, nil
 }
 
 // buildEmit reads --emit values: "all", or role names (repeated or comma
@@ -306,4 +348,49 @@ func splitOutsideParens(s string, sep byte) []string {
 		}
 	}
 	return append(out, s[start:])
+}
+
+// llmPolicyName is the policy name that plays an LLM in any scenario.
+const llmPolicyName = "llm"
+
+// llmPolicies is the LLM policy of a run and the client it shares with
+// every role that plays it.
+type llmPolicies struct {
+	client *llm.Client
+	policy *llm.Policy
+}
+
+// newLLMPolicies connects the "llm" policy to the server of the --llm-*
+// flags, fitted to the scenario (its rules in the system prompt, its
+// structured answers' schemas).
+func newLLMPolicies(sc env.Scenario, params env.Params, f *runFlags) (*llmPolicies, error) {
+	if f.llmEnvErr != nil {
+		return nil, f.llmEnvErr
+	}
+	cfg := f.llm
+	cfg.Seed = f.seed // reproducible retry jitter
+	client, err := llm.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := llm.NewPolicy(client, cfg, llm.ForScenario(sc, params)...)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &llmPolicies{client: client, policy: policy}, nil
+}
+
+// parseInvalidRule reads --on-invalid: what an invalid answer (an LLM's
+// unparseable or rule-breaking output, after its re-asks) does.
+func parseInvalidRule(s string) (env.InvalidRule, error) {
+	switch s {
+	case "pass", "":
+		return env.InvalidRule{}, nil
+	case "forfeit":
+		return env.Forfeit, nil
+	case "penalty":
+		return env.SpiralPenalty, nil
+	}
+	return env.InvalidRule{}, usagef("--on-invalid %q: want pass (the scenario's rules judge the move), forfeit (the offender scores -1, the others +1, the episode ends) or penalty (SPIRAL's -1.5 and +0.5)", s)
 }

@@ -12,12 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 func (a *App) runCommand() *cobra.Command {
-	f := &runFlags{}
+	f := &runFlags{llm: llm.DefaultConfig()}
+	// Flags override the environment: read it before binding the flags,
+	// whose defaults it becomes.
+	f.llmEnvErr = f.llm.ApplyEnv(a.lookupEnv())
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Play episodes of a scenario and write their turns as samples",
@@ -86,6 +90,8 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.BoolVar(&f.failFast, "fail-fast", false, "stop at the first aborted or failed episode and exit 1")
 	fl.Int64Var(&f.rolloutIDBase, "rollout-id-base", 0, "rollout_id of the first episode; episode i gets base+i")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
+	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
+	f.llm.BindFlags(fl)
 	return cmd
 }
 
@@ -110,6 +116,9 @@ func (a *App) run(ctx context.Context, p *plan, quiet bool) error {
 
 	sink := trajectories.NewJSONLWriter(out.w, p.layout)
 	sum, runErr := env.Run(ctx, cfg, sink)
+	for _, c := range p.closers {
+		c()
+	}
 	closeErr := errors.Join(out.close(), closeAllocators(cfg.Allocators))
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary

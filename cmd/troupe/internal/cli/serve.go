@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
 
@@ -19,6 +23,8 @@ import (
 func (a *App) serveCommand() *cobra.Command {
 	cfg := server.Config{}
 	var tokenFile string
+	llmCfg := llm.DefaultConfig()
+	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Args:  cobra.NoArgs,
@@ -35,9 +41,19 @@ func (a *App) serveCommand() *cobra.Command {
 				cfg.Token = strings.TrimSpace(string(b))
 			}
 			cfg.Scenarios, cfg.Allocators = a.Scenarios, a.Allocators
+			if llmEnvErr != nil {
+				return &UsageError{Err: llmEnvErr}
+			}
+			llmCfg.Seed = cfg.Seed
+			client, err := llm.NewClient(llmCfg)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			defer client.Close()
+			cfg.Policies = server.Named(llmPolicyMaker(client, llmCfg))
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
-			err := server.Serve(cmd.Context(), cfg)
+			err = server.Serve(cmd.Context(), cfg)
 			switch {
 			case err == nil:
 				return nil
@@ -61,5 +77,52 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "wall time per request; then its episodes end aborted and are answered")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "time to finish in-flight requests after SIGTERM")
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
+	llmCfg.BindFlags(fl)
 	return cmd
+}
+
+// llmPolicyMaker makes the "llm" policy of a rollout request: the --llm-*
+// server, with the request's sampling parameters (slime's) over the
+// service's defaults. Every request shares the client, and so its bound on
+// requests in flight to the model server.
+func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
+	return func(req server.PolicyRequest, role, name string) (agents.Policy, bool, error) {
+		if name != llmPolicyName {
+			return nil, false, nil
+		}
+		cfg := base
+		if s := req.Request.Sampling; s != nil {
+			if s.Temperature != nil {
+				cfg.Temperature = *s.Temperature
+			}
+			if s.TopP != nil {
+				cfg.TopP = *s.TopP
+			}
+			if s.TopK != nil {
+				cfg.TopK = *s.TopK
+			}
+			if s.MaxTokens != nil {
+				cfg.MaxTokens = *s.MaxTokens
+			}
+			if len(s.Stop) > 0 {
+				cfg.Stop = s.Stop
+			}
+			if len(s.StopTokenIDs) > 0 || len(s.Extra) > 0 {
+				cfg.Extra = maps.Clone(base.Extra)
+				if cfg.Extra == nil {
+					cfg.Extra = map[string]json.RawMessage{}
+				}
+				maps.Copy(cfg.Extra, s.Extra)
+				if len(s.StopTokenIDs) > 0 {
+					ids, err := json.Marshal(s.StopTokenIDs)
+					if err != nil {
+						return nil, true, err
+					}
+					cfg.Extra["stop_token_ids"] = ids
+				}
+			}
+		}
+		p, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
+		return p, true, err
+	}
 }
