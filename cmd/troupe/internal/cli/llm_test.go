@@ -19,8 +19,8 @@ import (
 	rcli "github.com/troupe-rl/troupe/rollout/client"
 	"github.com/troupe-rl/troupe/rollout/server"
 	"github.com/troupe-rl/troupe/scenarios"
-	"github.com/troupe-rl/troupe/trajectories/credit"
 	"github.com/troupe-rl/troupe/tools/llama/llamatest"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 // noEnv keeps the machine's TROUPE_LLM_* variables out of a test.
