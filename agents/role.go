@@ -151,31 +151,39 @@ type Machine struct {
 	role  *Role
 	agent string
 	f     *fsm.FSM
+	// state and done mirror f's current state: every change goes through
+	// Fire or Reset, so reading them needs none of f's locks, which cost
+	// more than the rest of an El Farol turn.
+	state State
+	done  bool
 }
 
 // NewMachine returns agent's machine in the role's initial state. The role
 // must have passed Validate.
 func (r *Role) NewMachine(agent string) *Machine {
-	return &Machine{role: r, agent: agent, f: fsm.NewFSM(string(r.Initial), r.events(), nil)}
+	return &Machine{role: r, agent: agent, f: fsm.NewFSM(string(r.Initial), r.events(), nil), state: r.Initial, done: r.IsTerminal(r.Initial)}
 }
 
 // Role returns the machine's role.
 func (m *Machine) Role() *Role { return m.role }
 
 // State returns the current state.
-func (m *Machine) State() State { return State(m.f.Current()) }
+func (m *Machine) State() State { return m.state }
 
 // Can reports whether ev is allowed in the current state.
 func (m *Machine) Can(ev Event) bool { return m.f.Can(string(ev)) }
 
 // Done reports whether the machine is in a terminal state.
-func (m *Machine) Done() bool { return m.role.IsTerminal(m.State()) }
+func (m *Machine) Done() bool { return m.done }
 
 // Reset puts the machine back in its initial state, for reuse by another
 // episode.
 func (m *Machine) Reset(agent string) {
 	m.agent = agent
-	m.f.SetState(string(m.role.Initial))
+	if m.state != m.role.Initial {
+		m.f.SetState(string(m.role.Initial))
+		m.state, m.done = m.role.Initial, m.role.IsTerminal(m.role.Initial)
+	}
 }
 
 // Fire moves the machine by ev. A self-transition (allowed, but reported by
@@ -193,16 +201,18 @@ func (m *Machine) Reset(agent string) {
 // allocation and nothing to wedge. Cancellation is the environment's
 // business, checked between steps.
 func (m *Machine) Fire(ev Event) error {
-	from := m.State()
-	if !m.f.Can(string(ev)) {
+	from := m.state
+	to, ok := m.role.next(ev, from)
+	if !ok {
 		var err error = fsm.InvalidEventError{Event: string(ev), State: string(from)}
 		if !m.role.hasEvent(ev) {
 			err = fsm.UnknownEventError{Event: string(ev)}
 		}
 		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: from, Event: ev, Err: err}
 	}
-	if to := m.role.destination(ev, from); to != from {
+	if to != from {
 		m.f.SetState(string(to))
+		m.state, m.done = to, m.role.IsTerminal(to)
 	}
 	return nil
 }
@@ -218,11 +228,13 @@ func (r *Role) hasEvent(ev Event) bool {
 
 // destination is where ev leads from state; Validate guarantees it is
 // unique. Roles have a handful of transitions, so a scan beats a map.
-func (r *Role) destination(ev Event, from State) State {
+// next returns the state ev leads to from from, and false when the role
+// has no such transition: the table the machine's fsm was built from.
+func (r *Role) next(ev Event, from State) (State, bool) {
 	for _, t := range r.Transitions {
 		if t.Event == ev && slices.Contains(t.From, from) {
-			return t.To
+			return t.To, true
 		}
 	}
-	return from
+	return from, false
 }

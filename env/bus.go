@@ -58,14 +58,18 @@ func NewMemBus() *MemBus { return &MemBus{} }
 
 // Reset implements Bus.
 func (b *MemBus) Reset(ids []string) {
+	// The engine hands out the same ids slice for the same seats, and a
+	// fresh one otherwise: the index of the same slice is still right.
+	if len(ids) == 0 || len(b.ids) != len(ids) || &b.ids[0] != &ids[0] {
+		if b.index == nil {
+			b.index = make(map[string]int, len(ids))
+		}
+		clear(b.index)
+		for i, id := range ids {
+			b.index[id] = i
+		}
+	}
 	b.ids = ids
-	if b.index == nil {
-		b.index = make(map[string]int, len(ids))
-	}
-	clear(b.index)
-	for i, id := range ids {
-		b.index[id] = i
-	}
 	clear(b.channels)
 	if cap(b.mail) < len(ids) {
 		b.mail = make([][]protocol.Message, len(ids))

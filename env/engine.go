@@ -138,15 +138,29 @@ type Engine struct {
 	// lastSample is, per seat, the index in ep.Samples of its latest
 	// sample, or -1.
 	lastSample []int
-	emit       []bool
-	ended      bool
-	offenders  []int // seats whose invalid answers ended the episode
-	step       Step
-	obs        []agents.Observation
-	views      []View
-	moves      []Move
-	errs       []error
-	current    Game
+	// checked are the last seats checked, ids their ids: seats equal to
+	// them (El Farol hands out the same ones every episode) are not
+	// checked again, which for N agents costs N map inserts; comparing
+	// strings that share their bytes is one pointer comparison each.
+	checked     []Seat
+	checkedInfo *Info
+	ids         []string
+	// sampleSeat is, per sample of the episode, its seat.
+	sampleSeat []int
+	named      []int // actors' buffer
+	// actionHint and sampleHint are the sizes of the last episode played
+	// (not a replay): the next one's record and samples start with that
+	// capacity instead of growing, copy after copy, to it.
+	actionHint, sampleHint int
+	emit                   []bool
+	ended                  bool
+	offenders              []int // seats whose invalid answers ended the episode
+	step                   Step
+	obs                    []agents.Observation
+	views                  []View
+	moves                  []Move
+	errs                   []error
+	current                Game
 }
 
 // NewEngine returns an engine with an in-process bus.
@@ -193,7 +207,13 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 		RolloutID:  setup.RolloutID,
 		GroupIndex: setup.GroupIndex,
 	}
+	if setup.Counterfactual == nil {
+		ep.Actions = make([]trajectories.ActionRecord, 0, e.actionHint)
+		ep.Samples = make([]protocol.Sample, 0, e.sampleHint)
+		defer func() { e.actionHint, e.sampleHint = len(ep.Actions), len(ep.Samples) }()
+	}
 	e.setup, e.info, e.ep = &setup, info, ep
+	e.sampleSeat = e.sampleSeat[:0]
 	defer func() { e.setup, e.ep, e.current = nil, nil, nil; clear(e.policies) }()
 
 	runCtx := ctx
@@ -220,7 +240,14 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 	ep.Messages = e.bus.Log()
 	e.finishSamples()
 	if setup.Counterfactual == nil {
-		ep.Replay = e.replayer(setup, ep.Actions)
+		// A game that ended by its own rules can answer frozen
+		// counterfactuals from its final state (Rescorer): the replayer
+		// keeps it for that.
+		var done Game
+		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent) {
+			done = e.current
+		}
+		ep.Replay = e.replayer(setup, ep.Actions, done)
 	}
 	return ep
 }
@@ -328,26 +355,33 @@ func (e *Engine) seat(seats []Seat) error {
 	if len(seats) == 0 {
 		return fmt.Errorf("%w: the game has no seats", ErrBadSeats)
 	}
-	ids := make([]string, len(seats))
-	seen := make(map[string]bool, len(seats))
-	for i, s := range seats {
-		switch {
-		case s.ID == "" || s.ID == protocol.EnvSender || s.ID == string(protocol.Broadcast) || strings.HasPrefix(s.ID, "#"):
-			return fmt.Errorf("%w: seat %d has the reserved or empty id %q", ErrBadSeats, i, s.ID)
-		case seen[s.ID]:
-			return fmt.Errorf("%w: two seats are called %q", ErrBadSeats, s.ID)
-		case e.info.Role(s.Role) == nil:
-			return fmt.Errorf("%w: seat %q has role %q, which scenario %s does not declare", ErrBadSeats, s.ID, s.Role, e.info.Name)
+	if !slices.Equal(seats, e.checked) || e.info != e.checkedInfo {
+		// A fresh ids slice, never reused for other seats: the bus may
+		// keep it (MemBus.Reset skips its index when given the same one).
+		ids := make([]string, len(seats))
+		seen := make(map[string]bool, len(seats))
+		for i, s := range seats {
+			switch {
+			case s.ID == "" || s.ID == protocol.EnvSender || s.ID == string(protocol.Broadcast) || strings.HasPrefix(s.ID, "#"):
+				return fmt.Errorf("%w: seat %d has the reserved or empty id %q", ErrBadSeats, i, s.ID)
+			case seen[s.ID]:
+				return fmt.Errorf("%w: two seats are called %q", ErrBadSeats, s.ID)
+			case e.info.Role(s.Role) == nil:
+				return fmt.Errorf("%w: seat %q has role %q, which scenario %s does not declare", ErrBadSeats, s.ID, s.Role, e.info.Name)
+			}
+			seen[s.ID] = true
+			ids[i] = s.ID
 		}
-		seen[s.ID] = true
-		ids[i] = s.ID
+		// A copy: a game may reuse its slice for other seats.
+		e.checked, e.checkedInfo, e.ids = slices.Clone(seats), e.info, ids
 	}
+	ids := e.ids
 	n := len(seats)
 	e.seats = seats
 	e.ep.Seats = seats
 	e.bus.Reset(ids)
 	e.machines = e.machines[:0]
-	used := map[*agents.Role]int{}
+	used := make(map[*agents.Role]int, len(e.info.Roles))
 	for _, s := range seats {
 		role := e.info.Role(s.Role)
 		k := used[role]
@@ -436,12 +470,13 @@ func (e *Engine) actors(game Game) ([]int, error) {
 		}
 	case Simultaneous:
 		if named == nil {
+			e.named = e.named[:0]
 			for i := range e.seats {
 				if e.step.Active(i) {
-					named = append(named, i)
+					e.named = append(e.named, i)
 				}
 			}
-			return named, nil
+			return e.named, nil
 		}
 	case Async:
 		var withMail []int
@@ -607,6 +642,7 @@ func (e *Engine) record(i int, obs *agents.Observation, a agents.Action, view Vi
 		s.Metadata.TextOnly = true
 	}
 	e.lastSample[i] = len(e.ep.Samples)
+	e.sampleSeat = append(e.sampleSeat, i)
 	e.ep.Samples = append(e.ep.Samples, s)
 }
 
@@ -646,10 +682,6 @@ func (e *Engine) label() (label string) {
 // finishSamples stamps the episode's outcome on its samples.
 func (e *Engine) finishSamples() {
 	ep := e.ep
-	index := make(map[string]int, len(ep.Seats))
-	for i, s := range ep.Seats {
-		index[s.ID] = i
-	}
 	label := e.label()
 	for k := range ep.Samples {
 		md := &ep.Samples[k].Metadata
@@ -658,15 +690,17 @@ func (e *Engine) finishSamples() {
 		md.End = ep.End
 		md.Error = ep.Err
 		md.TeamReward = ep.Score.Team
-		if i, ok := index[md.Agent]; ok && i < len(ep.Score.Agents) {
+		if i := e.sampleSeat[k]; i < len(ep.Score.Agents) {
 			md.AgentScore = &ep.Score.Agents[i]
 		}
 	}
 }
 
 // replayer returns the episode's Replayer: it re-runs the same setup under a
-// counterfactual, with no samples emitted.
-func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) trajectories.Replayer {
+// counterfactual, with no samples emitted. done, when not nil, is the
+// episode's finished game: frozen counterfactuals are asked of it first
+// (Rescorer), and replayed only when it cannot answer.
+func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord, done Game) trajectories.Replayer {
 	seats := e.seats
 	// Replays run concurrently (counterfactual allocators fan out), so the
 	// per-seat split of the record is made once, by whichever comes first.
@@ -685,8 +719,14 @@ func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord) tra
 				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
 			}
 		}
+		if done != nil {
+			if score, ok, err := rescore(done, cf, len(seats)); err != nil || ok {
+				return score, err
+			}
+		}
 		s := setup
-		s.Counterfactual = &cf
+		replayed := cf // taking cf's address would move it to the heap on every call
+		s.Counterfactual = &replayed
 		s.Recorded = recorded
 		s.recordedBySeat = bySeat()
 		s.Emit = func(Seat) bool { return false }

@@ -5,6 +5,7 @@ package scenarios
 
 import (
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
@@ -19,6 +20,7 @@ import (
 // fresh scenario values, so registries never share state.
 func Builtin() *env.Registry {
 	r, err := env.NewRegistry(
+		committee.New(),
 		debate.New(),
 		elfarol.New(),
 		negotiation.New(),

@@ -251,7 +251,7 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		if strings.TrimSpace(spec) == "" {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocators holds an empty spec (known: %s)", strings.Join(s.cfg.Allocators.Names(), ", "))
 		}
-		a, err := s.cfg.Allocators.Parse(spec)
+		a, err := s.cfg.Allocators.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
 		if err != nil {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", spec, err)
 		}

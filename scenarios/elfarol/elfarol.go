@@ -20,7 +20,10 @@
 //
 // Counterfactuals: an absent patron and a patron playing the null action
 // "home" both leave every night's attendance untouched by it, so the
-// difference reward of a patron at night k is φ(x_k) − φ(x_k − 1).
+// difference reward of a patron at night k is φ(x_k) − φ(x_k − 1). A
+// finished week rescores frozen counterfactuals itself (env.Rescorer):
+// moving a few patrons changes a few x_k, so a counterfactual team reward
+// costs O(K), not a replay of all N patrons.
 package elfarol
 
 import (
@@ -31,6 +34,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Role, states and events of a patron.
@@ -148,8 +152,9 @@ type game struct {
 	c      float64
 	seats  []env.Seat
 	view   env.View
-	choice []int // per seat: the night attended, -1 at home or absent
-	counts []int // per night: attendance
+	choice []int     // per seat: the night attended, -1 at home or absent
+	counts []int     // per night: attendance
+	phi    []float64 // per night: φ(x_k), set by Score for Rescore
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -175,8 +180,8 @@ func (g *game) Observe(int) env.View { return g.view }
 func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	k := len(g.counts)
 	for _, m := range moves {
-		night, err := strconv.Atoi(m.Action.Text)
-		if err != nil || night < 0 || night >= k {
+		night := nightOf(m.Action.Text, k)
+		if night < 0 {
 			if m.Action.Text != NullAction {
 				s.Note(m.Seat, "illegal", true)
 			}
@@ -195,16 +200,116 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	return nil
 }
 
+// nightOf returns the night an answer names, or -1 (home) for the null
+// action and anything else that is not a night 0..k-1.
+func nightOf(text string, k int) int {
+	night, err := strconv.Atoi(text)
+	if err != nil || night < 0 || night >= k {
+		return -1
+	}
+	return night
+}
+
 func (g *game) Score() env.Score {
+	g.phi = make([]float64, len(g.counts))
 	team := 0.0
-	for _, x := range g.counts {
-		team += Utility(float64(x), g.c)
+	for k, x := range g.counts {
+		g.phi[k] = Utility(float64(x), g.c)
+		team += g.phi[k]
 	}
 	agents := make([]float64, len(g.seats))
 	for i, night := range g.choice {
 		if night >= 0 {
-			agents[i] = Utility(float64(g.counts[night]), g.c)
+			agents[i] = g.phi[night]
 		}
 	}
 	return env.Score{Team: team, Agents: agents}
+}
+
+// Rescore implements env.Rescorer. Every patron acts once, all at the same
+// step, so a frozen counterfactual moves only the patrons it names: the
+// attendance is the recorded one with those patrons moved (absent and null
+// ones home, replaced ones to the night their answer names), and G is
+// summed over the nights in Score's order, which makes it bit-identical to
+// a replay. It costs O(K + patrons named), plus O(N) when the per-agent
+// scores are wanted (cf.TeamOnly false).
+//
+// As in a replay, a patron named twice counts once, absence comes before
+// the null action and the null action before a replacement.
+func (g *game) Rescore(cf trajectories.Counterfactual) (env.Score, bool) {
+	if g.phi == nil || cf.Resimulate || len(cf.Reseed) > 0 {
+		return env.Score{}, false
+	}
+	n, k := len(g.choice), len(g.counts)
+	// Weeks of up to 16 nights and 1024 patrons need no allocation.
+	var countBuf [16]int
+	var seenBuf [16]uint64
+	var phiBuf [16]float64
+	counts := append(countBuf[:0], g.counts...)
+	seen := seenBuf[:]
+	if words := (n + 63) / 64; words > len(seen) {
+		seen = make([]uint64, words)
+	}
+	type move struct{ seat, night int }
+	var moves []move // kept for the per-agent scores only
+	// moveTo moves seat i to night (-1: home); false for a bad seat.
+	moveTo := func(i, night int) bool {
+		if i < 0 || i >= n {
+			return false
+		}
+		if seen[i/64]&(1<<(i%64)) != 0 {
+			return true
+		}
+		seen[i/64] |= 1 << (i % 64)
+		if c := g.choice[i]; c >= 0 {
+			counts[c]--
+		}
+		if night >= 0 {
+			counts[night]++
+		}
+		if !cf.TeamOnly {
+			moves = append(moves, move{i, night})
+		}
+		return true
+	}
+	for _, i := range cf.Absent {
+		if !moveTo(i, -1) {
+			return env.Score{}, false
+		}
+	}
+	for _, i := range cf.Null {
+		if !moveTo(i, -1) {
+			return env.Score{}, false
+		}
+	}
+	// The order of a map's keys does not matter: attendance is a count.
+	for i, text := range cf.Replace {
+		if !moveTo(i, nightOf(text, k)) {
+			return env.Score{}, false
+		}
+	}
+	phi := append(phiBuf[:0], g.phi...)
+	team := 0.0
+	for night, x := range counts {
+		if x != g.counts[night] {
+			phi[night] = Utility(float64(x), g.c)
+		}
+		team += phi[night]
+	}
+	if cf.TeamOnly {
+		return env.Score{Team: team}, true
+	}
+	agents := make([]float64, n)
+	for i, night := range g.choice {
+		if night >= 0 {
+			agents[i] = phi[night]
+		}
+	}
+	for _, m := range moves {
+		agents[m.seat] = 0
+		if m.night >= 0 {
+			agents[m.seat] = phi[m.night]
+		}
+	}
+	return env.Score{Team: team, Agents: agents}, true
 }

@@ -299,3 +299,28 @@ func wrapText(b *strings.Builder, text, indent string) {
 		b.WriteString(line + "\n")
 	}
 }
+
+// ParseDefaultingSim is Parse for a scenario that declares whether its
+// counterfactuals must re-simulate the other agents (a listener reacting to
+// a speaker: replayed frozen, it repeats its recorded answer and every
+// agent's credit is 0). When resimulate is set and spec is a counterfactual
+// allocator that does not choose a mode itself (no sim=), it gets
+// sim=resimulate, and its name says so.
+func (r *Registry) ParseDefaultingSim(spec string, resimulate bool) (trajectories.Allocator, error) {
+	a, err := r.Parse(spec)
+	if err != nil || !resimulate || !NeedsOf(a).Replay || strings.Contains(spec, "sim=") {
+		return a, err
+	}
+	withSim := spec + ":sim=resimulate"
+	switch {
+	case strings.HasSuffix(spec, ")"):
+		withSim = strings.TrimSuffix(spec, ")") + ";sim=resimulate)"
+	case strings.Contains(spec, ":"):
+		withSim = spec + ",sim=resimulate"
+	}
+	re, err := r.Parse(withSim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the scenario needs its counterfactuals re-simulated, and %s does not parse (%v): give sim= explicitly", ErrBadAllocatorParam, withSim, err)
+	}
+	return re, nil
+}

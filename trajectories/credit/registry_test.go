@@ -197,3 +197,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestParseDefaultingSim(t *testing.T) {
+	reg := credit.Builtin()
+	for spec, want := range map[string]string{
+		"difference":                 "difference:sim=resimulate",
+		"shapley-mc:permutations=20": "shapley-mc:permutations=20,sim=resimulate",
+		"difference:sim=frozen":      "difference",
+		"team":                       "team",
+	} {
+		a, err := reg.ParseDefaultingSim(spec, true)
+		if !assert.NoError(t, err, spec) {
+			continue
+		}
+		assert.Equal(t, want, a.Name(), spec)
+		plain, err := reg.ParseDefaultingSim(spec, false)
+		require.NoError(t, err)
+		direct, err := reg.Parse(spec)
+		require.NoError(t, err)
+		assert.Equal(t, direct.Name(), plain.Name(), "without the scenario's request nothing changes")
+	}
+	_, err := reg.ParseDefaultingSim("nonsense", true)
+	assert.ErrorIs(t, err, credit.ErrUnknownAllocator)
+	// A wrapper cannot take sim= itself: the user must say it inside.
+	_, err = reg.ParseDefaultingSim("discount:gamma=0.5,of=leave-one-out", true)
+	assert.ErrorIs(t, err, credit.ErrBadAllocatorParam)
+	assert.ErrorContains(t, err, "give sim= explicitly")
+	a, err := reg.ParseDefaultingSim("discount:gamma=0.5,of=leave-one-out(sim=resimulate)", true)
+	require.NoError(t, err)
+	assert.Contains(t, a.Name(), "sim=resimulate")
+}

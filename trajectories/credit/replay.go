@@ -93,7 +93,7 @@ func (p Presence) needs() Needs {
 // without returns the counterfactual in which the given seats are out of
 // the coalition.
 func (s Sim) without(p Presence, out []int) trajectories.Counterfactual {
-	cf := trajectories.Counterfactual{Resimulate: s.Resimulate}
+	cf := trajectories.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true}
 	if p == Null {
 		cf.Null = out
 	} else {
@@ -104,7 +104,7 @@ func (s Sim) without(p Presence, out []int) trajectories.Counterfactual {
 
 // replace returns the counterfactual in which seat i plays action.
 func (s Sim) replace(i int, action string) trajectories.Counterfactual {
-	return trajectories.Counterfactual{Resimulate: s.Resimulate, Replace: map[int]string{i: action}}
+	return trajectories.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true, Replace: map[int]string{i: action}}
 }
 
 // run re-simulates ep under the counterfactuals cf(0), ..., cf(n-1) and

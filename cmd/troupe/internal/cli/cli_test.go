@@ -610,24 +610,24 @@ func TestBuildAllocatorsSplitsSpecs(t *testing.T) {
 	)
 	require.NoError(t, err)
 
-	allocs, err := buildAllocators(reg, []string{"scaled:factor=2,offset=1,team"})
+	allocs, err := buildAllocators(reg, []string{"scaled:factor=2,offset=1,team"}, false)
 	require.NoError(t, err)
 	require.Len(t, allocs, 2)
 	assert.Equal(t, "scaled", allocs[0].Name())
 	assert.Equal(t, "team", allocs[1].Name())
 	assert.Equal(t, []map[string]string{{"factor": "2", "offset": "1"}}, got)
 
-	allocs, err = buildAllocators(reg, []string{"team", "scaled"})
+	allocs, err = buildAllocators(reg, []string{"team", "scaled"}, false)
 	require.NoError(t, err)
 	require.Len(t, allocs, 2)
 
 	// Commas inside parentheses belong to the nested spec.
-	allocs, err = buildAllocators(credit.Builtin(), []string{"discount:gamma=0.5,of=dr-grpo(key=role),team"})
+	allocs, err = buildAllocators(credit.Builtin(), []string{"discount:gamma=0.5,of=dr-grpo(key=role),team"}, false)
 	require.NoError(t, err)
 	require.Len(t, allocs, 2)
 	assert.Equal(t, "team", allocs[1].Name())
 
-	_, err = buildAllocators(reg, []string{"offset=1"})
+	_, err = buildAllocators(reg, []string{"offset=1"}, false)
 	var ue *UsageError
 	require.ErrorAs(t, err, &ue)
 	assert.ErrorIs(t, err, credit.ErrUnknownAllocator)

@@ -102,7 +102,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if err != nil {
 		return nil, err
 	}
-	allocators, err := buildAllocators(allocs, f.allocators)
+	allocators, err := buildAllocators(allocs, f.allocators, info.Counterfactual != nil && info.Counterfactual.Resimulate)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +293,10 @@ func hasNull(cf *env.CounterfactualSpec, role string) bool {
 // separated too ("rae:alpha=0.9,beta=1"), so a piece that reads key=value
 // (no ':' or '(' before its '=') continues the previous spec; commas inside
 // parentheses ("discount:of=rloo(key=role),gamma=0.9") never split.
-func buildAllocators(reg *credit.Registry, values []string) ([]trajectories.Allocator, error) {
+//
+// resimulate is the scenario's declared counterfactual mode: counterfactual
+// allocators that do not choose one take it (credit.ParseDefaultingSim).
+func buildAllocators(reg *credit.Registry, values []string, resimulate bool) ([]trajectories.Allocator, error) {
 	var specs []string
 	for _, v := range values {
 		for _, piece := range splitOutsideParens(v, ',') {
@@ -315,7 +318,7 @@ func buildAllocators(reg *credit.Registry, values []string) ([]trajectories.Allo
 		if spec == "" {
 			return nil, usagef("--allocator: empty allocator name (known: %s)", strings.Join(reg.Names(), ", "))
 		}
-		a, err := reg.Parse(spec)
+		a, err := reg.ParseDefaultingSim(spec, resimulate)
 		if err != nil {
 			return nil, usagef("--allocator %q: %w", spec, err)
 		}

@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-rl/troupe/agents/learn"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/experiment"
+)
+
+// experimentFlags are the raw values of troupe experiment's flags.
+type experimentFlags struct {
+	grid, params, allocators, policies, learn []string
+	learner                                   string
+	seeds, episodes, window, parallel         int
+	seed                                      uint64
+	out, title                                string
+	quiet                                     bool
+}
+
+func (a *App) experimentCommand() *cobra.Command {
+	f := &experimentFlags{}
+	cmd := &cobra.Command{
+		Use:   "experiment SCENARIO",
+		Short: "Train learning agents under several reward allocators and compare them",
+		Long: `Run a grid of learning runs: every combination of the --grid values, every
+--allocator and every seed is one cell, a run of --episodes episodes in which
+in-process learners (--learner) play the learning roles and learn from the
+reward that allocator gives them, one episode after the other. Cells run in
+parallel, on every CPU.
+
+The output directory gets per-episode metrics (episodes.csv, episodes.json),
+the final result of each grid point and allocator with its spread across
+seeds (results.csv, results.json), learning curves and final-result plots
+(PNG and SVG) and a Markdown report (report.md) that embeds them. Results
+are G/G* when troupe knows the scenario's optimum G* (elfarol, committee),
+the team reward G otherwise.
+
+Each finished cell is saved at once under OUT/cells/. Run the same command
+again after an interruption (Ctrl-C) and it plays only the cells that are
+missing: the outputs are the same bytes as an uninterrupted run's.`,
+		Example: `  troupe experiment elfarol --grid agents=20,60,100,200 --param nights=7 --param capacity=6 \
+      --allocator team,individual,difference --seeds 3 --episodes 1000 --out out/elfarol
+  troupe experiment committee --grid uninformed=1,3,5 --param informed=2 --learn adviser \
+      --policy decider=scripted --allocator team,difference,shapley --episodes 2000`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch len(args) {
+			case 0:
+				return usagef("experiment needs a scenario name (known: %s)", a.knownScenarios())
+			case 1:
+				return nil
+			}
+			return usagef("experiment takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("out") {
+				f.out = "troupe-experiment-" + args[0]
+			}
+			cfg, err := a.experimentConfig(args[0], f)
+			if err != nil {
+				return err
+			}
+			return a.experiment(cmd.Context(), cfg, f.quiet)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringArrayVarP(&f.grid, "grid", "G", nil, "grid axis `param=v1,v2,...`: a scenario parameter and its values (repeatable: the grid is every combination)")
+	fl.StringArrayVarP(&f.params, "param", "p", nil, "fixed scenario parameter `key=value` (repeatable)")
+	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec` to compare (repeatable or comma-separated; see troupe allocators)")
+	fl.StringVarP(&f.learner, "learner", "l", "egreedy", "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below)")
+	fl.StringArrayVar(&f.learn, "learn", nil, "`ROLES` that learn (comma-separated, repeatable; default every role)")
+	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "`ROLE=NAME`: the scenario policy a role that does not learn plays (repeatable; default the scenario's default, or random)")
+	fl.IntVar(&f.seeds, "seeds", 3, "seeds per grid point and allocator")
+	fl.Uint64VarP(&f.seed, "seed", "s", 1, "root seed: every cell's seeds derive from it and the seed index")
+	fl.IntVarP(&f.episodes, "episodes", "n", 1000, "episodes per cell")
+	fl.IntVar(&f.window, "window", 0, "final episodes averaged into a cell's final result (0: a tenth of --episodes)")
+	fl.IntVarP(&f.parallel, "parallel", "j", 0, "cells run at once; 0 means one per CPU (does not change the results)")
+	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
+	fl.StringVar(&f.title, "title", "", "the report's title")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
+	var learners strings.Builder
+	_ = learn.Usage(&learners)
+	cmd.SetUsageTemplate(cmd.UsageTemplate() + "\n" + learners.String())
+	return cmd
+}
+
+// experimentConfig checks the flags and builds the experiment. Every error
+// is a *UsageError naming the flag.
+func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Config, error) {
+	sc, err := a.Scenarios.Lookup(name)
+	if err != nil {
+		return experiment.Config{}, &UsageError{Err: err}
+	}
+	info := sc.Info()
+	params, err := env.ParseAssignments(f.params)
+	if err != nil {
+		return experiment.Config{}, usagef("--param: %w", err)
+	}
+	var axes []experiment.Axis
+	for _, g := range f.grid {
+		axis, err := experiment.ParseAxis(g)
+		if err != nil {
+			return experiment.Config{}, usagef("--grid: %w", err)
+		}
+		axes = append(axes, axis)
+	}
+	allocators, err := buildAllocators(a.Allocators, f.allocators, false) // experiment.Run applies the scenario's mode
+	if err != nil {
+		return experiment.Config{}, err
+	}
+	specs := make([]string, len(allocators))
+	for i, al := range allocators {
+		specs[i] = al.Name() // canonical: a spec the registry reads back
+	}
+	spec, err := learn.Parse(f.learner)
+	if err != nil {
+		return experiment.Config{}, usagef("--learner: %w", err)
+	}
+	var roles []string
+	for _, v := range f.learn {
+		for r := range strings.SplitSeq(v, ",") {
+			if r = strings.TrimSpace(r); r != "" && !slices.Contains(roles, r) {
+				roles = append(roles, r)
+			}
+		}
+	}
+	policies := map[string]string{}
+	for _, p := range f.policies {
+		role, pol, ok := strings.Cut(p, "=")
+		if !ok || role == "" || pol == "" {
+			return experiment.Config{}, usagef("--policy %q: want ROLE=NAME (roles of %s: %s)", p, info.Name, info.RoleNames())
+		}
+		if _, dup := policies[role]; dup {
+			return experiment.Config{}, usagef("--policy %q: role %s was already given a policy", p, role)
+		}
+		policies[role] = pol
+	}
+	cfg := experiment.Config{
+		Scenario:   sc,
+		Params:     params,
+		Axes:       axes,
+		Allocators: specs,
+		Registry:   a.Allocators,
+		Learner:    spec,
+		Learn:      roles,
+		Policies:   policies,
+		Seeds:      f.seeds,
+		Seed:       f.seed,
+		Episodes:   f.episodes,
+		Window:     f.window,
+		Parallel:   f.parallel,
+		Out:        f.out,
+		Title:      f.title,
+	}
+	cfg.Command = experimentCommandLine(name, cfg)
+	return cfg, nil
+}
+
+// experimentCommandLine renders the experiment as the troupe command that
+// reproduces it, every setting explicit, for the report.
+func experimentCommandLine(name string, cfg experiment.Config) string {
+	args := []string{"troupe", "experiment", name}
+	keys := make([]string, 0, len(cfg.Params))
+	for k := range cfg.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		args = append(args, "--param", k+"="+cfg.Params[k])
+	}
+	for _, ax := range cfg.Axes {
+		args = append(args, "--grid", ax.Param+"="+strings.Join(ax.Values, ","))
+	}
+	for _, s := range cfg.Allocators {
+		args = append(args, "--allocator", s)
+	}
+	args = append(args, "--learner", cfg.Learner.String())
+	if len(cfg.Learn) > 0 {
+		args = append(args, "--learn", strings.Join(cfg.Learn, ","))
+	}
+	roles := make([]string, 0, len(cfg.Policies))
+	for r := range cfg.Policies {
+		roles = append(roles, r)
+	}
+	slices.Sort(roles)
+	for _, r := range roles {
+		args = append(args, "--policy", r+"="+cfg.Policies[r])
+	}
+	args = append(args, "--seeds", strconv.Itoa(cfg.Seeds), "--seed", strconv.FormatUint(cfg.Seed, 10), "--episodes", strconv.Itoa(cfg.Episodes))
+	if cfg.Window > 0 {
+		args = append(args, "--window", strconv.Itoa(cfg.Window))
+	}
+	args = append(args, "--out", cfg.Out)
+	if cfg.Title != "" {
+		args = append(args, "--title", cfg.Title)
+	}
+	for i, s := range args {
+		if strings.ContainsAny(s, " \t\"'*?$;&|()<>") {
+			args[i] = strconv.Quote(s)
+		}
+	}
+	return strings.Join(args, " ")
+}
+
+// experiment runs cfg and reports on Stderr. It returns nil, or an
+// *exitError whose message it has already printed.
+func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool) error {
+	// A grid allocates an episode's samples over and over and keeps little:
+	// the collector's default pace (GOGC=100 of a few MB) would run it
+	// hundreds of times a second. A user's own GOGC still wins.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
+	rep := newReporter(a.Stderr, a.Terminal != nil && a.Terminal(a.Stderr), quiet, 0)
+	cfg.Progress = func(p experiment.Progress) {
+		rep.update(env.Progress{Done: int(p.EpisodesDone), Total: int(p.Episodes), Turns: p.Turns, Elapsed: p.Elapsed})
+	}
+	res, err := experiment.Run(ctx, cfg)
+	rep.finish()
+	switch {
+	case errors.Is(err, experiment.ErrBadConfig):
+		return &UsageError{Err: err}
+	case ctx.Err() != nil:
+		code := ExitInterrupted
+		cause := context.Cause(ctx)
+		if se, ok := errors.AsType[*SignalError](cause); ok {
+			code = se.ExitCode()
+		}
+		rep.printf("troupe: interrupted (%v): the finished cells are saved in %s/cells; run the same command again to finish the grid\n", cause, cfg.Out)
+		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
+	case err != nil:
+		rep.printf("troupe: experiment failed: %v\n", err)
+		return &exitError{code: ExitFailure, err: err}
+	}
+	if !quiet {
+		var b strings.Builder
+		fmt.Fprintf(&b, "troupe: %s: %d cells (%d read back from %s/cells), %d agent-turns played in %s",
+			cfg.Scenario.Info().Name, len(res.Cells), res.Resumed, cfg.Out, res.Turns, roundDuration(res.Elapsed))
+		if res.Elapsed > 0 && res.Updates > 0 {
+			fmt.Fprintf(&b, " (%s agent-updates/s on %d CPUs)", compact(rate(float64(res.Updates), res.Elapsed)), runtime.GOMAXPROCS(0))
+		}
+		fmt.Fprintf(&b, "\n  final %s (mean ± std over %d seeds):\n", res.Metric, cfg.Seeds)
+		for _, r := range res.Rows {
+			point := make([]string, len(cfg.Axes))
+			for i, ax := range cfg.Axes {
+				point[i] = ax.Param + "=" + r.Point[i]
+			}
+			fmt.Fprintf(&b, "    %-24s %-32s %.3f ± %.3f\n", strings.Join(point, " "), r.Allocator, r.FinalStats.Mean, r.FinalStats.Std)
+		}
+		fmt.Fprintf(&b, "  report: %s/%s\n", cfg.Out, experiment.ReportMD)
+		rep.printf("%s", b.String())
+	}
+	return nil
+}

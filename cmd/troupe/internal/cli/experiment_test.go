@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// barGrid is a quick El Farol experiment's command line.
+func barGrid(out string) []string {
+	return []string{"experiment", "elfarol", "--grid", "agents=4,8", "--param", "nights=2", "--param", "capacity=2",
+		"--allocator", "team,difference", "--seeds", "2", "--episodes", "30", "--out", out}
+}
+
+func TestExperimentWritesTheReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bar")
+	r := troupe(t, barGrid(out)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	for _, want := range []string{"8 cells (0 read back", "agents=8", "difference", "report: " + out + "/report.md"} {
+		assert.Contains(t, r.stderr, want)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	// The report names the command that reproduces it, every setting explicit.
+	assert.Contains(t, string(report), "troupe experiment elfarol --param capacity=2 --param nights=2 --grid agents=4,8 "+
+		"--allocator team --allocator difference --learner egreedy:alpha=0.1,epsilon=0.05,init=0 --seeds 2 --seed 1 --episodes 30 --out "+out)
+	for _, f := range []string{"episodes.csv", "results.json", "final.png", "curves_agents-4.svg"} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+
+	again := troupe(t, barGrid(out)...)
+	require.Equal(t, ExitOK, again.code, again.stderr)
+	assert.Contains(t, again.stderr, "8 cells (8 read back")
+	report2, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Equal(t, report, report2)
+}
+
+func TestExperimentUsageErrors(t *testing.T) {
+	out := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"experiment"}, "experiment needs a scenario name"},
+		{[]string{"experiment", "nowhere"}, "nowhere"},
+		{append(barGrid(out), "--learner", "sarsa"), "--learner"},
+		{append(barGrid(out), "--grid", "agents"), "--grid"},
+		{append(barGrid(out), "--allocator", "bogus"), `--allocator "bogus"`},
+		{append(barGrid(out), "--learn", "bartender"), `learning role "bartender"`},
+		{append(barGrid(out), "--policy", "patron"), `--policy "patron": want ROLE=NAME`},
+		{append(barGrid(out), "--seeds", "0"), "seeds 0"},
+		{[]string{"experiment", "committee", "--allocator", "difference", "--out", out}, `no null action for role "decider"`},
+	} {
+		r := troupe(t, tc.args...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want, strings.Join(tc.args, " "))
+	}
+}
+
+func TestExperimentInterruptedKeepsItsCells(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bar")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r := invoke(t, ctx, nil, false, barGrid(out)...)
+	assert.Equal(t, ExitInterrupted, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "run the same command again")
+	r = troupe(t, barGrid(out)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+}

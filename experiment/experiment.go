@@ -1,0 +1,545 @@
+// Package experiment runs credit-assignment experiments: a grid of learning
+// runs (scenario parameters × reward allocators × seeds), each a sequence of
+// episodes in which in-process learners (agents/learn) are trained on the
+// reward one allocator gives them, and the outputs a researcher needs to
+// compare the allocators: per-episode metrics (JSON and CSV), final results
+// per configuration with their spread across seeds, learning-curve and
+// final-result plots (PNG and SVG), and a Markdown report.
+//
+// # Cells
+//
+// One cell is one learning run: a grid point, an allocator and a seed. It
+// goes through env.Run like any other run, with the same engine, bus and
+// allocators, one episode at a time: each episode is played only after the
+// learner has learned the previous one (env.RunConfig.Observe), so a cell is
+// a deterministic function of its configuration. The seed index, not the
+// allocator, sets the episodes' seeds, so the allocators of one grid point
+// are compared on the same scenario draws. Cells run in parallel, up to
+// Config.Parallel at once.
+//
+// # Resuming
+//
+// Each finished cell is written to OUT/cells/ as one JSON file, atomically
+// (a temporary file renamed into place), and named after a hash of its
+// configuration. A later Run with the same OUT reads back every cell whose
+// file matches its configuration instead of playing it again, so an
+// interrupted grid resumes where it stopped, and the outputs are the same
+// bytes as those of an uninterrupted run.
+package experiment
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/troupe-rl/troupe/agents/learn"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// ErrBadConfig is wrapped by Run's errors about its configuration.
+var ErrBadConfig = errors.New("bad experiment configuration")
+
+// ErrInterrupted is wrapped by Run's error when its context was cancelled:
+// the cells that finished were written and will not be played again.
+var ErrInterrupted = errors.New("experiment interrupted")
+
+// Axis is one dimension of the grid: a scenario parameter and the values
+// it takes, as the command line gives them.
+type Axis struct {
+	Param  string
+	Values []string
+}
+
+// ParseAxis reads an axis written "param=v1,v2,...".
+func ParseAxis(s string) (Axis, error) {
+	name, list, ok := strings.Cut(s, "=")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.TrimSpace(list) == "" {
+		return Axis{}, fmt.Errorf("%w: grid axis %q: want param=v1,v2,...", ErrBadConfig, s)
+	}
+	a := Axis{Param: name}
+	for v := range strings.SplitSeq(list, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return Axis{}, fmt.Errorf("%w: grid axis %q: an empty value", ErrBadConfig, s)
+		}
+		if slices.Contains(a.Values, v) {
+			return Axis{}, fmt.Errorf("%w: grid axis %q: %s given twice", ErrBadConfig, s, v)
+		}
+		a.Values = append(a.Values, v)
+	}
+	return a, nil
+}
+
+// Config is an experiment.
+type Config struct {
+	// Scenario is played by every cell.
+	Scenario env.Scenario
+	// Params are the scenario parameters every cell shares; the axes set
+	// the others.
+	Params map[string]string
+	// Axes make the grid: every combination of their values is a point,
+	// the first axis varying slowest. No axis means a single point.
+	Axes []Axis
+	// Allocators are the reward allocators compared, as specs of Registry
+	// ("team", "difference:c=null", ...). Each cell parses its own, so
+	// stateful allocators start afresh in every cell. A counterfactual
+	// allocator that does not choose its mode (sim=) takes the scenario's:
+	// sim=resimulate where the scenario declares Resimulate. The outputs
+	// name allocators as the registry does, with that mode.
+	Allocators []string
+	// Registry resolves the allocator specs; nil means credit.Builtin().
+	Registry *credit.Registry
+
+	// Learner is the learning policy every learning agent plays; each cell
+	// gets a fresh one (learn.Parse).
+	Learner learn.Spec
+	// State maps a prompt to the learner's state (learn.Options.State);
+	// nil keys states by the whole prompt.
+	State func(prompt string) string
+	// Learn lists the roles that learn and emit samples; empty means every
+	// role.
+	Learn []string
+	// Policies names the scenario policy each other role plays (role to
+	// name); a role missing here plays the scenario's default policy, or
+	// random.
+	Policies map[string]string
+
+	// Seeds is the number of seeds per point and allocator, at least 1.
+	// Seed is the root they derive from.
+	Seeds int
+	Seed  uint64
+	// Episodes is the length of each learning run.
+	Episodes int
+	// Window is the number of final episodes averaged into a cell's final
+	// result; 0 means a tenth of Episodes.
+	Window int
+	// Limits bound every episode.
+	Limits env.Limits
+	// Optimum computes G* at a grid point, so that results are reported as
+	// G/G*; nil uses KnownOptimum, and reports G itself when there is none.
+	Optimum Optimum
+
+	// Parallel is the number of cells run at once; 0 means GOMAXPROCS.
+	Parallel int
+	// Out is the output directory: cell files, metrics, plots and report.
+	// Empty writes nothing (and resumes nothing).
+	Out string
+	// Title and Command head the report: the command that ran the
+	// experiment, so that a reader can reproduce it.
+	Title, Command string
+	// Progress, when set, is called as episodes finish, one call at a
+	// time, from the goroutines that run cells.
+	Progress func(Progress)
+}
+
+// Progress is an experiment's state as it runs.
+type Progress struct {
+	Cells, CellsDone int // cells in the grid, and finished (resumed ones too)
+	Resumed          int // cells read back from Out rather than played
+	// Episodes and EpisodesDone count every cell's episodes.
+	Episodes, EpisodesDone int64
+	Turns                  int64 // agent turns played by this Run
+	Elapsed                time.Duration
+}
+
+// Result is what an experiment measured.
+type Result struct {
+	// Metric is what the results measure: "G/G*" when the optimum is
+	// known, else "G".
+	Metric string
+	Cells  []*Cell // in grid order: points, then allocators, then seeds
+	Rows   []Row   // one per point and allocator, in grid order
+	// Resumed counts the cells read back from Out.
+	Resumed int
+	// Turns, Updates and Elapsed are what this Run played (agent turns,
+	// and samples learned: the learning agents' turns), and how long it
+	// took (the grid alone, without writing the outputs).
+	Turns, Updates int64
+	Elapsed        time.Duration
+	// Files are the outputs written, relative to Out.
+	Files []string
+}
+
+// point is one combination of axis values, with its parsed parameters.
+type point struct {
+	values  []string // per axis
+	params  env.Params
+	seats   int     // agents in an episode: the cost of the point's cells, roughly
+	optimum float64 // 0 when unknown
+	known   bool
+}
+
+// plan is a checked Config with its grid expanded.
+type plan struct {
+	cfg      Config
+	name     string
+	registry *credit.Registry
+	points   []point
+	learners []string // roles that learn
+	// allocs are the allocator specs, as the registry names them, with the
+	// scenario's counterfactual mode applied (see effective).
+	allocs []string
+	window int
+	cells  []*cellPlan
+}
+
+type cellPlan struct {
+	index        int
+	point, alloc int
+	seed         int
+	runSeed      uint64
+	id           CellConfig
+	file         string // name in Out/cells
+	done         *Cell  // read back from Out
+}
+
+func newPlan(cfg Config) (*plan, error) {
+	bad := func(format string, args ...any) (*plan, error) {
+		return nil, fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cfg.Scenario == nil:
+		return bad("no scenario")
+	case len(cfg.Allocators) == 0:
+		return bad("no allocator to compare")
+	case cfg.Seeds < 1:
+		return bad("seeds %d: want at least 1", cfg.Seeds)
+	case cfg.Episodes < 1:
+		return bad("episodes %d: want at least 1", cfg.Episodes)
+	case cfg.Window < 0 || cfg.Window > cfg.Episodes:
+		return bad("window %d: want 0 (a tenth) to episodes (%d)", cfg.Window, cfg.Episodes)
+	case cfg.Learner.Name() == "":
+		return bad("no learner (use learn.Parse)")
+	case cfg.Parallel < 0:
+		return bad("parallel %d < 0", cfg.Parallel)
+	}
+	info := cfg.Scenario.Info()
+	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window}
+	if p.registry == nil {
+		p.registry = credit.Builtin()
+	}
+	if p.window == 0 {
+		p.window = max(1, cfg.Episodes/10)
+	}
+	for _, role := range cfg.Learn {
+		if info.Role(role) == nil {
+			return bad("learning role %q: scenario %s has %s", role, info.Name, roleNames(info))
+		}
+	}
+	p.learners = slices.Clone(cfg.Learn)
+	if len(p.learners) == 0 {
+		for _, r := range info.Roles {
+			p.learners = append(p.learners, r.Name)
+		}
+	}
+	for _, spec := range cfg.Allocators {
+		name, a, err := p.effective(info, spec)
+		if err != nil {
+			return bad("allocator %q: %v", spec, err)
+		}
+		if slices.Contains(p.allocs, name) {
+			return bad("allocator %q given twice (as %s)", spec, name)
+		}
+		if err := p.serves(info, a); err != nil {
+			return bad("allocator %q: %v", spec, err)
+		}
+		p.allocs = append(p.allocs, name)
+	}
+	for role := range cfg.Policies {
+		if info.Role(role) == nil {
+			return bad("policy for role %q: scenario %s has %s", role, info.Name, roleNames(info))
+		}
+		if slices.Contains(p.learners, role) {
+			return bad("role %q both learns and plays policy %q", role, cfg.Policies[role])
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range cfg.Axes {
+		if len(a.Values) == 0 {
+			return bad("grid axis %s has no values", a.Param)
+		}
+		if seen[a.Param] {
+			return bad("grid axis %s given twice", a.Param)
+		}
+		if _, fixed := cfg.Params[a.Param]; fixed {
+			return bad("parameter %s is both fixed (%s) and a grid axis", a.Param, cfg.Params[a.Param])
+		}
+		seen[a.Param] = true
+	}
+	optimum := cfg.Optimum
+	if optimum == nil {
+		optimum, _ = KnownOptimum(info.Name)
+	}
+	if err := p.expand(optimum); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// effective parses spec and returns the allocator and its name (a spec the
+// registry reads back), defaulting counterfactual allocators to the
+// scenario's declared re-simulation mode.
+func (p *plan) effective(info *env.Info, spec string) (string, trajectories.Allocator, error) {
+	a, err := p.registry.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
+	if err != nil {
+		return "", nil, fmt.Errorf("scenario %s: %w", info.Name, err)
+	}
+	return a.Name(), a, nil
+}
+
+// serves checks that the scenario declares what allocator a needs to
+// reward the learning roles, so that a grid fails before its first cell
+// rather than in it.
+func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
+	needs := credit.NeedsOf(a)
+	cf := info.Counterfactual
+	if needs.Absent && (cf == nil || !cf.AbsentOK) {
+		return fmt.Errorf("scenario %s does not declare what an absent agent means", info.Name)
+	}
+	if needs.Null {
+		for _, role := range p.learners {
+			var null bool
+			if cf != nil {
+				_, null = cf.NullAction[role]
+			}
+			if !null {
+				return fmt.Errorf("scenario %s declares no null action for role %q", info.Name, role)
+			}
+		}
+	}
+	return nil
+}
+
+func roleNames(info *env.Info) string {
+	names := make([]string, len(info.Roles))
+	for i, r := range info.Roles {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// expand builds the grid's points and cells.
+func (p *plan) expand(optimum Optimum) error {
+	info := p.cfg.Scenario.Info()
+	combos := [][]string{{}}
+	for _, a := range p.cfg.Axes {
+		var next [][]string
+		for _, c := range combos {
+			for _, v := range a.Values {
+				next = append(next, append(slices.Clone(c), v))
+			}
+		}
+		combos = next
+	}
+	for _, values := range combos {
+		given := make(map[string]string, len(p.cfg.Params)+len(values))
+		for k, v := range p.cfg.Params {
+			given[k] = v
+		}
+		for i, a := range p.cfg.Axes {
+			given[a.Param] = values[i]
+		}
+		params, err := info.ParseParams(given)
+		if err != nil {
+			return fmt.Errorf("%w: grid point %s: %w", ErrBadConfig, describePoint(p.cfg.Axes, values), err)
+		}
+		pt := point{values: values, params: params}
+		if _, err := p.policies(params, nil); err != nil {
+			return fmt.Errorf("grid point %s: %w", describePoint(p.cfg.Axes, values), err)
+		}
+		// A scenario that cannot build a game fails in the cell, with the
+		// cell's name in the error.
+		if g, err := p.cfg.Scenario.New(params, p.cfg.Seed); err == nil {
+			pt.seats = len(g.Seats())
+		}
+		if optimum != nil {
+			g, err := optimum(params)
+			if err != nil {
+				return fmt.Errorf("%w: grid point %s: optimum: %w", ErrBadConfig, describePoint(p.cfg.Axes, values), err)
+			}
+			if !(g > 0) {
+				return fmt.Errorf("%w: grid point %s: optimum %v: G/G* needs a positive G*", ErrBadConfig, describePoint(p.cfg.Axes, values), g)
+			}
+			pt.optimum, pt.known = g, true
+		}
+		p.points = append(p.points, pt)
+	}
+	for pi := range p.points {
+		for ai := range p.allocs {
+			for s := range p.cfg.Seeds {
+				c := &cellPlan{index: len(p.cells), point: pi, alloc: ai, seed: s, runSeed: seeds.Mix(p.cfg.Seed, uint64(s))}
+				c.id = p.identity(c)
+				c.file = c.id.fileName(p.cfg.Axes, p.points[pi].values)
+				p.cells = append(p.cells, c)
+			}
+		}
+	}
+	return nil
+}
+
+// describePoint renders a point as "agents=20 nights=7".
+func describePoint(axes []Axis, values []string) string {
+	if len(axes) == 0 {
+		return "(the only point)"
+	}
+	parts := make([]string, len(axes))
+	for i, a := range axes {
+		parts[i] = a.Param + "=" + values[i]
+	}
+	return strings.Join(parts, " ")
+}
+
+// metric names what the results measure.
+func (p *plan) metric() string {
+	if len(p.points) > 0 && p.points[0].known {
+		return "G/G*"
+	}
+	return "G"
+}
+
+// Run runs the experiment: every cell not already in cfg.Out, in parallel,
+// then the outputs. On cancellation it stops the cells in flight, keeps
+// the finished ones on disk, and returns an error wrapping ErrInterrupted
+// and the context's cause.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	p, err := newPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Metric: p.metric(), Cells: make([]*Cell, len(p.cells))}
+	if cfg.Out != "" {
+		if err := p.resume(); err != nil {
+			return nil, err
+		}
+	}
+	prog := &progress{fn: cfg.Progress, start: time.Now(), p: Progress{Cells: len(p.cells), Episodes: int64(len(p.cells)) * int64(cfg.Episodes)}}
+	var todo []*cellPlan
+	for _, c := range p.cells {
+		if c.done != nil {
+			res.Cells[c.index] = c.done
+			res.Resumed++
+			prog.resumed(int64(cfg.Episodes))
+			continue
+		}
+		todo = append(todo, c)
+	}
+	// Largest cells first: a big cell started last would run alone at the
+	// end while the other cores idle. Each cell's result does not depend
+	// on when it runs.
+	slices.SortStableFunc(todo, func(a, b *cellPlan) int { return cmp.Compare(p.points[b.point].seats, p.points[a.point].seats) })
+
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0))))
+	for _, c := range todo {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			cell, err := p.run(gctx, c, prog)
+			if err != nil {
+				return err
+			}
+			if cfg.Out != "" {
+				if err := writeCell(cfg.Out, c.file, cell); err != nil {
+					return err
+				}
+			}
+			res.Cells[c.index] = cell
+			prog.cellDone(cell.Updates)
+			return nil
+		})
+	}
+	err = g.Wait()
+	res.Elapsed = time.Since(start)
+	res.Turns, res.Updates = prog.totals()
+	if err == nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("%w after %d of %d cells: %w", ErrInterrupted, prog.cellsDone(), len(p.cells), context.Cause(ctx))
+		}
+		return res, err
+	}
+	res.Rows = p.aggregate(res.Cells)
+	if cfg.Out != "" {
+		files, err := p.writeOutputs(res)
+		res.Files = files
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// progress serialises Progress calls from the cells' goroutines.
+type progress struct {
+	mu      sync.Mutex
+	fn      func(Progress)
+	start   time.Time
+	p       Progress
+	updates int64 // samples learned by the finished cells
+}
+
+func (pr *progress) resumed(episodes int64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.p.CellsDone++
+	pr.p.Resumed++
+	pr.p.EpisodesDone += episodes
+	pr.report()
+}
+
+// episodes reports n more episodes and turns more turns of a cell.
+func (pr *progress) episodes(n, turns int64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.p.EpisodesDone += n
+	pr.p.Turns += turns
+	pr.report()
+}
+
+func (pr *progress) cellDone(updates int64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.p.CellsDone++
+	pr.updates += updates
+	pr.report()
+}
+
+func (pr *progress) report() {
+	if pr.fn != nil {
+		pr.p.Elapsed = time.Since(pr.start)
+		pr.fn(pr.p)
+	}
+}
+
+func (pr *progress) totals() (turns, updates int64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.p.Turns, pr.updates
+}
+
+func (pr *progress) cellsDone() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.p.CellsDone
+}
+
+// allocator parses the cell's allocator afresh.
+func (p *plan) allocator(c *cellPlan) (trajectories.Allocator, error) {
+	return p.registry.Parse(p.allocs[c.alloc])
+}

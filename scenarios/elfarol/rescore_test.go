@@ -1,0 +1,151 @@
+package elfarol
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// week is a played episode and its finished game, rebuilt from the record.
+type week struct {
+	setup env.Setup
+	ep    *trajectories.Episode
+	game  *game
+}
+
+// playWeek plays one random week in which some patrons answer "home" or
+// nonsense, so that Rescore meets patrons who attended no night.
+func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
+	t.Helper()
+	sc := New()
+	p, err := sc.Info().ParseParams(map[string]string{
+		"agents": strconv.Itoa(n), "nights": strconv.Itoa(k), "capacity": strconv.FormatFloat(c, 'g', -1, 64),
+	})
+	require.NoError(t, err)
+	policy := agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+		switch obs.Intn(1, 10) {
+		case 0:
+			return agents.Action{Text: NullAction}, nil
+		case 1:
+			return agents.Action{Text: "tuesday"}, nil
+		}
+		return agents.Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
+	})
+	setup := env.Setup{Scenario: sc, Params: p, Seed: seed, PolicySeed: seed, Policy: env.SamePolicy(policy)}
+	ep := env.RunEpisode(context.Background(), setup)
+	require.Empty(t, ep.Err)
+	played, err := sc.New(p, seed)
+	require.NoError(t, err)
+	g := played.(*game)
+	for i := range g.choice {
+		g.choice[i] = -1
+	}
+	for _, a := range ep.Actions {
+		if night := nightOf(a.Action, k); night >= 0 {
+			g.choice[a.Agent] = night
+			g.counts[night]++
+		}
+	}
+	require.Equal(t, ep.Score, g.Score())
+	return week{setup: setup, ep: ep, game: g}
+}
+
+// replay plays the counterfactual for real.
+func (w week) replay(t *testing.T, cf trajectories.Counterfactual) env.Score {
+	t.Helper()
+	s := w.setup
+	s.Counterfactual, s.Recorded = &cf, w.ep.Actions
+	ep := env.RunEpisode(context.Background(), s)
+	require.Empty(t, ep.Err)
+	return ep.Score
+}
+
+// check asserts that Rescore, the episode's Replayer and a real replay
+// agree on cf, bit for bit, and that TeamOnly drops the agent scores only.
+func (w week) check(t *testing.T, cf trajectories.Counterfactual) {
+	t.Helper()
+	want := w.replay(t, cf)
+	got, ok := w.game.Rescore(cf)
+	require.True(t, ok, "%+v", cf)
+	assert.Equal(t, want, got, "Rescore %+v", cf)
+	viaReplayer, err := w.ep.Replay.Replay(context.Background(), cf)
+	require.NoError(t, err)
+	assert.Equal(t, want, viaReplayer, "Replayer %+v", cf)
+
+	cf.TeamOnly = true
+	team, ok := w.game.Rescore(cf)
+	require.True(t, ok)
+	assert.Equal(t, env.Score{Team: want.Team}, team, "TeamOnly %+v", cf)
+}
+
+func TestRescoreEqualsAReplayForEverySeat(t *testing.T) {
+	for _, tc := range []struct {
+		n, k int
+		c    float64
+	}{{1, 1, 1}, {12, 3, 2}, {40, 7, 6}, {90, 20, 4.5}} {
+		for seed := range uint64(3) {
+			w := playWeek(t, tc.n, tc.k, tc.c, seed+1)
+			w.check(t, trajectories.Counterfactual{})
+			for i := range tc.n {
+				w.check(t, trajectories.Counterfactual{Null: []int{i}})
+				w.check(t, trajectories.Counterfactual{Absent: []int{i}})
+				w.check(t, trajectories.Counterfactual{Replace: map[int]string{i: strconv.Itoa((i + int(seed)) % tc.k)}})
+				w.check(t, trajectories.Counterfactual{Replace: map[int]string{i: "sunday"}})
+			}
+		}
+	}
+}
+
+func TestRescoreEqualsAReplayForCoalitions(t *testing.T) {
+	const n, k = 30, 5
+	w := playWeek(t, n, k, 3, 7)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	w.check(t, trajectories.Counterfactual{Absent: all})
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		cf := trajectories.Counterfactual{Replace: map[int]string{}}
+		for i := range n {
+			switch rng.IntN(6) {
+			case 0:
+				cf.Absent = append(cf.Absent, i)
+			case 1:
+				cf.Null = append(cf.Null, i)
+			case 2:
+				cf.Replace[i] = strconv.Itoa(rng.IntN(k))
+			case 3: // named thrice: absence wins
+				cf.Null = append(cf.Null, i)
+				cf.Absent = append(cf.Absent, i, i)
+				cf.Replace[i] = "0"
+			}
+		}
+		w.check(t, cf)
+	}
+}
+
+func TestRescoreDeclinesWhatItCannotWorkOut(t *testing.T) {
+	w := playWeek(t, 10, 3, 2, 1)
+	for _, cf := range []trajectories.Counterfactual{
+		{Null: []int{10}},
+		{Absent: []int{-1}},
+		{Replace: map[int]string{12: "0"}},
+		{Null: []int{0}, Resimulate: true},
+		{Reseed: map[int]uint64{0: 1}},
+	} {
+		_, ok := w.game.Rescore(cf)
+		assert.False(t, ok, "%+v", cf)
+	}
+	unscored := &game{c: 1, choice: []int{0}, counts: []int{1}}
+	_, ok := unscored.Rescore(trajectories.Counterfactual{Null: []int{0}})
+	assert.False(t, ok, "a game not yet scored")
+}
