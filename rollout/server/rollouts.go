@@ -15,10 +15,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -475,13 +475,13 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 		b = append(b, `,"policy_seed":`...)
 		b = strconv.AppendUint(b, ep.PolicySeed, 10)
 		b = append(b, `,"status":`...)
-		b = appendString(b, string(ep.Status))
+		b = protocol.AppendString(b, string(ep.Status))
 		b = append(b, `,"end":`...)
-		b = appendString(b, ep.End)
+		b = protocol.AppendString(b, ep.End)
 		b = append(b, `,"error":`...)
-		b = appendString(b, ep.Err)
+		b = protocol.AppendString(b, ep.Err)
 		b = append(b, `,"team_reward":`...)
-		b = appendFloat(b, ep.Score.Team)
+		b = protocol.AppendFloat(b, ep.Score.Team)
 		b = append(b, `,"agent_scores":`...)
 		if ep.Score.Agents == nil {
 			b = append(b, "null"...)
@@ -491,7 +491,7 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 				if k > 0 {
 					b = append(b, ',')
 				}
-				b = appendFloat(b, v)
+				b = protocol.AppendFloat(b, v)
 			}
 			b = append(b, ']')
 		}
@@ -501,9 +501,9 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"id":`...)
-			b = appendString(b, seat.ID)
+			b = protocol.AppendString(b, seat.ID)
 			b = append(b, `,"role":`...)
-			b = appendString(b, seat.Role)
+			b = protocol.AppendString(b, seat.Role)
 			b = append(b, '}')
 		}
 		b = append(b, `],"steps":`...)
@@ -520,45 +520,4 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 		b = append(b, "]}"...)
 	}
 	return append(b, "]}\n"...)
-}
-
-// appendFloat writes f as a JSON number; NaN and infinities, which JSON
-// cannot hold, as null.
-func appendFloat(b []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, "null"...)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
-}
-
-// appendString writes s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

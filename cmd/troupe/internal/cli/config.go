@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -34,7 +35,8 @@ type runFlags struct {
 	quiet         bool
 	onInvalid     string
 	llm           llm.Config // the "llm" policy's server and sampling
-	llmEnvErr     error      // a bad TROUPE_LLM_* variable, reported if "llm" is used
+	nats          natsrun.Flags
+	llmEnvErr     error // a bad TROUPE_LLM_* variable, reported if "llm" is used
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples
@@ -45,6 +47,7 @@ type plan struct {
 	out      string            // "-" for stdout
 	policies map[string]string // role -> policy name, for the summary
 	closers  []func()          // what the run must close when it ends (LLM clients)
+	emit     []string          // the roles whose turns are emitted; nil: all
 }
 
 // stdoutPath is the --out value that sends samples to standard output.
@@ -98,7 +101,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if err != nil {
 		return nil, err
 	}
-	emit, err := buildEmit(info, f.emit)
+	emit, emitRoles, err := buildEmit(info, f.emit)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +165,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 		out:      f.out,
 		policies: names,
 		closers:  closers,
+		emit:     emitRoles,
 	}, nil
 }
 
@@ -228,7 +232,7 @@ func buildPolicies(info *env.Info, params env.Params, specs []string, newLLM fun
 
 // buildEmit reads --emit values: "all", or role names (repeated or comma
 // separated) whose turns alone become samples.
-func buildEmit(info *env.Info, specs []string) (env.EmitFilter, error) {
+func buildEmit(info *env.Info, specs []string) (env.EmitFilter, []string, error) {
 	var roles []string
 	sawAll := false
 	for _, spec := range specs {
@@ -238,21 +242,21 @@ func buildEmit(info *env.Info, specs []string) (env.EmitFilter, error) {
 			case part == "all":
 				sawAll = true
 			case part == "":
-				return nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, info.RoleNames())
+				return nil, nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, info.RoleNames())
 			case info.Role(part) == nil:
-				return nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, info.RoleNames())
+				return nil, nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, info.RoleNames())
 			case !slices.Contains(roles, part):
 				roles = append(roles, part)
 			}
 		}
 	}
 	if sawAll && len(roles) > 0 {
-		return nil, usagef("--emit: give either all or a list of roles, not both")
+		return nil, nil, usagef("--emit: give either all or a list of roles, not both")
 	}
 	if len(roles) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return env.EmitRoles(roles...), nil
+	return env.EmitRoles(roles...), roles, nil
 }
 
 // checkNeeds refuses, before any episode runs, allocators that need what

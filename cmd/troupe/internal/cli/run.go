@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,12 +14,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 func (a *App) runCommand() *cobra.Command {
-	f := &runFlags{llm: llm.DefaultConfig()}
+	f := &runFlags{llm: llm.DefaultConfig(), nats: natsrun.DefaultFlags()}
 	// Flags override the environment: read it before binding the flags,
 	// whose defaults it becomes.
 	f.llmEnvErr = f.llm.ApplyEnv(a.lookupEnv())
@@ -67,7 +69,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 			if err != nil {
 				return err
 			}
-			return a.run(cmd.Context(), p, f.quiet)
+			return a.run(cmd.Context(), p, f)
 		},
 	}
 	fl := cmd.Flags()
@@ -92,12 +94,14 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
 	f.llm.BindFlags(fl)
+	f.nats.BindRun(fl)
 	return cmd
 }
 
 // run plays p and reports on Stderr. It returns nil, or an *exitError whose
 // message it has already printed.
-func (a *App) run(ctx context.Context, p *plan, quiet bool) error {
+func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
+	quiet := f.quiet
 	out, err := openOutput(p.out, a.Stdout)
 	if err != nil {
 		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
@@ -115,7 +119,7 @@ func (a *App) run(ctx context.Context, p *plan, quiet bool) error {
 	})
 
 	sink := trajectories.NewJSONLWriter(out.w, p.layout)
-	sum, runErr := env.Run(ctx, cfg, sink)
+	sum, runErr := a.play(ctx, p, &f.nats, cfg, sink, rep)
 	for _, c := range p.closers {
 		c()
 	}
@@ -213,4 +217,42 @@ func closeAllocators(allocs []trajectories.Allocator) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// play runs the episodes: in this process, or, with --nats, by the workers
+// of a NATS JetStream deployment (an embedded server with --nats embedded),
+// collected back in the same order, so the output is the same bytes.
+func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunConfig, sink trajectories.Sink, rep *reporter) (env.Summary, error) {
+	if nf.Conn.URL == "" {
+		return env.Run(ctx, cfg, sink)
+	}
+	nf.ApplyEnv(a.lookupEnv())
+	spec := natsrun.Spec{Policies: p.policies, Emit: p.emit}
+	id := nf.RunID
+	if id == "" {
+		var err error
+		if id, err = natsrun.RunID(cfg, spec); err != nil {
+			return env.Summary{}, err
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := nf.OpenRun(ctx, a.Scenarios, cfg.Concurrency, logger)
+	if err != nil {
+		return env.Summary{}, err
+	}
+	defer d.Close()
+	x, err := d.Client.Start(ctx, id, cfg, spec) // cfg carries Progress
+	if err != nil {
+		return env.Summary{}, err
+	}
+	defer x.Close()
+	if st := x.Stats(); st.Resumed {
+		rep.printf("troupe: re-attached to run %s: %d of %d episodes already done\n", id, st.DoneAtStart, cfg.Episodes)
+	} else {
+		rep.printf("troupe: run %s\n", id)
+	}
+	if d.Server != nil && d.Server.ClientURL() != "" {
+		rep.printf("troupe: workers can join with --nats %s\n", d.Server.ClientURL())
+	}
+	return x.Run(ctx, sink)
 }

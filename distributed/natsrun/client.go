@@ -1,0 +1,402 @@
+package natsrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/troupe-rl/troupe/distributed/wire"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Client is a connection to a deployment: the streams, buckets and
+// consumers a submitter and a worker share. It is safe for concurrent use.
+// Open creates whatever is missing, so the first process to start sets a
+// deployment up.
+type Client struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cfg     Config
+	n       names
+	work    jetstream.Stream
+	results jetstream.Stream
+	runs    jetstream.KeyValue
+	alive   jetstream.KeyValue
+	log     *slog.Logger
+	chunk   int
+}
+
+// Option adjusts a Client.
+type Option func(*Client)
+
+// WithLogger makes the client, and the executors and workers it makes, log
+// to l. The default discards. Nothing logged holds a credential.
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// Open connects to the deployment cfg describes on nc, creating or updating
+// its streams, buckets and consumers. It does not own nc: close it after
+// the client's last use.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("natsrun: jetstream: %w", err)
+	}
+	c := &Client{nc: nc, js: js, cfg: cfg, n: newNames(cfg.Prefix), log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(c)
+	}
+	// A result chunk leaves room for the headers under max_payload.
+	c.chunk = cfg.ChunkSize
+	if max := int(nc.MaxPayload()) - 4096; max > 0 && max < c.chunk {
+		c.chunk = max
+	}
+	if err := retry(ctx, func(ctx context.Context) error { return c.setup(ctx) }); err != nil {
+		return nil, fmt.Errorf("natsrun: setting up %s streams: %w", cfg.Prefix, err)
+	}
+	return c, nil
+}
+
+// Config returns the client's configuration, defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+func (c *Client) setup(ctx context.Context) error {
+	cfg, n := c.cfg, c.n
+	var err error
+	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        n.workStream,
+		Description: "troupe: episode requests waiting for a worker",
+		Subjects:    []string{n.prefix + ".work.>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", n.workStream, err)
+	}
+	c.results, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        n.resStream,
+		Description: "troupe: finished episodes, one or more chunks each",
+		Subjects:    []string{n.prefix + ".result.>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DuplicateWindow,
+		MaxAge:      cfg.ResultsMaxAge,
+		Compression: jetstream.S2Compression,
+		// Direct gets return the raw message from any replica, instead of
+		// base64 in JSON from the leader. A replica that lags may not hold
+		// a result yet when its done marker is seen: fetch asks again.
+		AllowDirect: true,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", n.resStream, err)
+	}
+	if _, err = c.js.CreateOrUpdateConsumer(ctx, n.workStream, jetstream.ConsumerConfig{
+		Durable:     n.workers,
+		Description: "troupe workers",
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     cfg.AckWait,
+		// Unlimited: a worker that gets a request past Config.MaxDeliver
+		// records it as failed. The server's own limit would leave it
+		// unrecorded, and the submitter waiting for it forever.
+		MaxDeliver:    -1,
+		MaxAckPending: cfg.MaxAckPending,
+		MaxWaiting:    1 << 14,
+		Replicas:      cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("consumer %s: %w", n.workers, err)
+	}
+	c.runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      n.runsBucket,
+		Description: "troupe: run specs and which episodes are done",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", n.runsBucket, err)
+	}
+	c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      n.aliveBucket,
+		Description: "troupe: live workers (each refreshes its key; silent ones expire)",
+		History:     1,
+		TTL:         presenceTTL,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", n.aliveBucket, err)
+	}
+	return nil
+}
+
+// presenceTTL is how long a worker's presence key outlives its last
+// refresh; workers refresh every presenceTTL/3.
+const presenceTTL = 30 * time.Second
+
+// doneRecord is the value of a done marker: where the episode's encoding
+// lies in the results stream.
+type doneRecord struct {
+	Attempt    string          `json:"attempt"`
+	Seqs       []uint64        `json:"seqs"` // the chunks' stream sequences, in order
+	Size       int             `json:"size"`
+	CRC        uint32          `json:"crc"` // CRC-32C of the whole encoding
+	Status     protocol.Status `json:"status"`
+	Deliveries uint64          `json:"deliveries"` // times the request was handed out
+	Worker     string          `json:"worker"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// commit stores ep as the result of episode idx of run, exactly once: the
+// chunks go to the results stream under a subject of their own attempt,
+// then a done marker is created, which only one attempt can do. It reports
+// whether this attempt's result is the one recorded. A losing attempt's
+// chunks are purged.
+func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *trajectories.Episode, deliveries uint64, worker string) (bool, error) {
+	data := wire.Encode(nil, ep)
+	attempt := nuid.Next()
+	subject := c.n.resultSubject(run.id, idx, attempt)
+	rec := doneRecord{
+		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli),
+		Status: ep.Status, Deliveries: deliveries, Worker: worker,
+	}
+	parts := (len(data) + c.chunk - 1) / c.chunk
+	for k := 0; k < max(parts, 1); k++ {
+		part := data[k*c.chunk : min((k+1)*c.chunk, len(data))]
+		msg := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{}}
+		// The id makes a publish retried after a lost ack land once.
+		msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
+		msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
+		var ack *jetstream.PubAck
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
+		}
+		rec.Seqs = append(rec.Seqs, ack.Sequence)
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return false, fmt.Errorf("encoding done marker: %w", err)
+	}
+	key := run.doneKey(idx)
+	err = retry(ctx, func(ctx context.Context) error {
+		_, err := c.runs.Create(ctx, key, val)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// Someone recorded this episode first, or an earlier try of this
+		// very Create succeeded and its reply was lost.
+		prev, gerr := c.doneRecord(ctx, run, idx)
+		switch {
+		case gerr == nil && prev.Attempt == attempt:
+			return true, nil
+		case gerr == nil:
+			c.purgeSubject(ctx, subject) // another attempt's result is the one
+		}
+		// Unsure who won (a lagging replica answered "not found"): keep
+		// the chunks, which ResultsMaxAge removes if they are not ours.
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("recording episode %d of run %s as done: %w", idx, run, err)
+	}
+	return true, nil
+}
+
+const headerPart = "Troupe-Part"
+
+// doneRecord reads episode idx's done marker; jetstream.ErrKeyNotFound when
+// there is none.
+func (c *Client) doneRecord(ctx context.Context, run runRef, idx int64) (doneRecord, error) {
+	var rec doneRecord
+	var entry jetstream.KeyValueEntry
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		entry, err = c.runs.Get(ctx, run.doneKey(idx))
+		return err
+	})
+	if err != nil {
+		return rec, err
+	}
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		return rec, fmt.Errorf("done marker of episode %d of run %s: %w", idx, run, err)
+	}
+	return rec, nil
+}
+
+// fetch reads back the episode a done marker points at.
+func (c *Client) fetch(ctx context.Context, rec doneRecord) (*trajectories.Episode, error) {
+	data := make([]byte, 0, rec.Size)
+	for _, seq := range rec.Seqs {
+		var chunk []byte
+		err := retry(ctx, func(ctx context.Context) error {
+			msg, err := c.results.GetMsg(ctx, seq)
+			if err == nil {
+				chunk = msg.Data
+				return nil
+			}
+			if !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return err
+			}
+			// Direct gets are answered by any replica, and one that lags
+			// may not hold the chunk yet (it was stored before its done
+			// marker): the leader settles it.
+			chunk, err = c.leaderGet(ctx, seq)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("result chunk %d: %w", seq, err)
+		}
+		data = append(data, chunk...)
+	}
+	if len(data) != rec.Size || crc32.Checksum(data, castagnoli) != rec.CRC {
+		return nil, fmt.Errorf("%w: result of %d bytes does not match its done marker (%d bytes)", ErrCorruptResult, len(data), rec.Size)
+	}
+	return wire.Decode(data)
+}
+
+// leaderGet reads message seq of the results stream from the stream's
+// leader.
+func (c *Client) leaderGet(ctx context.Context, seq uint64) ([]byte, error) {
+	req, err := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+c.n.resStream, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("reading message %d: %w", seq, err)
+	}
+	switch {
+	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, jetstream.ErrMsgNotFound
+	case r.Error != nil:
+		return nil, r.Error
+	case r.Message == nil:
+		return nil, jetstream.ErrInvalidJetStreamResponse
+	}
+	return r.Message.Data, nil
+}
+
+// ErrCorruptResult reports a stored result that does not match its done
+// marker.
+var ErrCorruptResult = errors.New("natsrun: corrupt result")
+
+// purgeSubject removes a losing attempt's chunks; failing to is harmless
+// (ResultsMaxAge removes them), so errors are only logged.
+func (c *Client) purgeSubject(ctx context.Context, subject string) {
+	if err := c.results.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		c.log.Debug("natsrun: purging a duplicate result", "subject", subject, "err", err)
+	}
+}
+
+// Purge removes everything the deployment holds about run: its queued
+// requests, stored results, done markers and spec. Workers that still hold
+// one of its episodes finish it and store a result nobody collects, which
+// ResultsMaxAge then removes.
+func (c *Client) Purge(ctx context.Context, run string) error {
+	if err := CheckRunID(run); err != nil {
+		return err
+	}
+	kvStream, err := c.js.Stream(ctx, "KV_"+c.n.runsBucket)
+	if err != nil {
+		return fmt.Errorf("natsrun: purge %s: %w", run, err)
+	}
+	for _, p := range []struct {
+		s       jetstream.Stream
+		subject string
+	}{
+		{c.work, c.n.workFilter(run)},
+		{c.results, c.n.resultFilter(run)},
+		{kvStream, "$KV." + c.n.runsBucket + "." + run + ".>"},
+	} {
+		if err := retry(ctx, func(ctx context.Context) error {
+			return p.s.Purge(ctx, jetstream.WithPurgeSubject(p.subject))
+		}); err != nil {
+			return fmt.Errorf("natsrun: purge %s: %s: %w", run, p.subject, err)
+		}
+	}
+	return nil
+}
+
+// retry calls f until it succeeds, fails for good, or ctx ends. Each call
+// gets its own deadline, so that one lost reply (a server that died
+// mid-request, a leader election) costs one timeout, not the run.
+func retry(ctx context.Context, f func(ctx context.Context) error) error {
+	const perTry = 5 * time.Second
+	wait := 20 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, perTry)
+		err := f(tctx)
+		cancel()
+		if err == nil || permanent(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last error: %w)", context.Cause(ctx), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// permanent reports errors that trying again cannot fix. Everything else
+// (timeouts, no responders during a leader election, a reconnecting
+// connection, "JetStream not ready") is worth another try.
+func permanent(err error) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists),
+		errors.Is(err, jetstream.ErrKeyNotFound),
+		errors.Is(err, jetstream.ErrMsgNotFound),
+		errors.Is(err, jetstream.ErrStreamNotFound),
+		errors.Is(err, jetstream.ErrConsumerNotFound),
+		errors.Is(err, jetstream.ErrBucketNotFound),
+		errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrBadSubject),
+		errors.Is(err, nats.ErrMaxPayload):
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503 and 408 are the server saying "not now"; other API errors
+		// (a bad request, a conflicting configuration) stay as they are.
+		return apiErr.Code != 503 && apiErr.Code != 408 && apiErr.Code != 0
+	}
+	return false
+}

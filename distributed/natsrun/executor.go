@@ -1,0 +1,618 @@
+package natsrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Why an episode that no worker could play ended, as written to
+// Episode.End (its status is failed).
+const (
+	// EndRejected: a worker could not set the episode up (an unknown
+	// scenario or policy, bad parameters, an undecodable request). Trying
+	// again would fail the same way, so it is recorded at once.
+	EndRejected = "rejected"
+	// EndMaxDeliver: the episode was handed out Config.MaxDeliver times and
+	// never finished (its workers died, hung, or could not store it).
+	EndMaxDeliver = "max_deliver"
+	// EndResultLost: the episode was recorded as done, but its stored
+	// result could not be read back (it outlived ResultsMaxAge, say).
+	EndResultLost = "result_lost"
+)
+
+// Executor is the submitter's side of a run: an env.Executor that queues
+// each episode's request for the workers and returns the episode a worker
+// stored. Plug it into env.Run (Run does), which keeps ordering, reward
+// allocation and output exactly as in a local run.
+//
+// An Executor keeps Config.Ahead requests queued from the latest episode
+// asked for on, so the workers stay busy however few episodes env.Run
+// waits for at once. Finished episodes wait in the results stream, not in
+// memory, until Execute asks for them.
+type Executor struct {
+	c       *Client
+	run     string
+	reqs    []env.Request
+	cfg     env.RunConfig
+	engines env.EnginePool
+	resumed bool
+	// ref adds to the id the run spec's revision in the runs bucket, which
+	// tells this run from an earlier one under the same id: it is part of
+	// every request's message id (ids outlive a purge for the duplicate
+	// window), of its done markers' keys, and names the spec workers must
+	// play it with.
+	ref runRef
+
+	ctx    context.Context // lives until Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	doneRaw   map[int64]marker        // done markers seen, not yet collected
+	finished  []bool                  // a done marker exists: never (re)publish
+	collected []bool                  // Execute returned it: ignore late markers
+	queued    []bool                  // in the work queue when this executor attached
+	waiters   map[int64]chan struct{} // Execute calls waiting for a marker
+
+	target atomic.Int64 // publish requests below this index
+	kick   chan struct{}
+	stale  chan struct{} // Execute found a marker the watcher missed
+
+	stats struct {
+		published, collected, redelivered, failed, doneAtStart, queuedAtStart atomic.Int64
+	}
+}
+
+// ExecutorStats counts what an executor did.
+type ExecutorStats struct {
+	Resumed     bool  // the run existed already: this executor re-attached to it
+	DoneAtStart int64 // episodes already done when it attached
+	// QueuedAtStart counts requests still queued, or held by a worker,
+	// when it attached: it does not queue them again.
+	QueuedAtStart int64
+	Published     int64 // requests it queued (at most one per episode)
+	Collected     int64 // episodes it returned from the results
+	Redelivered   int64 // of those, episodes handed out more than once
+	Failed        int64 // of those, episodes a worker recorded as failed
+}
+
+// pollEvery is how often a waiting Execute asks the bucket directly, in
+// case the watcher missed an update (it should not; this bounds the cost if
+// it does).
+const pollEvery = 2 * time.Second
+
+// Start registers run (or re-attaches to it: an id already stored with an
+// equal configuration) and returns the executor of its episodes. cfg is the
+// run as env.Run will play it: its Scenario, Params, Limits, Invalid and
+// ParallelPolicies travel to the workers with spec, and its Policy replays
+// episodes here for counterfactual allocators (nil: episodes have no
+// Replay). An id stored with a different configuration is ErrRunMismatch.
+//
+// Close the executor when the run ends.
+func (c *Client) Start(ctx context.Context, run string, cfg env.RunConfig, spec Spec) (*Executor, error) {
+	if cfg.Scenario == nil {
+		return nil, fmt.Errorf("%w: the run has no scenario", ErrBadConfig)
+	}
+	if cfg.Episodes < 0 {
+		return nil, fmt.Errorf("%w: episodes %d < 0", ErrBadConfig, cfg.Episodes)
+	}
+	return c.start(ctx, run, cfg, spec, cfg.Requests())
+}
+
+func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+	if err := CheckRunID(run); err != nil {
+		return nil, err
+	}
+	rec, err := recordOf(&cfg, spec)
+	if err != nil {
+		return nil, err
+	}
+	val := rec.encode()
+	resumed := false
+	var revision uint64
+	err = retry(ctx, func(ctx context.Context) error {
+		var err error
+		revision, err = c.runs.Create(ctx, specKey(run), val)
+		return err
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		stored, rev, err := c.spec(ctx, run, 0)
+		if err != nil {
+			return nil, fmt.Errorf("natsrun: run %s: %w", run, err)
+		}
+		if !bytes.Equal(stored.encode(), val) {
+			return nil, fmt.Errorf("run %s: %w", run, rec.mismatch(&stored))
+		}
+		resumed, revision = true, rev
+	case err != nil:
+		return nil, fmt.Errorf("natsrun: registering run %s: %w", run, err)
+	}
+
+	x := &Executor{
+		c: c, run: run, reqs: reqs, cfg: cfg, resumed: resumed,
+		ref:       runRef{id: run, rev: strconv.FormatUint(revision, 10)},
+		doneRaw:   map[int64]marker{},
+		finished:  make([]bool, len(reqs)),
+		collected: make([]bool, len(reqs)),
+		queued:    make([]bool, len(reqs)),
+		waiters:   map[int64]chan struct{}{},
+		kick:      make(chan struct{}, 1),
+		stale:     make(chan struct{}, 1),
+	}
+	x.cfg.Executor = x
+	x.ctx, x.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := x.watch(ctx); err != nil {
+		x.cancel()
+		return nil, err
+	}
+	if resumed {
+		// Requests still queued, or held by a worker, from before: queue
+		// them again and an episode could be played twice.
+		var info *jetstream.StreamInfo
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			info, err = c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workFilter(run)))
+			return err
+		})
+		if err != nil {
+			x.Close()
+			return nil, fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
+		}
+		for subject := range info.State.Subjects {
+			if r, idx, ok := c.n.parseWorkSubject(subject); ok && r == run && idx < int64(len(reqs)) && !x.queued[idx] {
+				x.queued[idx] = true
+				x.stats.queuedAtStart.Add(1)
+			}
+		}
+	}
+	x.wg.Add(1)
+	go x.publish()
+	c.log.Info("natsrun: run started", "run", run, "episodes", len(reqs), "resumed", resumed, "done", x.stats.doneAtStart.Load())
+	return x, nil
+}
+
+// headerSpec names, on a request, the revision of its run's spec.
+const headerSpec = "Troupe-Spec"
+
+// spec reads a run's stored record and its revision: the given revision,
+// or the latest when it is 0.
+func (c *Client) spec(ctx context.Context, run string, revision uint64) (record, uint64, error) {
+	var rec record
+	var entry jetstream.KeyValueEntry
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		if revision > 0 {
+			entry, err = c.runs.GetRevision(ctx, specKey(run), revision)
+		} else {
+			entry, err = c.runs.Get(ctx, specKey(run))
+		}
+		return err
+	})
+	if err != nil {
+		return rec, 0, fmt.Errorf("reading the spec of run %s: %w", run, err)
+	}
+	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+		return rec, 0, fmt.Errorf("decoding the spec of run %s: %w", run, err)
+	}
+	return rec, entry.Revision(), nil
+}
+
+// watch follows the run's done markers: it reads those that exist, then
+// hands each new one to the Execute waiting for it.
+//
+// The watcher is an ordered consumer, which notices that the server
+// feeding it died only after missing its heartbeats (10s). Execute's
+// polling notices sooner, when it finds a marker the watcher did not
+// deliver; it then asks for a new watcher, which resumes where the old one
+// stopped.
+func (x *Executor) watch(ctx context.Context) error {
+	w, err := x.c.runs.Watch(x.ctx, x.ref.doneFilter())
+	if err != nil {
+		return fmt.Errorf("natsrun: watching run %s: %w", x.run, err)
+	}
+	var last uint64 // the revision of the last marker the watcher delivered
+	// The watcher sends nil once it has delivered what was already there.
+initial:
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("natsrun: watching run %s: the watcher stopped", x.run)
+			}
+			if e == nil {
+				break initial
+			}
+			last = max(last, e.Revision())
+			if x.offer(e) {
+				x.stats.doneAtStart.Add(1)
+			}
+		case <-ctx.Done():
+			_ = w.Stop()
+			return fmt.Errorf("natsrun: watching run %s: %w", x.run, context.Cause(ctx))
+		}
+	}
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		for {
+			if !x.follow(w, &last) {
+				return
+			}
+			x.c.log.Info("natsrun: renewing the done-marker watcher", "run", x.run, "after_revision", last)
+			for {
+				var err error
+				if w, err = x.c.runs.Watch(x.ctx, x.ref.doneFilter(), jetstream.ResumeFromRevision(last+1)); err == nil {
+					break
+				}
+				if x.ctx.Err() != nil {
+					return
+				}
+				pause(x.ctx, pollEvery)
+			}
+		}
+	}()
+	return nil
+}
+
+// follow hands w's markers to offer until w ends (false: for good) or
+// Execute asks for a new watcher (true).
+func (x *Executor) follow(w jetstream.KeyWatcher, last *uint64) bool {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				// Closed: for good if the executor is closing, else the
+				// watcher died and a new one is due.
+				return x.ctx.Err() == nil
+			}
+			if e != nil {
+				*last = max(*last, e.Revision())
+				x.offer(e)
+			}
+		case <-x.stale:
+			return true
+		case <-x.ctx.Done():
+			return false
+		}
+	}
+}
+
+// offer records a done marker and wakes its waiter. It reports whether the
+// marker was new.
+func (x *Executor) offer(e jetstream.KeyValueEntry) bool {
+	if e.Operation() != jetstream.KeyValuePut {
+		return false
+	}
+	idx, ok := x.ref.parseDoneKey(e.Key())
+	if !ok || idx >= int64(len(x.reqs)) {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.collected[idx] || x.finished[idx] {
+		return false
+	}
+	x.finished[idx] = true
+	x.doneRaw[idx] = marker{e.Value(), e.Revision()}
+	if ch, ok := x.waiters[idx]; ok {
+		close(ch)
+		delete(x.waiters, idx)
+	}
+	return true
+}
+
+// marker is a done marker's value and revision.
+type marker struct {
+	value    []byte
+	revision uint64
+}
+
+// claim takes episode idx's done marker, or returns a channel closed when
+// it arrives.
+func (x *Executor) claim(idx int64) (*marker, <-chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if m, ok := x.doneRaw[idx]; ok {
+		delete(x.doneRaw, idx)
+		x.collected[idx] = true
+		return &m, nil
+	}
+	ch, ok := x.waiters[idx]
+	if !ok {
+		ch = make(chan struct{})
+		x.waiters[idx] = ch
+	}
+	return nil, ch
+}
+
+// want makes sure requests idx to idx+Ahead-1 get queued.
+func (x *Executor) want(idx int64) {
+	t := min(idx+int64(x.c.cfg.Ahead), int64(len(x.reqs)))
+	for {
+		cur := x.target.Load()
+		if t <= cur || x.target.CompareAndSwap(cur, t) {
+			break
+		}
+	}
+	select {
+	case x.kick <- struct{}{}:
+	default:
+	}
+}
+
+// publish queues requests in index order, up to the target, skipping those
+// already done or queued. Each request's message id makes a publish
+// repeated after a lost acknowledgement land once.
+func (x *Executor) publish() {
+	defer x.wg.Done()
+	type pending struct {
+		msg *nats.Msg
+		f   jetstream.PubAckFuture
+	}
+	next := int64(0)
+	batch := make([]pending, 0, 256)
+	for {
+		target := x.target.Load()
+		if next >= target {
+			select {
+			case <-x.kick:
+				continue
+			case <-x.ctx.Done():
+				return
+			}
+		}
+		batch = batch[:0]
+		for end := min(target, next+int64(cap(batch))); next < end; next++ {
+			if x.skip(next) {
+				continue
+			}
+			msg := x.requestMsg(next)
+			f, err := x.c.js.PublishMsgAsync(msg)
+			if err != nil {
+				if !x.publishSync(msg) {
+					return
+				}
+				continue
+			}
+			batch = append(batch, pending{msg, f})
+		}
+		for _, p := range batch {
+			select {
+			case <-p.f.Ok():
+				x.stats.published.Add(1)
+			case <-p.f.Err():
+				if !x.publishSync(p.msg) {
+					return
+				}
+			case <-x.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (x *Executor) skip(idx int64) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.finished[idx] || x.collected[idx] || x.queued[idx]
+}
+
+func (x *Executor) requestMsg(idx int64) *nats.Msg {
+	data, err := json.Marshal(x.reqs[idx])
+	if err != nil {
+		// A Request is strings and numbers.
+		panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
+	}
+	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, idx), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+strconv.FormatInt(idx, 10))
+	msg.Header.Set(headerSpec, x.ref.rev)
+	return msg
+}
+
+// publishSync publishes msg, retrying until it is stored or the executor
+// closes; it reports whether it was stored.
+func (x *Executor) publishSync(msg *nats.Msg) bool {
+	err := retry(x.ctx, func(ctx context.Context) error {
+		_, err := x.c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(x.c.n.workStream))
+		return err
+	})
+	if err != nil {
+		if x.ctx.Err() == nil {
+			x.c.log.Error("natsrun: queuing a request", "subject", msg.Subject, "err", err)
+		}
+		return false
+	}
+	x.stats.published.Add(1)
+	return true
+}
+
+// Execute implements env.Executor: it waits for req's episode to be played
+// by a worker and returns it, rebuilt from the results stream. req must be
+// one of the run's requests, each asked for once. When ctx ends first it
+// returns the episode as interrupted (env.EndInterrupted), and the request
+// stays queued for a later re-attach.
+func (x *Executor) Execute(ctx context.Context, req env.Request) *trajectories.Episode {
+	idx := req.Index
+	if idx < 0 || idx >= int64(len(x.reqs)) || !sameRequest(&req, &x.reqs[idx]) {
+		return failed(req, EndRejected, fmt.Sprintf("natsrun: episode %d is not one of the %d requests of run %s", idx, len(x.reqs), x.run))
+	}
+	x.want(idx)
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	for {
+		m, ch := x.claim(idx)
+		if m != nil {
+			ep, err := x.collect(ctx, req, m.value)
+			if !errors.Is(err, errExpired) {
+				return ep
+			}
+			if err := x.again(ctx, idx, m.revision); err != nil {
+				return failed(req, EndResultLost, fmt.Sprintf("natsrun: the result of episode %d expired and it could not be queued again: %v", idx, err))
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-poll.C:
+			if e, err := x.c.runs.Get(ctx, x.ref.doneKey(idx)); err == nil && x.offer(e) {
+				select {
+				case x.stale <- struct{}{}:
+				default:
+				}
+			}
+		case <-ctx.Done():
+			return interrupted(req, context.Cause(ctx))
+		case <-x.ctx.Done():
+			return interrupted(req, errors.New("natsrun: the executor was closed"))
+		}
+	}
+}
+
+// errExpired reports a done marker whose result is no longer stored: the
+// results stream dropped it after ResultsMaxAge.
+var errExpired = errors.New("natsrun: the result expired")
+
+// collect reads back the episode a done marker points at and checks that it
+// is req's. It returns errExpired, and no episode, when the result is gone.
+func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*trajectories.Episode, error) {
+	var rec doneRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return failed(req, EndResultLost, fmt.Sprintf("natsrun: done marker of episode %d: %v", req.Index, err)), nil
+	}
+	ep, err := x.c.fetch(ctx, rec)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return interrupted(req, context.Cause(ctx)), nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, errExpired
+	default:
+		return failed(req, EndResultLost, fmt.Sprintf("natsrun: reading the result of episode %d: %v", req.Index, err)), nil
+	}
+	if ep.Index != req.Index || ep.RolloutID != req.RolloutID || ep.GroupIndex != req.GroupIndex ||
+		ep.Seed != req.Seed || ep.PolicySeed != req.PolicySeed || ep.Scenario != req.Scenario || !maps.Equal(ep.Params, req.Params) {
+		return failed(req, EndResultLost, fmt.Sprintf("natsrun: the stored result of episode %d is episode %d of %s (rollout %d): not this request", req.Index, ep.Index, ep.Scenario, ep.RolloutID)), nil
+	}
+	if x.cfg.Policy != nil {
+		ep.Replay = replayer(&x.cfg, &x.engines, ep)
+	}
+	x.stats.collected.Add(1)
+	if rec.Deliveries > 1 {
+		x.stats.redelivered.Add(1)
+	}
+	if ep.Status == protocol.StatusFailed {
+		x.stats.failed.Add(1)
+	}
+	return ep, nil
+}
+
+// again queues episode idx once more after its stored result expired: it
+// removes the done marker (unless a newer one replaced it) and publishes
+// the request under a message id of its own, which the duplicate window
+// cannot drop.
+func (x *Executor) again(ctx context.Context, idx int64, revision uint64) error {
+	x.c.log.Warn("natsrun: a stored result expired; playing the episode again", "run", x.ref, "episode", idx)
+	err := retry(ctx, func(ctx context.Context) error {
+		return x.c.runs.Delete(ctx, x.ref.doneKey(idx), jetstream.LastRevision(revision))
+	})
+	x.mu.Lock()
+	x.finished[idx], x.collected[idx] = false, false
+	x.mu.Unlock()
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil // a newer marker replaced it: Execute's polling finds it
+	}
+	if err != nil {
+		return err
+	}
+	msg := x.requestMsg(idx)
+	msg.Header.Set(jetstream.MsgIDHeader, msg.Header.Get(jetstream.MsgIDHeader)+".again."+strconv.FormatUint(revision, 10))
+	if !x.publishSync(msg) {
+		return errors.New("the request could not be published")
+	}
+	return nil
+}
+
+func sameRequest(a, b *env.Request) bool {
+	return a.Scenario == b.Scenario && a.Seed == b.Seed && a.PolicySeed == b.PolicySeed &&
+		a.Index == b.Index && a.RolloutID == b.RolloutID && a.GroupIndex == b.GroupIndex && maps.Equal(a.Params, b.Params)
+}
+
+// stub is the episode of req with nothing played.
+func stub(req env.Request) *trajectories.Episode {
+	return &trajectories.Episode{
+		Scenario: req.Scenario, Params: maps.Clone(req.Params), Seed: req.Seed, PolicySeed: req.PolicySeed,
+		Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
+	}
+}
+
+func failed(req env.Request, end, reason string) *trajectories.Episode {
+	ep := stub(req)
+	ep.Status, ep.End, ep.Err = protocol.StatusFailed, end, reason
+	return ep
+}
+
+func interrupted(req env.Request, cause error) *trajectories.Episode {
+	ep := stub(req)
+	ep.Status, ep.End, ep.Err = protocol.StatusAborted, env.EndInterrupted, cause.Error()
+	return ep
+}
+
+// Run plays the executor's run with env.Run (cfg as given to Start, with
+// this executor) and writes it to sink. Once every episode is written it
+// purges the run's results and state, unless Config.KeepResults: a run that
+// completed is not resumed. A run cut short (ctx cancelled, a failed write,
+// FailFast) keeps them, for a re-attach by the same id.
+func (x *Executor) Run(ctx context.Context, sink trajectories.Sink) (env.Summary, error) {
+	sum, err := env.Run(ctx, x.cfg, sink)
+	if err == nil && sum.Episodes == len(x.reqs) && !x.c.cfg.KeepResults {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if perr := x.c.Purge(pctx, x.run); perr != nil {
+			// The output is complete; leftovers expire with ResultsMaxAge.
+			x.c.log.Warn("natsrun: the run is complete but its results could not be purged", "run", x.run, "err", perr)
+		}
+	}
+	return sum, err
+}
+
+// Stats returns what the executor did so far.
+func (x *Executor) Stats() ExecutorStats {
+	return ExecutorStats{
+		Resumed:       x.resumed,
+		DoneAtStart:   x.stats.doneAtStart.Load(),
+		QueuedAtStart: x.stats.queuedAtStart.Load(),
+		Published:     x.stats.published.Load(),
+		Collected:     x.stats.collected.Load(),
+		Redelivered:   x.stats.redelivered.Load(),
+		Failed:        x.stats.failed.Load(),
+	}
+}
+
+// ID returns the run's id.
+func (x *Executor) ID() string { return x.run }
+
+// Close stops queuing requests and following done markers. Requests
+// already queued stay queued: a later Start with the same id picks the run
+// up. Execute calls still waiting return their episodes as interrupted.
+func (x *Executor) Close() error {
+	x.cancel()
+	x.wg.Wait()
+	return nil
+}

@@ -1,0 +1,59 @@
+package natsrun
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-rl/troupe/env"
+)
+
+// StartWithRequests starts a run whose requests are reqs rather than
+// cfg.Requests(): the tests' way to queue requests a worker must reject
+// among good ones.
+func (c *Client) StartWithRequests(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+	return c.start(ctx, run, cfg, spec, reqs)
+}
+
+// DoneKeys lists the run's done markers, of every incarnation.
+func (c *Client) DoneKeys(ctx context.Context, run string) ([]string, error) {
+	lister, err := c.runs.ListKeysFiltered(ctx, run+".*.done.*")
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// ResultMessages counts the messages stored for the run's results.
+func (c *Client) ResultMessages(ctx context.Context, run string) (uint64, error) {
+	info, err := c.results.Info(ctx, jetstream.WithSubjectFilter(c.n.resultFilter(run)))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, v := range info.State.Subjects {
+		n += v
+	}
+	return n, nil
+}
+
+// WorkStreamLeader names the server leading the work stream.
+func (c *Client) WorkStreamLeader(ctx context.Context) (string, error) {
+	info, err := c.work.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	if info.Cluster == nil {
+		return "", nil
+	}
+	return info.Cluster.Leader, nil
+}
+
+// PurgeResults drops the run's stored results, as ResultsMaxAge would.
+func (c *Client) PurgeResults(ctx context.Context, run string) error {
+	return c.results.Purge(ctx, jetstream.WithPurgeSubject(c.n.resultFilter(run)))
+}

@@ -1,0 +1,182 @@
+package natsrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/troupe-rl/troupe/env"
+)
+
+// Environment variables Flags.ApplyEnv reads: the secrets that have no
+// flag, since command lines are visible to every user of the machine.
+const (
+	EnvPassword = "TROUPE_NATS_PASSWORD"
+	EnvToken    = "TROUPE_NATS_TOKEN"
+)
+
+// EmbeddedURL is the --nats value that runs an in-process server.
+const EmbeddedURL = "embedded"
+
+// Flags are the command-line settings of troupe run --nats and troupe
+// worker: where the deployment is, how to authenticate, and its Config.
+type Flags struct {
+	Conn   ConnOptions // Conn.URL is --nats: server URLs, or "embedded"
+	Config Config
+	Dir    string        // --nats-dir: the embedded server's files
+	Listen string        // --nats-listen: the embedded server's address for other processes
+	RunID  string        // --run-id (troupe run)
+	Drain  time.Duration // --drain (troupe worker)
+}
+
+// DefaultFlags returns the defaults: Config's, and .troupe/nats for an
+// embedded server's files.
+func DefaultFlags() Flags {
+	cfg, _ := Config{}.withDefaults() // the zero Config is valid
+	// Ahead follows MaxAckPending unless set: leave it to Open.
+	cfg.Ahead = 0
+	return Flags{Config: cfg, Dir: ".troupe/nats", Drain: 30 * time.Second}
+}
+
+// ApplyEnv reads the password and token from TROUPE_NATS_PASSWORD and
+// TROUPE_NATS_TOKEN; lookup is usually os.LookupEnv.
+func (f *Flags) ApplyEnv(lookup func(string) (string, bool)) {
+	if v, ok := lookup(EnvPassword); ok {
+		f.Conn.Password = v
+	}
+	if v, ok := lookup(EnvToken); ok {
+		f.Conn.Token = v
+	}
+}
+
+// bindCommon defines the flags troupe run and troupe worker share.
+func (f *Flags) bindCommon(fs *pflag.FlagSet, urlHelp string) {
+	c := &f.Config
+	fs.StringVar(&f.Conn.URL, "nats", f.Conn.URL, urlHelp)
+	fs.StringVar(&f.Conn.CredsFile, "nats-creds", f.Conn.CredsFile, "NATS credentials `file` (user JWT and nkey seed)")
+	fs.StringVar(&f.Conn.NKeyFile, "nats-nkey", f.Conn.NKeyFile, "`file` holding a NATS user nkey seed")
+	fs.StringVar(&f.Conn.User, "nats-user", f.Conn.User, "NATS user (its password from env "+EnvPassword+"; a token from env "+EnvToken+")")
+	fs.StringVar(&f.Conn.TLSCA, "nats-tls-ca", f.Conn.TLSCA, "PEM `file` of the CAs that sign the NATS servers' certificates")
+	fs.StringVar(&f.Conn.TLSCert, "nats-tls-cert", f.Conn.TLSCert, "client certificate `file`, for servers that verify clients")
+	fs.StringVar(&f.Conn.TLSKey, "nats-tls-key", f.Conn.TLSKey, "client certificate's key `file`")
+	fs.StringVar(&c.Prefix, "nats-prefix", c.Prefix, "names the deployment's streams and subjects; the same for every process of one deployment")
+	fs.IntVar(&c.Replicas, "nats-replicas", c.Replicas, "replicas of every stream and bucket: 1 on one server, 3 on a 3-node cluster")
+	fs.DurationVar(&c.AckWait, "nats-ack-wait", c.AckWait, "how long a silent worker keeps an episode before another worker gets it (live workers heartbeat)")
+	fs.IntVar(&c.MaxDeliver, "nats-max-deliver", c.MaxDeliver, "deliveries of an unfinished episode before it is recorded as failed")
+	fs.IntVar(&c.MaxAckPending, "nats-max-ack-pending", c.MaxAckPending, "episodes in hand over all workers; at least the sum of their --concurrency")
+	fs.IntVar(&c.ChunkSize, "nats-chunk-size", c.ChunkSize, "largest message a stored episode is split into, in bytes")
+	fs.DurationVar(&c.ResultsMaxAge, "nats-results-max-age", c.ResultsMaxAge, "how long the episodes of an unfinished run are kept for a re-attach")
+}
+
+// BindRun defines troupe run's flags on fs, with f's values as defaults.
+func (f *Flags) BindRun(fs *pflag.FlagSet) {
+	f.bindCommon(fs, "play the episodes on troupe workers through NATS: server `URLs` (comma-separated), or embedded for an in-process server whose runs resume after a crash")
+	fs.StringVar(&f.RunID, "run-id", f.RunID, "id of the distributed run, to re-attach to it (default: a digest of the run, so the same command re-attaches)")
+	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
+	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
+	fs.BoolVar(&f.Config.KeepResults, "nats-keep", f.Config.KeepResults, "keep a completed run's episodes in NATS (running it again then writes them without playing)")
+}
+
+// BindWorker defines troupe worker's flags on fs.
+func (f *Flags) BindWorker(fs *pflag.FlagSet) {
+	f.bindCommon(fs, "NATS server `URLs` (comma-separated)")
+	fs.DurationVar(&f.Drain, "drain", f.Drain, "on SIGTERM, how long the episodes in hand may finish before they are handed back")
+}
+
+// Embedded reports whether --nats asks for an in-process server.
+func (f *Flags) Embedded() bool { return f.Conn.URL == EmbeddedURL }
+
+// Deployment is what troupe run talks to: a client, and whatever Close
+// must release (the embedded server and its worker).
+type Deployment struct {
+	Client *Client
+	// Server is the embedded server, nil for a remote deployment. Its
+	// ClientURL, when it listens, is what troupe workers join.
+	Server *Embedded
+	close  func()
+}
+
+// Close releases the deployment: it stops an embedded worker (handing back
+// what it holds), closes the connection, and shuts an embedded server
+// down.
+func (d *Deployment) Close() { d.close() }
+
+// ErrNoURL is returned when --nats is empty.
+var ErrNoURL = errors.New("natsrun: --nats is empty: give NATS server URLs, or embedded")
+
+// OpenRun connects troupe run to the deployment. With --nats embedded it
+// starts the server in --nats-dir and a worker playing slots episodes at
+// once with reg's scenarios.
+func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, slots int, log *slog.Logger) (*Deployment, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if f.Embedded() {
+		l, err := StartLocal(ctx, LocalOptions{
+			Embedded: EmbeddedOptions{Dir: f.Dir, Listen: f.Listen},
+			Config:   f.Config,
+			Worker:   WorkerConfig{Registry: reg, Concurrency: slots, Name: "embedded"},
+			Logger:   log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &Deployment{Client: l.Client, Server: l.Server, close: l.Close}, nil
+	}
+	nc, c, err := f.open(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployment{Client: c, close: nc.Close}, nil
+}
+
+// RunWorker runs troupe worker: it connects, then plays episodes with
+// reg's scenarios (and policies, made by policies, nil for the scenarios'
+// own) until ctx ends, and hands back what is left after --drain.
+func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies PolicyMaker, concurrency int, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if f.Embedded() {
+		return fmt.Errorf("%w: a worker joins an existing server; run troupe run --nats embedded --nats-listen HOST:PORT and give its address", ErrBadConfig)
+	}
+	nc, c, err := f.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	w, err := c.NewWorker(ctx, WorkerConfig{Registry: reg, Policies: policies, Concurrency: concurrency, Drain: f.Drain})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}
+
+func (f *Flags) open(ctx context.Context, log *slog.Logger) (*nats.Conn, *Client, error) {
+	if strings.TrimSpace(f.Conn.URL) == "" {
+		return nil, nil, ErrNoURL
+	}
+	log.Info("natsrun: connecting", "nats", f.Conn)
+	nc, err := Connect(ctx, f.Conn,
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("natsrun: disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("natsrun: reconnected", "server", nc.ConnectedUrlRedacted())
+		}))
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := Open(ctx, nc, f.Config, WithLogger(log))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, c, nil
+}

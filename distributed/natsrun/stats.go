@@ -1,0 +1,84 @@
+package natsrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stats is a deployment's state, for the metrics endpoint.
+type Stats struct {
+	Queued       uint64 // requests no worker has taken yet
+	InFlight     int    // requests taken and not yet finished
+	Redelivering int    // of the queued and in-flight, requests handed out more than once
+	Workers      int    // live workers
+	Slots        int    // their concurrency, together
+	Busy         int64  // episodes they hold, as of their last refresh (every 10s)
+	Redeliveries int64  // redelivered requests live workers received since they started
+	GivenUp      int64  // requests live workers recorded as failed after MaxDeliver
+}
+
+// Stats reads the deployment's state: the work consumer's counts and the
+// live workers' presence keys.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	work, err := c.js.Consumer(ctx, c.n.workStream, c.n.workers)
+	if err != nil {
+		return s, fmt.Errorf("natsrun: stats: %w", err)
+	}
+	info := work.CachedInfo()
+	s.Queued, s.InFlight, s.Redelivering = info.NumPending, info.NumAckPending, info.NumRedelivered
+
+	keys, err := c.alive.ListKeys(ctx)
+	if err != nil {
+		return s, fmt.Errorf("natsrun: stats: %w", err)
+	}
+	defer func() { _ = keys.Stop() }()
+	for key := range keys.Keys() {
+		e, err := c.alive.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // left since the listing
+		}
+		if err != nil {
+			return s, fmt.Errorf("natsrun: stats: %w", err)
+		}
+		var ws WorkerStats
+		if json.Unmarshal(e.Value(), &ws) != nil {
+			continue
+		}
+		s.Workers++
+		s.Slots += ws.Slots
+		s.Busy += ws.Busy
+		s.Redeliveries += ws.Redelivered
+		s.GivenUp += ws.GivenUp
+	}
+	return s, nil
+}
+
+// Metric is one value of Stats in Prometheus's terms.
+type Metric struct {
+	Name  string // troupe_nats_...
+	Help  string
+	Value float64
+	// Counter marks a value that only grows while the workers live; the
+	// others are gauges.
+	Counter bool
+}
+
+// Metrics returns s as Prometheus metrics, for an endpoint that registers
+// them (prometheus.NewGaugeFunc, or a custom Collector).
+func (s Stats) Metrics() []Metric {
+	return []Metric{
+		{Name: "troupe_nats_queue_depth", Help: "Episode requests waiting for a worker.", Value: float64(s.Queued)},
+		{Name: "troupe_nats_in_flight", Help: "Episodes handed to workers and not yet finished.", Value: float64(s.InFlight)},
+		{Name: "troupe_nats_redelivering", Help: "Queued or in-flight episodes handed out more than once.", Value: float64(s.Redelivering)},
+		{Name: "troupe_nats_redeliveries_total", Help: "Redelivered requests received by the live workers since they started.", Value: float64(s.Redeliveries), Counter: true},
+		{Name: "troupe_nats_workers", Help: "Live workers.", Value: float64(s.Workers)},
+		{Name: "troupe_nats_worker_slots", Help: "Episodes the live workers can play at once.", Value: float64(s.Slots)},
+		{Name: "troupe_nats_worker_busy", Help: "Episodes the live workers hold.", Value: float64(s.Busy)},
+		{Name: "troupe_nats_given_up_total", Help: "Episodes the live workers recorded as failed after MaxDeliver deliveries.", Value: float64(s.GivenUp), Counter: true},
+	}
+}

@@ -1,0 +1,585 @@
+// Package wire encodes a finished episode for transport between processes:
+// a worker that played it and a collector that writes it out.
+//
+// The encoding is one JSON object. Samples are written with protocol's own
+// sample encoding (so a field added to protocol.Sample travels without a
+// change here); what that encoding cannot carry exactly is written beside
+// them, so that Decode(Encode(ep)) is the same episode:
+//
+//   - non-finite floats (NaN, ±Inf), which JSON has no numbers for: the
+//     sample encoding writes them as null, and a "fixes" list restores them;
+//   - Metadata.Extra values whose JSON form does not survive a decode into
+//     an interface value unchanged (a struct's field order, an integer
+//     beyond 2^53): they come back as json.RawMessage holding the exact
+//     bytes the value encoded to, so the collector writes the same output;
+//   - strings that are not valid UTF-8 in the episode's own fields (actions,
+//     messages, seats, error): they are written empty and travel
+//     base64-encoded in "raw_strings", so that a counterfactual replay on
+//     the collector feeds the game the very bytes the policy answered.
+//
+// Strings inside samples that are not valid UTF-8 arrive with U+FFFD in
+// place of the bad bytes, exactly as troupe's JSONL output writes them.
+// Episode.Replay is a function and never travels: the collector rebuilds it.
+package wire
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Version is the encoding's version, written as "v". Decode rejects others.
+const Version = 1
+
+// ErrDecode is wrapped by every error Decode returns.
+var ErrDecode = errors.New("decode episode")
+
+// Encode appends ep's encoding to dst and returns the extended buffer. The
+// encoding is deterministic: equal episodes encode to equal bytes.
+func Encode(dst []byte, ep *trajectories.Episode) []byte {
+	var raws []rawString
+	// str appends s as a JSON string; a string that is not valid UTF-8 is
+	// written empty, its bytes noted in raws.
+	str := func(dst []byte, s, field string, at int, key string) []byte {
+		if utf8.ValidString(s) {
+			return protocol.AppendString(dst, s)
+		}
+		raws = append(raws, rawString{Field: field, At: at, Key: key, B64: base64.StdEncoding.EncodeToString([]byte(s))})
+		return append(dst, `""`...)
+	}
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, Version, 10)
+	dst = append(dst, `,"scenario":`...)
+	dst = str(dst, ep.Scenario, rawScenario, 0, "")
+	dst = append(dst, `,"params":`...)
+	if ep.Params == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '{')
+		for i, k := range slices.Sorted(maps.Keys(ep.Params)) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			// A key that is not valid UTF-8 cannot be a declared
+			// parameter's name; it arrives with U+FFFD in its bad bytes.
+			dst = protocol.AppendString(dst, k)
+			dst = append(dst, ':')
+			dst = str(dst, ep.Params[k], rawParam, 0, k)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"seed":`...)
+	dst = strconv.AppendUint(dst, ep.Seed, 10)
+	dst = append(dst, `,"policy_seed":`...)
+	dst = strconv.AppendUint(dst, ep.PolicySeed, 10)
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendInt(dst, ep.Index, 10)
+	dst = append(dst, `,"rollout_id":`...)
+	dst = strconv.AppendInt(dst, ep.RolloutID, 10)
+	dst = append(dst, `,"group_index":`...)
+	dst = strconv.AppendInt(dst, ep.GroupIndex, 10)
+	dst = append(dst, `,"status":`...)
+	dst = str(dst, string(ep.Status), rawStatus, 0, "")
+	dst = append(dst, `,"end":`...)
+	dst = str(dst, ep.End, rawEnd, 0, "")
+	dst = append(dst, `,"err":`...)
+	dst = str(dst, ep.Err, rawErr, 0, "")
+	dst = append(dst, `,"steps":`...)
+	dst = strconv.AppendInt(dst, int64(ep.Steps), 10)
+
+	dst = append(dst, `,"seats":`...)
+	if ep.Seats == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, s := range ep.Seats {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = str(dst, s.ID, rawSeatID, i, "")
+			dst = append(dst, `,"role":`...)
+			dst = str(dst, s.Role, rawSeatRole, i, "")
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+
+	dst = append(dst, `,"actions":`...)
+	if ep.Actions == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, a := range ep.Actions {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"step":`...)
+			dst = strconv.AppendInt(dst, int64(a.Step), 10)
+			dst = append(dst, `,"agent":`...)
+			dst = strconv.AppendInt(dst, int64(a.Agent), 10)
+			dst = append(dst, `,"turn":`...)
+			dst = strconv.AppendInt(dst, int64(a.Turn), 10)
+			dst = append(dst, `,"action":`...)
+			dst = str(dst, a.Action, rawAction, i, "")
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+
+	dst = append(dst, `,"messages":`...)
+	if ep.Messages == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, m := range ep.Messages {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"from":`...)
+			dst = str(dst, m.From, rawFrom, i, "")
+			dst = append(dst, `,"to":`...)
+			dst = str(dst, string(m.To), rawTo, i, "")
+			dst = append(dst, `,"kind":`...)
+			dst = str(dst, m.Kind, rawKind, i, "")
+			dst = append(dst, `,"payload":`...)
+			dst = str(dst, m.Payload, rawPayload, i, "")
+			dst = append(dst, `,"time":`...)
+			dst = strconv.AppendInt(dst, int64(m.Time), 10)
+			dst = append(dst, `,"seq":`...)
+			dst = strconv.AppendInt(dst, int64(m.Seq), 10)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+
+	dst = append(dst, `,"score":{"team":`...)
+	dst = appendFloat(dst, ep.Score.Team)
+	dst = append(dst, `,"agents":`...)
+	if ep.Score.Agents == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, v := range ep.Score.Agents {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendFloat(dst, v)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, '}')
+
+	dst = append(dst, `,"samples":`...)
+	if ep.Samples == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range ep.Samples {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = ep.Samples[i].AppendJSON(dst)
+		}
+		dst = append(dst, ']')
+	}
+	if fixes := sampleFixes(ep.Samples); len(fixes) > 0 {
+		dst = append(dst, `,"fixes":`...)
+		b, err := json.Marshal(fixes)
+		if err != nil {
+			// fix holds strings, ints, a float encoded by wfloat and
+			// json.RawMessage produced by json.Marshal: it always encodes.
+			panic(fmt.Sprintf("wire: encoding fixes: %v", err))
+		}
+		dst = append(dst, b...)
+	}
+	if len(raws) > 0 {
+		dst = append(dst, `,"raw_strings":`...)
+		b, err := json.Marshal(raws)
+		if err != nil {
+			panic(fmt.Sprintf("wire: encoding raw strings: %v", err)) // strings and ints
+		}
+		dst = append(dst, b...)
+	}
+	return append(dst, '}')
+}
+
+// Decode decodes an episode Encode wrote. Replay is nil.
+func Decode(data []byte) (*trajectories.Episode, error) {
+	var w wireEpisode
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	if w.V == nil {
+		return nil, fmt.Errorf("%w: no version", ErrDecode)
+	}
+	if *w.V != Version {
+		return nil, fmt.Errorf("%w: version %d, this build reads version %d", ErrDecode, *w.V, Version)
+	}
+	for _, r := range w.RawStrings {
+		if err := r.apply(&w); err != nil {
+			return nil, err
+		}
+	}
+	ep := &trajectories.Episode{
+		Scenario:   w.Scenario,
+		Seed:       w.Seed,
+		PolicySeed: w.PolicySeed,
+		Index:      w.Index,
+		RolloutID:  w.RolloutID,
+		GroupIndex: w.GroupIndex,
+		Status:     protocol.Status(w.Status),
+		End:        w.End,
+		Err:        w.Err,
+		Steps:      w.Steps,
+		Score:      trajectories.Score{Team: float64(w.Score.Team)},
+		Samples:    w.Samples,
+	}
+	if ep.Status != "" && !ep.Status.Valid() {
+		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
+	}
+	if w.Params != nil {
+		ep.Params = w.Params
+	}
+	if w.Seats != nil {
+		ep.Seats = make([]trajectories.Seat, len(w.Seats))
+		for i, s := range w.Seats {
+			ep.Seats[i] = trajectories.Seat{ID: s.ID, Role: s.Role}
+		}
+	}
+	if w.Actions != nil {
+		ep.Actions = make([]trajectories.ActionRecord, len(w.Actions))
+		for i, a := range w.Actions {
+			ep.Actions[i] = trajectories.ActionRecord{Step: a.Step, Agent: a.Agent, Turn: a.Turn, Action: a.Action}
+		}
+	}
+	if w.Messages != nil {
+		ep.Messages = make([]protocol.Message, len(w.Messages))
+		for i, m := range w.Messages {
+			ep.Messages[i] = protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq}
+		}
+	}
+	if w.Score.Agents != nil {
+		ep.Score.Agents = make([]float64, len(w.Score.Agents))
+		for i, v := range w.Score.Agents {
+			ep.Score.Agents[i] = float64(v)
+		}
+	}
+	for _, f := range w.Fixes {
+		if err := f.apply(ep.Samples); err != nil {
+			return nil, err
+		}
+	}
+	return ep, nil
+}
+
+type wireEpisode struct {
+	V          *int              `json:"v"`
+	Scenario   string            `json:"scenario"`
+	Params     map[string]string `json:"params"`
+	Seed       uint64            `json:"seed"`
+	PolicySeed uint64            `json:"policy_seed"`
+	Index      int64             `json:"index"`
+	RolloutID  int64             `json:"rollout_id"`
+	GroupIndex int64             `json:"group_index"`
+	Status     string            `json:"status"`
+	End        string            `json:"end"`
+	Err        string            `json:"err"`
+	Steps      int               `json:"steps"`
+	Seats      []struct {
+		ID   string `json:"id"`
+		Role string `json:"role"`
+	} `json:"seats"`
+	Actions []struct {
+		Step   int    `json:"step"`
+		Agent  int    `json:"agent"`
+		Turn   int    `json:"turn"`
+		Action string `json:"action"`
+	} `json:"actions"`
+	Messages []struct {
+		From    string `json:"from"`
+		To      string `json:"to"`
+		Kind    string `json:"kind"`
+		Payload string `json:"payload"`
+		Time    int    `json:"time"`
+		Seq     int    `json:"seq"`
+	} `json:"messages"`
+	Score struct {
+		Team   wfloat   `json:"team"`
+		Agents []wfloat `json:"agents"`
+	} `json:"score"`
+	Samples    []protocol.Sample `json:"samples"`
+	Fixes      []fix             `json:"fixes"`
+	RawStrings []rawString       `json:"raw_strings"`
+}
+
+// Fields a fix can restore.
+const (
+	fixReward     = "reward"      // Reward.Value of a scalar reward
+	fixRewardDict = "reward_dict" // Reward.Dict[Key]
+	fixTeam       = "team_reward" // Metadata.TeamReward
+	fixAgentScore = "agent_score" // *Metadata.AgentScore
+	fixLogProb    = "log_prob"    // RolloutLogProbs[At]
+	fixExtra      = "extra"       // Metadata.Extra[Key], as raw JSON
+)
+
+// fix restores one value of sample S that the sample encoding loses.
+type fix struct {
+	S     int             `json:"s"`
+	Field string          `json:"f"`
+	Key   string          `json:"k,omitempty"`
+	At    int             `json:"i,omitempty"`
+	Value *wfloat         `json:"v,omitempty"`
+	Raw   json.RawMessage `json:"raw,omitempty"`
+}
+
+func sampleFixes(samples []protocol.Sample) []fix {
+	var out []fix
+	nonFinite := func(s int, field, key string, at int, v float64) {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			return
+		}
+		w := wfloat(v)
+		out = append(out, fix{S: s, Field: field, Key: key, At: at, Value: &w})
+	}
+	for s := range samples {
+		sm := &samples[s]
+		switch sm.Reward.Kind {
+		case protocol.RewardScalar:
+			nonFinite(s, fixReward, "", 0, sm.Reward.Value)
+		case protocol.RewardDict:
+			for _, k := range slices.Sorted(maps.Keys(sm.Reward.Dict)) {
+				nonFinite(s, fixRewardDict, k, 0, sm.Reward.Dict[k])
+			}
+		}
+		nonFinite(s, fixTeam, "", 0, sm.Metadata.TeamReward)
+		if sm.Metadata.AgentScore != nil {
+			nonFinite(s, fixAgentScore, "", 0, *sm.Metadata.AgentScore)
+		}
+		for i, lp := range sm.RolloutLogProbs {
+			nonFinite(s, fixLogProb, "", i, lp)
+		}
+		for _, k := range slices.Sorted(maps.Keys(sm.Metadata.Extra)) {
+			if raw, lossy := lossyExtra(sm.Metadata.Extra[k]); lossy {
+				out = append(out, fix{S: s, Field: fixExtra, Key: k, Raw: raw})
+			}
+		}
+	}
+	return out
+}
+
+// lossyExtra reports whether v's JSON would change on a trip through an
+// interface value, and returns that JSON. A value that does not encode is
+// left to the sample encoding, which writes why.
+func lossyExtra(v any) (json.RawMessage, bool) {
+	switch v.(type) {
+	case nil, bool, string:
+		return nil, false
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	var back any
+	if err := json.Unmarshal(raw, &back); err != nil {
+		return nil, false
+	}
+	again, err := json.Marshal(back)
+	if err != nil || !bytes.Equal(raw, again) {
+		return raw, true
+	}
+	return nil, false
+}
+
+func (f *fix) apply(samples []protocol.Sample) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: fix %s of sample %d: %s", ErrDecode, f.Field, f.S, fmt.Sprintf(format, args...))
+	}
+	if f.S < 0 || f.S >= len(samples) {
+		return bad("the episode has %d samples", len(samples))
+	}
+	sm := &samples[f.S]
+	if f.Field == fixExtra {
+		if len(f.Raw) == 0 {
+			return bad("no raw value")
+		}
+		// The value must read back as the sample decoder reads metadata,
+		// or the collector could not decode its own re-encoding.
+		var x any
+		if err := json.Unmarshal(f.Raw, &x); err != nil {
+			return bad("raw value: %v", err)
+		}
+		if sm.Metadata.Extra == nil {
+			// The sample encoding drops keys that shadow troupe's own;
+			// restoring them keeps the episode as it was.
+			sm.Metadata.Extra = map[string]any{}
+		}
+		sm.Metadata.Extra[f.Key] = slices.Clone(f.Raw)
+		return nil
+	}
+	if f.Value == nil {
+		return bad("no value")
+	}
+	v := float64(*f.Value)
+	switch f.Field {
+	case fixReward:
+		if sm.Reward.Kind != protocol.RewardNull {
+			return bad("the reward is not null")
+		}
+		sm.Reward = protocol.Scalar(v)
+	case fixRewardDict:
+		if sm.Reward.Kind != protocol.RewardDict {
+			return bad("the reward is not a dict")
+		}
+		sm.Reward.Dict[f.Key] = v
+	case fixTeam:
+		sm.Metadata.TeamReward = v
+	case fixAgentScore:
+		sm.Metadata.AgentScore = &v
+	case fixLogProb:
+		if f.At < 0 || f.At >= len(sm.RolloutLogProbs) {
+			return bad("log-prob %d of %d", f.At, len(sm.RolloutLogProbs))
+		}
+		sm.RolloutLogProbs[f.At] = v
+	default:
+		return bad("unknown field")
+	}
+	return nil
+}
+
+// Fields a raw string can restore.
+const (
+	rawScenario = "scenario"
+	rawParam    = "param" // Params[Key]
+	rawStatus   = "status"
+	rawEnd      = "end"
+	rawErr      = "err"
+	rawSeatID   = "seat_id"   // Seats[At].ID
+	rawSeatRole = "seat_role" // Seats[At].Role
+	rawAction   = "action"    // Actions[At].Action
+	rawFrom     = "from"      // Messages[At].From
+	rawTo       = "to"        // Messages[At].To
+	rawKind     = "kind"      // Messages[At].Kind
+	rawPayload  = "payload"   // Messages[At].Payload
+)
+
+// rawString restores a string of the episode that is not valid UTF-8,
+// which a JSON string cannot carry: it is written empty in its place, and
+// its bytes here.
+type rawString struct {
+	Field string `json:"f"`
+	At    int    `json:"i,omitempty"`
+	Key   string `json:"k,omitempty"`
+	B64   string `json:"b64"`
+}
+
+func (r *rawString) apply(w *wireEpisode) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: raw string %s %d: %s", ErrDecode, r.Field, r.At, fmt.Sprintf(format, args...))
+	}
+	b, err := base64.StdEncoding.DecodeString(r.B64)
+	if err != nil {
+		return bad("b64: %v", err)
+	}
+	v := string(b)
+	in := func(n int) bool { return r.At >= 0 && r.At < n }
+	switch r.Field {
+	case rawScenario:
+		w.Scenario = v
+	case rawParam:
+		if _, ok := w.Params[r.Key]; !ok {
+			return bad("no parameter %q", r.Key)
+		}
+		w.Params[r.Key] = v
+	case rawStatus:
+		w.Status = v
+	case rawEnd:
+		w.End = v
+	case rawErr:
+		w.Err = v
+	case rawSeatID, rawSeatRole:
+		if !in(len(w.Seats)) {
+			return bad("the episode has %d seats", len(w.Seats))
+		}
+		if r.Field == rawSeatID {
+			w.Seats[r.At].ID = v
+		} else {
+			w.Seats[r.At].Role = v
+		}
+	case rawAction:
+		if !in(len(w.Actions)) {
+			return bad("the episode has %d actions", len(w.Actions))
+		}
+		w.Actions[r.At].Action = v
+	case rawFrom, rawTo, rawKind, rawPayload:
+		if !in(len(w.Messages)) {
+			return bad("the episode has %d messages", len(w.Messages))
+		}
+		m := &w.Messages[r.At]
+		switch r.Field {
+		case rawFrom:
+			m.From = v
+		case rawTo:
+			m.To = v
+		case rawKind:
+			m.Kind = v
+		default:
+			m.Payload = v
+		}
+	default:
+		return bad("unknown field")
+	}
+	return nil
+}
+
+// wfloat is a float64 that travels exactly: finite values as the shortest
+// JSON number that round-trips, NaN and infinities as "NaN", "+Inf", "-Inf".
+type wfloat float64
+
+func appendFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"+Inf"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Inf"`...)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64)
+}
+
+func (f wfloat) MarshalJSON() ([]byte, error) { return appendFloat(nil, float64(f)), nil }
+
+func (f *wfloat) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		switch string(data) {
+		case `"NaN"`:
+			*f = wfloat(math.NaN())
+		case `"+Inf"`:
+			*f = wfloat(math.Inf(1))
+		case `"-Inf"`:
+			*f = wfloat(math.Inf(-1))
+		default:
+			return fmt.Errorf("%s is not a number", data)
+		}
+		return nil
+	}
+	// The decoder has checked that data is a JSON number, which
+	// ParseFloat reads exactly.
+	v, err := strconv.ParseFloat(string(data), 64)
+	if err != nil {
+		return fmt.Errorf("%s: %w", data, err)
+	}
+	*f = wfloat(v)
+	return nil
+}
