@@ -247,7 +247,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent) {
 			done = e.current
 		}
-		ep.Replay = e.replayer(setup, ep.Actions, done)
+		ep.Replay = replayer(setup, e.seats, ep.Actions, done)
 	}
 	return ep
 }
@@ -696,12 +696,19 @@ func (e *Engine) finishSamples() {
 	}
 }
 
-// replayer returns the episode's Replayer: it re-runs the same setup under a
-// counterfactual, with no samples emitted. done, when not nil, is the
-// episode's finished game: frozen counterfactuals are asked of it first
-// (Rescorer), and replayed only when it cannot answer.
-func (e *Engine) replayer(setup Setup, recorded []trajectories.ActionRecord, done Game) trajectories.Replayer {
-	seats := e.seats
+// NewReplayer returns the Replayer of an episode played with setup by the
+// given seats, whose turns were recorded: it re-runs the same setup under a
+// counterfactual, with no samples emitted. The engine gives every episode
+// it plays one; an executor that gets episodes from elsewhere (another
+// machine) builds theirs with it.
+func NewReplayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord) trajectories.Replayer {
+	return replayer(setup, seats, recorded, nil)
+}
+
+// replayer is NewReplayer, plus done: when not nil, the episode's finished
+// game, which is asked frozen counterfactuals first (Rescorer); they are
+// replayed only when it cannot answer.
+func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, done Game) trajectories.Replayer {
 	// Replays run concurrently (counterfactual allocators fan out), so the
 	// per-seat split of the record is made once, by whichever comes first.
 	bySeat := sync.OnceValue(func() [][]string { return splitBySeat(recorded, len(seats)) })

@@ -324,3 +324,23 @@ func (r *Registry) ParseDefaultingSim(spec string, resimulate bool) (trajectorie
 	}
 	return re, nil
 }
+
+// SplitSpecs splits a comma-separated list of allocator specs, as a
+// command-line flag gives them. A spec's own parameters are comma separated
+// too ("rae:alpha=0.9,state=rae.json"), so a piece that reads key=value (no
+// ':' or '(' before its '=') continues the previous spec; commas inside
+// parentheses ("discount:of=rloo(key=role),gamma=0.9") never split. Pieces
+// are trimmed; an empty piece is kept, for the caller to reject.
+func SplitSpecs(list string) []string {
+	var specs []string
+	for _, piece := range splitTop(list, ',') {
+		piece = strings.TrimSpace(piece)
+		key, _, isKV := strings.Cut(piece, "=")
+		if isKV && !strings.ContainsAny(key, ":(") && len(specs) > 0 {
+			specs[len(specs)-1] += "," + piece
+			continue
+		}
+		specs = append(specs, piece)
+	}
+	return specs
+}

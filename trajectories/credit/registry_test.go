@@ -227,3 +227,11 @@ func TestParseDefaultingSim(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, a.Name(), "sim=resimulate")
 }
+
+func TestSplitSpecs(t *testing.T) {
+	assert.Equal(t, []string{"team", "equal-split"}, credit.SplitSpecs("team, equal-split"))
+	assert.Equal(t, []string{"rae:alpha=0.9,state=r.json", "team"}, credit.SplitSpecs("rae:alpha=0.9,state=r.json,team"))
+	assert.Equal(t, []string{"discount:of=rloo(key=role,base=team),gamma=0.9", "difference"},
+		credit.SplitSpecs("discount:of=rloo(key=role,base=team),gamma=0.9,difference"))
+	assert.Equal(t, []string{"team", ""}, credit.SplitSpecs("team,"), "an empty piece is kept for the caller to reject")
+}

@@ -303,15 +303,7 @@ func hasNull(cf *env.CounterfactualSpec, role string) bool {
 func buildAllocators(reg *credit.Registry, values []string, resimulate bool) ([]trajectories.Allocator, error) {
 	var specs []string
 	for _, v := range values {
-		for _, piece := range splitOutsideParens(v, ',') {
-			piece = strings.TrimSpace(piece)
-			key, _, isKV := strings.Cut(piece, "=")
-			if isKV && !strings.ContainsAny(key, ":(") && len(specs) > 0 {
-				specs[len(specs)-1] += "," + piece
-				continue
-			}
-			specs = append(specs, piece)
-		}
+		specs = append(specs, credit.SplitSpecs(v)...)
 	}
 	if len(specs) == 0 {
 		return nil, usagef("--allocator: none given (known: %s)", strings.Join(reg.Names(), ", "))
@@ -335,26 +327,6 @@ func buildAllocators(reg *credit.Registry, values []string, resimulate bool) ([]
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// splitOutsideParens splits s at each sep that no parenthesis encloses.
-func splitOutsideParens(s string, sep byte) []string {
-	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case sep:
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
 }
 
 // llmPolicyName is the policy name that plays an LLM in any scenario.
