@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/troupe-rl/troupe/scenarios/internal/strictjson"
 )
 
 // The critic's verdicts.
@@ -114,35 +115,11 @@ func ParseVerdict(text string) (Verdict, error) {
 }
 
 // parseObject decodes text as exactly one JSON object, calling field for
-// each key with dec positioned at its value. A repeated key is an error:
-// encoding/json would keep the last one, and a rule checker must not guess
-// which the model meant.
+// each key with dec positioned at its value (see strictjson.ReadObject).
 func parseObject(text string, field func(dec *json.Decoder, key string) error) error {
 	dec := json.NewDecoder(strings.NewReader(text))
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("%w: want a JSON object, got %v", ErrSyntax, tok)
-	}
-	var seen []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrSyntax, err)
-		}
-		key, _ := tok.(string) // inside an object the decoder yields only string keys
-		if slices.Contains(seen, key) {
-			return fmt.Errorf("%w: key %q appears twice", ErrSyntax, key)
-		}
-		seen = append(seen, key)
-		if err := field(dec, key); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
+	if err := strictjson.ReadObject(dec, ErrSyntax, func(key string) error { return field(dec, key) }); err != nil {
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: text after the JSON object", ErrSyntax)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/troupe-rl/troupe/scenarios/internal/strictjson"
 )
 
 // The action types of the grammar.
@@ -164,37 +166,9 @@ func ParseAction(text string, pool Pool) (Action, error) {
 	return a, nil
 }
 
-// readObject reads one JSON object from dec, calling field for each key
-// with the decoder positioned at its value. A repeated key is an error:
-// encoding/json would silently keep the last one, and a rule checker must
-// not guess which the model meant.
+// readObject reads one JSON object from dec (see strictjson.ReadObject).
 func readObject(dec *json.Decoder, field func(key string) error) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("%w: want a JSON object, got %v", ErrSyntax, tok)
-	}
-	var seen []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrSyntax, err)
-		}
-		key, _ := tok.(string) // inside an object the decoder yields only string keys
-		if slices.Contains(seen, key) {
-			return fmt.Errorf("%w: key %q appears twice", ErrSyntax, key)
-		}
-		seen = append(seen, key)
-		if err := field(key); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	return nil
+	return strictjson.ReadObject(dec, ErrSyntax, field)
 }
 
 func readString(dec *json.Decoder, dst *string) error {
