@@ -112,8 +112,9 @@ var ErrNoURL = errors.New("natsrun: --nats is empty: give NATS server URLs, or e
 
 // OpenRun connects troupe run to the deployment. With --nats embedded it
 // starts the server in --nats-dir and a worker playing slots episodes at
-// once with reg's scenarios.
-func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, slots int, log *slog.Logger) (*Deployment, error) {
+// once with reg's scenarios and the policies policies makes (nil: the
+// scenarios' own).
+func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies PolicyMaker, slots int, log *slog.Logger) (*Deployment, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +122,7 @@ func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, slots int, log *
 		l, err := StartLocal(ctx, LocalOptions{
 			Embedded: EmbeddedOptions{Dir: f.Dir, Listen: f.Listen},
 			Config:   f.Config,
-			Worker:   WorkerConfig{Registry: reg, Concurrency: slots, Name: "embedded"},
+			Worker:   WorkerConfig{Registry: reg, Policies: policies, Concurrency: slots, Name: "embedded"},
 			Logger:   log,
 		})
 		if err != nil {

@@ -64,7 +64,7 @@ func TestFlagsEmbeddedRunAndWorker(t *testing.T) {
 	f := natsrun.DefaultFlags()
 	f.Conn.URL, f.Dir, f.Listen = natsrun.EmbeddedURL, t.TempDir(), "127.0.0.1:0"
 	ctx := context.Background()
-	d, err := f.OpenRun(ctx, reg, 1, nil)
+	d, err := f.OpenRun(ctx, reg, nil, 1, nil)
 	require.NoError(t, err)
 	defer d.Close()
 

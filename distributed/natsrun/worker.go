@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,21 +30,12 @@ type PolicyMaker func(info *env.Info, params env.Params, role, name string) (age
 
 // ErrUnknownPolicy is returned by NamedPolicies for a name the scenario
 // does not offer.
-var ErrUnknownPolicy = errors.New("unknown policy")
+var ErrUnknownPolicy = env.ErrUnknownPolicy
 
-// NamedPolicies makes the scenario's own named policies, and "random".
+// NamedPolicies makes the scenario's own named policies, and "random"
+// (env.Info.MakePolicy).
 func NamedPolicies(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-	if mk, ok := info.Policies[name]; ok {
-		p, err := mk(params, role)
-		if err == nil && p == nil {
-			err = fmt.Errorf("the scenario's maker of policy %q returned no policy", name)
-		}
-		return p, err
-	}
-	if name == "random" {
-		return agents.Random(), nil
-	}
-	return nil, fmt.Errorf("%w %q for scenario %s (it has %s)", ErrUnknownPolicy, name, info.Name, strings.Join(info.PolicyNames(), ", "))
+	return info.MakePolicy(params, role, name)
 }
 
 // WorkerConfig configures a Worker.

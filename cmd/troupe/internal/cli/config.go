@@ -48,6 +48,7 @@ type plan struct {
 	policies map[string]string // role -> policy name, for the summary
 	closers  []func()          // what the run must close when it ends (LLM clients)
 	emit     []string          // the roles whose turns are emitted; nil: all
+	llm      *llmPolicies      // the run's LLM policy, when a role plays "llm"
 }
 
 // stdoutPath is the --out value that sends samples to standard output.
@@ -166,6 +167,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 		policies: names,
 		closers:  closers,
 		emit:     emitRoles,
+		llm:      llms,
 	}, nil
 }
 

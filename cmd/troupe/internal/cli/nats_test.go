@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 )
 
 // TestRunOnEmbeddedNATSMatchesALocalRun plays a run through an embedded
@@ -28,4 +30,23 @@ func TestWorkerNeedsAServer(t *testing.T) {
 	r := troupe(t, "worker")
 	assert.Equal(t, ExitUsage, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "nats")
+}
+
+// TestLLMRunOnEmbeddedNATS plays LLM episodes through the embedded
+// server's worker: it plays the run's own llm policy, and the samples
+// carry the server's token ids as in a local run.
+func TestLLMRunOnEmbeddedNATS(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
+	dir := t.TempDir()
+	args := []string{"run", "tictactoe", "-n", "6", "--policy", "llm", "--llm-base-url", srv.URL()}
+	r, local := llmRun(t, args...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r, remote := llmRun(t, append(args, "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js"))...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Equal(t, local, remote)
+	for _, ro := range remote {
+		for _, s := range ro {
+			assert.False(t, s.Metadata.TextOnly)
+		}
+	}
 }

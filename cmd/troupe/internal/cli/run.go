@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
@@ -236,7 +237,15 @@ func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunC
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := nf.OpenRun(ctx, a.Scenarios, cfg.Concurrency, logger)
+	// The embedded server's worker plays the run's own policies, the LLM
+	// one on the run's client included.
+	policies := func(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
+		if name == llmPolicyName && p.llm != nil {
+			return p.llm.policy, nil
+		}
+		return info.MakePolicy(params, role, name)
+	}
+	d, err := nf.OpenRun(ctx, a.Scenarios, policies, cfg.Concurrency, logger)
 	if err != nil {
 		return env.Summary{}, err
 	}

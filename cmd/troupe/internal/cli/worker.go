@@ -8,7 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/env"
 )
 
 // workerCommand is `troupe worker`: it pulls the episode requests of
@@ -17,6 +20,8 @@ import (
 func (a *App) workerCommand() *cobra.Command {
 	nf := natsrun.DefaultFlags()
 	var concurrency int
+	llmCfg := llm.DefaultConfig()
+	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Play the episodes of distributed runs, pulled from NATS JetStream (--nats URL)",
@@ -26,8 +31,16 @@ func (a *App) workerCommand() *cobra.Command {
 			if concurrency == 0 {
 				concurrency = runtime.GOMAXPROCS(0)
 			}
+			if llmEnvErr != nil {
+				return &UsageError{Err: llmEnvErr}
+			}
+			client, err := llm.NewClient(llmCfg)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			defer client.Close()
 			logger := slog.New(slog.NewTextHandler(a.Stderr, nil))
-			err := nf.RunWorker(cmd.Context(), a.Scenarios, nil, concurrency, logger)
+			err = nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg), concurrency, logger)
 			switch {
 			case errors.Is(err, natsrun.ErrNoURL), errors.Is(err, natsrun.ErrBadConfig):
 				return &UsageError{Err: err}
@@ -39,6 +52,23 @@ func (a *App) workerCommand() *cobra.Command {
 		},
 	}
 	nf.BindWorker(cmd.Flags())
+	llmCfg.BindFlags(cmd.Flags())
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 0, "episodes played at once; 0: one per CPU (LLM episodes: many more)")
 	return cmd
+}
+
+// workerPolicies makes the policies a distributed run names: the
+// scenario's own, "random", and "llm" on the worker's --llm-* server (each
+// worker may use a server of its own: the machine's local one, say).
+func (a *App) workerPolicies(client *llm.Client, cfg llm.Config) natsrun.PolicyMaker {
+	return func(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
+		if name != llmPolicyName {
+			return info.MakePolicy(params, role, name)
+		}
+		sc, err := a.Scenarios.Lookup(info.Name)
+		if err != nil {
+			return nil, err
+		}
+		return llm.NewPolicy(client, cfg, llm.ForScenario(sc, params)...)
+	}
 }
