@@ -282,7 +282,7 @@ func TestUnknownPolicyIsRejected(t *testing.T) {
 	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: map[string]string{"player": "oracle"}}, trajectories.Flat)
 	require.Len(t, eps, 2)
 	assert.Equal(t, natsrun.EndRejected, eps[0].End)
-	assert.Contains(t, eps[0].Err, `unknown policy "oracle" for scenario count (it has random, sleepy)`)
+	assert.Contains(t, eps[0].Err, `unknown policy "oracle" (scenario count has random, sleepy)`)
 }
 
 // TestHeartbeatsKeepLongEpisodes: an episode longer than the ack wait is
