@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -33,6 +35,9 @@ type Flags struct {
 	Listen string        // --nats-listen: the embedded server's address for other processes
 	RunID  string        // --run-id (troupe run)
 	Drain  time.Duration // --drain (troupe worker)
+	// MetricsAddr is --metrics-addr (troupe worker): where to serve the
+	// deployment's Prometheus metrics (MetricsHandler); empty: nowhere.
+	MetricsAddr string
 }
 
 // DefaultFlags returns the defaults: Config's, and .troupe/nats for an
@@ -87,6 +92,7 @@ func (f *Flags) BindRun(fs *pflag.FlagSet) {
 func (f *Flags) BindWorker(fs *pflag.FlagSet) {
 	f.bindCommon(fs, "NATS server `URLs` (comma-separated)")
 	fs.DurationVar(&f.Drain, "drain", f.Drain, "on SIGTERM, how long the episodes in hand may finish before they are handed back")
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", f.MetricsAddr, "serve the deployment's Prometheus metrics (queue depth, in flight, redeliveries, workers) at http://`host:port`/metrics")
 }
 
 // Embedded reports whether --nats asks for an in-process server.
@@ -152,6 +158,13 @@ func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies Polic
 		return err
 	}
 	defer nc.Close()
+	if f.MetricsAddr != "" {
+		stop, err := serveMetrics(f.MetricsAddr, c, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	w, err := c.NewWorker(ctx, WorkerConfig{Registry: reg, Policies: policies, Concurrency: concurrency, Drain: f.Drain})
 	if err != nil {
 		return err
@@ -180,4 +193,22 @@ func (f *Flags) open(ctx context.Context, log *slog.Logger) (*nats.Conn, *Client
 		return nil, nil, err
 	}
 	return nc, c, nil
+}
+
+// serveMetrics serves MetricsHandler at addr/metrics until stop is called.
+func serveMetrics(addr string, c *Client, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --metrics-addr: %w", ErrBadConfig, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", MetricsHandler(c))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics endpoint stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
 }

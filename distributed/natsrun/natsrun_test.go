@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -433,6 +435,15 @@ func TestStats(t *testing.T) {
 	assert.Equal(t, 3.0, metrics["troupe_nats_in_flight"])
 	assert.Equal(t, 2.0, metrics["troupe_nats_workers"])
 	assert.Contains(t, metrics, "troupe_nats_redeliveries_total")
+
+	// The same numbers, scraped as Prometheus text.
+	rec := httptest.NewRecorder()
+	natsrun.MetricsHandler(c).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	body := rec.Body.String()
+	assert.Contains(t, body, "# TYPE troupe_nats_queue_depth gauge\ntroupe_nats_queue_depth 2\n")
+	assert.Contains(t, body, "# TYPE troupe_nats_workers gauge\ntroupe_nats_workers 2\n")
+	assert.Contains(t, body, "# TYPE troupe_nats_redeliveries_total counter\n")
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -1,10 +1,14 @@
 package natsrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -80,5 +84,33 @@ func (s Stats) Metrics() []Metric {
 		{Name: "troupe_nats_worker_slots", Help: "Episodes the live workers can play at once.", Value: float64(s.Slots)},
 		{Name: "troupe_nats_worker_busy", Help: "Episodes the live workers hold.", Value: float64(s.Busy)},
 		{Name: "troupe_nats_given_up_total", Help: "Episodes the live workers recorded as failed after MaxDeliver deliveries.", Value: float64(s.GivenUp), Counter: true},
+	}
+}
+
+// MetricsHandler serves the deployment's Stats in the Prometheus text
+// format, read afresh at every scrape; `troupe worker --metrics-addr` and
+// the submitter mount it. A deployment that cannot be read answers 503.
+func MetricsHandler(c *Client) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := c.Stats(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		var b bytes.Buffer
+		WriteMetrics(&b, s.Metrics())
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write(b.Bytes())
+	})
+}
+
+// WriteMetrics writes ms in the Prometheus text exposition format.
+func WriteMetrics(w io.Writer, ms []Metric) {
+	for _, m := range ms {
+		typ := "gauge"
+		if m.Counter {
+			typ = "counter"
+		}
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", m.Name, m.Help, m.Name, typ, m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64))
 	}
 }
