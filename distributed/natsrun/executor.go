@@ -114,6 +114,22 @@ func (c *Client) Start(ctx context.Context, run string, cfg env.RunConfig, spec 
 	return c.start(ctx, run, cfg, spec, cfg.Requests())
 }
 
+// StartRequests is Start for a run whose episodes are reqs rather than
+// cfg.Requests(): requests whose seeds and ids someone else chose (a
+// rollout service playing a trainer's prompts). Call Execute with each of
+// them (their Index is their position in reqs); Run does not apply.
+func (c *Client) StartRequests(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+	if cfg.Scenario == nil {
+		return nil, fmt.Errorf("%w: the run has no scenario", ErrBadConfig)
+	}
+	for i := range reqs {
+		if reqs[i].Index != int64(i) {
+			return nil, fmt.Errorf("%w: request %d has index %d", ErrBadConfig, i, reqs[i].Index)
+		}
+	}
+	return c.start(ctx, run, cfg, spec, reqs)
+}
+
 func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
 	if err := CheckRunID(run); err != nil {
 		return nil, err

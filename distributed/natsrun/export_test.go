@@ -8,11 +8,9 @@ import (
 	"github.com/troupe-rl/troupe/env"
 )
 
-// StartWithRequests starts a run whose requests are reqs rather than
-// cfg.Requests(): the tests' way to queue requests a worker must reject
-// among good ones.
+// StartWithRequests is StartRequests, under the name the tests use.
 func (c *Client) StartWithRequests(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
-	return c.start(ctx, run, cfg, spec, reqs)
+	return c.StartRequests(ctx, run, cfg, spec, reqs)
 }
 
 // DoneKeys lists the run's done markers, of every incarnation.

@@ -88,6 +88,14 @@ func (f *Flags) BindRun(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Config.KeepResults, "nats-keep", f.Config.KeepResults, "keep a completed run's episodes in NATS (running it again then writes them without playing)")
 }
 
+// BindServe defines troupe serve's flags on fs: those of troupe run but
+// the run id and the results' keeping, which are per request there.
+func (f *Flags) BindServe(fs *pflag.FlagSet) {
+	f.bindCommon(fs, "hand the episodes of rollout requests to troupe workers through NATS: server `URLs` (comma-separated), or embedded for an in-process server and worker")
+	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
+	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
+}
+
 // BindWorker defines troupe worker's flags on fs.
 func (f *Flags) BindWorker(fs *pflag.FlagSet) {
 	f.bindCommon(fs, "NATS server `URLs` (comma-separated)")

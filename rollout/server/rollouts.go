@@ -376,6 +376,9 @@ func (s *Server) play(ctx context.Context, p *plan, setups []env.Setup) ([]*traj
 		ep := eps[i]
 		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Actions), ends[i].Sub(starts[i]))
 	}
+	if s.cfg.Remote != nil {
+		return s.playRemote(ctx, p, setups)
+	}
 	if len(setups) == 1 {
 		run(0)
 	} else {
@@ -520,4 +523,43 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 		b = append(b, "]}"...)
 	}
 	return append(b, "]}\n"...)
+}
+
+// playRemote hands the request's episodes to Config.Remote. The episodes
+// come back without a Replayer (it cannot travel); each gets the one a
+// local episode would have, for counterfactual allocators.
+func (s *Server) playRemote(ctx context.Context, p *plan, setups []env.Setup) ([]*trajectories.Episode, time.Duration) {
+	n := int64(len(setups))
+	s.metrics.inflightEpisodes.Add(n)
+	defer s.metrics.inflightEpisodes.Add(-n)
+	start := time.Now()
+	eps := s.cfg.Remote.Play(ctx, RemoteRequest{Scenario: p.scenario, Setups: setups, Policies: policyNames(p.info, p.req), Emit: p.req.Emit})
+	inside := time.Since(start)
+	for i, ep := range eps {
+		if ep.Replay == nil && len(ep.Seats) > 0 {
+			ep.Replay = env.NewReplayer(setups[i], ep.Seats, ep.Actions)
+		}
+		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Actions), inside)
+	}
+	return eps, inside
+}
+
+// policyNames is each role's policy name under the request: what workers
+// elsewhere build the same policies from.
+func policyNames(info *env.Info, req *rollout.Request) map[string]string {
+	fallback := strings.TrimSpace(req.Policy)
+	if fallback == "" {
+		fallback = info.DefaultPolicy
+	}
+	if fallback == "" {
+		fallback = "random"
+	}
+	names := make(map[string]string, len(info.Roles))
+	for _, r := range info.Roles {
+		names[r.Name] = fallback
+		if n, ok := req.Policies[r.Name]; ok {
+			names[r.Name] = strings.TrimSpace(n)
+		}
+	}
+	return names
 }

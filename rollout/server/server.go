@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -32,6 +33,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
@@ -109,6 +111,13 @@ type Config struct {
 	// actors at once (LLM policies); their answers are applied in seat
 	// order all the same.
 	ParallelPolicies bool
+	// Remote, when set, plays the episodes elsewhere (troupe workers on
+	// NATS JetStream) instead of in this process.
+	Remote Remote
+	// ExtraMetrics, when set, appends more metrics, in the Prometheus
+	// text format, to every /metrics answer (a Remote's queue depth and
+	// workers, say).
+	ExtraMetrics func(ctx context.Context, w io.Writer)
 
 	// Logger receives the service's log lines; default: discard.
 	Logger *slog.Logger
@@ -348,9 +357,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) (int, *rol
 	return status, nil
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) (int, *rollout.Error) {
 	var b bytes.Buffer
 	s.metrics.write(&b)
+	if s.cfg.ExtraMetrics != nil {
+		s.cfg.ExtraMetrics(r.Context(), &b)
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(b.Bytes())
 	return http.StatusOK, nil
@@ -500,4 +512,21 @@ func checkContentType(r *http.Request) *rollout.Error {
 	}
 	return &rollout.Error{Status: http.StatusUnsupportedMediaType, Code: rollout.CodeUnsupportedMedia,
 		Message: fmt.Sprintf("Content-Type %q: send application/json", ct)}
+}
+
+// Remote plays a request's episodes somewhere other than this process.
+// Play returns one episode per setup, in order, and records failures in
+// the episodes, as Engine.Run does; it must honour ctx.
+type Remote interface {
+	Play(ctx context.Context, r RemoteRequest) []*trajectories.Episode
+}
+
+// RemoteRequest is one rollout request's episodes, as a Remote needs them:
+// the setups this process would play, and what a worker elsewhere needs to
+// build the same policies.
+type RemoteRequest struct {
+	Scenario env.Scenario
+	Setups   []env.Setup
+	Policies map[string]string // each role's policy name
+	Emit     []string          // the roles whose turns become samples; empty: all
 }

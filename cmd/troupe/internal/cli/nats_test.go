@@ -1,13 +1,22 @@
 package cli
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents/llm/llmtest"
+	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/rollout/server"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 // TestRunOnEmbeddedNATSMatchesALocalRun plays a run through an embedded
@@ -49,4 +58,45 @@ func TestLLMRunOnEmbeddedNATS(t *testing.T) {
 			assert.False(t, s.Metadata.TextOnly)
 		}
 	}
+}
+
+// TestServeOnNATSAnswersAsLocally hands a rollout service's episodes to a
+// NATS worker (here the embedded server's): the answer is the same bytes
+// as when the service plays them itself, counterfactual credit included.
+func TestServeOnNATSAnswersAsLocally(t *testing.T) {
+	nf := natsrun.DefaultFlags()
+	nf.Conn.URL, nf.Dir = natsrun.EmbeddedURL, filepath.Join(t.TempDir(), "js")
+	d, err := nf.OpenRun(t.Context(), scenarios.Builtin(), nil, 4, nil)
+	require.NoError(t, err)
+	defer d.Close()
+	remote, err := newNATSRemote(d.Client)
+	require.NoError(t, err)
+
+	answer := func(r server.Remote) string {
+		cfg := server.Config{Scenarios: scenarios.Builtin(), Allocators: credit.Builtin(), Remote: r}
+		if r != nil {
+			cfg.ExtraMetrics = func(ctx context.Context, w io.Writer) {
+				st, err := d.Client.Stats(ctx)
+				require.NoError(t, err)
+				natsrun.WriteMetrics(w, st.Metrics())
+			}
+		}
+		srv, err := server.New(cfg)
+		require.NoError(t, err)
+		body := `{"scenario":"elfarol","params":{"agents":5},"n":3,"rollout_id":40,"group_index":7,"index":100,"allocators":["team","difference"],"reward_format":"dict"}`
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/rollouts", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		srv.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		if r != nil {
+			m := httptest.NewRecorder()
+			srv.ServeHTTP(m, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			assert.Contains(t, m.Body.String(), "troupe_nats_workers 1\n", "the service's metrics show the deployment's")
+		}
+		return rec.Body.String()
+	}
+	local := answer(nil)
+	assert.Contains(t, local, `"rollout_id":42`)
+	assert.Equal(t, local, answer(remote))
 }

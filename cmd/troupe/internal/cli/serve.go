@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
 
@@ -25,6 +28,7 @@ func (a *App) serveCommand() *cobra.Command {
 	var tokenFile string
 	llmCfg := llm.DefaultConfig()
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
+	nf := natsrun.DefaultFlags()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Args:  cobra.NoArgs,
@@ -52,6 +56,27 @@ func (a *App) serveCommand() *cobra.Command {
 			defer client.Close()
 			cfg.Policies = server.Named(llmPolicyMaker(client, llmCfg))
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
+			if nf.Conn.URL != "" {
+				nf.ApplyEnv(a.lookupEnv())
+				// With --nats embedded, the service's own worker plays the
+				// episodes; troupe workers may join it (--nats-listen).
+				d, err := nf.OpenRun(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg), cfg.MaxConcurrentEpisodes, cfg.Logger)
+				if err != nil {
+					return &UsageError{Err: err}
+				}
+				defer d.Close()
+				remote, err := newNATSRemote(d.Client)
+				if err != nil {
+					return err
+				}
+				cfg.Remote = remote
+				cfg.ExtraMetrics = func(ctx context.Context, w io.Writer) {
+					if st, err := d.Client.Stats(ctx); err == nil {
+						natsrun.WriteMetrics(w, st.Metrics())
+					}
+				}
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
 			err = server.Serve(cmd.Context(), cfg)
 			switch {
@@ -78,6 +103,7 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "time to finish in-flight requests after SIGTERM")
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
 	llmCfg.BindFlags(fl)
+	nf.BindServe(fl)
 	return cmd
 }
 
