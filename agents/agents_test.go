@@ -149,3 +149,41 @@ func TestObservationStreamsAreIndependent(t *testing.T) {
 	f := o.Float64(3)
 	assert.True(t, f >= 0 && f < 1)
 }
+
+// TestFireAgreesWithLooplab fires every event in every state through
+// Machine.Fire and through looplab/fsm's own Event, and compares the
+// outcomes: Fire's table lookup must be the looplab transition.
+func TestFireAgreesWithLooplab(t *testing.T) {
+	states := []agents.State{"closed", "open", "broken"}
+	events := []agents.Event{"open", "close", "knock", "break", "fly"}
+	for _, from := range states {
+		for _, ev := range events {
+			m := door.NewMachine("m")
+			var descs []fsm.EventDesc
+			for _, tr := range door.Transitions {
+				src := make([]string, len(tr.From))
+				for i, s := range tr.From {
+					src[i] = string(s)
+				}
+				descs = append(descs, fsm.EventDesc{Name: string(tr.Event), Src: src, Dst: string(tr.To)})
+			}
+			ref := fsm.NewFSM(string(from), descs, nil)
+			// Walk m to from through a legal path.
+			switch from {
+			case "open":
+				require.NoError(t, m.Fire("open"))
+			case "broken":
+				require.NoError(t, m.Fire("break"))
+			}
+			require.Equal(t, from, m.State())
+
+			err := m.Fire(ev)
+			refErr := ref.Event(context.Background(), string(ev))
+			var noTransition fsm.NoTransitionError
+			refOK := refErr == nil || errors.As(refErr, &noTransition)
+			assert.Equal(t, refOK, err == nil, "%s --%s-->: fire %v, looplab %v", from, ev, err, refErr)
+			assert.Equal(t, agents.State(ref.Current()), m.State(), "%s --%s-->", from, ev)
+			assert.Equal(t, ref.Can("knock"), m.Can("knock"), "the looplab machine inside m stays in step")
+		}
+	}
+}
