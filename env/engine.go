@@ -258,16 +258,12 @@ func (e *Engine) score() (score Score, err error) {
 			err = fmt.Errorf("%w in Score: %v", ErrGamePanic, r)
 		}
 	}()
-	score = e.game().Score()
+	score = e.current.Score()
 	if score.Agents != nil && len(score.Agents) != len(e.seats) {
 		return Score{}, fmt.Errorf("%w: Score has %d agent scores for %d seats", ErrBadSeats, len(score.Agents), len(e.seats))
 	}
 	return score, nil
 }
-
-// game is kept out of the Engine's fields so that a finished episode's
-// game can be collected; play stores it here for score.
-func (e *Engine) game() Game { return e.current }
 
 func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end string, err error) {
 	setup := e.setup
@@ -424,7 +420,7 @@ func (e *Engine) seat(seats []Seat) error {
 			e.absent[i] = true
 		}
 		if slices.Contains(cf.Null, i) {
-			null, ok := e.info.Counterfactual.nullAction(s.Role)
+			null, ok := e.info.Counterfactual.NullActionOf(s.Role)
 			if !ok {
 				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, ErrNoNullAction)
 			}
@@ -722,7 +718,7 @@ func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, d
 			if i < 0 || i >= len(seats) {
 				return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
 			}
-			if _, ok := spec.nullAction(seats[i].Role); !ok {
+			if _, ok := spec.NullActionOf(seats[i].Role); !ok {
 				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
 			}
 		}

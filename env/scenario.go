@@ -131,8 +131,9 @@ type CounterfactualSpec struct {
 	Resimulate bool
 }
 
-// nullAction returns role's null action; a nil spec has none.
-func (cf *CounterfactualSpec) nullAction(role string) (string, bool) {
+// NullActionOf returns role's null action and whether it has one; a nil
+// spec declares none.
+func (cf *CounterfactualSpec) NullActionOf(role string) (string, bool) {
 	if cf == nil {
 		return "", false
 	}

@@ -235,7 +235,7 @@ func newPlan(cfg Config) (*plan, error) {
 	}
 	for _, role := range cfg.Learn {
 		if info.Role(role) == nil {
-			return bad("learning role %q: scenario %s has %s", role, info.Name, roleNames(info))
+			return bad("learning role %q: scenario %s has %s", role, info.Name, info.RoleNames())
 		}
 	}
 	p.learners = slices.Clone(cfg.Learn)
@@ -259,7 +259,7 @@ func newPlan(cfg Config) (*plan, error) {
 	}
 	for role := range cfg.Policies {
 		if info.Role(role) == nil {
-			return bad("policy for role %q: scenario %s has %s", role, info.Name, roleNames(info))
+			return bad("policy for role %q: scenario %s has %s", role, info.Name, info.RoleNames())
 		}
 		if slices.Contains(p.learners, role) {
 			return bad("role %q both learns and plays policy %q", role, cfg.Policies[role])
@@ -320,14 +320,6 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 		}
 	}
 	return nil
-}
-
-func roleNames(info *env.Info) string {
-	names := make([]string, len(info.Roles))
-	for i, r := range info.Roles {
-		names[i] = r.Name
-	}
-	return strings.Join(names, ", ")
 }
 
 // expand builds the grid's points and cells.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,12 +175,12 @@ func (m *metrics) write(b *bytes.Buffer) {
 	}
 	m.mu.Unlock()
 	header("troupe_http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.")
-	for _, k := range sortedKeys(requests) {
+	for _, k := range slices.Sorted(maps.Keys(requests)) {
 		endpoint, code, _ := strings.Cut(k, " ")
 		line("troupe_http_requests_total", label("endpoint", endpoint)+","+label("code", code), float64(requests[k]))
 	}
 	header("troupe_errors_total", "counter", "Requests answered with an error, by error code.")
-	for _, k := range sortedKeys(errs) {
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
 		line("troupe_errors_total", label("code", k), float64(errs[k]))
 	}
 }

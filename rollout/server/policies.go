@@ -91,12 +91,3 @@ func makeNamed(req PolicyRequest, makers []PolicyMaker, role, name string) (agen
 	}
 	return req.Info.MakePolicy(req.Params, role, name)
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

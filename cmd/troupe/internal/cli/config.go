@@ -278,20 +278,12 @@ func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.A
 			if emit != nil && !emit(env.Seat{Role: r.Name}) {
 				continue // its turns get no reward
 			}
-			if !hasNull(cf, r.Name) {
+			if _, ok := cf.NullActionOf(r.Name); !ok {
 				return usagef("--allocator %s: scenario %s declares no null action for role %q (emit only other roles with --emit)", a.Name(), info.Name, r.Name)
 			}
 		}
 	}
 	return nil
-}
-
-func hasNull(cf *env.CounterfactualSpec, role string) bool {
-	if cf == nil {
-		return false
-	}
-	_, ok := cf.NullAction[role]
-	return ok
 }
 
 // buildAllocators reads --allocator values. Each value is one allocator
