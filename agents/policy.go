@@ -59,8 +59,15 @@ type Tokens struct {
 // Action is a policy's answer.
 type Action struct {
 	// Text is the action as the scenario reads it (a legal action's name, an
-	// utterance, a JSON object), and the sample's response.
+	// utterance, a JSON object), and the sample's response unless
+	// Completion is set.
 	Text string
+	// Completion is what a model wrote, decoded from the tokens it sampled,
+	// when that differs from Text (an LLM's fenced JSON object around the
+	// move it names, a tool call). It becomes the sample's response, which
+	// reward models, filters and logs read, and Text moves to the sample's
+	// metadata under "action". Empty means the response is Text.
+	Completion string
 	// Tokens is set by policies that know the token ids behind Text; nil
 	// makes the sample text-only.
 	Tokens *Tokens

@@ -617,6 +617,12 @@ func (e *Engine) record(i int, obs *agents.Observation, a agents.Action, view Vi
 	if len(a.Notes) > 0 {
 		s.Metadata.Extra = maps.Clone(a.Notes)
 	}
+	if a.Completion != "" {
+		// The response is what the model wrote; the move the game read
+		// from it is kept beside it.
+		s.Response = a.Completion
+		s.Metadata.Action = a.Text
+	}
 	if a.Prompt != nil {
 		s.Prompt = *a.Prompt
 	} else {
@@ -678,7 +684,7 @@ func (e *Engine) label() (label string) {
 // finishSamples stamps the episode's outcome on its samples.
 func (e *Engine) finishSamples() {
 	ep := e.ep
-	label := e.label()
+	label := protocol.TextLabel(e.label())
 	for k := range ep.Samples {
 		md := &ep.Samples[k].Metadata
 		ep.Samples[k].Status = ep.Status

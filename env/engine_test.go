@@ -383,7 +383,7 @@ func TestLabelerSetsEverySampleLabel(t *testing.T) {
 	ep := runOne(t, sc, agents.Replay("2"), nil)
 	require.Len(t, ep.Samples, 2)
 	for _, s := range ep.Samples {
-		assert.Equal(t, "42", s.Label)
+		assert.Equal(t, protocol.TextLabel("42"), s.Label)
 	}
 }
 
@@ -414,4 +414,21 @@ func TestActionNotesReachTheSample(t *testing.T) {
 	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
 	require.Len(t, ep.Samples, 1)
 	assert.Equal(t, map[string]any{"llm_attempts": 2}, ep.Samples[0].Metadata.Extra)
+}
+
+func TestCompletionIsTheResponseAndTheMoveIsKept(t *testing.T) {
+	const wrote = "I will say three.\n```json\n{\"action\": \"3\"}\n```"
+	pol := agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+		return agents.Action{Text: "3", Completion: wrote}, nil
+	})
+	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
+	require.Len(t, ep.Samples, 1)
+	s := ep.Samples[0]
+	assert.Equal(t, wrote, s.Response, "the response is what the model wrote")
+	assert.Equal(t, "3", s.Metadata.Action, "the move the game read is kept in metadata")
+	assert.Equal(t, "3", ep.Actions[0].Action, "the game and replays see the move, not the completion")
+
+	plain := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), agents.Replay("3"), nil)
+	assert.Equal(t, "3", plain.Samples[0].Response)
+	assert.Empty(t, plain.Samples[0].Metadata.Action, "no completion: the response is the move, written once")
 }

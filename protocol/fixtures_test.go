@@ -53,7 +53,7 @@ func chatSample() protocol.Sample {
 		{Role: "system", Content: "You are a patron of the El Farol bar."},
 		{Role: "user", Content: "Go or stay? Answer \"go\" or \"stay\"."},
 	}}
-	s.Label = "stay"
+	s.Label = protocol.TextLabel("stay")
 	return s
 }
 

@@ -62,10 +62,10 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 	dst = append(dst, `,"response_length":`...)
 	dst = strconv.AppendInt(dst, int64(s.ResponseLength), 10)
 	dst = append(dst, `,"label":`...)
-	if s.Label == "" {
+	if s.Label.IsNull() {
 		dst = append(dst, "null"...)
 	} else {
-		dst = appendString(dst, s.Label)
+		dst = append(dst, s.Label.raw...)
 	}
 	dst = append(dst, `,"reward":`...)
 	switch s.Reward.Kind {
@@ -116,11 +116,24 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendString(dst, string(s.Status))
 	dst = append(dst, `,"metadata":`...)
-	dst = s.Metadata.appendJSON(dst)
+	dst = s.Metadata.appendJSON(dst, &s.Reward)
 	return append(dst, '}')
 }
 
-func (m *Metadata) appendJSON(dst []byte) []byte {
+// rawReward is the metadata's raw_reward: the scalar the sample is
+// trained on. slime logs metadata.raw_reward (and computes pass@k from it)
+// in place of its own raw reward, so it must be the trained value, not the
+// team reward (which has its own key). A dict reward has no single trained
+// value until slime's --reward-key picks one, so it is not written; the
+// slime adapter writes it from the key.
+func rawReward(r *Reward) (float64, bool) {
+	if r.Kind == RewardScalar {
+		return r.Value, true
+	}
+	return 0, false
+}
+
+func (m *Metadata) appendJSON(dst []byte, reward *Reward) []byte {
 	dst = append(dst, `{"scenario":`...)
 	dst = appendString(dst, m.Scenario)
 	dst = append(dst, `,"seed":`...)
@@ -139,8 +152,10 @@ func (m *Metadata) appendJSON(dst []byte) []byte {
 	dst = appendString(dst, m.State)
 	dst = append(dst, `,"team_reward":`...)
 	dst = appendFloat(dst, m.TeamReward)
-	dst = append(dst, `,"raw_reward":`...)
-	dst = appendFloat(dst, m.TeamReward)
+	if raw, ok := rawReward(reward); ok {
+		dst = append(dst, `,"raw_reward":`...)
+		dst = appendFloat(dst, raw)
+	}
 	if m.AgentScore != nil {
 		dst = append(dst, `,"agent_score":`...)
 		dst = appendFloat(dst, *m.AgentScore)
@@ -154,6 +169,10 @@ func (m *Metadata) appendJSON(dst []byte) []byte {
 	if m.Error != "" {
 		dst = append(dst, `,"error":`...)
 		dst = appendString(dst, m.Error)
+	}
+	if m.Action != "" {
+		dst = append(dst, `,"action":`...)
+		dst = appendString(dst, m.Action)
 	}
 	if len(m.Extra) == 0 {
 		return append(dst, '}')
@@ -190,7 +209,7 @@ type sampleWire struct {
 	Tokens          []int           `json:"tokens"`
 	Response        string          `json:"response"`
 	ResponseLength  int             `json:"response_length"`
-	Label           *string         `json:"label"`
+	Label           json.RawMessage `json:"label"`
 	Reward          json.RawMessage `json:"reward"`
 	LossMask        []int           `json:"loss_mask"`
 	RolloutLogProbs []float64       `json:"rollout_log_probs"`
@@ -235,8 +254,12 @@ func (s *Sample) UnmarshalJSON(data []byte) error {
 	if w.Index != nil {
 		out.Index = *w.Index
 	}
-	if w.Label != nil {
-		out.Label = *w.Label
+	if !isNull(w.Label) {
+		l, err := RawLabel(w.Label)
+		if err != nil {
+			return wrapField("label", err)
+		}
+		out.Label = l
 	}
 	if err := out.Prompt.decode(w.Prompt); err != nil {
 		return err
@@ -325,7 +348,7 @@ func (m *Metadata) decode(raw json.RawMessage) error {
 		{"agent", &m.Agent}, {"role", &m.Role}, {"turn", &m.Turn}, {"step", &m.Step},
 		{"state", &m.State}, {"team_reward", &m.TeamReward}, {"raw_reward", &raw_},
 		{"agent_score", &score}, {"allocator", &m.Allocator}, {"text_only", &m.TextOnly},
-		{"end", &m.End}, {"error", &m.Error},
+		{"end", &m.End}, {"error", &m.Error}, {"action", &m.Action},
 	} {
 		if err := take(f.key, f.dst); err != nil {
 			return err

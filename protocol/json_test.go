@@ -73,7 +73,7 @@ func TestAppendJSONTextOnlyExact(t *testing.T) {
 		`"tokens":[],"response":"go","response_length":0,"label":null,"reward":0.5,` +
 		`"loss_mask":null,"rollout_log_probs":null,"remove_sample":false,"status":"completed",` +
 		`"metadata":{"scenario":"elfarol","seed":42,"episode":3,"agent":"a1","role":"patron",` +
-		`"turn":3,"step":3,"state":"deciding","team_reward":1.25,"raw_reward":1.25,` +
+		`"turn":3,"step":3,"state":"deciding","team_reward":1.25,"raw_reward":0.5,` +
 		`"allocator":"team","text_only":true,"end":"terminated"}}`
 	assert.Equal(t, want, string(s.AppendJSON(nil)))
 }
@@ -100,13 +100,19 @@ func TestAppendJSONKeyOrder(t *testing.T) {
 			assert.Equal(t, slimeKeys, keys)
 
 			md := f.sample.Metadata
-			wantMeta := []string{"scenario", "seed", "episode", "agent", "role", "turn", "step", "state", "team_reward", "raw_reward"}
+			wantMeta := []string{"scenario", "seed", "episode", "agent", "role", "turn", "step", "state", "team_reward"}
+			if f.sample.Reward.Kind == protocol.RewardScalar {
+				wantMeta = append(wantMeta, "raw_reward")
+			}
 			if md.AgentScore != nil {
 				wantMeta = append(wantMeta, "agent_score")
 			}
 			wantMeta = append(wantMeta, "allocator", "text_only", "end")
 			if md.Error != "" {
 				wantMeta = append(wantMeta, "error")
+			}
+			if md.Action != "" {
+				wantMeta = append(wantMeta, "action")
 			}
 			for k := range md.Extra {
 				wantMeta = append(wantMeta, k)
@@ -155,10 +161,12 @@ func TestAppendJSONTypes(t *testing.T) {
 				assert.Equal(t, float64(s.Tokens[i]), tok)
 			}
 
-			if s.Label == "" {
+			if s.Label.IsNull() {
 				assert.Nil(t, m["label"])
 			} else {
-				assert.Equal(t, s.Label, m["label"])
+				var want any
+				require.NoError(t, json.Unmarshal([]byte(s.Label.JSON()), &want))
+				assert.Equal(t, want, m["label"])
 			}
 			assert.Contains(t, m, "label")
 
@@ -207,7 +215,11 @@ func TestAppendJSONTypes(t *testing.T) {
 			assert.Equal(t, float64(s.Metadata.Step), md["step"])
 			assert.Equal(t, s.Metadata.State, md["state"])
 			assert.Equal(t, s.Metadata.TeamReward, md["team_reward"])
-			assert.Equal(t, s.Metadata.TeamReward, md["raw_reward"], "slime's raw_reward is the team reward")
+			if s.Reward.Kind == protocol.RewardScalar {
+				assert.Equal(t, s.Reward.Value, md["raw_reward"], "slime's raw_reward is the reward trained on")
+			} else {
+				assert.NotContains(t, md, "raw_reward", "a dict reward has no trained value until --reward-key picks one")
+			}
 			assert.Equal(t, s.Metadata.Allocator, md["allocator"])
 			assert.Equal(t, s.Metadata.TextOnly, md["text_only"])
 			assert.Equal(t, s.Metadata.End, md["end"])
@@ -362,7 +374,7 @@ func TestAppendJSONEscaping(t *testing.T) {
 	s := textOnlySample()
 	s.Prompt = protocol.Prompt{Messages: []protocol.ChatMessage{{Role: "us\"er", Content: "a\x00b\x1f\\c\u2028d\u2029e\xff"}}}
 	s.Response = "line1\nline2\r\t\"q\""
-	s.Label = "<&>"
+	s.Label = protocol.TextLabel("<&>")
 	s.Metadata.Agent = "\x7f"
 	data := s.AppendJSON(nil)
 	assert.NotContains(t, string(data), "\n", "a sample must fit on one JSONL line")
@@ -370,7 +382,7 @@ func TestAppendJSONEscaping(t *testing.T) {
 	m := decodeMap(t, data)
 	assert.Equal(t, []any{map[string]any{"role": "us\"er", "content": "a\x00b\x1f\\c\u2028d\u2029e\ufffd"}}, m["prompt"])
 	assert.Equal(t, s.Response, m["response"])
-	assert.Equal(t, s.Label, m["label"])
+	assert.Equal(t, "<&>", m["label"])
 	assert.Equal(t, "\x7f", m["metadata"].(map[string]any)["agent"])
 }
 
@@ -486,7 +498,7 @@ func TestUnmarshalSlimeToDict(t *testing.T) {
 		Tokens:          []int{1, 2, 3, 4},
 		Response:        "stay",
 		ResponseLength:  2,
-		Label:           "stay",
+		Label: protocol.TextLabel("stay"),
 		Reward:          protocol.DictReward(map[string]float64{"team": 1, "equal_split": 0.25}),
 		LossMask:        []int{1, 1},
 		RolloutLogProbs: []float64{-0.5, -0.125},

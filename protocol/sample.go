@@ -126,6 +126,10 @@ type Metadata struct {
 	TextOnly   bool     // true when the policy gave no token ids
 	End        string   // why the episode ended: see env.EndReason
 	Error      string   // what went wrong, for aborted and failed episodes
+	// Action is the move the game read from the turn, when the response is
+	// a model's completion that says more than the move (agents.Action's
+	// Completion); empty, and not written, when the response is the move.
+	Action string
 
 	Extra map[string]any
 }
@@ -142,7 +146,7 @@ type Sample struct {
 	Tokens          []int     // tokens: prompt tokens then response tokens; empty for text-only samples
 	Response        string    // response: readable text of the action
 	ResponseLength  int       // response_length: the trailing response region of Tokens
-	Label           string    // label: ground truth, written as null when empty
+	Label           Label     // label: ground truth, any JSON value; the zero Label is null
 	Reward          Reward    // reward
 	LossMask        []int     // loss_mask: nil (null) for text-only samples
 	RolloutLogProbs []float64 // rollout_log_probs: nil (null) when the policy gave none
@@ -159,11 +163,13 @@ var (
 )
 
 // metadataKeys are the JSON keys of Metadata's typed fields, in the order
-// they are written. raw_reward is slime's name for the unshaped reward and
-// always equals team_reward.
+// they are written. raw_reward is slime's key for the reward a sample is
+// trained on (see rawReward); it is derived from the reward when written
+// and ignored when read.
 var metadataKeys = []string{
 	"scenario", "seed", "episode", "agent", "role", "turn", "step", "state",
 	"team_reward", "raw_reward", "agent_score", "allocator", "text_only", "end", "error",
+	"action",
 }
 
 // Validate checks the invariants slime relies on:

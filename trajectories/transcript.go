@@ -155,8 +155,8 @@ func (t *transcript) samples() {
 		}
 		t.printf("\n")
 		t.disagreements(s)
-		if s.Label != "" {
-			t.printf("  label %s\n", strconv.Quote(s.Label))
+		if text, ok := s.Label.Text(); ok {
+			t.printf("  label %s\n", strconv.Quote(text))
 		}
 		if len(md.Extra) > 0 {
 			t.printf("  extra")

@@ -62,7 +62,7 @@ func episode() *trajectories.Episode {
 				Response: "red", Reward: protocol.Scalar(0.5), Status: protocol.StatusCompleted, Metadata: a,
 			},
 			{
-				Index: 41, RolloutID: 104, GroupIndex: 1, Label: "gold",
+				Index: 41, RolloutID: 104, GroupIndex: 1, Label: protocol.TextLabel("gold"),
 				Prompt: protocol.Prompt{Messages: []protocol.ChatMessage{{Role: "system", Content: "rules"}, {Role: "user", Content: "pick"}}},
 				Tokens: []int{5, 6, 7}, ResponseLength: 1, LossMask: []int{1}, RolloutLogProbs: []float64{-0.125},
 				Response: " ",

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -68,7 +69,8 @@ func TestScriptedCommitteeAlwaysWins(t *testing.T) {
 			return scripted
 		})
 		assert.Equal(t, 1.0, ep.Score.Team, "seed %d", seed)
-		assert.Equal(t, ep.Samples[len(ep.Samples)-1].Label, ep.Samples[len(ep.Samples)-1].Response)
+		last := ep.Samples[len(ep.Samples)-1]
+		assert.Equal(t, protocol.TextLabel(last.Response), last.Label, "the decider picked the labelled option")
 		assert.Len(t, ep.Messages, 3, "one brief, one advice, the result")
 	}
 }
@@ -78,7 +80,7 @@ func TestTheDeciderFollowsThePlurality(t *testing.T) {
 	for seed := range uint64(20) {
 		ep := play(t, kv, seed, policies(t, "o2", "o2", "o1", "abstain"))
 		assert.Equal(t, "o2", ep.Samples[4].Response)
-		right := ep.Samples[4].Label == "o2"
+		right := ep.Samples[4].Label == protocol.TextLabel("o2")
 		assert.Equal(t, right, ep.Score.Team == 1)
 		assert.Equal(t, []float64{ep.Score.Team, ep.Score.Team, ep.Score.Team, ep.Score.Team, ep.Score.Team}, ep.Score.Agents)
 	}
@@ -97,7 +99,7 @@ func TestCounterfactualsOfAnAdviser(t *testing.T) {
 	// The informed adviser alone says o1; an uninformed one says o0.
 	for seed := range uint64(30) {
 		ep := play(t, kv, seed, policies(t, "o1", "o0", "abstain"))
-		if ep.Samples[0].Label != "o1" {
+		if ep.Samples[0].Label != protocol.TextLabel("o1") {
 			continue // a seed where o1 is the right option
 		}
 		ctx := context.Background()

@@ -117,7 +117,7 @@ func TestLabels(t *testing.T) {
 				want, err := debate.Solve(q)
 				require.NoError(t, err, q)
 				for _, s := range ep.Samples {
-					require.Equal(t, strconv.FormatInt(want, 10), s.Label, q)
+					require.Equal(t, protocol.TextLabel(strconv.FormatInt(want, 10)), s.Label, q)
 				}
 				require.Equal(t, 1.0, ep.Score.Team, q)
 				switch {
