@@ -498,7 +498,7 @@ func TestUnmarshalSlimeToDict(t *testing.T) {
 		Tokens:          []int{1, 2, 3, 4},
 		Response:        "stay",
 		ResponseLength:  2,
-		Label: protocol.TextLabel("stay"),
+		Label:           protocol.TextLabel("stay"),
 		Reward:          protocol.DictReward(map[string]float64{"team": 1, "equal_split": 0.25}),
 		LossMask:        []int{1, 1},
 		RolloutLogProbs: []float64{-0.5, -0.125},
