@@ -61,11 +61,14 @@ type Request struct {
 	// Prompt and Label come from the dataset row (slime's sample.prompt and
 	// sample.label). A scenario that declares a parameter called "prompt"
 	// or "label" receives them there, unless Params sets it; a text prompt
-	// is passed as is, a chat prompt as its JSON text. A non-null Label also
-	// becomes every returned sample's label (the game's own label, if it
-	// has a different one, moves to metadata "game_label").
-	Prompt *Prompt `json:"prompt,omitempty"`
-	Label  *string `json:"label,omitempty"`
+	// is passed as is, a chat prompt as its JSON text. Label is any JSON
+	// value (slime datasets carry strings, numbers and objects): a string
+	// reaches a "label" parameter as its text, any other value as its JSON
+	// text. A non-null Label also becomes every returned sample's label,
+	// byte for byte as sent (the game's own label, if it has a different
+	// one, moves to metadata "game_label").
+	Prompt *Prompt          `json:"prompt,omitempty"`
+	Label  json.RawMessage `json:"label,omitempty"`
 	Seed   *uint64 `json:"seed,omitempty"` // scenario seed; default: derived from the service seed and group_index
 	// PolicySeed roots the episodes' policy seeds: episode i draws from
 	// seeds.Mix(PolicySeed, i). Default: derived from the scenario seed and
@@ -107,11 +110,26 @@ type Request struct {
 	// Invalid is the rule for invalid answers: "pass" (the game judges
 	// them, the default), "forfeit" or "spiral" (see env.InvalidRule).
 	Invalid string `json:"invalid,omitempty"`
+	// KeepFailed keeps aborted and failed samples trainable. By default
+	// they carry remove_sample: true, which makes slime zero their loss
+	// mask: a turn cut by a server error or a broken game is not a
+	// training signal.
+	KeepFailed bool `json:"keep_failed,omitempty"`
 }
 
 // Sampling are the sampling parameters a caller passes through to LLM
-// policies, named as OpenAI-compatible servers name them. Pointers keep an
-// explicit 0 (temperature 0 is greedy decoding) apart from "not given".
+// policies, named as OpenAI-compatible servers name them, with slime's
+// meanings (slime/rollout/sglang_rollout.py builds them from its
+// --rollout-* flags). Pointers keep an explicit 0 (temperature 0 is greedy
+// decoding) apart from "not given".
+//
+// TopK and MaxTokens take -1 as "unset", as SGLang and vLLM do (slime's
+// default --rollout-top-k is -1); 0 means unset too. MaxTokens unset is
+// bounded by the service's own --llm-max-tokens, else by the model's
+// context. Seed is slime's sampling_seed: each model call's seed derives
+// from it, the turn and the attempt, so the j-th copy of a prompt samples
+// reproducibly and differently from the others. The bool fields are
+// slime's, honoured or refused by name by the policy that reads them.
 type Sampling struct {
 	Temperature  *float64 `json:"temperature,omitempty"`
 	TopP         *float64 `json:"top_p,omitempty"`
@@ -120,8 +138,17 @@ type Sampling struct {
 	Stop         []string `json:"stop,omitempty"`
 	StopTokenIDs []int    `json:"stop_token_ids,omitempty"`
 	Seed         *int64   `json:"seed,omitempty"`
-	// Extra holds vendor fields passed through untouched (SGLang's
-	// skip_special_tokens, no_stop_trim, ...).
+	// SkipSpecialTokens, NoStopTrim and SpacesBetweenSpecialTokens are
+	// SGLang's detokenizer switches, which slime always sends.
+	SkipSpecialTokens          *bool `json:"skip_special_tokens,omitempty"`
+	NoStopTrim                 *bool `json:"no_stop_trim,omitempty"`
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens,omitempty"`
+	// RepetitionPenalty and MinTokens are what slime's evaluation adds
+	// (repetition_penalty, min_new_tokens).
+	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
+	MinTokens         *int     `json:"min_tokens,omitempty"`
+	// Extra holds vendor fields passed through untouched to the model
+	// server's request body.
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
 

@@ -35,6 +35,7 @@ type plan struct {
 	emit       env.EmitFilter
 	limits     env.Limits
 	invalid    env.InvalidRule
+	label      protocol.Label // the request's label, if any
 	n          int
 }
 
@@ -208,8 +209,13 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 	if _, set := given["prompt"]; !set && req.Prompt != nil && declares(info, "prompt") {
 		given["prompt"] = req.Prompt.ParamText()
 	}
-	if _, set := given["label"]; !set && req.Label != nil && declares(info, "label") {
-		given["label"] = *req.Label
+	if p.label, err = protocol.RawLabel(req.Label); err != nil {
+		return nil, badRequest(rollout.CodeBadRequest, "label: %v", err)
+	}
+	if text, ok := p.label.Text(); ok && declares(info, "label") {
+		if _, set := given["label"]; !set {
+			given["label"] = text
+		}
 	}
 	if p.params, err = info.ParseParams(given); err != nil {
 		return nil, badRequest(rollout.CodeBadParams, "%v", err)
@@ -429,14 +435,16 @@ func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
 			sm := &ep.Samples[k]
 			sm.Index = index
 			index++
-			if label := p.req.Label; label != nil {
-				if sm.Label != "" && sm.Label != *label {
+			if want, ok := p.label.Text(); ok {
+				// The game's label is usually the request's, read as a
+				// parameter: it moves aside only when it says otherwise.
+				if game, ok := sm.Label.Text(); ok && game != want {
 					if sm.Metadata.Extra == nil {
 						sm.Metadata.Extra = map[string]any{}
 					}
-					sm.Metadata.Extra["game_label"] = sm.Label
+					sm.Metadata.Extra["game_label"] = game
 				}
-				sm.Label = *label
+				sm.Label = p.label
 			}
 		}
 	}
