@@ -6,15 +6,57 @@
 //
 // The endpoints:
 //
-//	POST /v1/rollouts    Request -> Response
+//	POST /v1/rollouts    Request -> Response (422 too_many_samples or
+//	                     answer_too_large past the service's answer limits)
 //	GET  /v1/scenarios   -> ScenarioList
 //	GET  /v1/allocators  -> AllocatorList
 //	GET  /healthz        -> Health (200 serving, 503 draining)
 //	GET  /metrics        -> Prometheus text format
 //
 // Every error is answered with a 4xx or 5xx status and an ErrorBody naming
-// the problem. Samples are slime Samples, encoded exactly as
-// protocol.Sample.AppendJSON writes them.
+// the problem (the field, or the limit and the flag that sets it). Samples
+// are slime Samples, encoded exactly as protocol.Sample.AppendJSON writes
+// them.
+//
+// Failed samples. Every sample of an aborted or failed episode (a policy
+// or model-server error, a timeout, a broken game) carries remove_sample:
+// true, so slime keeps it in the batch but zeroes its loss mask; a request
+// with keep_failed: true gets them trainable (remove_sample false), as
+// completed and truncated episodes' samples always are.
+//
+// Answer limits. The service bounds what one answer may hold: at most
+// --max-samples-per-answer samples (default 65,536) and
+// --max-answer-bytes encoded bytes (default 64 MiB). A request known to
+// pass the samples limit before playing (the scenario tells its turns per
+// episode) is refused at once; otherwise its episodes are stopped as soon
+// as they pass it. An answer that grows past the bytes limit is not sent:
+// the request is answered 422 answer_too_large instead. Neither is ever a
+// truncated 200.
+//
+// Stateful allocators. An allocator whose values depend on the groups it
+// saw before (rae: a baseline per scenario and role) exists once per spec
+// for the life of the service: every request naming the spec shares it,
+// "rae" and "rae:alpha=0.95" being one spec (the allocator's Name). With
+// --allocator-state DIR its state is kept in DIR, one file per spec,
+// loaded at start-up and saved (atomically) after every request that
+// changed it and at shutdown. Requests update it one at a time: a request
+// takes the locks of its stateful allocators once its episodes are
+// played, and holds them while it allocates and saves; within a request
+// the episodes are allocated in episode order, each episode's samples
+// with the baseline taken before that episode's update. The state after
+// any set of requests is therefore that of applying them sequentially in
+// the order they took the locks, which each answer reports in its
+// Troupe-Allocation-Seq header (ascending from 1 per service process); a
+// single client sending its requests one after another gets a fully
+// deterministic state. A request refused after allocating (422
+// answer_too_large) or whose allocation fails leaves the state as it was;
+// an answered request's update is saved before its answer is written, so
+// it stays even if the caller goes away before reading the answer.
+// Requests may not name state files (state=).
+//
+// Draining. From SIGTERM on, every rollout request, kept-alive connections
+// included, is answered 503 shutting_down with "Connection: close" (a whole
+// answer, never a reset connection), while the requests in flight finish.
 package rollout
 
 import (
@@ -46,6 +88,15 @@ const (
 // the request: the same request with the same ids answers the same bytes.
 const HeaderServerTiming = "Server-Timing"
 
+// HeaderAllocationSeq orders the answers of requests that updated a
+// stateful allocator (rae's baselines): each such answer carries the
+// service's allocation sequence number, taken while the request held the
+// locks of its stateful allocators. Applying the requests to fresh
+// allocators in ascending order reproduces the service's state exactly.
+// The numbers start at 1 in every service process; answers of requests
+// without a stateful allocator carry none.
+const HeaderAllocationSeq = "Troupe-Allocation-Seq"
+
 // Request asks the service for the episodes of one group: N episodes of one
 // scenario that share a scenario seed and a group_index, each with its own
 // rollout_id and policy seed.
@@ -65,11 +116,13 @@ type Request struct {
 	// value (slime datasets carry strings, numbers and objects): a string
 	// reaches a "label" parameter as its text, any other value as its JSON
 	// text. A non-null Label also becomes every returned sample's label,
-	// byte for byte as sent (the game's own label, if it has a different
-	// one, moves to metadata "game_label").
-	Prompt *Prompt          `json:"prompt,omitempty"`
+	// as sent: the same JSON value with its numbers, key order and escapes
+	// unchanged, only insignificant whitespace dropped (the game's own
+	// label, if it has a different one, moves to metadata "game_label").
+	// A label that is not JSON is refused naming the field.
+	Prompt *Prompt         `json:"prompt,omitempty"`
 	Label  json.RawMessage `json:"label,omitempty"`
-	Seed   *uint64 `json:"seed,omitempty"` // scenario seed; default: derived from the service seed and group_index
+	Seed   *uint64         `json:"seed,omitempty"` // scenario seed; default: derived from the service seed and group_index
 	// PolicySeed roots the episodes' policy seeds: episode i draws from
 	// seeds.Mix(PolicySeed, i). Default: derived from the scenario seed and
 	// each episode's rollout_id, so that slime's n copies of a prompt (one
@@ -99,7 +152,10 @@ type Request struct {
 	SessionID string    `json:"session_id,omitempty"`
 	// Allocators are reward allocator specs ("team", "rloo(key=role)",
 	// "rae:alpha=0.9"); default ["team"]. They see the request's episodes
-	// as one group, and are built afresh for every request.
+	// as one group. Stateless ones are built for the request; a stateful
+	// one (rae) is the service's single instance of its spec, whose state
+	// carries over from request to request (see the package doc for the
+	// order of updates). A spec may not name a state file (state=).
 	Allocators []string `json:"allocators,omitempty"`
 	// RewardFormat is "scalar" (the first allocator's value, the default)
 	// or "dict" (every allocator's value by name, for slime's --reward-key).
@@ -111,9 +167,10 @@ type Request struct {
 	// them, the default), "forfeit" or "spiral" (see env.InvalidRule).
 	Invalid string `json:"invalid,omitempty"`
 	// KeepFailed keeps aborted and failed samples trainable. By default
-	// they carry remove_sample: true, which makes slime zero their loss
-	// mask: a turn cut by a server error or a broken game is not a
-	// training signal.
+	// every sample of an aborted or failed episode carries remove_sample:
+	// true, which makes slime zero its loss mask: a turn cut by a server
+	// error or a broken game is not a training signal. Their rewards are
+	// set all the same, and the rollout keeps its status and error.
 	KeepFailed bool `json:"keep_failed,omitempty"`
 }
 
@@ -291,8 +348,15 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed" // 405
 	CodeBodyTooLarge     Code = "body_too_large"     // 413
 	CodeUnsupportedMedia Code = "unsupported_media"  // 415: a Content-Type other than JSON
-	CodeShuttingDown     Code = "shutting_down"      // 503: the service is draining
-	CodeInternal         Code = "internal"           // 500
+	// 422: the answer would hold more samples than the service's
+	// --max-samples-per-answer; refused before playing when the scenario
+	// tells its turns, else as soon as the episodes pass the limit.
+	CodeTooManySamples Code = "too_many_samples"
+	// 422: the encoded answer passed the service's --max-answer-bytes;
+	// encoding stopped there and no partial answer is sent.
+	CodeAnswerTooLarge Code = "answer_too_large"
+	CodeShuttingDown   Code = "shutting_down" // 503: the service is draining
+	CodeInternal       Code = "internal"      // 500
 )
 
 // Error is an error answered by the service: its HTTP status, code and

@@ -37,6 +37,49 @@ func vendorFields(kind Kind) []field {
 	return nil
 }
 
+// samplingFields returns slime's sampling fields under the names the
+// server kind knows them by. Config.Validate has refused the values a kind
+// cannot honour, so a field left out here is one whose value the server
+// follows anyway.
+func samplingFields(cfg *Config) []field {
+	var fs []field
+	boolean := func(b bool) json.RawMessage { return strconv.AppendBool(nil, b) }
+	vllm, sglang := cfg.Kind == KindVLLM, cfg.Kind == KindSGLang
+	if len(cfg.StopTokenIDs) > 0 && (vllm || sglang) {
+		b, _ := json.Marshal(cfg.StopTokenIDs)
+		fs = append(fs, field{"stop_token_ids", b})
+	}
+	if b := cfg.SkipSpecialTokens; b != nil && (vllm || sglang) {
+		fs = append(fs, field{"skip_special_tokens", boolean(*b)})
+	}
+	if b := cfg.SpacesBetweenSpecialTokens; b != nil && vllm {
+		fs = append(fs, field{"spaces_between_special_tokens", boolean(*b)})
+	}
+	if b := cfg.NoStopTrim; b != nil {
+		switch cfg.Kind {
+		case KindSGLang:
+			fs = append(fs, field{"no_stop_trim", boolean(*b)})
+		case KindVLLM:
+			// vLLM's name for it: keep the stop string (or the end token's
+			// text) in the output.
+			fs = append(fs, field{"include_stop_str_in_output", boolean(*b)})
+		}
+	}
+	if p := cfg.RepetitionPenalty; p > 0 {
+		v := strconv.AppendFloat(nil, p, 'g', -1, 64)
+		switch cfg.Kind {
+		case KindVLLM, KindSGLang:
+			fs = append(fs, field{"repetition_penalty", v})
+		case KindLlamaCpp:
+			fs = append(fs, field{"repeat_penalty", v})
+		}
+	}
+	if cfg.MinTokens > 0 && (vllm || sglang) {
+		fs = append(fs, field{"min_tokens", strconv.AppendInt(nil, int64(cfg.MinTokens), 10)})
+	}
+	return fs
+}
+
 // bodyFields pre-encodes the fields troupe adds to every chat request of a
 // policy: sampling, then the kind's vendor fields, then cfg.Extra, a later
 // field replacing an earlier one of the same name. The result is spliced
@@ -47,8 +90,16 @@ func bodyFields(cfg *Config) []byte {
 	if cfg.TopP > 0 {
 		fs = append(fs, field{"top_p", num(cfg.TopP)})
 	}
-	if cfg.TopK > 0 {
+	switch {
+	case cfg.TopK > 0:
 		fs = append(fs, field{"top_k", strconv.AppendInt(nil, int64(cfg.TopK), 10)})
+	case cfg.TopK == -1 && cfg.Kind == KindLlamaCpp:
+		// -1 is slime's "no top-k", which vLLM and SGLang do by default;
+		// llama.cpp's default is 40, and 0 turns it off. slime's sampling
+		// has no min-p either, and llama.cpp's default min_p of 0.05
+		// would truncate the distribution the trainer assumes the tokens
+		// were drawn from: turn it off too (Extra may set it again).
+		fs = append(fs, field{"top_k", json.RawMessage("0")}, field{"min_p", json.RawMessage("0")})
 	}
 	if cfg.MaxTokens > 0 {
 		fs = append(fs, field{"max_tokens", strconv.AppendInt(nil, int64(cfg.MaxTokens), 10)})
@@ -57,6 +108,7 @@ func bodyFields(cfg *Config) []byte {
 		b, _ := json.Marshal(cfg.Stop)
 		fs = append(fs, field{"stop", b})
 	}
+	fs = append(fs, samplingFields(cfg)...)
 	fs = append(fs, vendorFields(cfg.Kind)...)
 	for _, k := range slices.Sorted(maps.Keys(cfg.Extra)) {
 		fs = slices.DeleteFunc(fs, func(f field) bool { return f.name == k })
@@ -96,6 +148,12 @@ type completion struct {
 	tokens   *agents.Tokens
 	textOnly string
 	retries  int // HTTP retries, the follow-up calls' included
+	// decoded is the text of the response's token ids, when the server
+	// decoded them for troupe (llama.cpp's /detokenize); nil otherwise.
+	decoded *string
+	// decodeErr says why a llama.cpp completion with token ids has no
+	// decoded text.
+	decodeErr string
 }
 
 // chat asks for one completion, retrying failed attempts, and reads the
@@ -109,6 +167,15 @@ func (c *Client) chat(ctx context.Context, req *chatRequest) (*completion, error
 			Name: req.tool, Description: "Take your action.", Strict: true, Parameters: req.schema,
 		}}}
 		oreq.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.tool}}
+		// One call, the move: llama.cpp's grammar then allows exactly one.
+		oreq.ParallelToolCalls = false
+		if c.cfg.Kind == KindLlamaCpp {
+			// llama.cpp reads tool_choice only as a string: the
+			// function-forcing object falls back to "auto", under which
+			// the tool-call grammar is lazy and the model may answer in
+			// prose. "required", with the one tool, forces the call.
+			oreq.ToolChoice = "required"
+		}
 	case req.schema != nil:
 		oreq.ResponseFormat = &openai.ChatCompletionResponseFormat{
 			Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
@@ -161,5 +228,20 @@ func (c *Client) chat(ctx context.Context, req *chatRequest) (*completion, error
 		}
 	}
 	out.tokens, out.textOnly = out.ids.assemble()
+	if c.cfg.Kind == KindLlamaCpp && out.tokens != nil {
+		// The response is the text of the trained tokens, as the server
+		// decodes them, not the chat parser's content.
+		ids := llamaResponseIDs(out.tokens.Response, out.finish, out.ids.lastNoText)
+		text, n, err := c.llamaDetokenize(ctx, ids, seeds.Mix(jitter, 2))
+		out.retries += n
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, err
+		case err != nil:
+			out.decodeErr = "llamacpp: /detokenize: " + err.Error()
+		default:
+			out.decoded = &text
+		}
+	}
 	return out, nil
 }

@@ -71,13 +71,39 @@ type Config struct {
 	// llama.cpp samples are text-only. Ignored by other kinds.
 	Tokenize bool
 
-	// Sampling.
+	// Sampling. MaxTokens takes -1 or 0 as "unset": max_tokens is not
+	// sent and the server's default applies. TopK 0 leaves the server's
+	// default; -1 is slime's "no top-k": not sent to vllm, sglang and
+	// openai, which do no top-k by default, and sent as top_k 0 (off) to
+	// llamacpp, whose default is 40. The fields below Stop are slime's; each is sent under the
+	// kind's own name where the server has it, and otherwise accepted only
+	// when it asks for what the server does anyway: Validate refuses the
+	// others by name (see the package doc for the table).
 	Model       string
 	Temperature float64  // always sent, 0 included (greedy decoding)
 	TopP        float64  // sent when > 0
-	TopK        int      // sent when > 0 (vllm, sglang, llamacpp)
-	MaxTokens   int      // sent as max_tokens when > 0
+	TopK        int      // sent when > 0 (vllm, sglang, llamacpp); 0: the server's default; -1: off (see below)
+	MaxTokens   int      // sent as max_tokens when > 0; -1 or 0: the server's default
 	Stop        []string // sent when not empty
+	// StopTokenIDs are token ids that end the answer (vllm, sglang:
+	// stop_token_ids); llama.cpp and openai have no such field.
+	StopTokenIDs []int
+	// SkipSpecialTokens, SpacesBetweenSpecialTokens and NoStopTrim are the
+	// detokenizer switches slime sends; nil leaves the server's default.
+	SkipSpecialTokens          *bool
+	SpacesBetweenSpecialTokens *bool
+	NoStopTrim                 *bool
+	// RepetitionPenalty is sent when > 0 (vllm, sglang: repetition_penalty;
+	// llamacpp: repeat_penalty); 1 is no penalty.
+	RepetitionPenalty float64
+	// MinTokens is the fewest completion tokens before the end token may
+	// be sampled, sent when > 0 (vllm, sglang: min_tokens).
+	MinTokens int
+	// SamplingSeed, when set, roots every request seed instead of the
+	// turn's seed (slime's sampling_seed): a call's seed then depends only
+	// on it, the agent, the agent's turn number and the attempt (see
+	// SampledRequestSeed).
+	SamplingSeed *int64
 	// Extra holds more request body fields, sent as given: vendor
 	// options troupe has no field for (chat_template_kwargs, min_p, ...).
 	// They win over troupe's own fields of the same name, except the
@@ -167,12 +193,18 @@ func (c *Config) Validate() error {
 		return bad("temperature %v: want 0 to 2", c.Temperature)
 	case math.IsNaN(c.TopP) || c.TopP < 0 || c.TopP > 1:
 		return bad("top_p %v: want 0 (unset) to 1", c.TopP)
-	case c.TopK < 0:
-		return bad("top_k %d: want 0 (unset) or more", c.TopK)
+	case c.TopK < -1:
+		return bad("top_k %d: want -1 or 0 (unset), or more", c.TopK)
 	case c.TopK > 0 && c.Kind == KindOpenAI:
 		return bad("top_k: kind openai has no top_k")
-	case c.MaxTokens < 0:
-		return bad("max tokens %d: want 0 (server default) or more", c.MaxTokens)
+	case c.MaxTokens < -1:
+		return bad("max tokens %d: want -1 or 0 (server default), or more", c.MaxTokens)
+	case math.IsNaN(c.RepetitionPenalty) || math.IsInf(c.RepetitionPenalty, 0) || c.RepetitionPenalty < 0:
+		return bad("repetition_penalty %v: want 0 (unset) or more (1: no penalty)", c.RepetitionPenalty)
+	case c.MinTokens < 0:
+		return bad("min_tokens %d: want 0 (unset) or more", c.MinTokens)
+	case c.MinTokens > 0 && c.MaxTokens > 0 && c.MinTokens > c.MaxTokens:
+		return bad("min_tokens %d is more than max tokens %d", c.MinTokens, c.MaxTokens)
 	case !slices.Contains(formats, c.Format):
 		return bad("format %q: want json, tool or text", c.Format)
 	case c.InvalidRetries < 0:
@@ -188,12 +220,67 @@ func (c *Config) Validate() error {
 	case c.MaxInFlight < 1:
 		return bad("max in flight %d: want 1 or more", c.MaxInFlight)
 	}
+	if err := c.checkKindFields(); err != nil {
+		return bad("%v", err)
+	}
 	for _, k := range slices.Sorted(maps.Keys(c.Extra)) {
 		if slices.Contains(reservedFields, k) {
 			return bad("extra field %q is written by troupe itself", k)
 		}
 		if !json.Valid(c.Extra[k]) {
 			return bad("extra field %q: %q is not JSON", k, c.Extra[k])
+		}
+	}
+	return nil
+}
+
+// checkKindFields refuses, by name, the slime sampling fields the server
+// kind cannot honour: a field it lacks is accepted only when its value is
+// what the server does anyway. The doc's table says why each is so.
+func (c *Config) checkKindFields() error {
+	for _, id := range c.StopTokenIDs {
+		if id < 0 {
+			return fmt.Errorf("stop_token_ids: %d is not a token id", id)
+		}
+	}
+	is := func(b *bool, v bool) bool { return b != nil && *b == v }
+	switch c.Kind {
+	case KindSGLang:
+		// spaces_between_special_tokens: SGLang's native /generate has it,
+		// its chat endpoint does not (ChatCompletionRequest at 004c82e0)
+		// and decodes with its default, true. slime sends false on every
+		// request, with no flag to change it, so refusing it would refuse
+		// slime; it is accepted and not sent. It changes nothing but the
+		// spacing around special tokens in the response text, and only
+		// when they are not skipped: token ids and log-probs, what slime
+		// trains on, are the same. The package doc's table says so.
+	case KindLlamaCpp:
+		switch {
+		case len(c.StopTokenIDs) > 0:
+			return errors.New("stop_token_ids: kind llamacpp has no stop_token_ids (llama-server ignores the field; it stops at the model's end-of-generation tokens and at stop strings)")
+		case is(c.SkipSpecialTokens, true):
+			return errors.New("skip_special_tokens true: kind llamacpp cannot skip special tokens (the response is llama-server's /detokenize of the completion ids, which writes special tokens out); send false or leave it unset")
+		case is(c.SpacesBetweenSpecialTokens, true):
+			return errors.New("spaces_between_special_tokens true: kind llamacpp cannot add spaces between special tokens (/detokenize joins the tokens' texts); send false or leave it unset")
+		case is(c.NoStopTrim, false):
+			return errors.New("no_stop_trim false: kind llamacpp cannot trim a stop string from its completion ids (they keep every sampled token); send true or leave it unset")
+		case c.MinTokens > 0:
+			return errors.New("min_tokens: kind llamacpp has no min_tokens; leave it unset or 0")
+		}
+	case KindOpenAI:
+		switch {
+		case len(c.StopTokenIDs) > 0:
+			return errors.New("stop_token_ids: kind openai has no stop_token_ids")
+		case is(c.SkipSpecialTokens, false):
+			return errors.New("skip_special_tokens false: kind openai writes no special tokens into its answers; send true or leave it unset")
+		case is(c.SpacesBetweenSpecialTokens, true):
+			return errors.New("spaces_between_special_tokens true: kind openai has no spaces_between_special_tokens; send false or leave it unset")
+		case is(c.NoStopTrim, true):
+			return errors.New("no_stop_trim true: kind openai trims stop sequences from its answers; send false or leave it unset")
+		case c.RepetitionPenalty > 0 && c.RepetitionPenalty != 1:
+			return errors.New("repetition_penalty: kind openai has no repetition_penalty; leave it unset or 1")
+		case c.MinTokens > 0:
+			return errors.New("min_tokens: kind openai has no min_tokens; leave it unset or 0")
 		}
 	}
 	return nil
@@ -285,11 +372,14 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
 	fs.Float64Var(&c.Temperature, "llm-temperature", c.Temperature, "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
 	fs.Float64Var(&c.TopP, "llm-top-p", c.TopP, "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
-	fs.IntVar(&c.TopK, "llm-top-k", c.TopK, "top_k sampling; 0 leaves the server's default (env "+EnvTopK+")")
-	fs.IntVar(&c.MaxTokens, "llm-max-tokens", c.MaxTokens, "most tokens per answer; 0 leaves the server's default (env "+EnvMaxTokens+")")
+	fs.IntVar(&c.TopK, "llm-top-k", c.TopK, "top_k sampling; 0 leaves the server's default, -1 turns top-k off (slime's -1; sent to llamacpp as 0) (env "+EnvTopK+")")
+	fs.IntVar(&c.MaxTokens, "llm-max-tokens", c.MaxTokens, "most tokens per answer; 0 or -1 leaves the server's default (troupe serve: also the bound of requests that leave max_tokens unset) (env "+EnvMaxTokens+")")
 	fs.StringArrayVar(&c.Stop, "llm-stop", c.Stop, "stop sequence (repeatable)")
+	fs.IntSliceVar(&c.StopTokenIDs, "llm-stop-token-id", c.StopTokenIDs, "token id that ends an answer (repeatable; vllm and sglang: stop_token_ids; refused for llamacpp and openai)")
+	fs.Float64Var(&c.RepetitionPenalty, "llm-repetition-penalty", c.RepetitionPenalty, "repetition penalty, 1 = none; 0 leaves the server's default (vllm, sglang: repetition_penalty; llamacpp: repeat_penalty)")
+	fs.IntVar(&c.MinTokens, "llm-min-tokens", c.MinTokens, "fewest tokens before the answer may end; 0 = unset (vllm, sglang: min_tokens; refused for llamacpp and openai)")
 	fs.Var((*extraValue)(&c.Extra), "llm-extra", "extra request body field `key=json` (repeatable), e.g. chat_template_kwargs={\"enable_thinking\":false} (env "+EnvExtra+")")
-	fs.Var((*formatValue)(&c.Format), "llm-format", "answer format: json (response_format json_schema), tool (a forced function call) or text (env "+EnvFormat+")")
+	fs.Var((*formatValue)(&c.Format), "llm-format", "answer format: json (response_format json_schema), tool (a forced call of the function act; llamacpp: the model's chat template must render tools, as Qwen2.5's and later do) or text (env "+EnvFormat+")")
 	fs.IntVar(&c.InvalidRetries, "llm-invalid-retries", c.InvalidRetries, "times an invalid answer is asked again before it counts as invalid")
 	fs.BoolVar(&c.Feedback, "llm-feedback", c.Feedback, "re-ask an invalid answer with the error shown to the model (else resample the same prompt)")
 	fs.DurationVar(&c.Timeout, "llm-timeout", c.Timeout, "time limit of one HTTP attempt (env "+EnvTimeout+")")

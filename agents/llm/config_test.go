@@ -28,9 +28,24 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Model = "" }, "model is empty"},
 		{func(c *Config) { c.Temperature = -0.1 }, "temperature -0.1"},
 		{func(c *Config) { c.TopP = 1.5 }, "top_p 1.5"},
-		{func(c *Config) { c.TopK = -1 }, "top_k -1"},
+		{func(c *Config) { c.TopK = -2 }, "top_k -2: want -1 or 0 (unset)"},
 		{func(c *Config) { c.Kind, c.TopK = KindOpenAI, 5 }, "kind openai has no top_k"},
-		{func(c *Config) { c.MaxTokens = -1 }, "max tokens -1"},
+		{func(c *Config) { c.MaxTokens = -2 }, "max tokens -2"},
+		{func(c *Config) { c.RepetitionPenalty = -1 }, "repetition_penalty -1"},
+		{func(c *Config) { c.MinTokens = -1 }, "min_tokens -1"},
+		{func(c *Config) { c.MinTokens, c.MaxTokens = 9, 8 }, "min_tokens 9 is more than max tokens 8"},
+		{func(c *Config) { c.StopTokenIDs = []int{-3} }, "stop_token_ids: -3 is not a token id"},
+		{func(c *Config) { c.Kind, c.StopTokenIDs = KindLlamaCpp, []int{2} }, "stop_token_ids: kind llamacpp has no stop_token_ids"},
+		{func(c *Config) { c.Kind, c.StopTokenIDs = KindOpenAI, []int{2} }, "stop_token_ids: kind openai has no stop_token_ids"},
+		{func(c *Config) { c.Kind, c.SkipSpecialTokens = KindLlamaCpp, ptr(true) }, "skip_special_tokens true: kind llamacpp"},
+		{func(c *Config) { c.Kind, c.SkipSpecialTokens = KindOpenAI, ptr(false) }, "skip_special_tokens false: kind openai"},
+		{func(c *Config) { c.Kind, c.SpacesBetweenSpecialTokens = KindLlamaCpp, ptr(true) }, "spaces_between_special_tokens true: kind llamacpp"},
+		{func(c *Config) { c.Kind, c.SpacesBetweenSpecialTokens = KindOpenAI, ptr(true) }, "spaces_between_special_tokens true: kind openai"},
+		{func(c *Config) { c.Kind, c.NoStopTrim = KindLlamaCpp, ptr(false) }, "no_stop_trim false: kind llamacpp"},
+		{func(c *Config) { c.Kind, c.NoStopTrim = KindOpenAI, ptr(true) }, "no_stop_trim true: kind openai"},
+		{func(c *Config) { c.Kind, c.MinTokens = KindLlamaCpp, 4 }, "min_tokens: kind llamacpp has no min_tokens"},
+		{func(c *Config) { c.Kind, c.MinTokens = KindOpenAI, 4 }, "min_tokens: kind openai has no min_tokens"},
+		{func(c *Config) { c.Kind, c.RepetitionPenalty = KindOpenAI, 1.1 }, "repetition_penalty: kind openai has no repetition_penalty"},
 		{func(c *Config) { c.Format = "xml" }, `format "xml"`},
 		{func(c *Config) { c.InvalidRetries = -1 }, "invalid retries -1"},
 		{func(c *Config) { c.Timeout = 0 }, "timeout 0s"},
@@ -46,6 +61,34 @@ func TestValidate(t *testing.T) {
 		err := c.Validate()
 		require.ErrorIs(t, err, ErrBadConfig, tc.err)
 		assert.Contains(t, err.Error(), tc.err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestValidateAcceptsWhatTheServerDoesAnyway: slime's fields that a kind
+// lacks pass when they ask for what that server does anyway, and -1 is
+// "unset" for top_k and max tokens.
+func TestValidateAcceptsWhatTheServerDoesAnyway(t *testing.T) {
+	for _, change := range []func(*Config){
+		func(c *Config) { c.TopK, c.MaxTokens = -1, -1 },
+		func(c *Config) { c.Kind, c.TopK = KindOpenAI, -1 },
+		func(c *Config) {
+			c.Kind, c.SkipSpecialTokens, c.SpacesBetweenSpecialTokens, c.NoStopTrim = KindLlamaCpp, ptr(false), ptr(false), ptr(true)
+			c.RepetitionPenalty = 1.2
+		},
+		func(c *Config) {
+			c.Kind, c.SkipSpecialTokens, c.SpacesBetweenSpecialTokens, c.NoStopTrim = KindOpenAI, ptr(true), ptr(false), ptr(false)
+			c.RepetitionPenalty = 1
+		},
+		func(c *Config) {
+			c.Kind, c.StopTokenIDs, c.MinTokens, c.RepetitionPenalty = KindSGLang, []int{7}, 3, 1.1
+			c.SkipSpecialTokens, c.SpacesBetweenSpecialTokens, c.NoStopTrim = ptr(false), ptr(true), ptr(true)
+		},
+	} {
+		c := DefaultConfig()
+		change(&c)
+		assert.NoError(t, c.Validate())
 	}
 }
 
@@ -83,7 +126,12 @@ func TestBindFlags(t *testing.T) {
 		"--llm-base-url", "http://h:1/v1", "--llm-kind", "llamacpp", "--llm-temperature", "0",
 		"--llm-stop", "</s>", "--llm-stop", "\n\n", "--llm-extra", `min_p=0.1`, "--llm-extra", `chat_template_kwargs={"enable_thinking":false}`,
 		"--llm-format", "text", "--llm-invalid-retries", "0", "--llm-feedback=false", "--llm-max-in-flight", "8", "--llm-tokenize=false",
+		"--llm-top-k", "-1", "--llm-stop-token-id", "7", "--llm-stop-token-id", "9", "--llm-repetition-penalty", "1.1", "--llm-min-tokens", "2",
 	}))
+	assert.Equal(t, -1, c.TopK)
+	assert.Equal(t, []int{7, 9}, c.StopTokenIDs)
+	assert.Equal(t, 1.1, c.RepetitionPenalty)
+	assert.Equal(t, 2, c.MinTokens)
 	assert.Equal(t, "from-env", c.Model, "flags not given keep the earlier value")
 	assert.Equal(t, "http://h:1/v1", c.BaseURL)
 	assert.Equal(t, KindLlamaCpp, c.Kind)
@@ -121,4 +169,46 @@ func TestBodyFields(t *testing.T) {
 	c = DefaultConfig()
 	c.Kind = KindOpenAI
 	assert.Equal(t, `"temperature":1`, string(bodyFields(&c)))
+	c.TopK, c.MaxTokens = -1, -1
+	assert.Equal(t, `"temperature":1`, string(bodyFields(&c)), "-1 is unset: nothing is sent")
+	c.Kind = KindVLLM
+	assert.Equal(t, `"temperature":1,"logprobs":true,"return_token_ids":true,"return_tokens_as_token_ids":true`, string(bodyFields(&c)))
+	c.Kind = KindLlamaCpp
+	assert.Equal(t, `"temperature":1,"top_k":0,"min_p":0,"logprobs":true,"top_logprobs":1`, string(bodyFields(&c)),
+		"llama.cpp's defaults are top_k 40 and min_p 0.05: slime's -1 (no top-k) turns both off")
+	c.TopK = 0
+	assert.Equal(t, `"temperature":1,"logprobs":true,"top_logprobs":1`, string(bodyFields(&c)))
+}
+
+// TestBodyFieldsSlimeSampling: slime's fields go out under each kind's own
+// names, and not at all where the server does the same anyway.
+func TestBodyFieldsSlimeSampling(t *testing.T) {
+	slime := func(kind Kind) Config {
+		c := DefaultConfig()
+		c.Kind, c.Temperature = kind, 1
+		c.SkipSpecialTokens, c.SpacesBetweenSpecialTokens, c.NoStopTrim = ptr(false), ptr(false), ptr(true)
+		c.RepetitionPenalty = 1.05
+		if kind == KindVLLM || kind == KindSGLang {
+			c.StopTokenIDs, c.MinTokens = []int{151645}, 2
+		}
+		if kind == KindOpenAI {
+			c.SkipSpecialTokens, c.NoStopTrim, c.RepetitionPenalty = ptr(true), ptr(false), 1
+		}
+		if kind == KindSGLang {
+			c.SpacesBetweenSpecialTokens = ptr(true) // its chat endpoint's only value
+		}
+		require.NoError(t, c.Validate())
+		return c
+	}
+	for kind, want := range map[Kind]string{
+		KindVLLM: `{"temperature":1,"stop_token_ids":[151645],"skip_special_tokens":false,"spaces_between_special_tokens":false,` +
+			`"include_stop_str_in_output":true,"repetition_penalty":1.05,"min_tokens":2,"logprobs":true,"return_token_ids":true,"return_tokens_as_token_ids":true}`,
+		KindSGLang: `{"temperature":1,"stop_token_ids":[151645],"skip_special_tokens":false,` +
+			`"no_stop_trim":true,"repetition_penalty":1.05,"min_tokens":2,"logprobs":true,"return_token_ids":true,"return_prompt_token_ids":true}`,
+		KindLlamaCpp: `{"temperature":1,"repeat_penalty":1.05,"logprobs":true,"top_logprobs":1}`,
+		KindOpenAI:   `{"temperature":1}`,
+	} {
+		c := slime(kind)
+		assert.Equal(t, want, "{"+string(bodyFields(&c))+"}", kind)
+	}
 }

@@ -22,10 +22,108 @@
 // The request seed derives from the turn's seed (Observation.Seed) and the
 // attempt, so a replayed episode sends exactly the requests the original
 // sent, and a server that samples deterministically under a seed answers
-// the same. Temperature is always sent, 0 included: go-openai's struct
-// drops a zero temperature under omitempty, so troupe writes sampling and
-// vendor fields into the JSON body itself (a wrapping HTTPDoer splices
-// them in).
+// the same. With Config.SamplingSeed (slime's sampling_seed) it derives
+// from that seed, the agent's id, the agent's turn number and the attempt
+// instead, and from nothing else (SampledRequestSeed gives the formula):
+// the same sampling seed sends the same seeds on any service, whatever
+// troupe's own seeds. Temperature is always sent, 0 included: go-openai's
+// struct drops a zero temperature under omitempty, so troupe writes
+// sampling and vendor fields into the JSON body itself (a wrapping
+// HTTPDoer splices them in).
+//
+// # Responses
+//
+// Action.Text is the move the scenario reads (a legal action's name, a
+// JSON object); Action.Completion, set when it differs, is what the model
+// wrote, which the engine makes the sample's response (and Text its
+// metadata "action"). The note llm_response_source says where it comes
+// from:
+//
+//	detokenize  llamacpp with token ids: POST /detokenize of the
+//	            completion's ids, less a trailing end-of-generation token:
+//	            the text of exactly the tokens the sample trains on
+//	            (special tokens written out, white space kept)
+//	content     the message content, as the server decoded it (vllm,
+//	            sglang, openai; llamacpp without ids)
+//	tool_call   the content is empty and the answer calls a function:
+//	            {"name": ..., "arguments": ...} as JSON, since the server
+//	            does not return its raw text of the call
+//
+// llama.cpp samples the end-of-generation token, returns it as the last
+// completion id and counts it; it writes it as "" in the log-probs. It
+// stops for one of two reasons, both finish_reason "stop" (or
+// "tool_calls"): that token, or a stop string, which ends in text. So a
+// stopped completion whose last token is written as "" ended on the end
+// token: its id stays in the sample's tokens (it was sampled: trained,
+// with its log-prob) and its text ("<|im_end|>") is left out of the
+// response. A completion cut at max_tokens ("length") keeps all its text.
+// A failed /detokenize falls back to the content, with the note
+// llm_response_error.
+//
+// # Sampling: slime's fields per server kind
+//
+// Config takes slime's sampling parameters (rollout.Sampling carries them
+// through troupe serve). Each is sent under the kind's own name where the
+// server has it; where it has none, Validate accepts the value the server
+// follows anyway and refuses any other with an error that names the field
+// and the kind (troupe serve answers it as 400 bad_policy):
+//
+//	field                          vllm                        sglang                 llamacpp                         openai
+//	top_k (-1: off, 0: default)    top_k when > 0              top_k when > 0         top_k when > 0; -1 sends 0 (its  > 0 refused
+//	                                                                                  off; its default is 40)
+//	max_tokens (-1, 0: default)    max_tokens when > 0         the same               the same (its n_predict)         the same
+//	stop                           stop                        stop                   stop                             stop
+//	stop_token_ids                 stop_token_ids              stop_token_ids         refused (no such field)          refused
+//	skip_special_tokens            skip_special_tokens         skip_special_tokens    false only (/detokenize writes   true only
+//	                                                                                  special tokens)
+//	spaces_between_special_tokens  spaces_between_special_     not sent (the chat     false only (/detokenize joins    false only
+//	                               tokens                      endpoint lacks it;     pieces)
+//	                                                           see below)
+//	no_stop_trim                   include_stop_str_in_output  no_stop_trim           true only (ids keep every        false only
+//	                                                                                  sampled token)
+//	repetition_penalty (0: unset)  repetition_penalty          repetition_penalty     repeat_penalty                   1 only
+//	min_tokens (0: unset)          min_tokens                  min_tokens             refused (no such field)          refused
+//	seed (sampling_seed)           seed: SampledRequestSeed    the same               the same                         the same
+//
+// Sources: vLLM's ChatCompletionRequest (stop_token_ids,
+// include_stop_str_in_output, min_tokens, skip_special_tokens,
+// spaces_between_special_tokens, repetition_penalty) and SGLang's
+// ChatCompletionRequest at the commit below (stop_token_ids, no_stop_trim,
+// min_tokens, skip_special_tokens, repetition_penalty, but no
+// spaces_between_special_tokens, which only its native /generate takes); llama.cpp's
+// tools/server/server-schema.cpp (the fields the chat endpoint reads:
+// top_k clamped to 0 and more, 0 = disabled, default 40; repeat_penalty;
+// no stop_token_ids, min_tokens or detokenizer switches: unknown fields are
+// ignored, hence the refusals) and server-context.cpp (POST /detokenize
+// writes special tokens).
+//
+// One exception to "refused unless the server does it anyway": slime sends
+// spaces_between_special_tokens false on every request, with no flag to
+// change it, and SGLang's chat endpoint has no such field (it decodes with
+// true). Refusing it would refuse slime itself, so sglang accepts both
+// values and sends neither. The difference is only in the spacing around
+// special tokens in the response text, when they are not skipped; the
+// token ids and log-probs slime trains on are the same.
+//
+// With top_k -1 (slime's "off") llamacpp also sends min_p 0: slime samples
+// with temperature, top-p and top-k alone, and llama.cpp's default min_p
+// of 0.05 would truncate the distribution behind the log-probs the trainer
+// compares with.
+//
+// # Tools on llama.cpp
+//
+// FormatTool sends the tool "act" with tool_choice naming it and
+// parallel_tool_calls false; to llamacpp it sends tool_choice "required"
+// instead, since llama.cpp reads tool_choice only as a string (the object
+// form falls back to "auto", under which nothing is enforced). With
+// "required" and one tool, llama-server (its jinja chat templates are on
+// by default) renders the tool's schema into the prompt through the
+// model's chat template and constrains the answer to one call by grammar.
+// Both need a template that renders tools (Qwen2.5's and later do; Qwen2's
+// does not: serve such a model with --chat-template-file). With
+// <tool_call> tags llama.cpp's grammar allows free text before the call,
+// which a trained model skips. The prompt ids stay exact: /apply-template
+// gets the same body, tools included.
 //
 // # Tokens and log-probs
 //

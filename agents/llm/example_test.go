@@ -45,7 +45,7 @@ func Example() {
 	ep := out.Episodes()[0]
 	for _, s := range ep.Samples {
 		fmt.Printf("%s %s: %d prompt tokens, %d response tokens, %d log-probs\n",
-			s.Metadata.Agent, s.Response, len(s.Tokens)-s.ResponseLength, s.ResponseLength, len(s.RolloutLogProbs))
+			s.Metadata.Agent, s.Metadata.Action, len(s.Tokens)-s.ResponseLength, s.ResponseLength, len(s.RolloutLogProbs))
 	}
 	fmt.Println(ep.Status, ep.Score.Agents)
 	// Output:

@@ -2,7 +2,9 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -32,6 +34,7 @@ type Policy struct {
 	invalidRetries int
 	feedback       bool
 	fields         []byte
+	samplingSeed   *int64 // Config.SamplingSeed
 
 	scenario *env.Info
 	system   map[string]string // role -> fixed system prompt; "" for any role
@@ -77,7 +80,7 @@ func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
 	}
 	p := &Policy{
 		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
-		fields: bodyFields(&cfg),
+		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed,
 		system: map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
 	}
 	for _, o := range opts {
@@ -142,7 +145,7 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 	var rejected []string
 	retries := 0
 	for attempt := 0; ; attempt++ {
-		req.messages, req.seed = toOpenAI(chat), requestSeed(obs.Seed, attempt)
+		req.messages, req.seed = toOpenAI(chat), p.requestSeed(obs, attempt)
 		comp, err := p.client.chat(ctx, req)
 		if err != nil {
 			return agents.Action{}, err
@@ -155,6 +158,11 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 		if perr == nil || attempt >= p.invalidRetries {
 			a := agents.Action{Text: text, Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat},
 				Notes: p.notes(comp, attempt+1, retries, rejected)}
+			resp, source := p.response(comp)
+			a.Notes["llm_response_source"] = source
+			if resp != text {
+				a.Completion = resp
+			}
 			if perr != nil {
 				a.Invalid = perr.Error()
 			}
@@ -182,6 +190,9 @@ func (p *Policy) notes(comp *completion, attempts, retries int, rejected []strin
 	}
 	if len(rejected) > 0 {
 		n["llm_rejected"] = rejected
+	}
+	if comp.decodeErr != "" {
+		n["llm_response_error"] = comp.decodeErr
 	}
 	switch {
 	case comp.tokens == nil:
@@ -232,6 +243,49 @@ func (p *Policy) parse(ans Answer, obs *agents.Observation, comp *completion) (t
 		text = reply
 	}
 	return text, reply, err
+}
+
+// Where a sample's response came from (the note llm_response_source).
+const (
+	// ResponseDetokenized: llama.cpp's POST /detokenize of the completion
+	// token ids, less a trailing end-of-generation token: exactly the
+	// tokens the sample trains on, as text.
+	ResponseDetokenized = "detokenize"
+	// ResponseContent: the answer's message content, as the server
+	// decoded it.
+	ResponseContent = "content"
+	// ResponseToolCall: the answer's content is empty and it calls a
+	// function: the response is the call as JSON, {"name": ..,
+	// "arguments": ..}, not the server's raw text of it, which it does not
+	// return.
+	ResponseToolCall = "tool_call"
+)
+
+// response returns what the model wrote, the sample's response, and where
+// it came from.
+func (p *Policy) response(comp *completion) (string, string) {
+	switch {
+	case comp.decoded != nil:
+		return *comp.decoded, ResponseDetokenized
+	case comp.content == "" && len(comp.toolCalls) > 0:
+		calls := make([]json.RawMessage, len(comp.toolCalls))
+		for i, c := range comp.toolCalls {
+			args := json.RawMessage(c.Function.Arguments)
+			if !json.Valid(args) {
+				args, _ = json.Marshal(c.Function.Arguments)
+			}
+			calls[i], _ = json.Marshal(struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			}{c.Function.Name, args})
+		}
+		if len(calls) == 1 {
+			return string(calls[0]), ResponseToolCall
+		}
+		b, _ := json.Marshal(calls)
+		return string(b), ResponseToolCall
+	}
+	return comp.content, ResponseContent
 }
 
 // instructions tells the model how to answer, in the policy's format.
@@ -298,9 +352,34 @@ func toOpenAI(chat []protocol.ChatMessage) []openai.ChatCompletionMessage {
 // seed.
 const seedStream = 0x5eed11a
 
+// requestSeed is the seed sent for attempt (from 0) of obs's turn: with a
+// sampling seed, SampledRequestSeed of it, the agent and its turn number;
+// without, requestSeed of the turn's seed.
+func (p *Policy) requestSeed(obs *agents.Observation, attempt int) int {
+	if p.samplingSeed != nil {
+		return SampledRequestSeed(*p.samplingSeed, obs.Agent, obs.Turn, attempt)
+	}
+	return requestSeed(obs.Seed, attempt)
+}
+
 // requestSeed is the sampling seed sent for attempt of the turn whose seed
 // is turnSeed: replaying the turn asks with the same seeds. It fits in 31
 // bits, which every server accepts.
 func requestSeed(turnSeed uint64, attempt int) int {
 	return int(seeds.Mix(turnSeed, seedStream, uint64(attempt)) >> 33)
+}
+
+// SampledRequestSeed is the seed sent, under Config.SamplingSeed (slime's
+// sampling_seed) s, for attempt (from 0) of turn (the agent's own turn
+// number, from 0) of agent:
+//
+//	seeds.Mix(uint64(s), 0x5eed11a, fnv1a64(agent), uint64(turn), uint64(attempt)) >> 33
+//
+// It depends on nothing else (not the episode's policy seed, not the
+// service's seed), so the same sampling seed sends the same seeds on any
+// service, and a re-ask samples anew. It fits in 31 bits.
+func SampledRequestSeed(s int64, agent string, turn, attempt int) int {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(agent))
+	return int(seeds.Mix(uint64(s), seedStream, h.Sum64(), uint64(turn), uint64(attempt)) >> 33)
 }

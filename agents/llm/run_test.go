@@ -303,7 +303,8 @@ func TestInvalidAnswersUnderInvalidRules(t *testing.T) {
 					assert.Equal(t, tc.score, ep.Score.Agents)
 					require.Len(t, ep.Samples, 1)
 					s := ep.Samples[0]
-					assert.Equal(t, "zz", s.Response)
+					assert.Equal(t, `{"action":"zz"}`, s.Response, "the response is what the model wrote")
+					assert.Equal(t, "zz", s.Metadata.Action, "the move the game read")
 					assert.Contains(t, s.Metadata.Extra["invalid"], `"zz" is not a legal action`)
 					assert.False(t, s.Metadata.TextOnly, "an invalid answer keeps its tokens")
 				}

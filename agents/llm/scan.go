@@ -29,6 +29,9 @@ type logprobEntry struct {
 	hasID   bool
 	textID  int // N of a "token_id:N" token text (vLLM)
 	hasText bool
+	// noText: the token's text is "" (llama.cpp writes a control token,
+	// such as the end-of-generation token, so).
+	noText  bool
 	logprob float64
 }
 
@@ -120,7 +123,7 @@ func (s *scanner) choice(c *choiceTokens, spans *[][2]int) error {
 								e.hasID = err == nil
 							}
 						case "token":
-							e.textID, e.hasText, err = s.tokenText()
+							e.textID, e.hasText, e.noText, err = s.tokenText()
 						case "logprob":
 							e.logprob, err = s.float()
 						default:
@@ -278,26 +281,29 @@ func (s *scanner) rawString() ([]byte, error) {
 
 // tokenText reads a token's text and, when it is vLLM's "token_id:N",
 // returns N.
-func (s *scanner) tokenText() (int, bool, error) {
+func (s *scanner) tokenText() (id int, isID, empty bool, err error) {
 	if s.peek() != '"' {
-		return 0, false, s.skip() // not text: no id in it
+		return 0, false, false, s.skip() // not text: no id in it
 	}
 	raw, err := s.rawString()
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
+	}
+	if len(raw) == 0 {
+		return 0, false, true, nil
 	}
 	rest, ok := cutPrefix(raw, vllmTokenPrefix)
 	if !ok || len(rest) == 0 {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	n := 0
 	for _, c := range rest {
 		if c < '0' || c > '9' || n > 1<<40 {
-			return 0, false, nil
+			return 0, false, false, nil
 		}
 		n = n*10 + int(c-'0')
 	}
-	return n, true, nil
+	return n, true, false, nil
 }
 
 func cutPrefix(b []byte, prefix string) ([]byte, bool) {

@@ -19,6 +19,9 @@ type serverTokens struct {
 	// why, when set, says why the ids cannot be trusted or are missing;
 	// lpNote says why the log-probs are left out.
 	why, lpNote string
+	// lastNoText: llama.cpp wrote the last completion token's text as ""
+	// (a control token).
+	lastNoText bool
 }
 
 // vllmTokenPrefix starts a token's text under vLLM's
@@ -82,6 +85,7 @@ func readTokens(kind Kind, a *answerTokens) (t serverTokens) {
 	case KindLlamaCpp:
 		if lpIDsOK {
 			t.completion = lpIDs
+			t.lastNoText = ch.entries[len(ch.entries)-1].noText
 		}
 	}
 	t.checkLogProbs(ch.logprobs)
@@ -190,4 +194,51 @@ func (c *Client) llamaPromptIDs(ctx context.Context, chatBody []byte, jitter uin
 		return nil, r1 + r2, fmt.Errorf("/tokenize gave %d prompt tokens where the chat answer counted %d", len(ids), want)
 	}
 	return ids, r1 + r2, nil
+}
+
+// llamaResponseIDs returns the completion ids whose text is the sample's
+// response: all of them, less the last when it is the end-of-generation
+// token. llama.cpp stops for one of two reasons, both with finish_reason
+// "stop" (or "tool_calls" when it parsed a call): an end-of-generation token, which it samples, returns among the
+// completion's ids and writes as "" (it never writes control tokens' text
+// into an answer), or a stop string, which ends in text: so a completion
+// that stopped on a token written as "" stopped on an end-of-generation
+// token. A completion cut at max_tokens ("length") keeps every id.
+func llamaResponseIDs(ids []int, finish string, lastNoText bool) []int {
+	if (finish == "stop" || finish == "tool_calls") && lastNoText && len(ids) > 0 {
+		return ids[:len(ids)-1]
+	}
+	return ids
+}
+
+// llamaDetokenize returns llama.cpp's text of ids: POST /detokenize, which
+// writes every token's text, special tokens included. It returns the
+// retries taken.
+func (c *Client) llamaDetokenize(ctx context.Context, ids []int, jitter uint64) (string, int, error) {
+	if len(ids) == 0 {
+		return "", 0, nil
+	}
+	body, err := json.Marshal(struct {
+		Tokens []int `json:"tokens"`
+	}{ids})
+	if err != nil {
+		return "", 0, err
+	}
+	var text string
+	url := c.root + "/detokenize"
+	n, err := c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
+		b, err := c.postJSON(ctx, st, url, body)
+		if err != nil {
+			return err
+		}
+		var a struct {
+			Content *string `json:"content"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil || a.Content == nil {
+			return fmt.Errorf("%w: the /detokenize answer has no content string", ErrMalformed)
+		}
+		text = *a.Content
+		return nil
+	})
+	return text, n, err
 }

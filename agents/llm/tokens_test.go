@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 )
 
@@ -287,4 +288,96 @@ func TestReadTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSamplingSeed: under a sampling seed (slime's sampling_seed) a call's
+// seed is SampledRequestSeed of it, the agent, its turn number and the
+// attempt, whatever the turn's own seed; without one it derives from the
+// turn's seed.
+func TestSamplingSeed(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM, Record: true})
+	cfg := testConfig(KindVLLM)
+	s := int64(1234)
+	cfg.SamplingSeed = &s
+	p := overNetwork(t, srv, cfg)
+	for _, obs := range []*agents.Observation{board(1, "a1"), board(99, "a1")} {
+		obs.Turn = 3
+		_, err := p.Act(t.Context(), obs)
+		require.NoError(t, err)
+	}
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	want := SampledRequestSeed(1234, "x", 3, 0)
+	for _, r := range reqs {
+		assert.Equal(t, int64(want), *r.Seed, "the turn's seed does not matter")
+	}
+	assert.NotEqual(t, want, SampledRequestSeed(1235, "x", 3, 0))
+	assert.NotEqual(t, want, SampledRequestSeed(1234, "o", 3, 0))
+	assert.NotEqual(t, want, SampledRequestSeed(1234, "x", 4, 0))
+	assert.NotEqual(t, want, SampledRequestSeed(1234, "x", 3, 1))
+	assert.Less(t, want, 1<<31)
+}
+
+// TestLlamaCppToolChoice: llama.cpp reads tool_choice only as a string, so
+// the tool format forces the call with "required" (one tool).
+func TestLlamaCppToolChoice(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
+	cfg := testConfig(KindLlamaCpp)
+	cfg.Format = FormatTool
+	turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(5, "a1", "b2"))
+	require.NoError(t, err)
+	assert.Empty(t, turn.Invalid)
+	f := srv.Requests()[0].Fields()
+	assert.JSONEq(t, `"required"`, string(f["tool_choice"]))
+	assert.Contains(t, string(f["tools"]), `"name":"act"`)
+}
+
+// TestResponseIsWhatTheModelWrote: Action.Completion is the model's text
+// (llama.cpp: /detokenize of the completion ids, less the end token; other
+// kinds: the message content) and Text the move read from it.
+func TestResponseIsWhatTheModelWrote(t *testing.T) {
+	for _, kind := range []Kind{KindVLLM, KindSGLang, KindLlamaCpp, KindOpenAI} {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.Kind(kind), Script: nil,
+				Brain: func(*llmtest.Request) llmtest.Reply { return llmtest.Reply{Text: "\n\t{\"action\": \"b2\"}"} }})
+			cfg := testConfig(kind)
+			cfg.InvalidRetries = 0
+			turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(5, "a1", "b2"))
+			require.NoError(t, err)
+			assert.Empty(t, turn.Invalid)
+			assert.Equal(t, "b2", turn.Text)
+			if kind == KindLlamaCpp {
+				require.NotNil(t, turn.Tokens)
+				assert.Equal(t, llmtest.ImEnd, turn.Tokens.Response[len(turn.Tokens.Response)-1], "the end token is trained")
+				assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Completion)
+				assert.Equal(t, llmtest.Detokenize(turn.Tokens.Response[:len(turn.Tokens.Response)-1]), turn.Completion)
+				assert.Equal(t, ResponseDetokenized, turn.Notes["llm_response_source"])
+				assert.Equal(t, 1, srv.Stats().Detokenize)
+				return
+			}
+			assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Completion)
+			assert.Equal(t, ResponseContent, turn.Notes["llm_response_source"])
+		})
+	}
+}
+
+func TestLlamaResponseIDs(t *testing.T) {
+	ids := []int{5, 6, 2}
+	assert.Equal(t, []int{5, 6}, llamaResponseIDs(ids, "stop", true), "stopped on the end token")
+	assert.Equal(t, []int{5, 6}, llamaResponseIDs(ids, "tool_calls", true))
+	assert.Equal(t, ids, llamaResponseIDs(ids, "stop", false), "a stop string ends in text: nothing to drop")
+	assert.Equal(t, ids, llamaResponseIDs(ids, "length", true), "cut at max_tokens: every id is text")
+	assert.Empty(t, llamaResponseIDs(nil, "stop", true))
+}
+
+// TestResponseOfAToolCall: a call with empty content (vLLM, SGLang, any
+// kind without /detokenize) writes the call as JSON, and says so.
+func TestResponseOfAToolCall(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
+	cfg := testConfig(KindVLLM)
+	cfg.Format = FormatTool
+	turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(5, "a1", "b2"))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"act","arguments":{"action":"`+turn.Text+`"}}`, turn.Completion)
+	assert.Equal(t, ResponseToolCall, turn.Notes["llm_response_source"])
 }

@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +82,10 @@ type Result struct {
 	// service's and the network's overhead. 0 when the service did not
 	// say.
 	EpisodeTime time.Duration
+	// AllocationSeq is the answer's place in the order in which requests
+	// updated the service's stateful allocators (its
+	// Troupe-Allocation-Seq header); 0 when the request used none.
+	AllocationSeq uint64
 }
 
 // Rollouts asks the service for the episodes req describes and returns
@@ -96,6 +101,11 @@ func (c *Client) Rollouts(ctx context.Context, req *rollout.Request) (*Result, e
 		return nil, err
 	}
 	res.EpisodeTime, _ = rollout.ParseServerTiming(h.Get(rollout.HeaderServerTiming))
+	if v := h.Get(rollout.HeaderAllocationSeq); v != "" {
+		if res.AllocationSeq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("rollout answer: bad %s header %q", rollout.HeaderAllocationSeq, v)
+		}
+	}
 	return res, nil
 }
 

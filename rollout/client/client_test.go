@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -138,4 +139,27 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		_, err := client.New(u)
 		require.ErrorIs(t, err, client.ErrBadURL, "%q", u)
 	}
+}
+
+func TestAnswerLimitsAndAllocationOrder(t *testing.T) {
+	_, ts := start(t, server.Config{MaxSamplesPerAnswer: 4, MaxAnswerBytes: 3000})
+	c, err := client.New(ts.URL)
+	require.NoError(t, err)
+	_, err = c.Rollouts(context.Background(), &rollout.Request{Scenario: "tictactoe"})
+	require.ErrorIs(t, err, rollout.CodeTooManySamples, "tic-tac-toe takes at least five turns")
+	var e *rollout.Error
+	require.True(t, errors.As(err, &e))
+	assert.Equal(t, http.StatusUnprocessableEntity, e.Status)
+
+	_, err = c.Rollouts(context.Background(), &rollout.Request{Scenario: "signal", N: 2, Label: []byte(`"` + strings.Repeat("x", 3000) + `"`)})
+	require.ErrorIs(t, err, rollout.CodeAnswerTooLarge)
+
+	for want := uint64(1); want <= 3; want++ {
+		res, err := c.Rollouts(context.Background(), &rollout.Request{Scenario: "signal", Allocators: []string{"rae"}})
+		require.NoError(t, err)
+		assert.Equal(t, want, res.AllocationSeq)
+	}
+	res, err := c.Rollouts(context.Background(), &rollout.Request{Scenario: "signal"})
+	require.NoError(t, err)
+	assert.Zero(t, res.AllocationSeq, "team keeps no state")
 }

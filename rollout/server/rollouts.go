@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,11 +38,20 @@ type plan struct {
 	invalid    env.InvalidRule
 	label      protocol.Label // the request's label, if any
 	n          int
+	shared     []*shared // the stateful allocators among allocators
+	// capTurns is set when every role is emitted and the request sets no
+	// turn limit: each episode then gets MaxTurns = MaxSamplesPerAnswer,
+	// and one that reaches it has more samples than an answer may hold.
+	capTurns bool
 }
 
 // handleRollouts answers POST /v1/rollouts.
 func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *rollout.Error) {
 	if !s.begin() {
+		// Read the body (within its limit) before answering, so that the
+		// connection closes cleanly after the answer instead of being
+		// reset with unread data in it.
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		w.Header().Set("Connection", "close")
 		return 0, &rollout.Error{Status: http.StatusServiceUnavailable, Code: rollout.CodeShuttingDown,
 			Message: "the service is shutting down and takes no new rollouts"}
@@ -62,10 +72,17 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 
 	ctx, cancel := s.requestContext(r.Context())
 	defer cancel()
-	setups := s.setups(p)
+	ctx, count := s.countTurns(ctx, p)
+	defer count.cancel(nil)
+	setups := s.setups(p, count)
 	eps, inside := s.play(ctx, p, setups)
+	count.stop()
+	if e := s.checkSamples(p, eps, count); e != nil {
+		return 0, e
+	}
 
-	if err := trajectories.Allocate(ctx, eps, p.allocators, p.format); err != nil {
+	alloc, err := s.allocate(ctx, p, eps)
+	if err != nil {
 		if ctx.Err() != nil {
 			return 0, &rollout.Error{Status: http.StatusServiceUnavailable, Code: rollout.CodeInternal,
 				Message: fmt.Sprintf("reward allocation was interrupted: %v", context.Cause(ctx))}
@@ -77,10 +94,18 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 
 	bp := s.getBuf()
 	defer s.putBuf(bp)
-	*bp = appendResponse((*bp)[:0], eps)
+	var ok bool
+	if *bp, ok = appendResponse((*bp)[:0], eps, s.cfg.MaxAnswerBytes); !ok {
+		alloc.rollback()
+		return 0, &rollout.Error{Status: http.StatusUnprocessableEntity, Code: rollout.CodeAnswerTooLarge,
+			Message: fmt.Sprintf("the answer is larger than the service's limit of %d bytes (troupe serve --max-answer-bytes; MaxAnswerBytes): ask for fewer episodes (n = %d) or fewer samples (emit, limits.max_turns)", s.cfg.MaxAnswerBytes, p.n)}
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(inside))
+	if seq := alloc.commit(); seq > 0 {
+		h.Set(rollout.HeaderAllocationSeq, formatSeq(seq))
+	}
 	_, _ = w.Write(*bp)
 	s.metrics.requestDuration.observe(time.Since(start))
 	return http.StatusOK, nil
@@ -103,12 +128,17 @@ func (s *Server) requestContext(parent context.Context) (context.Context, contex
 // decode reads one JSON rollout request from the body, within the size
 // limit, refusing unknown keys and trailing data.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*rollout.Request, *rollout.Error) {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
+	// The body is read whole (it is bounded) so that a syntax error can
+	// be placed in the field that holds it.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, s.decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req rollout.Request
 	if err := dec.Decode(&req); err != nil {
-		return nil, s.decodeError(err)
+		return nil, s.placeError(body, s.decodeError(err), err)
 	}
 	var extra json.RawMessage
 	switch err := dec.Decode(&extra); {
@@ -119,6 +149,60 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (*rollout.Reques
 		return nil, s.decodeError(err)
 	}
 	return &req, nil
+}
+
+// placeError prefixes a syntax error's message with the top-level field
+// whose value holds it ("field label: malformed JSON at byte 12: ...").
+func (s *Server) placeError(body []byte, e *rollout.Error, err error) *rollout.Error {
+	var syntaxErr *json.SyntaxError
+	if !errors.As(err, &syntaxErr) {
+		return e
+	}
+	if field := fieldAt(body, syntaxErr.Offset); field != "" {
+		e.Message = "field " + field + ": " + e.Message
+	}
+	return e
+}
+
+// fieldAt returns the top-level key of the JSON object in body whose value
+// the byte offset falls in, or "" when there is none.
+func fieldAt(body []byte, offset int64) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	depth, key, expectKey := 0, "", false
+	for {
+		tok, err := dec.Token()
+		if err != nil || dec.InputOffset() >= offset {
+			if depth >= 1 && !(depth == 1 && expectKey) {
+				return key
+			}
+			return ""
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				depth++
+				if depth == 1 {
+					expectKey = t == '{'
+				}
+			case '}', ']':
+				depth--
+				if depth == 1 {
+					expectKey = true
+				}
+			}
+		case string:
+			if depth == 1 && expectKey {
+				key, expectKey = t, false
+				continue
+			}
+		}
+		if depth == 1 && !expectKey {
+			if _, isDelim := tok.(json.Delim); !isDelim {
+				expectKey = true // a scalar value ended the field
+			}
+		}
+	}
 }
 
 func badJSON(format string, args ...any) *rollout.Error {
@@ -257,6 +341,9 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		if strings.TrimSpace(spec) == "" {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocators holds an empty spec (known: %s)", strings.Join(s.cfg.Allocators.Names(), ", "))
 		}
+		if hasStateParam(spec) {
+			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: a request may not name a state file (state=): the service keeps one instance of each stateful allocator and its state (troupe serve --allocator-state DIR)", spec)
+		}
 		a, err := s.cfg.Allocators.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
 		if err != nil {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", spec, err)
@@ -267,7 +354,14 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %s is given twice", a.Name())
 		}
 		seen[a.Name()] = true
+		a, sh := s.stateful.share(a)
+		if sh != nil {
+			p.shared = append(p.shared, sh)
+		}
 		p.allocators = append(p.allocators, a)
+	}
+	if e := s.planSamples(p); e != nil {
+		return nil, e
 	}
 
 	p.policy, err = s.cfg.Policies(PolicyRequest{Scenario: sc, Info: info, Params: p.params, Request: req, Calls: s.metrics})
@@ -313,7 +407,7 @@ func declares(info *env.Info, param string) bool {
 // base, or a block reserved atomically, so concurrent requests never
 // share one), the group_index, the scenario seed shared by the group, and
 // one policy seed per episode.
-func (s *Server) setups(p *plan) []env.Setup {
+func (s *Server) setups(p *plan, count *turnCounter) []env.Setup {
 	req, n := p.req, p.n
 	var rid int64
 	if req.RolloutID != nil {
@@ -331,6 +425,11 @@ func (s *Server) setups(p *plan) []env.Setup {
 	if req.Seed != nil {
 		seed = *req.Seed
 	}
+	limits := p.limits
+	if p.capTurns {
+		limits.MaxTurns = s.cfg.MaxSamplesPerAnswer
+	}
+	policy := count.wrap(p.policy, p.emit)
 	out := make([]env.Setup, n)
 	for i := range out {
 		id := rid + int64(i)
@@ -346,8 +445,8 @@ func (s *Server) setups(p *plan) []env.Setup {
 			Index:            int64(i),
 			RolloutID:        id,
 			GroupIndex:       group,
-			Policy:           p.policy,
-			Limits:           p.limits,
+			Policy:           policy,
+			Limits:           limits,
 			Invalid:          p.invalid,
 			Emit:             p.emit,
 			ParallelPolicies: s.cfg.ParallelPolicies,
@@ -417,8 +516,9 @@ func (s *Server) acquire(ctx context.Context) bool {
 
 func (s *Server) release() { <-s.slots }
 
-// finish stamps the request's label and the sample indexes: the caller's
-// base, or a block reserved atomically.
+// finish stamps the request's label and the sample indexes (the caller's
+// base, or a block reserved atomically), and marks the samples of aborted
+// and failed episodes remove_sample unless the request keeps them.
 func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
 	total := 0
 	for _, ep := range eps {
@@ -431,10 +531,14 @@ func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
 		index = s.nextIndex.Add(int64(total)) - int64(total)
 	}
 	for _, ep := range eps {
+		remove := !p.req.KeepFailed && (ep.Status == protocol.StatusAborted || ep.Status == protocol.StatusFailed)
 		for k := range ep.Samples {
 			sm := &ep.Samples[k]
 			sm.Index = index
 			index++
+			if remove {
+				sm.RemoveSample = true
+			}
 			if want, ok := p.label.Text(); ok {
 				// The game's label is usually the request's, read as a
 				// parameter: it moves aside only when it says otherwise.
@@ -468,8 +572,11 @@ func (s *Server) putBuf(b *[]byte) {
 
 // appendResponse encodes the answer by hand: the samples with
 // protocol.Sample.AppendJSON (the slime encoding, fixed key order, no
-// reflection), the rollout envelopes in rollout.Rollout's key order.
-func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
+// reflection), the rollout envelopes in rollout.Rollout's key order. It
+// stops and reports false as soon as the answer grows past maxBytes, so
+// that a too large answer costs at most maxBytes and one sample.
+func appendResponse(b []byte, eps []*trajectories.Episode, maxBytes int64) ([]byte, bool) {
+	start := len(b)
 	b = append(b, `{"rollouts":[`...)
 	for i, ep := range eps {
 		if i > 0 {
@@ -527,10 +634,14 @@ func appendResponse(b []byte, eps []*trajectories.Episode) []byte {
 				b = append(b, ',')
 			}
 			b = ep.Samples[k].AppendJSON(b)
+			if int64(len(b)-start) > maxBytes {
+				return b, false
+			}
 		}
 		b = append(b, "]}"...)
 	}
-	return append(b, "]}\n"...)
+	b = append(b, "]}\n"...)
+	return b, int64(len(b)-start) <= maxBytes
 }
 
 // playRemote hands the request's episodes to Config.Remote. The episodes

@@ -6,10 +6,17 @@
 // Safe defaults: it binds 127.0.0.1, checks an optional bearer token in
 // constant time, limits request bodies, applies read, write and idle
 // timeouts, bounds each episode and each request in time, and bounds the
-// episodes played at once. Serve drains on cancellation (SIGTERM in the
-// CLI): new rollout requests are answered 503, the ones in flight finish,
-// and when the shutdown timeout passes their episodes are aborted and
-// answered as aborted rollouts rather than dropped.
+// episodes played at once, and bounds each answer in samples and bytes
+// (422 past either, never a truncated answer). Serve drains on
+// cancellation (SIGTERM in the CLI): new rollout requests are answered
+// 503, kept-alive connections included, the ones in flight finish, and
+// when the shutdown timeout passes their episodes are aborted and answered
+// as aborted rollouts rather than dropped.
+//
+// Stateful allocators (RAE) exist once per spec for the life of the
+// Server, shared by all requests, updated by one request at a time (see
+// package rollout for the order and rollout.HeaderAllocationSeq), and kept across
+// restarts in Config.AllocatorStateDir.
 package server
 
 import (
@@ -49,6 +56,19 @@ const (
 	DefaultReadTimeout           = 30 * time.Second
 	DefaultIdleTimeout           = 2 * time.Minute
 	DefaultShutdownTimeout       = time.Minute
+	// DefaultMaxSamplesPerAnswer bounds the samples of one answer. A slime
+	// rollout group is n_samples_per_prompt episodes of a few seats and
+	// turns (hundreds of samples); 65,536 leaves two orders of magnitude
+	// above that, while a scripted sample of about 600 bytes keeps such an
+	// answer near 40 MiB, under DefaultMaxAnswerBytes.
+	DefaultMaxSamplesPerAnswer = 65536
+	// DefaultMaxAnswerBytes bounds the encoded answer. 64 MiB holds about
+	// two million LLM tokens with their log-probs and loss mask (some 30
+	// bytes a token), far above a rollout group of long multi-turn
+	// samples, and keeps what one request can pin in the service's memory
+	// (the answer buffer) to a size a host of many concurrent requests can
+	// afford.
+	DefaultMaxAnswerBytes = 64 << 20
 	// DefaultAbortGrace is how long Shutdown waits, once it has aborted the
 	// episodes in flight, for their requests to be answered before it
 	// closes the connections.
@@ -80,6 +100,22 @@ type Config struct {
 
 	MaxBodyBytes          int64 // request body limit; larger is 413
 	MaxEpisodesPerRequest int   // the largest n a request may ask for
+	// MaxSamplesPerAnswer bounds the samples of one answer, all episodes
+	// together; a request over it is answered 422 too_many_samples: before
+	// any episode is played when the scenario tells how many turns its
+	// episodes take (MinTurnser), else as soon as an episode passes it
+	// (the episode is stopped there, so its memory stays bounded).
+	MaxSamplesPerAnswer int
+	// MaxAnswerBytes bounds the encoded answer; encoding stops once past
+	// it and the request is answered 422 answer_too_large, never with a
+	// truncated body.
+	MaxAnswerBytes int64
+	// AllocatorStateDir, when set, is the directory where the service
+	// keeps the state of its stateful allocators (RAE's baselines), one
+	// file per allocator spec: loaded by New, saved after every request
+	// that changed it and at shutdown. Without it the state lives as long
+	// as the service.
+	AllocatorStateDir string
 	// MaxConcurrentEpisodes bounds the episodes played at once over all
 	// requests; the others wait for a slot (their wait counts against the
 	// request timeout).
@@ -151,6 +187,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"ReadTimeout", int64(c.ReadTimeout)}, {"WriteTimeout", int64(c.WriteTimeout)},
 		{"IdleTimeout", int64(c.IdleTimeout)}, {"ShutdownTimeout", int64(c.ShutdownTimeout)},
 		{"AbortGrace", int64(c.AbortGrace)}, {"RolloutIDBase", c.RolloutIDBase},
+		{"MaxSamplesPerAnswer", int64(c.MaxSamplesPerAnswer)}, {"MaxAnswerBytes", c.MaxAnswerBytes},
 	} {
 		if d.v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, d.name, d.v)
@@ -184,6 +221,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrentEpisodes == 0 {
 		c.MaxConcurrentEpisodes = DefaultMaxConcurrentEpisodes
+	}
+	if c.MaxSamplesPerAnswer == 0 {
+		c.MaxSamplesPerAnswer = DefaultMaxSamplesPerAnswer
+	}
+	if c.MaxAnswerBytes == 0 {
+		c.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
 	set(&c.EpisodeTimeout, DefaultEpisodeTimeout)
 	set(&c.RequestTimeout, DefaultRequestTimeout)
@@ -220,6 +263,7 @@ type Server struct {
 	scenarios []byte // the encoded GET /v1/scenarios answer
 	allocs    []byte // the encoded GET /v1/allocators answer
 	bufs      sync.Pool
+	stateful  *allocators // the stateful allocators
 
 	mu       sync.Mutex
 	draining bool
@@ -248,6 +292,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.allocs, err = json.Marshal(describeAllocators(cfg.Allocators)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if s.stateful, err = loadAllocatorStates(cfg.AllocatorStateDir, cfg.Allocators); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -286,6 +333,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, endpoint, &rollout.Error{Status: http.StatusUnauthorized, Code: rollout.CodeUnauthorized,
 			Message: "missing or wrong bearer token (send Authorization: Bearer TOKEN)"})
 		return
+	}
+	if s.isDraining() {
+		// Move callers off their kept-alive connections: each answer
+		// during a drain is the connection's last.
+		w.Header().Set("Connection", "close")
 	}
 	status, e := handle(w, r)
 	if e != nil {
@@ -328,7 +380,12 @@ func (s *Server) fail(w http.ResponseWriter, endpoint string, e *rollout.Error) 
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(append(body, '\n'))
 	s.metrics.request(endpoint, e.Status, e.Code)
-	if e.Status >= http.StatusInternalServerError {
+	switch {
+	case e.Code == rollout.CodeShuttingDown:
+		// Expected while draining, and as many as callers send: one info
+		// line per refused request, not an error.
+		s.cfg.Logger.Info("rollout request refused: the service is draining", "endpoint", endpoint, "code", e.Code)
+	case e.Status >= http.StatusInternalServerError:
 		s.cfg.Logger.Error("rollout service error", "endpoint", endpoint, "code", e.Code, "message", e.Message)
 	}
 }
@@ -341,10 +398,14 @@ func (s *Server) static(body []byte) handler {
 	}
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+func (s *Server) isDraining() bool {
 	s.mu.Lock()
-	draining := s.draining
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) (int, *rollout.Error) {
+	draining := s.isDraining()
 	h := rollout.Health{Status: rollout.HealthServing}
 	status := http.StatusOK
 	if draining {
@@ -393,7 +454,10 @@ func (s *Server) end() {
 
 // Shutdown stops the service taking work and waits for the rollout
 // requests in flight to be answered. From its first instant, new rollout
-// requests get 503 shutting_down and GET /healthz says draining. When ctx
+// requests get 503 shutting_down (a full answer with "Connection: close",
+// also on kept-alive connections, logged at info level once per request)
+// and GET /healthz says draining. Once no rollout request is left, the
+// states of the stateful allocators are saved. When ctx
 // ends first, Shutdown aborts the episodes in flight (they are answered as
 // aborted rollouts), waits up to AbortGrace for those answers, and returns
 // an error wrapping ErrShutdownTimeout. If Serve is running, Shutdown also
@@ -422,6 +486,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-t.C:
 		}
 		err = fmt.Errorf("%w: %w", ErrShutdownTimeout, context.Cause(ctx))
+	}
+	// Every request answered so far saved its allocator states; this
+	// catches the ones whose save failed.
+	if e := s.saveStates(); e != nil {
+		s.cfg.Logger.Error("allocator states could not be saved at shutdown", "error", e)
+		err = errors.Join(err, fmt.Errorf("rollout service: saving allocator states: %w", e))
 	}
 	if hs != nil {
 		// No rollout request is left; what remains are health probes and

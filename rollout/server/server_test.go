@@ -154,7 +154,7 @@ func TestDatasetRowPromptAndLabel(t *testing.T) {
 	res := decodeResponse(t, post(t, s, `{"scenario":"quiz","prompt":"six times seven?","label":"42","rollout_id":1}`))
 	sm := res.Rollouts[0].Samples[0]
 	assert.Equal(t, "Q: six times seven?", sm.Prompt.String())
-	assert.Equal(t, "42", sm.Label)
+	assert.Equal(t, protocol.TextLabel("42"), sm.Label)
 	assert.Equal(t, 1.0, res.Rollouts[0].TeamReward, "the parrot's 42 is the label")
 
 	// A chat prompt reaches the parameter as its JSON text.
@@ -165,14 +165,14 @@ func TestDatasetRowPromptAndLabel(t *testing.T) {
 	// differs from the row's, moves to metadata.
 	res = decodeResponse(t, post(t, s, `{"scenario":"quiz","params":{"label":"41"},"label":"42","rollout_id":3}`))
 	sm = res.Rollouts[0].Samples[0]
-	assert.Equal(t, "42", sm.Label)
+	assert.Equal(t, protocol.TextLabel("42"), sm.Label)
 	assert.Equal(t, "41", sm.Metadata.Extra["game_label"])
 	assert.Equal(t, 0.0, res.Rollouts[0].TeamReward, "the game scored against its own label")
 
 	// Scenarios without such parameters ignore the row's prompt.
 	res = decodeResponse(t, post(t, s, `{"scenario":"tictactoe","prompt":"unused","label":"L"}`))
 	for _, sm := range res.Rollouts[0].Samples {
-		assert.Equal(t, "L", sm.Label)
+		assert.Equal(t, protocol.TextLabel("L"), sm.Label)
 	}
 }
 

@@ -105,6 +105,14 @@ func New() *Scenario {
 // Info implements env.Scenario.
 func (s *Scenario) Info() *env.Info { return s.info }
 
+// MinTurns is the fewest turns an episode takes per role: every patron
+// picks once, whatever happens. A rollout service uses it to refuse a
+// request whose answer would exceed its size limits before playing it
+// (rollout/server.MinTurnser).
+func (s *Scenario) MinTurns(p env.Params) map[string]int {
+	return map[string]int{RolePatron: p.Int("agents")}
+}
+
 // Utility is φ(x) = x·e^(-x/c), one night's contribution to G.
 //
 // The conversion forces the product to be rounded on its own, so that a

@@ -53,7 +53,9 @@ type RAEConfig struct {
 // Unfinished episodes get 0 and leave the baselines alone.
 //
 // An RAE is safe for concurrent use, but its values depend on the order of
-// the groups it sees.
+// the groups it sees. A long-lived service keeps one RAE per spec and
+// saves it between requests with MarshalState and UnmarshalState (troupe
+// serve --allocator-state); `troupe run` uses state=PATH.
 type RAE struct {
 	alpha float64
 	base  Source
@@ -115,28 +117,59 @@ func NewRAE(cfg RAEConfig) (*RAE, error) {
 }
 
 func (r *RAE) load(data []byte) error {
+	baselines, err := parseRAEState(data)
+	if err != nil {
+		return err
+	}
+	r.baselines = baselines
+	return nil
+}
+
+// UnmarshalState replaces the baselines with those of data, the JSON that
+// MarshalState (and a state file) holds. data is checked whole first: an
+// error leaves the baselines as they were. With MarshalState it lets a
+// long-lived service (troupe serve --allocator-state) keep an RAE's
+// baselines across restarts in a file of its own.
+func (r *RAE) UnmarshalState(data []byte) error {
+	baselines, err := parseRAEState(data)
+	if err != nil {
+		return fmt.Errorf("rae: %w", err)
+	}
+	r.mu.Lock()
+	r.baselines = baselines
+	r.mu.Unlock()
+	return nil
+}
+
+func parseRAEState(data []byte) (map[raeKey]*raeBaseline, error) {
+	baselines := map[raeKey]*raeBaseline{}
 	var st raeState
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadState, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadState)
 	}
 	if st.Version != raeStateVersion {
-		return fmt.Errorf("%w: version %d, want %d", ErrBadState, st.Version, raeStateVersion)
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadState, st.Version, raeStateVersion)
 	}
 	for _, row := range st.Baselines {
 		k := raeKey{row.Scenario, row.Role}
 		switch {
 		case row.Scenario == "" || row.Role == "":
-			return fmt.Errorf("%w: a baseline without scenario or role", ErrBadState)
-		case r.baselines[k] != nil:
-			return fmt.Errorf("%w: two baselines for scenario %q role %q", ErrBadState, row.Scenario, row.Role)
+			return nil, fmt.Errorf("%w: a baseline without scenario or role", ErrBadState)
+		case baselines[k] != nil:
+			return nil, fmt.Errorf("%w: two baselines for scenario %q role %q", ErrBadState, row.Scenario, row.Role)
 		case row.Updates < 0:
-			return fmt.Errorf("%w: scenario %q role %q: negative update count", ErrBadState, row.Scenario, row.Role)
+			return nil, fmt.Errorf("%w: scenario %q role %q: negative update count", ErrBadState, row.Scenario, row.Role)
+		case math.IsNaN(row.Baseline) || math.IsInf(row.Baseline, 0):
+			return nil, fmt.Errorf("%w: scenario %q role %q: baseline is not a finite number", ErrBadState, row.Scenario, row.Role)
 		}
-		r.baselines[k] = &raeBaseline{value: row.Baseline, updates: row.Updates}
+		baselines[k] = &raeBaseline{value: row.Baseline, updates: row.Updates}
 	}
-	return nil
+	return baselines, nil
 }
 
 // Name implements trajectories.Allocator. The state file is not part of

@@ -153,3 +153,37 @@ func TestRAEStateFileErrors(t *testing.T) {
 	require.NoError(t, r.Close(), "without a state file Close does nothing")
 	require.Error(t, r.Save(filepath.Join(dir, "no", "such", "dir.json")))
 }
+
+func TestRAEUnmarshalStateReplacesTheBaselines(t *testing.T) {
+	rae, err := credit.NewRAE(credit.RAEConfig{Alpha: 0.5, Base: credit.SourceAuto})
+	require.NoError(t, err)
+	_, err = allocate(rae, agentEpisode(0, []float64{2, 4}, seats("a", "b"), []int{1, 1}))
+	require.NoError(t, err)
+	saved, err := rae.MarshalState()
+	require.NoError(t, err)
+
+	// Another RAE takes the state whole and goes on from it.
+	other, err := credit.NewRAE(credit.RAEConfig{Alpha: 0.5, Base: credit.SourceAuto})
+	require.NoError(t, err)
+	_, err = allocate(other, agentEpisode(0, []float64{9}, seats("c"), []int{1}))
+	require.NoError(t, err)
+	require.NoError(t, other.UnmarshalState(saved))
+	_, _, ok := other.Baseline("test", "c")
+	assert.False(t, ok, "the state is replaced, not merged")
+	got, err := allocate(other, agentEpisode(0, []float64{2, 4}, seats("a", "b"), []int{1, 1}))
+	require.NoError(t, err)
+	assert.Equal(t, []float64{1, 2}, got[0], "R - b with the loaded baselines 1 and 2")
+	again, err := other.MarshalState()
+	require.NoError(t, err)
+	assert.NotEqual(t, saved, again)
+
+	// A bad state leaves the baselines as they were.
+	for _, bad := range []string{`{`, `{"version":2,"baselines":[]}`, `{"version":1,"baselines":[{"scenario":"s","role":"r","updates":-1}]}`,
+		`{"version":1,"baselines":[]} {}`, `{"version":1,"baselines":[],"extra":1}`} {
+		err := other.UnmarshalState([]byte(bad))
+		require.ErrorIs(t, err, credit.ErrBadState, bad)
+		now, err := other.MarshalState()
+		require.NoError(t, err)
+		assert.Equal(t, again, now, bad)
+	}
+}

@@ -12,9 +12,11 @@
 //     return_tokens_as_token_ids, log-prob tokens named "token_id:N".
 //   - SGLang: with return_token_ids and return_prompt_token_ids, both per
 //     choice; matched_stop and metadata as SGLang writes them.
-//   - LlamaCpp: each log-prob entry carries its token's "id"; top_logprobs
-//     (default 20) sets the alternatives; POST /tokenize and POST
-//     /apply-template answer as llama-server does.
+//   - LlamaCpp: each log-prob entry carries its token's "id", and a
+//     control token's (the end token's) text is "", as llama-server writes
+//     it; top_logprobs (default 20) sets the alternatives; POST /tokenize,
+//     POST /apply-template and POST /detokenize (special tokens written
+//     out) answer as llama-server does.
 //   - OpenAI: no token ids at all.
 //
 // Every answer has usage, a finish reason ("stop", "length" past

@@ -45,6 +45,7 @@ type Stats struct {
 	Faults        map[string]int // injected faults, by Fault.Name
 	Tokenize      int            // /tokenize requests
 	ApplyTemplate int            // /apply-template requests
+	Detokenize    int            // /detokenize requests
 	MaxInFlight   int            // most chat requests in progress at once
 }
 
@@ -52,8 +53,8 @@ type Stats struct {
 // benchmarks. It answers POST /v1/chat/completions (and /chat/completions)
 // in the shape of the configured server kind, with token ids and
 // log-probs from the fake tokenizer when the request asks for them in that
-// kind's own fields; llama.cpp-shaped servers also answer /tokenize and
-// /apply-template. It is safe for concurrent use.
+// kind's own fields; llama.cpp-shaped servers also answer /tokenize,
+// /apply-template and /detokenize. It is safe for concurrent use.
 //
 // Use it over the network (Start: a real listener on 127.0.0.1) or in
 // process (Transport: no sockets, so it runs inside a testing/synctest
@@ -93,6 +94,7 @@ func NewServer(opts Options) *Server {
 	if opts.Kind == LlamaCpp {
 		mux.HandleFunc("POST /tokenize", s.tokenize)
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
+		mux.HandleFunc("POST /detokenize", s.detokenize)
 	}
 	s.mux = mux
 	return s
@@ -431,11 +433,17 @@ func (s *Server) logprobs(req *Request, comp []int, ids bool) *logprobs {
 	asIDs := ids && s.opts.Kind == VLLM && req.Flag("return_tokens_as_token_ids")
 	lp := &logprobs{Content: make([]tokenLogprob, len(comp))}
 	for i, id := range comp {
-		e := tokenLogprob{Token: Piece(id), Logprob: LogProb(id, i), Top: []topLogprob{}}
+		piece := Piece(id)
+		if s.opts.Kind == LlamaCpp && id < FirstByte {
+			// llama.cpp writes no text for control tokens (the end token
+			// among them) in an answer.
+			piece = ""
+		}
+		e := tokenLogprob{Token: piece, Logprob: LogProb(id, i), Top: []topLogprob{}, Bytes: []int{}}
 		if asIDs {
 			e.Token = "token_id:" + strconv.Itoa(id)
 		}
-		for _, c := range []byte(Piece(id)) {
+		for _, c := range []byte(piece) {
 			e.Bytes = append(e.Bytes, int(c))
 		}
 		if ids && s.opts.Kind == LlamaCpp {
@@ -488,6 +496,20 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		pieces[i] = piece{id, Piece(id)}
 	}
 	writeJSON(w, http.StatusOK, map[string][]piece{"tokens": pieces})
+}
+
+// detokenize answers llama.cpp's POST /detokenize: every token's text,
+// special tokens included.
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	s.count(func(st *Stats) { st.Detokenize++ })
+	var req struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "detokenize needs a token list")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"content": Detokenize(req.Tokens)})
 }
 
 // applyTemplate answers llama.cpp's POST /apply-template: the chat request

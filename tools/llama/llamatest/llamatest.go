@@ -21,6 +21,7 @@ package llamatest
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -97,7 +98,32 @@ type Options struct {
 	// Ready bounds the wait for /health; 0 means 2 minutes. Loading the
 	// tiny model takes about a second; the bound is for slow machines.
 	Ready time.Duration
+	// ToolTemplate serves ToolTemplate (--chat-template-file) instead of
+	// the model's own template, which renders no tools.
+	ToolTemplate bool
 }
+
+// ToolTemplate is a chat template for the tiny model that renders tools,
+// for tests of tool calls: Qwen2.5-Instruct's template (llama.cpp's
+// models/templates/Qwen-Qwen2.5-7B-Instruct.jinja), the tools listed in
+// the system prompt as there, with one change: a call is written as a bare
+// JSON object {"name": ..., "arguments": ...}, without Qwen's <tool_call>
+// tags. The tiny model's own template (Qwen2's) renders no tools, so
+// llama-server would neither show the model the tool schema nor constrain
+// the call; and with <tool_call> tags llama.cpp's grammar lets free text
+// come before the call, which a random model never ends. With the bare
+// form the call's grammar starts at the answer's first "{": a test that
+// raises that token's logit (logit_bias {"{": 20}, standing in for a
+// trained model's will to call) gets a schema-constrained call at once.
+//
+//go:embed tools.jinja
+var ToolTemplate string
+
+// EndOfGeneration lists the tiny model's end-of-generation tokens, as
+// llama-server prints them when it loads it: </s> (128247), <|endoftext|>
+// (151643, also its EOS) and <|im_end|> (151645). A completion that stops
+// on one of them ends with its id, written as "" in the answer.
+var EndOfGeneration = []int{128247, 151643, 151645}
 
 // Server is a running llama-server.
 type Server struct {
@@ -162,6 +188,22 @@ func start(ctx context.Context, server, model string, opts Options) (*Server, er
 		"-np", strconv.Itoa(orDefault(opts.Slots, 4)),
 		"-c", strconv.Itoa(orDefault(opts.Context, 8192)),
 		"--no-webui",
+	}
+	if opts.ToolTemplate {
+		f, err := os.CreateTemp("", "troupe-tools-*.jinja")
+		if err != nil {
+			return nil, fmt.Errorf("llamatest: writing the tool template: %w", err)
+		}
+		_, err = f.WriteString(ToolTemplate)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(f.Name())
+			return nil, fmt.Errorf("llamatest: writing the tool template: %w", err)
+		}
+		defer os.Remove(f.Name()) // read at start-up, before /health answers
+		args = append(args, "--chat-template-file", f.Name())
 	}
 	args = append(args, opts.Args...)
 	s := &Server{

@@ -226,3 +226,130 @@ func TestRealServerIsDeterministic(t *testing.T) {
 	assert.Len(t, first, 6)
 	assert.Equal(t, first, ids())
 }
+
+// TestRealServerEndOfGeneration: a completion that stops on the model's
+// end-of-generation token ("stop") ends with that token's id, written as
+// "" in the log-probs; /detokenize writes it out ("<|im_end|>"), so the
+// text of what the model wrote is the /detokenize of the ids before it. A
+// completion cut at max_tokens ("length") ends in ordinary text.
+func TestRealServerEndOfGeneration(t *testing.T) {
+	s := llamatest.New(t, llamatest.Options{})
+	ask := func(maxTokens int) chatResponse {
+		var got chatResponse
+		post(t, s, "/v1/chat/completions", map[string]any{
+			"messages": chat, "max_tokens": maxTokens, "temperature": 0, "logprobs": true, "top_logprobs": 1,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "a", "strict": true, "schema": map[string]any{
+				"type": "object", "properties": map[string]any{"action": map[string]any{"type": "string", "enum": []string{"a1", "b2"}}},
+				"required": []string{"action"}, "additionalProperties": false,
+			}}},
+		}, &got)
+		return got
+	}
+	detok := func(ids []int) string {
+		var d struct {
+			Content string `json:"content"`
+		}
+		post(t, s, "/detokenize", map[string]any{"tokens": ids}, &d)
+		return d.Content
+	}
+	got := ask(200)
+	c := got.Choices[0]
+	require.Equal(t, "stop", c.FinishReason, "%q", c.Message.Content)
+	var ids []int
+	for _, e := range c.Logprobs.Content {
+		ids = append(ids, e.ID)
+	}
+	last := c.Logprobs.Content[len(ids)-1]
+	assert.Contains(t, llamatest.EndOfGeneration, last.ID, "the end token is among the completion's ids")
+	assert.Empty(t, last.Token, "and written as nothing")
+	for _, e := range c.Logprobs.Content[:len(ids)-1] {
+		assert.NotEmpty(t, e.Token, "every other token is text")
+	}
+	assert.Equal(t, got.Usage.CompletionTokens, len(ids), "and counted")
+	text := detok(ids[:len(ids)-1])
+	end := detok([]int{last.ID})
+	assert.Contains(t, []string{"</s>", "<|endoftext|>", "<|im_end|>"}, end, "/detokenize writes special tokens out")
+	assert.Equal(t, text+end, detok(ids))
+	assert.Equal(t, strings.TrimSpace(text), c.Message.Content, "the content is the same text, its white space trimmed")
+
+	cut := ask(3).Choices[0]
+	require.Equal(t, "length", cut.FinishReason)
+	assert.NotContains(t, llamatest.EndOfGeneration, cut.Logprobs.Content[len(cut.Logprobs.Content)-1].ID)
+}
+
+// TestRealServerToolCall: with a template that renders tools
+// (llamatest.ToolTemplate), the tool's schema is in the prompt that
+// /apply-template renders from the same body (whose token count is the
+// chat's usage.prompt_tokens), tool_choice "required" with
+// parallel_tool_calls false makes llama.cpp constrain the answer to one
+// call of the tool by grammar, and the answer carries it as a parsed
+// tool call. The function-forcing object form of tool_choice is read as
+// "auto" (no constraint): llama.cpp reads tool_choice only as a string.
+func TestRealServerToolCall(t *testing.T) {
+	s := llamatest.New(t, llamatest.Options{ToolTemplate: true})
+	schema := map[string]any{
+		"type": "object", "properties": map[string]any{"action": map[string]any{"type": "string", "enum": []string{"a1", "b2", "c3"}}},
+		"required": []string{"action"}, "additionalProperties": false,
+	}
+	body := func(seed int) map[string]any {
+		return map[string]any{
+			"messages": chat, "max_tokens": 200, "temperature": 1, "seed": seed, "logprobs": true, "top_logprobs": 1,
+			"tools":       []any{map[string]any{"type": "function", "function": map[string]any{"name": "act", "description": "Take your action.", "strict": true, "parameters": schema}}},
+			"tool_choice": "required", "parallel_tool_calls": false,
+			"logit_bias": map[string]any{"{": 20},
+		}
+	}
+	var tpl struct {
+		Prompt string `json:"prompt"`
+	}
+	post(t, s, "/apply-template", body(0), &tpl)
+	assert.Contains(t, tpl.Prompt, `{"type": "function", "function": {"name": "act"`, "the template renders the tool")
+	assert.Contains(t, tpl.Prompt, `"enum": ["a1", "b2", "c3"]`)
+	var tok struct {
+		Tokens []int `json:"tokens"`
+	}
+	post(t, s, "/tokenize", map[string]any{"content": tpl.Prompt, "add_special": true, "parse_special": true}, &tok)
+	for seed := range 3 {
+		var got struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+				Message      struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+				Logprobs struct {
+					Content []tokenLogprob `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		post(t, s, "/v1/chat/completions", body(seed), &got)
+		c := got.Choices[0]
+		require.Equal(t, "tool_calls", c.FinishReason, "seed %d", seed)
+		require.Len(t, c.Message.ToolCalls, 1, "seed %d", seed)
+		assert.Equal(t, "act", c.Message.ToolCalls[0].Function.Name)
+		var args struct {
+			Action string `json:"action"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(c.Message.ToolCalls[0].Function.Arguments), &args))
+		assert.Contains(t, []string{"a1", "b2", "c3"}, args.Action)
+		assert.Len(t, tok.Tokens, got.Usage.PromptTokens, "the rendered prompt is the one the chat saw")
+		lp := c.Logprobs.Content
+		assert.Contains(t, llamatest.EndOfGeneration, lp[len(lp)-1].ID, "the call ends on the end token")
+	}
+
+	var auto chatResponse
+	b := body(0)
+	b["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": "act"}}
+	b["logit_bias"] = map[string]any{}
+	b["max_tokens"] = 16
+	post(t, s, "/v1/chat/completions", b, &auto)
+	assert.Equal(t, "length", auto.Choices[0].FinishReason, "the object form constrains nothing: the random model rambles")
+}

@@ -98,6 +98,12 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.IntVar(&cfg.MaxConcurrentEpisodes, "max-episodes", server.DefaultMaxConcurrentEpisodes, "episodes played at once, all requests together")
 	fl.IntVar(&cfg.MaxEpisodesPerRequest, "max-episodes-per-request", server.DefaultMaxEpisodesPerRequest, "largest n a request may ask for")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "request body limit in bytes")
+	fl.IntVar(&cfg.MaxSamplesPerAnswer, "max-samples-per-answer", server.DefaultMaxSamplesPerAnswer,
+		"most samples one answer may hold, all episodes together; more is 422 too_many_samples (refused before playing when the scenario tells its turns)")
+	fl.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", server.DefaultMaxAnswerBytes,
+		"largest encoded answer in bytes; larger is 422 answer_too_large, never a truncated answer")
+	fl.StringVar(&cfg.AllocatorStateDir, "allocator-state", "",
+		"directory keeping stateful allocators' state (RAE baselines) across restarts: one file per allocator spec, loaded at start, saved after every request that changed it")
 	fl.DurationVar(&cfg.EpisodeTimeout, "episode-timeout", server.DefaultEpisodeTimeout, "wall time per episode; longer ones end truncated")
 	fl.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "wall time per request; then its episodes end aborted and are answered")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "time to finish in-flight requests after SIGTERM")
@@ -111,6 +117,13 @@ func (a *App) serveCommand() *cobra.Command {
 // server, with the request's sampling parameters (slime's) over the
 // service's defaults. Every request shares the client, and so its bound on
 // requests in flight to the model server.
+//
+// slime's meanings: top_k -1 or 0 is unset (-1: no top-k), max_tokens -1
+// or 0 is unset, which leaves the service's --llm-max-tokens, else the
+// server's default; seed (slime's sampling_seed) roots every call's seed
+// (llm.SampledRequestSeed), and so needs one episode per request. A field
+// the server kind cannot honour is refused by name (llm.Config.Validate),
+// which the service answers as 400 bad_policy.
 func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
 	return func(req server.PolicyRequest, role, name string) (agents.Policy, bool, error) {
 		if name != llmPolicyName {
@@ -127,25 +140,43 @@ func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
 			if s.TopK != nil {
 				cfg.TopK = *s.TopK
 			}
-			if s.MaxTokens != nil {
-				cfg.MaxTokens = *s.MaxTokens
+			if m := s.MaxTokens; m != nil && (*m > 0 || *m < -1) {
+				cfg.MaxTokens = *m // below -1: Validate names it
 			}
 			if len(s.Stop) > 0 {
 				cfg.Stop = s.Stop
 			}
-			if len(s.StopTokenIDs) > 0 || len(s.Extra) > 0 {
+			if len(s.StopTokenIDs) > 0 {
+				cfg.StopTokenIDs = s.StopTokenIDs
+			}
+			if s.Seed != nil {
+				if n := req.Request.N; n > 1 {
+					return nil, true, fmt.Errorf("sampling seed with n %d: the episodes of one request would sample with the same seeds; send one request per sampling seed (slime: sampling_seed = rollout_seed + j, one request per copy)", n)
+				}
+				seed := *s.Seed
+				cfg.SamplingSeed = &seed
+			}
+			if s.SkipSpecialTokens != nil {
+				cfg.SkipSpecialTokens = s.SkipSpecialTokens
+			}
+			if s.NoStopTrim != nil {
+				cfg.NoStopTrim = s.NoStopTrim
+			}
+			if s.SpacesBetweenSpecialTokens != nil {
+				cfg.SpacesBetweenSpecialTokens = s.SpacesBetweenSpecialTokens
+			}
+			if s.RepetitionPenalty != nil {
+				cfg.RepetitionPenalty = *s.RepetitionPenalty
+			}
+			if s.MinTokens != nil {
+				cfg.MinTokens = *s.MinTokens
+			}
+			if len(s.Extra) > 0 {
 				cfg.Extra = maps.Clone(base.Extra)
 				if cfg.Extra == nil {
 					cfg.Extra = map[string]json.RawMessage{}
 				}
 				maps.Copy(cfg.Extra, s.Extra)
-				if len(s.StopTokenIDs) > 0 {
-					ids, err := json.Marshal(s.StopTokenIDs)
-					if err != nil {
-						return nil, true, err
-					}
-					cfg.Extra["stop_token_ids"] = ids
-				}
 			}
 		}
 		p, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
