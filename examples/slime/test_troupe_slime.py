@@ -897,6 +897,105 @@ class FailingLLMServerTest(unittest.TestCase):
                 self.assertEqual(d["remove_sample"], not keep)
 
 
+def llama_paths():
+    """Where tools/llama/build.sh caches llama-server and its tiny model
+    (the same defaults as tools/llama/llamatest: $TROUPE_LLAMA_DIR, else
+    $TROUPE_CACHE/llama, else ~/.cache/troupe/llama)."""
+    d = os.environ.get("TROUPE_LLAMA_DIR")
+    if not d:
+        cache = os.environ.get("TROUPE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "troupe")
+        d = os.path.join(cache, "llama")
+    server = os.environ.get("TROUPE_LLAMA_SERVER") or os.path.join(d, "llama-server")
+    model = os.environ.get("TROUPE_LLAMA_MODEL") or os.path.join(d, "tiny-qwen2.gguf")
+    return server, model
+
+
+def post_json(url, body, timeout=60):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with opener.open(req, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+class RealLlamaServerTest(unittest.TestCase):
+    """slime's rollout loop, with slime's default sampling, through the
+    adapter and troupe serve to LLM agents on a REAL llama.cpp server (the
+    tiny random-weight Qwen2 model of tools/llama: real tokenizer, chat
+    template, token ids, log-probs and grammar). Skipped when the server is
+    not built, unless TROUPE_REQUIRE_LLAMA=1 (CI), where it must run."""
+
+    @classmethod
+    def setUpClass(cls):
+        server, model = llama_paths()
+        if not (os.access(server, os.X_OK) and os.path.isfile(model)):
+            if os.environ.get("TROUPE_REQUIRE_LLAMA") == "1":
+                raise RuntimeError(f"TROUPE_REQUIRE_LLAMA=1 but {server} or {model} is missing (make llama)")
+            raise unittest.SkipTest(f"llama-server is not built ({server}); run make llama")
+        port = closed_port()
+        cls.llama_url = f"http://127.0.0.1:{port}"
+        cls.llama = subprocess.Popen(
+            [server, "-m", model, "-a", "troupe-tiny-qwen2", "--host", "127.0.0.1", "--port", str(port),
+             "-t", "2", "-np", "4", "-c", "8192", "--no-webui"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 180
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while True:
+            try:
+                with opener.open(cls.llama_url + "/health", timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if cls.llama.poll() is not None or time.monotonic() > deadline:
+                cls.llama.kill()
+                raise RuntimeError(f"llama-server did not become ready on {cls.llama_url}")
+            time.sleep(0.2)
+        cls.proc, cls.url = start_service(
+            _server["bin"], "--llm-base-url", cls.llama_url + "/v1", "--llm-kind", "llamacpp",
+            "--llm-model", "troupe-tiny-qwen2", "--llm-timeout", "120s", "--llm-max-in-flight", "4")
+
+    @classmethod
+    def tearDownClass(cls):
+        stop_service(cls.proc)
+        cls.llama.terminate()
+        cls.llama.wait(timeout=30)
+
+    def test_slime_loop_against_real_llama_server(self):
+        # slime's defaults throughout (top_k -1, top_p 1.0, temperature 1.0,
+        # no_stop_trim True, spaces_between_special_tokens False, ...), with
+        # the response length bounded as a real run sets it.
+        args = slime_default_args(rollout_batch_size=2, n_samples_per_prompt=2, troupe_url=self.url,
+                                  troupe_scenario="tictactoe", troupe_policy="llm", troupe_invalid="forfeit",
+                                  rollout_max_response_len=24, troupe_allocators='["individual"]')
+        groups = slime_data_source(args, [("play", "L", {}), ("play", 7, {})])
+        data = asyncio.run(slime_generate_rollout(args, groups))
+        self.assertEqual(len(data), 2)
+        for group in data:
+            self.assertEqual(len(group), args.n_samples_per_prompt)
+            for out in group:
+                self.assertTrue(out, "no empty list reaches slime")
+                self.assertEqual(len({s.rollout_id for s in out}), 1)
+        flat = slime_flatten(data)
+        trained = [s for s in flat if not s.remove_sample]
+        self.assertTrue(trained, "LLM turns came back: %s" % [s.metadata.get("error") for s in flat])
+        for s in trained:
+            self.assertFalse(s.metadata.get("text_only"), s.metadata)
+            self.assertGreaterEqual(len(s.tokens) - s.response_length, 1)
+            self.assertEqual(len(s.rollout_log_probs), s.response_length)
+            self.assertTrue(all(lp <= 0 for lp in s.rollout_log_probs))
+            # response is what the response ids decode to, less the end token.
+            ids = s.tokens[-s.response_length:]
+            self.assertEqual(s.metadata.get("llm_response_source"), "detokenize", s.metadata)
+            whole = post_json(self.llama_url + "/detokenize", {"tokens": ids})["content"]
+            less = post_json(self.llama_url + "/detokenize", {"tokens": ids[:-1]})["content"]
+            self.assertIn(s.response, (whole, less), "response is the server's /detokenize of the ids")
+            if s.response == less and less != whole:
+                self.assertIn(s.metadata.get("llm_finish_reason"), ("stop", "tool_calls"), s.metadata)
+            self.assertIn("action", s.metadata, "the parsed move is kept beside the raw completion")
+        slime_convert_check(self, args, flat)
+
+
 class FakeSGLang:
     """An OpenAI-compatible chat server answering as SGLang does when asked
     for token ids (choices[0].token_ids, prompt_token_ids, logprobs): the
