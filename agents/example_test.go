@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/looplab/fsm"
+
 	"github.com/troupe-rl/troupe/agents"
 )
 
@@ -13,8 +15,8 @@ func ExampleRole() {
 	speaker := &agents.Role{
 		Name:    "speaker",
 		Initial: "looking",
-		Transitions: []agents.Transition{
-			{Event: "speak", From: []agents.State{"looking"}, To: "done"},
+		Events: fsm.Events{
+			agents.Edge("looking", "speak", "done"),
 		},
 		Terminal: []agents.State{"done"},
 	}

@@ -392,6 +392,9 @@ func (e *Engine) seat(seats []Seat) error {
 		e.pool[role] = append(e.pool[role], m)
 		e.machines = append(e.machines, m)
 	}
+	for i, m := range e.machines {
+		m.Bind(i, &e.step)
+	}
 	e.absent = resize(e.absent, n)
 	e.emit = resize(e.emit, n)
 	e.turns = resize(e.turns, n)
@@ -456,33 +459,34 @@ func resize[T any](s []T, n int) []T {
 	return s
 }
 
-// actors returns the seats that act at the current step, in seat order.
+// actors returns the seats that act at the current step, in seat order:
+// those the game's Scheduler names, or else those whose state says they
+// act (see Schedule).
 func (e *Engine) actors(game Game) ([]int, error) {
-	named := game.Next(&e.step)
+	var named []int
+	sch, scheduled := game.(Scheduler)
+	if scheduled {
+		named = sch.Next(&e.step)
+	}
 	switch e.info.Schedule {
-	case Sequential:
-		if len(named) != 1 {
-			return nil, fmt.Errorf("step %d: sequential game named %d agents to act, want 1", e.step.time, len(named))
-		}
-	case Simultaneous:
+	case Sequential, Simultaneous:
 		if named == nil {
-			e.named = e.named[:0]
-			for i := range e.seats {
-				if e.step.Active(i) {
-					e.named = append(e.named, i)
-				}
+			named = e.ready(false)
+		}
+		if e.info.Schedule == Sequential && len(named) != 1 {
+			if scheduled {
+				return nil, fmt.Errorf("step %d: sequential game named %d agents to act, want 1", e.step.time, len(named))
 			}
-			return e.named, nil
+			return nil, fmt.Errorf("step %d: sequential game has %d agents in acting states, want 1: %s", e.step.time, len(named), e.who(named))
 		}
 	case Async:
-		var withMail []int
-		for i := range e.seats {
-			if e.step.Active(i) && e.step.HasMail(i) && !slices.Contains(named, i) {
-				withMail = append(withMail, i)
-			}
+		if len(named) == 0 {
+			named = e.ready(true)
+		} else {
+			named = append(slices.Clone(named), e.ready(true)...)
+			slices.Sort(named)
+			named = slices.Compact(named)
 		}
-		named = append(slices.Clone(named), withMail...)
-		slices.Sort(named)
 	}
 	for k, i := range named {
 		if i < 0 || i >= len(e.seats) {
@@ -491,11 +495,41 @@ func (e *Engine) actors(game Game) ([]int, error) {
 		if k > 0 && named[k-1] >= i {
 			return nil, fmt.Errorf("step %d: the game named seats out of order or twice: %v", e.step.time, named)
 		}
+		m := e.machines[i]
 		if !e.step.Active(i) {
-			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, e.machines[i].State())
+			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, m.State())
+		}
+		if !m.Acting() {
+			return nil, fmt.Errorf("step %d: the game named agent %q, whose role %q does not act in state %q", e.step.time, e.seats[i].ID, e.seats[i].Role, m.State())
 		}
 	}
 	return named, nil
+}
+
+// ready lists the present seats whose machines are in an acting state, in
+// seat order. Under async, a seat of a role that declares no acting states
+// is ready only with unread mail: the messages make it act.
+func (e *Engine) ready(async bool) []int {
+	e.named = e.named[:0]
+	for i, m := range e.machines {
+		if e.absent[i] || !m.Acting() {
+			continue
+		}
+		if async && !m.Role().DeclaresActing() && !e.step.HasMail(i) {
+			continue
+		}
+		e.named = append(e.named, i)
+	}
+	return e.named
+}
+
+// who describes the seats of actors and their states, for an error.
+func (e *Engine) who(actors []int) string {
+	ids := make([]string, len(actors))
+	for k, i := range actors {
+		ids[k] = fmt.Sprintf("%s in %s", e.seats[i].ID, e.machines[i].State())
+	}
+	return "[" + strings.Join(ids, ", ") + "]"
 }
 
 // act observes every actor, asks their policies, records the turns and

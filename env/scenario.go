@@ -19,21 +19,27 @@ import (
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// Schedule says how a scenario's agents take turns.
+// Schedule says how a scenario's agents take turns. In every schedule an
+// agent is ready when it is present and its machine is in one of its
+// role's acting states (agents.Role.Acting; all non-terminal states when the
+// role declares none). A game that implements Scheduler may name the
+// actors itself; otherwise the ready agents act.
 type Schedule int
 
 const (
-	// Sequential: at each step Game.Next names exactly one agent, which
-	// acts on the current state.
+	// Sequential: exactly one agent acts at each step, on the current
+	// state: the one ready agent (a game passes the turn by firing events,
+	// tic-tac-toe's to_move and waiting), or the one Next names.
 	Sequential Schedule = iota + 1
-	// Simultaneous: at each step Game.Next names several agents (nil means
-	// every active agent); all observe the same state, then the game
-	// resolves their moves together.
+	// Simultaneous: every ready agent acts at each step (or those Next
+	// names); all observe the same state, then the game resolves their
+	// moves together.
 	Simultaneous
-	// Async: agents act as messages reach them. At each step every active
-	// agent with unread mail acts, plus any that Game.Next names (to open
-	// the conversation); the episode ends by itself once nobody has mail
-	// and Next names nobody.
+	// Async: agents act as the state and the messages say. An agent of a
+	// role that declares acting states acts whenever it is in one; an agent
+	// of a role that declares none acts when it has unread mail. Seats Next
+	// names act too (to open the conversation). The episode ends by itself
+	// once nobody is left to act.
 	Async
 )
 

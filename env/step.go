@@ -106,3 +106,6 @@ func (s *Step) Note(seat int, key string, value any) {
 func (s *Step) Errorf(format string, args ...any) error {
 	return fmt.Errorf("step %d: %s", s.time, fmt.Sprintf(format, args...))
 }
+
+// Step is the Env that role callbacks see.
+var _ agents.Env = (*Step)(nil)
