@@ -423,11 +423,15 @@ func (e *Engine) seat(seats []Seat) error {
 			e.absent[i] = true
 		}
 		if slices.Contains(cf.Null, i) {
-			null, ok := e.info.Counterfactual.NullActionOf(s.Role)
-			if !ok {
+			spec := e.info.Counterfactual
+			if !spec.HasNullAction(s.Role) {
 				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, ErrNoNullAction)
 			}
-			e.policies[i] = constant(null)
+			if null, ok := spec.NullActionOf(s.Role); ok && len(spec.NullActionIn[s.Role]) == 0 {
+				e.policies[i] = constant(null)
+			} else {
+				e.policies[i] = nullPolicy{spec}
+			}
 		} else if text, ok := cf.Replace[i]; ok {
 			e.policies[i] = constant(text)
 		} else if _, ok := cf.Reseed[i]; ok {
@@ -758,7 +762,7 @@ func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, d
 			if i < 0 || i >= len(seats) {
 				return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
 			}
-			if _, ok := spec.NullActionOf(seats[i].Role); !ok {
+			if !spec.HasNullAction(seats[i].Role) {
 				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
 			}
 		}
@@ -831,6 +835,16 @@ type constant string
 
 func (c constant) Act(context.Context, *agents.Observation) (agents.Action, error) {
 	return agents.Action{Text: string(c)}, nil
+}
+
+// nullPolicy plays the null action of the agent's role in its state.
+type nullPolicy struct{ spec *CounterfactualSpec }
+
+func (p nullPolicy) Act(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+	if null, ok := p.spec.NullActionAt(obs.Role, obs.State); ok {
+		return agents.Action{Text: null}, nil
+	}
+	return agents.Action{}, fmt.Errorf("role %q in state %q: %w", obs.Role, obs.State, ErrNoNullAction)
 }
 
 // frozen replays an agent's recorded actions, turn by turn, and asks the

@@ -124,6 +124,11 @@ type CounterfactualSpec struct {
 	// NullAction maps a role to the action text that stands for "doing
 	// nothing" (a pass, staying home). A role missing here has none.
 	NullAction map[string]string
+	// NullActionIn maps a role to the null action of some of its states,
+	// where doing nothing is said differently (passing while to move,
+	// staying silent while asked); it wins over NullAction in those
+	// states. Each state must be one the role acts in.
+	NullActionIn map[string]map[agents.State]string
 	// AbsentOK reports that the scenario's rules accept absent seats: the
 	// game skips them and scores the episode without them.
 	AbsentOK bool
@@ -137,14 +142,37 @@ type CounterfactualSpec struct {
 	Resimulate bool
 }
 
-// NullActionOf returns role's null action and whether it has one; a nil
-// spec declares none.
+// NullActionOf returns role's null action in every state (NullAction) and
+// whether it has one; a nil spec declares none.
 func (cf *CounterfactualSpec) NullActionOf(role string) (string, bool) {
 	if cf == nil {
 		return "", false
 	}
 	a, ok := cf.NullAction[role]
 	return a, ok
+}
+
+// NullActionAt returns the null action of an agent of role in state:
+// NullActionIn's for that state, else NullAction's.
+func (cf *CounterfactualSpec) NullActionAt(role string, state agents.State) (string, bool) {
+	if cf == nil {
+		return "", false
+	}
+	if a, ok := cf.NullActionIn[role][state]; ok {
+		return a, true
+	}
+	a, ok := cf.NullAction[role]
+	return a, ok
+}
+
+// HasNullAction reports whether role has a null action in some state, so
+// that a counterfactual may play it.
+func (cf *CounterfactualSpec) HasNullAction(role string) bool {
+	if cf == nil {
+		return false
+	}
+	_, ok := cf.NullAction[role]
+	return ok || len(cf.NullActionIn[role]) > 0
 }
 
 // ErrBadScenario is wrapped by Info.Validate's errors.
@@ -230,6 +258,17 @@ func (in *Info) Validate() error {
 		for role := range cf.NullAction {
 			if !roles[role] {
 				return bad("counterfactual null action for unknown role %q", role)
+			}
+		}
+		for _, role := range slices.Sorted(maps.Keys(cf.NullActionIn)) {
+			r := in.Role(role)
+			if r == nil {
+				return bad("counterfactual null action for unknown role %q", role)
+			}
+			for _, st := range slices.Sorted(maps.Keys(cf.NullActionIn[role])) {
+				if !r.ActsIn(st) {
+					return bad("counterfactual null action of role %q in state %q, in which it does not act", role, st)
+				}
 			}
 		}
 	}
