@@ -5,6 +5,12 @@
 // The engine is synchronous and owns no goroutines, clocks or I/O: an
 // episode is a pure function of (scenario, parameters, seeds, policy
 // answers). Goroutines live in the runner, at the edge.
+//
+// The agents' states drive the episode: at each step the engine asks the
+// agents whose machines are in an acting state of their role (see
+// Schedule), the game's Apply fires the events that move them (running the
+// roles' callbacks synchronously, inside the step), and every sample
+// records the state its turn was played in.
 package env
 
 import (
