@@ -30,7 +30,8 @@
 // must re-simulate it (Resimulate): replayed frozen, it would repeat the
 // decision it made.
 //
-// The adviser's state machine:
+// The states say who acts (the game has no Next): an adviser while
+// briefed, the decider once deliberating. The adviser's state machine:
 //
 //	stateDiagram-v2
 //	    [*] --> briefed

@@ -45,6 +45,8 @@
 // and the episode scores 0. The solver revises on the critic's objections,
 // so counterfactuals must be re-simulated.
 //
+// The states are the turn: the solver acts only in solving, the critic
+// only in reviewing; each move fires the events that hand the turn over.
 // The solver's state machine:
 //
 //	stateDiagram-v2

@@ -63,7 +63,8 @@
 // re-simulated.
 //
 // Both roles have the same state machine; alice starts to_move, bob
-// waiting:
+// waiting. The states are the turn: a negotiator acts only in to_move, and
+// each move sends the mover to waiting and the other to to_move:
 //
 //	stateDiagram-v2
 //	    [*] --> waiting

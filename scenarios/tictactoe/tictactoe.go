@@ -30,8 +30,10 @@
 // won; only the scores differ. The offending sample's metadata carries
 // "illegal": true.
 //
-// Both roles have the same state machine. x starts to_move, o waiting; the
-// engine asks a seat for its move only in to_move:
+// Both roles have the same state machine, and its states are the turn: the
+// game keeps none of its own. x starts to_move (Start fires your_turn), o
+// waiting; the engine asks a seat for its move only in to_move, and each
+// move fires move on the mover and your_turn on the other:
 //
 //	stateDiagram-v2
 //	    [*] --> waiting
