@@ -143,7 +143,6 @@ type table struct {
 	next     []int16
 	terminal []bool
 	acting   []bool
-	declared bool // Acting was given
 	// Callbacks by kind: indexed by event (before, after) or state (leave,
 	// enter); the generic ones apart. Keys are kept for errors.
 	before, after             []hook
@@ -242,7 +241,6 @@ func (r *Role) compile() (*table, error) {
 		t.terminal[id] = true
 	}
 	t.acting = make([]bool, ns)
-	t.declared = len(r.Acting) > 0
 	for _, s := range r.Acting {
 		id, ok := stateID[s]
 		switch {
@@ -253,7 +251,7 @@ func (r *Role) compile() (*table, error) {
 		}
 		t.acting[id] = true
 	}
-	if !t.declared {
+	if len(r.Acting) == 0 {
 		for i := range t.acting {
 			t.acting[i] = !t.terminal[i]
 		}
@@ -277,14 +275,15 @@ func (t *table) bindCallbacks(r *Role, eventID map[Event]int16, bad func(string,
 	t.enter = make([]hook, len(t.states))
 	// looplab knows the states that events mention, not an initial state
 	// no event leaves or reaches.
-	inEvents := map[State]int16{}
+	inEvents := map[State]bool{}
 	for _, d := range r.Events {
-		for _, s := range append(slices.Clone(d.Src), d.Dst) {
-			inEvents[State(s)] = 0
+		for _, s := range d.Src {
+			inEvents[State(s)] = true
 		}
+		inEvents[State(d.Dst)] = true
 	}
 	stateOf := func(name string) (int16, bool) {
-		if _, ok := inEvents[State(name)]; !ok {
+		if !inEvents[State(name)] {
 			return 0, false
 		}
 		return int16(slices.Index(t.states, State(name))), true
