@@ -545,8 +545,14 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	e.moves = resize(e.moves, n)
 	e.errs = resize(e.errs, n)
 	// Every actor observes the state before any of them acts.
+	byState, _ := game.(StateObserver)
 	for k, i := range actors {
-		view := game.Observe(i)
+		var view View
+		if byState != nil {
+			view = byState.ObserveIn(i, e.machines[i].State())
+		} else {
+			view = game.Observe(i)
+		}
 		mail := e.bus.Mailbox(i)
 		e.views[k] = view
 		e.obs[k] = agents.Observation{

@@ -26,7 +26,8 @@ type Game interface {
 	// private observations as messages, put agents in channels, and fire
 	// initial events.
 	Start(s *Step) error
-	// Observe renders what seat sees now, and its legal actions.
+	// Observe renders what seat sees now, and its legal actions (a
+	// StateObserver's ObserveIn is called instead, with seat's state).
 	Observe(seat int) View
 	// Apply applies the step's moves, given in seat order. It validates
 	// them (an illegal move is the scenario's to punish, not an error),
@@ -46,6 +47,14 @@ type Game interface {
 // schedule expects.
 type Scheduler interface {
 	Next(s *Step) []int
+}
+
+// StateObserver is implemented by games whose views, and so legal actions,
+// depend on the acting agent's state (a role that acts in several states:
+// proposing, then answering). The engine calls ObserveIn, with the seat's
+// current state, instead of Observe.
+type StateObserver interface {
+	ObserveIn(seat int, state agents.State) View
 }
 
 // Labeler is implemented by games that know a ground truth for the

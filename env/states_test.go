@@ -1,6 +1,7 @@
 package env_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -157,3 +158,57 @@ func (g *namesB) Next(*env.Step) []int { return []int{1} }
 type bothServe struct{ volley }
 
 func (g *bothServe) Start(*env.Step) error { return nil }
+
+// quiz has one role that acts in two states, with different legal
+// actions in each: it asks, then answers.
+type quiz struct{ volley }
+
+func quizRole() *agents.Role {
+	return &agents.Role{
+		Name:    "player",
+		Initial: "asking",
+		Events: fsm.Events{
+			agents.Edge("asking", "ask", "answering"),
+			agents.Edge("answering", "answer", "done"),
+		},
+		Terminal: []agents.State{"done"},
+		Acting:   []agents.State{"asking", "answering"},
+	}
+}
+
+func (g *quiz) Start(*env.Step) error { return nil }
+
+func (g *quiz) Observe(int) env.View { panic("ObserveIn is called instead") }
+
+func (g *quiz) ObserveIn(_ int, state agents.State) env.View {
+	if state == "asking" {
+		return env.View{Text: "ask", Legal: []string{"why?", "how?"}}
+	}
+	return env.View{Text: "answer", Legal: []string{"because", "so"}}
+}
+
+func (g *quiz) Apply(s *env.Step, moves []env.Move) error {
+	ev := agents.Event("ask")
+	if s.State(0) == "answering" {
+		ev = "answer"
+		s.End()
+	}
+	return s.Fire(0, ev)
+}
+
+func TestLegalActionsByState(t *testing.T) {
+	sc := env.Define(&env.Info{Name: "quiz", Summary: "test", Schedule: env.Sequential, Roles: []*agents.Role{quizRole()}},
+		func(env.Params, uint64) (env.Game, error) {
+			return &quiz{volley{seats: []env.Seat{{ID: "a", Role: "player"}}}}, nil
+		})
+	var legal [][]string
+	pol := agents.PolicyFunc(func(_ context.Context, o *agents.Observation) (agents.Action, error) {
+		legal = append(legal, o.Legal)
+		return agents.Action{Text: o.Legal[0]}, nil
+	})
+	ep := runOne(t, sc, pol, nil)
+	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
+	assert.Equal(t, [][]string{{"why?", "how?"}, {"because", "so"}}, legal)
+	assert.Equal(t, "asking", ep.Samples[0].Metadata.State)
+	assert.Equal(t, "answering", ep.Samples[1].Metadata.State)
+}
