@@ -16,7 +16,7 @@ import (
 type Observation struct {
 	Agent string // the acting agent's id
 	Role  string // its role
-	State State  // its FSM state
+	State State  // its FSM state: one its role acts in
 	Turn  int    // its own turn number, from 0
 	Step  int    // the episode's logical time
 

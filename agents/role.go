@@ -1,19 +1,38 @@
-// Package agents holds what an agent is: its role's finite-state machine
-// (github.com/looplab/fsm) and the Policy that chooses its actions.
+// Package agents holds what an agent is: its role's finite-state machine and
+// the Policy that chooses its actions.
 //
-// A Role declares states, events and terminal states; a Machine is one
-// agent's running instance of it. The environment fires events on machines as
-// the scenario's rules dictate; no callback ever runs inside a transition, so
-// the looplab/fsm traps (deadlocks from callbacks, wedging on a cancelled
-// context, self-transitions reported as errors) cannot occur.
+// A Role is declared in github.com/looplab/fsm's own vocabulary: its
+// transitions are fsm.Events, its callbacks are keyed by looplab's names
+// (before_<event>, leave_<state>, enter_<state>, after_<event>, the generic
+// before_event, leave_state, enter_state, after_event, and the short forms
+// <state> and <event>). Validate compiles a role once into a dense table
+// (state × event → state, states and events numbered), so Machine.Fire is an
+// array lookup that allocates nothing; looplab's own machine is built only to
+// draw diagrams and, in the tests, as the oracle Fire must agree with.
+//
+// Callbacks run synchronously inside Fire, in looplab's order, with a
+// Transition that names the agent, the event, both states and the step
+// (Env) it happens in. A before_ or leave_ callback that returns an error
+// cancels the transition (looplab's CanceledError); enter_ and after_
+// callbacks run once the state has changed. There is no context and no
+// goroutine, so none of looplab's traps (deadlocks, wedging on a cancelled
+// context, self-transitions reported as errors) can occur.
+//
+// A role also says in which states its agents act (Acting): the
+// environment asks an agent for a move only in one of them, so a game's
+// turn-taking is the agents' states, not a field of its own.
 package agents
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/looplab/fsm"
+
+	"github.com/troupe-rl/troupe/protocol"
 )
 
 // State is a role's FSM state.
@@ -22,91 +41,353 @@ type State string
 // Event is a role's FSM event.
 type Event string
 
-// Transition lets Event move a machine from any state in From to To.
-type Transition struct {
-	Event Event
-	From  []State
-	To    State
+// Edge returns looplab's declaration of event ev leading from state from to
+// state to, as the diagrams draw it ("from --> to: ev"), for roles whose
+// states and events are typed constants. An event with several source
+// states takes one Edge each, or one fsm.EventDesc listing them.
+func Edge(from State, ev Event, to State) fsm.EventDesc {
+	return fsm.EventDesc{Name: string(ev), Src: []string{string(from)}, Dst: string(to)}
 }
 
-// Role is the declaration of a role's state machine. A Role is immutable once
-// validated and safe to share between episodes and goroutines.
+// Env is the step a transition happens in, as a callback sees it: the
+// subset of *env.Step that callbacks need (env.Step implements it; a
+// callback that needs more may assert its type). agents does not import
+// env, which imports agents.
+type Env interface {
+	// Time is the logical time of the step.
+	Time() int
+	// State and Fire read and move seat's machine (Fire may be called on
+	// another seat from any callback, and on the transition's own seat from
+	// enter_ and after_ callbacks).
+	State(seat int) State
+	Fire(seat int, ev Event) error
+	// Send, Tell and Announce put messages on the bus.
+	Send(from string, to protocol.Address, kind, payload string) error
+	Tell(seat int, kind, payload string) error
+	Announce(kind, payload string) error
+	// Note records a fact in seat's latest sample's metadata.
+	Note(seat int, key string, value any)
+	// End ends the episode once the current call returns.
+	End()
+}
+
+// Transition is what a callback is given: the transition under way (looplab's
+// fsm.Event, minus the FSM) and the step it happens in.
+type Transition struct {
+	// Env is the step; nil when the machine is fired outside an episode.
+	Env   Env
+	Seat  int
+	Agent string
+	Role  *Role
+	Event Event
+	Src   State // the state the event was fired in
+	Dst   State // the state it leads to (Src for a self-transition)
+}
+
+// Callback is a role's callback. Returning an error from a before_ or leave_
+// callback cancels the transition, as looplab's e.Cancel(err) does; from an
+// enter_ or after_ callback it is returned by Fire once the transition is
+// done.
+type Callback func(t Transition) error
+
+// Callbacks maps looplab/fsm callback names to callbacks.
+type Callbacks map[string]Callback
+
+// Role is the declaration of a role's state machine. A Role is immutable
+// once validated and safe to share between episodes and goroutines.
 type Role struct {
-	Name        string
-	Doc         string
-	Initial     State
-	Transitions []Transition
+	Name    string
+	Doc     string
+	Initial State
+	// Events are the transitions, as looplab/fsm's NewFSM takes them (Edge
+	// builds them from typed constants).
+	Events fsm.Events
+	// Callbacks run inside Fire; keys follow looplab's naming, and a key
+	// that names no event or state is an error (looplab ignores it).
+	Callbacks Callbacks
 	// Terminal states: an agent in one of them is never scheduled again.
 	Terminal []State
+	// Acting are the states in which the environment asks an agent of this
+	// role to act. Empty means every state that is not terminal.
+	Acting []State
+
+	compiled atomic.Pointer[table]
 }
 
 // ErrBadRole is wrapped by Role.Validate's errors.
 var ErrBadRole = errors.New("bad role definition")
 
-// Validate checks that the role is well formed: a name, an initial state,
-// named events with at least one source state and a destination, no event
-// that leads from one state to two different places, and terminal states that
-// the transitions mention.
+// Validate checks that the role is well formed and compiles it: a name, an
+// initial state, named events with at least one source state and a
+// destination, no event that leads from one state to two different places,
+// terminal and acting states that the role has (an acting state must not be
+// terminal), and callbacks whose keys name an event or state of the role.
 func (r *Role) Validate() error {
+	if r.compiled.Load() != nil {
+		return nil
+	}
+	t, err := r.compile()
+	if err != nil {
+		return err
+	}
+	r.compiled.CompareAndSwap(nil, t)
+	return nil
+}
+
+// table is a compiled role. States and events are numbered in order of
+// first mention (the initial state is 0); next[s*len(events)+e] is the
+// destination of event e from state s, or -1.
+type table struct {
+	states   []State
+	events   []Event
+	next     []int16
+	terminal []bool
+	acting   []bool
+	// Callbacks by kind: indexed by event (before, after) or state (leave,
+	// enter); the generic ones apart. Keys are kept for errors.
+	before, after             []hook
+	leave, enter              []hook
+	anyBefore, anyLeave       hook
+	anyEnter, anyAfter        hook
+	hasCallbacks, hasEventMap bool
+	byName                    map[Event]int16 // for roles with many events
+}
+
+type hook struct {
+	key string
+	fn  Callback
+}
+
+func (r *Role) compile() (*table, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: role %q: %s", ErrBadRole, r.Name, fmt.Sprintf(format, args...))
 	}
 	if r.Name == "" {
-		return fmt.Errorf("%w: a role has no name", ErrBadRole)
+		return nil, fmt.Errorf("%w: a role has no name", ErrBadRole)
 	}
 	if r.Initial == "" {
-		return bad("no initial state")
+		return nil, bad("no initial state")
 	}
-	if len(r.Transitions) == 0 {
-		return bad("no transitions")
+	if len(r.Events) == 0 {
+		return nil, bad("no events")
 	}
-	states := map[State]bool{r.Initial: true}
-	dst := map[[2]string]State{}
-	for i, t := range r.Transitions {
-		if t.Event == "" {
-			return bad("transition %d has no event name", i)
+	t := &table{}
+	stateID := map[State]int16{}
+	addState := func(s State) int16 {
+		if id, ok := stateID[s]; ok {
+			return id
 		}
-		if len(t.From) == 0 {
-			return bad("event %q has no source state", t.Event)
+		id := int16(len(t.states))
+		stateID[s] = id
+		t.states = append(t.states, s)
+		return id
+	}
+	eventID := map[Event]int16{}
+	addState(r.Initial)
+	type edge struct{ ev, from, to int16 }
+	var edges []edge
+	for i, d := range r.Events {
+		switch {
+		case d.Name == "":
+			return nil, bad("event %d has no name", i)
+		case len(d.Src) == 0:
+			return nil, bad("event %q has no source state", d.Name)
+		case d.Dst == "":
+			return nil, bad("event %q has no destination state", d.Name)
+		case d.Name == "event":
+			return nil, bad(`an event must not be called "event": before_event and after_event are looplab's callbacks for every event`)
 		}
-		if t.To == "" {
-			return bad("event %q has no destination state", t.Event)
+		ev, ok := eventID[Event(d.Name)]
+		if !ok {
+			ev = int16(len(t.events))
+			eventID[Event(d.Name)] = ev
+			t.events = append(t.events, Event(d.Name))
 		}
-		states[t.To] = true
-		for _, from := range t.From {
-			if from == "" {
-				return bad("event %q has an empty source state", t.Event)
+		for _, src := range d.Src {
+			if src == "" {
+				return nil, bad("event %q has an empty source state", d.Name)
 			}
-			states[from] = true
-			key := [2]string{string(t.Event), string(from)}
-			if prev, ok := dst[key]; ok && prev != t.To {
-				return bad("event %q leads from %q to both %q and %q", t.Event, from, prev, t.To)
-			}
-			dst[key] = t.To
+			edges = append(edges, edge{ev, addState(State(src)), -1})
+		}
+		to := addState(State(d.Dst))
+		for k := len(edges) - len(d.Src); k < len(edges); k++ {
+			edges[k].to = to
 		}
 	}
+	if _, ok := stateID["state"]; ok {
+		return nil, bad(`a state must not be called "state": leave_state and enter_state are looplab's callbacks for every state`)
+	}
+	if len(t.states) > 1<<14 || len(t.events) > 1<<14 {
+		return nil, bad("too many states or events")
+	}
+	ns, ne := len(t.states), len(t.events)
+	t.next = make([]int16, ns*ne)
+	for i := range t.next {
+		t.next[i] = -1
+	}
+	for _, e := range edges {
+		k := int(e.from)*ne + int(e.ev)
+		if prev := t.next[k]; prev >= 0 && prev != e.to {
+			return nil, bad("event %q leads from %q to both %q and %q", t.events[e.ev], t.states[e.from], t.states[prev], t.states[e.to])
+		}
+		t.next[k] = e.to
+	}
+	t.terminal = make([]bool, ns)
 	for _, s := range r.Terminal {
-		if !states[s] {
-			return bad("terminal state %q is not reached by any transition", s)
+		id, ok := stateID[s]
+		if !ok {
+			return nil, bad("terminal state %q is not reached by any transition", s)
+		}
+		t.terminal[id] = true
+	}
+	t.acting = make([]bool, ns)
+	for _, s := range r.Acting {
+		id, ok := stateID[s]
+		switch {
+		case !ok:
+			return nil, bad("acting state %q is not a state of the role", s)
+		case t.terminal[id]:
+			return nil, bad("acting state %q is terminal", s)
+		}
+		t.acting[id] = true
+	}
+	if len(r.Acting) == 0 {
+		for i := range t.acting {
+			t.acting[i] = !t.terminal[i]
 		}
 	}
+	if err := t.bindCallbacks(r, eventID, bad); err != nil {
+		return nil, err
+	}
+	if ne > 8 {
+		t.hasEventMap = true
+		t.byName = eventID
+	}
+	return t, nil
+}
+
+// bindCallbacks resolves the role's callback keys the way looplab/fsm's
+// NewFSM does, but refuses the keys looplab silently drops.
+func (t *table) bindCallbacks(r *Role, eventID map[Event]int16, bad func(string, ...any) error) error {
+	t.before = make([]hook, len(t.events))
+	t.after = make([]hook, len(t.events))
+	t.leave = make([]hook, len(t.states))
+	t.enter = make([]hook, len(t.states))
+	// looplab knows the states that events mention, not an initial state
+	// no event leaves or reaches.
+	inEvents := map[State]bool{}
+	for _, d := range r.Events {
+		for _, s := range d.Src {
+			inEvents[State(s)] = true
+		}
+		inEvents[State(d.Dst)] = true
+	}
+	stateOf := func(name string) (int16, bool) {
+		if !inEvents[State(name)] {
+			return 0, false
+		}
+		return int16(slices.Index(t.states, State(name))), true
+	}
+	keys := make([]string, 0, len(r.Callbacks))
+	for k := range r.Callbacks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // errors name the same key every time
+	set := func(slot *hook, key string, fn Callback) error {
+		if slot.fn != nil {
+			return bad("callbacks %q and %q are the same callback (looplab keeps one of them at random)", slot.key, key)
+		}
+		*slot = hook{key, fn}
+		return nil
+	}
+	for _, key := range keys {
+		fn := r.Callbacks[key]
+		if fn == nil {
+			return bad("callback %q is nil", key)
+		}
+		var err error
+		switch prefix, target, _ := strings.Cut(key, "_"); {
+		case prefix == "before" && target == "event":
+			err = set(&t.anyBefore, key, fn)
+		case prefix == "after" && target == "event":
+			err = set(&t.anyAfter, key, fn)
+		case prefix == "leave" && target == "state":
+			err = set(&t.anyLeave, key, fn)
+		case prefix == "enter" && target == "state":
+			err = set(&t.anyEnter, key, fn)
+		case prefix == "before" || prefix == "after":
+			ev, ok := eventID[Event(target)]
+			if !ok {
+				return bad("callback %q: the role has no event %q (events: %v)", key, target, t.events)
+			}
+			if prefix == "before" {
+				err = set(&t.before[ev], key, fn)
+			} else {
+				err = set(&t.after[ev], key, fn)
+			}
+		case prefix == "leave" || prefix == "enter":
+			s, ok := stateOf(target)
+			if !ok {
+				return bad("callback %q: no event of the role leaves or reaches state %q", key, target)
+			}
+			if prefix == "leave" {
+				err = set(&t.leave[s], key, fn)
+			} else {
+				err = set(&t.enter[s], key, fn)
+			}
+		default:
+			// looplab's short forms: a state's name is enter_<state>,
+			// an event's after_<event>; the state wins a tie.
+			if s, ok := stateOf(key); ok {
+				err = set(&t.enter[s], key, fn)
+			} else if ev, ok := eventID[Event(key)]; ok {
+				err = set(&t.after[ev], key, fn)
+			} else {
+				return bad("callback %q names no event or state of the role: use before_<event>, leave_<state>, enter_<state>, after_<event>, before_event, leave_state, enter_state or after_event", key)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	t.hasCallbacks = len(r.Callbacks) > 0
 	return nil
+}
+
+// table returns the compiled role, compiling it on first use. A role that
+// does not validate panics here: Info.Validate checks every role before
+// any episode runs.
+func (r *Role) table() *table {
+	if t := r.compiled.Load(); t != nil {
+		return t
+	}
+	if err := r.Validate(); err != nil {
+		panic(err)
+	}
+	return r.compiled.Load()
 }
 
 // IsTerminal reports whether s is one of the role's terminal states.
 func (r *Role) IsTerminal(s State) bool { return slices.Contains(r.Terminal, s) }
 
-func (r *Role) events() []fsm.EventDesc {
-	evs := make([]fsm.EventDesc, len(r.Transitions))
-	for i, t := range r.Transitions {
-		src := make([]string, len(t.From))
-		for j, s := range t.From {
-			src[j] = string(s)
-		}
-		evs[i] = fsm.EventDesc{Name: string(t.Event), Src: src, Dst: string(t.To)}
-	}
-	return evs
+// ActsIn reports whether an agent of the role acts in state s: s is one of
+// Acting or, when the role declares none, any state that is not terminal.
+func (r *Role) ActsIn(s State) bool {
+	t := r.table()
+	i := slices.Index(t.states, s)
+	return i >= 0 && t.acting[i]
 }
+
+// DeclaresActing reports whether the role lists its acting states, so that
+// the state alone says when its agents act.
+func (r *Role) DeclaresActing() bool { return len(r.Acting) > 0 }
+
+// States lists the role's states: the initial state, then the others in
+// order of first mention in Events.
+func (r *Role) States() []State { return slices.Clone(r.table().states) }
+
+// EventNames lists the role's events in order of first mention.
+func (r *Role) EventNames() []Event { return slices.Clone(r.table().events) }
 
 // DiagramKind selects the notation of Role.Diagram.
 type DiagramKind int
@@ -120,7 +401,7 @@ const (
 // Diagram draws the role's state machine with looplab/fsm's visualizer,
 // deterministically (the visualizer sorts states and transitions).
 func (r *Role) Diagram(kind DiagramKind) (string, error) {
-	f := fsm.NewFSM(string(r.Initial), r.events(), nil)
+	f := fsm.NewFSM(string(r.Initial), r.Events, nil)
 	if kind == Graphviz {
 		return fsm.VisualizeWithType(f, fsm.GRAPHVIZ)
 	}
@@ -128,116 +409,231 @@ func (r *Role) Diagram(kind DiagramKind) (string, error) {
 }
 
 // TransitionError reports an event fired in a state that does not allow it.
+// It unwraps both to ErrImpossibleTransition and to looplab/fsm's error for
+// the same case (Err), so errors.Is and errors.As work for either.
 type TransitionError struct {
 	Agent string
 	Role  string
 	State State
 	Event Event
-	Err   error // the underlying looplab/fsm error
+	// Err is looplab/fsm's error: fsm.InvalidEventError (the role has the
+	// event, not from this state), fsm.UnknownEventError (the role has no
+	// such event) or fsm.InTransitionError (fired on the machine from its
+	// own before_ or leave_ callback, where looplab deadlocks).
+	Err error
 }
 
 func (e *TransitionError) Error() string {
+	if _, ok := e.Err.(fsm.InTransitionError); ok {
+		return fmt.Sprintf("agent %q (role %q): event %q fired while another event is leaving state %q", e.Agent, e.Role, e.Event, e.State)
+	}
 	return fmt.Sprintf("agent %q (role %q): event %q is impossible in state %q", e.Agent, e.Role, e.Event, e.State)
 }
 
-func (e *TransitionError) Unwrap() error { return ErrImpossibleTransition }
+// Unwrap returns ErrImpossibleTransition and looplab's error.
+func (e *TransitionError) Unwrap() []error { return []error{ErrImpossibleTransition, e.Err} }
 
 // ErrImpossibleTransition is what every TransitionError unwraps to.
 var ErrImpossibleTransition = errors.New("impossible transition")
+
+// ErrCanceled is what a CallbackError unwraps to when its callback
+// cancelled the transition.
+var ErrCanceled = errors.New("transition canceled")
+
+// CallbackError is a callback's error, as Fire returns it. When the
+// callback was a before_ or leave_ one the transition did not happen
+// (Canceled): the error unwraps to ErrCanceled and to looplab's
+// fsm.CanceledError, which unwraps to Err. Otherwise the machine is in Dst
+// and the error unwraps to Err alone.
+type CallbackError struct {
+	Agent    string
+	Role     string
+	Event    Event
+	Src, Dst State
+	Callback string // the failing callback's key, e.g. "before_move"
+	Err      error
+}
+
+// Canceled reports whether the callback cancelled the transition.
+func (e *CallbackError) Canceled() bool {
+	return strings.HasPrefix(e.Callback, "before_") || strings.HasPrefix(e.Callback, "leave_")
+}
+
+func (e *CallbackError) Error() string {
+	what := "failed after"
+	if e.Canceled() {
+		what = "canceled"
+	}
+	return fmt.Sprintf("agent %q (role %q): %s %s %q from %q to %q: %v", e.Agent, e.Role, e.Callback, what, e.Event, e.Src, e.Dst, e.Err)
+}
+
+// Unwrap returns ErrCanceled and fsm.CanceledError for a cancelled
+// transition, else the callback's error.
+func (e *CallbackError) Unwrap() []error {
+	if e.Canceled() {
+		return []error{ErrCanceled, fsm.CanceledError{Err: e.Err}}
+	}
+	return []error{e.Err}
+}
 
 // Machine is one agent's instance of its role's state machine. It is not safe
 // for concurrent use; the environment drives it from one goroutine.
 type Machine struct {
 	role  *Role
+	t     *table
 	agent string
-	f     *fsm.FSM
-	// state and done mirror f's current state: every change goes through
-	// Fire or Reset, so reading them needs none of f's locks, which cost
-	// more than the rest of an El Farol turn.
-	state State
-	done  bool
+	seat  int
+	env   Env
+	state int16
+	// leaving is set while before_ and leave_ callbacks run: firing the
+	// machine then is refused (looplab deadlocks).
+	leaving bool
 }
 
-// NewMachine returns agent's machine in the role's initial state. The role
-// must have passed Validate.
+// NewMachine returns agent's machine in the role's initial state. A role
+// that does not pass Validate panics.
 func (r *Role) NewMachine(agent string) *Machine {
-	return &Machine{role: r, agent: agent, f: fsm.NewFSM(string(r.Initial), r.events(), nil), state: r.Initial, done: r.IsTerminal(r.Initial)}
+	return &Machine{role: r, t: r.table(), agent: agent}
 }
+
+// Bind tells the machine its seat and the step its callbacks see as
+// Transition.Env. The environment binds every machine it seats.
+func (m *Machine) Bind(seat int, env Env) { m.seat, m.env = seat, env }
 
 // Role returns the machine's role.
 func (m *Machine) Role() *Role { return m.role }
 
 // State returns the current state.
-func (m *Machine) State() State { return m.state }
+func (m *Machine) State() State { return m.t.states[m.state] }
 
-// Can reports whether ev is allowed in the current state.
-func (m *Machine) Can(ev Event) bool { return m.f.Can(string(ev)) }
-
-// Done reports whether the machine is in a terminal state.
-func (m *Machine) Done() bool { return m.done }
-
-// Reset puts the machine back in its initial state, for reuse by another
-// episode.
-func (m *Machine) Reset(agent string) {
-	m.agent = agent
-	if m.state != m.role.Initial {
-		m.f.SetState(string(m.role.Initial))
-		m.state, m.done = m.role.Initial, m.role.IsTerminal(m.role.Initial)
-	}
+// Can reports whether ev is allowed in the current state (callbacks may
+// still cancel it).
+func (m *Machine) Can(ev Event) bool {
+	e, ok := m.t.event(ev)
+	return ok && m.t.next[int(m.state)*len(m.t.events)+int(e)] >= 0
 }
 
-// Fire moves the machine by ev. A self-transition (allowed, but reported by
-// looplab/fsm's Event as NoTransitionError) is a success. An event the
-// current state does not allow returns a *TransitionError naming agent,
-// state and event, wrapping looplab/fsm's UnknownEventError or
-// InvalidEventError.
-//
-// Fire does not go through looplab/fsm's Event. Event exists to run
-// callbacks, and pays for them on every call (a cancellable context, an
-// Event value and a closure: four allocations, ~400 ns), then wedges the
-// machine for good if that context is cancelled (looplab/fsm issue #115).
-// Roles register no callbacks, so Fire looks the transition up in the
-// role's table (the one the looplab machine was built from, so the two
-// agree on every (state, event)) and moves the looplab machine with
-// SetState: the same transition, with no allocation and nothing to wedge.
-// A test fires every event in every state of the built-in roles through
-// both and compares. Cancellation is the environment's business, checked
-// between steps.
-func (m *Machine) Fire(ev Event) error {
-	from := m.state
-	to, ok := m.role.next(ev, from)
-	if !ok {
-		var err error = fsm.InvalidEventError{Event: string(ev), State: string(from)}
-		if !m.role.hasEvent(ev) {
-			err = fsm.UnknownEventError{Event: string(ev)}
-		}
-		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: from, Event: ev, Err: err}
+// Done reports whether the machine is in a terminal state.
+func (m *Machine) Done() bool { return m.t.terminal[m.state] }
+
+// Acting reports whether the machine is in a state in which its agent acts.
+func (m *Machine) Acting() bool { return m.t.acting[m.state] }
+
+// Reset puts the machine back in its initial state, for reuse by another
+// episode, without running callbacks.
+func (m *Machine) Reset(agent string) {
+	m.agent, m.state, m.leaving = agent, 0, false
+}
+
+// SetState moves the machine to s without running callbacks, as looplab's
+// SetState does; s must be a state of the role.
+func (m *Machine) SetState(s State) error {
+	i := slices.Index(m.t.states, s)
+	if i < 0 {
+		return fmt.Errorf("%w: role %q has no state %q", ErrBadRole, m.role.Name, s)
 	}
-	if to != from {
-		m.f.SetState(string(to))
-		m.state, m.done = to, m.role.IsTerminal(to)
-	}
+	m.state = int16(i)
 	return nil
 }
 
-func (r *Role) hasEvent(ev Event) bool {
-	for _, t := range r.Transitions {
-		if t.Event == ev {
-			return true
+func (t *table) event(ev Event) (int16, bool) {
+	if t.hasEventMap {
+		e, ok := t.byName[ev]
+		return e, ok
+	}
+	for i, name := range t.events {
+		if name == ev {
+			return int16(i), true
 		}
 	}
-	return false
+	return -1, false
 }
 
-// destination is where ev leads from state; Validate guarantees it is
-// unique. Roles have a handful of transitions, so a scan beats a map.
-// next returns the state ev leads to from from, and false when the role
-// has no such transition: the table the machine's fsm was built from.
-func (r *Role) next(ev Event, from State) (State, bool) {
-	for _, t := range r.Transitions {
-		if t.Event == ev && slices.Contains(t.From, from) {
-			return t.To, true
-		}
+// Fire moves the machine by ev, running the role's callbacks in
+// looplab/fsm's order:
+//
+//  1. before_<event>, then before_event: an error cancels the transition;
+//  2. for a self-transition (Dst == Src) only after_<event> and
+//     after_event run, and the result is a success (looplab's
+//     NoTransitionError with no error);
+//  3. leave_<src>, then leave_state: an error cancels the transition;
+//  4. the state changes;
+//  5. enter_<dst>, enter_state, after_<event>, after_event: all run; an
+//     error among them is returned (the last, as looplab returns the last
+//     Cancel's) and the state stays Dst.
+//
+// A cancellation returns a *CallbackError that unwraps to ErrCanceled and
+// fsm.CanceledError. An event the current state does not allow returns a
+// *TransitionError that unwraps to ErrImpossibleTransition and to
+// looplab's fsm.InvalidEventError or fsm.UnknownEventError; no callback
+// runs. Without callbacks, Fire is a table lookup and allocates nothing.
+func (m *Machine) Fire(ev Event) error {
+	t := m.t
+	from := m.state
+	e, ok := t.event(ev)
+	if !ok {
+		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.UnknownEventError{Event: string(ev)}}
 	}
-	return from, false
+	if m.leaving {
+		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.InTransitionError{Event: string(ev)}}
+	}
+	to := t.next[int(from)*len(t.events)+int(e)]
+	if to < 0 {
+		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.InvalidEventError{Event: string(ev), State: string(t.states[from])}}
+	}
+	if !t.hasCallbacks {
+		m.state = to
+		return nil
+	}
+	return m.fireWithCallbacks(e, from, to)
+}
+
+func (m *Machine) fireWithCallbacks(e, from, to int16) error {
+	t := m.t
+	tr := Transition{Env: m.env, Seat: m.seat, Agent: m.agent, Role: m.role, Event: t.events[e], Src: t.states[from], Dst: t.states[to]}
+	if err := m.guard(&tr, t.before[e], t.anyBefore); err != nil {
+		return err
+	}
+	if from == to {
+		return m.notify(&tr, nil, t.after[e], t.anyAfter)
+	}
+	if err := m.guard(&tr, t.leave[from], t.anyLeave); err != nil {
+		return err
+	}
+	m.state = to
+	last := m.notify(&tr, nil, t.enter[to], t.anyEnter)
+	return m.notify(&tr, last, t.after[e], t.anyAfter)
+}
+
+// guard runs a before_ or leave_ pair of callbacks; the first error cancels
+// the transition.
+func (m *Machine) guard(tr *Transition, named, generic hook) error {
+	m.leaving = true
+	defer func() { m.leaving = false }()
+	if err := m.call(tr, named); err != nil {
+		return err
+	}
+	return m.call(tr, generic)
+}
+
+// notify runs an enter_ or after_ pair of callbacks, all of them, and
+// returns the last error, or last when none fails.
+func (m *Machine) notify(tr *Transition, last error, named, generic hook) error {
+	if err := m.call(tr, named); err != nil {
+		last = err
+	}
+	if err := m.call(tr, generic); err != nil {
+		last = err
+	}
+	return last
+}
+
+func (m *Machine) call(tr *Transition, h hook) error {
+	if h.fn == nil {
+		return nil
+	}
+	if err := h.fn(*tr); err != nil {
+		return &CallbackError{Agent: tr.Agent, Role: m.role.Name, Event: tr.Event, Src: tr.Src, Dst: tr.Dst, Callback: h.key, Err: err}
+	}
+	return nil
 }

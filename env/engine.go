@@ -392,6 +392,9 @@ func (e *Engine) seat(seats []Seat) error {
 		e.pool[role] = append(e.pool[role], m)
 		e.machines = append(e.machines, m)
 	}
+	for i, m := range e.machines {
+		m.Bind(i, &e.step)
+	}
 	e.absent = resize(e.absent, n)
 	e.emit = resize(e.emit, n)
 	e.turns = resize(e.turns, n)
@@ -420,11 +423,15 @@ func (e *Engine) seat(seats []Seat) error {
 			e.absent[i] = true
 		}
 		if slices.Contains(cf.Null, i) {
-			null, ok := e.info.Counterfactual.NullActionOf(s.Role)
-			if !ok {
+			spec := e.info.Counterfactual
+			if !spec.HasNullAction(s.Role) {
 				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, ErrNoNullAction)
 			}
-			e.policies[i] = constant(null)
+			if null, ok := spec.NullActionOf(s.Role); ok && len(spec.NullActionIn[s.Role]) == 0 {
+				e.policies[i] = constant(null)
+			} else {
+				e.policies[i] = nullPolicy{spec}
+			}
 		} else if text, ok := cf.Replace[i]; ok {
 			e.policies[i] = constant(text)
 		} else if _, ok := cf.Reseed[i]; ok {
@@ -456,33 +463,34 @@ func resize[T any](s []T, n int) []T {
 	return s
 }
 
-// actors returns the seats that act at the current step, in seat order.
+// actors returns the seats that act at the current step, in seat order:
+// those the game's Scheduler names, or else those whose state says they
+// act (see Schedule).
 func (e *Engine) actors(game Game) ([]int, error) {
-	named := game.Next(&e.step)
+	var named []int
+	sch, scheduled := game.(Scheduler)
+	if scheduled {
+		named = sch.Next(&e.step)
+	}
 	switch e.info.Schedule {
-	case Sequential:
-		if len(named) != 1 {
-			return nil, fmt.Errorf("step %d: sequential game named %d agents to act, want 1", e.step.time, len(named))
-		}
-	case Simultaneous:
+	case Sequential, Simultaneous:
 		if named == nil {
-			e.named = e.named[:0]
-			for i := range e.seats {
-				if e.step.Active(i) {
-					e.named = append(e.named, i)
-				}
+			named = e.ready(false)
+		}
+		if e.info.Schedule == Sequential && len(named) != 1 {
+			if scheduled {
+				return nil, fmt.Errorf("step %d: sequential game named %d agents to act, want 1", e.step.time, len(named))
 			}
-			return e.named, nil
+			return nil, fmt.Errorf("step %d: sequential game has %d agents in acting states, want 1: %s", e.step.time, len(named), e.who(named))
 		}
 	case Async:
-		var withMail []int
-		for i := range e.seats {
-			if e.step.Active(i) && e.step.HasMail(i) && !slices.Contains(named, i) {
-				withMail = append(withMail, i)
-			}
+		if len(named) == 0 {
+			named = e.ready(true)
+		} else {
+			named = append(slices.Clone(named), e.ready(true)...)
+			slices.Sort(named)
+			named = slices.Compact(named)
 		}
-		named = append(slices.Clone(named), withMail...)
-		slices.Sort(named)
 	}
 	for k, i := range named {
 		if i < 0 || i >= len(e.seats) {
@@ -491,11 +499,41 @@ func (e *Engine) actors(game Game) ([]int, error) {
 		if k > 0 && named[k-1] >= i {
 			return nil, fmt.Errorf("step %d: the game named seats out of order or twice: %v", e.step.time, named)
 		}
+		m := e.machines[i]
 		if !e.step.Active(i) {
-			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, e.machines[i].State())
+			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, m.State())
+		}
+		if !m.Acting() {
+			return nil, fmt.Errorf("step %d: the game named agent %q, whose role %q does not act in state %q", e.step.time, e.seats[i].ID, e.seats[i].Role, m.State())
 		}
 	}
 	return named, nil
+}
+
+// ready lists the present seats whose machines are in an acting state, in
+// seat order. Under async, a seat of a role that declares no acting states
+// is ready only with unread mail: the messages make it act.
+func (e *Engine) ready(async bool) []int {
+	e.named = e.named[:0]
+	for i, m := range e.machines {
+		if e.absent[i] || !m.Acting() {
+			continue
+		}
+		if async && !m.Role().DeclaresActing() && !e.step.HasMail(i) {
+			continue
+		}
+		e.named = append(e.named, i)
+	}
+	return e.named
+}
+
+// who describes the seats of actors and their states, for an error.
+func (e *Engine) who(actors []int) string {
+	ids := make([]string, len(actors))
+	for k, i := range actors {
+		ids[k] = fmt.Sprintf("%s in %s", e.seats[i].ID, e.machines[i].State())
+	}
+	return "[" + strings.Join(ids, ", ") + "]"
 }
 
 // act observes every actor, asks their policies, records the turns and
@@ -507,8 +545,14 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	e.moves = resize(e.moves, n)
 	e.errs = resize(e.errs, n)
 	// Every actor observes the state before any of them acts.
+	byState, _ := game.(StateObserver)
 	for k, i := range actors {
-		view := game.Observe(i)
+		var view View
+		if byState != nil {
+			view = byState.ObserveIn(i, e.machines[i].State())
+		} else {
+			view = game.Observe(i)
+		}
 		mail := e.bus.Mailbox(i)
 		e.views[k] = view
 		e.obs[k] = agents.Observation{
@@ -724,7 +768,7 @@ func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, d
 			if i < 0 || i >= len(seats) {
 				return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
 			}
-			if _, ok := spec.NullActionOf(seats[i].Role); !ok {
+			if !spec.HasNullAction(seats[i].Role) {
 				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
 			}
 		}
@@ -797,6 +841,16 @@ type constant string
 
 func (c constant) Act(context.Context, *agents.Observation) (agents.Action, error) {
 	return agents.Action{Text: string(c)}, nil
+}
+
+// nullPolicy plays the null action of the agent's role in its state.
+type nullPolicy struct{ spec *CounterfactualSpec }
+
+func (p nullPolicy) Act(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+	if null, ok := p.spec.NullActionAt(obs.Role, obs.State); ok {
+		return agents.Action{Text: null}, nil
+	}
+	return agents.Action{}, fmt.Errorf("role %q in state %q: %w", obs.Role, obs.State, ErrNoNullAction)
 }
 
 // frozen replays an agent's recorded actions, turn by turn, and asks the

@@ -6,7 +6,13 @@ import (
 
 // Game is one episode of a scenario: its state and rules. The engine calls
 // its methods from a single goroutine, in this order: Seats, Start, then for
-// each step Next, Observe (for each actor), Apply, and finally Score.
+// each step Next (for a Scheduler), Observe (for each actor), Apply, and
+// finally Score.
+//
+// Who acts is the agents' state: the engine asks the agents whose machines
+// are in one of their role's acting states (agents.Role.Acting; see
+// Schedule), so a game moves turns by firing events, never by keeping a
+// turn of its own.
 //
 // A game must be a deterministic function of its scenario seed and the
 // moves it is given: no clocks, no global random numbers, no map-order
@@ -20,10 +26,8 @@ type Game interface {
 	// private observations as messages, put agents in channels, and fire
 	// initial events.
 	Start(s *Step) error
-	// Next names the seats that act at this step. See Schedule for what
-	// each schedule expects.
-	Next(s *Step) []int
-	// Observe renders what seat sees now, and its legal actions.
+	// Observe renders what seat sees now, and its legal actions (a
+	// StateObserver's ObserveIn is called instead, with seat's state).
 	Observe(seat int) View
 	// Apply applies the step's moves, given in seat order. It validates
 	// them (an illegal move is the scenario's to punish, not an error),
@@ -34,6 +38,23 @@ type Game interface {
 	// Score scores the episode. It is called once, after the last step,
 	// for completed and truncated episodes.
 	Score() Score
+}
+
+// Scheduler is implemented by games that name the actors of each step
+// themselves, where the agents' states do not say it. Next returns the
+// seats that act, in seat order; nil leaves it to the states. Every seat
+// named must be in an acting state of its role. See Schedule for what each
+// schedule expects.
+type Scheduler interface {
+	Next(s *Step) []int
+}
+
+// StateObserver is implemented by games whose views, and so legal actions,
+// depend on the acting agent's state (a role that acts in several states:
+// proposing, then answering). The engine calls ObserveIn, with the seat's
+// current state, instead of Observe.
+type StateObserver interface {
+	ObserveIn(seat int, state agents.State) View
 }
 
 // Labeler is implemented by games that know a ground truth for the

@@ -5,6 +5,12 @@
 // The engine is synchronous and owns no goroutines, clocks or I/O: an
 // episode is a pure function of (scenario, parameters, seeds, policy
 // answers). Goroutines live in the runner, at the edge.
+//
+// The agents' states drive the episode: at each step the engine asks the
+// agents whose machines are in an acting state of their role (see
+// Schedule), the game's Apply fires the events that move them (running the
+// roles' callbacks synchronously, inside the step), and every sample
+// records the state its turn was played in.
 package env
 
 import (
@@ -19,21 +25,27 @@ import (
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// Schedule says how a scenario's agents take turns.
+// Schedule says how a scenario's agents take turns. In every schedule an
+// agent is ready when it is present and its machine is in one of its
+// role's acting states (agents.Role.Acting; all non-terminal states when the
+// role declares none). A game that implements Scheduler may name the
+// actors itself; otherwise the ready agents act.
 type Schedule int
 
 const (
-	// Sequential: at each step Game.Next names exactly one agent, which
-	// acts on the current state.
+	// Sequential: exactly one agent acts at each step, on the current
+	// state: the one ready agent (a game passes the turn by firing events,
+	// tic-tac-toe's to_move and waiting), or the one Next names.
 	Sequential Schedule = iota + 1
-	// Simultaneous: at each step Game.Next names several agents (nil means
-	// every active agent); all observe the same state, then the game
-	// resolves their moves together.
+	// Simultaneous: every ready agent acts at each step (or those Next
+	// names); all observe the same state, then the game resolves their
+	// moves together.
 	Simultaneous
-	// Async: agents act as messages reach them. At each step every active
-	// agent with unread mail acts, plus any that Game.Next names (to open
-	// the conversation); the episode ends by itself once nobody has mail
-	// and Next names nobody.
+	// Async: agents act as the state and the messages say. An agent of a
+	// role that declares acting states acts whenever it is in one; an agent
+	// of a role that declares none acts when it has unread mail. Seats Next
+	// names act too (to open the conversation). The episode ends by itself
+	// once nobody is left to act.
 	Async
 )
 
@@ -118,6 +130,11 @@ type CounterfactualSpec struct {
 	// NullAction maps a role to the action text that stands for "doing
 	// nothing" (a pass, staying home). A role missing here has none.
 	NullAction map[string]string
+	// NullActionIn maps a role to the null action of some of its states,
+	// where doing nothing is said differently (passing while to move,
+	// staying silent while asked); it wins over NullAction in those
+	// states. Each state must be one the role acts in.
+	NullActionIn map[string]map[agents.State]string
 	// AbsentOK reports that the scenario's rules accept absent seats: the
 	// game skips them and scores the episode without them.
 	AbsentOK bool
@@ -131,14 +148,37 @@ type CounterfactualSpec struct {
 	Resimulate bool
 }
 
-// NullActionOf returns role's null action and whether it has one; a nil
-// spec declares none.
+// NullActionOf returns role's null action in every state (NullAction) and
+// whether it has one; a nil spec declares none.
 func (cf *CounterfactualSpec) NullActionOf(role string) (string, bool) {
 	if cf == nil {
 		return "", false
 	}
 	a, ok := cf.NullAction[role]
 	return a, ok
+}
+
+// NullActionAt returns the null action of an agent of role in state:
+// NullActionIn's for that state, else NullAction's.
+func (cf *CounterfactualSpec) NullActionAt(role string, state agents.State) (string, bool) {
+	if cf == nil {
+		return "", false
+	}
+	if a, ok := cf.NullActionIn[role][state]; ok {
+		return a, true
+	}
+	a, ok := cf.NullAction[role]
+	return a, ok
+}
+
+// HasNullAction reports whether role has a null action in some state, so
+// that a counterfactual may play it.
+func (cf *CounterfactualSpec) HasNullAction(role string) bool {
+	if cf == nil {
+		return false
+	}
+	_, ok := cf.NullAction[role]
+	return ok || len(cf.NullActionIn[role]) > 0
 }
 
 // ErrBadScenario is wrapped by Info.Validate's errors.
@@ -224,6 +264,17 @@ func (in *Info) Validate() error {
 		for role := range cf.NullAction {
 			if !roles[role] {
 				return bad("counterfactual null action for unknown role %q", role)
+			}
+		}
+		for _, role := range slices.Sorted(maps.Keys(cf.NullActionIn)) {
+			r := in.Role(role)
+			if r == nil {
+				return bad("counterfactual null action for unknown role %q", role)
+			}
+			for _, st := range slices.Sorted(maps.Keys(cf.NullActionIn[role])) {
+				if !r.ActsIn(st) {
+					return bad("counterfactual null action of role %q in state %q, in which it does not act", role, st)
+				}
 			}
 		}
 	}

@@ -46,9 +46,15 @@ func (s *Step) Join(seat int, channel string) { s.e.bus.Join(seat, channel) }
 // Leave removes seat from a channel.
 func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 
-// Fire moves seat's state machine by ev. An event its state does not allow
-// returns an *agents.TransitionError naming agent, state and event; a game
-// should return it from Apply, which fails the episode.
+// Fire moves seat's state machine by ev, running its role's callbacks
+// (which see this Step as their Transition.Env). An event its state does
+// not allow returns an *agents.TransitionError naming agent, state and
+// event; a game should return it from Apply, which fails the episode. A
+// before_ or leave_ callback that refuses the transition returns an
+// *agents.CallbackError matching agents.ErrCanceled: the state is
+// unchanged, and the game decides whether that breaks its rules. Firing
+// is what moves the turn: the engine asks the agents whose states are
+// acting ones.
 func (s *Step) Fire(seat int, ev agents.Event) error { return s.e.machines[seat].Fire(ev) }
 
 // FireAll fires ev on every seat that is present, stopping at the first
@@ -106,3 +112,6 @@ func (s *Step) Note(seat int, key string, value any) {
 func (s *Step) Errorf(format string, args ...any) error {
 	return fmt.Errorf("step %d: %s", s.time, fmt.Sprintf(format, args...))
 }
+
+// Step is the Env that role callbacks see.
+var _ agents.Env = (*Step)(nil)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/looplab/fsm"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 )
@@ -36,9 +38,9 @@ type relayHooks struct {
 var relayRole = &agents.Role{
 	Name:    "p",
 	Initial: "idle",
-	Transitions: []agents.Transition{
-		{Event: "move", From: []agents.State{"idle"}, To: "idle"},
-		{Event: "finish", From: []agents.State{"idle"}, To: "done"},
+	Events: fsm.Events{
+		agents.Edge("idle", "move", "idle"),
+		agents.Edge("idle", "finish", "done"),
 	},
 	Terminal: []agents.State{"done"},
 }

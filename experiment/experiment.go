@@ -310,11 +310,7 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 	}
 	if needs.Null {
 		for _, role := range p.learners {
-			var null bool
-			if cf != nil {
-				_, null = cf.NullAction[role]
-			}
-			if !null {
+			if !cf.HasNullAction(role) {
 				return fmt.Errorf("scenario %s declares no null action for role %q", info.Name, role)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -36,8 +37,8 @@ func newBandit(payoff []float64, views ...string) env.Scenario {
 	}
 	role := &agents.Role{
 		Name: "player", Initial: "ready",
-		Transitions: []agents.Transition{{Event: "pull", From: []agents.State{"ready"}, To: "done"}},
-		Terminal:    []agents.State{"done"},
+		Events:   fsm.Events{agents.Edge("ready", "pull", "done")},
+		Terminal: []agents.State{"done"},
 	}
 	info := &env.Info{Name: "bandit", Summary: "arms", Doc: "pull an arm", Schedule: env.Simultaneous, Roles: []*agents.Role{role}}
 	return env.Define(info, func(env.Params, uint64) (env.Game, error) {

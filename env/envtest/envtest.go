@@ -393,6 +393,9 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 		var cfs []trajectories.Counterfactual
 		if null, ok := spec.NullAction[ep.Seats[i].Role]; ok {
 			cfs = append(cfs, trajectories.Counterfactual{Replace: map[int]string{i: null}})
+		} else if spec.HasNullAction(ep.Seats[i].Role) {
+			// A null action by state: the engine's null policy plays it.
+			cfs = append(cfs, trajectories.Counterfactual{Null: []int{i}})
 		}
 		if spec.AbsentOK {
 			cfs = append(cfs, trajectories.Counterfactual{Absent: []int{i}})

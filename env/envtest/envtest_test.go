@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -32,8 +33,8 @@ type coins struct {
 var player = &agents.Role{
 	Name:    "player",
 	Initial: "choosing",
-	Transitions: []agents.Transition{
-		{Event: "show", From: []agents.State{"choosing"}, To: "shown"},
+	Events: fsm.Events{
+		agents.Edge("choosing", "show", "shown"),
 	},
 	Terminal: []agents.State{"shown"},
 }

@@ -17,6 +17,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/looplab/fsm"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -27,11 +29,14 @@ const endowment = 10
 
 // Scenario returns the public-goods scenario.
 func Scenario() env.Scenario {
+	// A role is looplab/fsm's declaration, plus the states its agents act
+	// in: every citizen decides at once, so no Next is needed.
 	citizen := &agents.Role{
-		Name:        "citizen",
-		Initial:     "deciding",
-		Transitions: []agents.Transition{{Event: "contribute", From: []agents.State{"deciding"}, To: "done"}},
-		Terminal:    []agents.State{"done"},
+		Name:     "citizen",
+		Initial:  "deciding",
+		Events:   fsm.Events{{Name: "contribute", Src: []string{"deciding"}, Dst: "done"}},
+		Terminal: []agents.State{"done"},
+		Acting:   []agents.State{"deciding"},
 	}
 	always := func(coins string) env.PolicyMaker {
 		return func(env.Params, string) (agents.Policy, error) {
@@ -70,7 +75,6 @@ type game struct {
 
 func (g *game) Seats() []env.Seat     { return g.seats }
 func (g *game) Start(*env.Step) error { return nil }
-func (g *game) Next(*env.Step) []int  { return nil } // everyone, at once
 
 func (g *game) Observe(int) env.View {
 	text := fmt.Sprintf("You hold %d coins. Put some into the pot (0-%d): it is multiplied by %g and shared by all %d citizens.",

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/agents/agentstest"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -44,4 +45,12 @@ func Example() {
 	// Output:
 	// scores: [22 12 12 12] team: 58
 	// 3 episodes, 12 samples, each rewarded 64
+}
+
+// TestRoleAgreesWithLooplab checks the citizen's compiled machine against
+// looplab/fsm itself.
+func TestRoleAgreesWithLooplab(t *testing.T) {
+	for _, r := range Scenario().Info().Roles {
+		agentstest.Check(t, r)
+	}
 }

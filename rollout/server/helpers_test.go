@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -25,11 +26,11 @@ import (
 // game reports the label as its ground truth.
 func quiz() env.Scenario {
 	solver := &agents.Role{
-		Name:        "solver",
-		Doc:         "answers the question",
-		Initial:     "asking",
-		Transitions: []agents.Transition{{Event: "answer", From: []agents.State{"asking"}, To: "done"}},
-		Terminal:    []agents.State{"done"},
+		Name:     "solver",
+		Doc:      "answers the question",
+		Initial:  "asking",
+		Events:   fsm.Events{agents.Edge("asking", "answer", "done")},
+		Terminal: []agents.State{"done"},
 	}
 	info := &env.Info{
 		Name:     "quiz",

@@ -30,7 +30,8 @@
 // must re-simulate it (Resimulate): replayed frozen, it would repeat the
 // decision it made.
 //
-// The adviser's state machine:
+// The states say who acts (the game has no Next): an adviser while
+// briefed, the decider once deliberating. The adviser's state machine:
 //
 //	stateDiagram-v2
 //	    [*] --> briefed
@@ -52,6 +53,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -110,21 +113,23 @@ func New() *Scenario {
 				Name:    RoleAdviser,
 				Doc:     "sends the decider one option, or abstains; only informed advisers know the right one",
 				Initial: Briefed,
-				Transitions: []agents.Transition{
-					{Event: Advise, From: []agents.State{Briefed}, To: Advised},
-					{Event: Abstain, From: []agents.State{Briefed}, To: Abstained},
+				Events: fsm.Events{
+					agents.Edge(Briefed, Advise, Advised),
+					agents.Edge(Briefed, Abstain, Abstained),
 				},
 				Terminal: []agents.State{Advised, Abstained},
+				Acting:   []agents.State{Briefed},
 			},
 			{
 				Name:    RoleDecider,
 				Doc:     "reads the advice and names one option",
 				Initial: Waiting,
-				Transitions: []agents.Transition{
-					{Event: Deliberate, From: []agents.State{Waiting}, To: Deliberating},
-					{Event: Decide, From: []agents.State{Deliberating}, To: Decided},
+				Events: fsm.Events{
+					agents.Edge(Waiting, Deliberate, Deliberating),
+					agents.Edge(Deliberating, Decide, Decided),
 				},
 				Terminal: []agents.State{Decided},
+				Acting:   []agents.State{Deliberating},
 			},
 		},
 		Params: []env.ParamSpec{
@@ -190,7 +195,6 @@ type game struct {
 	advice   []string // the advisers' legal answers: abstain, then the options
 	right    int
 	decision int // the option decided, -1 before or when none
-	next     []int
 
 	briefedView, blindView, deciderView env.View
 }
@@ -226,21 +230,6 @@ func (g *game) deliberate(s *env.Step) error {
 		return nil
 	}
 	return s.Fire(g.decider, Deliberate)
-}
-
-// Next names the present advisers still to answer, then the decider once
-// it deliberates. Async adds seats with mail, which are the same ones.
-func (g *game) Next(s *env.Step) []int {
-	g.next = g.next[:0]
-	for i, seat := range g.seats {
-		if !s.Active(i) {
-			continue
-		}
-		if st := s.State(i); (seat.Role == RoleAdviser && st == Briefed) || st == Deliberating {
-			g.next = append(g.next, i)
-		}
-	}
-	return g.next
 }
 
 func (g *game) Observe(seat int) env.View {

@@ -45,6 +45,8 @@
 // and the episode scores 0. The solver revises on the critic's objections,
 // so counterfactuals must be re-simulated.
 //
+// The states are the turn: the solver acts only in solving, the critic
+// only in reviewing; each move fires the events that hand the turn over.
 // The solver's state machine:
 //
 //	stateDiagram-v2
@@ -68,6 +70,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -133,25 +137,27 @@ func New() *Scenario {
 				Name:    RoleSolver,
 				Doc:     "answers the puzzle, and revises when the critic objects",
 				Initial: Solving,
-				Transitions: []agents.Transition{
-					{Event: AnswerEvent, From: []agents.State{Solving}, To: Waiting},
-					{Event: Revise, From: []agents.State{Waiting}, To: Solving},
-					{Event: Succeed, From: []agents.State{Waiting}, To: Correct},
-					{Event: Fail, From: []agents.State{Waiting}, To: Wrong},
+				Events: fsm.Events{
+					agents.Edge(Solving, AnswerEvent, Waiting),
+					agents.Edge(Waiting, Revise, Solving),
+					agents.Edge(Waiting, Succeed, Correct),
+					agents.Edge(Waiting, Fail, Wrong),
 				},
 				Terminal: []agents.State{Correct, Wrong},
+				Acting:   []agents.State{Solving},
 			},
 			{
 				Name:    RoleCritic,
 				Doc:     "checks each answer and accepts it or objects",
 				Initial: Waiting,
-				Transitions: []agents.Transition{
-					{Event: Review, From: []agents.State{Waiting}, To: Reviewing},
-					{Event: Judge, From: []agents.State{Reviewing}, To: Waiting},
-					{Event: Succeed, From: []agents.State{Waiting}, To: Correct},
-					{Event: Fail, From: []agents.State{Waiting}, To: Wrong},
+				Events: fsm.Events{
+					agents.Edge(Waiting, Review, Reviewing),
+					agents.Edge(Reviewing, Judge, Waiting),
+					agents.Edge(Waiting, Succeed, Correct),
+					agents.Edge(Waiting, Fail, Wrong),
 				},
 				Terminal: []agents.State{Correct, Wrong},
+				Acting:   []agents.State{Reviewing},
 			},
 		},
 		Params: []env.ParamSpec{
@@ -209,8 +215,6 @@ type game struct {
 	rounds  int
 	answers int    // answers given, legal or not
 	answer  *int64 // the standing answer; nil when the latest was illegal or none was given
-	turn    int    // the seat to move
-	next    [1]int // Next's answer, kept to avoid an allocation per step
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -226,11 +230,6 @@ func (g *game) Start(s *env.Step) error {
 		return nil
 	}
 	return s.Announce(KindPuzzle, g.puzzle.Question)
-}
-
-func (g *game) Next(*env.Step) []int {
-	g.next[0] = g.turn
-	return g.next[:]
 }
 
 func (g *game) Observe(seat int) env.View {
@@ -286,7 +285,6 @@ func (g *game) solve(s *env.Step, text string) error {
 	if g.answers == g.rounds || s.Absent(criticSeat) {
 		return g.finish(s)
 	}
-	g.turn = criticSeat
 	return s.Fire(criticSeat, Review)
 }
 
@@ -307,7 +305,6 @@ func (g *game) judge(s *env.Step, text string) error {
 	if v.Verdict == Accept {
 		return g.finish(s)
 	}
-	g.turn = solverSeat
 	return s.Fire(solverSeat, Revise)
 }
 

@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/looplab/fsm"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -57,11 +59,12 @@ var patron = &agents.Role{
 	Name:    RolePatron,
 	Doc:     "chooses one night of the week to go to the bar",
 	Initial: Deciding,
-	Transitions: []agents.Transition{
-		{Event: Attend, From: []agents.State{Deciding}, To: Attended},
-		{Event: StayHome, From: []agents.State{Deciding}, To: Home},
+	Events: fsm.Events{
+		agents.Edge(Deciding, Attend, Attended),
+		agents.Edge(Deciding, StayHome, Home),
 	},
 	Terminal: []agents.State{Attended, Home},
+	Acting:   []agents.State{Deciding},
 }
 
 // Scenario is the El Farol scenario. Its zero value is not usable; use New.
@@ -179,9 +182,6 @@ func (g *game) Start(s *env.Step) error {
 	s.End() // nobody came (a counterfactual with every patron absent): G = 0
 	return nil
 }
-
-// Next lets every present patron act at once.
-func (g *game) Next(*env.Step) []int { return nil }
 
 func (g *game) Observe(int) env.View { return g.view }
 

@@ -63,7 +63,8 @@
 // re-simulated.
 //
 // Both roles have the same state machine; alice starts to_move, bob
-// waiting:
+// waiting. The states are the turn: a negotiator acts only in to_move, and
+// each move sends the mover to waiting and the other to to_move:
 //
 //	stateDiagram-v2
 //	    [*] --> waiting
@@ -79,6 +80,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -137,13 +140,14 @@ func negotiator(name, doc string) *agents.Role {
 		Name:    name,
 		Doc:     doc,
 		Initial: Waiting,
-		Transitions: []agents.Transition{
-			{Event: YourTurn, From: []agents.State{Waiting}, To: ToMove},
-			{Event: Move, From: []agents.State{ToMove}, To: Waiting},
-			{Event: Agree, From: []agents.State{Waiting}, To: Agreed},
-			{Event: BreakOff, From: []agents.State{Waiting}, To: NoDeal},
+		Events: fsm.Events{
+			agents.Edge(Waiting, YourTurn, ToMove),
+			agents.Edge(ToMove, Move, Waiting),
+			agents.Edge(Waiting, Agree, Agreed),
+			agents.Edge(Waiting, BreakOff, NoDeal),
 		},
 		Terminal: []agents.State{Agreed, NoDeal},
+		Acting:   []agents.State{ToMove},
 	}
 }
 
@@ -314,13 +318,11 @@ type game struct {
 	rounds   int
 	scoring  string
 	penalty  bool
-	turn     int    // the seat to move
-	moves    int    // moves made, both seats together
-	offer    []int  // the standing offer: what its proposer takes; nil for none
-	offerBy  int    // the seat that made the standing offer
-	deal     []int  // alice's share of the agreed split; nil for no deal
-	offender int    // the seat whose answer was illegal, or -1
-	next     [1]int // Next's answer, kept to avoid an allocation per step
+	moves    int   // moves made, both seats together
+	offer    []int // the standing offer: what its proposer takes; nil for none
+	offerBy  int   // the seat that made the standing offer
+	deal     []int // alice's share of the agreed split; nil for no deal
+	offender int   // the seat whose answer was illegal, or -1
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -342,11 +344,6 @@ func (g *game) Start(s *env.Step) error {
 		}
 	}
 	return s.Fire(0, YourTurn)
-}
-
-func (g *game) Next(*env.Step) []int {
-	g.next[0] = g.turn
-	return g.next[:]
 }
 
 func (g *game) Observe(seat int) env.View {
@@ -429,7 +426,6 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	if g.moves == 2*g.rounds {
 		return g.finish(s, "the last move passed without an accept")
 	}
-	g.turn = other
 	return s.Fire(other, YourTurn)
 }
 

@@ -13,10 +13,10 @@
 // is the target and 0 otherwise: the team reward and both agent scores are
 // equal.
 //
-// The schedule is Async: the speaker acts because the target reached its
-// inbox, the listener once the word reaches its own. The game's Next also
-// names a seat whose state says it is to act, so a listener still chooses
-// when the speaker stays silent or is absent.
+// The schedule is Async, and the states say who acts: the speaker while
+// briefed, the listener once it is choosing (the speaker's word, or its
+// silence, fires listen), so a listener still chooses when the speaker stays
+// silent or is absent.
 //
 // Success needs communication. The word is the only channel between who
 // knows the target and who picks, so a speaker whose word does not depend
@@ -73,6 +73,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -152,23 +154,25 @@ func New() *Scenario {
 				Name:    RoleSpeaker,
 				Doc:     "knows the target and says one word to the listener",
 				Initial: Briefed,
-				Transitions: []agents.Transition{
-					{Event: Speak, From: []agents.State{Briefed}, To: Waiting},
-					{Event: Succeed, From: []agents.State{Waiting}, To: Succeeded},
-					{Event: Fail, From: []agents.State{Waiting}, To: Failed},
+				Events: fsm.Events{
+					agents.Edge(Briefed, Speak, Waiting),
+					agents.Edge(Waiting, Succeed, Succeeded),
+					agents.Edge(Waiting, Fail, Failed),
 				},
 				Terminal: []agents.State{Succeeded, Failed},
+				Acting:   []agents.State{Briefed},
 			},
 			{
 				Name:    RoleListener,
 				Doc:     "hears the speaker's word and picks one candidate",
 				Initial: Waiting,
-				Transitions: []agents.Transition{
-					{Event: Listen, From: []agents.State{Waiting}, To: Choosing},
-					{Event: Succeed, From: []agents.State{Choosing}, To: Succeeded},
-					{Event: Fail, From: []agents.State{Choosing}, To: Failed},
+				Events: fsm.Events{
+					agents.Edge(Waiting, Listen, Choosing),
+					agents.Edge(Choosing, Succeed, Succeeded),
+					agents.Edge(Choosing, Fail, Failed),
 				},
 				Terminal: []agents.State{Succeeded, Failed},
+				Acting:   []agents.State{Choosing},
 			},
 		},
 		Params: []env.ParamSpec{
@@ -275,7 +279,6 @@ type game struct {
 	shown      []string // the listener's order: its legal actions
 	heard      string   // the word the listener received, "" for none
 	pick       int      // index in candidates of the listener's pick, -1 before
-	next       []int
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -294,19 +297,6 @@ func (g *game) Start(s *env.Step) error {
 		return nil
 	}
 	return s.Fire(listenerSeat, Listen)
-}
-
-// Next names the seats whose state says they are to act. Async adds those
-// with mail, which are the same seats when a word was sent.
-func (g *game) Next(s *env.Step) []int {
-	g.next = g.next[:0]
-	if s.Active(speakerSeat) && s.State(speakerSeat) == Briefed {
-		g.next = append(g.next, speakerSeat)
-	}
-	if s.Active(listenerSeat) && s.State(listenerSeat) == Choosing {
-		g.next = append(g.next, listenerSeat)
-	}
-	return g.next
 }
 
 func (g *game) Observe(seat int) env.View {

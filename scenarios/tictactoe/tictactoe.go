@@ -30,8 +30,10 @@
 // won; only the scores differ. The offending sample's metadata carries
 // "illegal": true.
 //
-// Both roles have the same state machine. x starts to_move, o waiting; the
-// engine asks a seat for its move only in to_move:
+// Both roles have the same state machine, and its states are the turn: the
+// game keeps none of its own. x starts to_move (Start fires your_turn), o
+// waiting; the engine asks a seat for its move only in to_move, and each
+// move fires move on the mover and your_turn on the other:
 //
 //	stateDiagram-v2
 //	    [*] --> waiting
@@ -53,6 +55,8 @@ package tictactoe
 import (
 	"fmt"
 	"strings"
+
+	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -116,14 +120,15 @@ func player(name, doc string) *agents.Role {
 		Name:    name,
 		Doc:     doc,
 		Initial: Waiting,
-		Transitions: []agents.Transition{
-			{Event: YourTurn, From: []agents.State{Waiting}, To: ToMove},
-			{Event: Move, From: []agents.State{ToMove}, To: Waiting},
-			{Event: Win, From: []agents.State{Waiting}, To: Won},
-			{Event: Lose, From: []agents.State{Waiting}, To: Lost},
-			{Event: Draw, From: []agents.State{Waiting}, To: Drew},
+		Events: fsm.Events{
+			agents.Edge(Waiting, YourTurn, ToMove),
+			agents.Edge(ToMove, Move, Waiting),
+			agents.Edge(Waiting, Win, Won),
+			agents.Edge(Waiting, Lose, Lost),
+			agents.Edge(Waiting, Draw, Drew),
 		},
 		Terminal: []agents.State{Won, Lost, Drew},
+		Acting:   []agents.State{ToMove},
 	}
 }
 
@@ -177,20 +182,13 @@ type game struct {
 	seats    []env.Seat
 	penalty  bool
 	board    board
-	turn     int    // the seat to move
-	next     [1]int // Next's answer, kept to avoid an allocation per step
-	winner   int    // the seat that made a line, or -1
-	offender int    // the seat that moved illegally, or -1
+	winner   int // the seat that made a line, or -1
+	offender int // the seat that moved illegally, or -1
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
 
 func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
-
-func (g *game) Next(*env.Step) []int {
-	g.next[0] = g.turn
-	return g.next[:]
-}
 
 func (g *game) Observe(seat int) env.View {
 	legal := g.board.empty()
@@ -227,7 +225,6 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	case g.board.free() == 0:
 		return g.finish(s)
 	}
-	g.turn = other
 	return s.Fire(other, YourTurn)
 }
 

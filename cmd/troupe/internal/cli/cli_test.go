@@ -550,7 +550,7 @@ func TestScenariosDescribesElFarol(t *testing.T) {
 	for _, want := range []string{
 		"stateDiagram-v2",
 		"deciding --> attended: attend",
-		"initial state deciding; terminal states: attended, home",
+		"initial state deciding; acts in: deciding; terminal states: attended, home",
 		"agents    int    60       [1, 1000000]",
 		"(default: random)",
 		"absent agents: allowed",

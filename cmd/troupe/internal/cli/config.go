@@ -278,7 +278,7 @@ func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.A
 			if emit != nil && !emit(env.Seat{Role: r.Name}) {
 				continue // its turns get no reward
 			}
-			if _, ok := cf.NullActionOf(r.Name); !ok {
+			if !cf.HasNullAction(r.Name) {
 				return usagef("--allocator %s: scenario %s declares no null action for role %q (emit only other roles with --emit)", a.Name(), info.Name, r.Name)
 			}
 		}

@@ -96,7 +96,13 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 		for i, s := range r.Terminal {
 			terminal[i] = string(s)
 		}
-		fmt.Fprintf(&b, "    initial state %s; terminal states: %s\n", r.Initial, orNone(strings.Join(terminal, ", ")))
+		var acting []string
+		for _, s := range r.States() {
+			if r.ActsIn(s) {
+				acting = append(acting, string(s))
+			}
+		}
+		fmt.Fprintf(&b, "    initial state %s; acts in: %s; terminal states: %s\n", r.Initial, orNone(strings.Join(acting, ", ")), orNone(strings.Join(terminal, ", ")))
 		d, err := r.Diagram(kind)
 		if err != nil {
 			return fmt.Errorf("scenario %s role %s: diagram: %w", info.Name, r.Name, err)
@@ -142,11 +148,16 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 		} else {
 			b.WriteString("  absent agents: not allowed\n")
 		}
-		if len(cf.NullAction) == 0 {
+		if len(cf.NullAction) == 0 && len(cf.NullActionIn) == 0 {
 			b.WriteString("  null actions: none\n")
 		}
 		for _, role := range slices.Sorted(maps.Keys(cf.NullAction)) {
 			fmt.Fprintf(&b, "  null action of %s: %q\n", role, cf.NullAction[role])
+		}
+		for _, role := range slices.Sorted(maps.Keys(cf.NullActionIn)) {
+			for _, st := range slices.Sorted(maps.Keys(cf.NullActionIn[role])) {
+				fmt.Fprintf(&b, "  null action of %s in state %s: %q\n", role, st, cf.NullActionIn[role][st])
+			}
 		}
 		if cf.Doc != "" {
 			b.WriteString(wrap(cf.Doc, 78, "  "))

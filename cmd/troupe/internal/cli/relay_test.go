@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -34,9 +35,9 @@ func relayRole(name string) *agents.Role {
 		Name:    name,
 		Doc:     "takes its turn when the baton comes round",
 		Initial: relayReady,
-		Transitions: []agents.Transition{
-			{Event: relayPass, From: []agents.State{relayReady}, To: relayReady},
-			{Event: relayEnd, From: []agents.State{relayReady}, To: relayDone},
+		Events: fsm.Events{
+			agents.Edge(relayReady, relayPass, relayReady),
+			agents.Edge(relayReady, relayEnd, relayDone),
 		},
 		Terminal: []agents.State{relayDone},
 	}

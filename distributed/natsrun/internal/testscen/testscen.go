@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/looplab/fsm"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/env"
@@ -117,8 +119,8 @@ var player = &agents.Role{
 	Name:    "player",
 	Doc:     "names a number from 0 to 3 on each turn",
 	Initial: "playing",
-	Transitions: []agents.Transition{
-		{Event: "finish", From: []agents.State{"playing"}, To: "done"},
+	Events: fsm.Events{
+		agents.Edge("playing", "finish", "done"),
 	},
 	Terminal: []agents.State{"done"},
 }
