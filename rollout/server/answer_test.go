@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -151,10 +152,9 @@ func TestFailedSamplesAreRemovedUnlessKept(t *testing.T) {
 // brokenGame lets its one seat play, then breaks a rule of its own.
 type brokenGame struct{}
 
-func (g *brokenGame) Seats() []env.Seat     { return []env.Seat{{ID: "x", Role: "x"}} }
-func (g *brokenGame) Start(*env.Step) error { return nil }
-func (g *brokenGame) Next(*env.Step) []int  { return []int{0} }
-func (g *brokenGame) Observe(int) env.View  { return env.View{Text: "?", Legal: []string{"a"}} }
+func (g *brokenGame) Seats() []env.Seat       { return []env.Seat{{ID: "x", Role: "x"}} }
+func (g *brokenGame) Start(s *env.Step) error { return s.Fire(0, tictactoe.YourTurn) }
+func (g *brokenGame) Observe(int) env.View    { return env.View{Text: "?", Legal: []string{"a"}} }
 func (g *brokenGame) Apply(*env.Step, []env.Move) error {
 	return fmt.Errorf("the board is on fire")
 }
@@ -164,8 +164,8 @@ func (g *brokenGame) Score() env.Score { return env.Score{} }
 func crowd(name string) (*env.Info, func(env.Params, uint64) (env.Game, error)) {
 	member := &agents.Role{
 		Name: "member", Doc: "decides once", Initial: "deciding",
-		Transitions: []agents.Transition{{Event: "go", From: []agents.State{"deciding"}, To: "done"}},
-		Terminal:    []agents.State{"done"},
+		Events:   fsm.Events{agents.Edge("deciding", "go", "done")},
+		Terminal: []agents.State{"done"},
 	}
 	info := &env.Info{
 		Name: name, Summary: "everyone decides once", Schedule: env.Simultaneous,
@@ -185,7 +185,6 @@ func (g *crowdGame) Seats() []env.Seat {
 	return seats
 }
 func (g *crowdGame) Start(*env.Step) error { return nil }
-func (g *crowdGame) Next(*env.Step) []int  { return nil }
 func (g *crowdGame) Observe(int) env.View  { return env.View{Text: "go?", Legal: []string{"go"}} }
 func (g *crowdGame) Apply(s *env.Step, moves []env.Move) error {
 	for _, m := range moves {
