@@ -54,12 +54,13 @@ type LocalExecutor struct {
 	engines EnginePool
 }
 
-// Execute implements Executor. The request's Scenario and Params must be
-// the executor's own.
+// Execute implements Executor: it plays the episode and projects its record
+// into samples (trajectories.NewEpisode). The request's Scenario and Params
+// must be the executor's own.
 func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.Episode {
 	eng := x.engines.Get()
 	defer x.engines.Put(eng)
-	return eng.Run(ctx, Setup{
+	return trajectories.NewEpisode(eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,
 		Params:           x.Params,
 		Seed:             req.Seed,
@@ -73,7 +74,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
-	})
+	}))
 }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
@@ -345,7 +346,7 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 			sum.Episodes++
 			sum.ByStatus[ep.Status]++
 			sum.Samples += int64(len(ep.Samples))
-			sum.Turns += int64(len(ep.Actions))
+			sum.Turns += int64(len(ep.Turns))
 			switch ep.Status {
 			case protocol.StatusCompleted, protocol.StatusTruncated:
 				sum.Scored++

@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // Schedule says how a scenario's agents take turns.
@@ -230,9 +230,9 @@ func (in *Info) Validate() error {
 	return nil
 }
 
-// Seat is an alias of trajectories.Seat, so that scenario code needs only
+// Seat is an alias of episode.Seat, so that scenario code needs only
 // env.
-type Seat = trajectories.Seat
+type Seat = episode.Seat
 
-// Score is an alias of trajectories.Score.
-type Score = trajectories.Score
+// Score is an alias of episode.Score.
+type Score = episode.Score

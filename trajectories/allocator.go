@@ -120,11 +120,12 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 				continue
 			}
 			for s := range group[e].Samples {
+				// A copy: a sample's Extra may be its turn's Notes.
 				md := &group[e].Samples[s].Metadata
-				if md.Extra == nil {
-					md.Extra = make(map[string]any, len(m))
-				}
-				maps.Copy(md.Extra, m)
+				extra := make(map[string]any, len(md.Extra)+len(m))
+				maps.Copy(extra, md.Extra)
+				maps.Copy(extra, m)
+				md.Extra = extra
 			}
 		}
 		for e, ep := range group {

@@ -3,6 +3,7 @@ package trajectories_test
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/troupe-rl/troupe/episode"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,7 +51,7 @@ func FuzzReader(f *testing.F) {
 		for _, r := range rollouts {
 			flattened = append(flattened, r...)
 			if len(r) > 0 {
-				eps = append(eps, &trajectories.Episode{Samples: r})
+				eps = append(eps, &trajectories.Episode{Record: episode.Record{}, Samples: r})
 				nonEmpty = append(nonEmpty, r)
 			}
 		}

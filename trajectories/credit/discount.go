@@ -117,9 +117,9 @@ func (d Discount) AllocateNoted(ctx context.Context, group []*trajectories.Episo
 			return err
 		}
 		last := make([]int, len(ep.Seats))
-		for _, a := range ep.Actions {
-			if a.Agent >= 0 && a.Agent < len(last) {
-				last[a.Agent] = max(last[a.Agent], a.Turn)
+		for k := range ep.Turns {
+			if a := &ep.Turns[k]; a.Seat >= 0 && a.Seat < len(last) {
+				last[a.Seat] = max(last[a.Seat], a.Turn)
 			}
 		}
 		for s, i := range seats {
