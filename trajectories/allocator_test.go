@@ -3,12 +3,12 @@ package trajectories_test
 import (
 	"context"
 	"errors"
-	"github.com/troupe-rl/troupe/episode"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )

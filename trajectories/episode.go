@@ -38,6 +38,9 @@ type Episode struct {
 	// record). Their Reward is set by the allocators; the runner sets
 	// Index when the episode is written.
 	Samples []protocol.Sample
+	// Credit is what the allocators gave the episode (Allocate); nil
+	// before, or when the run has no allocators.
+	Credit *Credit
 
 	prepared *prepared // set by JSONLWriter.Prepare
 }

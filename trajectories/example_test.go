@@ -2,10 +2,10 @@ package trajectories_test
 
 import (
 	"fmt"
-	"github.com/troupe-rl/troupe/episode"
 	"os"
 	"strings"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )

@@ -5,8 +5,8 @@ package trajectories_test
 
 import (
 	"fmt"
-	"github.com/troupe-rl/troupe/episode"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )

@@ -3,11 +3,11 @@ package trajectories_test
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/troupe-rl/troupe/episode"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )

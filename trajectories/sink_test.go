@@ -3,13 +3,13 @@ package trajectories_test
 import (
 	"bytes"
 	"errors"
-	"github.com/troupe-rl/troupe/episode"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 

@@ -2,7 +2,6 @@ package trajectories_test
 
 import (
 	"errors"
-	"github.com/troupe-rl/troupe/episode"
 	"math"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )

@@ -3,7 +3,6 @@ package wire_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/troupe-rl/troupe/episode"
 	"math"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/wire"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"

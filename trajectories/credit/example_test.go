@@ -3,8 +3,8 @@ package credit_test
 import (
 	"context"
 	"fmt"
-	"github.com/troupe-rl/troupe/episode"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
