@@ -19,7 +19,14 @@
 //
 // Strings inside samples that are not valid UTF-8 arrive with U+FFFD in
 // place of the bad bytes, exactly as troupe's JSONL output writes them.
-// Episode.Replay is a function and never travels: the collector rebuilds it.
+//
+// The record's turns travel with their replay fields (step, seat, turn,
+// action: exact) and what the record says of them (state, seed, view,
+// legal actions, inbox, completion, invalid, emit; with U+FFFD for bad
+// bytes); their Prompt, Tokens and Notes travel only inside their samples
+// and arrive nil. Messages travel with their recipients, the label beside
+// the steps. Episode.Replay is a function and never travels: the collector
+// rebuilds it.
 package wire
 
 import (
