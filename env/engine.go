@@ -603,29 +603,20 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 	for k := range obs.Inbox {
 		e.inbox = append(e.inbox, obs.Inbox[k].Seq)
 	}
-	t := episode.Turn{
-		Seat:       i,
-		Step:       obs.Step,
-		Turn:       obs.Turn,
-		State:      obs.State,
-		Seed:       obs.Seed,
-		View:       view.Text,
-		Legal:      view.Legal,
-		Action:     a.Text,
-		Completion: a.Completion,
-		Prompt:     a.Prompt,
-		Tokens:     a.Tokens,
-		Invalid:    a.Invalid,
-		Emit:       e.emit[i],
-	}
+	// Built in place: copying a Turn, all pointers, costs write barriers.
+	e.lastTurn[i] = len(e.rec.Turns)
+	e.rec.Turns = append(e.rec.Turns, episode.Turn{})
+	t := &e.rec.Turns[len(e.rec.Turns)-1]
+	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
+	t.View, t.Legal = view.Text, view.Legal
+	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
+	t.Emit = e.emit[i]
 	if len(obs.Inbox) > 0 {
 		t.Inbox = e.inbox[start:len(e.inbox):len(e.inbox)]
 	}
 	if len(a.Notes) > 0 {
 		t.Notes = maps.Clone(a.Notes)
 	}
-	e.lastTurn[i] = len(e.rec.Turns)
-	e.rec.Turns = append(e.rec.Turns, t)
 }
 
 // RenderObservation is the text prompt of a turn: the scenario's view,

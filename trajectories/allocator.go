@@ -15,8 +15,11 @@ import (
 //
 // Allocate receives one group of episodes (the episodes that share a
 // GroupIndex; a single episode when the run has no groups) and writes, for
-// every episode e and every sample s of it, the reward into dst[e][s]. dst is
-// sized by the caller. Allocate must not change the episodes.
+// every episode e and every sample s of it (its s-th emitted turn), the
+// reward into dst[e][s]. dst is sized by the caller. An episode's samples
+// may not be projected (Samples nil, see RecordOnly): an allocator reads
+// the record, and the samples' seats and times from the emitted turns then.
+// Allocate must not change the episodes.
 type Allocator interface {
 	Name() string
 	Allocate(ctx context.Context, group []*Episode, dst [][]float64) error
@@ -117,9 +120,10 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 	for e, ep := range group {
 		credits[e] = Credit{Allocators: names, Values: make([][]float64, len(allocs))}
 		// One array for every allocator's values of the episode.
-		all := make([]float64, len(allocs)*len(ep.Samples))
+		n := ep.SampleCount()
+		all := make([]float64, len(allocs)*n)
 		for i := range allocs {
-			credits[e].Values[i] = all[i*len(ep.Samples) : (i+1)*len(ep.Samples) : (i+1)*len(ep.Samples)]
+			credits[e].Values[i] = all[i*n : (i+1)*n : (i+1)*n]
 		}
 	}
 	dst := make([][]float64, len(group))

@@ -50,6 +50,22 @@ func NewEpisode(rec *episode.Record) *Episode {
 	return &Episode{Record: *rec, Samples: Samples(rec)}
 }
 
+// RecordOnly returns rec as an episode whose samples are not projected:
+// what a run whose sinks need no samples (NeedsSamples) works with.
+// Allocate gives it its Credit all the same.
+func RecordOnly(rec *episode.Record) *Episode {
+	return &Episode{Record: *rec}
+}
+
+// SampleCount returns the number of ep's samples, projected or not: its
+// emitted turns.
+func (ep *Episode) SampleCount() int {
+	if ep.Samples != nil {
+		return len(ep.Samples)
+	}
+	return ep.Record.Emitted()
+}
+
 // Samples projects the emitted turns of rec into slime samples, in order of
 // play: the one place a sample is assembled from a record. Each sample's
 // prompt is the chat the policy recorded or else the turn's rendered
@@ -69,24 +85,16 @@ func Samples(rec *episode.Record) []protocol.Sample {
 		if !t.Emit {
 			continue
 		}
-		s := protocol.Sample{
-			RolloutID:  rec.RolloutID,
-			GroupIndex: rec.GroupIndex,
-			Response:   t.Action,
-			Label:      label,
-			Status:     rec.Status,
-			Metadata: protocol.Metadata{
-				Scenario:   rec.Scenario,
-				Seed:       rec.Seed,
-				Episode:    rec.Index,
-				Turn:       t.Turn,
-				Step:       t.Step,
-				State:      string(t.State),
-				End:        rec.End,
-				Error:      rec.Err,
-				TeamReward: rec.Score.Team,
-			},
-		}
+		// Built in place: copying a Sample, mostly pointers, costs write
+		// barriers.
+		out = append(out, protocol.Sample{})
+		s := &out[len(out)-1]
+		s.RolloutID, s.GroupIndex = rec.RolloutID, rec.GroupIndex
+		s.Response, s.Label, s.Status = t.Action, label, rec.Status
+		md := &s.Metadata
+		md.Scenario, md.Seed, md.Episode = rec.Scenario, rec.Seed, rec.Index
+		md.Turn, md.Step, md.State = t.Turn, t.Step, string(t.State)
+		md.End, md.Error, md.TeamReward = rec.End, rec.Err, rec.Score.Team
 		if t.Seat >= 0 && t.Seat < len(rec.Seats) {
 			s.Metadata.Agent, s.Metadata.Role = rec.Seats[t.Seat].ID, rec.Seats[t.Seat].Role
 		}
@@ -128,7 +136,6 @@ func Samples(rec *episode.Record) []protocol.Sample {
 		} else {
 			s.Metadata.TextOnly = true
 		}
-		out = append(out, s)
 	}
 	return out
 }

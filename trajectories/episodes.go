@@ -467,3 +467,6 @@ func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
 
 // Flush implements Flusher.
 func (ew *EpisodeWriter) Flush() error { return ew.out.Flush() }
+
+// NeedsSamples implements SampleNeeder: the records are all it writes.
+func (ew *EpisodeWriter) NeedsSamples() bool { return false }

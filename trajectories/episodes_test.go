@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
@@ -193,4 +194,42 @@ func FuzzEpisodeDecode(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, string(once), string(twice))
 	})
+}
+
+// TestRecordOnlyRunsGiveTheSameCredit: a run whose sinks need no samples
+// projects none, and its allocators, reading the emitted turns, give the
+// credit a run with samples gives.
+func TestRecordOnlyRunsGiveTheSameCredit(t *testing.T) {
+	sc, err := scenarios.Builtin().Lookup("tictactoe")
+	require.NoError(t, err)
+	params, err := sc.Info().ParseParams(nil)
+	require.NoError(t, err)
+	var allocs []trajectories.Allocator
+	for _, spec := range []string{"team", "individual", "equal-split-sample", "discount:of=individual,gamma=0.5", "discount:unit=step,gamma=0.9", "rloo:base=individual,key=role"} {
+		a, err := credit.Builtin().Parse(spec)
+		require.NoError(t, err)
+		allocs = append(allocs, a)
+	}
+	run := func(samples trajectories.Sink) (string, env.Summary) {
+		var eb bytes.Buffer
+		sum, err := env.Run(context.Background(), env.RunConfig{
+			Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Episodes: 12, GroupSize: 4, Seed: 5,
+			Emit: env.EmitRoles("x"), Allocators: allocs, RewardFormat: trajectories.RewardDict,
+		}, trajectories.Tee(samples, trajectories.NewEpisodeWriter(&eb)))
+		require.NoError(t, err)
+		return eb.String(), sum
+	}
+	withSamples, sum1 := run(trajectories.NewJSONLWriter(io.Discard, trajectories.Flat))
+	recordOnly, sum2 := run(trajectories.Discard)
+	assert.Equal(t, withSamples, recordOnly)
+	assert.Equal(t, sum1.Samples, sum2.Samples, "samples are counted, projected or not")
+	assert.Positive(t, sum2.Samples)
+}
+
+func TestNeedsSamples(t *testing.T) {
+	assert.False(t, trajectories.NeedsSamples(trajectories.Discard))
+	assert.False(t, trajectories.NeedsSamples(trajectories.NewEpisodeWriter(io.Discard)))
+	assert.False(t, trajectories.NeedsSamples(trajectories.Tee(trajectories.Discard, trajectories.NewEpisodeWriter(io.Discard))))
+	assert.True(t, trajectories.NeedsSamples(trajectories.Tee(trajectories.Discard, &trajectories.Collector{})))
+	assert.True(t, trajectories.NeedsSamples(trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)))
 }

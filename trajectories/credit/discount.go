@@ -106,9 +106,10 @@ func (d Discount) AllocateNoted(ctx context.Context, group []*trajectories.Episo
 		return err
 	}
 	for e, ep := range group {
+		steps, turns := sampleTimes(ep)
 		if d.Unit == UnitStep {
-			for s := range ep.Samples {
-				dst[e][s] *= pow(d.Gamma, ep.Steps-ep.Samples[s].Metadata.Step)
+			for s := range dst[e] {
+				dst[e][s] *= pow(d.Gamma, ep.Steps-steps[s])
 			}
 			continue
 		}
@@ -123,7 +124,7 @@ func (d Discount) AllocateNoted(ctx context.Context, group []*trajectories.Episo
 			}
 		}
 		for s, i := range seats {
-			dst[e][s] *= pow(d.Gamma, last[i]-ep.Samples[s].Metadata.Turn)
+			dst[e][s] *= pow(d.Gamma, last[i]-turns[s])
 		}
 	}
 	return nil
