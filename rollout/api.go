@@ -67,9 +67,9 @@ type Request struct {
 	// text. A non-null Label also becomes every returned sample's label,
 	// byte for byte as sent (the game's own label, if it has a different
 	// one, moves to metadata "game_label").
-	Prompt *Prompt          `json:"prompt,omitempty"`
+	Prompt *Prompt         `json:"prompt,omitempty"`
 	Label  json.RawMessage `json:"label,omitempty"`
-	Seed   *uint64 `json:"seed,omitempty"` // scenario seed; default: derived from the service seed and group_index
+	Seed   *uint64         `json:"seed,omitempty"` // scenario seed; default: derived from the service seed and group_index
 	// PolicySeed roots the episodes' policy seeds: episode i draws from
 	// seeds.Mix(PolicySeed, i). Default: derived from the scenario seed and
 	// each episode's rollout_id, so that slime's n copies of a prompt (one
