@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -35,9 +36,11 @@ type Bus interface {
 	// Mailbox returns every message delivered to seat so far, in delivery
 	// order. The caller must not modify or keep it past the next Deliver.
 	Mailbox(seat int) []protocol.Message
-	// Log returns every message sent in this episode, in send order. The
-	// slice belongs to the caller after the episode; Reset starts a new one.
-	Log() []protocol.Message
+	// Log returns every message sent in this episode, in send order, with
+	// the seats each was delivered to (none yet for a message not yet
+	// delivered). The slice belongs to the caller after the episode; Reset
+	// starts a new one.
+	Log() []episode.Message
 }
 
 // ErrBadMessage is wrapped by Send's errors.
@@ -50,7 +53,10 @@ type MemBus struct {
 	channels map[string][]int // members in seat order
 	mail     [][]protocol.Message
 	queue    int // log[queue:] is not yet delivered
-	log      []protocol.Message
+	log      []episode.Message
+	// recipients backs the log's Recipients: one array per episode,
+	// sliced, rather than one per message.
+	recipients []int
 }
 
 // NewMemBus returns an empty in-process bus.
@@ -79,7 +85,8 @@ func (b *MemBus) Reset(ids []string) {
 		b.mail[i] = b.mail[i][:0]
 	}
 	b.queue = 0
-	b.log = nil // the previous episode keeps its log
+	b.log = nil        // the previous episode keeps its log
+	b.recipients = nil // and its recipients
 }
 
 // Join implements Bus.
@@ -122,37 +129,44 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 	}
 	m.Time = time
 	m.Seq = len(b.log)
-	b.log = append(b.log, m)
+	b.log = append(b.log, episode.Message{Message: m})
 	return m, nil
 }
 
 // Deliver implements Bus.
 func (b *MemBus) Deliver() {
-	for _, m := range b.log[b.queue:] {
+	for k := b.queue; k < len(b.log); k++ {
+		m := &b.log[k]
+		start := len(b.recipients)
 		switch {
 		case m.To.IsBroadcast():
 			for i, id := range b.ids {
 				if id != m.From {
-					b.mail[i] = append(b.mail[i], m)
+					b.deliver(i, m)
 				}
 			}
 		case strings.HasPrefix(string(m.To), "#"):
 			name, _ := m.To.ChannelName()
 			for _, i := range b.channels[name] {
 				if b.ids[i] != m.From {
-					b.mail[i] = append(b.mail[i], m)
+					b.deliver(i, m)
 				}
 			}
 		default:
-			i := b.index[string(m.To)]
-			b.mail[i] = append(b.mail[i], m)
+			b.deliver(b.index[string(m.To)], m)
 		}
+		m.Recipients = b.recipients[start:len(b.recipients):len(b.recipients)]
 	}
 	b.queue = len(b.log)
+}
+
+func (b *MemBus) deliver(seat int, m *episode.Message) {
+	b.mail[seat] = append(b.mail[seat], m.Message)
+	b.recipients = append(b.recipients, seat)
 }
 
 // Mailbox implements Bus.
 func (b *MemBus) Mailbox(seat int) []protocol.Message { return b.mail[seat] }
 
 // Log implements Bus.
-func (b *MemBus) Log() []protocol.Message { return b.log }
+func (b *MemBus) Log() []episode.Message { return b.log }

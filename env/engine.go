@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Limits bound an episode. A zero field means no limit. Hitting a limit
@@ -28,8 +28,8 @@ type Limits struct {
 	Timeout     time.Duration // wall time
 }
 
-// Why an episode ended, as written to Episode.End and each sample's
-// metadata "end".
+// Why an episode ended, as written to episode.Record.End (and each sample's
+// metadata "end").
 const (
 	EndTerminated  = "terminated"     // the rules ended it
 	EndQuiescent   = "quiescent"      // async: nobody had anything left to answer
@@ -109,9 +109,10 @@ type Setup struct {
 	// (LLM calls). Their answers are applied in seat order all the same.
 	ParallelPolicies bool
 	// Counterfactual, when set, re-runs a recorded episode differently
-	// (see trajectories.Counterfactual); Recorded holds the original turns.
-	Counterfactual *trajectories.Counterfactual
-	Recorded       []trajectories.ActionRecord
+	// (see episode.Counterfactual); Recorded holds the original turns.
+	// A counterfactual run records no turns: only its outcome and score.
+	Counterfactual *episode.Counterfactual
+	Recorded       []episode.Turn
 	// recordedBySeat is Recorded split by seat and turn, computed once per
 	// episode by its replayer rather than once per replay.
 	recordedBySeat [][]string
@@ -128,16 +129,16 @@ type Engine struct {
 	pool     map[*agents.Role][]*agents.Machine
 	setup    *Setup
 	info     *Info
-	ep       *trajectories.Episode
+	rec      *episode.Record
 	seats    []Seat
 	machines []*agents.Machine
 	policies []agents.Policy
 	absent   []bool
 	turns    []int // per seat: turns taken
 	cursor   []int // per seat: mailbox entries already observed
-	// lastSample is, per seat, the index in ep.Samples of its latest
-	// sample, or -1.
-	lastSample []int
+	// lastTurn is, per seat, the index in rec.Turns of its latest turn,
+	// or -1.
+	lastTurn []int
 	// checked are the last seats checked, ids their ids: seats equal to
 	// them (El Farol hands out the same ones every episode) are not
 	// checked again, which for N agents costs N map inserts; comparing
@@ -145,22 +146,22 @@ type Engine struct {
 	checked     []Seat
 	checkedInfo *Info
 	ids         []string
-	// sampleSeat is, per sample of the episode, its seat.
-	sampleSeat []int
-	named      []int // actors' buffer
-	// actionHint and sampleHint are the sizes of the last episode played
-	// (not a replay): the next one's record and samples start with that
-	// capacity instead of growing, copy after copy, to it.
-	actionHint, sampleHint int
-	emit                   []bool
-	ended                  bool
-	offenders              []int // seats whose invalid answers ended the episode
-	step                   Step
-	obs                    []agents.Observation
-	views                  []View
-	moves                  []Move
-	errs                   []error
-	current                Game
+	named       []int // actors' buffer
+	// turnHint and inboxHint are the sizes of the last episode played
+	// (not a replay): the next one's turns and inbox positions start with
+	// that capacity instead of growing, copy after copy, to it.
+	turnHint, inboxHint int
+	// inbox backs the recorded turns' Inbox: one array per episode.
+	inbox     []int
+	emit      []bool
+	ended     bool
+	offenders []int // seats whose invalid answers ended the episode
+	step      Step
+	obs       []agents.Observation
+	views     []View
+	moves     []Move
+	errs      []error
+	current   Game
 }
 
 // NewEngine returns an engine with an in-process bus.
@@ -173,7 +174,7 @@ func NewEngineWithBus(bus Bus) *Engine {
 	return e
 }
 
-// Errors an episode can record; they are wrapped in Episode.Err's text and
+// Errors an episode can record; they are wrapped in Record.Err's text and
 // returned by Replay.
 var (
 	ErrBadSeats    = errors.New("bad seats")
@@ -183,22 +184,23 @@ var (
 )
 
 // RunEpisode runs one episode with a fresh engine.
-func RunEpisode(ctx context.Context, setup Setup) *trajectories.Episode {
+func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 	return NewEngine().Run(ctx, setup)
 }
 
-// Run plays one episode to its end and returns it. It never returns nil and
-// never panics because of the game or a policy: whatever goes wrong is
-// recorded in the episode's Status, End and Err.
+// Run plays one episode to its end and returns its record: the turns, the
+// message log with recipients, the outcome and the score. It never returns
+// nil and never panics because of the game or a policy: whatever goes wrong
+// is recorded in the record's Status, End and Err.
 //
 //   - completed: the rules ended it (or, async, nobody had mail left);
 //   - truncated: a limit of setup.Limits ended it;
 //   - aborted: ctx was cancelled (End "interrupted") or a policy failed;
 //   - failed: the game broke (an error from Start or Apply, an impossible
 //     transition, bad seats, a panic).
-func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
+func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 	info := setup.Scenario.Info()
-	ep := &trajectories.Episode{
+	ep := &episode.Record{
 		Scenario:   info.Name,
 		Params:     setup.Params.raw,
 		Seed:       setup.Seed,
@@ -208,13 +210,12 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 		GroupIndex: setup.GroupIndex,
 	}
 	if setup.Counterfactual == nil {
-		ep.Actions = make([]trajectories.ActionRecord, 0, e.actionHint)
-		ep.Samples = make([]protocol.Sample, 0, e.sampleHint)
-		defer func() { e.actionHint, e.sampleHint = len(ep.Actions), len(ep.Samples) }()
+		ep.Turns = make([]episode.Turn, 0, e.turnHint)
+		e.inbox = make([]int, 0, e.inboxHint)
+		defer func() { e.turnHint, e.inboxHint = len(ep.Turns), len(e.inbox) }()
 	}
-	e.setup, e.info, e.ep = &setup, info, ep
-	e.sampleSeat = e.sampleSeat[:0]
-	defer func() { e.setup, e.ep, e.current = nil, nil, nil; clear(e.policies) }()
+	e.setup, e.info, e.rec = &setup, info, ep
+	defer func() { e.setup, e.rec, e.current, e.inbox = nil, nil, nil, nil; clear(e.policies) }()
 
 	runCtx := ctx
 	if setup.Limits.Timeout > 0 {
@@ -237,9 +238,12 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 			ep.Score = score
 		}
 	}
-	ep.Messages = e.bus.Log()
-	e.finishSamples()
 	if setup.Counterfactual == nil {
+		// Messages still queued (sent in a step that failed) get the
+		// recipients they would have reached.
+		e.bus.Deliver()
+		ep.Messages = e.bus.Log()
+		ep.Label = e.label()
 		// A game that ended by its own rules can answer frozen
 		// counterfactuals from its final state (Rescorer): the replayer
 		// keeps it for that.
@@ -247,7 +251,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *trajectories.Episode {
 		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent) {
 			done = e.current
 		}
-		ep.Replay = replayer(setup, e.seats, ep.Actions, done)
+		ep.Replay = replayer(setup, e.seats, ep.Turns, done)
 	}
 	return ep
 }
@@ -339,7 +343,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
 		}
 		e.bus.Deliver()
-		e.ep.Steps = t
+		e.rec.Steps = t
 		if lim.MaxMessages > 0 && len(e.bus.Log()) > lim.MaxMessages && !e.ended {
 			return protocol.StatusTruncated, EndMaxMessages, nil
 		}
@@ -374,7 +378,7 @@ func (e *Engine) seat(seats []Seat) error {
 	ids := e.ids
 	n := len(seats)
 	e.seats = seats
-	e.ep.Seats = seats
+	e.rec.Seats = seats
 	e.bus.Reset(ids)
 	e.machines = e.machines[:0]
 	used := make(map[*agents.Role]int, len(e.info.Roles))
@@ -399,7 +403,7 @@ func (e *Engine) seat(seats []Seat) error {
 	e.emit = resize(e.emit, n)
 	e.turns = resize(e.turns, n)
 	e.cursor = resize(e.cursor, n)
-	e.lastSample = resize(e.lastSample, n)
+	e.lastTurn = resize(e.lastTurn, n)
 	e.policies = resize(e.policies, n)
 	cf := e.setup.Counterfactual
 	var recorded [][]string
@@ -410,7 +414,7 @@ func (e *Engine) seat(seats []Seat) error {
 		}
 	}
 	for i, s := range seats {
-		e.lastSample[i] = -1
+		e.lastTurn[i] = -1
 		e.emit[i] = e.setup.Emit == nil || e.setup.Emit(s)
 		e.policies[i] = e.setup.Policy(s)
 		if e.policies[i] == nil {
@@ -444,11 +448,12 @@ func (e *Engine) seat(seats []Seat) error {
 }
 
 // splitBySeat lists each seat's recorded actions in turn order.
-func splitBySeat(actions []trajectories.ActionRecord, n int) [][]string {
+func splitBySeat(turns []episode.Turn, n int) [][]string {
 	out := make([][]string, n)
-	for _, a := range actions {
-		if a.Agent < n && a.Turn == len(out[a.Agent]) {
-			out[a.Agent] = append(out[a.Agent], a.Action)
+	for k := range turns {
+		t := &turns[k]
+		if t.Seat >= 0 && t.Seat < n && t.Turn == len(out[t.Seat]) {
+			out[t.Seat] = append(out[t.Seat], t.Action)
 		}
 	}
 	return out
@@ -597,11 +602,12 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		return err
 	}
 	for k, i := range actors {
-		e.record(i, &e.obs[k], e.moves[k].Action, e.views[k])
+		if e.setup.Counterfactual == nil {
+			e.record(i, &e.obs[k], &e.moves[k].Action, e.views[k])
+		}
 		e.turns[i]++
-		if reason := e.moves[k].Action.Invalid; reason != "" {
+		if e.moves[k].Action.Invalid != "" {
 			e.offenders = append(e.offenders, i)
-			e.step.Note(i, "invalid", reason)
 		}
 	}
 	return nil
@@ -635,80 +641,34 @@ func (e *Engine) turnSeed(i int) uint64 {
 	return seed
 }
 
-// record appends the turn to the action record and, when the seat is
-// emitted, a sample.
-func (e *Engine) record(i int, obs *agents.Observation, a agents.Action, view View) {
-	e.ep.Actions = append(e.ep.Actions, trajectories.ActionRecord{Step: obs.Step, Agent: i, Turn: obs.Turn, Action: a.Text})
-	if !e.emit[i] {
-		return
+// record appends the turn to the episode's record.
+func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view View) {
+	start := len(e.inbox)
+	for k := range obs.Inbox {
+		e.inbox = append(e.inbox, obs.Inbox[k].Seq)
 	}
-	s := protocol.Sample{
-		RolloutID:  e.ep.RolloutID,
-		GroupIndex: e.ep.GroupIndex,
-		Response:   a.Text,
-		Status:     protocol.StatusPending,
-		Metadata: protocol.Metadata{
-			Scenario: e.info.Name,
-			Seed:     e.ep.Seed,
-			Episode:  e.ep.Index,
-			Agent:    obs.Agent,
-			Role:     obs.Role,
-			Turn:     obs.Turn,
-			Step:     obs.Step,
-			State:    string(obs.State),
-		},
+	// Built in place: copying a Turn, all pointers, costs write barriers.
+	e.lastTurn[i] = len(e.rec.Turns)
+	e.rec.Turns = append(e.rec.Turns, episode.Turn{})
+	t := &e.rec.Turns[len(e.rec.Turns)-1]
+	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
+	t.View, t.Legal = view.Text, view.Legal
+	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
+	t.Emit = e.emit[i]
+	if len(obs.Inbox) > 0 {
+		t.Inbox = e.inbox[start:len(e.inbox):len(e.inbox)]
 	}
 	if len(a.Notes) > 0 {
-		s.Metadata.Extra = maps.Clone(a.Notes)
+		t.Notes = maps.Clone(a.Notes)
 	}
-	if a.Completion != "" {
-		// The response is what the model wrote; the move the game read
-		// from it is kept beside it.
-		s.Response = a.Completion
-		s.Metadata.Action = a.Text
-	}
-	if a.Prompt != nil {
-		s.Prompt = *a.Prompt
-	} else {
-		s.Prompt = protocol.TextPrompt(RenderObservation(view.Text, obs.Inbox))
-	}
-	if t := a.Tokens; t != nil && len(t.Response) > 0 {
-		s.Tokens = make([]int, 0, len(t.Prompt)+len(t.Response))
-		s.Tokens = append(append(s.Tokens, t.Prompt...), t.Response...)
-		s.ResponseLength = len(t.Response)
-		s.LossMask = t.LossMask
-		if s.LossMask == nil {
-			s.LossMask = make([]int, len(t.Response))
-			for j := range s.LossMask {
-				s.LossMask[j] = 1
-			}
-		}
-		s.RolloutLogProbs = t.LogProbs
-	} else {
-		s.Metadata.TextOnly = true
-	}
-	e.lastSample[i] = len(e.ep.Samples)
-	e.sampleSeat = append(e.sampleSeat, i)
-	e.ep.Samples = append(e.ep.Samples, s)
 }
 
 // RenderObservation is the text prompt of a turn: the scenario's view,
 // followed by the messages delivered since the agent's previous turn, one
-// per line as "[t=TIME] FROM -> TO (KIND): PAYLOAD".
+// per line as "[t=TIME] FROM -> TO (KIND): PAYLOAD". It is
+// episode.RenderObservation.
 func RenderObservation(view string, inbox []protocol.Message) string {
-	if len(inbox) == 0 {
-		return view
-	}
-	var b strings.Builder
-	b.WriteString(view)
-	if view != "" {
-		b.WriteString("\n")
-	}
-	b.WriteString("Messages:")
-	for _, m := range inbox {
-		fmt.Fprintf(&b, "\n[t=%d] %s -> %s (%s): %s", m.Time, m.From, m.To, m.Kind, m.Payload)
-	}
-	return b.String()
+	return episode.RenderObservation(view, inbox)
 }
 
 // label asks the game for its ground truth; a panicking Label is a game
@@ -725,40 +685,23 @@ func (e *Engine) label() (label string) {
 	return ""
 }
 
-// finishSamples stamps the episode's outcome on its samples.
-func (e *Engine) finishSamples() {
-	ep := e.ep
-	label := protocol.TextLabel(e.label())
-	for k := range ep.Samples {
-		md := &ep.Samples[k].Metadata
-		ep.Samples[k].Status = ep.Status
-		ep.Samples[k].Label = label
-		md.End = ep.End
-		md.Error = ep.Err
-		md.TeamReward = ep.Score.Team
-		if i := e.sampleSeat[k]; i < len(ep.Score.Agents) {
-			md.AgentScore = &ep.Score.Agents[i]
-		}
-	}
-}
-
 // NewReplayer returns the Replayer of an episode played with setup by the
 // given seats, whose turns were recorded: it re-runs the same setup under a
-// counterfactual, with no samples emitted. The engine gives every episode
-// it plays one; an executor that gets episodes from elsewhere (another
+// counterfactual, recording no turns. The engine gives every episode it
+// plays one; an executor that gets episodes from elsewhere (another
 // machine) builds theirs with it.
-func NewReplayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord) trajectories.Replayer {
+func NewReplayer(setup Setup, seats []Seat, recorded []episode.Turn) episode.Replayer {
 	return replayer(setup, seats, recorded, nil)
 }
 
 // replayer is NewReplayer, plus done: when not nil, the episode's finished
 // game, which is asked frozen counterfactuals first (Rescorer); they are
 // replayed only when it cannot answer.
-func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, done Game) trajectories.Replayer {
+func replayer(setup Setup, seats []Seat, recorded []episode.Turn, done Game) episode.Replayer {
 	// Replays run concurrently (counterfactual allocators fan out), so the
 	// per-seat split of the record is made once, by whichever comes first.
 	bySeat := sync.OnceValue(func() [][]string { return splitBySeat(recorded, len(seats)) })
-	return trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (Score, error) {
+	return episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (Score, error) {
 		info := setup.Scenario.Info()
 		spec := info.Counterfactual
 		if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
@@ -796,8 +739,8 @@ func replayer(setup Setup, seats []Seat, recorded []trajectories.ActionRecord, d
 
 // Errors of counterfactual replays.
 var (
-	ErrNoAbsence    = trajectories.ErrNoAbsence
-	ErrNoNullAction = trajectories.ErrNoNullAction
+	ErrNoAbsence    = episode.ErrNoAbsence
+	ErrNoNullAction = episode.ErrNoNullAction
 	ErrReplayFailed = errors.New("counterfactual replay did not finish")
 )
 

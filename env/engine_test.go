@@ -29,7 +29,7 @@ func runOne(t *testing.T, sc env.Scenario, pol agents.Policy, mod func(*env.Setu
 	if mod != nil {
 		mod(&s)
 	}
-	ep := env.RunEpisode(context.Background(), s)
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), s))
 	require.NotNil(t, ep)
 	for i := range ep.Samples {
 		ep.Samples[i].Index = int64(i)
@@ -123,8 +123,8 @@ func TestAsyncConversationEndsQuiescent(t *testing.T) {
 	assert.Equal(t, protocol.StatusCompleted, ep.Status)
 	assert.Equal(t, env.EndQuiescent, ep.End)
 	var who []string
-	for _, a := range ep.Actions {
-		who = append(who, fmt.Sprintf("%d:%s", a.Step, ep.Seats[a.Agent].ID))
+	for _, a := range ep.Turns {
+		who = append(who, fmt.Sprintf("%d:%s", a.Step, ep.Seats[a.Seat].ID))
 	}
 	assert.Equal(t, []string{"1:a", "2:b", "3:a", "4:b", "5:a"}, who)
 	assert.Len(t, ep.Messages, 4)
@@ -147,7 +147,7 @@ func TestLimitsTruncate(t *testing.T) {
 			ep := runOne(t, relayScenario(env.Sequential, 0, never, nil), agents.Random(), func(s *env.Setup) { s.Limits = c.limits })
 			assert.Equal(t, protocol.StatusTruncated, ep.Status)
 			assert.Equal(t, c.end, ep.End)
-			assert.Equal(t, c.turns, ep.Turns())
+			assert.Equal(t, c.turns, len(ep.Turns))
 			for _, s := range ep.Samples {
 				assert.Equal(t, protocol.StatusTruncated, s.Status)
 				assert.Equal(t, c.end, s.Metadata.End)
@@ -177,7 +177,7 @@ func TestTimeoutTruncatesAndInterruptAborts(t *testing.T) {
 		}
 		return agents.Action{Text: "1"}, nil
 	})
-	ep = env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(cancelling)})
+	ep = trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(cancelling)}))
 	assert.Equal(t, protocol.StatusAborted, ep.Status)
 	assert.Equal(t, env.EndInterrupted, ep.End)
 	assert.Contains(t, ep.Err, "context canceled")
@@ -236,7 +236,7 @@ func TestBadSeatsFail(t *testing.T) {
 			sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
 				return &relay{seats: seats, target: 1}, nil
 			})
-			ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())})
+			ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())}))
 			assert.Equal(t, protocol.StatusFailed, ep.Status)
 			assert.ErrorContains(t, errors.New(ep.Err), "bad seats")
 		})
@@ -253,7 +253,7 @@ func TestNotesAndEmitFilter(t *testing.T) {
 	// a played "x" (noted illegal), b played "3" but is not emitted, c never played.
 	require.Len(t, ep.Samples, 1)
 	assert.Equal(t, map[string]any{"illegal": true}, ep.Samples[0].Metadata.Extra)
-	assert.Len(t, ep.Actions, 2, "unemitted turns are still recorded for replay")
+	assert.Len(t, ep.Turns, 2, "unemitted turns are still recorded for replay")
 }
 
 func TestTokensBecomeTrainedSample(t *testing.T) {
@@ -278,7 +278,7 @@ func TestParallelPoliciesGiveTheSameEpisode(t *testing.T) {
 	})
 	seq := runOne(t, sc, slow, nil)
 	par := runOne(t, sc, slow, func(s *env.Setup) { s.ParallelPolicies = true })
-	assert.Equal(t, seq.Actions, par.Actions)
+	assert.Equal(t, seq.Turns, par.Turns)
 	assert.Equal(t, trajectories.Transcript(seq), trajectories.Transcript(par))
 }
 
@@ -315,7 +315,7 @@ func TestCounterfactualNeedsDeclaration(t *testing.T) {
 	sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
 		return &relay{seats: []env.Seat{{ID: "a", Role: "p"}}, target: 2}, nil
 	})
-	ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())})
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())}))
 	_, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Absent: []int{0}})
 	assert.ErrorIs(t, err, env.ErrNoAbsence)
 	_, err = ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{0}})
@@ -327,12 +327,12 @@ func TestEngineReuseIsClean(t *testing.T) {
 	sc := relayScenario(env.Sequential, 7, relayHooks{}, nil)
 	eng := env.NewEngine()
 	s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}
-	first := eng.Run(context.Background(), s)
+	first := trajectories.NewEpisode(eng.Run(context.Background(), s))
 	for range 3 {
-		again := eng.Run(context.Background(), s)
+		again := trajectories.NewEpisode(eng.Run(context.Background(), s))
 		assert.Equal(t, trajectories.Transcript(first), trajectories.Transcript(again))
 	}
-	fresh := env.RunEpisode(context.Background(), s)
+	fresh := trajectories.NewEpisode(env.RunEpisode(context.Background(), s))
 	assert.Equal(t, trajectories.Transcript(first), trajectories.Transcript(fresh))
 }
 
@@ -426,7 +426,7 @@ func TestCompletionIsTheResponseAndTheMoveIsKept(t *testing.T) {
 	s := ep.Samples[0]
 	assert.Equal(t, wrote, s.Response, "the response is what the model wrote")
 	assert.Equal(t, "3", s.Metadata.Action, "the move the game read is kept in metadata")
-	assert.Equal(t, "3", ep.Actions[0].Action, "the game and replays see the move, not the completion")
+	assert.Equal(t, "3", ep.Turns[0].Action, "the game and replays see the move, not the completion")
 
 	plain := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), agents.Replay("3"), nil)
 	assert.Equal(t, "3", plain.Samples[0].Response)

@@ -50,9 +50,9 @@ func ExampleRun() {
 func ExampleRunEpisode() {
 	sc := elfarol.New()
 	params, _ := sc.Info().ParseParams(map[string]string{"agents": "4", "nights": "1", "capacity": "2"})
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()),
-	})
+	}))
 	fmt.Printf("%s: everyone on night 0, G = 4·e^(-2) = %.4f\n", ep.Status, ep.Score.Team)
 	home, _ := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{0}})
 	fmt.Printf("with patron 0 at home, G = 3·e^(-1.5) = %.4f\n", home.Team)

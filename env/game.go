@@ -67,7 +67,8 @@ type Labeler interface {
 // View is what one agent sees: the scenario's rendering of the state and,
 // for finite action spaces, the legal actions. Games should reuse strings
 // and slices wherever agents see the same thing; the engine never modifies
-// them.
+// them, and keeps them in the episode's record (episode.Turn), so a game
+// must not change a Legal slice it has handed out.
 type View struct {
 	Text  string
 	Legal []string

@@ -3,7 +3,7 @@ package env
 import (
 	"fmt"
 
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // Rescorer is an optional interface of a Game: a finished game that can
@@ -36,7 +36,7 @@ import (
 // Rescore must not change the game: an episode's counterfactuals are
 // rescored concurrently, from several goroutines.
 type Rescorer interface {
-	Rescore(cf trajectories.Counterfactual) (score Score, ok bool)
+	Rescore(cf episode.Counterfactual) (score Score, ok bool)
 }
 
 // rescore asks game, when it is a Rescorer, for the score of the frozen
@@ -44,7 +44,7 @@ type Rescorer interface {
 // the caller must replay. A Rescore that panics or answers with the wrong
 // number of agent scores is a broken game: the error says so, rather than
 // a silent fallback hiding the bug.
-func rescore(game Game, cf trajectories.Counterfactual, seats int) (score Score, ok bool, err error) {
+func rescore(game Game, cf episode.Counterfactual, seats int) (score Score, ok bool, err error) {
 	r, can := game.(Rescorer)
 	if !can || cf.Resimulate || len(cf.Reseed) > 0 {
 		return Score{}, false, nil

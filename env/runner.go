@@ -52,14 +52,22 @@ type LocalExecutor struct {
 	ParallelPolicies bool
 
 	engines EnginePool
+	// recordOnly leaves the samples unprojected (trajectories.RecordOnly):
+	// Run's own executor, when nothing needs them.
+	recordOnly bool
 }
 
-// Execute implements Executor. The request's Scenario and Params must be
-// the executor's own.
+// Execute implements Executor: it plays the episode and projects its record
+// into samples (trajectories.NewEpisode). The request's Scenario and Params
+// must be the executor's own.
 func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.Episode {
 	eng := x.engines.Get()
 	defer x.engines.Put(eng)
-	return eng.Run(ctx, Setup{
+	project := trajectories.NewEpisode
+	if x.recordOnly {
+		project = trajectories.RecordOnly
+	}
+	return project(eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,
 		Params:           x.Params,
 		Seed:             req.Seed,
@@ -73,7 +81,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
-	})
+	}))
 }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
@@ -252,6 +260,9 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 		exec = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
+			// Samples are projected only for sinks and observers that
+			// read them: prompts are not rendered for nothing.
+			recordOnly: cfg.Observe == nil && !trajectories.NeedsSamples(sink),
 		}
 	}
 	reqs := cfg.Requests()
@@ -344,8 +355,8 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 			}
 			sum.Episodes++
 			sum.ByStatus[ep.Status]++
-			sum.Samples += int64(len(ep.Samples))
-			sum.Turns += int64(len(ep.Actions))
+			sum.Samples += int64(ep.SampleCount())
+			sum.Turns += int64(len(ep.Turns))
 			switch ep.Status {
 			case protocol.StatusCompleted, protocol.StatusTruncated:
 				sum.Scored++

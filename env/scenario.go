@@ -1,6 +1,12 @@
 // Package env is troupe's environment: the scenario contract (Scenario,
 // Game), the message bus, the deterministic episode engine, and the runner
-// that plays many episodes in parallel and streams their samples to a sink.
+// that plays many episodes in parallel and streams them to a sink.
+//
+// The engine's output is an episode.Record and nothing else: every turn,
+// the bus's message log with each message's recipients, the outcome and the
+// score. It builds no training sample; trajectories projects the samples
+// from the record (trajectories.Samples), and the runner hands records with
+// their samples and credit to the sinks.
 //
 // The engine is synchronous and owns no goroutines, clocks or I/O: an
 // episode is a pure function of (scenario, parameters, seeds, policy
@@ -22,7 +28,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // Schedule says how a scenario's agents take turns. In every schedule an
@@ -281,9 +287,9 @@ func (in *Info) Validate() error {
 	return nil
 }
 
-// Seat is an alias of trajectories.Seat, so that scenario code needs only
+// Seat is an alias of episode.Seat, so that scenario code needs only
 // env.
-type Seat = trajectories.Seat
+type Seat = episode.Seat
 
-// Score is an alias of trajectories.Score.
-type Score = trajectories.Score
+// Score is an alias of episode.Score.
+type Score = episode.Score

@@ -92,20 +92,21 @@ func (s *Step) End() { s.e.ended = true }
 // Ended reports whether End was called.
 func (s *Step) Ended() bool { return s.e.ended }
 
-// Note records a scenario fact about seat in the metadata of its most recent
-// emitted sample (for example that its move was illegal, or the night it
-// attended). It does nothing when seat has no emitted sample yet. key must not
-// be one of troupe's own metadata keys.
+// Note records a scenario fact about seat's most recent turn in its Notes
+// (for example that its move was illegal, or the night it attended): the
+// metadata of the turn's sample. It does nothing when seat has not acted
+// yet, and in counterfactual replays. key must not be one of troupe's own
+// metadata keys.
 func (s *Step) Note(seat int, key string, value any) {
-	i := s.e.lastSample[seat]
+	i := s.e.lastTurn[seat]
 	if i < 0 {
 		return
 	}
-	md := &s.e.ep.Samples[i].Metadata
-	if md.Extra == nil {
-		md.Extra = map[string]any{}
+	t := &s.e.rec.Turns[i]
+	if t.Notes == nil {
+		t.Notes = map[string]any{}
 	}
-	md.Extra[key] = value
+	t.Notes[key] = value
 }
 
 // Errorf returns an error for a broken rule, naming the step.

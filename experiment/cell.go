@@ -202,7 +202,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		cell.Team = append(cell.Team, ep.Score.Team)
 		cell.Updates += int64(len(ep.Samples))
 		cell.Reward = append(cell.Reward, meanReward(ep))
-		turns += int64(len(ep.Actions))
+		turns += int64(len(ep.Turns))
 		if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(cfg.Episodes) {
 			prog.episodes(n-reported, turns)
 			reported, turns = n, 0

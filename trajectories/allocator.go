@@ -15,8 +15,11 @@ import (
 //
 // Allocate receives one group of episodes (the episodes that share a
 // GroupIndex; a single episode when the run has no groups) and writes, for
-// every episode e and every sample s of it, the reward into dst[e][s]. dst is
-// sized by the caller. Allocate must not change the episodes.
+// every episode e and every sample s of it (its s-th emitted turn), the
+// reward into dst[e][s]. dst is sized by the caller. An episode's samples
+// may not be projected (Samples nil, see RecordOnly): an allocator reads
+// the record, and the samples' seats and times from the emitted turns then.
+// Allocate must not change the episodes.
 type Allocator interface {
 	Name() string
 	Allocate(ctx context.Context, group []*Episode, dst [][]float64) error
@@ -78,18 +81,33 @@ func ParseRewardFormat(s string) (RewardFormat, error) {
 	return 0, fmt.Errorf("reward format %q: want scalar or dict", s)
 }
 
-// Allocate runs the allocators over one group and writes their values into
-// the samples' Reward (scalar: the first allocator's; dict: all of them) and
-// Metadata.Allocator. Samples of failed or aborted episodes get a reward too:
-// what the allocators give them (usually from a team reward of 0), so that a
-// trainer that keeps them sees a defined value.
+// Credit is what the allocators gave one episode: for each allocator, in
+// the run's order, one value per emitted turn (that is, per sample, in
+// order), and the notes the allocators made about the episode (Noter).
+type Credit struct {
+	Allocators []string    // the allocators' names, parameters included
+	Values     [][]float64 // Values[a][k]: allocator a's value for emitted turn k
+	Notes      map[string]any
+}
+
+// Value returns allocator a's value for emitted turn k, and whether there is
+// one.
+func (c *Credit) Value(a, k int) (float64, bool) {
+	if c == nil || a < 0 || a >= len(c.Values) || k < 0 || k >= len(c.Values[a]) {
+		return 0, false
+	}
+	return c.Values[a][k], true
+}
+
+// Allocate runs the allocators over one group, keeps their values in each
+// episode's Credit, and writes them into the samples' Reward (scalar: the
+// first allocator's; dict: all of them) and Metadata.Allocator, their notes
+// into Metadata.Extra. Samples of failed or aborted episodes get a reward
+// too: what the allocators give them (usually from a team reward of 0), so
+// that a trainer that keeps them sees a defined value.
 func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format RewardFormat) error {
 	if len(allocs) == 0 {
 		return nil
-	}
-	dst := make([][]float64, len(group))
-	for e, ep := range group {
-		dst[e] = make([]float64, len(ep.Samples))
 	}
 	names := make([]string, len(allocs))
 	for i, a := range allocs {
@@ -98,11 +116,20 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 			return fmt.Errorf("%w: %q given twice", ErrDuplicateAllocator, names[i])
 		}
 	}
-	// Allocator names may hold commas (their parameters) but never spaces.
-	joined := strings.Join(names, " ")
+	credits := make([]Credit, len(group))
+	for e, ep := range group {
+		credits[e] = Credit{Allocators: names, Values: make([][]float64, len(allocs))}
+		// One array for every allocator's values of the episode.
+		n := ep.SampleCount()
+		all := make([]float64, len(allocs)*n)
+		for i := range allocs {
+			credits[e].Values[i] = all[i*n : (i+1)*n : (i+1)*n]
+		}
+	}
+	dst := make([][]float64, len(group))
 	for i, a := range allocs {
 		for e := range dst {
-			clear(dst[e])
+			dst[e] = credits[e].Values[i]
 		}
 		var notes []map[string]any
 		var err error
@@ -119,32 +146,50 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 			if len(m) == 0 {
 				continue
 			}
-			for s := range group[e].Samples {
-				md := &group[e].Samples[s].Metadata
-				if md.Extra == nil {
-					md.Extra = make(map[string]any, len(m))
-				}
-				maps.Copy(md.Extra, m)
+			if credits[e].Notes == nil {
+				credits[e].Notes = make(map[string]any, len(m))
 			}
-		}
-		for e, ep := range group {
-			for s := range ep.Samples {
-				sm := &ep.Samples[s]
-				switch {
-				case format == RewardScalar:
-					if i == 0 {
-						sm.Reward = protocol.Scalar(dst[e][s])
-						sm.Metadata.Allocator = names[0]
-					}
-				default:
-					if i == 0 {
-						sm.Reward = protocol.Reward{Kind: protocol.RewardDict, Dict: make(map[string]float64, len(allocs))}
-						sm.Metadata.Allocator = joined
-					}
-					sm.Reward.Dict[names[i]] = dst[e][s]
-				}
-			}
+			maps.Copy(credits[e].Notes, m)
 		}
 	}
+	for e, ep := range group {
+		ApplyCredit(ep, &credits[e], format)
+	}
 	return nil
+}
+
+// ApplyCredit sets ep.Credit to c and writes it into ep's samples: their
+// rewards (scalar: the first allocator's value; dict: every allocator's),
+// Metadata.Allocator and the allocators' notes. With Samples, it is the
+// projection of a record and its credit into slime samples (an episode file
+// read back gives the samples of its run).
+func ApplyCredit(ep *Episode, c *Credit, format RewardFormat) {
+	ep.Credit = c
+	if c == nil || len(c.Allocators) == 0 {
+		return
+	}
+	// Allocator names may hold commas (their parameters) but never spaces.
+	joined := c.Allocators[0]
+	if format == RewardDict {
+		joined = strings.Join(c.Allocators, " ")
+	}
+	for s := range ep.Samples {
+		sm := &ep.Samples[s]
+		if format == RewardScalar {
+			sm.Reward = protocol.Scalar(c.Values[0][s])
+		} else {
+			sm.Reward = protocol.Reward{Kind: protocol.RewardDict, Dict: make(map[string]float64, len(c.Allocators))}
+			for i, name := range c.Allocators {
+				sm.Reward.Dict[name] = c.Values[i][s]
+			}
+		}
+		sm.Metadata.Allocator = joined
+		if len(c.Notes) > 0 {
+			// A copy: a sample's Extra may be its turn's Notes.
+			extra := make(map[string]any, len(sm.Metadata.Extra)+len(c.Notes))
+			maps.Copy(extra, sm.Metadata.Extra)
+			maps.Copy(extra, c.Notes)
+			sm.Metadata.Extra = extra
+		}
+	}
 }

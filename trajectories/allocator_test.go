@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -179,7 +180,7 @@ func TestAnySequential(t *testing.T) {
 }
 
 func TestAllocateRejectsDuplicateNames(t *testing.T) {
-	ep := &trajectories.Episode{Samples: make([]protocol.Sample, 2)}
+	ep := &trajectories.Episode{Record: episode.Record{}, Samples: make([]protocol.Sample, 2)}
 	err := trajectories.Allocate(context.Background(), []*trajectories.Episode{ep},
 		[]trajectories.Allocator{valueAllocator(t, "x", 1), valueAllocator(t, "x", 2)}, trajectories.RewardDict)
 	require.ErrorIs(t, err, trajectories.ErrDuplicateAllocator)
@@ -201,8 +202,8 @@ func (notingAllocator) AllocateNoted(_ context.Context, g []*trajectories.Episod
 }
 
 func TestAllocateMergesNotes(t *testing.T) {
-	a := &trajectories.Episode{Samples: make([]protocol.Sample, 2)}
-	b := &trajectories.Episode{Samples: make([]protocol.Sample, 2)}
+	a := &trajectories.Episode{Record: episode.Record{}, Samples: make([]protocol.Sample, 2)}
+	b := &trajectories.Episode{Record: episode.Record{}, Samples: make([]protocol.Sample, 2)}
 	b.Samples[0].Metadata.Extra = map[string]any{"kept": 1}
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{a, b},
 		[]trajectories.Allocator{notingAllocator{}}, trajectories.RewardScalar))

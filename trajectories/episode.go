@@ -1,80 +1,141 @@
-// Package trajectories turns finished episodes into training data: the
-// Episode record the environment produces, the Allocator that splits the team
-// reward among an episode's samples, and the sinks that store samples (JSONL,
-// nested JSONL, in memory) and read them back.
+// Package trajectories turns episode records into training data: the Episode
+// (a record with its slime samples), the one projection that makes those
+// samples (Samples), the Allocator that splits the team reward among them,
+// and the sinks that store samples (JSONL, nested JSONL, in memory) and read
+// them back.
 package trajectories
 
 import (
+	"maps"
+
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// Seat is one agent of an episode: its id and its role. An episode's seats
-// are in a fixed order; that order breaks every tie.
-type Seat struct {
-	ID   string
-	Role string
-}
+// The game types shared with the environment live in package episode; these
+// aliases keep the names callers of trajectories know.
+type (
+	Seat           = episode.Seat
+	Score          = episode.Score
+	Counterfactual = episode.Counterfactual
+	Replayer       = episode.Replayer
+	ReplayerFunc   = episode.ReplayerFunc
+)
 
-// Score is a scenario's verdict on a finished episode: the team reward G and,
-// for scenarios that have them, per-agent scores in seat order (nil when the
-// scenario has none).
-type Score struct {
-	Team   float64
-	Agents []float64
-}
+// Errors of counterfactual replays (episode.ErrNoAbsence,
+// episode.ErrNoNullAction).
+var (
+	ErrNoAbsence    = episode.ErrNoAbsence
+	ErrNoNullAction = episode.ErrNoNullAction
+)
 
-// ActionRecord is one turn as it was played: who acted, when, and what they
-// answered. Every turn is recorded here, including those of agents whose
-// samples are not emitted, so an episode can be replayed exactly.
-type ActionRecord struct {
-	Step   int
-	Agent  int // seat index
-	Turn   int // the agent's own turn number
-	Action string
-}
-
-// Episode is one finished episode: its identity, how it ended, its score, the
-// full action and message record, and its samples.
+// Episode is one finished episode: its record, and the samples projected
+// from its emitted turns.
 type Episode struct {
-	Scenario   string
-	Params     map[string]string // the scenario parameters, as given
-	Seed       uint64            // scenario seed: equal for every episode of a group
-	PolicySeed uint64            // the seed policies draw from
+	episode.Record
 
-	Index      int64 // episode number within the run, from 0
-	RolloutID  int64 // shared by all of this episode's samples
-	GroupIndex int64 // the episodes of one GRPO group share it
-
-	Status protocol.Status
-	End    string // why it ended: "terminated", "max_steps", "interrupted", ...
-	Err    string // for aborted and failed episodes
-
-	Steps    int                // logical steps taken
-	Seats    []Seat             // the agents, in seat order
-	Actions  []ActionRecord     // every turn, in order of play
-	Messages []protocol.Message // every message sent on the bus, in (Time, Seq) order
-	Score    Score
-
-	// Samples are the emitted turns, in order of play. Their Reward is set
-	// by the allocators; the runner sets Index when the episode is written.
+	// Samples are the emitted turns, in order of play (Samples of the
+	// record). Their Reward is set by the allocators; the runner sets
+	// Index when the episode is written.
 	Samples []protocol.Sample
-
-	// Replay, when non-nil, re-runs this episode with some agents' actions
-	// or presence changed; counterfactual allocators need it. The
-	// environment sets it for episodes it can reproduce.
-	Replay Replayer
+	// Credit is what the allocators gave the episode (Allocate); nil
+	// before, or when the run has no allocators.
+	Credit *Credit
 
 	prepared *prepared // set by JSONLWriter.Prepare
 }
 
-// Turns returns the number of agent turns taken (emitted or not).
-func (e *Episode) Turns() int { return len(e.Actions) }
+// NewEpisode returns rec with its samples projected (Samples).
+func NewEpisode(rec *episode.Record) *Episode {
+	return &Episode{Record: *rec, Samples: Samples(rec)}
+}
 
-// AgentScore returns seat i's individual score and whether the scenario has
-// one.
-func (e *Episode) AgentScore(i int) (float64, bool) {
-	if i < 0 || i >= len(e.Score.Agents) {
-		return 0, false
+// RecordOnly returns rec as an episode whose samples are not projected:
+// what a run whose sinks need no samples (NeedsSamples) works with.
+// Allocate gives it its Credit all the same.
+func RecordOnly(rec *episode.Record) *Episode {
+	return &Episode{Record: *rec}
+}
+
+// SampleCount returns the number of ep's samples, projected or not: its
+// emitted turns.
+func (ep *Episode) SampleCount() int {
+	if ep.Samples != nil {
+		return len(ep.Samples)
 	}
-	return e.Score.Agents[i], true
+	return ep.Record.Emitted()
+}
+
+// Samples projects the emitted turns of rec into slime samples, in order of
+// play: the one place a sample is assembled from a record. Each sample's
+// prompt is the chat the policy recorded or else the turn's rendered
+// observation (episode.Record.TextPrompt); its response the model's
+// completion or else the action; its tokens, loss mask and log-probs the
+// policy's; its status, label and metadata the episode's and the turn's.
+// Rewards and indexes are left for Allocate and the runner.
+func Samples(rec *episode.Record) []protocol.Sample {
+	n := rec.Emitted()
+	if n == 0 {
+		return nil
+	}
+	out := make([]protocol.Sample, 0, n)
+	label := protocol.TextLabel(rec.Label)
+	for k := range rec.Turns {
+		t := &rec.Turns[k]
+		if !t.Emit {
+			continue
+		}
+		// Built in place: copying a Sample, mostly pointers, costs write
+		// barriers.
+		out = append(out, protocol.Sample{})
+		s := &out[len(out)-1]
+		s.RolloutID, s.GroupIndex = rec.RolloutID, rec.GroupIndex
+		s.Response, s.Label, s.Status = t.Action, label, rec.Status
+		md := &s.Metadata
+		md.Scenario, md.Seed, md.Episode = rec.Scenario, rec.Seed, rec.Index
+		md.Turn, md.Step, md.State = t.Turn, t.Step, string(t.State)
+		md.End, md.Error, md.TeamReward = rec.End, rec.Err, rec.Score.Team
+		if t.Seat >= 0 && t.Seat < len(rec.Seats) {
+			s.Metadata.Agent, s.Metadata.Role = rec.Seats[t.Seat].ID, rec.Seats[t.Seat].Role
+		}
+		if t.Seat >= 0 && t.Seat < len(rec.Score.Agents) {
+			s.Metadata.AgentScore = &rec.Score.Agents[t.Seat]
+		}
+		if t.Invalid != "" {
+			s.Metadata.Extra = make(map[string]any, len(t.Notes)+1)
+			s.Metadata.Extra["invalid"] = t.Invalid
+			maps.Copy(s.Metadata.Extra, t.Notes)
+		} else if len(t.Notes) > 0 {
+			// Shared with the record: nothing changes a sample's Extra in
+			// place (Allocate merges its notes into a copy).
+			s.Metadata.Extra = t.Notes
+		}
+		if t.Completion != "" {
+			// The response is what the model wrote; the move the game read
+			// from it is kept beside it.
+			s.Response = t.Completion
+			s.Metadata.Action = t.Action
+		}
+		if t.Prompt != nil {
+			s.Prompt = *t.Prompt
+		} else {
+			s.Prompt = protocol.TextPrompt(rec.TextPrompt(t))
+		}
+		if tk := t.Tokens; tk != nil && len(tk.Response) > 0 {
+			s.Tokens = make([]int, 0, len(tk.Prompt)+len(tk.Response))
+			s.Tokens = append(append(s.Tokens, tk.Prompt...), tk.Response...)
+			s.ResponseLength = len(tk.Response)
+			s.LossMask = tk.LossMask
+			if s.LossMask == nil {
+				s.LossMask = make([]int, len(tk.Response))
+				for j := range s.LossMask {
+					s.LossMask[j] = 1
+				}
+			}
+			s.RolloutLogProbs = tk.LogProbs
+		} else {
+			s.Metadata.TextOnly = true
+		}
+	}
+	return out
 }

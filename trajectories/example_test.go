@@ -5,16 +5,22 @@ import (
 	"os"
 	"strings"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 func ExampleJSONLWriter() {
 	md := protocol.Metadata{Scenario: "elfarol", Seed: 7, Role: "patron", TeamReward: 1, Allocator: "team", TextOnly: true, End: "terminated"}
-	ep := &trajectories.Episode{RolloutID: 3, Samples: []protocol.Sample{
-		{Index: 0, RolloutID: 3, Prompt: protocol.TextPrompt("Go or stay?"), Response: "go", Reward: protocol.Scalar(1), Status: protocol.StatusCompleted, Metadata: md},
-		{Index: 1, RolloutID: 3, Prompt: protocol.TextPrompt("Go or stay?"), Response: "stay", Reward: protocol.Scalar(1), Status: protocol.StatusCompleted, Metadata: md},
-	}}
+	ep := &trajectories.Episode{
+		Record: episode.Record{
+			RolloutID: 3,
+		},
+		Samples: []protocol.Sample{
+			{Index: 0, RolloutID: 3, Prompt: protocol.TextPrompt("Go or stay?"), Response: "go", Reward: protocol.Scalar(1), Status: protocol.StatusCompleted, Metadata: md},
+			{Index: 1, RolloutID: 3, Prompt: protocol.TextPrompt("Go or stay?"), Response: "stay", Reward: protocol.Scalar(1), Status: protocol.StatusCompleted, Metadata: md},
+		},
+	}
 	ep.Samples[0].Metadata.Agent = "p0"
 	ep.Samples[1].Metadata.Agent = "p1"
 

@@ -6,6 +6,7 @@ package trajectories_test
 import (
 	"fmt"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -48,13 +49,15 @@ func fxSample(rollout, group int64, i int) protocol.Sample {
 // fxEpisode returns an episode of n samples with indexes from firstIndex.
 func fxEpisode(rollout, group int64, n int, firstIndex int64) *trajectories.Episode {
 	ep := &trajectories.Episode{
-		Scenario:   "elfarol",
-		Index:      rollout,
-		RolloutID:  rollout,
-		GroupIndex: group,
-		Status:     protocol.StatusCompleted,
-		End:        "terminated",
-		Score:      trajectories.Score{Team: 0.75},
+		Record: episode.Record{
+			Scenario:   "elfarol",
+			Index:      rollout,
+			RolloutID:  rollout,
+			GroupIndex: group,
+			Status:     protocol.StatusCompleted,
+			End:        "terminated",
+			Score:      trajectories.Score{Team: 0.75},
+		},
 	}
 	for i := range n {
 		s := fxSample(rollout, group, i)

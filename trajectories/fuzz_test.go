@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -50,7 +51,7 @@ func FuzzReader(f *testing.F) {
 		for _, r := range rollouts {
 			flattened = append(flattened, r...)
 			if len(r) > 0 {
-				eps = append(eps, &trajectories.Episode{Samples: r})
+				eps = append(eps, &trajectories.Episode{Record: episode.Record{}, Samples: r})
 				nonEmpty = append(nonEmpty, r)
 			}
 		}

@@ -37,15 +37,31 @@ const flushThreshold = 1 << 20
 // last complete episode, so an interrupted or failed run leaves valid JSONL
 // that holds only whole episodes.
 type JSONLWriter struct {
-	w      io.Writer
+	lineWriter
 	layout Layout
-	buf    []byte
-	err    error // sticky: after a failed write nothing more is written
 }
 
 // NewJSONLWriter returns a writer of samples to w in the given layout.
 func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
-	return &JSONLWriter{w: w, layout: layout}
+	return &JSONLWriter{lineWriter: lineWriter{w: w, what: "samples"}, layout: layout}
+}
+
+// lineWriter buffers whole lines and writes them out in one Write call,
+// truncating a regular file back to its last whole line when a write fails
+// part way.
+type lineWriter struct {
+	w    io.Writer
+	what string // what it writes, for errors
+	buf  []byte
+	err  error // sticky: after a failed write nothing more is written
+}
+
+// maybeFlush writes the buffer out once it is large.
+func (lw *lineWriter) maybeFlush() error {
+	if len(lw.buf) >= flushThreshold {
+		return lw.Flush()
+	}
+	return nil
 }
 
 // prepared is an episode's samples encoded without their leading
@@ -111,14 +127,11 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 	if jw.layout == Nested {
 		jw.buf = append(jw.buf, ']', '\n')
 	}
-	if len(jw.buf) >= flushThreshold {
-		return jw.Flush()
-	}
-	return nil
+	return jw.maybeFlush()
 }
 
 // Flush writes the buffered episodes out.
-func (jw *JSONLWriter) Flush() error {
+func (jw *lineWriter) Flush() error {
 	if jw.err != nil {
 		return jw.err
 	}
@@ -130,7 +143,7 @@ func (jw *JSONLWriter) Flush() error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		jw.err = fmt.Errorf("write samples: %w", err)
+		jw.err = fmt.Errorf("write %s: %w", jw.what, err)
 		if f, ok := jw.w.(*os.File); ok && n > 0 && isRegular(f) {
 			// Drop the partial episode so the file stays whole-episode JSONL.
 			// The n partial bytes end at the file offset, also for a file
@@ -174,14 +187,23 @@ var ErrTruncated = errors.New("input ends inside a line")
 // Reader reads samples back from JSONL, in either layout (it tells them
 // apart line by line).
 type Reader struct {
-	br      *bufio.Reader
-	line    int
+	lineReader
 	pending []protocol.Sample // a line read ahead by Rollout
 	nested  bool              // pending came from a nested line
 }
 
 // NewReader returns a reader of r.
-func NewReader(r io.Reader) *Reader { return &Reader{br: bufio.NewReaderSize(r, 64<<10)} }
+func NewReader(r io.Reader) *Reader { return &Reader{lineReader: newLineReader(r)} }
+
+// lineReader reads lines of at most maxLine bytes, counting them.
+type lineReader struct {
+	br   *bufio.Reader
+	line int
+}
+
+func newLineReader(r io.Reader) lineReader {
+	return lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+}
 
 // Next returns the samples of the next non-empty line: one sample for the
 // flat layout, a rollout's list for the nested one. At the end of input it
@@ -221,7 +243,9 @@ func (r *Reader) next() ([]protocol.Sample, bool, error) {
 	}
 }
 
-func (r *Reader) readLine() ([]byte, error) {
+// readLine returns the next line; a last line without its newline is
+// ErrTruncated.
+func (r *lineReader) readLine() ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.br.ReadSlice('\n')

@@ -55,10 +55,31 @@ func (c *Collector) Episodes() []*Episode {
 	return append([]*Episode(nil), c.episodes...)
 }
 
+// SampleNeeder is implemented by sinks that can say they need no samples:
+// the records (and their credit) are all they write. A run whose sinks need
+// none and that observes nothing never projects its samples.
+type SampleNeeder interface {
+	NeedsSamples() bool
+}
+
+// NeedsSamples reports whether s needs the samples of the episodes it is
+// given: true unless it says otherwise (SampleNeeder).
+func NeedsSamples(s Sink) bool {
+	if n, ok := s.(SampleNeeder); ok {
+		return n.NeedsSamples()
+	}
+	return true
+}
+
 // Discard is the sink that stores nothing: the "no serialisation" mode of
 // runs whose consumer lives in the same process (an experiment's learners
-// read samples before they reach the sink).
-var Discard Sink = SinkFunc(func(*Episode) error { return nil })
+// read samples before they reach the sink). It needs no samples.
+var Discard Sink = discard{}
+
+type discard struct{}
+
+func (discard) WriteEpisode(*Episode) error { return nil }
+func (discard) NeedsSamples() bool          { return false }
 
 // Tee writes every episode to each sink in turn, stopping at the first error.
 func Tee(sinks ...Sink) Sink { return tee(sinks) }
@@ -84,6 +105,15 @@ func (t tee) Flush() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (t tee) NeedsSamples() bool {
+	for _, s := range t {
+		if NeedsSamples(s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t tee) Prepare(ep *Episode) {

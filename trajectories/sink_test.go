@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -54,7 +55,7 @@ func TestCollectorConcurrent(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 50 {
-				assert.NoError(t, c.WriteEpisode(&trajectories.Episode{Index: int64(w*50 + i)}))
+				assert.NoError(t, c.WriteEpisode(&trajectories.Episode{Record: episode.Record{Index: int64(w*50 + i)}}))
 				_ = c.Episodes()
 			}
 		})
@@ -102,7 +103,7 @@ func TestTeeFanOut(t *testing.T) {
 	f, ok := tee.(trajectories.Flusher)
 	require.True(t, ok, "Tee must pass Flush on")
 
-	ep := &trajectories.Episode{Scenario: "x"}
+	ep := &trajectories.Episode{Record: episode.Record{Scenario: "x"}}
 	p.Prepare(ep)
 	require.NoError(t, tee.WriteEpisode(ep))
 	require.NoError(t, f.Flush())
@@ -119,7 +120,7 @@ func TestTeeStopsAtFirstError(t *testing.T) {
 	a := &spySink{name: "a", log: &log, err: errFull, flushErr: errFull}
 	b := &spySink{name: "b", log: &log}
 	tee := trajectories.Tee(a, b)
-	assert.ErrorIs(t, tee.WriteEpisode(&trajectories.Episode{Scenario: "x"}), errFull)
+	assert.ErrorIs(t, tee.WriteEpisode(&trajectories.Episode{Record: episode.Record{Scenario: "x"}}), errFull)
 	assert.Equal(t, []string{"a write x"}, log)
 	log = nil
 	assert.ErrorIs(t, tee.(trajectories.Flusher).Flush(), errFull)

@@ -93,7 +93,7 @@ func (t *transcript) header() {
 // step t comes before the messages of time t: those are what Apply sent in
 // answer to it.
 func (t *transcript) timeline() {
-	acts, msgs := t.ep.Actions, t.ep.Messages
+	acts, msgs := t.ep.Turns, t.ep.Messages
 	time := -1
 	at := func(now int) {
 		if now != time {
@@ -103,10 +103,10 @@ func (t *transcript) timeline() {
 	}
 	for len(acts) > 0 || len(msgs) > 0 {
 		if len(acts) > 0 && (len(msgs) == 0 || acts[0].Step <= msgs[0].Time) {
-			a := acts[0]
+			a := &acts[0]
 			acts = acts[1:]
 			at(a.Step)
-			t.printf("  %s turn %d: %s\n", t.seat(a.Agent), a.Turn, strconv.Quote(a.Action))
+			t.printf("  %s turn %d: %s\n", t.seat(a.Seat), a.Turn, strconv.Quote(a.Action))
 			continue
 		}
 		m := msgs[0]
@@ -118,7 +118,7 @@ func (t *transcript) timeline() {
 
 func (t *transcript) outcome() {
 	ep := t.ep
-	t.printf("\nend %s (%s) after %d steps, %d turns, %d messages\n", ep.Status, ep.End, ep.Steps, len(ep.Actions), len(ep.Messages))
+	t.printf("\nend %s (%s) after %d steps, %d turns, %d messages\n", ep.Status, ep.End, ep.Steps, len(ep.Turns), len(ep.Messages))
 	if ep.Err != "" {
 		t.printf("error %s\n", ep.Err)
 	}

@@ -9,16 +9,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 func ptr(f float64) *float64 { return &f }
 
-// episode is a small two-seat episode that exercises every part of the
+// demoEpisode is a small two-seat episode that exercises every part of the
 // transcript: a message at time 0, turns and messages interleaved, a
 // failed outcome, and samples of each shape.
-func episode() *trajectories.Episode {
+func demoEpisode() *trajectories.Episode {
 	md := func(agent, role string, turn, step int, state string) protocol.Metadata {
 		return protocol.Metadata{
 			Scenario: "demo", Seed: 7, Episode: 3, Agent: agent, Role: role,
@@ -34,27 +35,29 @@ func episode() *trajectories.Episode {
 	b.AgentScore = ptr(0.25)
 	b.Allocator = "team,equal-split"
 	return &trajectories.Episode{
-		Scenario:   "demo",
-		Params:     map[string]string{"zeta": "1", "alpha": "x y", "mid": ""},
-		Seed:       7,
-		PolicySeed: 11,
-		Index:      3,
-		RolloutID:  103,
-		GroupIndex: 1,
-		Status:     protocol.StatusCompleted,
-		End:        "terminated",
-		Steps:      2,
-		Seats:      []trajectories.Seat{{ID: "alice", Role: "speaker"}, {ID: "bob", Role: "listener"}},
-		Actions: []trajectories.ActionRecord{
-			{Step: 1, Agent: 0, Turn: 0, Action: "red"},
-			{Step: 2, Agent: 1, Turn: 0, Action: " "},
+		Record: episode.Record{
+			Scenario:   "demo",
+			Params:     map[string]string{"zeta": "1", "alpha": "x y", "mid": ""},
+			Seed:       7,
+			PolicySeed: 11,
+			Index:      3,
+			RolloutID:  103,
+			GroupIndex: 1,
+			Status:     protocol.StatusCompleted,
+			End:        "terminated",
+			Steps:      2,
+			Seats:      []trajectories.Seat{{ID: "alice", Role: "speaker"}, {ID: "bob", Role: "listener"}},
+			Turns: []episode.Turn{
+				{Step: 1, Seat: 0, Turn: 0, Action: "red"},
+				{Step: 2, Seat: 1, Turn: 0, Action: " "},
+			},
+			Messages: []episode.Message{
+				{Message: protocol.Message{From: "env", To: "alice", Kind: "target", Payload: "red\ncircle", Time: 0, Seq: 0}, Recipients: []int{0}},
+				{Message: protocol.Message{From: "alice", To: "bob", Kind: "word", Payload: "red", Time: 1, Seq: 1}, Recipients: []int{1}},
+				{Message: protocol.Message{From: "env", To: "*", Kind: "result", Payload: "", Time: 2, Seq: 2}, Recipients: []int{0, 1}},
+			},
+			Score: trajectories.Score{Team: 0.5, Agents: []float64{0.25, 0.25}},
 		},
-		Messages: []protocol.Message{
-			{From: "env", To: "alice", Kind: "target", Payload: "red\ncircle", Time: 0, Seq: 0},
-			{From: "alice", To: "bob", Kind: "word", Payload: "red", Time: 1, Seq: 1},
-			{From: "env", To: "*", Kind: "result", Payload: "", Time: 2, Seq: 2},
-		},
-		Score: trajectories.Score{Team: 0.5, Agents: []float64{0.25, 0.25}},
 		Samples: []protocol.Sample{
 			{
 				Index: 40, RolloutID: 103, GroupIndex: 1,
@@ -120,11 +123,11 @@ sample 1  index 41  bob(listener) turn 0 step 2 state choosing
     | pick
   response " "
 `
-	assert.Equal(t, want, trajectories.Transcript(episode()))
+	assert.Equal(t, want, trajectories.Transcript(demoEpisode()))
 }
 
 func TestTranscriptReportsErrorsAndOddValues(t *testing.T) {
-	ep := episode()
+	ep := demoEpisode()
 	ep.Status, ep.End, ep.Err = protocol.StatusFailed, "game_error", "step 2: apply: boom"
 	ep.Score = trajectories.Score{Team: math.Inf(-1)}
 	ep.Seats = ep.Seats[:1] // bob's turn now names a seat the episode lacks
@@ -142,7 +145,7 @@ func TestTranscriptReportsErrorsAndOddValues(t *testing.T) {
 func TestTranscriptIsDeterministic(t *testing.T) {
 	// Params and metadata extras are maps: their iteration order must not
 	// leak into the output.
-	ep := episode()
+	ep := demoEpisode()
 	for i := range 50 {
 		ep.Params[string(rune('a'+i%26))+strings.Repeat("k", i)] = "v"
 		ep.Samples[0].Metadata.Extra[strings.Repeat("e", i+1)] = i
@@ -154,7 +157,7 @@ func TestTranscriptIsDeterministic(t *testing.T) {
 }
 
 func TestTranscriptOrdersTurnsBeforeTheirMessages(t *testing.T) {
-	ep := episode()
+	ep := demoEpisode()
 	got := trajectories.Transcript(ep)
 	// Each turn precedes the messages sent at its step, and every time
 	// heading appears once, in increasing order.
@@ -171,10 +174,10 @@ var errDisk = errors.New("disk full")
 func (failingWriter) Write([]byte) (int, error) { return 0, errDisk }
 
 func TestWriteTranscriptReturnsWriteErrors(t *testing.T) {
-	err := trajectories.WriteTranscript(failingWriter{}, episode())
+	err := trajectories.WriteTranscript(failingWriter{}, demoEpisode())
 	require.ErrorIs(t, err, errDisk)
 
 	var b strings.Builder
-	require.NoError(t, trajectories.WriteTranscript(&b, episode()))
-	assert.Equal(t, trajectories.Transcript(episode()), b.String())
+	require.NoError(t, trajectories.WriteTranscript(&b, demoEpisode()))
+	assert.Equal(t, trajectories.Transcript(demoEpisode()), b.String())
 }

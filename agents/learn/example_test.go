@@ -27,9 +27,9 @@ func ExampleValues() {
 	ctx := context.Background()
 	var last *trajectories.Episode
 	for week := range 300 {
-		ep := env.RunEpisode(ctx, env.Setup{
+		ep := trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{
 			Scenario: sc, Params: params, PolicySeed: uint64(week), Policy: env.SamePolicy(patrons),
-		})
+		}))
 		if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar); err != nil {
 			panic(err)
 		}

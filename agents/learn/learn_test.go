@@ -96,9 +96,9 @@ func train(t *testing.T, sc env.Scenario, l learn.Learner, alloc trajectories.Al
 	require.NoError(t, err)
 	var out []*trajectories.Episode
 	for i := range episodes {
-		ep := env.RunEpisode(context.Background(), env.Setup{
+		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 			Scenario: sc, Params: p, PolicySeed: uint64(1000 + i), Index: int64(i), Policy: env.SamePolicy(l),
-		})
+		}))
 		require.Empty(t, ep.Err)
 		require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{alloc}, trajectories.RewardScalar))
 		require.NoError(t, l.Learn(ep))
@@ -271,7 +271,7 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 	require.NoError(t, err)
 	l, err := learn.NewValues(learn.ValueConfig{Alpha: 1, Options: learn.Options{RewardKey: "individual"}})
 	require.NoError(t, err)
-	ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)})
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
 	allocs := []trajectories.Allocator{credit.EqualSplit{}, credit.Individual{}}
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, allocs, trajectories.RewardDict))
 	require.NoError(t, l.Learn(ep))
@@ -287,7 +287,7 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 
 	other, err := learn.NewValues(learn.ValueConfig{Alpha: 1, Options: learn.Options{RewardKey: "shapley"}})
 	require.NoError(t, err)
-	ep2 := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(other)})
+	ep2 := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(other)}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep2}, allocs, trajectories.RewardDict))
 	err = other.Learn(ep2)
 	require.ErrorIs(t, err, learn.ErrNoReward)
@@ -302,12 +302,12 @@ func TestLearnRejectsSamplesItDidNotAct(t *testing.T) {
 	require.NoError(t, err)
 
 	// Played by another policy: the learner never saw p0.
-	ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())})
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
 	require.ErrorIs(t, l.Learn(ep), learn.ErrUnknownSample)
 
 	// Played by the learner but never allocated: no reward.
-	mine := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)})
+	mine := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
 	require.ErrorIs(t, l.Learn(mine), learn.ErrNoReward)
 
 	// An action the state does not offer.
@@ -365,9 +365,9 @@ func TestConcurrentAgentsDoNotRace(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 50 {
-				ep := env.RunEpisode(context.Background(), env.Setup{
+				ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 					Scenario: sc, Params: p, PolicySeed: uint64(w*100 + i), Policy: env.SamePolicy(l), ParallelPolicies: true,
-				})
+				}))
 				assert.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
 				assert.NoError(t, l.Learn(ep))
 			}

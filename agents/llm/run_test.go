@@ -77,7 +77,7 @@ func checkWhole(t *testing.T, r result, episodes int) {
 	for _, ep := range r.episodes {
 		ids = append(ids, ep.RolloutID)
 		require.NoError(t, protocol.ValidateRollout(ep.Samples), "episode %d", ep.Index)
-		require.Len(t, ep.Samples, len(ep.Actions), "episode %d: one sample per turn", ep.Index)
+		require.Len(t, ep.Samples, len(ep.Turns), "episode %d: one sample per turn", ep.Index)
 		for _, s := range ep.Samples {
 			require.Equal(t, index, s.Index)
 			require.Equal(t, ep.Status, s.Status)

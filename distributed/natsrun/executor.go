@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -572,10 +573,10 @@ func sameRequest(a, b *env.Request) bool {
 
 // stub is the episode of req with nothing played.
 func stub(req env.Request) *trajectories.Episode {
-	return &trajectories.Episode{
+	return &trajectories.Episode{Record: episode.Record{
 		Scenario: req.Scenario, Params: maps.Clone(req.Params), Seed: req.Seed, PolicySeed: req.PolicySeed,
 		Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
-	}
+	}}
 }
 
 func failed(req env.Request, end, reason string) *trajectories.Episode {

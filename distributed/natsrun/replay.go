@@ -32,5 +32,5 @@ func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *trajectories.Epis
 		Invalid:          cfg.Invalid,
 		ParallelPolicies: cfg.ParallelPolicies,
 		Engines:          engines,
-	}, ep.Seats, ep.Actions)
+	}, ep.Seats, ep.Turns)
 }

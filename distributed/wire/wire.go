@@ -19,7 +19,14 @@
 //
 // Strings inside samples that are not valid UTF-8 arrive with U+FFFD in
 // place of the bad bytes, exactly as troupe's JSONL output writes them.
-// Episode.Replay is a function and never travels: the collector rebuilds it.
+//
+// The record's turns travel with their replay fields (step, seat, turn,
+// action: exact) and what the record says of them (state, seed, view,
+// legal actions, inbox, completion, invalid, emit; with U+FFFD for bad
+// bytes); their Prompt, Tokens and Notes travel only inside their samples
+// and arrive nil. Messages travel with their recipients, the label beside
+// the steps. Episode.Replay is a function and never travels: the collector
+// rebuilds it.
 package wire
 
 import (
@@ -34,6 +41,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -96,6 +105,10 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 	dst = str(dst, ep.Err, rawErr, 0, "")
 	dst = append(dst, `,"steps":`...)
 	dst = strconv.AppendInt(dst, int64(ep.Steps), 10)
+	if ep.Label != "" {
+		dst = append(dst, `,"label":`...)
+		dst = protocol.AppendString(dst, ep.Label)
+	}
 
 	dst = append(dst, `,"seats":`...)
 	if ep.Seats == nil {
@@ -115,23 +128,28 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 		dst = append(dst, ']')
 	}
 
+	// The turns travel with what replay needs (exactly) and what the record
+	// says of them; their Prompt, Tokens and Notes travel in their samples
+	// only.
 	dst = append(dst, `,"actions":`...)
-	if ep.Actions == nil {
+	if ep.Turns == nil {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, '[')
-		for i, a := range ep.Actions {
+		for i := range ep.Turns {
+			a := &ep.Turns[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"step":`...)
 			dst = strconv.AppendInt(dst, int64(a.Step), 10)
 			dst = append(dst, `,"agent":`...)
-			dst = strconv.AppendInt(dst, int64(a.Agent), 10)
+			dst = strconv.AppendInt(dst, int64(a.Seat), 10)
 			dst = append(dst, `,"turn":`...)
 			dst = strconv.AppendInt(dst, int64(a.Turn), 10)
 			dst = append(dst, `,"action":`...)
 			dst = str(dst, a.Action, rawAction, i, "")
+			dst = appendTurn(dst, a)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -142,7 +160,8 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, '[')
-		for i, m := range ep.Messages {
+		for i := range ep.Messages {
+			m := &ep.Messages[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -158,6 +177,16 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 			dst = strconv.AppendInt(dst, int64(m.Time), 10)
 			dst = append(dst, `,"seq":`...)
 			dst = strconv.AppendInt(dst, int64(m.Seq), 10)
+			if m.Recipients != nil {
+				dst = append(dst, `,"recipients":[`...)
+				for j, r := range m.Recipients {
+					if j > 0 {
+						dst = append(dst, ',')
+					}
+					dst = strconv.AppendInt(dst, int64(r), 10)
+				}
+				dst = append(dst, ']')
+			}
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -214,6 +243,55 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 	return append(dst, '}')
 }
 
+// appendTurn appends the fields of turn a after its action: the record's
+// view of the turn. Its strings are written as the JSONL output writes them
+// (invalid UTF-8 becomes U+FFFD): unlike the action, the game never reads
+// them back.
+func appendTurn(dst []byte, a *episode.Turn) []byte {
+	if a.State != "" {
+		dst = append(dst, `,"state":`...)
+		dst = protocol.AppendString(dst, string(a.State))
+	}
+	dst = append(dst, `,"seed":`...)
+	dst = strconv.AppendUint(dst, a.Seed, 10)
+	if a.View != "" {
+		dst = append(dst, `,"view":`...)
+		dst = protocol.AppendString(dst, a.View)
+	}
+	if a.Legal != nil {
+		dst = append(dst, `,"legal":[`...)
+		for j, l := range a.Legal {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = protocol.AppendString(dst, l)
+		}
+		dst = append(dst, ']')
+	}
+	if a.Inbox != nil {
+		dst = append(dst, `,"inbox":[`...)
+		for j, k := range a.Inbox {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(k), 10)
+		}
+		dst = append(dst, ']')
+	}
+	if a.Completion != "" {
+		dst = append(dst, `,"completion":`...)
+		dst = protocol.AppendString(dst, a.Completion)
+	}
+	if a.Invalid != "" {
+		dst = append(dst, `,"invalid":`...)
+		dst = protocol.AppendString(dst, a.Invalid)
+	}
+	if a.Emit {
+		dst = append(dst, `,"emit":true`...)
+	}
+	return dst
+}
+
 // Decode decodes an episode Encode wrote. Replay is nil.
 func Decode(data []byte) (*trajectories.Episode, error) {
 	var w wireEpisode
@@ -231,7 +309,7 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 			return nil, err
 		}
 	}
-	ep := &trajectories.Episode{
+	ep := &trajectories.Episode{Record: episode.Record{
 		Scenario:   w.Scenario,
 		Seed:       w.Seed,
 		PolicySeed: w.PolicySeed,
@@ -242,9 +320,9 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 		End:        w.End,
 		Err:        w.Err,
 		Steps:      w.Steps,
-		Score:      trajectories.Score{Team: float64(w.Score.Team)},
-		Samples:    w.Samples,
-	}
+		Label:      w.Label,
+		Score:      episode.Score{Team: float64(w.Score.Team)},
+	}, Samples: w.Samples}
 	if ep.Status != "" && !ep.Status.Valid() {
 		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
 	}
@@ -252,21 +330,28 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 		ep.Params = w.Params
 	}
 	if w.Seats != nil {
-		ep.Seats = make([]trajectories.Seat, len(w.Seats))
+		ep.Seats = make([]episode.Seat, len(w.Seats))
 		for i, s := range w.Seats {
-			ep.Seats[i] = trajectories.Seat{ID: s.ID, Role: s.Role}
+			ep.Seats[i] = episode.Seat{ID: s.ID, Role: s.Role}
 		}
 	}
 	if w.Actions != nil {
-		ep.Actions = make([]trajectories.ActionRecord, len(w.Actions))
+		ep.Turns = make([]episode.Turn, len(w.Actions))
 		for i, a := range w.Actions {
-			ep.Actions[i] = trajectories.ActionRecord{Step: a.Step, Agent: a.Agent, Turn: a.Turn, Action: a.Action}
+			ep.Turns[i] = episode.Turn{
+				Step: a.Step, Seat: a.Agent, Turn: a.Turn, Action: a.Action,
+				State: agents.State(a.State), Seed: a.Seed, View: a.View, Legal: a.Legal, Inbox: a.Inbox,
+				Completion: a.Completion, Invalid: a.Invalid, Emit: a.Emit,
+			}
 		}
 	}
 	if w.Messages != nil {
-		ep.Messages = make([]protocol.Message, len(w.Messages))
+		ep.Messages = make([]episode.Message, len(w.Messages))
 		for i, m := range w.Messages {
-			ep.Messages[i] = protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq}
+			ep.Messages[i] = episode.Message{
+				Message:    protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq},
+				Recipients: m.Recipients,
+			}
 		}
 	}
 	if w.Score.Agents != nil {
@@ -296,23 +381,33 @@ type wireEpisode struct {
 	End        string            `json:"end"`
 	Err        string            `json:"err"`
 	Steps      int               `json:"steps"`
+	Label      string            `json:"label"`
 	Seats      []struct {
 		ID   string `json:"id"`
 		Role string `json:"role"`
 	} `json:"seats"`
 	Actions []struct {
-		Step   int    `json:"step"`
-		Agent  int    `json:"agent"`
-		Turn   int    `json:"turn"`
-		Action string `json:"action"`
+		Step       int      `json:"step"`
+		Agent      int      `json:"agent"`
+		Turn       int      `json:"turn"`
+		Action     string   `json:"action"`
+		State      string   `json:"state"`
+		Seed       uint64   `json:"seed"`
+		View       string   `json:"view"`
+		Legal      []string `json:"legal"`
+		Inbox      []int    `json:"inbox"`
+		Completion string   `json:"completion"`
+		Invalid    string   `json:"invalid"`
+		Emit       bool     `json:"emit"`
 	} `json:"actions"`
 	Messages []struct {
-		From    string `json:"from"`
-		To      string `json:"to"`
-		Kind    string `json:"kind"`
-		Payload string `json:"payload"`
-		Time    int    `json:"time"`
-		Seq     int    `json:"seq"`
+		From       string `json:"from"`
+		To         string `json:"to"`
+		Kind       string `json:"kind"`
+		Payload    string `json:"payload"`
+		Time       int    `json:"time"`
+		Seq        int    `json:"seq"`
+		Recipients []int  `json:"recipients"`
 	} `json:"messages"`
 	Score struct {
 		Team   wfloat   `json:"team"`

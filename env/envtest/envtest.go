@@ -264,7 +264,7 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 		Policy:     pl.policy,
 		Limits:     limits(opts),
 	}
-	ep := env.RunEpisode(ctx, setup)
+	ep := runEpisode(ctx, setup)
 	if err := checkOutcome(ep, opts); err != nil {
 		return err
 	}
@@ -272,16 +272,21 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 		return err
 	}
 	want := trajectories.Transcript(ep)
-	if got := trajectories.Transcript(env.RunEpisode(ctx, setup)); got != want {
+	if got := trajectories.Transcript(runEpisode(ctx, setup)); got != want {
 		return fmt.Errorf("%w: the second play differs: %s", ErrNondeterministic, FirstDifference(want, got))
 	}
 	replay := setup
 	replay.Policy = recorded(ep)
-	if want, got := gameTranscript(ep), gameTranscript(env.RunEpisode(ctx, replay)); got != want {
+	if want, got := gameTranscript(ep), gameTranscript(runEpisode(ctx, replay)); got != want {
 		return fmt.Errorf("%w: replaying the recorded actions gives another episode, so the game depends on more than the moves: %s",
 			ErrReplay, FirstDifference(want, got))
 	}
 	return checkReplayer(ctx, sc, ep, opts)
+}
+
+// runEpisode plays setup and projects its samples, as the runner does.
+func runEpisode(ctx context.Context, setup env.Setup) *trajectories.Episode {
+	return trajectories.NewEpisode(env.RunEpisode(ctx, setup))
 }
 
 func checkOutcome(ep *trajectories.Episode, opts Options) error {
@@ -310,8 +315,8 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 // checkSamples validates the samples as the runner would write them
 // (numbered), and their agreement with the episode.
 func checkSamples(ep *trajectories.Episode) error {
-	if len(ep.Samples) != len(ep.Actions) {
-		return fmt.Errorf("%w: %d samples for %d turns", ErrSample, len(ep.Samples), len(ep.Actions))
+	if len(ep.Samples) != len(ep.Turns) {
+		return fmt.Errorf("%w: %d samples for %d turns", ErrSample, len(ep.Samples), len(ep.Turns))
 	}
 	numbered := slices.Clone(ep.Samples)
 	for i := range numbered {
@@ -321,17 +326,17 @@ func checkSamples(ep *trajectories.Episode) error {
 		return fmt.Errorf("%w: %w", ErrSample, err)
 	}
 	for i := range ep.Samples {
-		s, a := &ep.Samples[i], ep.Actions[i]
+		s, a := &ep.Samples[i], &ep.Turns[i]
 		md := &s.Metadata
 		switch {
 		case s.RolloutID != ep.RolloutID:
 			return fmt.Errorf("%w: sample %d has rollout_id %d, the episode %d", ErrSample, i, s.RolloutID, ep.RolloutID)
 		case s.Status != ep.Status:
 			return fmt.Errorf("%w: sample %d has status %s, the episode %s", ErrSample, i, s.Status, ep.Status)
-		case a.Agent < 0 || a.Agent >= len(ep.Seats):
-			return fmt.Errorf("%w: turn %d names seat %d of %d", ErrSample, i, a.Agent, len(ep.Seats))
-		case md.Agent != ep.Seats[a.Agent].ID || md.Role != ep.Seats[a.Agent].Role:
-			return fmt.Errorf("%w: sample %d is %s (%s), its turn was %s's", ErrSample, i, md.Agent, md.Role, ep.Seats[a.Agent].ID)
+		case a.Seat < 0 || a.Seat >= len(ep.Seats):
+			return fmt.Errorf("%w: turn %d names seat %d of %d", ErrSample, i, a.Seat, len(ep.Seats))
+		case md.Agent != ep.Seats[a.Seat].ID || md.Role != ep.Seats[a.Seat].Role:
+			return fmt.Errorf("%w: sample %d is %s (%s), its turn was %s's", ErrSample, i, md.Agent, md.Role, ep.Seats[a.Seat].ID)
 		case s.Response != a.Action || md.Turn != a.Turn || md.Step != a.Step:
 			return fmt.Errorf("%w: sample %d (%q, turn %d, step %d) disagrees with its turn (%q, turn %d, step %d)",
 				ErrSample, i, s.Response, md.Turn, md.Step, a.Action, a.Turn, a.Step)
@@ -357,8 +362,8 @@ func gameTranscript(ep *trajectories.Episode) string {
 // recorded replays ep's actions, seat by seat, turn by turn.
 func recorded(ep *trajectories.Episode) env.PolicyFor {
 	bySeat := make(map[string][]string, len(ep.Seats))
-	for _, a := range ep.Actions {
-		id := ep.Seats[a.Agent].ID
+	for _, a := range ep.Turns {
+		id := ep.Seats[a.Seat].ID
 		bySeat[id] = append(bySeat[id], a.Action)
 	}
 	return func(s env.Seat) agents.Policy { return agents.Replay(bySeat[s.ID]...) }

@@ -25,7 +25,7 @@ func Example() {
 	// One episode by hand: three cooperators and one free rider.
 	sc := Scenario()
 	p, _ := sc.Info().ParseParams(map[string]string{"citizens": "4"})
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: sc,
 		Params:   p,
 		Policy: func(s env.Seat) agents.Policy {
@@ -34,7 +34,7 @@ func Example() {
 			}
 			return agents.Replay("10")
 		},
-	})
+	}))
 	fmt.Println("scores:", ep.Score.Agents, "team:", ep.Score.Team)
 
 	// A run of 3 episodes of cooperators, written as JSONL.

@@ -476,10 +476,10 @@ func (s *Server) play(ctx context.Context, p *plan, setups []env.Setup) ([]*traj
 		eng := s.engines.Get()
 		defer s.engines.Put(eng)
 		starts[i] = time.Now()
-		eps[i] = eng.Run(ctx, setups[i])
+		eps[i] = trajectories.NewEpisode(eng.Run(ctx, setups[i]))
 		ends[i] = time.Now()
 		ep := eps[i]
-		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Actions), ends[i].Sub(starts[i]))
+		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Turns), ends[i].Sub(starts[i]))
 	}
 	if s.cfg.Remote != nil {
 		return s.playRemote(ctx, p, setups)
@@ -543,10 +543,13 @@ func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
 				// The game's label is usually the request's, read as a
 				// parameter: it moves aside only when it says otherwise.
 				if game, ok := sm.Label.Text(); ok && game != want {
-					if sm.Metadata.Extra == nil {
-						sm.Metadata.Extra = map[string]any{}
+					// A copy: a sample's Extra may be its turn's Notes.
+					extra := maps.Clone(sm.Metadata.Extra)
+					if extra == nil {
+						extra = map[string]any{}
 					}
-					sm.Metadata.Extra["game_label"] = game
+					extra["game_label"] = game
+					sm.Metadata.Extra = extra
 				}
 				sm.Label = p.label
 			}
@@ -627,7 +630,7 @@ func appendResponse(b []byte, eps []*trajectories.Episode, maxBytes int64) ([]by
 		b = append(b, `],"steps":`...)
 		b = strconv.AppendInt(b, int64(ep.Steps), 10)
 		b = append(b, `,"turns":`...)
-		b = strconv.AppendInt(b, int64(len(ep.Actions)), 10)
+		b = strconv.AppendInt(b, int64(len(ep.Turns)), 10)
 		b = append(b, `,"samples":[`...)
 		for k := range ep.Samples {
 			if k > 0 {
@@ -656,9 +659,9 @@ func (s *Server) playRemote(ctx context.Context, p *plan, setups []env.Setup) ([
 	inside := time.Since(start)
 	for i, ep := range eps {
 		if ep.Replay == nil && len(ep.Seats) > 0 {
-			ep.Replay = env.NewReplayer(setups[i], ep.Seats, ep.Actions)
+			ep.Replay = env.NewReplayer(setups[i], ep.Seats, ep.Turns)
 		}
-		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Actions), inside)
+		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Turns), inside)
 	}
 	return eps, inside
 }

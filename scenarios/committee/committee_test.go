@@ -35,9 +35,9 @@ func params(t *testing.T, kv map[string]string) env.Params {
 
 func play(t *testing.T, kv map[string]string, seed uint64, policy env.PolicyFor) *trajectories.Episode {
 	t.Helper()
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: committee.New(), Params: params(t, kv), Seed: seed, PolicySeed: seed, Policy: policy,
-	})
+	}))
 	require.Empty(t, ep.Err)
 	return ep
 }

@@ -49,10 +49,10 @@ func advisersWhoAbstain(t *testing.T, alloc string, uninformed, episodes int) in
 	}
 	ctx := context.Background()
 	for i := range uint64(episodes) {
-		ep := env.RunEpisode(ctx, env.Setup{
+		ep := trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{
 			Scenario: sc, Params: p, Seed: seeds.Mix(1, 1, i), PolicySeed: seeds.Mix(1, 2, i), Index: int64(i),
 			Policy: policy, Emit: env.EmitRoles(committee.RoleAdviser),
-		})
+		}))
 		require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{a}, trajectories.RewardScalar))
 		require.NoError(t, l.Learn(ep))
 	}

@@ -45,10 +45,10 @@ func pair(solver, critic agents.Policy) env.PolicyFor {
 
 func play(t *testing.T, given map[string]string, seed uint64, solver, critic agents.Policy) *trajectories.Episode {
 	t.Helper()
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: debate.New(), Params: params(t, given), Seed: seed, PolicySeed: seed + 100,
 		Policy: pair(solver, critic),
-	})
+	}))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	return ep
 }
@@ -268,7 +268,7 @@ func TestRevisionFlow(t *testing.T) {
 	assert.Equal(t, []string{"puzzle", "answer", "verdict", "answer", "verdict", "answer", "result"}, kinds)
 	assert.Equal(t, "correct: the final answer is "+strconv.FormatInt(truth, 10)+", the right answer "+strconv.FormatInt(truth, 10),
 		ep.Messages[len(ep.Messages)-1].Payload)
-	assert.Len(t, ep.Actions, 5, "the last answer is not reviewed")
+	assert.Len(t, ep.Turns, 5, "the last answer is not reviewed")
 
 	// A final wrong answer scores 0 whatever the critic said before.
 	ep = play(t, map[string]string{"rounds": "2"}, 8, agents.Replay(answer(truth), answer(truth+1)),
@@ -278,7 +278,7 @@ func TestRevisionFlow(t *testing.T) {
 	// The critic's accept makes a wrong answer final.
 	ep = play(t, nil, 8, agents.Replay(answer(truth+1)), agents.Replay(debate.NullVerdict))
 	assert.Equal(t, 0.0, ep.Score.Team)
-	assert.Len(t, ep.Actions, 2)
+	assert.Len(t, ep.Turns, 2)
 }
 
 func TestIllegalAnswers(t *testing.T) {
@@ -300,7 +300,7 @@ func TestIllegalAnswers(t *testing.T) {
 	// An illegal verdict is no objection: the standing answer is final.
 	ep = play(t, nil, 8, agents.Replay(answer(truth)), agents.Replay("LGTM"))
 	assert.Equal(t, 1.0, ep.Score.Team)
-	assert.Len(t, ep.Actions, 2)
+	assert.Len(t, ep.Turns, 2)
 	assert.NotNil(t, ep.Samples[1].Metadata.Extra["illegal"])
 	assert.Nil(t, ep.Samples[0].Metadata.Extra)
 }

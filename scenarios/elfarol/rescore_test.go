@@ -40,7 +40,7 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 		return agents.Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
 	})
 	setup := env.Setup{Scenario: sc, Params: p, Seed: seed, PolicySeed: seed, Policy: env.SamePolicy(policy)}
-	ep := env.RunEpisode(context.Background(), setup)
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), setup))
 	require.Empty(t, ep.Err)
 	played, err := sc.New(p, seed)
 	require.NoError(t, err)
@@ -48,9 +48,9 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 	for i := range g.choice {
 		g.choice[i] = -1
 	}
-	for _, a := range ep.Actions {
+	for _, a := range ep.Turns {
 		if night := nightOf(a.Action, k); night >= 0 {
-			g.choice[a.Agent] = night
+			g.choice[a.Seat] = night
 			g.counts[night]++
 		}
 	}
@@ -62,8 +62,8 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 func (w week) replay(t *testing.T, cf trajectories.Counterfactual) env.Score {
 	t.Helper()
 	s := w.setup
-	s.Counterfactual, s.Recorded = &cf, w.ep.Actions
-	ep := env.RunEpisode(context.Background(), s)
+	s.Counterfactual, s.Recorded = &cf, w.ep.Turns
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), s))
 	require.Empty(t, ep.Err)
 	return ep.Score
 }

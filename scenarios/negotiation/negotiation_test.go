@@ -40,10 +40,10 @@ func pair(alice, bob agents.Policy) env.PolicyFor {
 
 func play(t *testing.T, given map[string]string, seed uint64, alice, bob agents.Policy) *trajectories.Episode {
 	t.Helper()
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: negotiation.New(), Params: params(t, given), Seed: seed, PolicySeed: seed + 100,
 		Policy: pair(alice, bob),
-	})
+	}))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	return ep
 }
@@ -293,7 +293,7 @@ func utilities(t *testing.T, ep *trajectories.Episode) [2]float64 {
 	for _, m := range ep.Messages {
 		switch m.Kind {
 		case negotiation.Propose:
-			last = m
+			last = m.Message
 		case negotiation.Accept:
 			a, err := negotiation.ParseAction(last.Payload, brief[0].Pool)
 			require.NoError(t, err)
@@ -331,7 +331,7 @@ func TestPenaltyScores(t *testing.T) {
 func TestRoundsRunOut(t *testing.T) {
 	offer := `{"type":"propose","take":{"book":1,"hat":1,"ball":1}}`
 	ep := play(t, map[string]string{"rounds": "2"}, 1, agents.Replay(offer, offer), agents.Replay(offer, offer))
-	assert.Equal(t, 4, len(ep.Actions), "two moves each")
+	assert.Equal(t, 4, len(ep.Turns), "two moves each")
 	assert.Equal(t, "no deal: the last move passed without an accept", ep.Messages[len(ep.Messages)-1].Payload)
 	assert.Equal(t, env.Score{Agents: []float64{0, 0}}, ep.Score)
 	for _, s := range ep.Samples {
@@ -350,7 +350,7 @@ func TestFairPolicyDeals(t *testing.T) {
 		ep := play(t, nil, seed, negotiation.Fair(), negotiation.Fair())
 		if kinds := moveKinds(ep); kinds[len(kinds)-1] == negotiation.Accept {
 			deals++
-			acceptor := ep.Actions[len(ep.Actions)-1].Agent
+			acceptor := ep.Turns[len(ep.Turns)-1].Seat
 			assert.GreaterOrEqual(t, ep.Score.Agents[acceptor], 0.5, "seed %d", seed)
 		}
 	}
@@ -361,7 +361,7 @@ func TestFairPolicyDeals(t *testing.T) {
 func TestGreedyAcceptsOnlyEverything(t *testing.T) {
 	for seed := range uint64(100) {
 		ep := play(t, nil, seed, negotiation.Fair(), negotiation.Greedy())
-		if kinds := moveKinds(ep); kinds[len(kinds)-1] == negotiation.Accept && ep.Actions[len(ep.Actions)-1].Agent == 1 {
+		if kinds := moveKinds(ep); kinds[len(kinds)-1] == negotiation.Accept && ep.Turns[len(ep.Turns)-1].Seat == 1 {
 			assert.Equal(t, 1.0, ep.Score.Agents[1], "seed %d: greedy accepted less than all it values", seed)
 		}
 	}

@@ -52,10 +52,10 @@ func pair(speaker, listener agents.Policy) env.PolicyFor {
 func play(t *testing.T, given map[string]string, seed uint64, speaker, listener agents.Policy) *trajectories.Episode {
 	t.Helper()
 	sc := signal.New()
-	return env.RunEpisode(context.Background(), env.Setup{
+	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: sc, Params: params(t, sc, given), Seed: seed, PolicySeed: seed + 100,
 		Policy: pair(speaker, listener),
-	})
+	}))
 }
 
 func TestHarness(t *testing.T) {
@@ -139,10 +139,15 @@ func TestEpisodeShape(t *testing.T) {
 	// The speaker acts at step 1, on its briefing; the listener at step 2,
 	// on the word.
 	assert.Equal(t, 2, ep.Steps)
-	assert.Equal(t, []trajectories.ActionRecord{
-		{Step: 1, Agent: 0, Turn: 0, Action: ep.Actions[0].Action},
-		{Step: 2, Agent: 1, Turn: 0, Action: ep.Actions[1].Action},
-	}, ep.Actions)
+	require.Len(t, ep.Turns, 2)
+	for i, want := range []struct{ step, seat int }{{1, 0}, {2, 1}} {
+		got := ep.Turns[i]
+		assert.Equal(t, want, struct{ step, seat int }{got.Step, got.Seat}, "turn %d", i)
+		assert.Equal(t, 0, got.Turn)
+	}
+	// The speaker saw its briefing, the listener the word.
+	assert.Equal(t, signal.KindWord, ep.Messages[ep.Turns[1].Inbox[0]].Kind)
+	assert.Equal(t, []int{1}, ep.Messages[ep.Turns[1].Inbox[0]].Recipients)
 	assert.Equal(t, signal.Briefed, speaker.state)
 	assert.Equal(t, signal.Choosing, listener.state)
 
@@ -163,7 +168,7 @@ func TestEpisodeShape(t *testing.T) {
 		"0 env->speaker target", "0 env->speaker candidates", "1 speaker->listener word", "2 env->* result",
 	}, kinds)
 	require.Len(t, listener.inbox, 1)
-	assert.Equal(t, ep.Actions[0].Action, listener.inbox[0].Payload)
+	assert.Equal(t, ep.Turns[0].Action, listener.inbox[0].Payload)
 
 	// The listener's sample notes the target.
 	assert.Equal(t, speaker.target, ep.Samples[1].Metadata.Extra["target"])
@@ -179,7 +184,7 @@ func TestSeedsDrawDifferentGames(t *testing.T) {
 	for seed := range uint64(300) {
 		speaker := &briefing{policy: agents.Random()}
 		listener := &briefing{policy: agents.Random()}
-		ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: seed, Policy: pair(speaker, listener)})
+		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: seed, Policy: pair(speaker, listener)}))
 		require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 		for _, c := range speaker.candidates {
 			require.Len(t, strings.Fields(c), 3, c)
@@ -273,7 +278,7 @@ func TestAnswersAreNormalised(t *testing.T) {
 	ep := play(t, nil, 5, speaker, named(t, sc, p, "scripted", signal.RoleListener))
 	require.Equal(t, 1.0, ep.Score.Team, "seed 5 is a success for the scripted pair")
 
-	shout := strings.ToUpper(ep.Actions[0].Action) + " "
+	shout := strings.ToUpper(ep.Turns[0].Action) + " "
 	pick := "  " + strings.ToUpper(strings.ReplaceAll(speaker.target, " ", "   "))
 	ep = play(t, nil, 5, agents.Replay(shout), agents.Replay(pick))
 	assert.Equal(t, 1.0, ep.Score.Team)
@@ -350,5 +355,5 @@ func TestSymbolsAreAConvention(t *testing.T) {
 	ep := play(t, map[string]string{"vocab": signal.Symbols}, 3, speaker, named(t, sc, p, "scripted", signal.RoleListener))
 	assert.Equal(t, []string{"w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8"}, speaker.legal)
 	assert.Contains(t, speaker.view, "no given meaning")
-	assert.Contains(t, speaker.legal, ep.Actions[0].Action)
+	assert.Contains(t, speaker.legal, ep.Turns[0].Action)
 }

@@ -26,7 +26,7 @@ func play(t *testing.T, params map[string]string, policySeed uint64, x, o agents
 	sc := tictactoe.New()
 	p, err := sc.Info().ParseParams(params)
 	require.NoError(t, err)
-	return env.RunEpisode(context.Background(), env.Setup{
+	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario:   sc,
 		Params:     p,
 		PolicySeed: policySeed,
@@ -37,7 +37,7 @@ func play(t *testing.T, params map[string]string, policySeed uint64, x, o agents
 			}
 			return o
 		},
-	})
+	}))
 }
 
 func TestHarness(t *testing.T) {
@@ -81,7 +81,8 @@ func TestRowWins(t *testing.T) {
 	assert.Equal(t, env.Score{Team: 0, Agents: []float64{1, -1}}, ep.Score)
 	assert.Equal(t, 5, ep.Steps)
 	last := ep.Messages[len(ep.Messages)-1]
-	assert.Equal(t, protocol.Message{From: protocol.EnvSender, To: protocol.Broadcast, Kind: tictactoe.KindResult, Payload: "x wins", Time: 5, Seq: 5}, last)
+	assert.Equal(t, protocol.Message{From: protocol.EnvSender, To: protocol.Broadcast, Kind: tictactoe.KindResult, Payload: "x wins", Time: 5, Seq: 5}, last.Message)
+	assert.Equal(t, []int{0, 1}, last.Recipients, "the last step's message is in the log, with who received it")
 }
 
 func TestColumnAndDiagonalWinsForO(t *testing.T) {
@@ -181,7 +182,7 @@ func TestMinimaxIsPerfect(t *testing.T) {
 	minimax := tictactoe.Minimax()
 	ep := play(t, nil, 0, minimax, minimax, env.Limits{})
 	assert.Equal(t, []float64{0, 0}, ep.Score.Agents, "perfect play draws")
-	assert.Len(t, ep.Actions, 9)
+	assert.Len(t, ep.Turns, 9)
 
 	// Against every opponent tried, minimax never loses, in either seat.
 	opponents := map[string]agents.Policy{"random": agents.Random(), "center-first": tictactoe.CenterFirst()}
@@ -280,14 +281,14 @@ func TestCells(t *testing.T) {
 func ExampleMinimax() {
 	sc := tictactoe.New()
 	p, _ := sc.Info().ParseParams(nil)
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: sc,
 		Params:   p,
 		Policy:   env.SamePolicy(tictactoe.Minimax()),
-	})
-	moves := make([]string, len(ep.Actions))
-	for i, a := range ep.Actions {
-		moves[i] = ep.Seats[a.Agent].ID + ":" + a.Action
+	}))
+	moves := make([]string, len(ep.Turns))
+	for i, a := range ep.Turns {
+		moves[i] = ep.Seats[a.Seat].ID + ":" + a.Action
 	}
 	fmt.Println(strings.Join(moves, " "))
 	fmt.Println(ep.Status, ep.Score.Agents)

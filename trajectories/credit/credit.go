@@ -59,7 +59,7 @@ func (Team) Name() string { return "team" }
 // Allocate implements trajectories.Allocator.
 func (Team) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	for e, ep := range group {
-		for s := range ep.Samples {
+		for s := range dst[e] {
 			dst[e][s] = ep.Score.Team
 		}
 	}
@@ -89,13 +89,13 @@ func (a EqualSplit) Allocate(_ context.Context, group []*trajectories.Episode, d
 	for e, ep := range group {
 		n := len(ep.Seats)
 		if a.PerSample {
-			n = len(ep.Samples)
+			n = len(dst[e])
 		}
 		if n == 0 {
 			continue
 		}
 		share := ep.Score.Team / float64(n)
-		for s := range ep.Samples {
+		for s := range dst[e] {
 			dst[e][s] = share
 		}
 	}
@@ -151,8 +151,42 @@ func agentScore(ep *trajectories.Episode, i int) (float64, error) {
 	return v, nil
 }
 
-// sampleSeats returns, for every sample of ep, the seat index of its agent.
+// sampleTimes returns, for every sample of ep, its step and its agent's
+// turn number (see sampleSeats).
+func sampleTimes(ep *trajectories.Episode) (steps, turns []int) {
+	if ep.Samples == nil {
+		for k := range ep.Turns {
+			if t := &ep.Turns[k]; t.Emit {
+				steps, turns = append(steps, t.Step), append(turns, t.Turn)
+			}
+		}
+		return steps, turns
+	}
+	steps, turns = make([]int, len(ep.Samples)), make([]int, len(ep.Samples))
+	for s := range ep.Samples {
+		steps[s], turns[s] = ep.Samples[s].Metadata.Step, ep.Samples[s].Metadata.Turn
+	}
+	return steps, turns
+}
+
+// sampleSeats returns, for every sample of ep, the seat index of its agent:
+// read from the samples when they are projected, from the emitted turns
+// when not (a run whose sinks need no samples).
 func sampleSeats(ep *trajectories.Episode) ([]int, error) {
+	if ep.Samples == nil {
+		out := make([]int, 0, ep.SampleCount())
+		for k := range ep.Turns {
+			t := &ep.Turns[k]
+			if !t.Emit {
+				continue
+			}
+			if t.Seat < 0 || t.Seat >= len(ep.Seats) {
+				return nil, fmt.Errorf("%w: episode %d of %s: turn %d names seat %d of %d", ErrBadEpisode, ep.Index, ep.Scenario, k, t.Seat, len(ep.Seats))
+			}
+			out = append(out, t.Seat)
+		}
+		return out, nil
+	}
 	out := make([]int, len(ep.Samples))
 	if len(ep.Samples) == 0 {
 		return out, nil

@@ -106,9 +106,10 @@ func (d Discount) AllocateNoted(ctx context.Context, group []*trajectories.Episo
 		return err
 	}
 	for e, ep := range group {
+		steps, turns := sampleTimes(ep)
 		if d.Unit == UnitStep {
-			for s := range ep.Samples {
-				dst[e][s] *= pow(d.Gamma, ep.Steps-ep.Samples[s].Metadata.Step)
+			for s := range dst[e] {
+				dst[e][s] *= pow(d.Gamma, ep.Steps-steps[s])
 			}
 			continue
 		}
@@ -117,13 +118,13 @@ func (d Discount) AllocateNoted(ctx context.Context, group []*trajectories.Episo
 			return err
 		}
 		last := make([]int, len(ep.Seats))
-		for _, a := range ep.Actions {
-			if a.Agent >= 0 && a.Agent < len(last) {
-				last[a.Agent] = max(last[a.Agent], a.Turn)
+		for k := range ep.Turns {
+			if a := &ep.Turns[k]; a.Seat >= 0 && a.Seat < len(last) {
+				last[a.Seat] = max(last[a.Seat], a.Turn)
 			}
 		}
 		for s, i := range seats {
-			dst[e][s] *= pow(d.Gamma, last[i]-ep.Samples[s].Metadata.Turn)
+			dst[e][s] *= pow(d.Gamma, last[i]-turns[s])
 		}
 	}
 	return nil

@@ -34,16 +34,16 @@ func playBar(t testing.TB, agents_, nights int, capacity float64, seed uint64) b
 		"agents": strconv.Itoa(agents_), "nights": strconv.Itoa(nights), "capacity": strconv.FormatFloat(capacity, 'g', -1, 64),
 	})
 	require.NoError(t, err)
-	ep := env.RunEpisode(context.Background(), env.Setup{
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Scenario: sc, Params: p, Seed: seed, PolicySeed: seed + 1, Index: int64(seed),
 		Policy: env.SamePolicy(agents.Random()),
-	})
+	}))
 	require.Equal(t, "", ep.Err)
 	w := barWeek{ep: ep, capacity: capacity, night: make([]int, agents_), x: make([]int, nights)}
-	for _, a := range ep.Actions {
+	for _, a := range ep.Turns {
 		k, err := strconv.Atoi(a.Action)
 		require.NoError(t, err)
-		w.night[a.Agent] = k
+		w.night[a.Seat] = k
 		w.x[k]++
 	}
 	return w
@@ -163,7 +163,7 @@ func TestCounterfactualsNeedTheScenarioToDeclareThem(t *testing.T) {
 	sc := env.Define(&info, base.New)
 	p, err := info.ParseParams(map[string]string{"agents": "4"})
 	require.NoError(t, err)
-	ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: 1, Policy: env.SamePolicy(agents.Random())})
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: 1, Policy: env.SamePolicy(agents.Random())}))
 	require.Empty(t, ep.Err)
 
 	_, err = allocate(credit.LeaveOneOut{}, ep)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -54,15 +55,17 @@ func Example_customAllocator() {
 
 	// A finished episode: ann plays twice, bob once; ann scored best.
 	ep := &trajectories.Episode{
-		Status: protocol.StatusCompleted,
-		Seats:  []trajectories.Seat{{ID: "ann", Role: "player"}, {ID: "bob", Role: "player"}},
-		Actions: []trajectories.ActionRecord{
-			{Step: 1, Agent: 0, Turn: 0}, {Step: 2, Agent: 1, Turn: 0}, {Step: 3, Agent: 0, Turn: 1},
+		Record: episode.Record{
+			Status: protocol.StatusCompleted,
+			Seats:  []trajectories.Seat{{ID: "ann", Role: "player"}, {ID: "bob", Role: "player"}},
+			Turns: []episode.Turn{
+				{Step: 1, Seat: 0, Turn: 0}, {Step: 2, Seat: 1, Turn: 0}, {Step: 3, Seat: 0, Turn: 1},
+			},
+			Score: trajectories.Score{Team: 10, Agents: []float64{7, 3}},
 		},
-		Score: trajectories.Score{Team: 10, Agents: []float64{7, 3}},
 	}
-	for _, a := range ep.Actions {
-		id := ep.Seats[a.Agent].ID
+	for _, a := range ep.Turns {
+		id := ep.Seats[a.Seat].ID
 		ep.Samples = append(ep.Samples, protocol.Sample{Metadata: protocol.Metadata{Agent: id, Turn: a.Turn, Step: a.Step}})
 	}
 	if err := trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, allocs, trajectories.RewardDict); err != nil {

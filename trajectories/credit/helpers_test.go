@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -48,14 +49,19 @@ func gloveGame() game {
 // playing the null action. replays counts the re-simulations.
 func (g game) episode(replays *atomic.Int64) *trajectories.Episode {
 	ep := &trajectories.Episode{
-		Scenario: "game", Seed: 7, PolicySeed: 11,
-		Status: protocol.StatusCompleted, End: "terminated",
-		Score: trajectories.Score{Team: g.v[g.full()]},
+		Record: episode.Record{
+			Scenario:   "game",
+			Seed:       7,
+			PolicySeed: 11,
+			Status:     protocol.StatusCompleted,
+			End:        "terminated",
+			Score:      trajectories.Score{Team: g.v[g.full()]},
+		},
 	}
 	for i := range g.k {
 		id := fmt.Sprintf("p%d", i)
 		ep.Seats = append(ep.Seats, trajectories.Seat{ID: id, Role: "player"})
-		ep.Actions = append(ep.Actions, trajectories.ActionRecord{Step: 1, Agent: i, Action: "play"})
+		ep.Turns = append(ep.Turns, episode.Turn{Step: 1, Seat: i, Action: "play"})
 		ep.Samples = append(ep.Samples, protocol.Sample{Metadata: protocol.Metadata{Agent: id, Role: "player", Step: 1}})
 	}
 	ep.Steps = 1
@@ -89,14 +95,18 @@ func allocate(a trajectories.Allocator, eps ...*trajectories.Episode) ([][]float
 // takes turns[i] turns (one step each, every turn emitted).
 func agentEpisode(g float64, scores []float64, seats []trajectories.Seat, turns []int) *trajectories.Episode {
 	ep := &trajectories.Episode{
-		Scenario: "test", Status: protocol.StatusCompleted,
-		Seats: seats, Score: trajectories.Score{Team: g, Agents: scores},
+		Record: episode.Record{
+			Scenario: "test",
+			Status:   protocol.StatusCompleted,
+			Seats:    seats,
+			Score:    trajectories.Score{Team: g, Agents: scores},
+		},
 	}
 	step := 0
 	for i, s := range seats {
 		for t := range turns[i] {
 			step++
-			ep.Actions = append(ep.Actions, trajectories.ActionRecord{Step: step, Agent: i, Turn: t, Action: "x"})
+			ep.Turns = append(ep.Turns, episode.Turn{Step: step, Seat: i, Turn: t, Action: "x"})
 			ep.Samples = append(ep.Samples, protocol.Sample{Metadata: protocol.Metadata{Agent: s.ID, Role: s.Role, Turn: t, Step: step}})
 		}
 	}

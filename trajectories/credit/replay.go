@@ -236,11 +236,12 @@ func emitted(ep *trajectories.Episode, seats []int) []bool {
 // ep and how often, most frequent first (ties by text).
 func roleActions(ep *trajectories.Episode) map[string][]actionCount {
 	counts := map[string]map[string]int{}
-	for _, a := range ep.Actions {
-		if a.Agent < 0 || a.Agent >= len(ep.Seats) {
+	for k := range ep.Turns {
+		a := &ep.Turns[k]
+		if a.Seat < 0 || a.Seat >= len(ep.Seats) {
 			continue
 		}
-		role := ep.Seats[a.Agent].Role
+		role := ep.Seats[a.Seat].Role
 		if counts[role] == nil {
 			counts[role] = map[string]int{}
 		}
@@ -273,9 +274,9 @@ func sortActions(list []actionCount) {
 // seatActions returns every seat's recorded actions, in turn order.
 func seatActions(ep *trajectories.Episode) [][]string {
 	out := make([][]string, len(ep.Seats))
-	for _, a := range ep.Actions {
-		if a.Agent >= 0 && a.Agent < len(out) {
-			out[a.Agent] = append(out[a.Agent], a.Action)
+	for k := range ep.Turns {
+		if a := &ep.Turns[k]; a.Seat >= 0 && a.Seat < len(out) {
+			out[a.Seat] = append(out[a.Seat], a.Action)
 		}
 	}
 	return out

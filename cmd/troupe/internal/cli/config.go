@@ -19,6 +19,7 @@ type runFlags struct {
 	concurrency   int
 	seed          uint64
 	out           string
+	episodesOut   string // --episodes-out: the episode records; "" for none
 	params        []string
 	allocators    []string
 	rewardFormat  string
@@ -45,6 +46,7 @@ type plan struct {
 	cfg      env.RunConfig
 	layout   trajectories.Layout
 	out      string            // "-" for stdout
+	episodes string            // --episodes-out, "" for none
 	policies map[string]string // role -> policy name, for the summary
 	closers  []func()          // what the run must close when it ends (LLM clients)
 	emit     []string          // the roles whose turns are emitted; nil: all
@@ -126,6 +128,14 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	default:
 		return nil, usagef("--layout %q: want flat (one sample per line) or nested (one episode per line)", f.layout)
 	}
+	switch {
+	case f.episodesOut != "" && f.episodesOut == f.out:
+		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
+	case f.episodesOut != "" && f.nats.Conn.URL != "":
+		// Records that come back from workers carry their samples, not
+		// every part of their turns (distributed/wire).
+		return nil, usagef("--episodes-out does not work with --nats yet")
+	}
 	// Policies last: an LLM policy opens a client, which nothing after it
 	// may fail to close.
 	llmPolicy := func() (*llmPolicies, error) { return newLLMPolicies(sc, params, f) }
@@ -164,6 +174,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 		},
 		layout:   layout,
 		out:      f.out,
+		episodes: f.episodesOut,
 		policies: names,
 		closers:  closers,
 		emit:     emitRoles,

@@ -79,6 +79,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.IntVarP(&f.concurrency, "concurrency", "c", 0, "groups of episodes played at once; 0 means one per CPU (does not change the output)")
 	fl.Uint64VarP(&f.seed, "seed", "s", 1, "run seed: every episode's scenario and policy seeds derive from it")
 	fl.StringVarP(&f.out, "out", "o", "", "output file, or - for standard output (default troupe-SCENARIO.jsonl)")
+	fl.StringVar(&f.episodesOut, "episodes-out", "", "also write every episode's record (turns, messages with recipients, score, credit) to this file, one line per episode (format troupe.episode/v1); - is standard output")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "scenario parameter `key=value` (repeatable; see troupe scenarios SCENARIO)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "policy `NAME` for every role, or ROLE=NAME for one (repeatable; default: the scenario's default, or random)")
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec`: name or name:key=value,... (repeatable or comma-separated; see troupe allocators)")
@@ -119,12 +120,24 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		rep.printf("troupe: %v: finishing the episodes in flight (again to quit at once)\n", context.Cause(ctx))
 	})
 
-	sink := trajectories.NewJSONLWriter(out.w, p.layout)
+	var sink trajectories.Sink = trajectories.NewJSONLWriter(out.w, p.layout)
+	var episodes *output
+	if p.episodes != "" {
+		if episodes, err = openOutput(p.episodes, a.Stdout); err != nil {
+			stopNotice()
+			fmt.Fprintf(a.Stderr, "troupe: --episodes-out: %v\n", err)
+			return &exitError{code: ExitFailure, err: errors.Join(err, out.close())}
+		}
+		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(episodes.w))
+	}
 	sum, runErr := a.play(ctx, p, &f.nats, cfg, sink, rep)
 	for _, c := range p.closers {
 		c()
 	}
 	closeErr := errors.Join(out.close(), closeAllocators(cfg.Allocators))
+	if episodes != nil {
+		closeErr = errors.Join(closeErr, episodes.close())
+	}
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary
 	}

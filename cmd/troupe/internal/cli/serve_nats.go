@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout/server"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -51,9 +52,9 @@ func (r *natsRemote) Play(ctx context.Context, rr server.RemoteRequest) []*traje
 	x, err := r.client.StartRequests(ctx, id, cfg, natsrun.Spec{Policies: rr.Policies, Emit: rr.Emit}, reqs)
 	if err != nil {
 		for i, req := range reqs {
-			eps[i] = &trajectories.Episode{Scenario: info.Name, Params: params, Seed: req.Seed, PolicySeed: req.PolicySeed,
+			eps[i] = &trajectories.Episode{Record: episode.Record{Scenario: info.Name, Params: params, Seed: req.Seed, PolicySeed: req.PolicySeed,
 				Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
-				Status: protocol.StatusAborted, End: env.EndPolicyError, Err: fmt.Sprintf("queuing the episodes on NATS: %v", err)}
+				Status: protocol.StatusAborted, End: env.EndPolicyError, Err: fmt.Sprintf("queuing the episodes on NATS: %v", err)}}
 		}
 		return eps
 	}

@@ -1,4 +1,4 @@
-package trajectories
+package episode
 
 import (
 	"context"
@@ -13,7 +13,7 @@ var (
 )
 
 // Counterfactual describes how to re-run an episode differently. Seat indexes
-// refer to Episode.Seats.
+// refer to Record.Seats.
 type Counterfactual struct {
 	// Absent seats take no part: they are never scheduled and the scenario
 	// treats them as it declares for an absent agent.

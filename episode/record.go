@@ -1,0 +1,124 @@
+package episode
+
+import (
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Seat is one agent of an episode: its id and its role. An episode's seats
+// are in a fixed order; that order breaks every tie.
+type Seat struct {
+	ID   string
+	Role string
+}
+
+// Score is a scenario's verdict on a finished episode: the team reward G and,
+// for scenarios that have them, per-agent scores in seat order (nil when the
+// scenario has none).
+type Score struct {
+	Team   float64
+	Agents []float64
+}
+
+// Message is one entry of an episode's message log: a message as the bus
+// stamped it (Time, Seq) and the seats it was delivered to, in seat order.
+// For a channel, the recipients are its members at delivery; a broadcast or
+// channel message never reaches its sender. A message sent in the
+// episode's last step is in the log too, with the recipients it would have
+// reached.
+type Message struct {
+	protocol.Message
+	Recipients []int
+}
+
+// Turn is one agent turn as it was played. Every turn is recorded, also those
+// of agents whose turns are not emitted as samples, so that an episode can
+// be replayed exactly.
+type Turn struct {
+	Seat  int          // the acting seat, an index into Record.Seats
+	Step  int          // the episode's logical time of the turn
+	Turn  int          // the agent's own turn number, from 0
+	State agents.State // the agent's state-machine state when it acted
+	Seed  uint64       // the turn's policy seed
+
+	// View is the scenario's rendering of the state, Legal the legal
+	// actions (nil: free-form).
+	View  string
+	Legal []string
+	// Inbox holds the positions in Record.Messages (equal to their Seq) of
+	// the messages delivered to the agent since its previous turn, in
+	// delivery order.
+	Inbox []int
+
+	// Action is the move the game read; Completion what a model wrote
+	// around it, when that differs (agents.Action.Completion).
+	Action     string
+	Completion string
+	// Prompt is the chat a policy recorded having sent (an LLM's); nil
+	// when the prompt is the rendered observation.
+	Prompt *protocol.Prompt
+	// Tokens are the policy's token ids and log-probs; nil for text-only
+	// policies.
+	Tokens *agents.Tokens
+	// Invalid says why the answer was invalid (agents.Action.Invalid).
+	Invalid string
+	// Notes are the policy's notes about the answer and the facts the
+	// game noted about the turn (env.Step.Note), the game's last.
+	Notes map[string]any
+	// Emit says whether the turn becomes a training sample.
+	Emit bool
+}
+
+// Record is one finished episode.
+type Record struct {
+	Scenario   string
+	Params     map[string]string // the scenario parameters, as given
+	Seed       uint64            // scenario seed: equal for every episode of a group
+	PolicySeed uint64            // the root of every turn's policy seed
+
+	Index      int64 // episode number within the run, from 0
+	RolloutID  int64 // shared by all of this episode's samples
+	GroupIndex int64 // the episodes of one GRPO group share it
+
+	Status protocol.Status
+	End    string // why it ended: "terminated", "max_steps", "interrupted", ...
+	Err    string // for aborted and failed episodes
+
+	Steps    int       // logical steps taken
+	Seats    []Seat    // the agents, in seat order
+	Turns    []Turn    // every turn, in order of play
+	Messages []Message // every message sent on the bus, in Seq order
+	Score    Score
+	Label    string // the scenario's ground truth, if it has one
+
+	// Replay, when non-nil, re-runs this episode with some agents' actions
+	// or presence changed; counterfactual allocators need it. The engine
+	// sets it for episodes it can reproduce.
+	Replay Replayer
+}
+
+// AgentScore returns seat i's individual score and whether the scenario has
+// one.
+func (r *Record) AgentScore(i int) (float64, bool) {
+	if i < 0 || i >= len(r.Score.Agents) {
+		return 0, false
+	}
+	return r.Score.Agents[i], true
+}
+
+// Emitted returns the number of emitted turns: the episode's samples.
+func (r *Record) Emitted() int {
+	n := 0
+	for i := range r.Turns {
+		if r.Turns[i].Emit {
+			n++
+		}
+	}
+	return n
+}
+
+// Finished reports whether the episode has an outcome: it completed or was
+// truncated, and was scored.
+func (r *Record) Finished() bool {
+	return r.Status == protocol.StatusCompleted || r.Status == protocol.StatusTruncated
+}

@@ -1,0 +1,38 @@
+package episode_test
+
+import (
+	"testing"
+
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+func TestTextPromptRendersTheInboxFromTheLog(t *testing.T) {
+	log := []episode.Message{
+		{Message: protocol.Message{From: "env", To: "a", Kind: "brief", Payload: "red", Time: 0, Seq: 0}, Recipients: []int{0}},
+		{Message: protocol.Message{From: "a", To: protocol.Broadcast, Kind: "word", Payload: "hi", Time: 1, Seq: 1}, Recipients: []int{1}},
+	}
+	rec := &episode.Record{Messages: log, Turns: []episode.Turn{
+		{Seat: 0, View: "v0", Inbox: []int{0}, Emit: true},
+		{Seat: 1, View: "", Inbox: []int{1}},
+		{Seat: 0, View: "v2"},
+	}}
+	for k, want := range []string{
+		episode.RenderObservation("v0", []protocol.Message{log[0].Message}),
+		episode.RenderObservation("", []protocol.Message{log[1].Message}),
+		"v2",
+	} {
+		if got := rec.TextPrompt(&rec.Turns[k]); got != want {
+			t.Errorf("turn %d: TextPrompt = %q, want %q", k, got, want)
+		}
+	}
+	if got, want := episode.RenderObservation("v", []protocol.Message{log[1].Message}), "v\nMessages:\n[t=1] a -> * (word): hi"; got != want {
+		t.Errorf("RenderObservation = %q, want %q", got, want)
+	}
+	if n := rec.Emitted(); n != 1 {
+		t.Errorf("Emitted = %d, want 1", n)
+	}
+	if _, ok := rec.AgentScore(0); ok {
+		t.Error("AgentScore of a record without agent scores")
+	}
+}

@@ -1,0 +1,472 @@
+package trajectories
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// EpisodeFormat is the value of the "format" key that opens every line of
+// an episode file: the name and version of the form below.
+const EpisodeFormat = "troupe.episode/v1"
+
+// The episode JSONL form (troupe.episode/v1) holds one episode per line: its
+// record and its credit, the input of analysis tools and of the episode
+// viewer. `troupe run --episodes-out PATH` writes it beside the samples:
+// the same episodes, in the same order, whole lines only. The keys of a
+// line, in order:
+//
+//   - "format": "troupe.episode/v1", always first;
+//   - "scenario", "params" (an object of strings), "seed" (the scenario
+//     seed), "policy_seed", "index" (the episode's number in the run),
+//     "rollout_id", "group_index": the episode's identity;
+//   - "status" (slime's: completed, truncated, aborted, failed), "end" (why
+//     it ended: terminated, quiescent, max_steps, ...), "error" (empty
+//     unless aborted or failed), "steps" (logical steps taken), "label"
+//     (the scenario's ground truth, empty if none);
+//   - "seats": [{"id", "role"}], in seat order: a seat number below is an
+//     index into this list;
+//   - "turns": every turn in order of play, emitted or not, each with
+//     "seat", "step" (logical time), "turn" (the agent's own number, from
+//     0), "state" (its state-machine state), "seed" (the turn's policy
+//     seed), "view" (the scenario's rendering), "legal" (the legal actions,
+//     null for free-form), "inbox" (positions in "messages" of the
+//     messages delivered since the agent's previous turn), "action" (the
+//     move the game read), "completion" (what a model wrote around it,
+//     empty if the same), "prompt" (only when the policy recorded the chat
+//     it sent: a string or a list of {"role", "content"}; otherwise the
+//     prompt is the view followed by the inbox messages, as in the
+//     samples), "tokens" (only for policies with token ids: {"prompt",
+//     "response", "log_probs", "loss_mask"}), "invalid" (why the answer was
+//     invalid, empty if it was not), "notes" (the policy's and the game's
+//     facts about the turn, an object), "emit" (whether the turn is a
+//     sample);
+//   - "messages": the bus log in send order, each with "seq" (its position),
+//     "time" (the step that sent it; delivered at its end), "from", "to"
+//     (an agent id, "*" for everyone, "#name" for a channel), "kind",
+//     "payload" and "recipients" (the seats it was delivered to, in seat
+//     order: a channel's members at delivery, never the sender);
+//   - "score": {"team", "agents"}: the team reward and the per-agent scores
+//     in seat order (null when the scenario has none);
+//   - "credit": null without allocators, else {"allocators": names in run
+//     order, "values": per allocator one list with a value per emitted
+//     turn, in order (the k-th emitted turn is the episode's k-th sample),
+//     "notes": the allocators' notes, an object or null}.
+//
+// Numbers that JSON cannot hold (NaN, +Inf, -Inf) are written as the
+// strings "NaN", "+Inf" and "-Inf". Notes are JSON values: a number comes
+// back as a float64. ReadEpisode is strict: unknown keys, another format or
+// trailing data are errors.
+type episodeLine struct {
+	Format     string            `json:"format"`
+	Scenario   string            `json:"scenario"`
+	Params     map[string]string `json:"params"`
+	Seed       uint64            `json:"seed"`
+	PolicySeed uint64            `json:"policy_seed"`
+	Index      int64             `json:"index"`
+	RolloutID  int64             `json:"rollout_id"`
+	GroupIndex int64             `json:"group_index"`
+	Status     protocol.Status   `json:"status"`
+	End        string            `json:"end"`
+	Error      string            `json:"error"`
+	Steps      int               `json:"steps"`
+	Label      string            `json:"label"`
+	Seats      []seatLine        `json:"seats"`
+	Turns      []turnLine        `json:"turns"`
+	Messages   []messageLine     `json:"messages"`
+	Score      scoreLine         `json:"score"`
+	Credit     *creditLine       `json:"credit"`
+}
+
+type seatLine struct {
+	ID   string `json:"id"`
+	Role string `json:"role"`
+}
+
+type turnLine struct {
+	Seat       int            `json:"seat"`
+	Step       int            `json:"step"`
+	Turn       int            `json:"turn"`
+	State      string         `json:"state"`
+	Seed       uint64         `json:"seed"`
+	View       string         `json:"view"`
+	Legal      []string       `json:"legal"`
+	Inbox      []int          `json:"inbox"`
+	Action     string         `json:"action"`
+	Completion string         `json:"completion"`
+	Prompt     *promptLine    `json:"prompt,omitempty"`
+	Tokens     *tokensLine    `json:"tokens,omitempty"`
+	Invalid    string         `json:"invalid"`
+	Notes      map[string]any `json:"notes"`
+	Emit       bool           `json:"emit"`
+}
+
+type messageLine struct {
+	Seq        int    `json:"seq"`
+	Time       int    `json:"time"`
+	From       string `json:"from"`
+	To         string `json:"to"`
+	Kind       string `json:"kind"`
+	Payload    string `json:"payload"`
+	Recipients []int  `json:"recipients"`
+}
+
+type scoreLine struct {
+	Team   jfloat   `json:"team"`
+	Agents []jfloat `json:"agents"`
+}
+
+type tokensLine struct {
+	Prompt   []int    `json:"prompt"`
+	Response []int    `json:"response"`
+	LogProbs []jfloat `json:"log_probs"`
+	LossMask []int    `json:"loss_mask"`
+}
+
+type creditLine struct {
+	Allocators []string       `json:"allocators"`
+	Values     [][]jfloat     `json:"values"`
+	Notes      map[string]any `json:"notes"`
+}
+
+// promptLine is a recorded prompt: a JSON string, or a list of chat
+// messages.
+type promptLine protocol.Prompt
+
+func (p promptLine) MarshalJSON() ([]byte, error) {
+	if p.Messages == nil {
+		return json.Marshal(p.Text)
+	}
+	return json.Marshal(p.Messages)
+}
+
+func (p *promptLine) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		*p = promptLine{}
+		return json.Unmarshal(data, &p.Text)
+	}
+	var msgs []protocol.ChatMessage
+	if err := strictUnmarshal(data, &msgs); err != nil {
+		return err
+	}
+	if msgs == nil {
+		return errors.New("prompt: want a string or a list of chat messages")
+	}
+	*p = promptLine{Messages: msgs}
+	return nil
+}
+
+// jfloat is a float64 whose non-finite values are JSON strings.
+type jfloat float64
+
+func (f jfloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	switch {
+	case math.IsNaN(v):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(v, 1):
+		return []byte(`"+Inf"`), nil
+	case math.IsInf(v, -1):
+		return []byte(`"-Inf"`), nil
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+func (f *jfloat) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case `"NaN"`:
+		*f = jfloat(math.NaN())
+	case `"+Inf"`:
+		*f = jfloat(math.Inf(1))
+	case `"-Inf"`:
+		*f = jfloat(math.Inf(-1))
+	default:
+		var v float64
+		if err := json.Unmarshal(data, &v); err != nil {
+			return err
+		}
+		*f = jfloat(v)
+	}
+	return nil
+}
+
+func jfloats(v []float64) []jfloat {
+	if v == nil {
+		return nil
+	}
+	out := make([]jfloat, len(v))
+	for i, x := range v {
+		out[i] = jfloat(x)
+	}
+	return out
+}
+
+func floats(v []jfloat) []float64 {
+	if v == nil {
+		return nil
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// AppendEpisodeJSON appends the episode JSONL line of rec and its credit
+// (nil: none), newline included, to dst. It fails only on a note that JSON
+// cannot encode.
+func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte, error) {
+	l := episodeLine{
+		Format: EpisodeFormat, Scenario: rec.Scenario, Params: rec.Params, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
+		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
+		Status: rec.Status, End: rec.End, Error: rec.Err, Steps: rec.Steps, Label: rec.Label,
+		Seats:    make([]seatLine, len(rec.Seats)),
+		Turns:    make([]turnLine, len(rec.Turns)),
+		Messages: make([]messageLine, len(rec.Messages)),
+		Score:    scoreLine{Team: jfloat(rec.Score.Team), Agents: jfloats(rec.Score.Agents)},
+	}
+	if l.Params == nil {
+		l.Params = map[string]string{}
+	}
+	for i, s := range rec.Seats {
+		l.Seats[i] = seatLine(s)
+	}
+	for i := range rec.Turns {
+		t := &rec.Turns[i]
+		tl := turnLine{
+			Seat: t.Seat, Step: t.Step, Turn: t.Turn, State: string(t.State), Seed: t.Seed,
+			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Action: t.Action, Completion: t.Completion,
+			Invalid: t.Invalid, Notes: t.Notes, Emit: t.Emit,
+		}
+		if tl.Inbox == nil {
+			tl.Inbox = []int{}
+		}
+		if tl.Notes == nil {
+			tl.Notes = map[string]any{}
+		}
+		if t.Prompt != nil {
+			p := promptLine(*t.Prompt)
+			tl.Prompt = &p
+		}
+		if tk := t.Tokens; tk != nil {
+			tl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
+		}
+		l.Turns[i] = tl
+	}
+	for i := range rec.Messages {
+		m := &rec.Messages[i]
+		l.Messages[i] = messageLine{Seq: m.Seq, Time: m.Time, From: m.From, To: string(m.To), Kind: m.Kind, Payload: m.Payload, Recipients: m.Recipients}
+		if l.Messages[i].Recipients == nil {
+			l.Messages[i].Recipients = []int{}
+		}
+	}
+	if credit != nil {
+		cl := &creditLine{Allocators: credit.Allocators, Values: make([][]jfloat, len(credit.Values)), Notes: credit.Notes}
+		for i, v := range credit.Values {
+			cl.Values[i] = jfloats(v)
+		}
+		l.Credit = cl
+	}
+	b, err := json.Marshal(&l)
+	if err != nil {
+		return dst, fmt.Errorf("episode %d: %w", rec.Index, err)
+	}
+	return append(append(dst, b...), '\n'), nil
+}
+
+// ErrEpisodeLine is wrapped by DecodeEpisode's errors: the line is not a
+// troupe.episode/v1 episode.
+var ErrEpisodeLine = errors.New("not a troupe episode line")
+
+// DecodeEpisode decodes one line of the episode JSONL form (without its
+// newline). The record's Replay is nil; credit is nil when the line has
+// none.
+func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
+	var probe struct {
+		Format *string `json:"format"`
+	}
+	if err := json.Unmarshal(line, &probe); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrEpisodeLine, err)
+	}
+	switch {
+	case probe.Format == nil:
+		return nil, nil, fmt.Errorf("%w: no format", ErrEpisodeLine)
+	case *probe.Format != EpisodeFormat:
+		return nil, nil, fmt.Errorf("%w: format %q, this build reads %q", ErrEpisodeLine, *probe.Format, EpisodeFormat)
+	}
+	var l episodeLine
+	if err := strictUnmarshal(line, &l); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrEpisodeLine, err)
+	}
+	if !l.Status.Valid() {
+		return nil, nil, fmt.Errorf("%w: status %q is not a slime status", ErrEpisodeLine, l.Status)
+	}
+	rec := &episode.Record{
+		Scenario: l.Scenario, Params: l.Params, Seed: l.Seed, PolicySeed: l.PolicySeed,
+		Index: l.Index, RolloutID: l.RolloutID, GroupIndex: l.GroupIndex,
+		Status: l.Status, End: l.End, Err: l.Error, Steps: l.Steps, Label: l.Label,
+		Score: episode.Score{Team: float64(l.Score.Team), Agents: floats(l.Score.Agents)},
+	}
+	if l.Seats != nil {
+		rec.Seats = make([]episode.Seat, len(l.Seats))
+		for i, s := range l.Seats {
+			rec.Seats[i] = episode.Seat(s)
+		}
+	}
+	seat := func(i int) bool { return i >= 0 && i < len(l.Seats) }
+	if l.Turns != nil {
+		rec.Turns = make([]episode.Turn, len(l.Turns))
+	}
+	for i, tl := range l.Turns {
+		if !seat(tl.Seat) {
+			return nil, nil, fmt.Errorf("%w: turn %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
+		}
+		for _, k := range tl.Inbox {
+			if k < 0 || k >= len(l.Messages) {
+				return nil, nil, fmt.Errorf("%w: turn %d's inbox names message %d of %d", ErrEpisodeLine, i, k, len(l.Messages))
+			}
+		}
+		t := episode.Turn{
+			Seat: tl.Seat, Step: tl.Step, Turn: tl.Turn, State: agents.State(tl.State), Seed: tl.Seed,
+			View: tl.View, Legal: tl.Legal, Action: tl.Action, Completion: tl.Completion,
+			Invalid: tl.Invalid, Emit: tl.Emit,
+		}
+		if len(tl.Inbox) > 0 {
+			t.Inbox = tl.Inbox
+		}
+		if len(tl.Notes) > 0 {
+			t.Notes = tl.Notes
+		}
+		if tl.Prompt != nil {
+			p := protocol.Prompt(*tl.Prompt)
+			t.Prompt = &p
+		}
+		if tk := tl.Tokens; tk != nil {
+			t.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
+		}
+		rec.Turns[i] = t
+	}
+	if l.Messages != nil {
+		rec.Messages = make([]episode.Message, len(l.Messages))
+	}
+	for i, ml := range l.Messages {
+		if ml.Seq != i {
+			return nil, nil, fmt.Errorf("%w: message %d has seq %d", ErrEpisodeLine, i, ml.Seq)
+		}
+		for _, r := range ml.Recipients {
+			if !seat(r) {
+				return nil, nil, fmt.Errorf("%w: message %d names recipient seat %d of %d", ErrEpisodeLine, i, r, len(l.Seats))
+			}
+		}
+		rec.Messages[i] = episode.Message{
+			Message:    protocol.Message{From: ml.From, To: protocol.Address(ml.To), Kind: ml.Kind, Payload: ml.Payload, Time: ml.Time, Seq: ml.Seq},
+			Recipients: ml.Recipients,
+		}
+	}
+	var credit *Credit
+	if cl := l.Credit; cl != nil {
+		emitted := rec.Emitted()
+		if len(cl.Values) != len(cl.Allocators) {
+			return nil, nil, fmt.Errorf("%w: credit has %d value lists for %d allocators", ErrEpisodeLine, len(cl.Values), len(cl.Allocators))
+		}
+		credit = &Credit{Allocators: cl.Allocators, Values: make([][]float64, len(cl.Values)), Notes: cl.Notes}
+		for i, v := range cl.Values {
+			if len(v) != emitted {
+				return nil, nil, fmt.Errorf("%w: allocator %q has %d values for %d emitted turns", ErrEpisodeLine, cl.Allocators[i], len(v), emitted)
+			}
+			credit.Values[i] = floats(v)
+			if credit.Values[i] == nil {
+				credit.Values[i] = []float64{}
+			}
+		}
+		if len(credit.Notes) == 0 {
+			credit.Notes = nil
+		}
+	}
+	return rec, credit, nil
+}
+
+// strictUnmarshal decodes data into v, refusing unknown keys and trailing
+// data.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the episode")
+	}
+	return nil
+}
+
+// EpisodeReader reads an episode JSONL file, line by line.
+type EpisodeReader struct {
+	r lineReader
+}
+
+// NewEpisodeReader returns a reader of r.
+func NewEpisodeReader(r io.Reader) *EpisodeReader {
+	return &EpisodeReader{r: newLineReader(r)}
+}
+
+// Next returns the next episode and its credit. At the end of input it
+// returns io.EOF; a last line cut short is ErrTruncated. Errors name the
+// line.
+func (r *EpisodeReader) Next() (*episode.Record, *Credit, error) {
+	for {
+		line, err := r.r.readLine()
+		if err != nil {
+			return nil, nil, err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		rec, credit, err := DecodeEpisode(line)
+		if err != nil {
+			return nil, nil, fmt.Errorf("line %d: %w", r.r.line, err)
+		}
+		return rec, credit, nil
+	}
+}
+
+// EpisodeWriter is the sink of the episode JSONL form: one line per
+// episode, written like JSONLWriter's samples (whole lines only, buffered,
+// a failed write of a regular file truncated back to the last whole line).
+type EpisodeWriter struct {
+	out lineWriter
+}
+
+// NewEpisodeWriter returns a writer of episode lines to w.
+func NewEpisodeWriter(w io.Writer) *EpisodeWriter {
+	return &EpisodeWriter{out: lineWriter{w: w, what: "episodes"}}
+}
+
+// WriteEpisode implements Sink: it writes ep's record and credit as one
+// line.
+func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
+	if ew.out.err != nil {
+		return ew.out.err
+	}
+	b, err := AppendEpisodeJSON(ew.out.buf, &ep.Record, ep.Credit)
+	if err != nil {
+		return err
+	}
+	ew.out.buf = b
+	return ew.out.maybeFlush()
+}
+
+// Flush implements Flusher.
+func (ew *EpisodeWriter) Flush() error { return ew.out.Flush() }
+
+// NeedsSamples implements SampleNeeder: the records are all it writes.
+func (ew *EpisodeWriter) NeedsSamples() bool { return false }
