@@ -161,9 +161,19 @@ func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies Polic
 	if f.Embedded() {
 		return fmt.Errorf("%w: a worker joins an existing server; run troupe run --nats embedded --nats-listen HOST:PORT and give its address", ErrBadConfig)
 	}
+	// A worker told to stop while it is still connecting or setting up has
+	// nothing in hand: like one stopped while running, it stops cleanly.
+	// Only a failure with ctx still live is an error.
+	stopped := func(err error) error {
+		if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+			log.Info("natsrun: worker stopped before it started", "err", err)
+			return nil
+		}
+		return err
+	}
 	nc, c, err := f.open(ctx, log)
 	if err != nil {
-		return err
+		return stopped(err)
 	}
 	defer nc.Close()
 	if f.MetricsAddr != "" {
@@ -175,7 +185,7 @@ func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies Polic
 	}
 	w, err := c.NewWorker(ctx, WorkerConfig{Registry: reg, Policies: policies, Concurrency: concurrency, Drain: f.Drain})
 	if err != nil {
-		return err
+		return stopped(err)
 	}
 	return w.Run(ctx)
 }

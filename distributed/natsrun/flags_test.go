@@ -93,3 +93,29 @@ func embeddedURL(t *testing.T, d *natsrun.Deployment) string {
 	require.NotNil(t, d.Server)
 	return d.Server.ClientURL()
 }
+
+// A worker stopped while it is still connecting or setting up its streams
+// stops cleanly, as one stopped while running does: cancellation is not a
+// failure (it used to be, which made the test above fail now and then when
+// the run ended before the worker had started).
+func TestRunWorkerStoppedBeforeItStarts(t *testing.T) {
+	reg := testscen.Registry(testscen.Options{})
+	f := natsrun.DefaultFlags()
+	f.Conn.URL, f.Dir, f.Listen = natsrun.EmbeddedURL, t.TempDir(), "127.0.0.1:0"
+	d, err := f.OpenRun(context.Background(), reg, nil, 1, nil)
+	require.NoError(t, err)
+	defer d.Close()
+
+	wf := natsrun.DefaultFlags()
+	wf.Conn.URL = embeddedURL(t, d)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, wf.RunWorker(ctx, reg, nil, 2, nil))
+
+	// A real failure with a live context is still an error.
+	bad := natsrun.DefaultFlags()
+	bad.Conn.URL = "nats://127.0.0.1:1"
+	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer bcancel()
+	assert.Error(t, bad.RunWorker(bctx, reg, nil, 1, nil))
+}
