@@ -1,0 +1,9 @@
+package main
+
+import (
+	"os"
+
+	"github.com/troupe-rl/troupe/cli"
+)
+
+func main() { os.Exit(cli.Main(cli.WithScenarios(Scenario()))) }
