@@ -203,7 +203,8 @@ THUDM/slime training Sample, one JSON object per line.
   troupe scenarios              list the built-in scenarios
   troupe scenarios elfarol      describe one: rules, roles, parameters, policies
   troupe allocators             list the credit-assignment allocators
-  troupe run elfarol -n 1000    play 1000 episodes, write troupe-elfarol.jsonl`,
+  troupe run elfarol -n 1000    play 1000 episodes, write troupe-elfarol.jsonl
+  troupe new scenario NAME      write a working, tested scenario of your own`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -211,7 +212,7 @@ THUDM/slime training Sample, one JSON object per line.
 	root.SetErr(a.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand())
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.newCommand())
 	return root
 }
 
