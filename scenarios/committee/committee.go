@@ -191,7 +191,7 @@ func Option(i int) string { return "o" + strconv.Itoa(i) }
 type game struct {
 	informed int
 	seats    []env.Seat
-	decider  int      // the decider's seat
+	decider  int             // the decider's seat
 	options  *agents.Choices // the decider's legal answers
 	advice   *agents.Choices // the advisers' legal answers: abstain, then the options
 	right    int
