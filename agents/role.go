@@ -21,6 +21,12 @@
 // A role also says in which states its agents act (Acting): the
 // environment asks an agent for a move only in one of them, so a game's
 // turn-taking is the agents' states, not a field of its own.
+//
+// Finite action spaces are values too: IntRange(0, 10) and
+// Enum("cooperate", "defect") give a view's legal list once (Legal), read a
+// move's text as a number (Parse, ErrNotInSpace) and write one back (Text),
+// so games and scripted policies (Always, Scripted) work with integers while
+// observations, samples and an LLM's answer schema keep the strings.
 package agents
 
 import (

@@ -78,8 +78,23 @@ func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback str
 		}
 		byRole[r.Name], names[r.Name] = pol, name
 	}
-	// byRole is read-only from here on: episodes may read it at once.
-	return func(s Seat) agents.Policy { return byRole[s.Role] }, names, nil
+	return ByRole(byRole, nil), names, nil
+}
+
+// ByRole plays policies[seat.Role] in each seat, and fallback in the seats
+// of roles the map leaves out (nil fallback: none, which the engine reports
+// as a seat without a policy). The map is copied, so the PolicyFor is safe
+// for concurrent use and later changes to policies do not reach it.
+//
+//	env.ByRole(map[string]agents.Policy{"x": minimax}, agents.Random())
+func ByRole(policies map[string]agents.Policy, fallback agents.Policy) PolicyFor {
+	byRole := maps.Clone(policies)
+	return func(s Seat) agents.Policy {
+		if p, ok := byRole[s.Role]; ok {
+			return p
+		}
+		return fallback
+	}
 }
 
 // RoleNames lists the scenario's roles in declaration order, comma

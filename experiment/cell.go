@@ -263,7 +263,7 @@ func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor
 		}
 		byRole[r.Name] = pol
 	}
-	return func(s env.Seat) agents.Policy { return byRole[s.Role] }, nil
+	return env.ByRole(byRole, nil), nil
 }
 
 // meanReward is the mean scalar reward of an episode's samples.

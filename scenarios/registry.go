@@ -13,24 +13,32 @@ import (
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 )
 
-// Builtin returns a new registry of the built-in scenarios: debate (a
-// solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
-// for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
-// signalling game) and tictactoe (zero-sum self-play). Each call builds
-// fresh scenario values, so registries never share state.
+// Builtin returns a new registry of the built-in scenarios (List). Each
+// call builds fresh scenario values, so registries never share state.
 func Builtin() *env.Registry {
-	r, err := env.NewRegistry(
-		committee.New(),
-		debate.New(),
-		elfarol.New(),
-		negotiation.New(),
-		signal.New(),
-		tictactoe.New(),
-	)
+	r, err := env.NewRegistry(List()...)
 	if err != nil {
 		// The built-in definitions are fixed at compile time; the tests
 		// check them, so this cannot happen in a released binary.
 		panic(err)
 	}
 	return r
+}
+
+// List returns new values of the built-in scenarios, in name order:
+// committee (informed and uninformed advisers: null players), debate (a
+// solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
+// for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
+// signalling game) and tictactoe (zero-sum self-play). A program that adds
+// scenarios of its own registers them beside these:
+// env.NewRegistry(append(scenarios.List(), mine)...).
+func List() []env.Scenario {
+	return []env.Scenario{
+		committee.New(),
+		debate.New(),
+		elfarol.New(),
+		negotiation.New(),
+		signal.New(),
+		tictactoe.New(),
+	}
 }

@@ -4,21 +4,17 @@
 //	troupe run elfarol --episodes 1000 --out out/elfarol.jsonl
 //	troupe scenarios [NAME]
 //	troupe allocators
+//	troupe new scenario NAME
 //
-// Everything but wiring the process (arguments, standard streams, signals,
-// exit code) lives in package cli, where it is tested.
+// The command is package github.com/troupe-rl/troupe/cli, where it is
+// tested; a program of its own with cli.WithScenarios is the same command
+// with its scenarios registered.
 package main
 
 import (
-	"context"
 	"os"
 
-	"github.com/troupe-rl/troupe/cmd/troupe/internal/cli"
+	"github.com/troupe-rl/troupe/cli"
 )
 
-func main() {
-	ctx, stop := cli.NotifyContext(context.Background())
-	code := cli.New(os.Stdout, os.Stderr).Main(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(cli.Main()) }

@@ -432,7 +432,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		return &env.LocalExecutor{
 			Scenario: sc,
 			Params:   params,
-			Policy:   func(s env.Seat) agents.Policy { return byRole[s.Role] },
+			Policy:   env.ByRole(byRole, nil),
 			Limits:   env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout},
 			Invalid:  env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus},
 			Emit:     emit,

@@ -163,11 +163,12 @@ func (s *Scenario) Info() *env.Info { return s.info }
 func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	informed, uninformed, options := p.Int("informed"), p.Int("uninformed"), p.Int("options")
 	g := &game{informed: informed, decision: -1}
-	g.options = make([]string, options)
-	for i := range g.options {
-		g.options[i] = Option(i)
+	names := make([]string, options+1)
+	names[0] = NullAction
+	for i := range options {
+		names[i+1] = Option(i)
 	}
-	g.advice = append([]string{NullAction}, g.options...)
+	g.options, g.advice = agents.Enum(names[1:]...), agents.Enum(names...)
 	advisers := informed + uninformed
 	for i := range advisers {
 		g.seats = append(g.seats, env.Seat{ID: "adviser-" + strconv.Itoa(i), Role: RoleAdviser})
@@ -176,11 +177,11 @@ func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	g.decider = advisers
 	g.right = rand.New(rand.NewPCG(seed, 0x636f_6d6d_6974_7465)).IntN(options)
 	g.briefedView = env.View{Text: "Committee. You are an adviser and were briefed with the right option (see the brief). " +
-		"Send the decider one option, or abstain; everyone scores 1 if the decider picks the right option.", Legal: g.advice}
+		"Send the decider one option, or abstain; everyone scores 1 if the decider picks the right option.", Legal: g.advice.Legal()}
 	g.blindView = env.View{Text: "Committee. You are an adviser but were not briefed: you do not know the right option. " +
-		"Send the decider one option, or abstain; everyone scores 1 if the decider picks the right option.", Legal: g.advice}
+		"Send the decider one option, or abstain; everyone scores 1 if the decider picks the right option.", Legal: g.advice.Legal()}
 	g.deciderView = env.View{Text: "Committee. You are the decider. Some advisers know the right option; their advice is below. " +
-		"Name one option; everyone scores 1 if it is the right one.", Legal: g.options}
+		"Name one option; everyone scores 1 if it is the right one.", Legal: g.options.Legal()}
 	return g, nil
 }
 
@@ -190,9 +191,9 @@ func Option(i int) string { return "o" + strconv.Itoa(i) }
 type game struct {
 	informed int
 	seats    []env.Seat
-	decider  int      // the decider's seat
-	options  []string // the decider's legal answers
-	advice   []string // the advisers' legal answers: abstain, then the options
+	decider  int             // the decider's seat
+	options  *agents.Choices // the decider's legal answers
+	advice   *agents.Choices // the advisers' legal answers: abstain, then the options
 	right    int
 	decision int // the option decided, -1 before or when none
 
@@ -211,7 +212,7 @@ func (g *game) Start(s *env.Step) error {
 		}
 		present = true
 		if i < g.informed {
-			if err := s.Tell(i, KindBrief, g.options[g.right]); err != nil {
+			if err := s.Tell(i, KindBrief, g.options.Text(g.right)); err != nil {
 				return err
 			}
 		}
@@ -256,7 +257,7 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 }
 
 func (g *game) adviseOrAbstain(s *env.Step, seat int, text string) error {
-	if !slices.Contains(g.options, text) {
+	if _, err := g.options.Parse(text); err != nil {
 		if text != NullAction {
 			s.Note(seat, "illegal", true)
 		}
@@ -269,16 +270,18 @@ func (g *game) adviseOrAbstain(s *env.Step, seat int, text string) error {
 }
 
 func (g *game) decide(s *env.Step, text string) error {
-	g.decision = slices.Index(g.options, text)
-	if g.decision < 0 {
+	decision, err := g.options.Parse(text)
+	g.decision = decision
+	if err != nil {
+		g.decision = -1
 		s.Note(g.decider, "illegal", true)
 	}
 	if err := s.Fire(g.decider, Decide); err != nil {
 		return err
 	}
-	result := "wrong: the right option was " + g.options[g.right]
+	result := "wrong: the right option was " + g.options.Text(g.right)
 	if g.decision == g.right {
-		result = "right: " + g.options[g.right]
+		result = "right: " + g.options.Text(g.right)
 	}
 	s.End()
 	return s.Announce(KindResult, result)
@@ -298,7 +301,7 @@ func (g *game) Score() env.Score {
 }
 
 // Label implements env.Labeler: the right option.
-func (g *game) Label() string { return g.options[g.right] }
+func (g *game) Label() string { return g.options.Text(g.right) }
 
 // scripted is the optimal policy of either role.
 func scripted(_ env.Params, role string) (agents.Policy, error) {

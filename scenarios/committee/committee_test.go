@@ -62,12 +62,8 @@ func TestScriptedCommitteeAlwaysWins(t *testing.T) {
 	decider, err := committee.New().Info().Policies["scripted"](env.Params{}, committee.RoleDecider)
 	require.NoError(t, err)
 	for seed := range uint64(40) {
-		ep := play(t, map[string]string{"informed": "1", "uninformed": "6", "options": "5"}, seed, func(s env.Seat) agents.Policy {
-			if s.Role == committee.RoleDecider {
-				return decider
-			}
-			return scripted
-		})
+		ep := play(t, map[string]string{"informed": "1", "uninformed": "6", "options": "5"}, seed,
+			env.ByRole(map[string]agents.Policy{committee.RoleDecider: decider}, scripted))
 		assert.Equal(t, 1.0, ep.Score.Team, "seed %d", seed)
 		last := ep.Samples[len(ep.Samples)-1]
 		assert.Equal(t, protocol.TextLabel(last.Response), last.Label, "the decider picked the labelled option")

@@ -41,12 +41,7 @@ func advisersWhoAbstain(t *testing.T, alloc string, uninformed, episodes int) in
 	require.NoError(t, err)
 	a, err := credit.Builtin().Parse(alloc)
 	require.NoError(t, err)
-	policy := func(s env.Seat) agents.Policy {
-		if s.Role == committee.RoleDecider {
-			return decider
-		}
-		return l
-	}
+	policy := env.ByRole(map[string]agents.Policy{committee.RoleDecider: decider}, l)
 	ctx := context.Background()
 	for i := range uint64(episodes) {
 		ep := trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{

@@ -35,12 +35,7 @@ func params(t *testing.T, given map[string]string) env.Params {
 }
 
 func pair(solver, critic agents.Policy) env.PolicyFor {
-	return func(s env.Seat) agents.Policy {
-		if s.Role == debate.RoleSolver {
-			return solver
-		}
-		return critic
-	}
+	return env.ByRole(map[string]agents.Policy{debate.RoleSolver: solver}, critic)
 }
 
 func play(t *testing.T, given map[string]string, seed uint64, solver, critic agents.Policy) *trajectories.Episode {

@@ -73,13 +73,13 @@ type Scenario struct {
 	mu   sync.Mutex
 	// seats and views are shared, read-only, by every episode of the same
 	// size: they are the same for all of them.
-	seats map[int][]env.Seat
-	legal map[int][]string
+	seats  map[int][]env.Seat
+	nights map[int]*agents.Ints
 }
 
 // New returns the El Farol scenario.
 func New() *Scenario {
-	s := &Scenario{seats: map[int][]env.Seat{}, legal: map[int][]string{}}
+	s := &Scenario{seats: map[int][]env.Seat{}, nights: map[int]*agents.Ints{}}
 	s.info = &env.Info{
 		Name:     "elfarol",
 		Summary:  "N patrons pick one of K nights; G = Σ_k x_k·e^(-x_k/c) rewards spreading out to capacity c",
@@ -126,17 +126,18 @@ func Utility(x, c float64) float64 { return float64(x * math.Exp(-x/c)) }
 // New implements env.Scenario.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
 	n, k := p.Int("agents"), p.Int("nights")
-	seats, legal := s.shared(n, k)
+	seats, nights := s.shared(n, k)
 	return &game{
 		c:      p.Float("capacity"),
 		seats:  seats,
-		view:   env.View{Text: "El Farol bar. Pick the night of this week you go out: a number from 0 to " + strconv.Itoa(k-1) + ". Every night is best with " + strconv.FormatFloat(p.Float("capacity"), 'g', -1, 64) + " patrons; crowds and empty bars are both worse.", Legal: legal},
+		nights: nights,
+		view:   env.View{Text: "El Farol bar. Pick the night of this week you go out: a number from 0 to " + nights.Text(k-1) + ". Every night is best with " + strconv.FormatFloat(p.Float("capacity"), 'g', -1, 64) + " patrons; crowds and empty bars are both worse.", Legal: nights.Legal()},
 		choice: make([]int, n),
 		counts: make([]int, k),
 	}, nil
 }
 
-func (s *Scenario) shared(n, k int) ([]env.Seat, []string) {
+func (s *Scenario) shared(n, k int) ([]env.Seat, *agents.Ints) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seats, ok := s.seats[n]
@@ -148,20 +149,18 @@ func (s *Scenario) shared(n, k int) ([]env.Seat, []string) {
 		}
 		s.seats[n] = seats
 	}
-	legal, ok := s.legal[k]
+	nights, ok := s.nights[k]
 	if !ok {
-		legal = make([]string, k)
-		for i := range legal {
-			legal[i] = strconv.Itoa(i)
-		}
-		s.legal[k] = legal
+		nights = agents.IntRange(0, k-1)
+		s.nights[k] = nights
 	}
-	return seats, legal
+	return seats, nights
 }
 
 type game struct {
 	c      float64
 	seats  []env.Seat
+	nights *agents.Ints // the nights 0..K-1, the legal answers
 	view   env.View
 	choice []int     // per seat: the night attended, -1 at home or absent
 	counts []int     // per night: attendance
@@ -186,9 +185,8 @@ func (g *game) Start(s *env.Step) error {
 func (g *game) Observe(int) env.View { return g.view }
 
 func (g *game) Apply(s *env.Step, moves []env.Move) error {
-	k := len(g.counts)
 	for _, m := range moves {
-		night := nightOf(m.Action.Text, k)
+		night := g.nightOf(m.Action.Text)
 		if night < 0 {
 			if m.Action.Text != NullAction {
 				s.Note(m.Seat, "illegal", true)
@@ -209,10 +207,10 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 }
 
 // nightOf returns the night an answer names, or -1 (home) for the null
-// action and anything else that is not a night 0..k-1.
-func nightOf(text string, k int) int {
-	night, err := strconv.Atoi(text)
-	if err != nil || night < 0 || night >= k {
+// action and anything else that is not a night 0..K-1 as Legal writes it.
+func (g *game) nightOf(text string) int {
+	night, err := g.nights.Parse(text)
+	if err != nil {
 		return -1
 	}
 	return night
@@ -248,7 +246,7 @@ func (g *game) Rescore(cf trajectories.Counterfactual) (env.Score, bool) {
 	if g.phi == nil || cf.Resimulate || len(cf.Reseed) > 0 {
 		return env.Score{}, false
 	}
-	n, k := len(g.choice), len(g.counts)
+	n := len(g.choice)
 	// Weeks of up to 16 nights and 1024 patrons need no allocation.
 	var countBuf [16]int
 	var seenBuf [16]uint64
@@ -292,7 +290,7 @@ func (g *game) Rescore(cf trajectories.Counterfactual) (env.Score, bool) {
 	}
 	// The order of a map's keys does not matter: attendance is a count.
 	for i, text := range cf.Replace {
-		if !moveTo(i, nightOf(text, k)) {
+		if !moveTo(i, g.nightOf(text)) {
 			return env.Score{}, false
 		}
 	}

@@ -49,7 +49,7 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 		g.choice[i] = -1
 	}
 	for _, a := range ep.Turns {
-		if night := nightOf(a.Action, k); night >= 0 {
+		if night := g.nightOf(a.Action); night >= 0 {
 			g.choice[a.Seat] = night
 			g.counts[night]++
 		}

@@ -30,12 +30,7 @@ func params(t *testing.T, given map[string]string) env.Params {
 
 // pair seats alice and bob with their policies.
 func pair(alice, bob agents.Policy) env.PolicyFor {
-	return func(s env.Seat) agents.Policy {
-		if s.Role == negotiation.RoleAlice {
-			return alice
-		}
-		return bob
-	}
+	return env.ByRole(map[string]agents.Policy{negotiation.RoleAlice: alice}, bob)
 }
 
 func play(t *testing.T, given map[string]string, seed uint64, alice, bob agents.Policy) *trajectories.Episode {

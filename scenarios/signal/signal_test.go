@@ -41,12 +41,7 @@ func named(t *testing.T, sc *signal.Scenario, p env.Params, name, role string) a
 
 // pair assigns the speaker and the listener their policies.
 func pair(speaker, listener agents.Policy) env.PolicyFor {
-	return func(s env.Seat) agents.Policy {
-		if s.Role == signal.RoleSpeaker {
-			return speaker
-		}
-		return listener
-	}
+	return env.ByRole(map[string]agents.Policy{signal.RoleSpeaker: speaker}, listener)
 }
 
 func play(t *testing.T, given map[string]string, seed uint64, speaker, listener agents.Policy) *trajectories.Episode {

@@ -31,12 +31,7 @@ func play(t *testing.T, params map[string]string, policySeed uint64, x, o agents
 		Params:     p,
 		PolicySeed: policySeed,
 		Limits:     limits,
-		Policy: func(s env.Seat) agents.Policy {
-			if s.Role == tictactoe.RoleX {
-				return x
-			}
-			return o
-		},
+		Policy:     env.ByRole(map[string]agents.Policy{tictactoe.RoleX: x}, o),
 	}))
 }
 

@@ -250,7 +250,7 @@ func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error
 	return env.RunConfig{
 		Scenario:     sc,
 		Params:       params,
-		Policy:       func(s env.Seat) agents.Policy { return byRole[s.Role] },
+		Policy:       env.ByRole(byRole, nil),
 		Episodes:     p.Episodes,
 		GroupSize:    p.GroupSize,
 		Concurrency:  p.Concurrency,

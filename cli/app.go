@@ -1,9 +1,26 @@
-// Package cli is troupe's command line: its commands, flags, progress
-// display and summaries. It is kept apart from package main so that tests
-// drive it with their own arguments, writers, registries and context.
+// Package cli is the troupe command line: its commands (run, scenarios,
+// allocators, experiment, serve, worker, new), flags, progress display and
+// summaries. It is a package of its own so that tests drive it with their
+// own arguments, writers, registries and context, and so that a program
+// with scenarios of its own is the full troupe command in a few lines:
+//
+//	package main
+//
+//	import (
+//		"os"
+//
+//		"github.com/troupe-rl/troupe/cli"
+//	)
+//
+//	func main() { os.Exit(cli.Main(cli.WithScenarios(Scenario()))) }
+//
+// `go run . run myscenario -n 100` then plays it, `go run . scenarios`
+// lists it beside the built-in ones (WithoutBuiltins leaves those out),
+// and every other command works on it as on a built-in scenario.
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +63,35 @@ type App struct {
 	// LookupEnv reads the environment (TROUPE_LLM_* settings); nil means
 	// os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
+
+	// err is why New could not build the registry (two scenarios of one
+	// name, a bad definition); Main reports it and runs nothing.
+	err error
 }
+
+// Option configures the command line that New and Main build.
+type Option func(*options)
+
+type options struct {
+	scenarios  []env.Scenario
+	noBuiltins bool
+	allocators *credit.Registry
+}
+
+// WithScenarios registers scenarios beside troupe's built-in ones (or
+// instead of them, with WithoutBuiltins). A name given twice, or a
+// definition that does not validate, makes Main fail with the reason.
+func WithScenarios(sc ...env.Scenario) Option {
+	return func(o *options) { o.scenarios = append(o.scenarios, sc...) }
+}
+
+// WithoutBuiltins leaves troupe's built-in scenarios out: the command
+// offers only those of WithScenarios.
+func WithoutBuiltins() Option { return func(o *options) { o.noBuiltins = true } }
+
+// WithAllocators replaces the credit-assignment allocators the command
+// accepts (credit.Builtin() by default).
+func WithAllocators(r *credit.Registry) Option { return func(o *options) { o.allocators = r } }
 
 func (a *App) lookupEnv() func(string) (string, bool) {
 	if a.LookupEnv != nil {
@@ -56,15 +101,33 @@ func (a *App) lookupEnv() func(string) (string, bool) {
 }
 
 // New returns the command line with troupe's built-in scenarios and
-// allocators, writing to stdout and stderr.
-func New(stdout, stderr io.Writer) *App {
-	return &App{
+// allocators, and those the options add, writing to stdout and stderr.
+func New(stdout, stderr io.Writer, opts ...Option) *App {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	a := &App{
 		Stdout:     stdout,
 		Stderr:     stderr,
-		Scenarios:  scenarios.Builtin(),
-		Allocators: credit.Builtin(),
+		Allocators: cmp.Or(o.allocators, credit.Builtin()),
 		Terminal:   isTerminal,
 	}
+	list := o.scenarios
+	if !o.noBuiltins {
+		list = append(scenarios.List(), o.scenarios...)
+	}
+	a.Scenarios, a.err = env.NewRegistry(list...)
+	return a
+}
+
+// Main is the whole troupe command as a process runs it: it reads os.Args,
+// writes to os.Stdout and os.Stderr, turns the first SIGINT or SIGTERM into
+// a graceful stop (NotifyContext), and returns the exit code for os.Exit.
+func Main(opts ...Option) int {
+	ctx, stop := NotifyContext(context.Background())
+	defer stop()
+	return New(os.Stdout, os.Stderr, opts...).Main(ctx, os.Args[1:])
 }
 
 // isTerminal reports whether w is a file open on a terminal.
@@ -105,6 +168,10 @@ var ErrInterrupted = errors.New("run interrupted")
 // the process's exit code. Cancelling ctx interrupts a run the way Ctrl-C
 // does.
 func (a *App) Main(ctx context.Context, args []string) int {
+	if a.err != nil {
+		fmt.Fprintf(a.Stderr, "troupe: the scenarios cannot be registered: %v\n", a.err)
+		return ExitFailure
+	}
 	root := a.root()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
@@ -136,7 +203,8 @@ THUDM/slime training Sample, one JSON object per line.
   troupe scenarios              list the built-in scenarios
   troupe scenarios elfarol      describe one: rules, roles, parameters, policies
   troupe allocators             list the credit-assignment allocators
-  troupe run elfarol -n 1000    play 1000 episodes, write troupe-elfarol.jsonl`,
+  troupe run elfarol -n 1000    play 1000 episodes, write troupe-elfarol.jsonl
+  troupe new scenario NAME      write a working, tested scenario of your own`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -144,7 +212,7 @@ THUDM/slime training Sample, one JSON object per line.
 	root.SetErr(a.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand())
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.newCommand())
 	return root
 }
 

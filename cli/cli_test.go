@@ -56,16 +56,9 @@ func troupe(t *testing.T, args ...string) result {
 // built-in ones.
 func withRelay(t *testing.T, ctx context.Context, extra map[string]env.PolicyMaker, args ...string) result {
 	t.Helper()
-	builtin := scenarios.Builtin()
-	all := []env.Scenario{newRelay(extra)}
-	for _, name := range builtin.Names() {
-		sc, err := builtin.Lookup(name)
-		require.NoError(t, err)
-		all = append(all, sc)
-	}
-	reg, err := env.NewRegistry(all...)
-	require.NoError(t, err)
-	return invoke(t, ctx, reg, false, args...)
+	app := New(io.Discard, io.Discard, WithScenarios(newRelay(extra)))
+	require.NoError(t, app.err)
+	return invoke(t, ctx, app.Scenarios, false, args...)
 }
 
 // readRollouts reads a JSONL file back as rollouts and validates each as
