@@ -207,7 +207,7 @@ func TestFailuresAreRecordedNotPanicked(t *testing.T) {
 		{"two actors in a sequential game", relayHooks{next: func(*env.Step) []int { return []int{0, 1} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 2 agents"},
 		{"no actor", relayHooks{next: func(*env.Step) []int { return []int{} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 0 agents to act, want 1"},
 		{"seat out of range", relayHooks{next: func(*env.Step) []int { return []int{9} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "named seat 9 of 3"},
-		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `addressee "zed" is not an agent`},
+		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `agent "a" sends to "zed", which is not an agent`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
