@@ -19,17 +19,47 @@ import (
 // move that caused them, order of sending). A broadcast or channel message
 // reaches every recipient except its sender.
 //
+// A message's recipients are fixed when it is sent, and recorded with it in
+// the log: one agent for a direct message, every agent but the sender for a
+// broadcast, the channel's members at that moment but the sender for a
+// channel message. Absent seats of a counterfactual are recipients like any
+// other (they are never scheduled, so they never read their mail).
+//
+// Channels follow these rules:
+//
+//   - Anyone may send to a channel: a member, an agent that is not one, or
+//     the environment. A channel is an address, like a mailing list; who may
+//     speak when is the game's rule (it decides which moves send what), and
+//     a referee posting to a team's channel is the common case.
+//   - A channel exists from the first Join of the episode on. Sending to a
+//     channel that has never had a member is an error naming the channel
+//     and the sender: such an address is a typo or a missing Join, never a
+//     move of the game.
+//   - Sending to a channel that exists but has no member now (all left) is
+//     not an error: the message is logged with no recipients and reaches no
+//     one. An empty room is a state of play (a team whose members have all
+//     finished), and the log says who heard it: nobody.
+//   - Join and Leave take effect at once, for the messages sent after them:
+//     a seat receives a channel's messages sent while it is a member, even
+//     if it leaves before their delivery at the end of the step, and none
+//     sent before it joined. Reset empties every channel.
+//
+// A message may be Quiet (protocol.Message.Quiet): it is delivered, logged
+// and shown in the recipient's Inbox and Seen like any other, but does not
+// by itself make an agent act under the Async schedule (see Step.Inform).
+//
 // A Bus serves one episode at a time and is not safe for concurrent use;
 // Reset readies it for the next episode.
 type Bus interface {
 	// Reset starts a new episode whose agents are ids, in seat order.
 	Reset(ids []string)
-	// Join adds seat to channel; joining twice is harmless.
+	// Join adds seat to channel (creating it); joining twice is harmless.
 	Join(seat int, channel string)
-	// Leave removes seat from channel.
+	// Leave removes seat from channel; the channel goes on existing.
 	Leave(seat int, channel string)
-	// Send validates m, stamps its Time and Seq, and queues it. It returns
-	// the stamped message.
+	// Send validates m, stamps its Time and Seq, fixes its recipients and
+	// queues it. It returns the stamped message. Errors wrap
+	// ErrBadMessage.
 	Send(m protocol.Message, time int) (protocol.Message, error)
 	// Deliver moves every queued message into its recipients' mailboxes.
 	Deliver()
@@ -37,9 +67,9 @@ type Bus interface {
 	// order. The caller must not modify or keep it past the next Deliver.
 	Mailbox(seat int) []protocol.Message
 	// Log returns every message sent in this episode, in send order, with
-	// the seats each was delivered to (none yet for a message not yet
-	// delivered). The slice belongs to the caller after the episode; Reset
-	// starts a new one.
+	// the seats it is delivered to (fixed when it was sent, also for a
+	// message still queued). The slice belongs to the caller after the
+	// episode; Reset starts a new one.
 	Log() []episode.Message
 }
 
@@ -115,54 +145,55 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 			return m, fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
 		}
 	}
+	start := len(b.recipients)
 	switch {
 	case m.To.IsBroadcast():
+		for i, id := range b.ids {
+			if id != m.From {
+				b.recipients = append(b.recipients, i)
+			}
+		}
 	case strings.HasPrefix(string(m.To), "#"):
 		name, _ := m.To.ChannelName()
-		if _, ok := b.channels[name]; !ok {
-			return m, fmt.Errorf("%w: channel %q has never had a member", ErrBadMessage, name)
+		members, ok := b.channels[name]
+		if !ok {
+			return m, fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(m.From), name)
+		}
+		for _, i := range members {
+			if b.ids[i] != m.From {
+				b.recipients = append(b.recipients, i)
+			}
 		}
 	default:
-		if _, ok := b.index[string(m.To)]; !ok {
-			return m, fmt.Errorf("%w: addressee %q is not an agent of this episode", ErrBadMessage, m.To)
+		i, ok := b.index[string(m.To)]
+		if !ok {
+			return m, fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(m.From), m.To)
 		}
+		b.recipients = append(b.recipients, i)
 	}
 	m.Time = time
 	m.Seq = len(b.log)
-	b.log = append(b.log, episode.Message{Message: m})
+	b.log = append(b.log, episode.Message{Message: m, Recipients: b.recipients[start:len(b.recipients):len(b.recipients)]})
 	return m, nil
+}
+
+// sender names a message's sender in an error.
+func sender(from string) string {
+	if from == protocol.EnvSender {
+		return "the environment"
+	}
+	return fmt.Sprintf("agent %q", from)
 }
 
 // Deliver implements Bus.
 func (b *MemBus) Deliver() {
 	for k := b.queue; k < len(b.log); k++ {
 		m := &b.log[k]
-		start := len(b.recipients)
-		switch {
-		case m.To.IsBroadcast():
-			for i, id := range b.ids {
-				if id != m.From {
-					b.deliver(i, m)
-				}
-			}
-		case strings.HasPrefix(string(m.To), "#"):
-			name, _ := m.To.ChannelName()
-			for _, i := range b.channels[name] {
-				if b.ids[i] != m.From {
-					b.deliver(i, m)
-				}
-			}
-		default:
-			b.deliver(b.index[string(m.To)], m)
+		for _, i := range m.Recipients {
+			b.mail[i] = append(b.mail[i], m.Message)
 		}
-		m.Recipients = b.recipients[start:len(b.recipients):len(b.recipients)]
 	}
 	b.queue = len(b.log)
-}
-
-func (b *MemBus) deliver(seat int, m *episode.Message) {
-	b.mail[seat] = append(b.mail[seat], m.Message)
-	b.recipients = append(b.recipients, seat)
 }
 
 // Mailbox implements Bus.

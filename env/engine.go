@@ -33,6 +33,7 @@ type Limits struct {
 const (
 	EndTerminated  = "terminated"     // the rules ended it
 	EndQuiescent   = "quiescent"      // async: nobody had anything left to answer
+	EndNoSeats     = "no_seats"       // no seat was present and non-terminal: nobody could act
 	EndMaxSteps    = "max_steps"      // Limits.MaxSteps
 	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
 	EndMaxMessages = "max_messages"   // Limits.MaxMessages
@@ -193,7 +194,8 @@ func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 // nil and never panics because of the game or a policy: whatever goes wrong
 // is recorded in the record's Status, End and Err.
 //
-//   - completed: the rules ended it (or, async, nobody had mail left);
+//   - completed: the rules ended it (or, async, nobody had mail left; or
+//     no seat was left that could act: End "no_seats");
 //   - truncated: a limit of setup.Limits ended it;
 //   - aborted: ctx was cancelled (End "interrupted") or a policy failed;
 //   - failed: the game broke (an error from Start or Apply, an impossible
@@ -248,7 +250,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 		// counterfactuals from its final state (Rescorer): the replayer
 		// keeps it for that.
 		var done Game
-		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent) {
+		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent || ep.End == EndNoSeats) {
 			done = e.current
 		}
 		ep.Replay = replayer(setup, e.seats, ep.Turns, done)
@@ -306,6 +308,13 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		}
 		if e.ended {
 			return protocol.StatusCompleted, EndTerminated, nil
+		}
+		if !e.anyActive() {
+			// Nobody can act: every seat is absent (the empty coalition
+			// of a counterfactual) or in a terminal state. The episode is
+			// over by itself, and Score scores it as it stands, so v(∅) is
+			// the score of the game with no moves played.
+			return protocol.StatusCompleted, EndNoSeats, nil
 		}
 		if lim.MaxSteps > 0 && t > lim.MaxSteps {
 			return protocol.StatusTruncated, EndMaxSteps, nil
@@ -513,6 +522,17 @@ func (e *Engine) actors(game Game) ([]int, error) {
 		}
 	}
 	return named, nil
+}
+
+// anyActive reports whether some seat is present and not in a terminal
+// state.
+func (e *Engine) anyActive() bool {
+	for i := range e.machines {
+		if e.step.Active(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // ready lists the present seats whose machines are in an acting state, in

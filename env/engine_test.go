@@ -207,7 +207,7 @@ func TestFailuresAreRecordedNotPanicked(t *testing.T) {
 		{"two actors in a sequential game", relayHooks{next: func(*env.Step) []int { return []int{0, 1} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 2 agents"},
 		{"no actor", relayHooks{next: func(*env.Step) []int { return []int{} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 0 agents to act, want 1"},
 		{"seat out of range", relayHooks{next: func(*env.Step) []int { return []int{9} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "named seat 9 of 3"},
-		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `addressee "zed" is not an agent`},
+		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `agent "a" sends to "zed", which is not an agent`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -301,10 +301,11 @@ func TestReplayReproducesAndCounterfactuals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, null.Team, ep.Score.Team)
 
+	// Nobody left to act: the engine ends the replay by itself, and the
+	// game scores no moves (v(∅) of Shapley).
 	absent, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{0, 1, 2}})
-	require.Error(t, err, "nobody left to act")
-	assert.ErrorIs(t, err, env.ErrReplayFailed)
-	assert.Equal(t, env.Score{}, absent)
+	require.NoError(t, err)
+	assert.Equal(t, env.Score{Team: 0, Agents: []float64{0, 0, 0}}, absent)
 
 	_, err = ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{7}})
 	assert.ErrorContains(t, err, "seat 7 of 3")
@@ -431,4 +432,50 @@ func TestCompletionIsTheResponseAndTheMoveIsKept(t *testing.T) {
 	plain := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), agents.Replay("3"), nil)
 	assert.Equal(t, "3", plain.Samples[0].Response)
 	assert.Empty(t, plain.Samples[0].Metadata.Action, "no completion: the response is the move, written once")
+}
+
+// TestNoSeatLeftEndsTheEpisode: an episode in which no seat can act, every
+// seat absent (the empty coalition) or terminal from the start, completes
+// by itself with end env.EndNoSeats and the game's score of no moves, in every
+// schedule, rather than failing because the game named nobody.
+func TestNoSeatLeftEndsTheEpisode(t *testing.T) {
+	finishAll := func(s *env.Step) error { return s.FireAll("finish") }
+	for _, sched := range []env.Schedule{env.Sequential, env.Simultaneous, env.Async} {
+		for _, tc := range []struct {
+			name  string
+			hooks relayHooks
+			cf    *trajectories.Counterfactual
+		}{
+			{name: "all terminal at start", hooks: relayHooks{start: finishAll}},
+			{name: "all absent", cf: &trajectories.Counterfactual{Absent: []int{0, 1, 2}}},
+			{name: "all absent, resimulated", cf: &trajectories.Counterfactual{Absent: []int{0, 1, 2}, Resimulate: true}},
+		} {
+			t.Run(sched.String()+"/"+tc.name, func(t *testing.T) {
+				sc := relayScenario(sched, 5, tc.hooks, nil)
+				if sched == env.Async {
+					// Async relay seats act on mail: open with seat 0.
+					tc.hooks.next = func(s *env.Step) []int {
+						if s.Time() == 1 && s.Active(0) {
+							return []int{0}
+						}
+						return nil
+					}
+					sc = relayScenario(sched, 5, tc.hooks, nil)
+				}
+				if tc.cf == nil {
+					ep := runOne(t, sc, agents.Random(), nil)
+					assert.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
+					assert.Equal(t, env.EndNoSeats, ep.End)
+					assert.Empty(t, ep.Turns)
+					assert.Equal(t, env.Score{Agents: []float64{0, 0, 0}}, ep.Score)
+					return
+				}
+				ep := runOne(t, sc, agents.Random(), nil)
+				require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
+				score, err := ep.Replay.Replay(context.Background(), *tc.cf)
+				require.NoError(t, err)
+				assert.Equal(t, env.Score{Agents: []float64{0, 0, 0}}, score)
+			})
+		}
+	}
 }

@@ -49,7 +49,9 @@ const (
 	Simultaneous
 	// Async: agents act as the state and the messages say. An agent of a
 	// role that declares acting states acts whenever it is in one; an agent
-	// of a role that declares none acts when it has unread mail. Seats Next
+	// of a role that declares none acts when it has unread mail that is not
+	// quiet (Step.HasMail; quiet messages, Step.Inform, inform without
+	// waking, and wait in the inbox for the agent's next turn). Seats Next
 	// names act too (to open the conversation). The episode ends by itself
 	// once nobody is left to act.
 	Async

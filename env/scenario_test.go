@@ -133,8 +133,8 @@ func TestMemBusDeliveryOrder(t *testing.T) {
 	assert.Equal(t, []string{"3"}, payloads(0))
 
 	for to, msg := range map[protocol.Address]string{
-		"zed":                    `addressee "zed" is not an agent`,
-		protocol.Channel("none"): `channel "none" has never had a member`,
+		"zed":                    `agent "a" sends to "zed", which is not an agent`,
+		protocol.Channel("none"): `agent "a" sends to channel "none", which has never had a member`,
 	} {
 		_, err := b.Send(protocol.Message{From: "a", To: to}, 3)
 		assert.ErrorIs(t, err, env.ErrBadMessage)

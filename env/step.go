@@ -24,9 +24,35 @@ func (s *Step) Seats() []Seat { return s.e.seats }
 
 // Send puts a message from an agent (its id) or from the environment
 // (protocol.EnvSender) on the bus. It is delivered at the end of this step.
+// Its recipients are fixed now (a channel's members at this moment); see
+// Bus for the channel rules. A bad sender or address returns an error
+// wrapping ErrBadMessage, naming both.
 func (s *Step) Send(from string, to protocol.Address, kind, payload string) error {
-	_, err := s.e.bus.Send(protocol.Message{From: from, To: to, Kind: kind, Payload: payload}, s.time)
+	return s.Post(protocol.Message{From: from, To: to, Kind: kind, Payload: payload})
+}
+
+// Post puts m on the bus as Send does, with its From, To, Kind, Payload and
+// Quiet as given; the bus stamps its Time and Seq.
+func (s *Step) Post(m protocol.Message) error {
+	_, err := s.e.bus.Send(m, s.time)
 	return err
+}
+
+// Inform sends a quiet private message from the environment to one seat
+// (protocol.Message.Quiet): it is logged and delivered at the end of this
+// step, and the seat reads it in its Inbox at its next turn, but it does
+// not wake the seat: under the Async schedule a role that declares no
+// acting states acts on unread mail that is not quiet, so an informed agent
+// acts only when something else wakes it. Under the other schedules, which
+// never wake agents by mail, Inform is Tell.
+func (s *Step) Inform(seat int, kind, payload string) error {
+	return s.Post(protocol.Message{From: protocol.EnvSender, To: protocol.To(s.e.seats[seat].ID), Kind: kind, Payload: payload, Quiet: true})
+}
+
+// InformAll broadcasts a quiet message from the environment to every
+// agent: Announce without waking anyone (see Inform).
+func (s *Step) InformAll(kind, payload string) error {
+	return s.Post(protocol.Message{From: protocol.EnvSender, To: protocol.Broadcast, Kind: kind, Payload: payload, Quiet: true})
 }
 
 // Tell sends a private message from the environment to one seat: the way to
@@ -40,10 +66,13 @@ func (s *Step) Announce(kind, payload string) error {
 	return s.Send(protocol.EnvSender, protocol.Broadcast, kind, payload)
 }
 
-// Join adds seat to a channel.
+// Join adds seat to a channel (its name, without the "#" of
+// protocol.Channel), creating the channel: messages sent to it from now on
+// reach seat.
 func (s *Step) Join(seat int, channel string) { s.e.bus.Join(seat, channel) }
 
-// Leave removes seat from a channel.
+// Leave removes seat from a channel: messages sent to it from now on do not
+// reach seat (those already sent still do).
 func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 
 // Fire moves seat's state machine by ev, running its role's callbacks
@@ -82,8 +111,19 @@ func (s *Step) Absent(seat int) bool { return s.e.absent[seat] }
 // state.
 func (s *Step) Active(seat int) bool { return !s.e.absent[seat] && !s.e.machines[seat].Done() }
 
-// HasMail reports whether seat has messages it has not yet observed.
-func (s *Step) HasMail(seat int) bool { return s.e.cursor[seat] < len(s.e.bus.Mailbox(seat)) }
+// HasMail reports whether seat has messages it has not yet observed that
+// wake it: unread messages that are not quiet (protocol.Message.Quiet).
+// The Async schedule acts on it; quiet messages wait in the mailbox until
+// the seat acts for another reason.
+func (s *Step) HasMail(seat int) bool {
+	mail := s.e.bus.Mailbox(seat)
+	for k := s.e.cursor[seat]; k < len(mail); k++ {
+		if !mail[k].Quiet {
+			return true
+		}
+	}
+	return false
+}
 
 // End ends the episode by its rules (status completed) once the current call
 // returns.

@@ -22,10 +22,12 @@ type Score struct {
 
 // Message is one entry of an episode's message log: a message as the bus
 // stamped it (Time, Seq) and the seats it was delivered to, in seat order.
-// For a channel, the recipients are its members at delivery; a broadcast or
-// channel message never reaches its sender. A message sent in the
-// episode's last step is in the log too, with the recipients it would have
-// reached.
+// Recipients are fixed when the message is sent: for a channel, its members
+// at that moment (none, for a channel everyone has left); a broadcast or
+// channel message never reaches its sender. A quiet message
+// (protocol.Message.Quiet) is logged and delivered like any other. A
+// message sent in the episode's last step is in the log too, with the
+// recipients it would have reached.
 type Message struct {
 	protocol.Message
 	Recipients []int

@@ -50,6 +50,13 @@ func (a Address) Agent() (string, bool) {
 // Time is the logical time (the episode's step counter) at which the message
 // was sent; Seq is its position in the episode's total order of messages, so
 // (Time, Seq) orders every message of an episode. Both are set by the bus.
+//
+// Quiet marks a message that informs without waking: it is delivered,
+// logged and read like any other (it is in the recipient's inbox at its
+// next turn), but it does not by itself make its recipient act where unread
+// mail would (env's Async schedule, for a role that declares no acting
+// states). A game hands out information this way (a price update, a
+// private fact) without giving the agent a turn.
 type Message struct {
 	From    string  `json:"from"`
 	To      Address `json:"to"`
@@ -57,4 +64,5 @@ type Message struct {
 	Payload string  `json:"payload"`
 	Time    int     `json:"time"`
 	Seq     int     `json:"seq"`
+	Quiet   bool    `json:"quiet,omitempty"`
 }

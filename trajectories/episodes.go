@@ -29,8 +29,8 @@ const EpisodeFormat = "troupe.episode/v1"
 //     seed), "policy_seed", "index" (the episode's number in the run),
 //     "rollout_id", "group_index": the episode's identity;
 //   - "status" (slime's: completed, truncated, aborted, failed), "end" (why
-//     it ended: terminated, quiescent, max_steps, ...), "error" (empty
-//     unless aborted or failed), "steps" (logical steps taken), "label"
+//     it ended: terminated, quiescent, no_seats, max_steps, ...), "error"
+//     (empty unless aborted or failed), "steps" (logical steps taken), "label"
 //     (the scenario's ground truth, empty if none);
 //   - "seats": [{"id", "role"}], in seat order: a seat number below is an
 //     index into this list;

@@ -14,8 +14,12 @@
 // scores, every sample passes protocol.ValidateRollout, an episode is the
 // same when played twice, when replayed from its recorded actions and when
 // re-simulated by its Replayer, counterfactual replays work where the
-// scenario declares them, and a run's JSONL output is byte-identical at
-// concurrency 1 and 4. Golden compares text with a golden file, and
+// scenario declares them (each seat absent or playing its null action, and
+// every seat absent: the empty coalition), every counterfactual allocator
+// of trajectories/credit the scenario supports gives finite credit on a
+// few episodes (exact and Monte Carlo Shapley shares adding up to
+// v(N) - v(∅)), and a run's JSONL output is byte-identical at concurrency
+// 1 and 4. Golden compares text with a golden file, and
 // CheckDoc keeps a package doc's state diagrams in step with its roles.
 package envtest
 
@@ -50,6 +54,7 @@ var (
 	ErrNondeterministic = errors.New("envtest: same seed, different episode")
 	ErrReplay           = errors.New("envtest: replay differs from the episode")
 	ErrCounterfactual   = errors.New("envtest: counterfactual replay failed")
+	ErrCredit           = errors.New("envtest: counterfactual allocator failed")
 	ErrConcurrency      = errors.New("envtest: output depends on concurrency")
 )
 
@@ -87,6 +92,10 @@ type Options struct {
 	// CounterfactualSeats bounds how many seats, from the first, are
 	// replayed absent and with their null action; 0 means 8.
 	CounterfactualSeats int
+	// CreditEpisodes is how many episodes (the first seeds, with the first
+	// policy) of each parameter set the counterfactual allocators are run
+	// on; 0 means 2, a negative value none.
+	CreditEpisodes int
 }
 
 // Check runs Verify and reports each finding with t.Errorf.
@@ -139,6 +148,9 @@ func Verify(ctx context.Context, sc env.Scenario, opts Options) error {
 			}
 		}
 		if len(assigned) > 0 {
+			if err := checkCredit(ctx, sc, p, assigned[0], opts); err != nil {
+				errs = append(errs, fmt.Errorf("params %s, policy %s: %w", label(given), assigned[0].name, err))
+			}
 			if err := checkRun(ctx, sc, p, assigned[0], opts); err != nil {
 				errs = append(errs, fmt.Errorf("params %s, policy %s: %w", label(given), assigned[0].name, err))
 			}
@@ -250,10 +262,9 @@ func limits(opts Options) env.Limits {
 	return opts.Limits
 }
 
-// checkEpisode plays one seed and checks the episode, its samples, its
-// determinism and its replays.
-func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, seed uint64, opts Options) error {
-	setup := env.Setup{
+// episodeSetup is the setup Check plays seed with.
+func episodeSetup(sc env.Scenario, p env.Params, pl play, seed uint64, opts Options) env.Setup {
+	return env.Setup{
 		Scenario:   sc,
 		Params:     p,
 		Seed:       seed,
@@ -264,6 +275,12 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 		Policy:     pl.policy,
 		Limits:     limits(opts),
 	}
+}
+
+// checkEpisode plays one seed and checks the episode, its samples, its
+// determinism and its replays.
+func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, seed uint64, opts Options) error {
+	setup := episodeSetup(sc, p, pl, seed, opts)
 	ep := runEpisode(ctx, setup)
 	if err := checkOutcome(ep, opts); err != nil {
 		return err
@@ -371,8 +388,9 @@ func recorded(ep *trajectories.Episode) env.PolicyFor {
 
 // checkReplayer checks the episode's Replayer: with no change, replayed or
 // re-simulated, it must give the episode's own score; with a seat absent or
-// playing its null action (where the scenario declares them), it must
-// finish.
+// playing its null action (where the scenario declares them), and with
+// every seat absent (the empty coalition, where it declares absence), it
+// must finish with finite scores.
 func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episode, opts Options) error {
 	if ep.Replay == nil {
 		return fmt.Errorf("%w: the episode has no Replayer", ErrReplay)
@@ -389,6 +407,18 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 	spec := sc.Info().Counterfactual
 	if spec == nil {
 		return nil
+	}
+	if spec.AbsentOK {
+		for _, resim := range []bool{false, true} {
+			cf := trajectories.Counterfactual{Absent: allSeats(len(ep.Seats)), Resimulate: resim}
+			score, err := ep.Replay.Replay(ctx, cf)
+			if err != nil {
+				return fmt.Errorf("%w: every seat absent (resimulate %v): %w", ErrCounterfactual, resim, err)
+			}
+			if err := finiteScore(score, len(ep.Seats)); err != nil {
+				return fmt.Errorf("%w: every seat absent (resimulate %v): %w", ErrCounterfactual, resim, err)
+			}
+		}
 	}
 	n := opts.CounterfactualSeats
 	if n == 0 {
@@ -412,6 +442,135 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 			}
 			if !finite(score.Team) {
 				return fmt.Errorf("%w: seat %d (%s) %+v: team reward %v", ErrCounterfactual, i, ep.Seats[i].ID, cf, score.Team)
+			}
+		}
+	}
+	return nil
+}
+
+func allSeats(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// finiteScore checks that a replay's score is finite, with one agent score
+// per seat or none.
+func finiteScore(score env.Score, seats int) error {
+	if !finite(score.Team) {
+		return fmt.Errorf("team reward %v", score.Team)
+	}
+	if score.Agents != nil && len(score.Agents) != seats {
+		return fmt.Errorf("%d agent scores for %d seats", len(score.Agents), seats)
+	}
+	for i, v := range score.Agents {
+		if !finite(v) {
+			return fmt.Errorf("seat %d scored %v", i, v)
+		}
+	}
+	return nil
+}
+
+// maxExactShapley is the most seats Check runs exact Shapley with.
+const maxExactShapley = 12
+
+// creditCase is one counterfactual allocator Check runs, and the value of
+// the empty coalition its shares add up from (exact and Monte Carlo
+// Shapley: Σ φ_i = v(N) - v(∅)); empty is nil for the others.
+type creditCase struct {
+	a     trajectories.Allocator
+	empty *trajectories.Counterfactual
+}
+
+// creditCases lists the counterfactual allocators of trajectories/credit
+// that ep's scenario declares support for, in its default mode of
+// re-simulation (Resimulate): difference (c=null) where every seat's role
+// has a null action, leave-one-out, exact Shapley (up to 12 seats) and
+// Monte Carlo Shapley in each mode it supports (absent, null), and COMA.
+func creditCases(spec *env.CounterfactualSpec, seats []env.Seat) []creditCase {
+	sim := credit.Sim{Resimulate: spec.Resimulate}
+	null := true
+	for _, s := range seats {
+		null = null && spec.HasNullAction(s.Role)
+	}
+	var modes []credit.Presence
+	if spec.AbsentOK {
+		modes = append(modes, credit.Absent)
+	}
+	if null {
+		modes = append(modes, credit.Null)
+	}
+	var out []creditCase
+	if null {
+		out = append(out, creditCase{a: credit.Difference{Sim: sim}})
+	}
+	for _, mode := range modes {
+		empty := trajectories.Counterfactual{Resimulate: sim.Resimulate, TeamOnly: true}
+		if mode == credit.Absent {
+			empty.Absent = allSeats(len(seats))
+		} else {
+			empty.Null = allSeats(len(seats))
+		}
+		out = append(out, creditCase{a: credit.LeaveOneOut{Out: mode, Sim: sim}})
+		if len(seats) <= maxExactShapley {
+			out = append(out, creditCase{a: credit.Shapley{Out: mode, Sim: sim}, empty: &empty})
+		}
+		out = append(out, creditCase{a: credit.MonteCarloShapley{Out: mode, Permutations: 4, Sim: sim}, empty: &empty})
+	}
+	return append(out, creditCase{a: credit.COMA{Samples: 2, Sim: sim}})
+}
+
+// checkCredit plays the first Options.CreditEpisodes seeds and runs on
+// each episode every counterfactual allocator the scenario declares
+// support for (creditCases): each must succeed with finite values, and the
+// Shapley shares must add up to v(N) - v(∅) (efficiency), v(∅) replayed
+// anew, which fails when replays of one coalition differ.
+func checkCredit(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts Options) error {
+	spec := sc.Info().Counterfactual
+	n := opts.CreditEpisodes
+	if n == 0 {
+		n = 2
+	}
+	if spec == nil || n < 0 {
+		return nil
+	}
+	seeds := seedList(opts.Seeds)
+	for _, seed := range seeds[:min(n, len(seeds))] {
+		ep := runEpisode(ctx, episodeSetup(sc, p, pl, seed, opts))
+		if ep.Status != protocol.StatusCompleted {
+			continue // checkEpisode reports it
+		}
+		for _, c := range creditCases(spec, ep.Seats) {
+			dst := [][]float64{make([]float64, len(ep.Samples))}
+			if _, err := credit.AllocateNoted(ctx, c.a, []*trajectories.Episode{ep}, dst); err != nil {
+				return fmt.Errorf("%w: seed %d: %s: %w", ErrCredit, seed, c.a.Name(), err)
+			}
+			share := make([]float64, len(ep.Seats))
+			has := make([]bool, len(ep.Seats))
+			for k, v := range dst[0] {
+				if !finite(v) {
+					return fmt.Errorf("%w: seed %d: %s: sample %d got %v", ErrCredit, seed, c.a.Name(), k, v)
+				}
+				i := ep.Turns[k].Seat
+				share[i], has[i] = v, true
+			}
+			if c.empty == nil || slices.Contains(has, false) {
+				continue // a seat without samples: its share is not known
+			}
+			empty, err := ep.Replay.Replay(ctx, *c.empty)
+			if err != nil {
+				return fmt.Errorf("%w: seed %d: %s: the empty coalition: %w", ErrCredit, seed, c.a.Name(), err)
+			}
+			sum := 0.0
+			for _, v := range share {
+				sum += v
+			}
+			want := ep.Score.Team - empty.Team
+			if math.Abs(sum-want) > 1e-9*max(1, math.Abs(want)) {
+				return fmt.Errorf("%w: seed %d: %s: the shares add up to %v, v(N) - v(∅) = %v - %v = %v (replays of one coalition differ?)",
+					ErrCredit, seed, c.a.Name(), sum, ep.Score.Team, empty.Team, want)
 			}
 		}
 	}

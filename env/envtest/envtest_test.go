@@ -137,7 +137,19 @@ func (g *coinGame) Score() env.Score {
 		}
 		_ = i
 	}
+	missing := 0
+	for _, v := range g.shown {
+		if v == "" {
+			missing++
+		}
+	}
 	switch {
+	case g.c.bug == "empty crash" && missing == len(g.shown):
+		panic("nobody expected an empty table")
+	case g.c.bug == "two absent" && missing == 2:
+		team = math.Inf(1)
+	case g.c.bug == "empty varies" && missing == len(g.shown):
+		team = float64(g.c.calls.Add(1))
 	case g.c.bug == "nan score":
 		team = math.NaN()
 	case g.peeked:
@@ -177,6 +189,13 @@ func TestVerifyCatchesBrokenScenarios(t *testing.T) {
 		{bug: "reserved note", want: envtest.ErrSample},
 		{bug: "unstable info", want: envtest.ErrInfo},
 		{bug: "absent crash", want: envtest.ErrCounterfactual},
+		// Only the new checks see these: the empty coalition, replayed by
+		// itself; a coalition of one of three, which only Shapley replays;
+		// an empty coalition worth something else at every replay, which
+		// breaks Shapley's efficiency.
+		{bug: "empty crash", want: envtest.ErrCounterfactual},
+		{bug: "two absent", want: envtest.ErrCredit, opts: envtest.Options{Params: []map[string]string{{"players": "3"}}}},
+		{bug: "empty varies", want: envtest.ErrCredit},
 		{bug: "peeks at tokens", want: envtest.ErrReplay, opts: envtest.Options{
 			Policies: []string{}, Play: map[string]env.PolicyFor{"llm": env.SamePolicy(tokens)},
 		}},
@@ -189,6 +208,15 @@ func TestVerifyCatchesBrokenScenarios(t *testing.T) {
 			require.ErrorIs(t, err, tc.want)
 		})
 	}
+}
+
+// TestVerifyCreditChecksCanBeTurnedOff: with CreditEpisodes negative, the
+// allocators are not run, and a bug only they see goes unnoticed.
+func TestVerifyCreditChecksCanBeTurnedOff(t *testing.T) {
+	err := envtest.Verify(context.Background(), newCoins("two absent"), envtest.Options{
+		Params: []map[string]string{{"players": "3"}}, CreditEpisodes: -1,
+	})
+	require.NoError(t, err)
 }
 
 func TestVerifyReportsBadOptions(t *testing.T) {

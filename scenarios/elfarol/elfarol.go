@@ -169,16 +169,12 @@ type game struct {
 
 func (g *game) Seats() []env.Seat { return g.seats }
 
-func (g *game) Start(s *env.Step) error {
+func (g *game) Start(*env.Step) error {
 	for i := range g.choice {
 		g.choice[i] = -1
 	}
-	for i := range g.seats {
-		if !s.Absent(i) {
-			return nil
-		}
-	}
-	s.End() // nobody came (a counterfactual with every patron absent): G = 0
+	// A counterfactual with every patron absent needs nothing here: the
+	// engine ends an episode nobody can act in, and nobody came: G = 0.
 	return nil
 }
 
