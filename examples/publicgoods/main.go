@@ -127,8 +127,7 @@ func Run(ctx context.Context, policy string, n int, w io.Writer) (env.Summary, e
 	}
 	return env.Run(ctx, env.RunConfig{
 		Scenario: sc, Params: p, Policy: env.SamePolicy(pol), Episodes: n, Concurrency: 4, Seed: 1,
-		Allocators: []trajectories.Allocator{credit.Team{}},
-	}, trajectories.NewJSONLWriter(w, trajectories.Flat))
+	}, &trajectories.Output{Sink: trajectories.NewJSONLWriter(w, trajectories.Flat), Allocators: []trajectories.Allocator{credit.Team{}}})
 }
 
 func main() {
