@@ -130,13 +130,8 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	default:
 		return nil, usagef("--layout %q: want flat (one sample per line) or nested (one episode per line)", f.layout)
 	}
-	switch {
-	case f.episodesOut != "" && f.episodesOut == f.out:
+	if f.episodesOut != "" && f.episodesOut == f.out {
 		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
-	case f.episodesOut != "" && f.nats.Conn.URL != "":
-		// Records that come back from workers carry their samples, not
-		// every part of their turns (distributed/wire).
-		return nil, usagef("--episodes-out does not work with --nats yet")
 	}
 	// Policies last: an LLM policy opens a client, which nothing after it
 	// may fail to close.
