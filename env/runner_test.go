@@ -300,6 +300,11 @@ func TestOutputNumbersSamplesFromItsIndexBase(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 100+sum.Samples, next)
+
+	var seen int
+	sum, err = env.Run(context.Background(), cfg, &trajectories.Output{Observe: func(ep *trajectories.Episode) { seen += len(ep.Samples) }})
+	require.NoError(t, err, "no sink: nothing is stored")
+	assert.Equal(t, int64(seen), sum.Samples)
 }
 
 func TestRunEmitsOnlyChosenRoles(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {
-	Sink       Sink
+	Sink       Sink // nil: Discard
 	Allocators []Allocator
 	Format     RewardFormat // how the allocators' values become rewards
 	IndexBase  int64        // the index of the first sample written
@@ -30,6 +30,7 @@ type Output struct {
 	Observe func(ep *Episode)
 
 	once       sync.Once
+	sink       Sink     // Sink, or Discard
 	sequential bool     // an allocator is Sequential
 	project    bool     // Sink or Observe reads the samples
 	preparer   Preparer // Sink, when it prepares
@@ -38,9 +39,13 @@ type Output struct {
 
 func (o *Output) init() {
 	o.once.Do(func() {
+		o.sink = o.Sink
+		if o.sink == nil {
+			o.sink = Discard
+		}
 		o.sequential = AnySequential(o.Allocators)
-		o.project = o.Observe != nil || NeedsSamples(o.Sink)
-		o.preparer, _ = o.Sink.(Preparer)
+		o.project = o.Observe != nil || NeedsSamples(o.sink)
+		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
 	})
 }
@@ -90,7 +95,7 @@ func (o *Output) write(ep *Episode) (int, error) {
 		ep.Samples[k].Index = o.next
 		o.next++
 	}
-	if err := o.Sink.WriteEpisode(ep); err != nil {
+	if err := o.sink.WriteEpisode(ep); err != nil {
 		return 0, fmt.Errorf("episode %d: %w", ep.Index, err)
 	}
 	if o.Observe != nil {
@@ -101,7 +106,8 @@ func (o *Output) write(ep *Episode) (int, error) {
 
 // Flush implements env.Output: it flushes Sink when it is a Flusher.
 func (o *Output) Flush() error {
-	if f, ok := o.Sink.(Flusher); ok {
+	o.init()
+	if f, ok := o.sink.(Flusher); ok {
 		return f.Flush()
 	}
 	return nil
