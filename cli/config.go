@@ -43,14 +43,16 @@ type runFlags struct {
 // plan is a validated run: everything env.Run needs, and where the samples
 // go.
 type plan struct {
-	cfg      env.RunConfig
-	layout   trajectories.Layout
-	out      string            // "-" for stdout
-	episodes string            // --episodes-out, "" for none
-	policies map[string]string // role -> policy name, for the summary
-	closers  []func()          // what the run must close when it ends (LLM clients)
-	emit     []string          // the roles whose turns are emitted; nil: all
-	llm      *llmPolicies      // the run's LLM policy, when a role plays "llm"
+	cfg        env.RunConfig
+	allocators []trajectories.Allocator
+	format     trajectories.RewardFormat
+	layout     trajectories.Layout
+	out        string            // "-" for stdout
+	episodes   string            // --episodes-out, "" for none
+	policies   map[string]string // role -> policy name, for the summary
+	closers    []func()          // what the run must close when it ends (LLM clients)
+	emit       []string          // the roles whose turns are emitted; nil: all
+	llm        *llmPolicies      // the run's LLM policy, when a role plays "llm"
 }
 
 // stdoutPath is the --out value that sends samples to standard output.
@@ -128,13 +130,8 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	default:
 		return nil, usagef("--layout %q: want flat (one sample per line) or nested (one episode per line)", f.layout)
 	}
-	switch {
-	case f.episodesOut != "" && f.episodesOut == f.out:
+	if f.episodesOut != "" && f.episodesOut == f.out {
 		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
-	case f.episodesOut != "" && f.nats.Conn.URL != "":
-		// Records that come back from workers carry their samples, not
-		// every part of their turns (distributed/wire).
-		return nil, usagef("--episodes-out does not work with --nats yet")
 	}
 	// Policies last: an LLM policy opens a client, which nothing after it
 	// may fail to close.
@@ -168,17 +165,17 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 			Concurrency:   f.concurrency,
 			Seed:          f.seed,
 			RolloutIDBase: f.rolloutIDBase,
-			Allocators:    allocators,
-			RewardFormat:  format,
 			FailFast:      f.failFast,
 		},
-		layout:   layout,
-		out:      f.out,
-		episodes: f.episodesOut,
-		policies: names,
-		closers:  closers,
-		emit:     emitRoles,
-		llm:      llms,
+		allocators: allocators,
+		format:     format,
+		layout:     layout,
+		out:        f.out,
+		episodes:   f.episodesOut,
+		policies:   names,
+		closers:    closers,
+		emit:       emitRoles,
+		llm:        llms,
 	}, nil
 }
 

@@ -26,13 +26,16 @@ import (
 func TestRunOnEmbeddedNATSMatchesALocalRun(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"run", "elfarol", "-n", "40", "-g", "2", "-p", "agents=6", "-a", "team,difference", "--reward-format", "dict"}
-	local := troupe(t, append(args, "-o", filepath.Join(dir, "local.jsonl"))...)
+	local := troupe(t, append(args, "-o", filepath.Join(dir, "local.jsonl"), "--episodes-out", filepath.Join(dir, "local.episodes.jsonl"))...)
 	require.Equal(t, ExitOK, local.code, local.stderr)
 	natsArgs := append(args, "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js"))
-	remote := troupe(t, append(natsArgs, "-o", filepath.Join(dir, "nats.jsonl"))...)
+	remote := troupe(t, append(natsArgs, "-o", filepath.Join(dir, "nats.jsonl"), "--episodes-out", filepath.Join(dir, "nats.episodes.jsonl"))...)
 	require.Equal(t, ExitOK, remote.code, remote.stderr)
 	assert.Contains(t, remote.stderr, "troupe: run ")
 	assert.Equal(t, string(readFile(t, filepath.Join(dir, "local.jsonl"))), string(readFile(t, filepath.Join(dir, "nats.jsonl"))))
+	episodes := string(readFile(t, filepath.Join(dir, "local.episodes.jsonl")))
+	assert.Equal(t, 40, strings.Count(episodes, "\n"))
+	assert.Equal(t, episodes, string(readFile(t, filepath.Join(dir, "nats.episodes.jsonl"))), "the episode records are the same bytes too")
 }
 
 func TestWorkerNeedsAServer(t *testing.T) {
@@ -48,11 +51,17 @@ func TestLLMRunOnEmbeddedNATS(t *testing.T) {
 	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
 	dir := t.TempDir()
 	args := []string{"run", "tictactoe", "-n", "6", "--policy", "llm", "--llm-base-url", srv.URL()}
-	r, local := llmRun(t, args...)
+	r, local := llmRun(t, append(args, "--episodes-out", filepath.Join(dir, "local.episodes.jsonl"))...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	r, remote := llmRun(t, append(args, "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js"))...)
+	r, remote := llmRun(t, append(args, "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js"), "--episodes-out", filepath.Join(dir, "nats.episodes.jsonl"))...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	require.Equal(t, local, remote)
+	// The records keep the turns' chat prompts, token ids and notes across
+	// the wire.
+	episodes := string(readFile(t, filepath.Join(dir, "local.episodes.jsonl")))
+	assert.Contains(t, episodes, `"tokens":{"prompt":[`)
+	assert.Contains(t, episodes, `"llm_attempts"`)
+	assert.Equal(t, episodes, string(readFile(t, filepath.Join(dir, "nats.episodes.jsonl"))))
 	for _, ro := range remote {
 		for _, s := range ro {
 			assert.False(t, s.Metadata.TextOnly)

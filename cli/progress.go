@@ -174,15 +174,15 @@ func statusCounts(s env.Summary) string {
 }
 
 func allocatorNames(p *plan) string {
-	names := make([]string, len(p.cfg.Allocators))
-	for i, a := range p.cfg.Allocators {
+	names := make([]string, len(p.allocators))
+	for i, a := range p.allocators {
 		names[i] = a.Name()
 	}
 	return strings.Join(names, ", ")
 }
 
 func rewardFormatName(p *plan) string {
-	if p.cfg.RewardFormat == trajectories.RewardDict {
+	if p.format == trajectories.RewardDict {
 		return "dict"
 	}
 	return "scalar"

@@ -130,11 +130,11 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		}
 		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(episodes.w))
 	}
-	sum, runErr := a.play(ctx, p, &f.nats, cfg, sink, rep)
+	sum, runErr := a.play(ctx, p, &f.nats, cfg, &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format}, rep)
 	for _, c := range p.closers {
 		c()
 	}
-	closeErr := errors.Join(out.close(), closeAllocators(cfg.Allocators))
+	closeErr := errors.Join(out.close(), closeAllocators(p.allocators))
 	if episodes != nil {
 		closeErr = errors.Join(closeErr, episodes.close())
 	}
@@ -236,9 +236,9 @@ func closeAllocators(allocs []trajectories.Allocator) error {
 // play runs the episodes: in this process, or, with --nats, by the workers
 // of a NATS JetStream deployment (an embedded server with --nats embedded),
 // collected back in the same order, so the output is the same bytes.
-func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunConfig, sink trajectories.Sink, rep *reporter) (env.Summary, error) {
+func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunConfig, out env.Output, rep *reporter) (env.Summary, error) {
 	if nf.Conn.URL == "" {
-		return env.Run(ctx, cfg, sink)
+		return env.Run(ctx, cfg, out)
 	}
 	nf.ApplyEnv(a.lookupEnv())
 	spec := natsrun.Spec{Policies: p.policies, Emit: p.emit}
@@ -276,5 +276,5 @@ func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunC
 	if d.Server != nil && d.Server.ClientURL() != "" {
 		rep.printf("troupe: workers can join with --nats %s\n", d.Server.ClientURL())
 	}
-	return x.Run(ctx, sink)
+	return x.Run(ctx, out)
 }

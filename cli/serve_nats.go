@@ -61,7 +61,7 @@ func (r *natsRemote) Play(ctx context.Context, rr server.RemoteRequest) []*traje
 	defer x.Close()
 	var wg sync.WaitGroup
 	for i := range reqs {
-		wg.Go(func() { eps[i] = x.Execute(ctx, reqs[i]) })
+		wg.Go(func() { eps[i] = trajectories.NewEpisode(x.Execute(ctx, reqs[i])) })
 	}
 	wg.Wait()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -27,8 +27,7 @@ func ExampleRun() {
 		Episodes:    4,
 		Concurrency: 2,
 		Seed:        7,
-		Allocators:  []trajectories.Allocator{credit.EqualSplit{}},
-	}, &episodes)
+	}, &trajectories.Output{Sink: &episodes, Allocators: []trajectories.Allocator{credit.EqualSplit{}}})
 	if err != nil {
 		panic(err)
 	}

@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Request identifies one episode of a run: everything needed to play it
@@ -26,17 +26,18 @@ type Request struct {
 	GroupIndex int64             `json:"group_index"`
 }
 
-// Executor plays the episode a Request names. It must record failures in
-// the episode, not return them: Execute always returns an episode.
+// Executor plays the episode a Request names and returns its record. It
+// must record failures in the record, not return them: Execute always
+// returns a record.
 type Executor interface {
-	Execute(ctx context.Context, req Request) *trajectories.Episode
+	Execute(ctx context.Context, req Request) *episode.Record
 }
 
 // ExecutorFunc adapts a function to Executor.
-type ExecutorFunc func(ctx context.Context, req Request) *trajectories.Episode
+type ExecutorFunc func(ctx context.Context, req Request) *episode.Record
 
 // Execute calls f.
-func (f ExecutorFunc) Execute(ctx context.Context, req Request) *trajectories.Episode {
+func (f ExecutorFunc) Execute(ctx context.Context, req Request) *episode.Record {
 	return f(ctx, req)
 }
 
@@ -52,22 +53,14 @@ type LocalExecutor struct {
 	ParallelPolicies bool
 
 	engines EnginePool
-	// recordOnly leaves the samples unprojected (trajectories.RecordOnly):
-	// Run's own executor, when nothing needs them.
-	recordOnly bool
 }
 
-// Execute implements Executor: it plays the episode and projects its record
-// into samples (trajectories.NewEpisode). The request's Scenario and Params
-// must be the executor's own.
-func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.Episode {
+// Execute implements Executor: it plays the episode and returns its record.
+// The request's Scenario and Params must be the executor's own.
+func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Record {
 	eng := x.engines.Get()
 	defer x.engines.Put(eng)
-	project := trajectories.NewEpisode
-	if x.recordOnly {
-		project = trajectories.RecordOnly
-	}
-	return project(eng.Run(ctx, Setup{
+	return eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,
 		Params:           x.Params,
 		Seed:             req.Seed,
@@ -81,7 +74,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *trajectories.
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
-	}))
+	})
 }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
@@ -102,11 +95,6 @@ type RunConfig struct {
 	// RolloutIDBase+i. GroupIndexBase likewise numbers groups.
 	RolloutIDBase  int64
 	GroupIndexBase int64
-	// IndexBase is the index of the run's first sample.
-	IndexBase int64
-
-	Allocators   []trajectories.Allocator
-	RewardFormat trajectories.RewardFormat
 
 	// FailFast stops the run at the first failed or aborted episode and
 	// returns its error. Without it, such episodes are written with their
@@ -121,9 +109,35 @@ type RunConfig struct {
 	// Progress, when set, is called after every group written, from the
 	// goroutine that called Run.
 	Progress func(Progress)
-	// Observe, when set, sees every episode as it is written, from the
-	// goroutine that called Run (learners read their rewards here).
-	Observe func(ep *trajectories.Episode)
+}
+
+// Output is where Run writes the episodes it played: the output layer,
+// which env knows only through this contract. Package trajectories'
+// Output is the one a run usually has: it allocates each group's credit,
+// projects the records into samples, numbers them and writes them to its
+// sink.
+//
+// Run hands Output whole groups only, and writes them in episode order
+// whatever the concurrency.
+type Output interface {
+	// Finish readies one group for writing: its records, in episode
+	// order, every one played to its end (a group cut short by an
+	// interruption is never finished). Run calls it on the worker that
+	// played the group, as soon as it was played: concurrently for
+	// different groups, in no set order. The work that may run so
+	// (allocating credit, encoding) belongs here.
+	//
+	// The function it returns writes the group's episode k and returns how
+	// many samples it wrote (for Progress and Summary). Run calls it later
+	// on its own goroutine, groups in episode order, for k = 0, 1, ... in
+	// turn; it stops at the first error, and after an episode that failed
+	// under FailFast. So the call for k = 0 is where work that must see
+	// the groups one at a time, in output order, goes (a Sequential
+	// allocator's). An error of Finish is the group's: it stops the run
+	// when the group's turn to be written comes.
+	Finish(ctx context.Context, group []*episode.Record) (write func(k int) (samples int, err error), err error)
+	// Flush is called once, when Run returns, whatever way it ends.
+	Flush() error
 }
 
 // Progress is a run's state after a group was written.
@@ -230,47 +244,46 @@ func (c *RunConfig) validate() error {
 // one worker.
 type group struct {
 	n        int
-	episodes []*trajectories.Episode
-	err      error // allocation error
-	cut      bool  // an episode was interrupted: the group is not written
+	episodes []*episode.Record
+	write    func(k int) (int, error) // from Output.Finish
+	err      error                    // Output.Finish's error
+	cut      bool                     // an episode was interrupted: the group is not written
 }
 
-// Run plays the configured episodes and writes them to sink in episode
+// Run plays the configured episodes and writes them to out in episode
 // order, whatever the concurrency: the output is byte-identical for the same
 // configuration. Groups are played concurrently (each group's episodes in
-// order on one worker), rewards are allocated per group, and samples are
-// numbered (index) in output order.
+// order on one worker) and readied for writing there (Output.Finish), then
+// written one group after the other, in order.
 //
 // Memory is bounded: at most a few groups per worker are held, waiting for
 // their turn to be written.
 //
 // When ctx is cancelled (Ctrl-C), Run stops starting episodes, lets the ones
 // in flight end (they end aborted, "interrupted"), writes every group that
-// finished whole, flushes the sink, and returns ctx's error with the
+// finished whole, flushes the output, and returns ctx's error with the
 // summary. Groups cut short are not written: nothing half-done reaches the
-// sink, and Summary.Interrupted counts them.
-func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, error) {
+// output, and Summary.Interrupted counts them.
+func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	start := time.Now()
 	sum := Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
 	if err := cfg.validate(); err != nil {
 		return sum, err
+	}
+	if out == nil {
+		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
 	}
 	exec := cfg.Executor
 	if exec == nil {
 		exec = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
-			// Samples are projected only for sinks and observers that
-			// read them: prompts are not rendered for nothing.
-			recordOnly: cfg.Observe == nil && !trajectories.NeedsSamples(sink),
 		}
 	}
 	reqs := cfg.Requests()
 	size := max(cfg.GroupSize, 1)
 	workers := max(cfg.Concurrency, 1)
 	nGroups := (len(reqs) + size - 1) / size
-	sequentialAlloc := trajectories.AnySequential(cfg.Allocators)
-	preparer, _ := sink.(trajectories.Preparer)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -280,23 +293,16 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 	results := make(chan *group, 4*workers)
 	play := func(gi int) *group {
 		lo, hi := gi*size, min((gi+1)*size, len(reqs))
-		g := &group{n: gi, episodes: make([]*trajectories.Episode, 0, hi-lo)}
+		g := &group{n: gi, episodes: make([]*episode.Record, 0, hi-lo)}
 		for _, req := range reqs[lo:hi] {
-			ep := exec.Execute(ctx, req)
-			g.episodes = append(g.episodes, ep)
-			if ep.End == EndInterrupted {
+			rec := exec.Execute(ctx, req)
+			g.episodes = append(g.episodes, rec)
+			if rec.End == EndInterrupted {
 				g.cut = true
 				return g
 			}
 		}
-		if !sequentialAlloc {
-			g.err = trajectories.Allocate(ctx, g.episodes, cfg.Allocators, cfg.RewardFormat)
-			if g.err == nil && preparer != nil {
-				for _, ep := range g.episodes {
-					preparer.Prepare(ep)
-				}
-			}
-		}
+		g.write, g.err = out.Finish(ctx, g.episodes)
 		return g
 	}
 	go func() {
@@ -328,7 +334,6 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 	var runErr error
 	pending := map[int]*group{}
 	next := 0
-	index := cfg.IndexBase
 	write := func(g *group) error {
 		if g.cut {
 			sum.Interrupted += len(g.episodes)
@@ -337,25 +342,14 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 		if g.err != nil {
 			return g.err
 		}
-		if sequentialAlloc {
-			if err := trajectories.Allocate(ctx, g.episodes, cfg.Allocators, cfg.RewardFormat); err != nil {
+		for k, ep := range g.episodes {
+			samples, err := g.write(k)
+			if err != nil {
 				return err
-			}
-		}
-		for _, ep := range g.episodes {
-			for k := range ep.Samples {
-				ep.Samples[k].Index = index
-				index++
-			}
-			if err := sink.WriteEpisode(ep); err != nil {
-				return fmt.Errorf("episode %d: %w", ep.Index, err)
-			}
-			if cfg.Observe != nil {
-				cfg.Observe(ep)
 			}
 			sum.Episodes++
 			sum.ByStatus[ep.Status]++
-			sum.Samples += int64(ep.SampleCount())
+			sum.Samples += int64(samples)
 			sum.Turns += int64(len(ep.Turns))
 			switch ep.Status {
 			case protocol.StatusCompleted, protocol.StatusTruncated:
@@ -407,10 +401,8 @@ func Run(ctx context.Context, cfg RunConfig, sink trajectories.Sink) (Summary, e
 	for _, g := range pending {
 		sum.Interrupted += len(g.episodes)
 	}
-	if f, ok := sink.(trajectories.Flusher); ok {
-		if err := f.Flush(); err != nil && runErr == nil {
-			runErr = err
-		}
+	if err := out.Flush(); err != nil && runErr == nil {
+		runErr = err
 	}
 	sum.Elapsed = time.Since(start)
 	if runErr == nil && ctx.Err() != nil {

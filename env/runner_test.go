@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -23,20 +24,32 @@ func elfarolConfig(t *testing.T, kv map[string]string) env.RunConfig {
 	t.Helper()
 	sc := elfarol.New()
 	return env.RunConfig{
-		Scenario:   sc,
-		Params:     params(t, sc, kv),
-		Policy:     env.SamePolicy(agents.Random()),
-		Episodes:   40,
-		Seed:       2026,
-		Allocators: []trajectories.Allocator{credit.Team{}},
+		Scenario: sc,
+		Params:   params(t, sc, kv),
+		Policy:   env.SamePolicy(agents.Random()),
+		Episodes: 40,
+		Seed:     2026,
 	}
 }
 
-func runJSONL(t *testing.T, cfg env.RunConfig, layout trajectories.Layout) ([]byte, env.Summary) {
+// The output stage a run usually has is trajectories'.
+var _ env.Output = (*trajectories.Output)(nil)
+
+// teamOut writes to sink with the team allocator.
+func teamOut(sink trajectories.Sink) *trajectories.Output {
+	return &trajectories.Output{Sink: sink, Allocators: []trajectories.Allocator{credit.Team{}}}
+}
+
+// runJSONL runs cfg into JSONL through out (nil: the team allocator),
+// whose sink it sets.
+func runJSONL(t *testing.T, cfg env.RunConfig, layout trajectories.Layout, out *trajectories.Output) ([]byte, env.Summary) {
 	t.Helper()
 	var buf bytes.Buffer
-	w := trajectories.NewJSONLWriter(&buf, layout)
-	sum, err := env.Run(context.Background(), cfg, w)
+	if out == nil {
+		out = teamOut(nil)
+	}
+	out.Sink = trajectories.NewJSONLWriter(&buf, layout)
+	sum, err := env.Run(context.Background(), cfg, out)
 	require.NoError(t, err)
 	return buf.Bytes(), sum
 }
@@ -45,9 +58,9 @@ func TestRunIsByteIdenticalWhateverTheConcurrency(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "12"})
 	cfg.GroupSize = 3
 	cfg.Concurrency = 1
-	one, sum := runJSONL(t, cfg, trajectories.Flat)
+	one, sum := runJSONL(t, cfg, trajectories.Flat, nil)
 	cfg.Concurrency = 8
-	eight, _ := runJSONL(t, cfg, trajectories.Flat)
+	eight, _ := runJSONL(t, cfg, trajectories.Flat, nil)
 	require.Equal(t, string(one), string(eight))
 	assert.Equal(t, 40, sum.Episodes)
 	assert.Equal(t, int64(480), sum.Samples)
@@ -71,19 +84,19 @@ func TestRunIsByteIdenticalWhateverTheConcurrency(t *testing.T) {
 	assert.NotEqual(t, rollouts[2][0].Metadata.Seed, rollouts[3][0].Metadata.Seed)
 
 	cfg.Seed++
-	other, _ := runJSONL(t, cfg, trajectories.Flat)
+	other, _ := runJSONL(t, cfg, trajectories.Flat, nil)
 	assert.NotEqual(t, string(one), string(other), "another run seed gives other episodes")
 }
 
 func TestRunNestedLayoutHoldsOneRolloutPerLine(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "5"})
 	cfg.Concurrency = 3
-	out, _ := runJSONL(t, cfg, trajectories.Nested)
+	out, _ := runJSONL(t, cfg, trajectories.Nested, nil)
 	assert.Equal(t, 40, bytes.Count(out, []byte("\n")))
 	rollouts, err := trajectories.ReadRollouts(bytes.NewReader(out))
 	require.NoError(t, err)
 	require.Len(t, rollouts, 40)
-	flat, _ := runJSONL(t, cfg, trajectories.Flat)
+	flat, _ := runJSONL(t, cfg, trajectories.Flat, nil)
 	flatRollouts, err := trajectories.ReadRollouts(bytes.NewReader(flat))
 	require.NoError(t, err)
 	assert.Equal(t, flatRollouts, rollouts)
@@ -102,10 +115,9 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 		return agents.Random().Act(ctx, o)
 	})
 	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
-	cfg := env.RunConfig{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky), Episodes: 60, Concurrency: 4, Seed: 1,
-		Allocators: []trajectories.Allocator{credit.Team{}}}
+	cfg := env.RunConfig{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky), Episodes: 60, Concurrency: 4, Seed: 1}
 	var col trajectories.Collector
-	sum, err := env.Run(context.Background(), cfg, &col)
+	sum, err := env.Run(context.Background(), cfg, teamOut(&col))
 	require.NoError(t, err)
 	assert.Equal(t, 60, sum.Episodes)
 	require.Positive(t, sum.ByStatus[protocol.StatusAborted])
@@ -122,7 +134,7 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 
 	cfg.FailFast = true
 	var col2 trajectories.Collector
-	_, err = env.Run(context.Background(), cfg, &col2)
+	_, err = env.Run(context.Background(), cfg, teamOut(&col2))
 	require.ErrorIs(t, err, env.ErrEpisodeFailed)
 	assert.ErrorContains(t, err, "server said no")
 	assert.Less(t, len(col2.Episodes()), 60)
@@ -139,7 +151,7 @@ func TestRunInterruptedWritesOnlyWholeEpisodes(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	sum, err := env.Run(ctx, cfg, trajectories.NewJSONLWriter(&buf, trajectories.Flat))
+	sum, err := env.Run(ctx, cfg, teamOut(trajectories.NewJSONLWriter(&buf, trajectories.Flat)))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.GreaterOrEqual(t, sum.Episodes, 100)
 	assert.Less(t, sum.Episodes, 5000)
@@ -159,11 +171,12 @@ func TestRunInterruptedWritesOnlyWholeEpisodes(t *testing.T) {
 func TestRunDictRewardsAndSequentialAllocators(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "4"})
 	order := &orderAllocator{}
-	cfg.Allocators = []trajectories.Allocator{credit.Team{}, credit.EqualSplit{}, order}
-	cfg.RewardFormat = trajectories.RewardDict
 	cfg.GroupSize = 2
 	cfg.Concurrency = 6
-	out, _ := runJSONL(t, cfg, trajectories.Flat)
+	out, _ := runJSONL(t, cfg, trajectories.Flat, &trajectories.Output{
+		Allocators: []trajectories.Allocator{credit.Team{}, credit.EqualSplit{}, order},
+		Format:     trajectories.RewardDict,
+	})
 	samples, err := trajectories.ReadAll(bytes.NewReader(out))
 	require.NoError(t, err)
 	for _, s := range samples {
@@ -196,13 +209,13 @@ func TestRunSinkErrorStopsTheRun(t *testing.T) {
 	cfg.Concurrency = 4
 	full := errors.New("disk full")
 	n := 0
-	_, err := env.Run(context.Background(), cfg, trajectories.SinkFunc(func(*trajectories.Episode) error {
+	_, err := env.Run(context.Background(), cfg, teamOut(trajectories.SinkFunc(func(*trajectories.Episode) error {
 		n++
 		if n == 3 {
 			return full
 		}
 		return nil
-	}))
+	})))
 	require.ErrorIs(t, err, full)
 	assert.ErrorContains(t, err, "episode 2")
 	assert.Equal(t, 3, n, "nothing is written after the failure")
@@ -220,17 +233,85 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := good
 			mod(&cfg)
-			_, err := env.Run(context.Background(), cfg, trajectories.Discard)
+			_, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
 			assert.ErrorIs(t, err, env.ErrBadConfig)
 		})
 	}
+	_, err := env.Run(context.Background(), good, nil)
+	assert.ErrorIs(t, err, env.ErrBadConfig, "no output")
+}
+
+// fakeOutput is an output stage of env's contract alone: it records the
+// calls Run makes.
+type fakeOutput struct {
+	mu       sync.Mutex
+	finished int
+	failAt   int64 // the group whose Finish fails; -1 for none
+	written  []int64
+	flushed  int
+}
+
+func (f *fakeOutput) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
+	f.mu.Lock()
+	f.finished++
+	f.mu.Unlock()
+	if group[0].GroupIndex == f.failAt {
+		return nil, errors.New("no credit")
+	}
+	return func(k int) (int, error) {
+		f.written = append(f.written, group[k].Index)
+		return 2 * k, nil
+	}, nil
+}
+
+func (f *fakeOutput) Flush() error { f.flushed++; return nil }
+
+func TestRunWritesGroupsInOrderThroughItsOutput(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
+	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = 10, 3, 4
+	out := &fakeOutput{failAt: -1}
+	sum, err := env.Run(context.Background(), cfg, out)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out.written)
+	assert.Equal(t, 4, out.finished, "one Finish per group")
+	assert.Equal(t, 1, out.flushed)
+	assert.Equal(t, int64(3*(0+2+4)+0), sum.Samples, "the samples are what the writes say")
+
+	out = &fakeOutput{failAt: 2}
+	sum, err = env.Run(context.Background(), cfg, out)
+	require.ErrorContains(t, err, "no credit")
+	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5}, out.written, "the groups before the failed one are written")
+	assert.Equal(t, 6, sum.Episodes)
+	assert.Equal(t, 1, out.flushed)
+}
+
+func TestOutputNumbersSamplesFromItsIndexBase(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "2"})
+	cfg.Episodes, cfg.Concurrency = 3, 2
+	var col trajectories.Collector
+	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &col, IndexBase: 100})
+	require.NoError(t, err)
+	require.Positive(t, sum.Samples)
+	next := int64(100)
+	for _, ep := range col.Episodes() {
+		for _, s := range ep.Samples {
+			assert.Equal(t, next, s.Index)
+			next++
+		}
+	}
+	assert.Equal(t, 100+sum.Samples, next)
+
+	var seen int
+	sum, err = env.Run(context.Background(), cfg, &trajectories.Output{Observe: func(ep *trajectories.Episode) { seen += len(ep.Samples) }})
+	require.NoError(t, err, "no sink: nothing is stored")
+	assert.Equal(t, int64(seen), sum.Samples)
 }
 
 func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
 	cfg.Emit = env.EmitRoles("nobody")
 	var col trajectories.Collector
-	sum, err := env.Run(context.Background(), cfg, &col)
+	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &col})
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), sum.Samples)
 	assert.Equal(t, int64(120), sum.Turns)
@@ -238,7 +319,7 @@ func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 
 func TestSummaryRoleScores(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3", "nights": "1", "capacity": "3"})
-	sum, err := env.Run(context.Background(), cfg, trajectories.Discard)
+	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
 	require.NoError(t, err)
 	// Everyone attends the only night: each patron scores φ(3) = 3·e^(-1).
 	rs := sum.RoleScores[elfarol.RolePatron]

@@ -1,12 +1,14 @@
 // Package env is troupe's environment: the scenario contract (Scenario,
 // Game), the message bus, the deterministic episode engine, and the runner
-// that plays many episodes in parallel and streams them to a sink.
+// that plays many episodes in parallel and streams them to an Output.
 //
 // The engine's output is an episode.Record and nothing else: every turn,
 // the bus's message log with each message's recipients, the outcome and the
-// score. It builds no training sample; trajectories projects the samples
-// from the record (trajectories.Samples), and the runner hands records with
-// their samples and credit to the sinks.
+// score. Executors return records, and the runner hands finished groups of
+// records to its Output, in order. env imports nothing of the output layer:
+// credit, samples and sinks are package trajectories' (trajectories.Output
+// is the Output a run usually has; trajectories.Samples the projection of a
+// record into samples).
 //
 // The engine is synchronous and owns no goroutines, clocks or I/O: an
 // episode is a pure function of (scenario, parameters, seeds, policy

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -139,7 +140,7 @@ type lockstep struct {
 }
 
 // Execute implements env.Executor.
-func (l *lockstep) Execute(ctx context.Context, req env.Request) *trajectories.Episode {
+func (l *lockstep) Execute(ctx context.Context, req env.Request) *episode.Record {
 	if req.Index > 0 {
 		select {
 		case <-l.learned:
@@ -221,11 +222,9 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		Episodes:    cfg.Episodes,
 		Concurrency: 1,
 		Seed:        c.runSeed,
-		Allocators:  []trajectories.Allocator{alloc},
 		FailFast:    true,
 		Executor:    gate,
-		Observe:     observe,
-	}, trajectories.Discard)
+	}, &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, Observe: observe})
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return nil, cause // a learning error, or the parent's cause
 	}

@@ -11,7 +11,7 @@
 // One cell is one learning run: a grid point, an allocator and a seed. It
 // goes through env.Run like any other run, with the same engine, bus and
 // allocators, one episode at a time: each episode is played only after the
-// learner has learned the previous one (env.RunConfig.Observe), so a cell is
+// learner has learned the previous one (trajectories.Output.Observe), so a cell is
 // a deterministic function of its configuration. The seed index, not the
 // allocator, sets the episodes' seeds, so the allocators of one grid point
 // are compared on the same scenario draws. Cells run in parallel, up to

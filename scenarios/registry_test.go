@@ -76,7 +76,7 @@ func TestDefaultsRun(t *testing.T) {
 			var c trajectories.Collector
 			sum, err := env.Run(context.Background(), env.RunConfig{
 				Scenario: sc, Params: p, Policy: policy, Episodes: 20, Concurrency: 2, Seed: 9, FailFast: true,
-			}, &c)
+			}, &trajectories.Output{Sink: &c})
 			require.NoError(t, err)
 			assert.Equal(t, 20, sum.ByStatus[protocol.StatusCompleted])
 			assert.Positive(t, sum.Samples)
@@ -107,13 +107,12 @@ func TestBaselines(t *testing.T) {
 			roleSum, roleN := map[string]float64{}, map[string]int{}
 			sum, err := env.Run(context.Background(), env.RunConfig{
 				Scenario: sc, Params: p, Policy: policy, Episodes: episodes, Concurrency: 4, Seed: 1, FailFast: true,
-				Observe: func(ep *trajectories.Episode) {
-					for i, v := range ep.Score.Agents {
-						roleSum[ep.Seats[i].Role] += v
-						roleN[ep.Seats[i].Role]++
-					}
-				},
-			}, trajectories.Discard)
+			}, &trajectories.Output{Sink: trajectories.Discard, Observe: func(ep *trajectories.Episode) {
+				for i, v := range ep.Score.Agents {
+					roleSum[ep.Seats[i].Role] += v
+					roleN[ep.Seats[i].Role]++
+				}
+			}})
 			require.NoError(t, err, "%s %s", name, pol)
 			fmt.Fprintf(&b, "%s %s: team %.4f", name, pol, sum.MeanTeamReward())
 			for _, r := range info.Roles {

@@ -26,7 +26,7 @@ type Allocator interface {
 }
 
 // Sequential is implemented by allocators whose result depends on the groups
-// they saw before (a running baseline, say). The runner calls them on one
+// they saw before (a running baseline, say). Output calls them on one
 // goroutine, in output order, so their state evolves the same way whatever
 // the concurrency. Allocators without it must be safe for concurrent use.
 type Sequential interface {

@@ -1,8 +1,13 @@
 // Package trajectories turns episode records into training data: the Episode
 // (a record with its slime samples), the one projection that makes those
 // samples (Samples), the Allocator that splits the team reward among them,
-// and the sinks that store samples (JSONL, nested JSONL, in memory) and read
-// them back.
+// the sinks that store samples (JSONL, nested JSONL, in memory) and read
+// them back, and Output, the output stage of a run (an env.Output): env.Run
+// hands it the records it played, group by group, and it allocates their
+// credit, projects and numbers their samples and writes them to a sink.
+//
+// It does not import env: the environment depends on the shared game types
+// of package episode only, and on trajectories not at all.
 package trajectories
 
 import (
@@ -35,8 +40,8 @@ type Episode struct {
 	episode.Record
 
 	// Samples are the emitted turns, in order of play (Samples of the
-	// record). Their Reward is set by the allocators; the runner sets
-	// Index when the episode is written.
+	// record). Their Reward is set by the allocators; Output sets Index
+	// when the episode is written.
 	Samples []protocol.Sample
 	// Credit is what the allocators gave the episode (Allocate); nil
 	// before, or when the run has no allocators.
@@ -72,7 +77,7 @@ func (ep *Episode) SampleCount() int {
 // observation (episode.Record.TextPrompt); its response the model's
 // completion or else the action; its tokens, loss mask and log-probs the
 // policy's; its status, label and metadata the episode's and the turn's.
-// Rewards and indexes are left for Allocate and the runner.
+// Rewards and indexes are left for Allocate and Output.
 func Samples(rec *episode.Record) []protocol.Sample {
 	n := rec.Emitted()
 	if n == 0 {

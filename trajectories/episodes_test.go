@@ -42,9 +42,7 @@ func played(t testing.TB, name string, n int) (samples, episodes []byte) {
 	var sb, eb bytes.Buffer
 	sum, err := env.Run(context.Background(), env.RunConfig{
 		Scenario: sc, Params: params, Policy: policy, Episodes: n, GroupSize: 2, Seed: 3, Concurrency: 2,
-		Allocators:   []trajectories.Allocator{credit.Team{}, credit.Individual{}},
-		RewardFormat: trajectories.RewardDict,
-	}, trajectories.Tee(trajectories.NewJSONLWriter(&sb, trajectories.Flat), trajectories.NewEpisodeWriter(&eb)))
+	}, &trajectories.Output{Sink: trajectories.Tee(trajectories.NewJSONLWriter(&sb, trajectories.Flat), trajectories.NewEpisodeWriter(&eb)), Allocators: []trajectories.Allocator{credit.Team{}, credit.Individual{}}, Format: trajectories.RewardDict})
 	require.NoError(t, err)
 	require.Equal(t, n, sum.Episodes)
 	return sb.Bytes(), eb.Bytes()
@@ -214,8 +212,8 @@ func TestRecordOnlyRunsGiveTheSameCredit(t *testing.T) {
 		var eb bytes.Buffer
 		sum, err := env.Run(context.Background(), env.RunConfig{
 			Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Episodes: 12, GroupSize: 4, Seed: 5,
-			Emit: env.EmitRoles("x"), Allocators: allocs, RewardFormat: trajectories.RewardDict,
-		}, trajectories.Tee(samples, trajectories.NewEpisodeWriter(&eb)))
+			Emit: env.EmitRoles("x"),
+		}, &trajectories.Output{Sink: trajectories.Tee(samples, trajectories.NewEpisodeWriter(&eb)), Allocators: allocs, Format: trajectories.RewardDict})
 		require.NoError(t, err)
 		return eb.String(), sum
 	}

@@ -18,14 +18,14 @@ type SinkFunc func(ep *Episode) error
 // WriteEpisode calls f.
 func (f SinkFunc) WriteEpisode(ep *Episode) error { return f(ep) }
 
-// Flusher is implemented by sinks that buffer; the runner calls Flush when a
+// Flusher is implemented by sinks that buffer; Output calls Flush when a
 // run ends, interrupted or not.
 type Flusher interface {
 	Flush() error
 }
 
 // Preparer is implemented by sinks that can do part of their work (encoding)
-// before an episode's sample indexes are known. The runner calls Prepare on
+// before an episode's sample indexes are known. Output calls Prepare on
 // the worker goroutine that ran the episode, after rewards are allocated and
 // before WriteEpisode, so that encoding uses every core. Prepare may be
 // called concurrently for different episodes.

@@ -211,7 +211,7 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 	// Warm up: open the connections, grow the pools.
 	warm := run
 	warm.Episodes = inflight
-	if _, err := env.Run(context.Background(), warm, trajectories.Discard); err != nil {
+	if _, err := env.Run(context.Background(), warm, &trajectories.Output{Sink: trajectories.Discard}); err != nil {
 		b.Fatal(err)
 	}
 	runtime.GC()
@@ -235,7 +235,7 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 		start, cpu0 := time.Now(), selfCPU()
 		open := time.AfterFunc(from, func() { mu.Lock(); t0, n0 = time.Now(), c.turns.Load(); mu.Unlock() })
 		shut := time.AfterFunc(to, func() { mu.Lock(); t1, n1 = time.Now(), c.turns.Load(); mu.Unlock() })
-		sum, err := env.Run(context.Background(), run, trajectories.NewJSONLWriter(io.Discard, trajectories.Flat))
+		sum, err := env.Run(context.Background(), run, &trajectories.Output{Sink: trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)})
 		wall += time.Since(start)
 		cpu += selfCPU() - cpu0
 		open.Stop()

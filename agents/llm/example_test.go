@@ -39,7 +39,7 @@ func Example() {
 	var out trajectories.Collector
 	if _, err := env.Run(context.Background(), env.RunConfig{
 		Scenario: sc, Params: params, Policy: env.SamePolicy(policy), Episodes: 1, Seed: 3,
-	}, &out); err != nil {
+	}, &trajectories.Output{Sink: &out}); err != nil {
 		log.Fatal(err)
 	}
 	ep := out.Episodes()[0]

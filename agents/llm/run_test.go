@@ -60,7 +60,7 @@ func play(t *testing.T, ctx context.Context, p *llm.Policy, g game) result {
 		Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p),
 		Episodes: g.episodes, Concurrency: g.concurrency, Seed: 11,
 		Limits: g.limits, Invalid: g.invalid, ParallelPolicies: true,
-	}, trajectories.Tee(&col, w))
+	}, &trajectories.Output{Sink: trajectories.Tee(&col, w)})
 	return result{sum: sum, err: err, episodes: col.Episodes(), jsonl: buf.Bytes()}
 }
 

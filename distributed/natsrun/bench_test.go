@@ -31,21 +31,21 @@ func cpuTime(b *testing.B) time.Duration {
 var runIDs atomic.Int64
 
 // playN plays n episodes of rc: locally when c is nil, else through c.
-func playN(b *testing.B, c *natsrun.Client, rc env.RunConfig, spec natsrun.Spec, n int) {
+func playN(b *testing.B, c *natsrun.Client, rc runPlan, spec natsrun.Spec, n int) {
 	rc.Episodes = n
 	ctx := context.Background()
 	if c == nil {
-		if _, err := env.Run(ctx, rc, trajectories.Discard); err != nil {
+		if _, err := env.Run(ctx, rc.RunConfig, rc.out(b, trajectories.Discard)); err != nil {
 			b.Fatal(err)
 		}
 		return
 	}
-	x, err := c.Start(ctx, "bench-"+strconv.FormatInt(runIDs.Add(1), 10), rc, spec)
+	x, err := c.Start(ctx, "bench-"+strconv.FormatInt(runIDs.Add(1), 10), rc.RunConfig, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer x.Close()
-	sum, err := x.Run(ctx, trajectories.Discard)
+	sum, err := x.Run(ctx, rc.out(b, trajectories.Discard))
 	if err != nil {
 		b.Fatal(err)
 	}

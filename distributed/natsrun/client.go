@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/troupe-rl/troupe/distributed/wire"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Client is a connection to a deployment: the streams, buckets and
@@ -168,7 +168,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // then a done marker is created, which only one attempt can do. It reports
 // whether this attempt's result is the one recorded. A losing attempt's
 // chunks are purged.
-func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *trajectories.Episode, deliveries uint64, worker string) (bool, error) {
+func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.Record, deliveries uint64, worker string) (bool, error) {
 	data := wire.Encode(nil, ep)
 	attempt := nuid.Next()
 	subject := c.n.resultSubject(run.id, idx, attempt)
@@ -245,7 +245,7 @@ func (c *Client) doneRecord(ctx context.Context, run runRef, idx int64) (doneRec
 }
 
 // fetch reads back the episode a done marker points at.
-func (c *Client) fetch(ctx context.Context, rec doneRecord) (*trajectories.Episode, error) {
+func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, error) {
 	data := make([]byte, 0, rec.Size)
 	for _, seq := range rec.Seqs {
 		var chunk []byte

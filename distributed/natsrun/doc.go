@@ -21,7 +21,7 @@
 //     "workers" hands them out: MaxAckPending bounds the episodes in hand
 //     over the whole fleet (back-pressure), AckWait bounds how long a
 //     silent worker keeps one.
-//   - TROUPE_RESULTS, a stream of finished episodes, encoded by package
+//   - TROUPE_RESULTS, a stream of finished episodes' records, encoded by package
 //     distributed/wire and split into chunks of at most Config.ChunkSize
 //     (capped by the server's max_payload), on
 //     troupe.result.RUN.INDEX.ATTEMPT.

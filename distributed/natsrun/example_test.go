@@ -48,13 +48,13 @@ func ExampleStartLocal() {
 	}
 	defer x.Close()
 	var out bytes.Buffer
-	sum, err := x.Run(ctx, trajectories.NewJSONLWriter(&out, trajectories.Flat))
+	sum, err := x.Run(ctx, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&out, trajectories.Flat)})
 	if err != nil {
 		panic(err)
 	}
 
 	var want bytes.Buffer
-	if _, err := env.Run(ctx, cfg, trajectories.NewJSONLWriter(&want, trajectories.Flat)); err != nil {
+	if _, err := env.Run(ctx, cfg, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&want, trajectories.Flat)}); err != nil {
 		panic(err)
 	}
 	fmt.Println("episodes:", sum.Episodes)

@@ -18,7 +18,6 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Why an episode that no worker could play ended, as written to
@@ -465,7 +464,7 @@ func (x *Executor) publishSync(msg *nats.Msg) bool {
 // one of the run's requests, each asked for once. When ctx ends first it
 // returns the episode as interrupted (env.EndInterrupted), and the request
 // stays queued for a later re-attach.
-func (x *Executor) Execute(ctx context.Context, req env.Request) *trajectories.Episode {
+func (x *Executor) Execute(ctx context.Context, req env.Request) *episode.Record {
 	idx := req.Index
 	if idx < 0 || idx >= int64(len(x.reqs)) || !sameRequest(&req, &x.reqs[idx]) {
 		return failed(req, EndRejected, fmt.Sprintf("natsrun: episode %d is not one of the %d requests of run %s", idx, len(x.reqs), x.run))
@@ -508,7 +507,7 @@ var errExpired = errors.New("natsrun: the result expired")
 
 // collect reads back the episode a done marker points at and checks that it
 // is req's. It returns errExpired, and no episode, when the result is gone.
-func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*trajectories.Episode, error) {
+func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*episode.Record, error) {
 	var rec doneRecord
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return failed(req, EndResultLost, fmt.Sprintf("natsrun: done marker of episode %d: %v", req.Index, err)), nil
@@ -572,32 +571,32 @@ func sameRequest(a, b *env.Request) bool {
 }
 
 // stub is the episode of req with nothing played.
-func stub(req env.Request) *trajectories.Episode {
-	return &trajectories.Episode{Record: episode.Record{
+func stub(req env.Request) *episode.Record {
+	return &episode.Record{
 		Scenario: req.Scenario, Params: maps.Clone(req.Params), Seed: req.Seed, PolicySeed: req.PolicySeed,
 		Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
-	}}
+	}
 }
 
-func failed(req env.Request, end, reason string) *trajectories.Episode {
+func failed(req env.Request, end, reason string) *episode.Record {
 	ep := stub(req)
 	ep.Status, ep.End, ep.Err = protocol.StatusFailed, end, reason
 	return ep
 }
 
-func interrupted(req env.Request, cause error) *trajectories.Episode {
+func interrupted(req env.Request, cause error) *episode.Record {
 	ep := stub(req)
 	ep.Status, ep.End, ep.Err = protocol.StatusAborted, env.EndInterrupted, cause.Error()
 	return ep
 }
 
 // Run plays the executor's run with env.Run (cfg as given to Start, with
-// this executor) and writes it to sink. Once every episode is written it
+// this executor) and writes it to out. Once every episode is written it
 // purges the run's results and state, unless Config.KeepResults: a run that
 // completed is not resumed. A run cut short (ctx cancelled, a failed write,
 // FailFast) keeps them, for a re-attach by the same id.
-func (x *Executor) Run(ctx context.Context, sink trajectories.Sink) (env.Summary, error) {
-	sum, err := env.Run(ctx, x.cfg, sink)
+func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error) {
+	sum, err := env.Run(ctx, x.cfg, out)
 	if err == nil && sum.Episodes == len(x.reqs) && !x.c.cfg.KeepResults {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -216,37 +216,56 @@ func worker(t testing.TB, c *natsrun.Client, cfg natsrun.WorkerConfig) (w *natsr
 	return w, stop
 }
 
-// plan turns a testscen.Plan into a RunConfig and Spec.
-func plan(t testing.TB, reg *env.Registry, p testscen.Plan) (env.RunConfig, natsrun.Spec) {
+// runPlan is a plan's run: its configuration, and the plan, which makes
+// its output stages.
+type runPlan struct {
+	env.RunConfig
+	plan    testscen.Plan
+	observe func(ep *trajectories.Episode) // the output stages' Observe
+}
+
+// out is an output stage of the run writing to sink, with allocators of its
+// own.
+func (r runPlan) out(t testing.TB, sink trajectories.Sink) *trajectories.Output {
+	t.Helper()
+	o, err := r.plan.Output(sink)
+	require.NoError(t, err)
+	o.Observe = r.observe
+	return o
+}
+
+// plan turns a testscen.Plan into a run and a Spec.
+func plan(t testing.TB, reg *env.Registry, p testscen.Plan) (runPlan, natsrun.Spec) {
 	t.Helper()
 	cfg, policies, err := p.Config(reg)
 	require.NoError(t, err)
-	return cfg, natsrun.Spec{Policies: policies}
+	return runPlan{RunConfig: cfg, plan: p}, natsrun.Spec{Policies: policies}
 }
 
 // local is the output of a local run: the reference. It plays many groups
 // at once, which does not change the output, so that slow policies do not
 // slow the test.
-func local(t testing.TB, cfg env.RunConfig, layout trajectories.Layout) string {
+func local(t testing.TB, rp runPlan, layout trajectories.Layout) string {
 	t.Helper()
+	cfg := rp.RunConfig
 	cfg.Concurrency = 16
 	var buf bytes.Buffer
-	_, err := env.Run(context.Background(), cfg, trajectories.NewJSONLWriter(&buf, layout))
+	_, err := env.Run(context.Background(), cfg, rp.out(t, trajectories.NewJSONLWriter(&buf, layout)))
 	require.NoError(t, err)
 	return buf.String()
 }
 
 // remote runs cfg on the deployment and returns its output and the
 // executor's stats.
-func remote(t testing.TB, c *natsrun.Client, run string, cfg env.RunConfig, spec natsrun.Spec, layout trajectories.Layout) (string, env.Summary, natsrun.ExecutorStats) {
+func remote(t testing.TB, c *natsrun.Client, run string, rp runPlan, spec natsrun.Spec, layout trajectories.Layout) (string, env.Summary, natsrun.ExecutorStats) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	x, err := c.Start(ctx, run, cfg, spec)
+	x, err := c.Start(ctx, run, rp.RunConfig, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	var buf bytes.Buffer
-	sum, err := x.Run(ctx, trajectories.NewJSONLWriter(&buf, layout))
+	sum, err := x.Run(ctx, rp.out(t, trajectories.NewJSONLWriter(&buf, layout)))
 	require.NoError(t, err)
 	return buf.String(), sum, x.Stats()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -147,18 +148,18 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 1})
 	ctx := context.Background()
-	x, err := c.Start(ctx, "taken", rc, spec)
+	x, err := c.Start(ctx, "taken", rc.RunConfig, spec)
 	require.NoError(t, err)
 	require.NoError(t, x.Close())
 
 	rc.Seed = 2
-	_, err = c.Start(ctx, "taken", rc, spec)
+	_, err = c.Start(ctx, "taken", rc.RunConfig, spec)
 	require.ErrorIs(t, err, natsrun.ErrRunMismatch)
 	assert.Contains(t, err.Error(), "seed 2 (stored: 1)")
 
-	_, err = c.Start(ctx, "bad.id", rc, spec)
+	_, err = c.Start(ctx, "bad.id", rc.RunConfig, spec)
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
-	_, err = c.Start(ctx, "ok", rc, natsrun.Spec{Policies: map[string]string{"nobody": "random"}})
+	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: map[string]string{"nobody": "random"}})
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
 	assert.Contains(t, err.Error(), `role "nobody"`)
 }
@@ -166,21 +167,21 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 func TestRunID(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 1})
-	a, err := natsrun.RunID(rc, spec)
+	a, err := natsrun.RunID(rc.RunConfig, spec)
 	require.NoError(t, err)
 	require.NoError(t, natsrun.CheckRunID(a))
 	assert.True(t, strings.HasPrefix(a, "count-"), a)
-	b, err := natsrun.RunID(rc, spec)
+	b, err := natsrun.RunID(rc.RunConfig, spec)
 	require.NoError(t, err)
 	assert.Equal(t, a, b, "the id is a function of the run")
 	rc.Concurrency = 17 // does not shape the episodes
-	b, _ = natsrun.RunID(rc, spec)
+	b, _ = natsrun.RunID(rc.RunConfig, spec)
 	assert.Equal(t, a, b)
 	rc.Seed = 2
-	b, _ = natsrun.RunID(rc, spec)
+	b, _ = natsrun.RunID(rc.RunConfig, spec)
 	assert.NotEqual(t, a, b)
 	rc.Seed = 1
-	b, _ = natsrun.RunID(rc, natsrun.Spec{Policies: map[string]string{"player": "sleepy"}})
+	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: map[string]string{"player": "sleepy"}})
 	assert.NotEqual(t, a, b)
 }
 
@@ -214,7 +215,7 @@ func TestPoisonRunsEndFailed(t *testing.T) {
 		t.Run(tc.plan.Scenario, func(t *testing.T) {
 			rc, spec := plan(t, reg, tc.plan)
 			var eps []*trajectories.Episode
-			rc.Observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
+			rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
 			out, sum, st := remote(t, c, "poison-"+tc.plan.Scenario, rc, spec, trajectories.Flat)
 			assert.Empty(t, out)
 			assert.Equal(t, 4, sum.ByStatus[protocol.StatusFailed])
@@ -242,10 +243,10 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 	reqs[6].Params = map[string]string{"colour": "red"}
 
 	ctx := context.Background()
-	x, err := c.StartWithRequests(ctx, "mixed", rc, spec, reqs)
+	x, err := c.StartWithRequests(ctx, "mixed", rc.RunConfig, spec, reqs)
 	require.NoError(t, err)
 	defer x.Close()
-	eps := make([]*trajectories.Episode, len(reqs))
+	eps := make([]*episode.Record, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
 		wg.Go(func() { eps[i] = x.Execute(ctx, req) })
@@ -260,7 +261,8 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, protocol.StatusCompleted, ep.Status, "episode %d: %s", i, ep.Err)
-		assert.Len(t, ep.Samples, 4)
+		assert.Equal(t, 4, ep.Emitted())
+		assert.Len(t, trajectories.Samples(ep), 4)
 		assert.NotNil(t, ep.Replay, "the collector rebuilds the replayer")
 	}
 	assert.Equal(t, int64(3), w.Stats().Rejected)
@@ -280,7 +282,7 @@ func TestUnknownPolicyIsRejected(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, _ := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9})
 	var eps []*trajectories.Episode
-	rc.Observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
+	rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
 	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: map[string]string{"player": "oracle"}}, trajectories.Flat)
 	require.Len(t, eps, 2)
 	assert.Equal(t, natsrun.EndRejected, eps[0].End)
@@ -375,14 +377,14 @@ func TestInterruptedSubmitterResumes(t *testing.T) {
 
 	l := startLocal()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	x, err := l.Client.Start(ctx, "resume", rc, spec)
+	x, err := l.Client.Start(ctx, "resume", rc.RunConfig, spec)
 	require.NoError(t, err)
 	go func() {
 		eventually(t, "six episodes played", func() bool { return l.Worker.Stats().Played >= 6 })
 		cancel(errStop)
 	}()
 	var partial bytes.Buffer
-	sum, err := x.Run(ctx, trajectories.NewJSONLWriter(&partial, trajectories.Flat))
+	sum, err := x.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&partial, trajectories.Flat)))
 	require.ErrorIs(t, err, errStop)
 	assert.Less(t, sum.Episodes, 16)
 	require.NoError(t, x.Close())
@@ -408,7 +410,7 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 5, Seed: 1})
-	x, err := c.Start(ctx, "stats", rc, spec)
+	x, err := c.Start(ctx, "stats", rc.RunConfig, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	go x.Execute(ctx, rc.Requests()[0]) // queues all five

@@ -187,7 +187,7 @@ func TestMaxDeliverRecordsFailure(t *testing.T) {
 		})
 	}
 	var eps []*trajectories.Episode
-	rc.Observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
+	rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
 	got, sum, _ := remote(t, c, "doomed", rc, spec, trajectories.Flat)
 	stop()
 	crashes.Wait()
@@ -245,7 +245,7 @@ func TestClusterSurvivesANodeLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, cl.procs, leader)
 	var once sync.Once
-	rc.Observe = func(ep *trajectories.Episode) {
+	rc.observe = func(ep *trajectories.Episode) {
 		if ep.Index >= 10 {
 			once.Do(func() { cl.procs[leader].signal(t, syscall.SIGKILL) })
 		}

@@ -2,7 +2,7 @@ package natsrun
 
 import (
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // replayer rebuilds, on the collector, the Replayer a local run would have
@@ -18,7 +18,7 @@ import (
 //
 // It is the environment's own replayer (env.NewReplayer) over the run's
 // setup and the recorded actions.
-func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *trajectories.Episode) trajectories.Replayer {
+func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
 	return env.NewReplayer(env.Setup{
 		Scenario:         cfg.Scenario,
 		Params:           cfg.Params,

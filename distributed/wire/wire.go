@@ -1,31 +1,29 @@
-// Package wire encodes a finished episode for transport between processes:
-// a worker that played it and a collector that writes it out.
+// Package wire encodes a finished episode's record for transport between
+// processes: a worker that played it and a collector that allocates its
+// credit, projects its samples (trajectories.Samples) and writes it out.
 //
-// The encoding is one JSON object. Samples are written with protocol's own
-// sample encoding (so a field added to protocol.Sample travels without a
-// change here); what that encoding cannot carry exactly is written beside
-// them, so that Decode(Encode(ep)) is the same episode:
+// The encoding is one JSON object holding the whole record, so that
+// Decode(Encode(rec)) is the same record and projects to the same samples,
+// byte for byte. What JSON cannot carry as it is travels exactly all the
+// same:
 //
-//   - non-finite floats (NaN, ±Inf), which JSON has no numbers for: the
-//     sample encoding writes them as null, and a "fixes" list restores them;
-//   - Metadata.Extra values whose JSON form does not survive a decode into
-//     an interface value unchanged (a struct's field order, an integer
-//     beyond 2^53): they come back as json.RawMessage holding the exact
-//     bytes the value encoded to, so the collector writes the same output;
-//   - strings that are not valid UTF-8 in the episode's own fields (actions,
-//     messages, seats, error): they are written empty and travel
-//     base64-encoded in "raw_strings", so that a counterfactual replay on
-//     the collector feeds the game the very bytes the policy answered.
+//   - floats (scores, log-probs) are written as the shortest number that
+//     round-trips, and NaN, ±Inf as the strings "NaN", "+Inf", "-Inf";
+//   - a turn's notes travel as the JSON of each value; a value whose JSON
+//     does not survive a decode into an interface value unchanged (a
+//     struct's field order, an integer beyond 2^53) comes back as
+//     json.RawMessage holding the exact bytes it encoded to, so that the
+//     collector writes the same output; a value that does not encode
+//     arrives as the string the sample encoding writes for it;
+//   - strings that are not valid UTF-8 in the replay fields (actions,
+//     messages, seats, parameters, error): they are written empty and
+//     travel base64-encoded in "raw_strings", so that a counterfactual
+//     replay on the collector feeds the game the very bytes the policy
+//     answered.
 //
-// Strings inside samples that are not valid UTF-8 arrive with U+FFFD in
-// place of the bad bytes, exactly as troupe's JSONL output writes them.
-//
-// The record's turns travel with their replay fields (step, seat, turn,
-// action: exact) and what the record says of them (state, seed, view,
-// legal actions, inbox, completion, invalid, emit; with U+FFFD for bad
-// bytes); their Prompt, Tokens and Notes travel only inside their samples
-// and arrive nil. Messages travel with their recipients, the label beside
-// the steps. Episode.Replay is a function and never travels: the collector
+// Other strings that are not valid UTF-8 (views, prompts, notes) arrive
+// with U+FFFD in place of the bad bytes, exactly as troupe's JSONL output
+// writes them. Record.Replay is a function and never travels: the collector
 // rebuilds it.
 package wire
 
@@ -44,18 +42,19 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Version is the encoding's version, written as "v". Decode rejects others.
-const Version = 1
+// Version 1 carried the samples beside a record without the turns'
+// prompts, tokens and notes.
+const Version = 2
 
 // ErrDecode is wrapped by every error Decode returns.
 var ErrDecode = errors.New("decode episode")
 
-// Encode appends ep's encoding to dst and returns the extended buffer. The
-// encoding is deterministic: equal episodes encode to equal bytes.
-func Encode(dst []byte, ep *trajectories.Episode) []byte {
+// Encode appends rec's encoding to dst and returns the extended buffer. The
+// encoding is deterministic: equal records encode to equal bytes.
+func Encode(dst []byte, ep *episode.Record) []byte {
 	var raws []rawString
 	// str appends s as a JSON string; a string that is not valid UTF-8 is
 	// written empty, its bytes noted in raws.
@@ -129,8 +128,7 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 	}
 
 	// The turns travel with what replay needs (exactly) and what the record
-	// says of them; their Prompt, Tokens and Notes travel in their samples
-	// only.
+	// says of them.
 	dst = append(dst, `,"actions":`...)
 	if ep.Turns == nil {
 		dst = append(dst, "null"...)
@@ -209,29 +207,6 @@ func Encode(dst []byte, ep *trajectories.Episode) []byte {
 	}
 	dst = append(dst, '}')
 
-	dst = append(dst, `,"samples":`...)
-	if ep.Samples == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range ep.Samples {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = ep.Samples[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
-	}
-	if fixes := sampleFixes(ep.Samples); len(fixes) > 0 {
-		dst = append(dst, `,"fixes":`...)
-		b, err := json.Marshal(fixes)
-		if err != nil {
-			// fix holds strings, ints, a float encoded by wfloat and
-			// json.RawMessage produced by json.Marshal: it always encodes.
-			panic(fmt.Sprintf("wire: encoding fixes: %v", err))
-		}
-		dst = append(dst, b...)
-	}
 	if len(raws) > 0 {
 		dst = append(dst, `,"raw_strings":`...)
 		b, err := json.Marshal(raws)
@@ -289,11 +264,109 @@ func appendTurn(dst []byte, a *episode.Turn) []byte {
 	if a.Emit {
 		dst = append(dst, `,"emit":true`...)
 	}
+	if a.Prompt != nil {
+		dst = append(dst, `,"prompt":`...)
+		if a.Prompt.Messages == nil {
+			dst = protocol.AppendString(dst, a.Prompt.Text)
+		} else {
+			dst = append(dst, '[')
+			for j, m := range a.Prompt.Messages {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `{"role":`...)
+				dst = protocol.AppendString(dst, m.Role)
+				dst = append(dst, `,"content":`...)
+				dst = protocol.AppendString(dst, m.Content)
+				dst = append(dst, '}')
+			}
+			dst = append(dst, ']')
+		}
+	}
+	if tk := a.Tokens; tk != nil {
+		dst = append(dst, `,"tokens":{"prompt":`...)
+		dst = appendInts(dst, tk.Prompt)
+		dst = append(dst, `,"response":`...)
+		dst = appendInts(dst, tk.Response)
+		dst = append(dst, `,"log_probs":`...)
+		if tk.LogProbs == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, '[')
+			for j, v := range tk.LogProbs {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendFloat(dst, v)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, `,"loss_mask":`...)
+		dst = appendInts(dst, tk.LossMask)
+		dst = append(dst, '}')
+	}
+	if a.Notes != nil {
+		dst = append(dst, `,"notes":{`...)
+		for j, k := range slices.Sorted(maps.Keys(a.Notes)) {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = protocol.AppendString(dst, k)
+			dst = append(dst, ':')
+			v, err := json.Marshal(a.Notes[k])
+			if err != nil {
+				// As the sample encoding writes it.
+				v = protocol.AppendString(nil, "unencodable: "+err.Error())
+			}
+			dst = append(dst, v...)
+		}
+		dst = append(dst, '}')
+	}
 	return dst
 }
 
-// Decode decodes an episode Encode wrote. Replay is nil.
-func Decode(data []byte) (*trajectories.Episode, error) {
+func appendInts(dst []byte, v []int) []byte {
+	if v == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for j, x := range v {
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(x), 10)
+	}
+	return append(dst, ']')
+}
+
+// decodeNotes reads a turn's notes: each value as its plain Go value when
+// that encodes back to the same JSON, else as the JSON itself.
+func decodeNotes(raw map[string]json.RawMessage) (map[string]any, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	notes := make(map[string]any, len(raw))
+	for k, r := range raw {
+		var v any
+		if err := json.Unmarshal(r, &v); err != nil {
+			return nil, fmt.Errorf("%w: note %q: %w", ErrDecode, k, err)
+		}
+		again, err := json.Marshal(v)
+		if err != nil || !bytes.Equal(again, r) {
+			var c bytes.Buffer
+			if err := json.Compact(&c, r); err != nil {
+				return nil, fmt.Errorf("%w: note %q: %w", ErrDecode, k, err)
+			}
+			notes[k] = json.RawMessage(c.Bytes())
+			continue
+		}
+		notes[k] = v
+	}
+	return notes, nil
+}
+
+// Decode decodes a record Encode wrote. Replay is nil.
+func Decode(data []byte) (*episode.Record, error) {
 	var w wireEpisode
 	if err := json.Unmarshal(data, &w); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
@@ -309,7 +382,7 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 			return nil, err
 		}
 	}
-	ep := &trajectories.Episode{Record: episode.Record{
+	ep := &episode.Record{
 		Scenario:   w.Scenario,
 		Seed:       w.Seed,
 		PolicySeed: w.PolicySeed,
@@ -322,7 +395,7 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 		Steps:      w.Steps,
 		Label:      w.Label,
 		Score:      episode.Score{Team: float64(w.Score.Team)},
-	}, Samples: w.Samples}
+	}
 	if ep.Status != "" && !ep.Status.Valid() {
 		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
 	}
@@ -338,10 +411,37 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 	if w.Actions != nil {
 		ep.Turns = make([]episode.Turn, len(w.Actions))
 		for i, a := range w.Actions {
-			ep.Turns[i] = episode.Turn{
+			t := &ep.Turns[i]
+			*t = episode.Turn{
 				Step: a.Step, Seat: a.Agent, Turn: a.Turn, Action: a.Action,
 				State: agents.State(a.State), Seed: a.Seed, View: a.View, Legal: a.Legal, Inbox: a.Inbox,
 				Completion: a.Completion, Invalid: a.Invalid, Emit: a.Emit,
+			}
+			if p := bytes.TrimSpace(a.Prompt); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+				t.Prompt = &protocol.Prompt{}
+				var err error
+				if p[0] == '"' {
+					err = json.Unmarshal(p, &t.Prompt.Text)
+				} else {
+					t.Prompt.Messages = []protocol.ChatMessage{}
+					err = json.Unmarshal(p, &t.Prompt.Messages)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%w: prompt of turn %d: %w", ErrDecode, i, err)
+				}
+			}
+			if tk := a.Tokens; tk != nil {
+				t.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LossMask: tk.LossMask}
+				if tk.LogProbs != nil {
+					t.Tokens.LogProbs = make([]float64, len(tk.LogProbs))
+					for j, v := range tk.LogProbs {
+						t.Tokens.LogProbs[j] = float64(v)
+					}
+				}
+			}
+			var err error
+			if t.Notes, err = decodeNotes(a.Notes); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -358,11 +458,6 @@ func Decode(data []byte) (*trajectories.Episode, error) {
 		ep.Score.Agents = make([]float64, len(w.Score.Agents))
 		for i, v := range w.Score.Agents {
 			ep.Score.Agents[i] = float64(v)
-		}
-	}
-	for _, f := range w.Fixes {
-		if err := f.apply(ep.Samples); err != nil {
-			return nil, err
 		}
 	}
 	return ep, nil
@@ -387,18 +482,26 @@ type wireEpisode struct {
 		Role string `json:"role"`
 	} `json:"seats"`
 	Actions []struct {
-		Step       int      `json:"step"`
-		Agent      int      `json:"agent"`
-		Turn       int      `json:"turn"`
-		Action     string   `json:"action"`
-		State      string   `json:"state"`
-		Seed       uint64   `json:"seed"`
-		View       string   `json:"view"`
-		Legal      []string `json:"legal"`
-		Inbox      []int    `json:"inbox"`
-		Completion string   `json:"completion"`
-		Invalid    string   `json:"invalid"`
-		Emit       bool     `json:"emit"`
+		Step       int             `json:"step"`
+		Agent      int             `json:"agent"`
+		Turn       int             `json:"turn"`
+		Action     string          `json:"action"`
+		State      string          `json:"state"`
+		Seed       uint64          `json:"seed"`
+		View       string          `json:"view"`
+		Legal      []string        `json:"legal"`
+		Inbox      []int           `json:"inbox"`
+		Completion string          `json:"completion"`
+		Invalid    string          `json:"invalid"`
+		Emit       bool            `json:"emit"`
+		Prompt     json.RawMessage `json:"prompt"`
+		Tokens     *struct {
+			Prompt   []int    `json:"prompt"`
+			Response []int    `json:"response"`
+			LogProbs []wfloat `json:"log_probs"`
+			LossMask []int    `json:"loss_mask"`
+		} `json:"tokens"`
+		Notes map[string]json.RawMessage `json:"notes"`
 	} `json:"actions"`
 	Messages []struct {
 		From       string `json:"from"`
@@ -413,143 +516,7 @@ type wireEpisode struct {
 		Team   wfloat   `json:"team"`
 		Agents []wfloat `json:"agents"`
 	} `json:"score"`
-	Samples    []protocol.Sample `json:"samples"`
-	Fixes      []fix             `json:"fixes"`
-	RawStrings []rawString       `json:"raw_strings"`
-}
-
-// Fields a fix can restore.
-const (
-	fixReward     = "reward"      // Reward.Value of a scalar reward
-	fixRewardDict = "reward_dict" // Reward.Dict[Key]
-	fixTeam       = "team_reward" // Metadata.TeamReward
-	fixAgentScore = "agent_score" // *Metadata.AgentScore
-	fixLogProb    = "log_prob"    // RolloutLogProbs[At]
-	fixExtra      = "extra"       // Metadata.Extra[Key], as raw JSON
-)
-
-// fix restores one value of sample S that the sample encoding loses.
-type fix struct {
-	S     int             `json:"s"`
-	Field string          `json:"f"`
-	Key   string          `json:"k,omitempty"`
-	At    int             `json:"i,omitempty"`
-	Value *wfloat         `json:"v,omitempty"`
-	Raw   json.RawMessage `json:"raw,omitempty"`
-}
-
-func sampleFixes(samples []protocol.Sample) []fix {
-	var out []fix
-	nonFinite := func(s int, field, key string, at int, v float64) {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			return
-		}
-		w := wfloat(v)
-		out = append(out, fix{S: s, Field: field, Key: key, At: at, Value: &w})
-	}
-	for s := range samples {
-		sm := &samples[s]
-		switch sm.Reward.Kind {
-		case protocol.RewardScalar:
-			nonFinite(s, fixReward, "", 0, sm.Reward.Value)
-		case protocol.RewardDict:
-			for _, k := range slices.Sorted(maps.Keys(sm.Reward.Dict)) {
-				nonFinite(s, fixRewardDict, k, 0, sm.Reward.Dict[k])
-			}
-		}
-		nonFinite(s, fixTeam, "", 0, sm.Metadata.TeamReward)
-		if sm.Metadata.AgentScore != nil {
-			nonFinite(s, fixAgentScore, "", 0, *sm.Metadata.AgentScore)
-		}
-		for i, lp := range sm.RolloutLogProbs {
-			nonFinite(s, fixLogProb, "", i, lp)
-		}
-		for _, k := range slices.Sorted(maps.Keys(sm.Metadata.Extra)) {
-			if raw, lossy := lossyExtra(sm.Metadata.Extra[k]); lossy {
-				out = append(out, fix{S: s, Field: fixExtra, Key: k, Raw: raw})
-			}
-		}
-	}
-	return out
-}
-
-// lossyExtra reports whether v's JSON would change on a trip through an
-// interface value, and returns that JSON. A value that does not encode is
-// left to the sample encoding, which writes why.
-func lossyExtra(v any) (json.RawMessage, bool) {
-	switch v.(type) {
-	case nil, bool, string:
-		return nil, false
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, false
-	}
-	var back any
-	if err := json.Unmarshal(raw, &back); err != nil {
-		return nil, false
-	}
-	again, err := json.Marshal(back)
-	if err != nil || !bytes.Equal(raw, again) {
-		return raw, true
-	}
-	return nil, false
-}
-
-func (f *fix) apply(samples []protocol.Sample) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: fix %s of sample %d: %s", ErrDecode, f.Field, f.S, fmt.Sprintf(format, args...))
-	}
-	if f.S < 0 || f.S >= len(samples) {
-		return bad("the episode has %d samples", len(samples))
-	}
-	sm := &samples[f.S]
-	if f.Field == fixExtra {
-		if len(f.Raw) == 0 {
-			return bad("no raw value")
-		}
-		// The value must read back as the sample decoder reads metadata,
-		// or the collector could not decode its own re-encoding.
-		var x any
-		if err := json.Unmarshal(f.Raw, &x); err != nil {
-			return bad("raw value: %v", err)
-		}
-		if sm.Metadata.Extra == nil {
-			// The sample encoding drops keys that shadow troupe's own;
-			// restoring them keeps the episode as it was.
-			sm.Metadata.Extra = map[string]any{}
-		}
-		sm.Metadata.Extra[f.Key] = slices.Clone(f.Raw)
-		return nil
-	}
-	if f.Value == nil {
-		return bad("no value")
-	}
-	v := float64(*f.Value)
-	switch f.Field {
-	case fixReward:
-		if sm.Reward.Kind != protocol.RewardNull {
-			return bad("the reward is not null")
-		}
-		sm.Reward = protocol.Scalar(v)
-	case fixRewardDict:
-		if sm.Reward.Kind != protocol.RewardDict {
-			return bad("the reward is not a dict")
-		}
-		sm.Reward.Dict[f.Key] = v
-	case fixTeam:
-		sm.Metadata.TeamReward = v
-	case fixAgentScore:
-		sm.Metadata.AgentScore = &v
-	case fixLogProb:
-		if f.At < 0 || f.At >= len(sm.RolloutLogProbs) {
-			return bad("log-prob %d of %d", f.At, len(sm.RolloutLogProbs))
-		}
-		sm.RolloutLogProbs[f.At] = v
-	default:
-		return bad("unknown field")
-	}
-	return nil
+	RawStrings []rawString `json:"raw_strings"`
 }
 
 // Fields a raw string can restore.

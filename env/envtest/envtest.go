@@ -592,14 +592,14 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts 
 		sum, err := env.Run(ctx, env.RunConfig{
 			Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts),
 			Episodes: n, GroupSize: 2, Concurrency: concurrency, Seed: 42,
-			RolloutIDBase: 500, Allocators: []trajectories.Allocator{credit.Team{}},
-			ParallelPolicies: concurrency > 1,
+			RolloutIDBase: 500, ParallelPolicies: concurrency > 1,
+		}, &trajectories.Output{Sink: w, Allocators: []trajectories.Allocator{credit.Team{}},
 			Observe: func(ep *trajectories.Episode) {
 				if concurrency == 1 && len(ep.Samples) > 0 {
 					withSamples++
 				}
 			},
-		}, w)
+		})
 		return buf.Bytes(), sum, err
 	}
 	one, sum, err := run(1)

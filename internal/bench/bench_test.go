@@ -48,13 +48,12 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 	cfg := env.RunConfig{
 		Scenario: sc, Params: p, Policy: policy,
 		Episodes: b.N, Concurrency: runtime.GOMAXPROCS(0), Seed: 1,
-		Allocators: []trajectories.Allocator{credit.Team{}},
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	cpu := cpuSeconds()
-	sum, err := env.Run(context.Background(), cfg, sink)
+	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: sink, Allocators: []trajectories.Allocator{credit.Team{}}})
 	cpu = cpuSeconds() - cpu
 	b.StopTimer()
 	runtime.ReadMemStats(&after)
@@ -238,7 +237,6 @@ func BenchmarkMemoryFlat(b *testing.B) {
 				cfg := env.RunConfig{
 					Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
 					Episodes: episodes, Concurrency: 2, Seed: 1,
-					Allocators: []trajectories.Allocator{credit.Team{}},
 					Progress: func(pr env.Progress) {
 						switch pr.Done {
 						case episodes / 10:
@@ -248,7 +246,8 @@ func BenchmarkMemoryFlat(b *testing.B) {
 						}
 					},
 				}
-				if _, err := env.Run(context.Background(), cfg, trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)); err != nil {
+				out := &trajectories.Output{Sink: trajectories.NewJSONLWriter(io.Discard, trajectories.Flat), Allocators: []trajectories.Allocator{credit.Team{}}}
+				if _, err := env.Run(context.Background(), cfg, out); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -438,7 +438,7 @@ func TestScriptedSuccessRate(t *testing.T) {
 		require.NoError(t, err)
 		sum, err := env.Run(context.Background(), env.RunConfig{
 			Scenario: sc, Params: p, Policy: policy, Episodes: n, Concurrency: 4, Seed: 77, FailFast: true,
-		}, trajectories.Discard)
+		}, &trajectories.Output{Sink: trajectories.Discard})
 		require.NoError(t, err)
 		want := 1 - math.Pow(1-tc.skill, float64(tc.rounds))
 		sd := math.Sqrt(want * (1 - want) / n)

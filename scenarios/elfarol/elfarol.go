@@ -36,7 +36,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // Role, states and events of a patron.
@@ -238,7 +238,7 @@ func (g *game) Score() env.Score {
 //
 // As in a replay, a patron named twice counts once, absence comes before
 // the null action and the null action before a replacement.
-func (g *game) Rescore(cf trajectories.Counterfactual) (env.Score, bool) {
+func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 	if g.phi == nil || cf.Resimulate || len(cf.Reseed) > 0 {
 		return env.Score{}, false
 	}

@@ -202,7 +202,7 @@ func successRate(t *testing.T, given map[string]string, policy func(sc *signal.S
 	p := params(t, sc, given)
 	sum, err := env.Run(context.Background(), env.RunConfig{
 		Scenario: sc, Params: p, Policy: policy(sc, p), Episodes: n, Concurrency: 4, Seed: 2024, FailFast: true,
-	}, trajectories.Discard)
+	}, &trajectories.Output{Sink: trajectories.Discard})
 	require.NoError(t, err)
 	require.Equal(t, n, sum.ByStatus[protocol.StatusCompleted])
 	return sum.MeanTeamReward()

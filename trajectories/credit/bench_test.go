@@ -29,7 +29,7 @@ func benchEpisodes(b *testing.B, sc env.Scenario, kv map[string]string, emit env
 	x := &env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Emit: emit}
 	eps := make([]*trajectories.Episode, n)
 	for i := range eps {
-		ep := x.Execute(context.Background(), env.Request{Seed: 1, PolicySeed: uint64(100 + i), Index: int64(i), RolloutID: int64(i)})
+		ep := trajectories.NewEpisode(x.Execute(context.Background(), env.Request{Seed: 1, PolicySeed: uint64(100 + i), Index: int64(i), RolloutID: int64(i)}))
 		if ep.Err != "" {
 			b.Fatal(ep.Err)
 		}

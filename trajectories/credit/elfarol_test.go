@@ -196,8 +196,7 @@ func TestCounterfactualAllocatorsInARun(t *testing.T) {
 		_, err := env.Run(context.Background(), env.RunConfig{
 			Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
 			Episodes: 6, GroupSize: 3, Concurrency: concurrency, Seed: 5,
-			Allocators: allocs, RewardFormat: trajectories.RewardDict,
-		}, sink)
+		}, &trajectories.Output{Sink: sink, Allocators: allocs, Format: trajectories.RewardDict})
 		require.NoError(t, err)
 		return buf.Bytes()
 	}

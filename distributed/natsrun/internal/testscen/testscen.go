@@ -210,8 +210,22 @@ type Plan struct {
 	Allocators  []string          `json:"allocators,omitempty"` // specs of credit.Builtin
 }
 
+// Output is the output stage of the plan's run, writing to sink: its
+// allocators, with dict rewards.
+func (p Plan) Output(sink trajectories.Sink) (*trajectories.Output, error) {
+	var allocs []trajectories.Allocator
+	for _, spec := range p.Allocators {
+		a, err := credit.Builtin().Parse(spec)
+		if err != nil {
+			return nil, err
+		}
+		allocs = append(allocs, a)
+	}
+	return &trajectories.Output{Sink: sink, Allocators: allocs, Format: trajectories.RewardDict}, nil
+}
+
 // Config builds the plan's run from reg, and the role-to-policy names a
-// distributed run's spec needs.
+// distributed run's spec needs. Its output stage is Output's.
 func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error) {
 	sc, err := reg.Lookup(p.Scenario)
 	if err != nil {
@@ -239,23 +253,16 @@ func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error
 		byRole[r.Name] = pol
 		names[r.Name] = p.Policy
 	}
-	var allocs []trajectories.Allocator
-	for _, spec := range p.Allocators {
-		a, err := credit.Builtin().Parse(spec)
-		if err != nil {
-			return env.RunConfig{}, nil, err
-		}
-		allocs = append(allocs, a)
+	if _, err := p.Output(nil); err != nil {
+		return env.RunConfig{}, nil, err
 	}
 	return env.RunConfig{
-		Scenario:     sc,
-		Params:       params,
-		Policy:       env.ByRole(byRole, nil),
-		Episodes:     p.Episodes,
-		GroupSize:    p.GroupSize,
-		Concurrency:  p.Concurrency,
-		Seed:         p.Seed,
-		Allocators:   allocs,
-		RewardFormat: trajectories.RewardDict,
+		Scenario:    sc,
+		Params:      params,
+		Policy:      env.ByRole(byRole, nil),
+		Episodes:    p.Episodes,
+		GroupSize:   p.GroupSize,
+		Concurrency: p.Concurrency,
+		Seed:        p.Seed,
 	}, names, nil
 }

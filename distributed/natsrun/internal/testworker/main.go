@@ -84,8 +84,10 @@ func main() {
 		defer x.Close()
 		f, err := os.Create(*out)
 		check(err)
+		out, err := p.Output(trajectories.NewJSONLWriter(f, trajectories.Flat))
+		check(err)
 		fmt.Println("ready")
-		_, err = x.Run(ctx, trajectories.NewJSONLWriter(f, trajectories.Flat))
+		_, err = x.Run(ctx, out)
 		check(err)
 		check(f.Close())
 	default:

@@ -1,0 +1,114 @@
+package trajectories
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/troupe-rl/troupe/episode"
+)
+
+// Output is the output stage of a run (it implements env.Output): for each
+// group of records the runner finished, it allocates the group's credit
+// (Allocate), projects the records into samples (Samples) when Sink or
+// Observe reads them, numbers the samples in output order from IndexBase,
+// and writes each episode to Sink, then shows it to Observe.
+//
+// Allocation and the sink's preparation (Preparer) run on the worker that
+// played the group, concurrently; with a Sequential allocator, allocation
+// runs instead when the group's turn to be written comes, on the runner's
+// goroutine, so that the allocator sees the groups in output order.
+//
+// An Output numbers the samples of one run: use a new one for each run.
+type Output struct {
+	Sink       Sink // nil: Discard
+	Allocators []Allocator
+	Format     RewardFormat // how the allocators' values become rewards
+	IndexBase  int64        // the index of the first sample written
+	// Observe, when set, sees every episode right after Sink, on the
+	// runner's goroutine (learners read their rewards here).
+	Observe func(ep *Episode)
+
+	once       sync.Once
+	sink       Sink     // Sink, or Discard
+	sequential bool     // an allocator is Sequential
+	project    bool     // Sink or Observe reads the samples
+	preparer   Preparer // Sink, when it prepares
+	next       int64    // the next sample's index
+}
+
+func (o *Output) init() {
+	o.once.Do(func() {
+		o.sink = o.Sink
+		if o.sink == nil {
+			o.sink = Discard
+		}
+		o.sequential = AnySequential(o.Allocators)
+		o.project = o.Observe != nil || NeedsSamples(o.sink)
+		o.preparer, _ = o.sink.(Preparer)
+		o.next = o.IndexBase
+	})
+}
+
+// Finish implements env.Output: it makes the group's episodes, allocates
+// their credit (unless an allocator is Sequential) and prepares them for
+// the sink. The function it returns writes episode k.
+func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
+	o.init()
+	eps := make([]*Episode, len(group))
+	for i, rec := range group {
+		if o.project {
+			eps[i] = NewEpisode(rec)
+		} else {
+			eps[i] = RecordOnly(rec)
+		}
+	}
+	if !o.sequential {
+		if err := o.allocate(ctx, eps); err != nil {
+			return nil, err
+		}
+	}
+	return func(k int) (int, error) {
+		if k == 0 && o.sequential {
+			if err := o.allocate(ctx, eps); err != nil {
+				return 0, err
+			}
+		}
+		return o.write(eps[k])
+	}, nil
+}
+
+func (o *Output) allocate(ctx context.Context, eps []*Episode) error {
+	if err := Allocate(ctx, eps, o.Allocators, o.Format); err != nil {
+		return err
+	}
+	if o.preparer != nil && !o.sequential {
+		for _, ep := range eps {
+			o.preparer.Prepare(ep)
+		}
+	}
+	return nil
+}
+
+func (o *Output) write(ep *Episode) (int, error) {
+	for k := range ep.Samples {
+		ep.Samples[k].Index = o.next
+		o.next++
+	}
+	if err := o.sink.WriteEpisode(ep); err != nil {
+		return 0, fmt.Errorf("episode %d: %w", ep.Index, err)
+	}
+	if o.Observe != nil {
+		o.Observe(ep)
+	}
+	return ep.SampleCount(), nil
+}
+
+// Flush implements env.Output: it flushes Sink when it is a Flusher.
+func (o *Output) Flush() error {
+	o.init()
+	if f, ok := o.sink.(Flusher); ok {
+		return f.Flush()
+	}
+	return nil
+}
