@@ -52,8 +52,10 @@ const EpisodeFormat = "troupe.episode/v1"
 //   - "messages": the bus log in send order, each with "seq" (its position),
 //     "time" (the step that sent it; delivered at its end), "from", "to"
 //     (an agent id, "*" for everyone, "#name" for a channel), "kind",
-//     "payload" and "recipients" (the seats it was delivered to, in seat
-//     order: a channel's members at delivery, never the sender);
+//     "payload", "recipients" (the seats it was delivered to, in seat
+//     order: a channel's members when it was sent, never the sender), and
+//     "quiet": true for a message that informs without waking (absent
+//     otherwise; see protocol.Message.Quiet);
 //   - "score": {"team", "agents"}: the team reward and the per-agent scores
 //     in seat order (null when the scenario has none);
 //   - "credit": null without allocators, else {"allocators": names in run
@@ -117,6 +119,7 @@ type messageLine struct {
 	Kind       string `json:"kind"`
 	Payload    string `json:"payload"`
 	Recipients []int  `json:"recipients"`
+	Quiet      bool   `json:"quiet,omitempty"`
 }
 
 type scoreLine struct {
@@ -263,7 +266,7 @@ func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte,
 	}
 	for i := range rec.Messages {
 		m := &rec.Messages[i]
-		l.Messages[i] = messageLine{Seq: m.Seq, Time: m.Time, From: m.From, To: string(m.To), Kind: m.Kind, Payload: m.Payload, Recipients: m.Recipients}
+		l.Messages[i] = messageLine{Seq: m.Seq, Time: m.Time, From: m.From, To: string(m.To), Kind: m.Kind, Payload: m.Payload, Recipients: m.Recipients, Quiet: m.Quiet}
 		if l.Messages[i].Recipients == nil {
 			l.Messages[i].Recipients = []int{}
 		}
@@ -367,7 +370,7 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 			}
 		}
 		rec.Messages[i] = episode.Message{
-			Message:    protocol.Message{From: ml.From, To: protocol.Address(ml.To), Kind: ml.Kind, Payload: ml.Payload, Time: ml.Time, Seq: ml.Seq},
+			Message:    protocol.Message{From: ml.From, To: protocol.Address(ml.To), Kind: ml.Kind, Payload: ml.Payload, Time: ml.Time, Seq: ml.Seq, Quiet: ml.Quiet},
 			Recipients: ml.Recipients,
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -230,4 +231,25 @@ func TestNeedsSamples(t *testing.T) {
 	assert.False(t, trajectories.NeedsSamples(trajectories.Tee(trajectories.Discard, trajectories.NewEpisodeWriter(io.Discard))))
 	assert.True(t, trajectories.NeedsSamples(trajectories.Tee(trajectories.Discard, &trajectories.Collector{})))
 	assert.True(t, trajectories.NeedsSamples(trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)))
+}
+
+// A quiet message (one that informs without waking) keeps its flag in the
+// episode file; a plain one writes no "quiet" key.
+func TestEpisodeLineKeepsQuietMessages(t *testing.T) {
+	rec := &episode.Record{
+		Scenario: "s", Status: protocol.StatusCompleted, End: "terminated",
+		Seats: []episode.Seat{{ID: "a", Role: "r"}, {ID: "b", Role: "r"}},
+		Messages: []episode.Message{
+			{Message: protocol.Message{From: "a", To: protocol.To("b"), Kind: "k", Payload: "loud", Time: 1, Seq: 0}, Recipients: []int{1}},
+			{Message: protocol.Message{From: protocol.EnvSender, To: protocol.To("a"), Kind: "hint", Payload: "quiet", Time: 1, Seq: 1, Quiet: true}, Recipients: []int{0}},
+		},
+	}
+	line, err := trajectories.AppendEpisodeJSON(nil, rec, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(line), `"quiet":true`), "%s", line)
+	got, _, err := trajectories.DecodeEpisode(line)
+	require.NoError(t, err)
+	require.Len(t, got.Messages, 2)
+	assert.False(t, got.Messages[0].Quiet)
+	assert.True(t, got.Messages[1].Quiet)
 }

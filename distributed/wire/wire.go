@@ -175,6 +175,9 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 			dst = strconv.AppendInt(dst, int64(m.Time), 10)
 			dst = append(dst, `,"seq":`...)
 			dst = strconv.AppendInt(dst, int64(m.Seq), 10)
+			if m.Quiet {
+				dst = append(dst, `,"quiet":true`...)
+			}
 			if m.Recipients != nil {
 				dst = append(dst, `,"recipients":[`...)
 				for j, r := range m.Recipients {
@@ -449,7 +452,7 @@ func Decode(data []byte) (*episode.Record, error) {
 		ep.Messages = make([]episode.Message, len(w.Messages))
 		for i, m := range w.Messages {
 			ep.Messages[i] = episode.Message{
-				Message:    protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq},
+				Message:    protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq, Quiet: m.Quiet},
 				Recipients: m.Recipients,
 			}
 		}
@@ -510,6 +513,7 @@ type wireEpisode struct {
 		Payload    string `json:"payload"`
 		Time       int    `json:"time"`
 		Seq        int    `json:"seq"`
+		Quiet      bool   `json:"quiet"`
 		Recipients []int  `json:"recipients"`
 	} `json:"messages"`
 	Score struct {

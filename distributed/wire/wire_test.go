@@ -158,7 +158,10 @@ func edgeEpisode() *episode.Record {
 			},
 			{Step: 1, Seat: 1, Turn: 0, Action: "line\nbreak\ttab\x01", Emit: true, Prompt: &protocol.Prompt{}, Tokens: &agents.Tokens{}, Notes: map[string]any{}},
 		},
-		Messages: []episode.Message{{Message: protocol.Message{From: "a", To: protocol.Channel("x"), Kind: "k", Payload: "p\xfe", Time: 1, Seq: 0}, Recipients: []int{1}}},
+		Messages: []episode.Message{
+			{Message: protocol.Message{From: "a", To: protocol.Channel("x"), Kind: "k", Payload: "p\xfe", Time: 1, Seq: 0}, Recipients: []int{1}},
+			{Message: protocol.Message{From: protocol.EnvSender, To: protocol.To("b"), Kind: "hint", Payload: "informs", Time: 1, Seq: 1, Quiet: true}, Recipients: []int{1}},
+		},
 		Score:    trajectories.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
 	}
 }
