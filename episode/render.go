@@ -47,7 +47,15 @@ func startMessages(b *strings.Builder, view string) {
 }
 
 func appendMessage(b *strings.Builder, m *protocol.Message) {
-	b.WriteString("\n[t=")
+	b.WriteByte('\n')
+	WriteMessage(b, m)
+}
+
+// WriteMessage writes m as one prompt line, "[t=TIME] FROM -> TO (KIND):
+// PAYLOAD", the form every troupe prompt shows messages in (text prompts
+// here, an LLM policy's chat in agents/llm).
+func WriteMessage(b *strings.Builder, m *protocol.Message) {
+	b.WriteString("[t=")
 	b.WriteString(strconv.Itoa(m.Time))
 	b.WriteString("] ")
 	b.WriteString(m.From)

@@ -1,11 +1,11 @@
 package llm
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -66,16 +66,7 @@ func transcript(obs *agents.Observation, system string) []protocol.ChatMessage {
 		if user.Len() > 0 {
 			user.WriteByte('\n')
 		}
-		user.WriteString("[t=")
-		user.WriteString(strconv.Itoa(m.Time))
-		user.WriteString("] ")
-		user.WriteString(m.From)
-		user.WriteString(" -> ")
-		user.WriteString(string(m.To))
-		user.WriteString(" (")
-		user.WriteString(m.Kind)
-		user.WriteString("): ")
-		user.WriteString(m.Payload)
+		episode.WriteMessage(&user, &m)
 	}
 	if obs.View != "" {
 		if user.Len() > 0 {
