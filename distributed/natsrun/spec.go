@@ -128,6 +128,19 @@ func (r *record) mismatch(other *record) error {
 	return fmt.Errorf("%w: %s", ErrRunMismatch, strings.Join(diff, "; "))
 }
 
+// SpecRunID is the id of the run whose run spec (package runspec) is of
+// scenario and has hash: the readable scenario name and the hash's first
+// 80 bits.
+func SpecRunID(scenario, hash string) string {
+	name := strings.Map(func(r rune) rune {
+		if r < 128 && runIDRE.MatchString(string(r)) {
+			return r
+		}
+		return -1
+	}, scenario)
+	return name[:min(len(name), 20)] + "-" + hash[:min(len(hash), 20)]
+}
+
 // RunID returns the default id of the run cfg and spec describe: a digest
 // of everything that shapes its episodes. Running the same command again
 // after a crash therefore re-attaches to the same run.
