@@ -59,7 +59,6 @@ type plan struct {
 	episodes   string            // --episodes-out, "" for none
 	policies   map[string]string // role -> policy name, for the summary
 	closers    []func()          // what the run must close when it ends (LLM clients)
-	emit       []string          // the roles whose turns are emitted; nil: all
 	llm        *llmPolicies      // the run's LLM policy, when a role plays "llm"
 }
 
@@ -234,10 +233,6 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 	cfg := r.Config
 	cfg.Concurrency = f.concurrency
 	cfg.FailFast = f.failFast
-	emit := slices.Clone(r.Spec.Emit)
-	if len(emit) == 0 {
-		emit = nil
-	}
 	return &plan{
 		cfg:        cfg,
 		spec:       r,
@@ -248,7 +243,6 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		episodes:   f.episodesOut,
 		policies:   r.PolicyNames,
 		closers:    closers,
-		emit:       emit,
 		llm:        llms,
 	}, nil
 }

@@ -297,7 +297,7 @@ func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunC
 		return env.Run(ctx, cfg, out)
 	}
 	nf.ApplyEnv(a.lookupEnv())
-	spec := natsrun.Spec{Policies: p.policies, Emit: p.emit}
+	spec := natsrun.SpecOf(p.spec)
 	id := nf.RunID
 	if id == "" {
 		// The run's identity is its spec's: running the same command again

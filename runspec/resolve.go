@@ -65,6 +65,14 @@ func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
 	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format}
 }
 
+// Executor is a local executor of the resolved run's episodes: what a
+// worker that is handed the run's requests plays them with.
+func (r *Resolved) Executor() *env.LocalExecutor {
+	c := &r.Config
+	return &env.LocalExecutor{Scenario: c.Scenario, Params: c.Params, Policy: c.Policy, Limits: c.Limits,
+		Invalid: c.Invalid, Emit: c.Emit, ParallelPolicies: c.ParallelPolicies}
+}
+
 // Hash is the hash of the resolved spec.
 func (r *Resolved) Hash() string { return r.Spec.Hash() }
 

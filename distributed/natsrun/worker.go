@@ -412,16 +412,9 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		if err != nil {
 			return nil, fmt.Errorf("natsrun: %w", err)
 		}
-		return &env.LocalExecutor{
-			Scenario: res.Scenario,
-			Params:   res.Config.Params,
-			Policy:   res.Config.Policy,
-			Limits:   res.Config.Limits,
-			Invalid:  res.Config.Invalid,
-			Emit:     res.Config.Emit,
-
-			ParallelPolicies: rec.ParallelPolicies,
-		}, nil
+		x := res.Executor()
+		x.ParallelPolicies = rec.ParallelPolicies // the submitter's choice
+		return x, nil
 	})
 }
 
