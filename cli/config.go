@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -37,13 +42,16 @@ type runFlags struct {
 	onInvalid     string
 	llm           llm.Config // the "llm" policy's server and sampling
 	nats          natsrun.Flags
-	llmEnvErr     error // a bad TROUPE_LLM_* variable, reported if "llm" is used
+	llmEnvErr     error  // a bad TROUPE_LLM_* variable, reported if "llm" is used
+	specFile      string // --spec: the run spec file; "" runs the flags
+	printSpec     bool   // --print-spec: print the run's spec and exit
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples
 // go.
 type plan struct {
 	cfg        env.RunConfig
+	spec       *runspec.Resolved // the run spec it was resolved from
 	allocators []trajectories.Allocator
 	format     trajectories.RewardFormat
 	layout     trajectories.Layout
@@ -51,7 +59,6 @@ type plan struct {
 	episodes   string            // --episodes-out, "" for none
 	policies   map[string]string // role -> policy name, for the summary
 	closers    []func()          // what the run must close when it ends (LLM clients)
-	emit       []string          // the roles whose turns are emitted; nil: all
 	llm        *llmPolicies      // the run's LLM policy, when a role plays "llm"
 }
 
@@ -62,9 +69,20 @@ const stdoutPath = "-"
 func defaultOut(scenario string) string { return "troupe-" + scenario + ".jsonl" }
 
 // buildPlan checks every flag against the scenario and turns them into a
-// run. Every error is a *UsageError naming the flag and the bad value, and
-// where it helps, the values that are allowed.
+// run: the flags become a run spec (specOf), which the resolver turns into
+// the run (planOf). Every error is a *UsageError naming the flag and the
+// bad value, and where it helps, the values that are allowed.
 func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags) (*plan, error) {
+	spec, err := specOf(reg, allocs, name, f)
+	if err != nil {
+		return nil, err
+	}
+	return planOf(reg, allocs, spec, f, "")
+}
+
+// specOf reads the flags that describe the run into a run spec, checking
+// their syntax and the names they give against the scenario.
+func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags) (*runspec.Spec, error) {
 	sc, err := reg.Lookup(name)
 	if err != nil {
 		return nil, &UsageError{Err: err}
@@ -76,7 +94,6 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 		min  int64
 	}{
 		{"--episodes", int64(f.episodes), 1},
-		{"--concurrency", int64(f.concurrency), 1},
 		{"--group-size", int64(f.groupSize), 1},
 		{"--max-steps", int64(f.maxSteps), 0},
 		{"--max-turns", int64(f.maxTurns), 0},
@@ -90,15 +107,7 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if f.timeout < 0 {
 		return nil, usagef("--timeout %v: must not be negative", f.timeout)
 	}
-	if f.out == "" {
-		return nil, usagef("--out is empty: give a file path, or - for standard output")
-	}
-
 	given, err := env.ParseAssignments(f.params)
-	if err != nil {
-		return nil, usagef("--param: %w", err)
-	}
-	params, err := info.ParseParams(given)
 	if err != nil {
 		return nil, usagef("--param: %w", err)
 	}
@@ -106,20 +115,65 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if err != nil {
 		return nil, err
 	}
-	emit, emitRoles, err := buildEmit(info, f.emit)
+	_, emitRoles, err := buildEmit(info, f.emit)
 	if err != nil {
 		return nil, err
 	}
-	allocators, err := buildAllocators(allocs, f.allocators, info.Counterfactual != nil && info.Counterfactual.Resimulate)
+	allocators, err := splitAllocators(allocs, f.allocators)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNeeds(info, emit, allocators); err != nil {
-		return nil, err
-	}
-	format, err := trajectories.ParseRewardFormat(f.rewardFormat)
-	if err != nil {
+	if _, err := trajectories.ParseRewardFormat(f.rewardFormat); err != nil {
 		return nil, usagef("--reward-format: %w", err)
+	}
+	policies, err := policiesOf(info, f.policies, llmSettingsOf(&f.llm))
+	if err != nil {
+		return nil, err
+	}
+	return &runspec.Spec{
+		Scenario:  info.Name,
+		Params:    given,
+		Policies:  policies,
+		Emit:      emitRoles,
+		OnInvalid: runspec.InvalidOf(invalid),
+		Limits: runspec.LimitsOf(env.Limits{
+			MaxSteps:    f.maxSteps,
+			MaxTurns:    f.maxTurns,
+			MaxMessages: f.maxMessages,
+			Timeout:     f.timeout,
+		}),
+		Allocators:    allocators,
+		RewardFormat:  f.rewardFormat,
+		Episodes:      f.episodes,
+		GroupSize:     f.groupSize,
+		Seed:          f.seed,
+		RolloutIDBase: f.rolloutIDBase,
+	}, nil
+}
+
+// specFlags are troupe run's flags that describe the run: with --spec, the
+// spec file does, and they must not be given.
+var specFlags = []string{"episodes", "seed", "param", "policy", "allocator", "reward-format", "group-size", "emit",
+	"max-steps", "max-turns", "max-messages", "timeout", "rollout-id-base", "on-invalid"}
+
+// fieldFlags maps a run spec's fields to the flags that set them, for
+// messages.
+var fieldFlags = map[string]string{
+	"params": "--param", "policies": "--policy", "emit": "--emit", "allocators": "--allocator",
+	"reward_format": "--reward-format", "on_invalid": "--on-invalid", "episodes": "--episodes",
+	"group_size": "--group-size", "limits": "--max-*", "rollout_id_base": "--rollout-id-base",
+}
+
+// planOf resolves spec into a run, with the flags that say how it is
+// played (concurrency, output, fail-fast, the LLM server). from names the
+// spec file, "" when the spec came from the flags: errors name the file's
+// field, or else the flag.
+func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *runFlags, from string) (*plan, error) {
+	if f.concurrency < 1 {
+		return nil, usagef("--concurrency %d: must be at least 1", f.concurrency)
+	}
+	if f.out == "" {
+		return nil, usagef("--out is empty: give a file path, or - for standard output")
 	}
 	var layout trajectories.Layout
 	switch f.layout {
@@ -133,61 +187,75 @@ func buildPlan(reg *env.Registry, allocs *credit.Registry, name string, f *runFl
 	if f.episodesOut != "" && f.episodesOut == f.out {
 		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
 	}
-	// Policies last: an LLM policy opens a client, which nothing after it
-	// may fail to close.
-	llmPolicy := func() (*llmPolicies, error) { return newLLMPolicies(sc, params, f) }
-	policy, names, llms, err := buildPolicies(info, params, f.policies, llmPolicy)
+	// Policies come last in Resolve: an LLM policy opens a client, which
+	// nothing after it may fail to close.
+	var llms *llmPolicies
+	r, err := spec.Resolve(runspec.Resolvers{
+		Scenarios:  reg,
+		Allocators: allocs,
+		Parallel:   []string{llmPolicyName},
+		Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+			if req.Policy.Name != llmPolicyName {
+				return nil, false, nil
+			}
+			if llms == nil {
+				var err error
+				if llms, err = newLLMPolicies(req, f); err != nil {
+					return nil, true, err
+				}
+			} else if !bytes.Equal(llms.settings, req.Policy.Settings) {
+				return nil, true, fmt.Errorf("every role that plays llm must have the same settings")
+			}
+			return llms.policy, true, nil
+		},
+	})
 	if err != nil {
-		return nil, err
+		if llms != nil {
+			llms.client.Close()
+		}
+		if fe, ok := errors.AsType[*runspec.FieldError](err); ok {
+			if from != "" {
+				return nil, usagef("--spec %s: %w", from, err)
+			}
+			field, _, _ := strings.Cut(fe.Field, ".")
+			field, _, _ = strings.Cut(field, "[")
+			if flag, ok := fieldFlags[field]; ok {
+				return nil, usagef("%s: %w", flag, fe.Err)
+			}
+			return nil, &UsageError{Err: fe.Err}
+		}
+		return nil, &UsageError{Err: err}
 	}
 	var closers []func()
 	if llms != nil {
 		closers = append(closers, llms.client.Close)
 	}
+	cfg := r.Config
+	cfg.Concurrency = f.concurrency
+	cfg.FailFast = f.failFast
 	return &plan{
-		cfg: env.RunConfig{
-			Scenario: sc,
-			Params:   params,
-			Policy:   policy,
-			Invalid:  invalid,
-			// LLM calls of simultaneous actors overlap; answers are still
-			// applied in seat order.
-			ParallelPolicies: llms != nil,
-			Limits: env.Limits{
-				MaxSteps:    f.maxSteps,
-				MaxTurns:    f.maxTurns,
-				MaxMessages: f.maxMessages,
-				Timeout:     f.timeout,
-			},
-			Emit:          emit,
-			Episodes:      f.episodes,
-			GroupSize:     f.groupSize,
-			Concurrency:   f.concurrency,
-			Seed:          f.seed,
-			RolloutIDBase: f.rolloutIDBase,
-			FailFast:      f.failFast,
-		},
-		allocators: allocators,
-		format:     format,
+		cfg:        cfg,
+		spec:       r,
+		allocators: r.Allocators,
+		format:     r.Format,
 		layout:     layout,
 		out:        f.out,
 		episodes:   f.episodesOut,
-		policies:   names,
+		policies:   r.PolicyNames,
 		closers:    closers,
-		emit:       emitRoles,
 		llm:        llms,
 	}, nil
 }
 
-// buildPolicies reads --policy values: "NAME" plays NAME in every role,
+// policiesOf reads --policy values: "NAME" plays NAME in every role,
 // "ROLE=NAME" in one role (and wins over a bare NAME). Roles named by
-// neither play the scenario's default policy, or random. It returns the
-// policy of each seat and, for the summary, each role's policy name.
+// neither are left out of the spec: they play the scenario's default
+// policy, or random.
 //
 // The name "llm" is available in every scenario: an LLM policy on the
-// server the --llm-* flags (or TROUPE_LLM_* variables) name, made by
-// newLLM the first time a role asks for it.
-func buildPolicies(info *env.Info, params env.Params, specs []string, newLLM func() (*llmPolicies, error)) (env.PolicyFor, map[string]string, *llmPolicies, error) {
+// server the --llm-* flags (or TROUPE_LLM_* variables) name, with the
+// sampling settings of those flags.
+func policiesOf(info *env.Info, specs []string, llmSettings json.RawMessage) (map[string]runspec.Policy, error) {
 	all := ""
 	perRole := map[string]string{}
 	for _, spec := range specs {
@@ -197,47 +265,66 @@ func buildPolicies(info *env.Info, params env.Params, specs []string, newLLM fun
 			name = role
 		}
 		if name == "" {
-			return nil, nil, nil, usagef("--policy %q: empty policy name (policies of %s: %s)", spec, info.Name, strings.Join(info.PolicyNames(), ", "))
+			return nil, usagef("--policy %q: empty policy name (policies of %s: %s)", spec, info.Name, strings.Join(info.PolicyNames(), ", "))
 		}
 		if name != llmPolicyName && !slices.Contains(info.PolicyNames(), name) {
-			return nil, nil, nil, usagef("--policy %q: scenario %s has no policy %q (it has %s, and llm)", spec, info.Name, name, strings.Join(info.PolicyNames(), ", "))
+			return nil, usagef("--policy %q: scenario %s has no policy %q (it has %s, and llm)", spec, info.Name, name, strings.Join(info.PolicyNames(), ", "))
 		}
 		if !scoped {
 			if all != "" {
-				return nil, nil, nil, usagef("--policy %q: a policy for every role was already given (%q); use ROLE=NAME for one role", spec, all)
+				return nil, usagef("--policy %q: a policy for every role was already given (%q); use ROLE=NAME for one role", spec, all)
 			}
 			all = name
 			continue
 		}
 		if info.Role(role) == nil {
-			return nil, nil, nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, info.RoleNames())
+			return nil, usagef("--policy %q: scenario %s has no role %q (its roles: %s)", spec, info.Name, role, info.RoleNames())
 		}
 		if prev, dup := perRole[role]; dup {
-			return nil, nil, nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
+			return nil, usagef("--policy %q: role %s was already given policy %q", spec, role, prev)
 		}
 		perRole[role] = name
 	}
-	var llms *llmPolicies
-	build := func(role, name string) (agents.Policy, error) {
-		if name != llmPolicyName {
-			return info.MakePolicy(params, role, name)
+	out := map[string]runspec.Policy{}
+	for _, r := range info.Roles {
+		name, ok := perRole[r.Name]
+		if !ok {
+			name = all
 		}
-		if llms == nil {
-			var err error
-			if llms, err = newLLM(); err != nil {
-				return nil, err
-			}
+		switch name {
+		case "":
+			continue // the resolver's default
+		case llmPolicyName:
+			out[r.Name] = runspec.Policy{Name: name, Settings: llmSettings}
+		default:
+			out[r.Name] = runspec.Policy{Name: name}
 		}
-		return llms.policy, nil
 	}
-	policy, names, err := info.AssignPolicies(params, perRole, all, build)
-	if err != nil {
-		if llms != nil {
-			llms.client.Close()
-		}
-		return nil, nil, nil, usagef("--policy: %w", err)
+	return out, nil
+}
+
+// splitAllocators reads --allocator values into allocator specs, which
+// the resolver builds.
+func splitAllocators(reg *credit.Registry, values []string) ([]string, error) {
+	if reg == nil {
+		reg = credit.Builtin()
 	}
-	return policy, names, llms, nil
+	var specs []string
+	for _, v := range values {
+		specs = append(specs, credit.SplitSpecs(v)...)
+	}
+	if len(specs) == 0 {
+		return nil, usagef("--allocator: none given (known: %s)", strings.Join(reg.Names(), ", "))
+	}
+	for i, spec := range specs {
+		if spec == "" {
+			return nil, usagef("--allocator: empty allocator name (known: %s)", strings.Join(reg.Names(), ", "))
+		}
+		if slices.Contains(specs[:i], spec) {
+			return nil, usagef("--allocator %q: allocator %s given twice", spec, spec)
+		}
+	}
+	return specs, nil
 }
 
 // buildEmit reads --emit values: "all", or role names (repeated or comma
@@ -267,31 +354,6 @@ func buildEmit(info *env.Info, specs []string) (env.EmitFilter, []string, error)
 		return nil, nil, nil
 	}
 	return env.EmitRoles(roles...), roles, nil
-}
-
-// checkNeeds refuses, before any episode runs, allocators that need what
-// the scenario does not offer: per-agent scores it may lack are found at the
-// first group, but absence and null actions are declared up front.
-func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.Allocator) error {
-	cf := info.Counterfactual
-	for _, a := range allocators {
-		needs := credit.NeedsOf(a)
-		if needs.Absent && (cf == nil || !cf.AbsentOK) {
-			return usagef("--allocator %s: scenario %s does not declare what an absent agent means", a.Name(), info.Name)
-		}
-		if !needs.Null {
-			continue
-		}
-		for _, r := range info.Roles {
-			if emit != nil && !emit(env.Seat{Role: r.Name}) {
-				continue // its turns get no reward
-			}
-			if !cf.HasNullAction(r.Name) {
-				return usagef("--allocator %s: scenario %s declares no null action for role %q (emit only other roles with --emit)", a.Name(), info.Name, r.Name)
-			}
-		}
-	}
-	return nil
 }
 
 // buildAllocators reads --allocator values. Each value is one allocator
@@ -337,29 +399,60 @@ const llmPolicyName = "llm"
 // llmPolicies is the LLM policy of a run and the client it shares with
 // every role that plays it.
 type llmPolicies struct {
-	client *llm.Client
-	policy *llm.Policy
+	client   *llm.Client
+	policy   *llm.Policy
+	settings json.RawMessage // the spec's settings it was made with
+}
+
+// llmSettings are the settings of the "llm" policy a run spec holds: what
+// of the --llm-* flags shapes the episodes. The server's address and key
+// do not: they stay flags (or TROUPE_LLM_* variables).
+type llmSettings struct {
+	Model       string   `json:"model"`
+	Temperature float64  `json:"temperature"`
+	TopP        float64  `json:"top_p,omitempty"`
+	TopK        int      `json:"top_k,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+}
+
+// llmSettingsOf is the spec settings of cfg.
+func llmSettingsOf(cfg *llm.Config) json.RawMessage {
+	b, err := json.Marshal(llmSettings{Model: cfg.Model, Temperature: cfg.Temperature, TopP: cfg.TopP, TopK: cfg.TopK, MaxTokens: cfg.MaxTokens, Stop: cfg.Stop})
+	if err != nil {
+		panic(err) // strings and numbers always encode
+	}
+	return b
 }
 
 // newLLMPolicies connects the "llm" policy to the server of the --llm-*
-// flags, fitted to the scenario (its rules in the system prompt, its
-// structured answers' schemas).
-func newLLMPolicies(sc env.Scenario, params env.Params, f *runFlags) (*llmPolicies, error) {
+// flags, with the spec's settings, fitted to the scenario (its rules in
+// the system prompt, its structured answers' schemas).
+func newLLMPolicies(req runspec.PolicyRequest, f *runFlags) (*llmPolicies, error) {
 	if f.llmEnvErr != nil {
 		return nil, f.llmEnvErr
 	}
 	cfg := f.llm
-	cfg.Seed = f.seed // reproducible retry jitter
+	if len(req.Policy.Settings) > 0 {
+		st := llmSettings{Model: cfg.Model, Temperature: cfg.Temperature, TopP: cfg.TopP, TopK: cfg.TopK, MaxTokens: cfg.MaxTokens, Stop: cfg.Stop}
+		dec := json.NewDecoder(bytes.NewReader(req.Policy.Settings))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&st); err != nil {
+			return nil, fmt.Errorf("settings: %w", err)
+		}
+		cfg.Model, cfg.Temperature, cfg.TopP, cfg.TopK, cfg.MaxTokens, cfg.Stop = st.Model, st.Temperature, st.TopP, st.TopK, st.MaxTokens, st.Stop
+	}
+	cfg.Seed = req.Seed // reproducible retry jitter
 	client, err := llm.NewClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	policy, err := llm.NewPolicy(client, cfg, llm.ForScenario(sc, params)...)
+	policy, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	return &llmPolicies{client: client, policy: policy}, nil
+	return &llmPolicies{client: client, policy: policy, settings: req.Policy.Settings}, nil
 }
 
 // parseInvalidRule reads --on-invalid: what an invalid answer (an LLM's

@@ -132,11 +132,7 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 	}
 	b.WriteString("\n")
 
-	def := info.DefaultPolicy
-	if def == "" {
-		def = "random"
-	}
-	fmt.Fprintf(&b, "Policies (--policy NAME or ROLE=NAME): %s (default: %s)\n\n", strings.Join(info.PolicyNames(), ", "), def)
+	fmt.Fprintf(&b, "Policies (--policy NAME or ROLE=NAME): %s (default: %s)\n\n", strings.Join(info.PolicyNames(), ", "), info.DefaultPolicyName())
 
 	b.WriteString("Counterfactuals: ")
 	if cf := info.Counterfactual; cf == nil {

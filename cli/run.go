@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -53,6 +54,9 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			switch len(args) {
 			case 0:
+				if f.specFile != "" {
+					return nil
+				}
 				return usagef("run needs a scenario name (known: %s)", a.knownScenarios())
 			case 1:
 				return nil
@@ -60,14 +64,36 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 			return usagef("run takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("out") {
-				f.out = defaultOut(args[0])
-			}
 			if f.concurrency == 0 {
 				f.concurrency = runtime.GOMAXPROCS(0)
 			}
-			p, err := buildPlan(a.Scenarios, a.Allocators, args[0], f)
+			var spec *runspec.Spec
+			if f.specFile != "" {
+				var err error
+				if spec, err = a.readSpec(cmd, f.specFile, args); err != nil {
+					return err
+				}
+			} else {
+				var err error
+				if spec, err = specOf(a.Scenarios, a.Allocators, args[0], f); err != nil {
+					return err
+				}
+			}
+			if !cmd.Flags().Changed("out") {
+				f.out = defaultOut(spec.Scenario)
+			}
+			p, err := planOf(a.Scenarios, a.Allocators, spec, f, f.specFile)
 			if err != nil {
+				return err
+			}
+			if f.printSpec {
+				for _, c := range p.closers {
+					c()
+				}
+				if err := closeAllocators(p.allocators); err != nil {
+					return err
+				}
+				_, err := a.Stdout.Write(p.spec.Spec.Indent())
 				return err
 			}
 			return a.run(cmd.Context(), p, f)
@@ -95,9 +121,39 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.Int64Var(&f.rolloutIDBase, "rollout-id-base", 0, "rollout_id of the first episode; episode i gets base+i")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
+	fl.StringVar(&f.specFile, "spec", "", "run the run spec in this `FILE` (JSON, format troupe.runspec/v1; - is standard input) instead of the flags that describe a run")
+	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
 	f.nats.BindRun(fl)
 	return cmd
+}
+
+// readSpec reads --spec FILE. The flags that describe a run must not be
+// given with it, and a scenario argument must be the spec's.
+func (a *App) readSpec(cmd *cobra.Command, path string, args []string) (*runspec.Spec, error) {
+	for _, name := range specFlags {
+		if cmd.Flags().Changed(name) {
+			return nil, usagef("--%s: the run is described by --spec %s; give one or the other", name, path)
+		}
+	}
+	var data []byte
+	var err error
+	if path == stdoutPath {
+		data, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, usagef("--spec: %w", err)
+	}
+	spec, err := runspec.DecodeBytes(data)
+	if err != nil {
+		return nil, usagef("--spec %s: %w", path, err)
+	}
+	if len(args) == 1 && args[0] != spec.Scenario {
+		return nil, usagef("run %s: the spec %s is of scenario %s", args[0], path, spec.Scenario)
+	}
+	return spec, nil
 }
 
 // run plays p and reports on Stderr. It returns nil, or an *exitError whose
@@ -241,13 +297,12 @@ func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunC
 		return env.Run(ctx, cfg, out)
 	}
 	nf.ApplyEnv(a.lookupEnv())
-	spec := natsrun.Spec{Policies: p.policies, Emit: p.emit}
+	spec := natsrun.SpecOf(p.spec)
 	id := nf.RunID
 	if id == "" {
-		var err error
-		if id, err = natsrun.RunID(cfg, spec); err != nil {
-			return env.Summary{}, err
-		}
+		// The run's identity is its spec's: running the same command again
+		// after a crash re-attaches to the same run.
+		id = natsrun.SpecRunID(p.spec.Spec.Scenario, p.spec.Hash())
 	}
 	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The embedded server's worker plays the run's own policies, the LLM

@@ -37,6 +37,17 @@ func (in *Info) MakePolicy(p Params, role, name string) (agents.Policy, error) {
 	return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, name, in.Name, strings.Join(in.PolicyNames(), ", "))
 }
 
+// DefaultPolicyName is the policy a role plays when a run names none for
+// it: the scenario's DefaultPolicy, else "random". It is the one place
+// that rule lives; runs resolve their policies through AssignPolicies or
+// package runspec, which use it.
+func (in *Info) DefaultPolicyName() string {
+	if in.DefaultPolicy != "" {
+		return in.DefaultPolicy
+	}
+	return "random"
+}
+
 // PolicyMakerFunc builds the policy called name for role, or returns
 // ErrUnknownPolicy when it does not know the name.
 type PolicyMakerFunc func(role, name string) (agents.Policy, error)
@@ -54,10 +65,7 @@ func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback str
 		}
 	}
 	if fallback == "" {
-		fallback = in.DefaultPolicy
-	}
-	if fallback == "" {
-		fallback = "random"
+		fallback = in.DefaultPolicyName()
 	}
 	if build == nil {
 		build = func(role, name string) (agents.Policy, error) { return in.MakePolicy(p, role, name) }

@@ -1,7 +1,6 @@
 package experiment
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -243,26 +243,36 @@ func (p *plan) describe(c *cellPlan) string {
 	return fmt.Sprintf("%s allocator=%s seed=%d", describePoint(p.cfg.Axes, p.points[c.point].values), p.allocs[c.alloc], c.seed)
 }
 
+// learnerPolicy names the learner in the run spec a cell's policies are
+// resolved from.
+const learnerPolicy = "experiment.learner"
+
 // policies gives the learning roles the learner and the others their
-// configured policy.
+// configured policy (else the scenario's default, else random), resolved
+// from a run spec as every run's are.
 func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor, error) {
 	info := p.cfg.Scenario.Info()
-	byRole := map[string]agents.Policy{}
+	reg, err := env.NewRegistry(p.cfg.Scenario)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	spec := runspec.Spec{Scenario: info.Name, Params: params.Map(), Policies: runspec.Named(p.cfg.Policies), Episodes: 1}
 	for _, role := range p.learners {
-		byRole[role] = learner
+		spec.Policies[role] = runspec.Policy{Name: learnerPolicy}
 	}
-	for _, r := range info.Roles {
-		if _, ok := byRole[r.Name]; ok {
-			continue
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg, Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+		if req.Policy.Name != learnerPolicy {
+			return nil, false, nil
 		}
-		name := cmp.Or(p.cfg.Policies[r.Name], info.DefaultPolicy, "random")
-		pol, err := info.MakePolicy(params, r.Name, name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: role %s: %w", ErrBadConfig, r.Name, err)
+		if learner == nil {
+			return agents.Random(), true, nil // checking the configuration: any policy will do
 		}
-		byRole[r.Name] = pol
+		return learner, true, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	return env.ByRole(byRole, nil), nil
+	return res.Config.Policy, nil
 }
 
 // meanReward is the mean scalar reward of an episode's samples.

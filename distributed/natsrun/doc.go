@@ -58,8 +58,9 @@
 //     parameters): the worker records it as failed at once (EndRejected,
 //     with the reason);
 //   - the submitter dies: the workers go on; Start with the same id
-//     re-attaches (RunID makes the default id a digest of the run, so the
-//     same command re-attaches), reads the done markers, does not queue
+//     re-attaches (troupe run's default id is SpecRunID, the scenario and
+//     the hash of the run's spec, package runspec; RunID is a digest of a
+//     RunConfig and Spec; either way the same command re-attaches), reads the done markers, does not queue
 //     again what is done or still queued, and env.Run writes the whole
 //     output again from the stored results;
 //   - a stored result expired (Config.ResultsMaxAge) before a submitter

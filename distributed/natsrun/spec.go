@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 )
 
 // Spec names what a worker needs, besides the episode requests, to play a
 // run: the things a RunConfig holds as Go values (policies, the emit
 // filter), which cannot travel, named instead. Workers rebuild them from
-// their own scenario registry.
+// their own scenario registry, resolving a run spec (package runspec) as
+// every runner does. SpecOf builds it from a resolved run spec, so that it
+// agrees with the spec's RunConfig by construction.
 type Spec struct {
 	// Policies maps a role to the name of the policy it plays (one of the
 	// scenario's Info.PolicyNames, or a name the workers' PolicyMaker
@@ -28,6 +31,17 @@ type Spec struct {
 	// Emit lists the roles whose turns become samples; empty means all.
 	// It must agree with RunConfig.Emit.
 	Emit []string `json:"emit,omitempty"`
+}
+
+// SpecOf is the Spec of a resolved run spec (package runspec): its roles'
+// policy names and its emitted roles, so that it agrees with the
+// resolved RunConfig by construction.
+func SpecOf(r *runspec.Resolved) Spec {
+	var emit []string
+	if len(r.Spec.Emit) > 0 {
+		emit = slices.Clone(r.Spec.Emit)
+	}
+	return Spec{Policies: maps.Clone(r.PolicyNames), Emit: emit}
 }
 
 // record is a run as workers see it and as the runs bucket stores it: the
@@ -126,6 +140,19 @@ func (r *record) mismatch(other *record) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrRunMismatch, strings.Join(diff, "; "))
+}
+
+// SpecRunID is the id of the run whose run spec (package runspec) is of
+// scenario and has hash: the readable scenario name and the hash's first
+// 80 bits.
+func SpecRunID(scenario, hash string) string {
+	name := strings.Map(func(r rune) rune {
+		if r < 128 && runIDRE.MatchString(string(r)) {
+			return r
+		}
+		return -1
+	}, scenario)
+	return name[:min(len(name), 20)] + "-" + hash[:min(len(hash), 20)]
 }
 
 // RunID returns the default id of the run cfg and spec describe: a digest

@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/runspec"
 )
 
 // PolicyMaker builds the policy called name for one role of a scenario, on
@@ -390,55 +391,30 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		key += "\x00" + k + "=" + req.Params[k]
 	}
 	return w.execs.get(key, func() (env.Executor, error) {
-		sc, err := w.cfg.Registry.Lookup(req.Scenario)
+		// The worker resolves the run's spec as every other runner does;
+		// only the seeds and ids, which the requests carry, are left out.
+		spec := runspec.Spec{
+			Scenario:  req.Scenario,
+			Params:    req.Params,
+			Policies:  runspec.Named(rec.Policies),
+			Emit:      rec.Emit,
+			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout}),
+			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
+			Episodes:  1,
+		}
+		res, err := spec.Resolve(runspec.Resolvers{
+			Scenarios: w.cfg.Registry,
+			Policies: func(pr runspec.PolicyRequest) (agents.Policy, bool, error) {
+				p, err := w.cfg.Policies(pr.Info, pr.Params, pr.Role, pr.Policy.Name)
+				return p, true, err
+			},
+		})
 		if err != nil {
 			return nil, fmt.Errorf("natsrun: %w", err)
 		}
-		info := sc.Info()
-		params, err := info.ParseParams(req.Params)
-		if err != nil {
-			return nil, fmt.Errorf("natsrun: %w", err)
-		}
-		fallback := info.DefaultPolicy
-		if fallback == "" {
-			fallback = "random"
-		}
-		for _, role := range slices.Sorted(maps.Keys(rec.Policies)) {
-			if info.Role(role) == nil {
-				return nil, fmt.Errorf("natsrun: the run names a policy for role %q, which scenario %s does not have", role, info.Name)
-			}
-		}
-		byRole := make(map[string]agents.Policy, len(info.Roles))
-		for _, r := range info.Roles {
-			name := rec.Policies[r.Name]
-			if name == "" {
-				name = fallback
-			}
-			p, err := w.cfg.Policies(info, params, r.Name, name)
-			if err != nil {
-				return nil, fmt.Errorf("natsrun: scenario %s role %s policy %q: %w", info.Name, r.Name, name, err)
-			}
-			byRole[r.Name] = p
-		}
-		var emit env.EmitFilter
-		if len(rec.Emit) > 0 {
-			for _, role := range rec.Emit {
-				if info.Role(role) == nil {
-					return nil, fmt.Errorf("natsrun: the run emits role %q, which scenario %s does not have", role, info.Name)
-				}
-			}
-			emit = env.EmitRoles(rec.Emit...)
-		}
-		return &env.LocalExecutor{
-			Scenario: sc,
-			Params:   params,
-			Policy:   env.ByRole(byRole, nil),
-			Limits:   env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout},
-			Invalid:  env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus},
-			Emit:     emit,
-
-			ParallelPolicies: rec.ParallelPolicies,
-		}, nil
+		x := res.Executor()
+		x.ParallelPolicies = rec.ParallelPolicies // the submitter's choice
+		return x, nil
 	})
 }
 

@@ -24,10 +24,7 @@ func describeScenarios(reg *env.Registry) rollout.ScenarioList {
 			Roles:         make([]rollout.Role, len(info.Roles)),
 			Params:        make([]rollout.Param, len(info.Params)),
 			Policies:      info.PolicyNames(),
-			DefaultPolicy: info.DefaultPolicy,
-		}
-		if d.DefaultPolicy == "" {
-			d.DefaultPolicy = "random"
+			DefaultPolicy: info.DefaultPolicyName(),
 		}
 		for i, r := range info.Roles {
 			d.Roles[i] = rollout.Role{Name: r.Name, Doc: r.Doc}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -669,13 +670,7 @@ func (s *Server) playRemote(ctx context.Context, p *plan, setups []env.Setup) ([
 // policyNames is each role's policy name under the request: what workers
 // elsewhere build the same policies from.
 func policyNames(info *env.Info, req *rollout.Request) map[string]string {
-	fallback := strings.TrimSpace(req.Policy)
-	if fallback == "" {
-		fallback = info.DefaultPolicy
-	}
-	if fallback == "" {
-		fallback = "random"
-	}
+	fallback := cmp.Or(strings.TrimSpace(req.Policy), info.DefaultPolicyName())
 	names := make(map[string]string, len(info.Roles))
 	for _, r := range info.Roles {
 		names[r.Name] = fallback

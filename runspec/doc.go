@@ -1,0 +1,51 @@
+// Package runspec describes a run as data: a serialisable Spec of
+// everything that decides the episodes a run plays and the samples it
+// writes, and one resolver, Spec.Resolve, that turns it into Go values (an
+// env.RunConfig, the allocators and reward format of a
+// trajectories.Output). troupe run (from its flags, or --spec FILE), the
+// experiment runner and NATS workers all build their runs through it, so
+// "which policy does a role play when none is named" and "what does a run
+// consist of" are answered in one place.
+//
+// # Fields
+//
+// A spec is a JSON object with snake_case keys:
+//
+//	format            "troupe.runspec/v1" (Format)
+//	troupe_version    the troupe that wrote it (TroupeVersion)
+//	scenario          the scenario's registered name
+//	params            {"name": "value"}: the scenario's parameters
+//	policies          {"role": {"name": "llm", "settings": {...}}}: roles left
+//	                  out play the scenario's default policy, else random;
+//	                  settings are the policy maker's (an LLM's model and
+//	                  sampling); the scenario's policies and random take none
+//	emit              ["role", ...]: whose turns become samples; [] all
+//	limits            {"max_steps", "max_turns", "max_messages", "timeout": "30s"}
+//	on_invalid        {"mode": "pass"|"end", "penalty", "bonus"}
+//	allocators        ["team", "rae:alpha=0.9", ...]: the first is the scalar reward
+//	reward_format     "scalar" or "dict"
+//	episodes          how many, at least 1
+//	group_size        episodes per group, at least 1
+//	seed              the run seed
+//	rollout_id_base   episode 0's rollout_id
+//	group_index_base  group 0's group_index
+//
+// What a spec leaves out does not change the output: concurrency, where
+// the samples go and in which layout, fail-fast, which machines play the
+// episodes, the LLM server's address and key.
+//
+// # Canonical form and hash
+//
+// Canonical encodes the spec with its defaults explicit (Normalized),
+// object keys sorted and no insignificant whitespace; Hash is the hex
+// SHA-256 of that. Resolve goes further: Resolved.Spec names every
+// parameter (defaults included), every role's policy and each allocator by
+// its canonical name, so two specs that mean the same run have resolved
+// specs with the same hash. The hash covers every field, troupe_version
+// included: a run's identity for resumable runs and distributed workers.
+// It changes only when the spec does or when Format or the encoding of a
+// field changes, which bumps Format.
+//
+// Decode reads a spec strictly: unknown fields are refused by name, and
+// Validate's errors (*FieldError) name the bad field by its JSON path.
+package runspec

@@ -1,0 +1,265 @@
+package runspec
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
+)
+
+// PolicyRequest is what a PolicyMaker gets for one role.
+type PolicyRequest struct {
+	// Scenario is the scenario itself: policies that fit its optional
+	// interfaces (env.StructuredActions) need more than its Info.
+	Scenario env.Scenario
+	Info     *env.Info
+	Params   env.Params
+	Role     string
+	Policy   Policy // the role's policy: its name and settings
+	Seed     uint64 // the run seed (an LLM client's retry jitter)
+}
+
+// PolicyMaker builds the policies a scenario does not own ("llm", a
+// learner). It returns ok=false for a name it does not know, which the
+// scenario's own policies and "random" then resolve.
+type PolicyMaker func(req PolicyRequest) (p agents.Policy, ok bool, err error)
+
+// Resolvers are what turn names into Go values.
+type Resolvers struct {
+	Scenarios  *env.Registry
+	Allocators *credit.Registry // nil: credit.Builtin()
+	// Policies makes the policies the scenarios do not own; nil: none.
+	Policies PolicyMaker
+	// Parallel names the policies asked concurrently for simultaneous
+	// actors (RunConfig.ParallelPolicies): slow remote ones such as "llm".
+	// Answers are applied in seat order all the same.
+	Parallel []string
+}
+
+// Resolved is a spec turned into Go values.
+type Resolved struct {
+	// Spec is the spec with every default explicit: every parameter, every
+	// role's policy, the allocators by their canonical names. Its Hash is
+	// the run's identity.
+	Spec     Spec
+	Scenario env.Scenario
+	Info     *env.Info
+	// Config is the run, without what the spec leaves to the caller
+	// (Concurrency, FailFast, Executor, Progress).
+	Config     env.RunConfig
+	Allocators []trajectories.Allocator
+	Format     trajectories.RewardFormat
+	// PolicyNames maps every role to its policy's name.
+	PolicyNames map[string]string
+}
+
+// Output is the output stage of the resolved run, writing to sink.
+func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
+	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format}
+}
+
+// Executor is a local executor of the resolved run's episodes: what a
+// worker that is handed the run's requests plays them with.
+func (r *Resolved) Executor() *env.LocalExecutor {
+	c := &r.Config
+	return &env.LocalExecutor{Scenario: c.Scenario, Params: c.Params, Policy: c.Policy, Limits: c.Limits,
+		Invalid: c.Invalid, Emit: c.Emit, ParallelPolicies: c.ParallelPolicies}
+}
+
+// Hash is the hash of the resolved spec.
+func (r *Resolved) Hash() string { return r.Spec.Hash() }
+
+// Resolve validates s against the scenario and turns it into a run. Roles
+// the spec gives no policy play the scenario's default policy, else
+// random (env.Info.DefaultPolicyName). Its errors about the spec are
+// *FieldError naming the field.
+func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	n := s.Normalized()
+	if r.Scenarios == nil {
+		return nil, errors.New("runspec: Resolve needs a scenario registry")
+	}
+	sc, err := r.Scenarios.Lookup(n.Scenario)
+	if err != nil {
+		return nil, &FieldError{Field: "scenario", Err: err}
+	}
+	info := sc.Info()
+	params, err := info.ParseParams(n.Params)
+	if err != nil {
+		return nil, &FieldError{Field: "params", Err: err}
+	}
+	n.Params = params.Map()
+
+	for i, role := range n.Emit {
+		if info.Role(role) == nil {
+			return nil, fieldErr(fmt.Sprintf("emit[%d]", i), "scenario %s has no role %q (its roles: %s, or all)", info.Name, role, info.RoleNames())
+		}
+	}
+	var emit env.EmitFilter
+	if len(n.Emit) > 0 {
+		emit = env.EmitRoles(n.Emit...)
+	}
+
+	allocReg := r.Allocators
+	if allocReg == nil {
+		allocReg = credit.Builtin()
+	}
+	resimulate := info.Counterfactual != nil && info.Counterfactual.Resimulate
+	allocs := make([]trajectories.Allocator, 0, len(n.Allocators))
+	names := make([]string, 0, len(n.Allocators))
+	for i, spec := range n.Allocators {
+		a, err := allocReg.ParseDefaultingSim(spec, resimulate)
+		if err != nil {
+			return nil, &FieldError{Field: fmt.Sprintf("allocators[%d]", i), Err: fmt.Errorf("%q: %w", spec, err)}
+		}
+		if slices.Contains(names, a.Name()) {
+			// Dict rewards are keyed by name: a second one would overwrite
+			// the first.
+			return nil, fieldErr(fmt.Sprintf("allocators[%d]", i), "%q: allocator %s given twice", spec, a.Name())
+		}
+		allocs = append(allocs, a)
+		names = append(names, a.Name())
+	}
+	if err := checkNeeds(info, emit, allocs); err != nil {
+		return nil, err
+	}
+	n.Allocators = names
+	format, err := trajectories.ParseRewardFormat(n.RewardFormat)
+	if err != nil {
+		return nil, &FieldError{Field: "reward_format", Err: err}
+	}
+
+	invalid := env.InvalidRule{}
+	if n.OnInvalid.Mode == InvalidEnd {
+		invalid = env.InvalidRule{Mode: env.InvalidEnd, Penalty: n.OnInvalid.Penalty, Bonus: n.OnInvalid.Bonus}
+	}
+
+	for _, role := range slices.Sorted(maps.Keys(n.Policies)) {
+		if info.Role(role) == nil {
+			return nil, fieldErr("policies", "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
+		}
+	}
+	perRole := make(map[string]string, len(n.Policies))
+	for role, p := range n.Policies {
+		perRole[role] = p.Name
+	}
+	parallel := false
+	build := func(role, name string) (agents.Policy, error) {
+		p, ok := n.Policies[role]
+		if !ok {
+			p = Policy{Name: name}
+		}
+		if r.Policies != nil {
+			pol, ok, err := r.Policies(PolicyRequest{Scenario: sc, Info: info, Params: params, Role: role, Policy: p, Seed: n.Seed})
+			if err != nil {
+				return nil, fmt.Errorf("policy %q: %w", name, err)
+			}
+			if ok {
+				if pol == nil {
+					return nil, fmt.Errorf("policy %q: the policy maker returned no policy", name)
+				}
+				parallel = parallel || slices.Contains(r.Parallel, name)
+				return pol, nil
+			}
+		}
+		if len(p.Settings) > 0 && slices.Contains(info.PolicyNames(), name) {
+			return nil, fmt.Errorf("policy %q takes no settings", name)
+		}
+		return info.MakePolicy(params, role, name)
+	}
+	policy, policyNames, err := info.AssignPolicies(params, perRole, "", build)
+	if err != nil {
+		return nil, &FieldError{Field: "policies", Err: err}
+	}
+	for role, name := range policyNames {
+		if _, ok := n.Policies[role]; !ok {
+			n.Policies[role] = Policy{Name: name}
+		}
+	}
+
+	return &Resolved{
+		Spec:     n,
+		Scenario: sc,
+		Info:     info,
+		Config: env.RunConfig{
+			Scenario: sc,
+			Params:   params,
+			Policy:   policy,
+			Limits: env.Limits{
+				MaxSteps:    n.Limits.MaxSteps,
+				MaxTurns:    n.Limits.MaxTurns,
+				MaxMessages: n.Limits.MaxMessages,
+				Timeout:     time.Duration(n.Limits.Timeout),
+			},
+			Invalid:          invalid,
+			Emit:             emit,
+			Episodes:         n.Episodes,
+			GroupSize:        n.GroupSize,
+			Seed:             n.Seed,
+			RolloutIDBase:    n.RolloutIDBase,
+			GroupIndexBase:   n.GroupIndexBase,
+			ParallelPolicies: parallel,
+		},
+		Allocators:  allocs,
+		Format:      format,
+		PolicyNames: policyNames,
+	}, nil
+}
+
+// checkNeeds refuses, before any episode runs, allocators that need what
+// the scenario does not offer: per-agent scores it may lack are found at the
+// first group, but absence and null actions are declared up front.
+func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.Allocator) error {
+	cf := info.Counterfactual
+	for i, a := range allocators {
+		field := fmt.Sprintf("allocators[%d]", i)
+		needs := credit.NeedsOf(a)
+		if needs.Absent && (cf == nil || !cf.AbsentOK) {
+			return fieldErr(field, "%s: scenario %s does not declare what an absent agent means", a.Name(), info.Name)
+		}
+		if !needs.Null {
+			continue
+		}
+		for _, r := range info.Roles {
+			if emit != nil && !emit(env.Seat{Role: r.Name}) {
+				continue // its turns get no reward
+			}
+			if !cf.HasNullAction(r.Name) {
+				return fieldErr(field, "%s: scenario %s declares no null action for role %q (emit only other roles)", a.Name(), info.Name, r.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// InvalidOf is the spec's form of an invalid-answer rule.
+func InvalidOf(rule env.InvalidRule) Invalid {
+	if rule.Mode == env.InvalidPass {
+		return Invalid{Mode: InvalidPass}
+	}
+	return Invalid{Mode: InvalidEnd, Penalty: rule.Penalty, Bonus: rule.Bonus}
+}
+
+// LimitsOf is the spec's form of episode limits.
+func LimitsOf(l env.Limits) Limits {
+	return Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages, Timeout: Duration(l.Timeout)}
+}
+
+// Named is the spec's policies of a role -> name map (policies without
+// settings).
+func Named(names map[string]string) map[string]Policy {
+	out := make(map[string]Policy, len(names))
+	for role, name := range names {
+		out[role] = Policy{Name: strings.TrimSpace(name)}
+	}
+	return out
+}

@@ -1,0 +1,314 @@
+package runspec_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// full is a spec with every field set away from its default.
+func full() runspec.Spec {
+	return runspec.Spec{
+		Format:        runspec.Format,
+		TroupeVersion: runspec.TroupeVersion,
+		Scenario:      "negotiation",
+		Params:        map[string]string{"rounds": "4"},
+		Policies: map[string]runspec.Policy{
+			"alice": {Name: "fair"},
+			"bob":   {Name: "llm", Settings: json.RawMessage(`{"temperature":0.7,"model":"m"}`)},
+		},
+		Emit:           []string{"alice"},
+		Limits:         runspec.Limits{MaxSteps: 9, MaxTurns: 8, MaxMessages: 7, Timeout: runspec.Duration(30 * time.Second)},
+		OnInvalid:      runspec.Invalid{Mode: runspec.InvalidEnd, Penalty: -1, Bonus: 1},
+		Allocators:     []string{"team", "individual"},
+		RewardFormat:   runspec.FormatDict,
+		Episodes:       10,
+		GroupSize:      2,
+		Seed:           3,
+		RolloutIDBase:  100,
+		GroupIndexBase: 5,
+	}
+}
+
+func TestGoldenHash(t *testing.T) {
+	s := full()
+	path := filepath.Join("testdata", "full.golden")
+	got := string(s.Canonical()) + "\n" + s.Hash() + "\n"
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got, "the canonical form or hash changed: that breaks stored run ids (bump runspec.Format)")
+}
+
+func TestCanonicalIsCompactSorted(t *testing.T) {
+	s := full()
+	c := s.Canonical()
+	assert.NotContains(t, string(c), " ")
+	assert.NotContains(t, string(c), "\n")
+	assert.True(t, strings.HasPrefix(string(c), `{"allocators":`), string(c))
+	assert.Contains(t, string(c), `"settings":{"model":"m","temperature":0.7}`)
+	// Decoding the canonical form gives it back.
+	d, err := runspec.DecodeBytes(c)
+	require.NoError(t, err)
+	assert.Equal(t, c, d.Canonical())
+	// And the indented form too.
+	d, err = runspec.DecodeBytes(s.Indent())
+	require.NoError(t, err)
+	assert.Equal(t, s.Hash(), d.Hash())
+}
+
+func TestDefaultsExplicit(t *testing.T) {
+	a := runspec.Spec{Scenario: "elfarol", Episodes: 3}
+	b := runspec.Spec{Format: runspec.Format, TroupeVersion: runspec.TroupeVersion, Scenario: "elfarol", Episodes: 3,
+		GroupSize: 1, Allocators: []string{"team"}, RewardFormat: "scalar", OnInvalid: runspec.Invalid{Mode: "pass"},
+		Params: map[string]string{}, Policies: map[string]runspec.Policy{}, Emit: []string{}}
+	assert.Equal(t, a.Hash(), b.Hash())
+	c := a
+	c.Emit = []string{"patron", "patron"}
+	d := a
+	d.Emit = []string{"patron"}
+	assert.Equal(t, c.Hash(), d.Hash())
+
+	// Resolved, the scenario's defaults are explicit too.
+	reg := scenarios.Builtin()
+	ra, err := a.Resolve(runspec.Resolvers{Scenarios: reg})
+	require.NoError(t, err)
+	e := a
+	e.Params = map[string]string{"agents": ra.Spec.Params["agents"]}
+	e.Policies = map[string]runspec.Policy{"patron": ra.Spec.Policies["patron"]}
+	re, err := e.Resolve(runspec.Resolvers{Scenarios: reg})
+	require.NoError(t, err)
+	assert.Equal(t, ra.Hash(), re.Hash())
+	assert.Len(t, ra.Spec.Params, len(ra.Info.Params))
+	assert.Equal(t, ra.Info.DefaultPolicyName(), ra.Spec.Policies["patron"].Name)
+}
+
+// TestHashSensitive changes every field, one at a time, by reflection, so
+// that a field added later is covered too.
+func TestHashSensitive(t *testing.T) {
+	base := full()
+	h0 := base.Hash()
+	seen := map[string]bool{h0: true}
+	var walk func(v reflect.Value, path string)
+	check := func(path string) {
+		h := base.Hash()
+		assert.False(t, seen[h], "changing %s does not change the hash (or collides)", path)
+		seen[h] = true
+	}
+	walk = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+			return
+		case reflect.String:
+			old := v.String()
+			v.SetString(old + "x")
+			check(path)
+			v.SetString(old)
+		case reflect.Int, reflect.Int64:
+			old := v.Int()
+			v.SetInt(old + 1)
+			check(path)
+			v.SetInt(old)
+		case reflect.Uint64:
+			old := v.Uint()
+			v.SetUint(old + 1)
+			check(path)
+			v.SetUint(old)
+		case reflect.Float64:
+			old := v.Float()
+			v.SetFloat(old + 0.25)
+			check(path)
+			v.SetFloat(old)
+		case reflect.Map:
+			old := v.Interface()
+			nm := reflect.MakeMap(v.Type())
+			iter := v.MapRange()
+			for iter.Next() {
+				nm.SetMapIndex(iter.Key(), iter.Value())
+			}
+			nm.SetMapIndex(reflect.ValueOf("zz"), reflect.Zero(v.Type().Elem()))
+			v.Set(nm)
+			check(path)
+			v.Set(reflect.ValueOf(old))
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.Uint8 { // settings
+				old := v.Bytes()
+				v.SetBytes([]byte(`{"k":1}`))
+				check(path)
+				v.SetBytes(old)
+				return
+			}
+			old := v.Interface()
+			v.Set(reflect.Append(v, reflect.ValueOf("zz")))
+			check(path)
+			v.Set(reflect.ValueOf(old))
+		default:
+			t.Fatalf("field %s of kind %v: teach this test to change it", path, v.Kind())
+		}
+	}
+	walk(reflect.ValueOf(&base).Elem(), "Spec")
+	// Policies' fields sit in a map: change them directly.
+	p := base.Policies["bob"]
+	for _, q := range []runspec.Policy{{Name: "llm2", Settings: p.Settings}, {Name: "llm", Settings: json.RawMessage(`{"temperature":0.8}`)}} {
+		base.Policies["bob"] = q
+		check("Policies.bob")
+	}
+	base.Policies["bob"] = p
+	assert.Equal(t, h0, base.Hash())
+}
+
+func TestValidateNamesField(t *testing.T) {
+	cases := map[string]func(*runspec.Spec){
+		"format":              func(s *runspec.Spec) { s.Format = "v0" },
+		"scenario":            func(s *runspec.Spec) { s.Scenario = "" },
+		"episodes":            func(s *runspec.Spec) { s.Episodes = 0 },
+		"group_size":          func(s *runspec.Spec) { s.GroupSize = -1 },
+		"limits.max_steps":    func(s *runspec.Spec) { s.Limits.MaxSteps = -1 },
+		"limits.max_turns":    func(s *runspec.Spec) { s.Limits.MaxTurns = -1 },
+		"limits.max_messages": func(s *runspec.Spec) { s.Limits.MaxMessages = -1 },
+		"limits.timeout":      func(s *runspec.Spec) { s.Limits.Timeout = -1 },
+		"rollout_id_base":     func(s *runspec.Spec) { s.RolloutIDBase = -1 },
+		"group_index_base":    func(s *runspec.Spec) { s.GroupIndexBase = -1 },
+		"reward_format":       func(s *runspec.Spec) { s.RewardFormat = "tensor" },
+		"on_invalid.mode":     func(s *runspec.Spec) { s.OnInvalid.Mode = "explode" },
+		"on_invalid":          func(s *runspec.Spec) { s.OnInvalid = runspec.Invalid{Mode: "pass", Penalty: 1} },
+		"policies.alice.name": func(s *runspec.Spec) { s.Policies["alice"] = runspec.Policy{} },
+		"policies.bob.settings": func(s *runspec.Spec) {
+			s.Policies["bob"] = runspec.Policy{Name: "llm", Settings: json.RawMessage(`[1]`)}
+		},
+		"emit[0]":       func(s *runspec.Spec) { s.Emit = []string{""} },
+		"allocators[1]": func(s *runspec.Spec) { s.Allocators = []string{"team", " "} },
+	}
+	for field, mutate := range cases {
+		t.Run(field, func(t *testing.T) {
+			s := full()
+			s.Policies = map[string]runspec.Policy{"alice": {Name: "fair"}, "bob": {Name: "fair"}}
+			mutate(&s)
+			err := s.Validate()
+			var fe *runspec.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, field, fe.Field)
+			assert.ErrorIs(t, err, runspec.ErrBadSpec)
+			assert.Contains(t, err.Error(), field)
+		})
+	}
+	s := full()
+	require.NoError(t, s.Validate())
+}
+
+func TestResolveNamesField(t *testing.T) {
+	reg := scenarios.Builtin()
+	cases := map[string]func(*runspec.Spec){
+		"scenario":      func(s *runspec.Spec) { s.Scenario = "nope" },
+		"params":        func(s *runspec.Spec) { s.Params = map[string]string{"bogus": "1"} },
+		"emit[0]":       func(s *runspec.Spec) { s.Emit = []string{"carol"} },
+		"allocators[0]": func(s *runspec.Spec) { s.Allocators = []string{"magic"} },
+		"policies":      func(s *runspec.Spec) { s.Policies = map[string]runspec.Policy{"carol": {Name: "fair"}} },
+	}
+	for field, mutate := range cases {
+		t.Run(field, func(t *testing.T) {
+			s := full()
+			s.Params = nil
+			s.Policies = nil
+			mutate(&s)
+			_, err := s.Resolve(runspec.Resolvers{Scenarios: reg})
+			var fe *runspec.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, field, fe.Field)
+		})
+	}
+	// An unknown policy, and settings for a policy that takes none.
+	s := full()
+	s.Params = nil
+	s.Policies = map[string]runspec.Policy{"alice": {Name: "genius"}}
+	_, err := s.Resolve(runspec.Resolvers{Scenarios: reg})
+	assert.ErrorIs(t, err, env.ErrUnknownPolicy)
+	s.Policies = map[string]runspec.Policy{"alice": {Name: "fair", Settings: json.RawMessage(`{"x":1}`)}}
+	_, err = s.Resolve(runspec.Resolvers{Scenarios: reg})
+	assert.ErrorContains(t, err, "takes no settings")
+}
+
+func TestDecodeStrict(t *testing.T) {
+	_, err := runspec.DecodeBytes([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"bogus":1}`))
+	assert.ErrorContains(t, err, `"bogus"`)
+	_, err = runspec.DecodeBytes([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"limits":{"max_step":1}}`))
+	assert.ErrorContains(t, err, `"max_step"`)
+	_, err = runspec.DecodeBytes([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1} {}`))
+	assert.ErrorContains(t, err, "after the spec")
+	_, err = runspec.DecodeBytes([]byte(`{"scenario":"elfarol","episodes":1}`))
+	assert.ErrorContains(t, err, "format")
+	s, err := runspec.DecodeBytes([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"limits":{"timeout":"1m"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, runspec.Duration(time.Minute), s.Limits.Timeout)
+}
+
+// TestResolvePlays checks that a resolved spec plays what the equivalent
+// hand-written RunConfig plays.
+func TestResolvePlays(t *testing.T) {
+	reg := scenarios.Builtin()
+	s := runspec.Spec{Scenario: "tictactoe", Episodes: 6, GroupSize: 2, Seed: 9, RolloutIDBase: 4,
+		Allocators: []string{"team", "individual"}, RewardFormat: "dict", Limits: runspec.Limits{MaxTurns: 5}}
+	r, err := s.Resolve(runspec.Resolvers{Scenarios: reg})
+	require.NoError(t, err)
+	var a bytes.Buffer
+	_, err = env.Run(context.Background(), r.Config, r.Output(trajectories.NewJSONLWriter(&a, trajectories.Flat)))
+	require.NoError(t, err)
+
+	sc, err := reg.Lookup("tictactoe")
+	require.NoError(t, err)
+	info := sc.Info()
+	params, err := info.ParseParams(nil)
+	require.NoError(t, err)
+	policy, _, err := info.AssignPolicies(params, nil, "", nil)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	_, err = env.Run(context.Background(), env.RunConfig{Scenario: sc, Params: params, Policy: policy, Episodes: 6, GroupSize: 2, Seed: 9,
+		RolloutIDBase: 4, Limits: env.Limits{MaxTurns: 5}}, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&b, trajectories.Flat),
+		Allocators: r.Allocators, Format: trajectories.RewardDict})
+	require.NoError(t, err)
+	require.NotZero(t, a.Len())
+	assert.Equal(t, b.String(), a.String())
+}
+
+func TestResolveMakers(t *testing.T) {
+	reg := scenarios.Builtin()
+	var got []runspec.PolicyRequest
+	s := runspec.Spec{Scenario: "tictactoe", Episodes: 1, Seed: 5,
+		Policies: map[string]runspec.Policy{"x": {Name: "mine", Settings: json.RawMessage(`{"a": 1}`)}}}
+	r, err := s.Resolve(runspec.Resolvers{Scenarios: reg, Parallel: []string{"mine"},
+		Policies: func(req runspec.PolicyRequest) (_ agents_Policy, ok bool, _ error) {
+			got = append(got, req)
+			if req.Policy.Name != "mine" {
+				return nil, false, nil
+			}
+			return randomPolicy(), true, nil
+		}})
+	require.NoError(t, err)
+	assert.True(t, r.Config.ParallelPolicies)
+	require.Len(t, got, 2)
+	assert.Equal(t, `{"a":1}`, string(got[0].Policy.Settings))
+	assert.Equal(t, uint64(5), got[0].Seed)
+	assert.Equal(t, map[string]string{"x": "mine", "o": r.Info.DefaultPolicyName()}, r.PolicyNames)
+	_, err = s.Resolve(runspec.Resolvers{Scenarios: reg})
+	assert.True(t, errors.Is(err, env.ErrUnknownPolicy), "%v", err)
+}
