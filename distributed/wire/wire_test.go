@@ -162,7 +162,7 @@ func edgeEpisode() *episode.Record {
 			{Message: protocol.Message{From: "a", To: protocol.Channel("x"), Kind: "k", Payload: "p\xfe", Time: 1, Seq: 0}, Recipients: []int{1}},
 			{Message: protocol.Message{From: protocol.EnvSender, To: protocol.To("b"), Kind: "hint", Payload: "informs", Time: 1, Seq: 1, Quiet: true}, Recipients: []int{1}},
 		},
-		Score:    trajectories.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
+		Score: trajectories.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
 	}
 }
 
