@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"io"
 	"math"
 	"strconv"
@@ -65,7 +66,9 @@ const EpisodeFormat = "troupe.episode/v1"
 //
 // Numbers that JSON cannot hold (NaN, +Inf, -Inf) are written as the
 // strings "NaN", "+Inf" and "-Inf". Notes are JSON values: a number comes
-// back as a float64. ReadEpisode is strict: unknown keys, another format or
+// back as a float64 (so an integer beyond 2^53 or a struct's field order
+// does not survive a decode), and a value JSON cannot encode is written as
+// the string "unencodable: <why>", as in the samples. ReadEpisode is strict: unknown keys, another format or
 // trailing data are errors.
 type episodeLine struct {
 	Format     string            `json:"format"`
@@ -280,9 +283,39 @@ func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte,
 	}
 	b, err := json.Marshal(&l)
 	if err != nil {
-		return dst, fmt.Errorf("episode %d: %w", rec.Index, err)
+		// A note JSON cannot hold (NaN, a channel) must not cost the run
+		// its record: such a value is written as the samples write it, the
+		// string "unencodable: <why>", and the rest of the line as is.
+		for i := range l.Turns {
+			l.Turns[i].Notes = encodableNotes(l.Turns[i].Notes)
+		}
+		if l.Credit != nil {
+			l.Credit.Notes = encodableNotes(l.Credit.Notes)
+		}
+		if b, err = json.Marshal(&l); err != nil {
+			return dst, fmt.Errorf("episode %d: %w", rec.Index, err)
+		}
 	}
 	return append(append(dst, b...), '\n'), nil
+}
+
+// encodableNotes returns notes with every value that JSON cannot encode
+// replaced by "unencodable: <why>", as protocol.Sample's encoder writes
+// it; notes itself when all encode.
+func encodableNotes(notes map[string]any) map[string]any {
+	var out map[string]any
+	for k, v := range notes {
+		if _, err := json.Marshal(v); err != nil {
+			if out == nil {
+				out = maps.Clone(notes)
+			}
+			out[k] = "unencodable: " + err.Error()
+		}
+	}
+	if out == nil {
+		return notes
+	}
+	return out
 }
 
 // ErrEpisodeLine is wrapped by DecodeEpisode's errors: the line is not a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,4 +253,23 @@ func TestEpisodeLineKeepsQuietMessages(t *testing.T) {
 	require.Len(t, got.Messages, 2)
 	assert.False(t, got.Messages[0].Quiet)
 	assert.True(t, got.Messages[1].Quiet)
+}
+
+// A note JSON cannot encode (NaN, a channel) does not stop the episode
+// file: it is written as the samples write it.
+func TestEpisodeLineWritesUnencodableNotes(t *testing.T) {
+	rec := &episode.Record{
+		Scenario: "s", Status: protocol.StatusCompleted, End: "terminated",
+		Seats: []episode.Seat{{ID: "a", Role: "r"}},
+		Turns: []episode.Turn{{Seat: 0, Step: 1, Action: "x", Emit: true, Notes: map[string]any{"nan": math.NaN(), "ok": 1, "ch": make(chan int)}}},
+	}
+	line, err := trajectories.AppendEpisodeJSON(nil, rec, &trajectories.Credit{Allocators: []string{"team"}, Values: [][]float64{{1}}, Notes: map[string]any{"inf": math.Inf(1)}})
+	require.NoError(t, err)
+	assert.Contains(t, string(line), `"nan":"unencodable: json: unsupported value: NaN"`)
+	assert.Contains(t, string(line), `"ch":"unencodable: json: unsupported type: chan int"`)
+	assert.Contains(t, string(line), `"ok":1`)
+	assert.Contains(t, string(line), `"inf":"unencodable:`)
+	_, _, err = trajectories.DecodeEpisode(line[:len(line)-1])
+	require.NoError(t, err, "the line reads back")
+	assert.True(t, math.IsNaN(rec.Turns[0].Notes["nan"].(float64)), "the record itself is left alone")
 }
