@@ -60,8 +60,9 @@ type shared struct {
 	state StatefulAllocator // nil: kept in memory only
 	file  string            // the state file; "" without --allocator-state
 
-	mu    sync.Mutex // held while a request allocates with it
-	saved []byte     // the state last loaded or written
+	mu      sync.Mutex // held while a request allocates with it
+	saved   []byte     // the state last loaded or written
+	touched bool       // a request's allocation was committed with it
 }
 
 // stateFileVersion is the version of the envelope of a state file.
@@ -177,25 +178,39 @@ var stateParam = regexp.MustCompile(`(^|[:,(;])\s*state\s*=`)
 // the service keeps the state itself (AllocatorStateDir).
 func hasStateParam(spec string) bool { return stateParam.MatchString(spec) }
 
+// MaxStatefulAllocators bounds the distinct stateful allocator specs a
+// service keeps (each is an instance for the life of the service and, with
+// AllocatorStateDir, a file): every spelling of a parameter is a spec of
+// its own, so without a bound callers could grow both without end. A
+// training run uses one or a few.
+const MaxStatefulAllocators = 64
+
+// errTooManyStateful is share's error past MaxStatefulAllocators.
+var errTooManyStateful = fmt.Errorf("the service already keeps %d stateful allocator specs, its limit (MaxStatefulAllocators): use one of them", MaxStatefulAllocators)
+
 // share returns the service's instance of a, a freshly parsed allocator:
 // for a stateful allocator the one instance of its spec, created on first
-// use; any other allocator is returned as is (they keep no state).
-func (t *allocators) share(a trajectories.Allocator) (trajectories.Allocator, *shared) {
+// use; any other allocator is returned as is (they keep no state). A new
+// spec past MaxStatefulAllocators is refused.
+func (t *allocators) share(a trajectories.Allocator) (trajectories.Allocator, *shared, error) {
 	if !sequential(a) {
-		return a, nil
+		return a, nil, nil
 	}
 	name := a.Name()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if sh := t.byName[name]; sh != nil {
-		return sh.alloc, sh
+		return sh.alloc, sh, nil
+	}
+	if len(t.byName) >= MaxStatefulAllocators {
+		return nil, nil, errTooManyStateful
 	}
 	sh := &shared{name: name, alloc: a, state: stateOf(a)}
 	if sh.state != nil && t.dir != "" {
 		sh.file = filepath.Join(t.dir, stateFileName(name))
 	}
 	t.byName[name] = sh
-	return a, sh
+	return a, sh, nil
 }
 
 // all returns the stateful allocators, sorted by name.
@@ -220,10 +235,13 @@ type allocation struct {
 
 // allocate runs the request's allocators over its episodes. With stateful
 // allocators among them it takes their locks (in name order, so two
-// requests never deadlock) and keeps them until the answer is known to be
-// sent: commit then takes the next allocation sequence number and saves
-// every state that changed; rollback (an answer refused after allocation,
-// or a failed allocation) puts the states back as they were. Requests
+// requests never deadlock) and keeps them until the answer is encoded
+// within its limits: commit then takes the next allocation sequence number
+// and saves every state that changed; rollback (an answer refused after
+// allocation, or a failed allocation) puts the states back as they were.
+// A committed update stands even if writing the answer to the caller then
+// fails (the caller went away): the service cannot know what the caller
+// received, and the failed write is logged. Requests
 // thus update a stateful allocator one at a time, in the order they take
 // its lock, and a refused request leaves no trace in it.
 func (s *Server) allocate(ctx context.Context, p *plan, eps []*trajectories.Episode) (*allocation, error) {
@@ -283,6 +301,7 @@ func (a *allocation) commit() uint64 {
 	}
 	seq := a.s.stateful.seq.Add(1)
 	for _, sh := range a.locked {
+		sh.touched = true
 		if err := a.s.saveLocked(sh); err != nil {
 			// The answer stands (its values were computed and the state in
 			// memory moved on); the file catches up at the next save.
@@ -296,8 +315,8 @@ func (a *allocation) commit() uint64 {
 // saveLocked writes sh's state file when its state changed since the last
 // save. The caller holds sh.mu.
 func (s *Server) saveLocked(sh *shared) error {
-	if sh.state == nil || sh.file == "" {
-		return nil
+	if sh.state == nil || sh.file == "" || (!sh.touched && sh.saved == nil) {
+		return nil // no state, no file, or nothing ever changed it
 	}
 	st, err := sh.state.MarshalState()
 	if err != nil {

@@ -104,10 +104,14 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(inside))
-	if seq := alloc.commit(); seq > 0 {
+	seq := alloc.commit()
+	if seq > 0 {
 		h.Set(rollout.HeaderAllocationSeq, formatSeq(seq))
 	}
-	_, _ = w.Write(*bp)
+	if _, err := w.Write(*bp); err != nil && seq > 0 {
+		// The allocators' update stands (see allocate): say so once.
+		s.cfg.Logger.Info("rollout answer not delivered after its allocation was committed", "allocation_seq", seq, "error", err)
+	}
 	s.metrics.requestDuration.observe(time.Since(start))
 	return http.StatusOK, nil
 }
@@ -355,10 +359,6 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %s is given twice", a.Name())
 		}
 		seen[a.Name()] = true
-		a, sh := s.stateful.share(a)
-		if sh != nil {
-			p.shared = append(p.shared, sh)
-		}
 		p.allocators = append(p.allocators, a)
 	}
 	if e := s.planSamples(p); e != nil {
@@ -371,6 +371,18 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 	}
 	if p.policy == nil {
 		return nil, &rollout.Error{Status: http.StatusInternalServerError, Code: rollout.CodeInternal, Message: "the policy factory returned no policies"}
+	}
+	// Only a request that passed every other check gets (and so creates)
+	// the service's instances of its stateful allocators.
+	for i, a := range p.allocators {
+		a, sh, err := s.stateful.share(a)
+		if err != nil {
+			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", specs[i], err)
+		}
+		if sh != nil {
+			p.shared = append(p.shared, sh)
+		}
+		p.allocators[i] = a
 	}
 	return p, nil
 }

@@ -294,3 +294,32 @@ func TestRefusedAnswerLeavesTheStateAlone(t *testing.T) {
 	assert.Equal(t, "1", a.header.Get(rollout.HeaderAllocationSeq))
 	assertStateIs(t, dir, m)
 }
+
+// Every spelling of a stateful allocator is an instance for the life of
+// the service and a file: a refused request creates none, a shutdown saves
+// none that no request used, and there are at most MaxStatefulAllocators.
+func TestStatefulAllocatorsAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	s := newServer(t, server.Config{AllocatorStateDir: dir})
+	// Refused after the allocators parsed (an unknown policy): no instance.
+	for i := range 3 {
+		a := post(t, s, fmt.Sprintf(`{"scenario":"tictactoe","policy":"chess-master","allocators":["rae:alpha=0.%d1"]}`, i))
+		require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
+	}
+	for i := range server.MaxStatefulAllocators {
+		a := post(t, s, fmt.Sprintf(`{"scenario":"tictactoe","policy":"random","allocators":["rae:alpha=0.%03d"]}`, i+1))
+		require.Equal(t, http.StatusOK, a.status, "spec %d: %s", i, a.body)
+	}
+	a := post(t, s, `{"scenario":"tictactoe","policy":"random","allocators":["rae:alpha=0.999"]}`)
+	require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
+	e := decodeError(t, a)
+	assert.Equal(t, rollout.CodeBadAllocator, e.Code)
+	assert.Contains(t, e.Message, "MaxStatefulAllocators")
+	// A spec the service already keeps is still served.
+	require.Equal(t, http.StatusOK, post(t, s, `{"scenario":"tictactoe","policy":"random","allocators":["rae:alpha=0.001"]}`).status)
+
+	require.NoError(t, s.Shutdown(context.Background()))
+	files, err := filepath.Glob(filepath.Join(dir, "allocator-*.json"))
+	require.NoError(t, err)
+	assert.Len(t, files, server.MaxStatefulAllocators, "one file per spec a request used, none for the refused ones")
+}
