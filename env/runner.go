@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
@@ -305,9 +304,25 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		g.write, g.err = out.Finish(ctx, g.episodes)
 		return g
 	}
+	// A fixed pool of workers takes the groups from todo: one goroutine
+	// per worker for the whole run, so that its stack, grown once by the
+	// first episode, is not grown again (and copied) for every group.
+	todo := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, nGroups) {
+		wg.Go(func() {
+			for gi := range todo {
+				if ctx.Err() != nil {
+					// Cancelled while this group waited for a worker: it never
+					// started, and must not be counted as interrupted.
+					results <- &group{n: gi, cut: true}
+					continue
+				}
+				results <- play(gi)
+			}
+		})
+	}
 	go func() {
-		var eg errgroup.Group
-		eg.SetLimit(workers)
 		for gi := range nGroups {
 			select {
 			case window <- struct{}{}:
@@ -316,18 +331,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			eg.Go(func() error {
-				if ctx.Err() != nil {
-					// Cancelled while this group waited for a worker: it never
-					// started, and must not be counted as interrupted.
-					results <- &group{n: gi, cut: true}
-					return nil
-				}
-				results <- play(gi)
-				return nil
-			})
+			todo <- gi
 		}
-		_ = eg.Wait()
+		close(todo)
+		wg.Wait()
 		close(results)
 	}()
 
