@@ -55,6 +55,7 @@ package tictactoe
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/looplab/fsm"
 
@@ -190,13 +191,61 @@ func (g *game) Seats() []env.Seat { return g.seats }
 
 func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 
+// Observe returns the view of seat, to move, on the current board. Views
+// are shared: the legal list of each set of empty cells is made once
+// (legalOf), and the text of each position once, when a game first reaches
+// it (views), so a turn allocates nothing.
 func (g *game) Observe(seat int) env.View {
-	legal := g.board.empty()
-	var b strings.Builder
-	fmt.Fprintf(&b, "Tic-tac-toe. You play %c; X moves first. Three of your marks in a row, column or diagonal win.\n\n", marks[seat])
-	g.board.render(&b)
-	fmt.Fprintf(&b, "\n%c to move: that is you. Answer with one empty cell: %s", marks[seat], strings.Join(legal, " "))
-	return env.View{Text: b.String(), Legal: legal}
+	legal := legalOf(&g.board)
+	slot := &views[seat&1][index(&g.board)]
+	text := slot.Load()
+	if text == nil {
+		t := viewText(seat, &g.board, legal)
+		slot.Store(&t)
+		text = &t
+	}
+	return env.View{Text: *text, Legal: legal}
+}
+
+// views caches the view text of every position a game has reached, per
+// mark to move, indexed like the solver (base 3). Games play at most the
+// 5,478 reachable positions, so the cache stays under a few MB; concurrent
+// games that race to fill a slot store equal strings.
+var views [2][19683]atomic.Pointer[string]
+
+// legals[m] lists the cells of the 9-bit mask m (bit i: cell i empty), row
+// by row; nil for the full board. Read-only once built.
+var legals = func() (l [512][]string) {
+	for m := range l {
+		for i := range 9 {
+			if m&(1<<i) != 0 {
+				l[m] = append(l[m], CellName(i))
+			}
+		}
+	}
+	return l
+}()
+
+// legalOf returns the names of b's empty cells, row by row: a shared slice
+// that no one may change.
+func legalOf(b *board) []string {
+	m := 0
+	for i, c := range b {
+		if c == 0 {
+			m |= 1 << i
+		}
+	}
+	return legals[m]
+}
+
+// viewText renders what seat sees on b: the rules, the board and the legal
+// cells.
+func viewText(seat int, b *board, legal []string) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "Tic-tac-toe. You play %c; X moves first. Three of your marks in a row, column or diagonal win.\n\n", marks[seat])
+	b.render(&w)
+	fmt.Fprintf(&w, "\n%c to move: that is you. Answer with one empty cell: %s", marks[seat], strings.Join(legal, " "))
+	return w.String()
 }
 
 func (g *game) Apply(s *env.Step, moves []env.Move) error {
@@ -301,17 +350,6 @@ func (b *board) free() int {
 		}
 	}
 	return n
-}
-
-// empty returns the names of the empty cells, row by row.
-func (b *board) empty() []string {
-	var out []string
-	for i, c := range b {
-		if c == 0 {
-			out = append(out, CellName(i))
-		}
-	}
-	return out
 }
 
 func (b *board) render(w *strings.Builder) {
