@@ -36,7 +36,8 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 
 // Encoder is AppendJSONAfterIndex with a memory: it remembers how it
 // encoded the last prompt text, scenario, role, state, allocator and end
-// strings and the last rewards, and copies those bytes when the next
+// strings, the last seed and rewards, and a few agent scores, and copies
+// those bytes when the next
 // sample has the same value (the samples of an episode mostly do), instead
 // of escaping the string or formatting the float again. The bytes are
 // those AppendJSONAfterIndex writes. The zero value is ready; an Encoder
@@ -44,7 +45,16 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 type Encoder struct {
 	strs   [nStrSlots]strMemo
 	floats [nFloatSlots]floatMemo
+	seed   floatMemo // bits holds the seed
+	// scores remembers agent scores, by a hash of their bits: a game with
+	// few outcomes (El Farol's nights) gives its agents few distinct ones.
+	scores [nScoreSlots]floatMemo
 }
+
+const nScoreSlots = 16
+
+// scoreSlot is the slot of scores that f's bits map to.
+func scoreSlot(bits uint64) int { return int((bits * 0x9e3779b97f4a7c15) >> 60) }
 
 // AppendAfterIndex is s.AppendJSONAfterIndex(dst), through e's memory.
 func (e *Encoder) AppendAfterIndex(dst []byte, s *Sample) []byte {
@@ -110,6 +120,37 @@ func (e *Encoder) float(dst []byte, slot int, f float64) []byte {
 	start := len(dst)
 	dst = appendFloat(dst, f)
 	m.bits, m.enc, m.ok = math.Float64bits(f), append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// uint appends the seed v in decimal, remembered.
+func (e *Encoder) uint(dst []byte, v uint64) []byte {
+	if e == nil {
+		return strconv.AppendUint(dst, v, 10)
+	}
+	m := &e.seed
+	if m.ok && m.bits == v {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = strconv.AppendUint(dst, v, 10)
+	m.bits, m.enc, m.ok = v, append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// score appends an agent score as appendFloat does, remembered in scores.
+func (e *Encoder) score(dst []byte, f float64) []byte {
+	if e == nil {
+		return appendFloat(dst, f)
+	}
+	bits := math.Float64bits(f)
+	m := &e.scores[scoreSlot(bits)]
+	if m.ok && m.bits == bits {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = appendFloat(dst, f)
+	m.bits, m.enc, m.ok = bits, append(m.enc[:0], dst[start:]...), true
 	return dst
 }
 
@@ -220,7 +261,7 @@ func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
 	dst = append(dst, `{"scenario":`...)
 	dst = e.str(dst, slotScenario, m.Scenario)
 	dst = append(dst, `,"seed":`...)
-	dst = strconv.AppendUint(dst, m.Seed, 10)
+	dst = e.uint(dst, m.Seed)
 	dst = append(dst, `,"episode":`...)
 	dst = strconv.AppendInt(dst, m.Episode, 10)
 	dst = append(dst, `,"agent":`...)
@@ -241,7 +282,7 @@ func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
 	}
 	if m.AgentScore != nil {
 		dst = append(dst, `,"agent_score":`...)
-		dst = appendFloat(dst, *m.AgentScore)
+		dst = e.score(dst, *m.AgentScore)
 	}
 	dst = append(dst, `,"allocator":`...)
 	dst = e.str(dst, slotAllocator, m.Allocator)

@@ -617,7 +617,20 @@ func TestEncoderMatchesAppendJSONAfterIndex(t *testing.T) {
 	d.Reward, d.Metadata.TeamReward = protocol.Scalar(math.Copysign(0, -1)), 0
 	e := d
 	e.Reward, e.Metadata.TeamReward = protocol.Scalar(math.NaN()), 1e-9
-	samples = append(samples, a, b, c, c, d, e, e, a)
+	f := e
+	f.Metadata.Seed = 7
+	score := 0.25
+	f.Metadata.AgentScore = &score
+	g := f
+	other := -0.25
+	g.Metadata.AgentScore = &other
+	samples = append(samples, a, b, c, c, d, e, e, a, f, g, f, g)
+	for k := range 40 { // more distinct scores than the encoder keeps
+		h := f
+		v := float64(k%20) / 7
+		h.Metadata.AgentScore = &v
+		samples = append(samples, h)
+	}
 	var enc protocol.Encoder
 	for i := range samples {
 		want := string(samples[i].AppendJSONAfterIndex(nil))
