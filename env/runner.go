@@ -362,11 +362,22 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			case protocol.StatusCompleted, protocol.StatusTruncated:
 				sum.Scored++
 				sum.TeamRewardSum += ep.Score.Team
+				// Consecutive seats of one role (El Farol's hundred
+				// patrons) add up in one entry and one map update.
+				var role string
+				var rs RoleScore
 				for i, v := range ep.Score.Agents {
-					rs := sum.RoleScores[ep.Seats[i].Role]
+					if r := ep.Seats[i].Role; i == 0 || r != role {
+						if i > 0 {
+							sum.RoleScores[role] = rs
+						}
+						role, rs = r, sum.RoleScores[r]
+					}
 					rs.Sum += v
 					rs.N++
-					sum.RoleScores[ep.Seats[i].Role] = rs
+				}
+				if len(ep.Score.Agents) > 0 {
+					sum.RoleScores[role] = rs
 				}
 			default:
 				if sum.FirstFailure == "" {
