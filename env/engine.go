@@ -120,6 +120,9 @@ type Setup struct {
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
+	// turns, when set, lends the episode its Turns array (see
+	// RecyclingOutput).
+	turns *turnPool
 }
 
 // Engine runs episodes. It keeps its agents' state machines and buffers
@@ -223,7 +226,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 	// its setup in the engine.
 	var rp *replay
 	if setup.Counterfactual == nil {
-		ep.Turns = make([]episode.Turn, 0, e.turnHint)
+		ep.Turns = setup.turns.get(e.turnHint)
 		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
 		defer func() { e.turnHint = hint(e.turnHint, len(ep.Turns)) }()
 		rp = &replay{setup: setup}

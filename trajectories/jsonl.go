@@ -154,6 +154,9 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 	return jw.maybeFlush()
 }
 
+// Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
+func (jw *JSONLWriter) Forgets() bool { return true }
+
 // Flush writes the buffered episodes out.
 func (jw *lineWriter) Flush() error {
 	if jw.err != nil {
