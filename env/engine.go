@@ -212,29 +212,25 @@ func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 //     transition, bad seats, a panic).
 func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 	info := setup.Scenario.Info()
-	ep := &episode.Record{
-		Scenario:   info.Name,
-		Params:     setup.Params.raw,
-		Seed:       setup.Seed,
-		PolicySeed: setup.PolicySeed,
-		Index:      setup.Index,
-		RolloutID:  setup.RolloutID,
-		GroupIndex: setup.GroupIndex,
-	}
-	// The episode's replayer holds its setup, which the engine reads
-	// through e.setup meanwhile: one allocation for both. A replay keeps
-	// its setup in the engine.
+	// The record and its replayer, which holds the episode's setup (the
+	// engine reads it through e.setup meanwhile), are one allocation. A
+	// replay records no replayer and keeps its setup in the engine.
+	var ep *episode.Record
 	var rp *replay
 	if setup.Counterfactual == nil {
+		both := &recordAndReplay{rp: replay{setup: setup}}
+		ep, rp = &both.rec, &both.rp
 		ep.Turns = setup.turns.get(e.turnHint)
 		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
 		defer func() { e.turnHint = hint(e.turnHint, len(ep.Turns)) }()
-		rp = &replay{setup: setup}
 		e.setup = &rp.setup
 	} else {
+		ep = &episode.Record{}
 		e.replaying = setup
 		e.setup = &e.replaying
 	}
+	ep.Scenario, ep.Params, ep.Seed, ep.PolicySeed = info.Name, setup.Params.raw, setup.Seed, setup.PolicySeed
+	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
 	e.info, e.rec = info, ep
 	defer func() {
 		e.setup, e.rec, e.current = nil, nil, nil
@@ -779,6 +775,12 @@ func NewReplayer(setup Setup, seats []Seat, recorded []episode.Turn) episode.Rep
 // replayed only when it cannot answer.
 func replayer(setup Setup, seats []Seat, recorded []episode.Turn, done Game) episode.Replayer {
 	return &replay{setup: setup, seats: seats, recorded: recorded, done: done}
+}
+
+// recordAndReplay is an episode's record and replayer, allocated together.
+type recordAndReplay struct {
+	rec episode.Record
+	rp  replay
 }
 
 // replay is an episode's Replayer (see replayer). The engine makes it at

@@ -43,6 +43,8 @@ type Output struct {
 	preparer   Preparer // Sink, when it prepares
 	next       int64    // the next sample's index
 	recycle    bool     // nothing keeps an episode once written
+	names      []string // the allocators' names
+	namesErr   error    // two allocators share a name
 
 	mu      sync.Mutex
 	samples [][]protocol.Sample // zeroed sample arrays of written episodes
@@ -94,6 +96,9 @@ func (o *Output) init() {
 		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
 		o.recycle = o.Observe == nil && forgets(o.sink)
+		if len(o.Allocators) > 0 {
+			o.names, o.namesErr = allocatorNames(o.Allocators)
+		}
 	})
 }
 
@@ -134,8 +139,13 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 }
 
 func (o *Output) allocate(ctx context.Context, eps []*Episode) error {
-	if err := Allocate(ctx, eps, o.Allocators, o.Format); err != nil {
-		return err
+	if len(o.Allocators) > 0 {
+		if o.namesErr != nil {
+			return o.namesErr
+		}
+		if err := allocate(ctx, eps, o.Allocators, o.names, o.Format); err != nil {
+			return err
+		}
 	}
 	if o.preparer != nil && !o.sequential {
 		for _, ep := range eps {

@@ -136,14 +136,16 @@ func player(name, doc string) *agents.Role {
 // Scenario is the tic-tac-toe scenario. Its zero value is not usable; use
 // New.
 type Scenario struct {
-	info  *env.Info
-	seats []env.Seat // shared, read-only, by every episode
+	info    *env.Info
+	seats   []env.Seat // shared, read-only, by every episode
+	results [2]string  // "x wins", "o wins": shared likewise
 }
 
 // New returns the tic-tac-toe scenario.
 func New() *Scenario {
 	return &Scenario{
-		seats: []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
+		seats:   []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
+		results: [2]string{RoleX + " wins", RoleO + " wins"},
 		info: &env.Info{
 			Name:    "tictactoe",
 			Summary: "self-play tic-tac-toe: zero-sum, +1 win, -1 loss, 0 draw; team reward 0",
@@ -173,13 +175,15 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario. The game has no randomness: the seed is
 // unused, and every episode starts from the empty board.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
-	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1}, nil
+	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results}, nil
 }
 
 // marks[i] is the mark of seat i.
 const marks = "XO"
 
 type game struct {
+	results  *[2]string // results[i]: the announcement that seat i won
+	scores   [2]float64 // Score's agent scores
 	seats    []env.Seat
 	penalty  bool
 	board    board
@@ -305,7 +309,7 @@ func (g *game) finish(s *env.Step) error {
 	case g.offender >= 0:
 		result = g.seats[1-g.offender].ID + " wins: " + g.seats[g.offender].ID + " moved illegally"
 	case g.winner >= 0:
-		result = g.seats[g.winner].ID + " wins"
+		result = g.results[g.winner]
 	default:
 		result = "draw"
 	}
@@ -314,7 +318,7 @@ func (g *game) finish(s *env.Step) error {
 }
 
 func (g *game) Score() env.Score {
-	scores := make([]float64, len(g.seats))
+	scores := g.scores[:]
 	switch {
 	case g.offender >= 0 && g.penalty:
 		scores[g.offender] = PenaltyScore
