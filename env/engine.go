@@ -153,7 +153,10 @@ type Engine struct {
 	checked     []Seat
 	checkedInfo *Info
 	ids         []string
-	named       []int // actors' buffer
+	// seated says that machines are those of the checked seats, bound to
+	// them: the next episode with the same seats reuses them as they are.
+	seated bool
+	named  []int // actors' buffer
 	// turnHint is about the largest number of turns of the last episodes
 	// played (not replays): the next one's turns start with that capacity
 	// instead of growing, copy after copy, to it.
@@ -404,30 +407,40 @@ func (e *Engine) seat(seats []Seat) error {
 		}
 		// A copy: a game may reuse its slice for other seats.
 		e.checked, e.checkedInfo, e.ids = slices.Clone(seats), e.info, ids
+		e.seated = false
 	}
 	ids := e.ids
 	n := len(seats)
 	e.seats = seats
 	e.rec.Seats = seats
 	e.bus.Reset(ids)
-	e.machines = e.machines[:0]
-	used := make(map[*agents.Role]int, len(e.info.Roles))
-	for _, s := range seats {
-		role := e.info.Role(s.Role)
-		k := used[role]
-		used[role]++
-		if k < len(e.pool[role]) {
-			m := e.pool[role][k]
-			m.Reset(s.ID)
-			e.machines = append(e.machines, m)
-			continue
+	if e.seated {
+		// The same seats as the last episode: the same machines, which
+		// are bound to the same seats already.
+		for i, m := range e.machines {
+			m.Reset(seats[i].ID)
 		}
-		m := role.NewMachine(s.ID)
-		e.pool[role] = append(e.pool[role], m)
-		e.machines = append(e.machines, m)
-	}
-	for i, m := range e.machines {
-		m.Bind(i, &e.step)
+	} else {
+		e.machines = e.machines[:0]
+		used := make(map[*agents.Role]int, len(e.info.Roles))
+		for _, s := range seats {
+			role := e.info.Role(s.Role)
+			k := used[role]
+			used[role]++
+			if k < len(e.pool[role]) {
+				m := e.pool[role][k]
+				m.Reset(s.ID)
+				e.machines = append(e.machines, m)
+				continue
+			}
+			m := role.NewMachine(s.ID)
+			e.pool[role] = append(e.pool[role], m)
+			e.machines = append(e.machines, m)
+		}
+		for i, m := range e.machines {
+			m.Bind(i, &e.step)
+		}
+		e.seated = true
 	}
 	e.absent = resize(e.absent, n)
 	e.emit = resize(e.emit, n)
