@@ -175,7 +175,7 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario. The game has no randomness: the seed is
 // unused, and every episode starts from the empty board.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
-	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results}, nil
+	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, empty: 1<<9 - 1}, nil
 }
 
 // marks[i] is the mark of seat i.
@@ -184,6 +184,8 @@ const marks = "XO"
 type game struct {
 	results  *[2]string // results[i]: the announcement that seat i won
 	scores   [2]float64 // Score's agent scores
+	empty    uint16     // bit i set: cell i is empty (legalOf's mask)
+	pos      int        // the board's index (index), kept up to date
 	seats    []env.Seat
 	penalty  bool
 	board    board
@@ -200,8 +202,8 @@ func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 // (legalOf), and the text of each position once, when a game first reaches
 // it (views), so a turn allocates nothing.
 func (g *game) Observe(seat int) env.View {
-	legal := legalOf(&g.board)
-	slot := &views[seat&1][index(&g.board)]
+	legal := legals[g.empty]
+	slot := &views[seat&1][g.pos]
 	text := slot.Load()
 	if text == nil {
 		t := viewText(seat, &g.board, legal)
@@ -229,6 +231,9 @@ var legals = func() (l [512][]string) {
 	}
 	return l
 }()
+
+// pow3[i] is 3^i: cell c weighs pow3[8-c] in a board's index.
+var pow3 = [9]int{1, 3, 9, 27, 81, 243, 729, 2187, 6561}
 
 // legalOf returns the names of b's empty cells, row by row: a shared slice
 // that no one may change.
@@ -268,6 +273,8 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 		return g.finish(s)
 	}
 	g.board[cell] = marks[me]
+	g.empty &^= 1 << cell
+	g.pos += (me + 1) * pow3[8-cell]
 	if err := s.Send(g.seats[me].ID, protocol.Broadcast, KindMove, CellName(cell)); err != nil {
 		return err
 	}
