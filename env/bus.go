@@ -87,6 +87,10 @@ type MemBus struct {
 	// recipients backs the log's Recipients: one array per episode,
 	// sliced, rather than one per message.
 	recipients []int
+	// logHint and recipientsHint are about the largest sizes of the last
+	// episodes' log and recipients: the next episode's start with that
+	// capacity rather than growing, copy after copy, to it.
+	logHint, recipientsHint int
 }
 
 // NewMemBus returns an empty in-process bus.
@@ -115,8 +119,15 @@ func (b *MemBus) Reset(ids []string) {
 		b.mail[i] = b.mail[i][:0]
 	}
 	b.queue = 0
-	b.log = nil        // the previous episode keeps its log
-	b.recipients = nil // and its recipients
+	// The previous episode keeps its log and its recipients.
+	b.logHint, b.recipientsHint = hint(b.logHint, len(b.log)), hint(b.recipientsHint, len(b.recipients))
+	b.log, b.recipients = nil, nil
+	if b.logHint > 0 {
+		b.log = make([]episode.Message, 0, b.logHint)
+	}
+	if b.recipientsHint > 0 {
+		b.recipients = make([]int, 0, b.recipientsHint)
+	}
 }
 
 // Join implements Bus.
@@ -173,7 +184,13 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 	}
 	m.Time = time
 	m.Seq = len(b.log)
-	b.log = append(b.log, episode.Message{Message: m, Recipients: b.recipients[start:len(b.recipients):len(b.recipients)]})
+	// Recipients are nil until some message of the episode had one, as
+	// when the array was allocated by the first append.
+	var to []int
+	if len(b.recipients) > 0 {
+		to = b.recipients[start:len(b.recipients):len(b.recipients)]
+	}
+	b.log = append(b.log, episode.Message{Message: m, Recipients: to})
 	return m, nil
 }
 
@@ -200,4 +217,10 @@ func (b *MemBus) Deliver() {
 func (b *MemBus) Mailbox(seat int) []protocol.Message { return b.mail[seat] }
 
 // Log implements Bus.
-func (b *MemBus) Log() []episode.Message { return b.log }
+// It is nil when no message was sent.
+func (b *MemBus) Log() []episode.Message {
+	if len(b.log) == 0 {
+		return nil
+	}
+	return b.log
+}

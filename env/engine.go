@@ -120,6 +120,9 @@ type Setup struct {
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
+	// turns, when set, lends the episode its Turns array (see
+	// RecyclingOutput).
+	turns *turnPool
 }
 
 // Engine runs episodes. It keeps its agents' state machines and buffers
@@ -140,6 +143,9 @@ type Engine struct {
 	// lastTurn is, per seat, the index in rec.Turns of its latest turn,
 	// or -1.
 	lastTurn []int
+	// replaying is the setup of the counterfactual replay being played;
+	// an episode's own setup is in its replayer.
+	replaying Setup
 	// checked are the last seats checked, ids their ids: seats equal to
 	// them (El Farol hands out the same ones every episode) are not
 	// checked again, which for N agents costs N map inserts; comparing
@@ -147,13 +153,20 @@ type Engine struct {
 	checked     []Seat
 	checkedInfo *Info
 	ids         []string
-	named       []int // actors' buffer
-	// turnHint and inboxHint are the sizes of the last episode played
-	// (not a replay): the next one's turns and inbox positions start with
-	// that capacity instead of growing, copy after copy, to it.
-	turnHint, inboxHint int
-	// inbox backs the recorded turns' Inbox: one array per episode.
+	// seated says that machines are those of the checked seats, bound to
+	// them: the next episode with the same seats reuses them as they are.
+	seated bool
+	named  []int // actors' buffer
+	// turnHint is about the largest number of turns of the last episodes
+	// played (not replays): the next one's turns start with that capacity
+	// instead of growing, copy after copy, to it.
+	turnHint int
+	// inbox collects the recorded turns' Inbox positions during an
+	// episode, spans where each turn's are; at the end they are copied
+	// into one array of the exact size, which the turns' Inbox slice.
+	// The buffers are the engine's, reused by every episode.
 	inbox     []int
+	spans     []inboxSpan
 	emit      []bool
 	ended     bool
 	offenders []int // seats whose invalid answers ended the episode
@@ -202,22 +215,31 @@ func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 //     transition, bad seats, a panic).
 func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 	info := setup.Scenario.Info()
-	ep := &episode.Record{
-		Scenario:   info.Name,
-		Params:     setup.Params.raw,
-		Seed:       setup.Seed,
-		PolicySeed: setup.PolicySeed,
-		Index:      setup.Index,
-		RolloutID:  setup.RolloutID,
-		GroupIndex: setup.GroupIndex,
-	}
+	// The record and its replayer, which holds the episode's setup (the
+	// engine reads it through e.setup meanwhile), are one allocation. A
+	// replay records no replayer and keeps its setup in the engine.
+	var ep *episode.Record
+	var rp *replay
 	if setup.Counterfactual == nil {
-		ep.Turns = make([]episode.Turn, 0, e.turnHint)
-		e.inbox = make([]int, 0, e.inboxHint)
-		defer func() { e.turnHint, e.inboxHint = len(ep.Turns), len(e.inbox) }()
+		both := &recordAndReplay{rp: replay{setup: setup}}
+		ep, rp = &both.rec, &both.rp
+		ep.Turns = setup.turns.get(e.turnHint)
+		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
+		defer func() { e.turnHint = hint(e.turnHint, len(ep.Turns)) }()
+		e.setup = &rp.setup
+	} else {
+		ep = &episode.Record{}
+		e.replaying = setup
+		e.setup = &e.replaying
 	}
-	e.setup, e.info, e.rec = &setup, info, ep
-	defer func() { e.setup, e.rec, e.current, e.inbox = nil, nil, nil, nil; clear(e.policies) }()
+	ep.Scenario, ep.Params, ep.Seed, ep.PolicySeed = info.Name, setup.Params.raw, setup.Seed, setup.PolicySeed
+	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
+	e.info, e.rec = info, ep
+	defer func() {
+		e.setup, e.rec, e.current = nil, nil, nil
+		e.replaying = Setup{}
+		clear(e.policies)
+	}()
 
 	runCtx := ctx
 	if setup.Limits.Timeout > 0 {
@@ -241,6 +263,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 		}
 	}
 	if setup.Counterfactual == nil {
+		e.inboxes()
 		// Messages still queued (sent in a step that failed) get the
 		// recipients they would have reached.
 		e.bus.Deliver()
@@ -253,7 +276,8 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent || ep.End == EndNoSeats) {
 			done = e.current
 		}
-		ep.Replay = replayer(setup, e.seats, ep.Turns, done)
+		rp.seats, rp.recorded, rp.done = e.seats, ep.Turns, done
+		ep.Replay = rp
 	}
 	return ep
 }
@@ -383,30 +407,40 @@ func (e *Engine) seat(seats []Seat) error {
 		}
 		// A copy: a game may reuse its slice for other seats.
 		e.checked, e.checkedInfo, e.ids = slices.Clone(seats), e.info, ids
+		e.seated = false
 	}
 	ids := e.ids
 	n := len(seats)
 	e.seats = seats
 	e.rec.Seats = seats
 	e.bus.Reset(ids)
-	e.machines = e.machines[:0]
-	used := make(map[*agents.Role]int, len(e.info.Roles))
-	for _, s := range seats {
-		role := e.info.Role(s.Role)
-		k := used[role]
-		used[role]++
-		if k < len(e.pool[role]) {
-			m := e.pool[role][k]
-			m.Reset(s.ID)
-			e.machines = append(e.machines, m)
-			continue
+	if e.seated {
+		// The same seats as the last episode: the same machines, which
+		// are bound to the same seats already.
+		for i, m := range e.machines {
+			m.Reset(seats[i].ID)
 		}
-		m := role.NewMachine(s.ID)
-		e.pool[role] = append(e.pool[role], m)
-		e.machines = append(e.machines, m)
-	}
-	for i, m := range e.machines {
-		m.Bind(i, &e.step)
+	} else {
+		e.machines = e.machines[:0]
+		used := make(map[*agents.Role]int, len(e.info.Roles))
+		for _, s := range seats {
+			role := e.info.Role(s.Role)
+			k := used[role]
+			used[role]++
+			if k < len(e.pool[role]) {
+				m := e.pool[role][k]
+				m.Reset(s.ID)
+				e.machines = append(e.machines, m)
+				continue
+			}
+			m := role.NewMachine(s.ID)
+			e.pool[role] = append(e.pool[role], m)
+			e.machines = append(e.machines, m)
+		}
+		for i, m := range e.machines {
+			m.Bind(i, &e.step)
+		}
+		e.seated = true
 	}
 	e.absent = resize(e.absent, n)
 	e.emit = resize(e.emit, n)
@@ -466,6 +500,15 @@ func splitBySeat(turns []episode.Turn, n int) [][]string {
 		}
 	}
 	return out
+}
+
+// grow returns s with length n, reusing its array when it can; unlike
+// resize, it leaves the old elements in place for the caller to overwrite.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 func resize[T any](s []T, n int) []T {
@@ -565,9 +608,11 @@ func (e *Engine) who(actors []int) string {
 // leaves the moves in e.moves.
 func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	n := len(actors)
-	e.obs = resize(e.obs, n)
-	e.views = resize(e.views, n)
-	e.moves = resize(e.moves, n)
+	// obs, views and moves are written whole below: not cleared first,
+	// which for pointerful elements costs a write barrier per word.
+	e.obs = grow(e.obs, n)
+	e.views = grow(e.views, n)
+	e.moves = grow(e.moves, n)
 	e.errs = resize(e.errs, n)
 	// Every actor observes the state before any of them acts.
 	byState, _ := game.(StateObserver)
@@ -594,28 +639,15 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		}
 		e.cursor[i] = len(mail)
 	}
-	ask := func(k int) error {
-		defer func() {
-			if r := recover(); r != nil {
-				e.errs[k] = fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
-			}
-		}()
-		a, err := e.policies[actors[k]].Act(ctx, &e.obs[k])
-		if err != nil {
-			e.errs[k] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
-		}
-		e.moves[k] = Move{Seat: actors[k], Action: a}
-		return nil
-	}
 	if e.setup.ParallelPolicies && n > 1 {
 		var g errgroup.Group
 		for k := range n {
-			g.Go(func() error { return ask(k) })
+			g.Go(func() error { e.ask(ctx, actors, k); return nil })
 		}
 		_ = g.Wait()
 	} else {
 		for k := range n {
-			_ = ask(k)
+			e.ask(ctx, actors, k)
 		}
 	}
 	if err := errors.Join(e.errs...); err != nil {
@@ -631,6 +663,23 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		}
 	}
 	return nil
+}
+
+// ask asks the policy of actors[k] for its move into e.moves[k], and
+// records its error or panic in e.errs[k]. A method, not a closure: a
+// closure that the parallel branch hands to goroutines would be allocated
+// at every step.
+func (e *Engine) ask(ctx context.Context, actors []int, k int) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.errs[k] = fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
+		}
+	}()
+	a, err := e.policies[actors[k]].Act(ctx, &e.obs[k])
+	if err != nil {
+		e.errs[k] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
+	}
+	e.moves[k] = Move{Seat: actors[k], Action: a}
 }
 
 // invalidScore scores an episode ended by invalid answers under
@@ -661,11 +710,34 @@ func (e *Engine) turnSeed(i int) uint64 {
 	return seed
 }
 
+// inboxSpan says that e.inbox[lo:hi] are the Inbox of turn rec.Turns[turn].
+type inboxSpan struct{ turn, lo, hi int }
+
+// hint is the capacity to give the next episode's buffer, after one that
+// used n: the largest recent size, forgotten slowly, so that episodes of
+// varying length do not grow their buffers again and again.
+func hint(prev, n int) int { return max(n, prev-prev/8) }
+
+// inboxes gives the recorded turns their Inbox: the positions collected
+// during the episode, copied into one array of the exact size.
+func (e *Engine) inboxes() {
+	if len(e.spans) == 0 {
+		return
+	}
+	all := slices.Clone(e.inbox)
+	for _, sp := range e.spans {
+		e.rec.Turns[sp.turn].Inbox = all[sp.lo:sp.hi:sp.hi]
+	}
+}
+
 // record appends the turn to the episode's record.
 func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view View) {
-	start := len(e.inbox)
-	for k := range obs.Inbox {
-		e.inbox = append(e.inbox, obs.Inbox[k].Seq)
+	if len(obs.Inbox) > 0 {
+		start := len(e.inbox)
+		for k := range obs.Inbox {
+			e.inbox = append(e.inbox, obs.Inbox[k].Seq)
+		}
+		e.spans = append(e.spans, inboxSpan{turn: len(e.rec.Turns), lo: start, hi: len(e.inbox)})
 	}
 	// Built in place: copying a Turn, all pointers, costs write barriers.
 	e.lastTurn[i] = len(e.rec.Turns)
@@ -675,9 +747,6 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 	t.View, t.Legal = view.Text, view.Legal
 	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
 	t.Emit = e.emit[i]
-	if len(obs.Inbox) > 0 {
-		t.Inbox = e.inbox[start:len(e.inbox):len(e.inbox)]
-	}
 	if len(a.Notes) > 0 {
 		t.Notes = maps.Clone(a.Notes)
 	}
@@ -718,44 +787,68 @@ func NewReplayer(setup Setup, seats []Seat, recorded []episode.Turn) episode.Rep
 // game, which is asked frozen counterfactuals first (Rescorer); they are
 // replayed only when it cannot answer.
 func replayer(setup Setup, seats []Seat, recorded []episode.Turn, done Game) episode.Replayer {
+	return &replay{setup: setup, seats: seats, recorded: recorded, done: done}
+}
+
+// recordAndReplay is an episode's record and replayer, allocated together.
+type recordAndReplay struct {
+	rec episode.Record
+	rp  replay
+}
+
+// replay is an episode's Replayer (see replayer). The engine makes it at
+// the start of the episode, and reads the episode's setup from it.
+type replay struct {
+	setup    Setup
+	seats    []Seat
+	recorded []episode.Turn
+	done     Game
 	// Replays run concurrently (counterfactual allocators fan out), so the
 	// per-seat split of the record is made once, by whichever comes first.
-	bySeat := sync.OnceValue(func() [][]string { return splitBySeat(recorded, len(seats)) })
-	return episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (Score, error) {
-		info := setup.Scenario.Info()
-		spec := info.Counterfactual
-		if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
-			return Score{}, fmt.Errorf("scenario %s: %w", info.Name, ErrNoAbsence)
-		}
-		for _, i := range cf.Null {
-			if i < 0 || i >= len(seats) {
-				return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
-			}
-			if !spec.HasNullAction(seats[i].Role) {
-				return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
-			}
-		}
-		if done != nil {
-			if score, ok, err := rescore(done, cf, len(seats)); err != nil || ok {
-				return score, err
-			}
-		}
-		s := setup
-		replayed := cf // taking cf's address would move it to the heap on every call
-		s.Counterfactual = &replayed
-		s.Recorded = recorded
-		s.recordedBySeat = bySeat()
-		s.Emit = func(Seat) bool { return false }
-		eng := setup.Engines.Get()
-		defer setup.Engines.Put(eng)
-		ep := eng.Run(ctx, s)
-		switch ep.Status {
-		case protocol.StatusCompleted, protocol.StatusTruncated:
-			return ep.Score, nil
-		}
-		return Score{}, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
-	})
+	once   sync.Once
+	bySeat [][]string
 }
+
+// Replay implements episode.Replayer.
+func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, error) {
+	setup, seats := &r.setup, r.seats
+	info := setup.Scenario.Info()
+	spec := info.Counterfactual
+	if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
+		return Score{}, fmt.Errorf("scenario %s: %w", info.Name, ErrNoAbsence)
+	}
+	for _, i := range cf.Null {
+		if i < 0 || i >= len(seats) {
+			return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
+		}
+		if !spec.HasNullAction(seats[i].Role) {
+			return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
+		}
+	}
+	if r.done != nil {
+		if score, ok, err := rescore(r.done, cf, len(seats)); err != nil || ok {
+			return score, err
+		}
+	}
+	s := *setup
+	replayed := cf // taking cf's address would move it to the heap on every call
+	s.Counterfactual = &replayed
+	s.Recorded = r.recorded
+	r.once.Do(func() { r.bySeat = splitBySeat(r.recorded, len(seats)) })
+	s.recordedBySeat = r.bySeat
+	s.Emit = emitNone
+	eng := setup.Engines.Get()
+	defer setup.Engines.Put(eng)
+	ep := eng.Run(ctx, s)
+	switch ep.Status {
+	case protocol.StatusCompleted, protocol.StatusTruncated:
+		return ep.Score, nil
+	}
+	return Score{}, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
+}
+
+// emitNone emits no turn: replays record none.
+func emitNone(Seat) bool { return false }
 
 // Errors of counterfactual replays.
 var (

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
@@ -53,6 +52,9 @@ type LocalExecutor struct {
 	ParallelPolicies bool
 
 	engines EnginePool
+	// turns, when set, lends the episodes their Turns arrays: Run sets it
+	// when its Output recycles records (RecyclingOutput).
+	turns *turnPool
 }
 
 // Execute implements Executor: it plays the episode and returns its record.
@@ -74,6 +76,7 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
+		turns:            x.turns,
 	})
 }
 
@@ -138,6 +141,57 @@ type Output interface {
 	Finish(ctx context.Context, group []*episode.Record) (write func(k int) (samples int, err error), err error)
 	// Flush is called once, when Run returns, whatever way it ends.
 	Flush() error
+}
+
+// RecyclingOutput is an Output that can give the records back: when
+// Recycles reports true, the Output promises to keep no reference to a
+// group's records, nor to anything they hold (their Turns array, their
+// Replay), once the write function of the group's last episode returned,
+// and Run then reuses the records' Turns arrays for later episodes of the
+// run. (The strings, slices and maps the turns point to are not reused:
+// only the array of Turn values.) Run recycles only the records its own
+// executor played (RunConfig.Executor nil).
+type RecyclingOutput interface {
+	Output
+	Recycles() bool
+}
+
+// turnPool holds Turns arrays given back by the output, zeroed, for the
+// next episodes. It holds at most as many as were in flight at once.
+type turnPool struct {
+	mu   sync.Mutex
+	free [][]episode.Turn
+}
+
+// get returns an empty Turns slice with capacity at least n, from the
+// pool when it has one.
+func (p *turnPool) get(n int) []episode.Turn {
+	if p != nil {
+		p.mu.Lock()
+		if k := len(p.free); k > 0 {
+			t := p.free[k-1]
+			p.free[k-1] = nil
+			p.free = p.free[:k-1]
+			p.mu.Unlock()
+			if cap(t) >= n {
+				return t
+			}
+		} else {
+			p.mu.Unlock()
+		}
+	}
+	return make([]episode.Turn, 0, n)
+}
+
+// put gives back t, which no one uses any more.
+func (p *turnPool) put(t []episode.Turn) {
+	if cap(t) == 0 {
+		return
+	}
+	clear(t)
+	p.mu.Lock()
+	p.free = append(p.free, t[:0])
+	p.mu.Unlock()
 }
 
 // Progress is a run's state after a group was written.
@@ -274,10 +328,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
 	}
 	exec := cfg.Executor
+	var turns *turnPool
 	if exec == nil {
+		if r, ok := out.(RecyclingOutput); ok && r.Recycles() {
+			turns = &turnPool{}
+		}
 		exec = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
+			turns: turns,
 		}
 	}
 	reqs := cfg.Requests()
@@ -305,9 +364,25 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		g.write, g.err = out.Finish(ctx, g.episodes)
 		return g
 	}
+	// A fixed pool of workers takes the groups from todo: one goroutine
+	// per worker for the whole run, so that its stack, grown once by the
+	// first episode, is not grown again (and copied) for every group.
+	todo := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, nGroups) {
+		wg.Go(func() {
+			for gi := range todo {
+				if ctx.Err() != nil {
+					// Cancelled while this group waited for a worker: it never
+					// started, and must not be counted as interrupted.
+					results <- &group{n: gi, cut: true}
+					continue
+				}
+				results <- play(gi)
+			}
+		})
+	}
 	go func() {
-		var eg errgroup.Group
-		eg.SetLimit(workers)
 		for gi := range nGroups {
 			select {
 			case window <- struct{}{}:
@@ -316,18 +391,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			eg.Go(func() error {
-				if ctx.Err() != nil {
-					// Cancelled while this group waited for a worker: it never
-					// started, and must not be counted as interrupted.
-					results <- &group{n: gi, cut: true}
-					return nil
-				}
-				results <- play(gi)
-				return nil
-			})
+			todo <- gi
 		}
-		_ = eg.Wait()
+		close(todo)
+		wg.Wait()
 		close(results)
 	}()
 
@@ -355,11 +422,22 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			case protocol.StatusCompleted, protocol.StatusTruncated:
 				sum.Scored++
 				sum.TeamRewardSum += ep.Score.Team
+				// Consecutive seats of one role (El Farol's hundred
+				// patrons) add up in one entry and one map update.
+				var role string
+				var rs RoleScore
 				for i, v := range ep.Score.Agents {
-					rs := sum.RoleScores[ep.Seats[i].Role]
+					if r := ep.Seats[i].Role; i == 0 || r != role {
+						if i > 0 {
+							sum.RoleScores[role] = rs
+						}
+						role, rs = r, sum.RoleScores[r]
+					}
 					rs.Sum += v
 					rs.N++
-					sum.RoleScores[ep.Seats[i].Role] = rs
+				}
+				if len(ep.Score.Agents) > 0 {
+					sum.RoleScores[role] = rs
 				}
 			default:
 				if sum.FirstFailure == "" {
@@ -368,6 +446,13 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				if cfg.FailFast {
 					return fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
 				}
+			}
+		}
+		if turns != nil {
+			// The output is done with the group (RecyclingOutput).
+			for _, ep := range g.episodes {
+				turns.put(ep.Turns)
+				ep.Turns, ep.Replay = nil, nil
 			}
 		}
 		if cfg.Progress != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -326,4 +328,81 @@ func TestSummaryRoleScores(t *testing.T) {
 	assert.Equal(t, 120, rs.N)
 	assert.InDelta(t, 3*math.Exp(-1), rs.Mean(), 1e-12)
 	assert.InDelta(t, 3*math.Exp(-1), sum.MeanTeamReward(), 1e-12, "G = φ(3) too: one night")
+}
+
+// recyclingOutput is fakeOutput's recycling kind: it copies out what it
+// writes of each record (its turns' actions and seeds) and notes the
+// address of each Turns array it sees.
+type recyclingOutput struct {
+	recycles bool
+	lines    []string
+	arrays   map[*episode.Turn]int
+}
+
+func (r *recyclingOutput) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
+	return func(k int) (int, error) {
+		rec := group[k]
+		line := fmt.Sprint(rec.Index, rec.Status, rec.Score.Team)
+		for _, t := range rec.Turns {
+			line += fmt.Sprint(" ", t.Seat, t.Action, t.Seed, t.Inbox, len(t.Notes))
+		}
+		r.lines = append(r.lines, line)
+		if len(rec.Turns) > 0 {
+			r.arrays[&rec.Turns[0]]++
+		}
+		return len(rec.Turns), nil
+	}, nil
+}
+
+func (r *recyclingOutput) Flush() error   { return nil }
+func (r *recyclingOutput) Recycles() bool { return r.recycles }
+
+func TestRunRecyclesTheTurnsOfARecyclingOutput(t *testing.T) {
+	for _, name := range []string{"elfarol", "tictactoe", "negotiation"} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := scenarios.Builtin().Lookup(name)
+			require.NoError(t, err)
+			p, err := sc.Info().ParseParams(nil)
+			require.NoError(t, err)
+			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
+			require.NoError(t, err)
+			cfg := env.RunConfig{Scenario: sc, Params: p, Policy: policy, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
+			var outs [2]*recyclingOutput
+			for i, recycles := range []bool{false, true} {
+				outs[i] = &recyclingOutput{recycles: recycles, arrays: map[*episode.Turn]int{}}
+				_, err := env.Run(context.Background(), cfg, outs[i])
+				require.NoError(t, err)
+			}
+			assert.Equal(t, outs[0].lines, outs[1].lines, "recycled turns record the same episodes")
+			assert.Len(t, outs[0].arrays, 60, "without recycling every episode has its own turns")
+			assert.Less(t, len(outs[1].arrays), 60, "a recycling output sees turns arrays reused")
+		})
+	}
+}
+
+func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
+	for _, name := range []string{"elfarol", "tictactoe", "negotiation", "committee"} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := scenarios.Builtin().Lookup(name)
+			require.NoError(t, err)
+			p, err := sc.Info().ParseParams(nil)
+			require.NoError(t, err)
+			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
+			require.NoError(t, err)
+			cfg := env.RunConfig{Scenario: sc, Params: p, Policy: policy, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
+			var outs [2]bytes.Buffer
+			for i := range outs {
+				sink := trajectories.Sink(trajectories.NewJSONLWriter(&outs[i], trajectories.Flat))
+				if i == 1 {
+					// A SinkFunc may keep what it is given: no recycling.
+					sink = trajectories.Tee(sink, trajectories.SinkFunc(func(*trajectories.Episode) error { return nil }))
+				}
+				out := teamOut(sink)
+				assert.Equal(t, i == 0, out.Recycles())
+				_, err := env.Run(context.Background(), cfg, out)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, outs[1].String(), outs[0].String())
+		})
+	}
 }

@@ -14,7 +14,12 @@ func RenderObservation(view string, inbox []protocol.Message) string {
 	if len(inbox) == 0 {
 		return view
 	}
+	n := headerLen(view)
+	for i := range inbox {
+		n += messageLen(&inbox[i])
+	}
 	var b strings.Builder
+	b.Grow(n)
 	startMessages(&b, view)
 	for i := range inbox {
 		appendMessage(&b, &inbox[i])
@@ -28,7 +33,15 @@ func (r *Record) TextPrompt(t *Turn) string {
 	if len(t.Inbox) == 0 {
 		return t.View
 	}
+	// Sized exactly first: one allocation per prompt, not one per growth.
+	n := headerLen(t.View)
+	for _, k := range t.Inbox {
+		if k >= 0 && k < len(r.Messages) {
+			n += messageLen(&r.Messages[k].Message)
+		}
+	}
 	var b strings.Builder
+	b.Grow(n)
 	startMessages(&b, t.View)
 	for _, k := range t.Inbox {
 		if k >= 0 && k < len(r.Messages) {
@@ -36,6 +49,26 @@ func (r *Record) TextPrompt(t *Turn) string {
 		}
 	}
 	return b.String()
+}
+
+// headerLen is the length startMessages writes.
+func headerLen(view string) int {
+	if view == "" {
+		return len("Messages:")
+	}
+	return len(view) + len("\nMessages:")
+}
+
+// messageLen is the length appendMessage writes for m.
+func messageLen(m *protocol.Message) int {
+	digits := 1
+	for t := m.Time; t >= 10 || t <= -10; t /= 10 {
+		digits++
+	}
+	if m.Time < 0 {
+		digits++
+	}
+	return len("\n[t=] ") + digits + len(m.From) + len(" -> ") + len(m.To) + len(" (") + len(m.Kind) + len("): ") + len(m.Payload)
 }
 
 func startMessages(b *strings.Builder, view string) {

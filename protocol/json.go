@@ -31,6 +31,130 @@ func (s *Sample) AppendJSON(dst []byte) []byte {
 // `{"group_index":G,"index":I,`. It lets a writer encode a sample before its
 // index is known (on a worker goroutine) and prepend the index later.
 func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
+	return s.appendAfterIndex(dst, nil)
+}
+
+// Encoder is AppendJSONAfterIndex with a memory: it remembers how it
+// encoded the last prompt text, scenario, role, state, allocator and end
+// strings, the last seed and rewards, and a few agent scores, and copies
+// those bytes when the next
+// sample has the same value (the samples of an episode mostly do), instead
+// of escaping the string or formatting the float again. The bytes are
+// those AppendJSONAfterIndex writes. The zero value is ready; an Encoder
+// is not safe for concurrent use.
+type Encoder struct {
+	strs   [nStrSlots]strMemo
+	floats [nFloatSlots]floatMemo
+	seed   floatMemo // bits holds the seed
+	// scores remembers agent scores, by a hash of their bits: a game with
+	// few outcomes (El Farol's nights) gives its agents few distinct ones.
+	scores [nScoreSlots]floatMemo
+}
+
+const nScoreSlots = 16
+
+// scoreSlot is the slot of scores that f's bits map to.
+func scoreSlot(bits uint64) int { return int((bits * 0x9e3779b97f4a7c15) >> 60) }
+
+// AppendAfterIndex is s.AppendJSONAfterIndex(dst), through e's memory.
+func (e *Encoder) AppendAfterIndex(dst []byte, s *Sample) []byte {
+	return s.appendAfterIndex(dst, e)
+}
+
+// The fields an Encoder remembers, one slot each.
+const (
+	slotPrompt = iota
+	slotScenario
+	slotRole
+	slotState
+	slotAllocator
+	slotEnd
+	nStrSlots
+)
+
+const (
+	slotReward = iota
+	slotTeamReward
+	slotRawReward
+	nFloatSlots
+)
+
+type strMemo struct {
+	s   string
+	enc []byte
+	ok  bool
+}
+
+type floatMemo struct {
+	bits uint64
+	enc  []byte
+	ok   bool
+}
+
+// str appends s as a JSON string, remembered in slot. Comparing s with the
+// remembered string costs a pointer comparison when they share their bytes,
+// as the strings of one episode's samples do.
+func (e *Encoder) str(dst []byte, slot int, s string) []byte {
+	if e == nil {
+		return appendString(dst, s)
+	}
+	m := &e.strs[slot]
+	if m.ok && m.s == s {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = appendString(dst, s)
+	m.s, m.enc, m.ok = s, append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// float appends f as appendFloat does, remembered in slot.
+func (e *Encoder) float(dst []byte, slot int, f float64) []byte {
+	if e == nil {
+		return appendFloat(dst, f)
+	}
+	m := &e.floats[slot]
+	if bits := math.Float64bits(f); m.ok && m.bits == bits {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = appendFloat(dst, f)
+	m.bits, m.enc, m.ok = math.Float64bits(f), append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// uint appends the seed v in decimal, remembered.
+func (e *Encoder) uint(dst []byte, v uint64) []byte {
+	if e == nil {
+		return strconv.AppendUint(dst, v, 10)
+	}
+	m := &e.seed
+	if m.ok && m.bits == v {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = strconv.AppendUint(dst, v, 10)
+	m.bits, m.enc, m.ok = v, append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// score appends an agent score as appendFloat does, remembered in scores.
+func (e *Encoder) score(dst []byte, f float64) []byte {
+	if e == nil {
+		return appendFloat(dst, f)
+	}
+	bits := math.Float64bits(f)
+	m := &e.scores[scoreSlot(bits)]
+	if m.ok && m.bits == bits {
+		return append(dst, m.enc...)
+	}
+	start := len(dst)
+	dst = appendFloat(dst, f)
+	m.bits, m.enc, m.ok = bits, append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+func (s *Sample) appendAfterIndex(dst []byte, e *Encoder) []byte {
 	dst = append(dst, `"rollout_id":`...)
 	dst = strconv.AppendInt(dst, s.RolloutID, 10)
 	dst = append(dst, `,"prompt":`...)
@@ -48,7 +172,7 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 		}
 		dst = append(dst, ']')
 	} else {
-		dst = appendString(dst, s.Prompt.Text)
+		dst = e.str(dst, slotPrompt, s.Prompt.Text)
 	}
 	dst = append(dst, `,"tokens":[`...)
 	for i, t := range s.Tokens {
@@ -70,7 +194,7 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 	dst = append(dst, `,"reward":`...)
 	switch s.Reward.Kind {
 	case RewardScalar:
-		dst = appendFloat(dst, s.Reward.Value)
+		dst = e.float(dst, slotReward, s.Reward.Value)
 	case RewardDict:
 		dst = append(dst, '{')
 		for i, k := range slices.Sorted(maps.Keys(s.Reward.Dict)) {
@@ -116,7 +240,7 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendString(dst, string(s.Status))
 	dst = append(dst, `,"metadata":`...)
-	dst = s.Metadata.appendJSON(dst, &s.Reward)
+	dst = s.Metadata.appendJSON(dst, &s.Reward, e)
 	return append(dst, '}')
 }
 
@@ -133,39 +257,39 @@ func rawReward(r *Reward) (float64, bool) {
 	return 0, false
 }
 
-func (m *Metadata) appendJSON(dst []byte, reward *Reward) []byte {
+func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
 	dst = append(dst, `{"scenario":`...)
-	dst = appendString(dst, m.Scenario)
+	dst = e.str(dst, slotScenario, m.Scenario)
 	dst = append(dst, `,"seed":`...)
-	dst = strconv.AppendUint(dst, m.Seed, 10)
+	dst = e.uint(dst, m.Seed)
 	dst = append(dst, `,"episode":`...)
 	dst = strconv.AppendInt(dst, m.Episode, 10)
 	dst = append(dst, `,"agent":`...)
 	dst = appendString(dst, m.Agent)
 	dst = append(dst, `,"role":`...)
-	dst = appendString(dst, m.Role)
+	dst = e.str(dst, slotRole, m.Role)
 	dst = append(dst, `,"turn":`...)
 	dst = strconv.AppendInt(dst, int64(m.Turn), 10)
 	dst = append(dst, `,"step":`...)
 	dst = strconv.AppendInt(dst, int64(m.Step), 10)
 	dst = append(dst, `,"state":`...)
-	dst = appendString(dst, m.State)
+	dst = e.str(dst, slotState, m.State)
 	dst = append(dst, `,"team_reward":`...)
-	dst = appendFloat(dst, m.TeamReward)
+	dst = e.float(dst, slotTeamReward, m.TeamReward)
 	if raw, ok := rawReward(reward); ok {
 		dst = append(dst, `,"raw_reward":`...)
-		dst = appendFloat(dst, raw)
+		dst = e.float(dst, slotRawReward, raw)
 	}
 	if m.AgentScore != nil {
 		dst = append(dst, `,"agent_score":`...)
-		dst = appendFloat(dst, *m.AgentScore)
+		dst = e.score(dst, *m.AgentScore)
 	}
 	dst = append(dst, `,"allocator":`...)
-	dst = appendString(dst, m.Allocator)
+	dst = e.str(dst, slotAllocator, m.Allocator)
 	dst = append(dst, `,"text_only":`...)
 	dst = strconv.AppendBool(dst, m.TextOnly)
 	dst = append(dst, `,"end":`...)
-	dst = appendString(dst, m.End)
+	dst = e.str(dst, slotEnd, m.End)
 	if m.Error != "" {
 		dst = append(dst, `,"error":`...)
 		dst = appendString(dst, m.Error)

@@ -598,3 +598,43 @@ func TestUnmarshalNaNNotAccepted(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, protocol.ErrDecode))
 }
+
+// TestEncoderMatchesAppendJSONAfterIndex encodes a sequence of samples
+// that share some fields and differ in others (the same string in new
+// memory, -0 and +0, NaN, a changed prompt) through one Encoder: every
+// encoding equals AppendJSONAfterIndex's.
+func TestEncoderMatchesAppendJSONAfterIndex(t *testing.T) {
+	var samples []protocol.Sample
+	for _, f := range fixtures() {
+		samples = append(samples, f.sample, f.sample)
+	}
+	a, b := textOnlySample(), textOnlySample()
+	b.Prompt = protocol.TextPrompt(string([]byte(a.Prompt.Text))) // equal text, other bytes
+	c := textOnlySample()
+	c.Prompt = protocol.TextPrompt("other \"quoted\"\n")
+	c.Metadata.State, c.Metadata.End, c.Metadata.Role = "won", "max_steps", "x"
+	d := c
+	d.Reward, d.Metadata.TeamReward = protocol.Scalar(math.Copysign(0, -1)), 0
+	e := d
+	e.Reward, e.Metadata.TeamReward = protocol.Scalar(math.NaN()), 1e-9
+	f := e
+	f.Metadata.Seed = 7
+	score := 0.25
+	f.Metadata.AgentScore = &score
+	g := f
+	other := -0.25
+	g.Metadata.AgentScore = &other
+	samples = append(samples, a, b, c, c, d, e, e, a, f, g, f, g)
+	for k := range 40 { // more distinct scores than the encoder keeps
+		h := f
+		v := float64(k%20) / 7
+		h.Metadata.AgentScore = &v
+		samples = append(samples, h)
+	}
+	var enc protocol.Encoder
+	for i := range samples {
+		want := string(samples[i].AppendJSONAfterIndex(nil))
+		got := string(enc.AppendAfterIndex([]byte("x"), &samples[i]))
+		assert.Equal(t, "x"+want, got, "sample %d", i)
+	}
+}

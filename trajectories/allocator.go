@@ -109,24 +109,50 @@ func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format 
 	if len(allocs) == 0 {
 		return nil
 	}
+	names, err := allocatorNames(allocs)
+	if err != nil {
+		return err
+	}
+	return allocate(ctx, group, allocs, names, format)
+}
+
+// allocatorNames returns the allocators' names, or an error when two share
+// one.
+func allocatorNames(allocs []Allocator) ([]string, error) {
 	names := make([]string, len(allocs))
 	for i, a := range allocs {
 		names[i] = a.Name()
 		if slices.Contains(names[:i], names[i]) {
-			return fmt.Errorf("%w: %q given twice", ErrDuplicateAllocator, names[i])
+			return nil, fmt.Errorf("%w: %q given twice", ErrDuplicateAllocator, names[i])
 		}
 	}
+	return names, nil
+}
+
+// allocate is Allocate with the allocators' names (allocatorNames) given,
+// shared read-only by every Credit. It allocates three arrays per group,
+// whatever its size: the credits, the slice headers (every episode's
+// values, then dst), and the values.
+func allocate(ctx context.Context, group []*Episode, allocs []Allocator, names []string, format RewardFormat) error {
 	credits := make([]Credit, len(group))
+	total := 0
+	for _, ep := range group {
+		total += ep.SampleCount()
+	}
+	headers := make([][]float64, len(group)*(len(allocs)+1))
+	values := make([]float64, len(allocs)*total)
 	for e, ep := range group {
-		credits[e] = Credit{Allocators: names, Values: make([][]float64, len(allocs))}
-		// One array for every allocator's values of the episode.
+		credits[e] = Credit{Allocators: names, Values: headers[e*len(allocs) : (e+1)*len(allocs) : (e+1)*len(allocs)]}
+		// One stretch of values for every allocator's values of the
+		// episode.
 		n := ep.SampleCount()
-		all := make([]float64, len(allocs)*n)
+		all := values[:len(allocs)*n]
+		values = values[len(allocs)*n:]
 		for i := range allocs {
 			credits[e].Values[i] = all[i*n : (i+1)*n : (i+1)*n]
 		}
 	}
-	dst := make([][]float64, len(group))
+	dst := headers[len(group)*len(allocs):]
 	for i, a := range allocs {
 		for e := range dst {
 			dst[e] = credits[e].Values[i]

@@ -79,11 +79,20 @@ func (ep *Episode) SampleCount() int {
 // policy's; its status, label and metadata the episode's and the turn's.
 // Rewards and indexes are left for Allocate and Output.
 func Samples(rec *episode.Record) []protocol.Sample {
+	return samplesInto(nil, rec)
+}
+
+// samplesInto is Samples, into buf's array when it is large enough; buf's
+// elements must be zero.
+func samplesInto(buf []protocol.Sample, rec *episode.Record) []protocol.Sample {
 	n := rec.Emitted()
 	if n == 0 {
 		return nil
 	}
-	out := make([]protocol.Sample, 0, n)
+	out := buf[:0]
+	if cap(out) < n {
+		out = make([]protocol.Sample, 0, n)
+	}
 	label := protocol.TextLabel(rec.Label)
 	for k := range rec.Turns {
 		t := &rec.Turns[k]

@@ -504,5 +504,8 @@ func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
 // Flush implements Flusher.
 func (ew *EpisodeWriter) Flush() error { return ew.out.Flush() }
 
+// Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
+func (ew *EpisodeWriter) Forgets() bool { return true }
+
 // NeedsSamples implements SampleNeeder: the records are all it writes.
 func (ew *EpisodeWriter) NeedsSamples() bool { return false }

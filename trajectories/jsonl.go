@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -66,26 +68,47 @@ func (lw *lineWriter) maybeFlush() error {
 
 // prepared is an episode's samples encoded without their leading
 // group_index and index, as AppendJSONAfterIndex writes them.
+//
+// Prepared buffers are recycled (preparedPool) once WriteEpisode has copied
+// them out, with the encoder whose memory (the last prompt, rewards, ...)
+// spares re-encoding what the samples of one run share.
 type prepared struct {
 	bytes []byte
 	ends  []int // ends[i] is the end of sample i in bytes
+	enc   protocol.Encoder
 }
+
+// preparedPool holds the buffers of written episodes for the next ones.
+var preparedPool = sync.Pool{New: func() any { return new(prepared) }}
+
+// maxPooled is the largest prepared buffer kept for reuse: one huge
+// episode must not pin its buffer.
+const maxPooled = flushThreshold
 
 // Prepare encodes ep's samples, all but their indexes, so that WriteEpisode
 // only has to stitch the indexes in. Safe to call concurrently for different
 // episodes.
 func (jw *JSONLWriter) Prepare(ep *Episode) {
-	p := &prepared{ends: make([]int, len(ep.Samples))}
-	size := 0
+	p := preparedPool.Get().(*prepared)
+	p.bytes, p.ends = p.bytes[:0], p.ends[:0]
 	for i := range ep.Samples {
-		p.bytes = ep.Samples[i].AppendJSONAfterIndex(p.bytes)
-		p.ends[i] = len(p.bytes)
+		p.bytes = p.enc.AppendAfterIndex(p.bytes, &ep.Samples[i])
+		p.ends = append(p.ends, len(p.bytes))
 		if i == 0 {
-			size = len(p.bytes) * len(ep.Samples)
-			p.bytes = append(make([]byte, 0, size+size/8), p.bytes...)
+			// The first sample's size, times the samples, is about the
+			// episode's: grow to it at once rather than by doubling.
+			size := len(p.bytes) * len(ep.Samples)
+			p.bytes = slices.Grow(p.bytes, size+size/8-len(p.bytes))
 		}
 	}
 	ep.prepared = p
+}
+
+// recycle hands p back to preparedPool.
+func recycle(p *prepared) {
+	if cap(p.bytes) <= maxPooled {
+		preparedPool.Put(p)
+	}
 }
 
 // WriteEpisode appends ep's samples to the buffer and writes the buffer out
@@ -124,11 +147,15 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 			jw.buf = append(jw.buf, '\n')
 		}
 	}
+	recycle(p)
 	if jw.layout == Nested {
 		jw.buf = append(jw.buf, ']', '\n')
 	}
 	return jw.maybeFlush()
 }
+
+// Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
+func (jw *JSONLWriter) Forgets() bool { return true }
 
 // Flush writes the buffered episodes out.
 func (jw *lineWriter) Flush() error {

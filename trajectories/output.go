@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
 )
 
 // Output is the output stage of a run (it implements env.Output): for each
@@ -18,6 +19,12 @@ import (
 // played the group, concurrently; with a Sequential allocator, allocation
 // runs instead when the group's turn to be written comes, on the runner's
 // goroutine, so that the allocator sees the groups in output order.
+//
+// When Observe is nil and the sink forgets what it wrote (Forgetter: the
+// JSONL writers and Discard do), an Output keeps nothing of an episode once
+// it has written it, and says so to the runner (Recycles, which implements
+// env.RecyclingOutput): the runner then reuses the records' Turns arrays,
+// and the Output the samples' array, for later episodes.
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {
@@ -35,6 +42,47 @@ type Output struct {
 	project    bool     // Sink or Observe reads the samples
 	preparer   Preparer // Sink, when it prepares
 	next       int64    // the next sample's index
+	recycle    bool     // nothing keeps an episode once written
+	names      []string // the allocators' names
+	namesErr   error    // two allocators share a name
+
+	mu      sync.Mutex
+	samples [][]protocol.Sample // zeroed sample arrays of written episodes
+}
+
+// Recycles implements env.RecyclingOutput: it reports whether nothing
+// (neither Sink nor Observe) keeps an episode once it is written.
+func (o *Output) Recycles() bool {
+	o.init()
+	return o.recycle
+}
+
+// samplesBuf returns a zeroed array for n samples, recycled when one is
+// free.
+func (o *Output) samplesBuf() []protocol.Sample {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := len(o.samples)
+	if k == 0 {
+		return nil
+	}
+	buf := o.samples[k-1]
+	o.samples[k-1] = nil
+	o.samples = o.samples[:k-1]
+	return buf
+}
+
+// forget gives back the samples' array of an episode written.
+func (o *Output) forget(ep *Episode) {
+	buf := ep.Samples
+	ep.Samples = nil
+	if cap(buf) == 0 {
+		return
+	}
+	clear(buf)
+	o.mu.Lock()
+	o.samples = append(o.samples, buf[:0])
+	o.mu.Unlock()
 }
 
 func (o *Output) init() {
@@ -47,6 +95,10 @@ func (o *Output) init() {
 		o.project = o.Observe != nil || NeedsSamples(o.sink)
 		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
+		o.recycle = o.Observe == nil && forgets(o.sink)
+		if len(o.Allocators) > 0 {
+			o.names, o.namesErr = allocatorNames(o.Allocators)
+		}
 	})
 }
 
@@ -58,7 +110,11 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 	eps := make([]*Episode, len(group))
 	for i, rec := range group {
 		if o.project {
-			eps[i] = NewEpisode(rec)
+			var buf []protocol.Sample
+			if o.recycle {
+				buf = o.samplesBuf()
+			}
+			eps[i] = &Episode{Record: *rec, Samples: samplesInto(buf, rec)}
 		} else {
 			eps[i] = RecordOnly(rec)
 		}
@@ -74,13 +130,22 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 				return 0, err
 			}
 		}
-		return o.write(eps[k])
+		n, err := o.write(eps[k])
+		if err == nil && o.recycle {
+			o.forget(eps[k])
+		}
+		return n, err
 	}, nil
 }
 
 func (o *Output) allocate(ctx context.Context, eps []*Episode) error {
-	if err := Allocate(ctx, eps, o.Allocators, o.Format); err != nil {
-		return err
+	if len(o.Allocators) > 0 {
+		if o.namesErr != nil {
+			return o.namesErr
+		}
+		if err := allocate(ctx, eps, o.Allocators, o.names, o.Format); err != nil {
+			return err
+		}
 	}
 	if o.preparer != nil && !o.sequential {
 		for _, ep := range eps {

@@ -33,6 +33,20 @@ type Preparer interface {
 	Prepare(ep *Episode)
 }
 
+// Forgetter is implemented by sinks that keep nothing of an episode once
+// WriteEpisode returned: no reference to it, its record, turns or samples
+// (JSONLWriter and EpisodeWriter copy out the bytes they write). Output
+// recycles such an episode's buffers for later episodes (see Output).
+type Forgetter interface {
+	Forgets() bool
+}
+
+// forgets reports whether s is a Forgetter that forgets.
+func forgets(s Sink) bool {
+	f, ok := s.(Forgetter)
+	return ok && f.Forgets()
+}
+
 // Collector is the in-memory sink: it keeps every episode it is given.
 // It is safe for concurrent use.
 type Collector struct {
@@ -80,6 +94,7 @@ type discard struct{}
 
 func (discard) WriteEpisode(*Episode) error { return nil }
 func (discard) NeedsSamples() bool          { return false }
+func (discard) Forgets() bool               { return true }
 
 // Tee writes every episode to each sink in turn, stopping at the first error.
 func Tee(sinks ...Sink) Sink { return tee(sinks) }
@@ -105,6 +120,16 @@ func (t tee) Flush() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Forgets implements Forgetter: a tee forgets when each of its sinks does.
+func (t tee) Forgets() bool {
+	for _, s := range t {
+		if !forgets(s) {
+			return false
+		}
+	}
+	return true
 }
 
 func (t tee) NeedsSamples() bool {

@@ -256,3 +256,6 @@ func BenchmarkMemoryFlat(b *testing.B) {
 		})
 	}
 }
+
+// The runner recycles the records of trajectories' Output.
+var _ env.RecyclingOutput = (*trajectories.Output)(nil)

@@ -55,6 +55,7 @@ package tictactoe
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/looplab/fsm"
 
@@ -135,14 +136,16 @@ func player(name, doc string) *agents.Role {
 // Scenario is the tic-tac-toe scenario. Its zero value is not usable; use
 // New.
 type Scenario struct {
-	info  *env.Info
-	seats []env.Seat // shared, read-only, by every episode
+	info    *env.Info
+	seats   []env.Seat // shared, read-only, by every episode
+	results [2]string  // "x wins", "o wins": shared likewise
 }
 
 // New returns the tic-tac-toe scenario.
 func New() *Scenario {
 	return &Scenario{
-		seats: []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
+		seats:   []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
+		results: [2]string{RoleX + " wins", RoleO + " wins"},
 		info: &env.Info{
 			Name:    "tictactoe",
 			Summary: "self-play tic-tac-toe: zero-sum, +1 win, -1 loss, 0 draw; team reward 0",
@@ -172,13 +175,17 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario. The game has no randomness: the seed is
 // unused, and every episode starts from the empty board.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
-	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1}, nil
+	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, empty: 1<<9 - 1}, nil
 }
 
 // marks[i] is the mark of seat i.
 const marks = "XO"
 
 type game struct {
+	results  *[2]string // results[i]: the announcement that seat i won
+	scores   [2]float64 // Score's agent scores
+	empty    uint16     // bit i set: cell i is empty (legalOf's mask)
+	pos      int        // the board's index (index), kept up to date
 	seats    []env.Seat
 	penalty  bool
 	board    board
@@ -190,13 +197,64 @@ func (g *game) Seats() []env.Seat { return g.seats }
 
 func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 
+// Observe returns the view of seat, to move, on the current board. Views
+// are shared: the legal list of each set of empty cells is made once
+// (legalOf), and the text of each position once, when a game first reaches
+// it (views), so a turn allocates nothing.
 func (g *game) Observe(seat int) env.View {
-	legal := g.board.empty()
-	var b strings.Builder
-	fmt.Fprintf(&b, "Tic-tac-toe. You play %c; X moves first. Three of your marks in a row, column or diagonal win.\n\n", marks[seat])
-	g.board.render(&b)
-	fmt.Fprintf(&b, "\n%c to move: that is you. Answer with one empty cell: %s", marks[seat], strings.Join(legal, " "))
-	return env.View{Text: b.String(), Legal: legal}
+	legal := legals[g.empty]
+	slot := &views[seat&1][g.pos]
+	text := slot.Load()
+	if text == nil {
+		t := viewText(seat, &g.board, legal)
+		slot.Store(&t)
+		text = &t
+	}
+	return env.View{Text: *text, Legal: legal}
+}
+
+// views caches the view text of every position a game has reached, per
+// mark to move, indexed like the solver (base 3). Games play at most the
+// 5,478 reachable positions, so the cache stays under a few MB; concurrent
+// games that race to fill a slot store equal strings.
+var views [2][19683]atomic.Pointer[string]
+
+// legals[m] lists the cells of the 9-bit mask m (bit i: cell i empty), row
+// by row; nil for the full board. Read-only once built.
+var legals = func() (l [512][]string) {
+	for m := range l {
+		for i := range 9 {
+			if m&(1<<i) != 0 {
+				l[m] = append(l[m], CellName(i))
+			}
+		}
+	}
+	return l
+}()
+
+// pow3[i] is 3^i: cell c weighs pow3[8-c] in a board's index.
+var pow3 = [9]int{1, 3, 9, 27, 81, 243, 729, 2187, 6561}
+
+// legalOf returns the names of b's empty cells, row by row: a shared slice
+// that no one may change.
+func legalOf(b *board) []string {
+	m := 0
+	for i, c := range b {
+		if c == 0 {
+			m |= 1 << i
+		}
+	}
+	return legals[m]
+}
+
+// viewText renders what seat sees on b: the rules, the board and the legal
+// cells.
+func viewText(seat int, b *board, legal []string) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "Tic-tac-toe. You play %c; X moves first. Three of your marks in a row, column or diagonal win.\n\n", marks[seat])
+	b.render(&w)
+	fmt.Fprintf(&w, "\n%c to move: that is you. Answer with one empty cell: %s", marks[seat], strings.Join(legal, " "))
+	return w.String()
 }
 
 func (g *game) Apply(s *env.Step, moves []env.Move) error {
@@ -215,6 +273,8 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 		return g.finish(s)
 	}
 	g.board[cell] = marks[me]
+	g.empty &^= 1 << cell
+	g.pos += (me + 1) * pow3[8-cell]
 	if err := s.Send(g.seats[me].ID, protocol.Broadcast, KindMove, CellName(cell)); err != nil {
 		return err
 	}
@@ -256,7 +316,7 @@ func (g *game) finish(s *env.Step) error {
 	case g.offender >= 0:
 		result = g.seats[1-g.offender].ID + " wins: " + g.seats[g.offender].ID + " moved illegally"
 	case g.winner >= 0:
-		result = g.seats[g.winner].ID + " wins"
+		result = g.results[g.winner]
 	default:
 		result = "draw"
 	}
@@ -265,7 +325,7 @@ func (g *game) finish(s *env.Step) error {
 }
 
 func (g *game) Score() env.Score {
-	scores := make([]float64, len(g.seats))
+	scores := g.scores[:]
 	switch {
 	case g.offender >= 0 && g.penalty:
 		scores[g.offender] = PenaltyScore
@@ -301,17 +361,6 @@ func (b *board) free() int {
 		}
 	}
 	return n
-}
-
-// empty returns the names of the empty cells, row by row.
-func (b *board) empty() []string {
-	var out []string
-	for i, c := range b {
-		if c == 0 {
-			out = append(out, CellName(i))
-		}
-	}
-	return out
 }
 
 func (b *board) render(w *strings.Builder) {

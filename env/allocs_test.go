@@ -1,0 +1,158 @@
+package env_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/looplab/fsm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// counting is a game that allocates nothing per turn: two seats take turns
+// saying a number from a shared legal list, the game adds it up, and the
+// episode ends after the parameter turns. Its seats, views, legal list and
+// message texts are made once; only New allocates (the game).
+type counting struct {
+	seats []env.Seat
+	turns int
+	n     int
+	total int
+	talk  bool // broadcast every move on the bus
+}
+
+var (
+	countingSeats = []env.Seat{{ID: "a", Role: "counter"}, {ID: "b", Role: "counter"}}
+	countingLegal = []string{"1", "2", "3"}
+	countingView  = env.View{Text: "say a number", Legal: countingLegal}
+	countingRole  = &agents.Role{
+		Name:    "counter",
+		Initial: "waiting",
+		Events: fsm.Events{
+			agents.Edge("waiting", "go", "counting"),
+			agents.Edge("counting", "said", "waiting"),
+			agents.Edge("waiting", "stop", "done"),
+		},
+		Terminal: []agents.State{"done"},
+		Acting:   []agents.State{"counting"},
+	}
+)
+
+func countingScenario() env.Scenario {
+	info := &env.Info{
+		Name: "counting", Summary: "test game that allocates nothing per turn", Schedule: env.Sequential,
+		Roles: []*agents.Role{countingRole},
+		Params: []env.ParamSpec{
+			env.Int("turns", 10, 1, 1<<20, "turns per episode"),
+			env.Int("talk", 0, 0, 1, "1: broadcast every move"),
+		},
+	}
+	return env.Define(info, func(p env.Params, _ uint64) (env.Game, error) {
+		return &counting{seats: countingSeats, turns: p.Int("turns"), talk: p.Int("talk") == 1}, nil
+	})
+}
+
+func (g *counting) Seats() []env.Seat       { return g.seats }
+func (g *counting) Start(s *env.Step) error { return s.Fire(0, "go") }
+func (g *counting) Observe(int) env.View    { return countingView }
+func (g *counting) Score() env.Score        { return env.Score{Team: float64(g.total)} }
+
+func (g *counting) Apply(s *env.Step, moves []env.Move) error {
+	m := moves[0]
+	if err := s.Fire(m.Seat, "said"); err != nil {
+		return err
+	}
+	g.total += len(m.Action.Text)
+	if g.talk {
+		if err := s.Send(g.seats[m.Seat].ID, protocol.Broadcast, "said", m.Action.Text); err != nil {
+			return err
+		}
+	}
+	g.n++
+	if g.n == g.turns {
+		s.End()
+		return s.FireAll("stop")
+	}
+	return s.Fire(1-m.Seat, "go")
+}
+
+// pick is a policy that allocates nothing: a legal action drawn from the
+// turn's seed.
+var pick = agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+	return agents.Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
+})
+
+// episodeAllocs returns the heap allocations of one episode of counting
+// with the given turns, played by a warm engine (its buffers sized by the
+// same episode before).
+func episodeAllocs(t *testing.T, turns int, talk bool) float64 {
+	t.Helper()
+	sc := countingScenario()
+	kv := map[string]string{"turns": strconv.Itoa(turns), "talk": "0"}
+	if talk {
+		kv["talk"] = "1"
+	}
+	p, err := sc.Info().ParseParams(kv)
+	require.NoError(t, err)
+	eng := env.NewEngine()
+	setup := env.Setup{Scenario: sc, Params: p, Seed: 1, PolicySeed: 2, Policy: env.SamePolicy(pick)}
+	ctx := context.Background()
+	for range 3 {
+		ep := eng.Run(ctx, setup)
+		require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
+		require.Len(t, ep.Turns, turns)
+	}
+	return testing.AllocsPerRun(20, func() { eng.Run(ctx, setup) })
+}
+
+// TestEngineAllocatesNothingPerTurn: for a game and a policy that allocate
+// nothing themselves, an episode's heap allocations do not depend on its
+// length. The engine allocates per episode only: the record with its
+// replayer, the turns array, and, when messages are sent, the message log,
+// its recipients and the turns' inbox positions. Allocation counts are
+// deterministic, so the test is exact.
+func TestEngineAllocatesNothingPerTurn(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation counts differently")
+	}
+	for _, talk := range []bool{false, true} {
+		short, long := episodeAllocs(t, 10, talk), episodeAllocs(t, 2000, talk)
+		assert.Equal(t, short, long, "talk=%v: allocations per episode of 10 and of 2,000 turns", talk)
+		max := 3.0 // game, record and replayer, turns
+		if talk {
+			max += 3 // message log, recipients, inbox positions
+		}
+		assert.LessOrEqual(t, long, max, "talk=%v: allocations per episode", talk)
+		t.Logf("talk=%v: %v allocations per episode, whatever its length", talk, long)
+	}
+}
+
+// BenchmarkEngineCounting is the engine alone on the counting game, 1,000
+// turns an episode: -benchmem shows its allocations per episode, and the
+// allocs/turn metric that they are none per turn.
+func BenchmarkEngineCounting(b *testing.B) {
+	for _, talk := range []string{"0", "1"} {
+		b.Run("talk="+talk, func(b *testing.B) {
+			sc := countingScenario()
+			p, err := sc.Info().ParseParams(map[string]string{"turns": "1000", "talk": talk})
+			require.NoError(b, err)
+			eng := env.NewEngine()
+			setup := env.Setup{Scenario: sc, Params: p, Seed: 1, PolicySeed: 2, Policy: env.SamePolicy(pick)}
+			b.ReportAllocs()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for b.Loop() {
+				eng.Run(context.Background(), setup)
+			}
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*1000), "allocs/turn")
+			b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "turns/s")
+		})
+	}
+}

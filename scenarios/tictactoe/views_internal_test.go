@@ -1,0 +1,33 @@
+package tictactoe
+
+import (
+	"testing"
+
+	"github.com/troupe-rl/troupe/internal/seeds"
+)
+
+// TestIncrementalBoardState plays random boards and checks that the mask
+// and index the game keeps up to date equal those computed from the board,
+// and that every view equals the one rendered from scratch.
+func TestIncrementalBoardState(t *testing.T) {
+	for ep := range 300 {
+		g := &game{empty: 1<<9 - 1}
+		for turn := range 9 {
+			me := turn % 2
+			if got, want := legals[g.empty], legalOf(&g.board); len(got) != len(want) || (len(want) > 0 && &got[0] != &want[0]) {
+				t.Fatalf("episode %d turn %d: legal %v, want %v", ep, turn, got, want)
+			}
+			if g.pos != index(&g.board) {
+				t.Fatalf("episode %d turn %d: index %d, want %d", ep, turn, g.pos, index(&g.board))
+			}
+			if v := g.Observe(me); v.Text != viewText(me, &g.board, legalOf(&g.board)) {
+				t.Fatalf("episode %d turn %d: view %q", ep, turn, v.Text)
+			}
+			free := legalOf(&g.board)
+			cell, _ := ParseCell(free[seeds.Intn(seeds.Mix(uint64(ep), uint64(turn)), len(free))])
+			g.board[cell] = marks[me]
+			g.empty &^= 1 << cell
+			g.pos += (me + 1) * pow3[8-cell]
+		}
+	}
+}
