@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"io"
+	"maps"
 	"math"
 	"strconv"
 
