@@ -1159,6 +1159,38 @@ def json_reply(obj, chunked=False):
 
 
 class ClientTest(unittest.TestCase):
+    def test_what_may_have_been_played_is_not_retried(self):
+        # A timeout or a 502/504 may come after the service played the
+        # episode and moved its RAE baselines: one call, then an error.
+        calls = []
+        release = threading.Event()
+
+        def slow(request):
+            calls.append(request)
+            release.wait(10)
+            return json_reply(rollout_answer(request))
+
+        with StubService(slow) as svc:
+            args = make_args(troupe_url=svc.url, troupe_retries=3, troupe_timeout=0.3)
+            with self.assertRaises(troupe_slime.TroupeError) as cm:
+                generate(args, Sample(group_index=0, index=0))
+            release.set()
+            self.assertEqual(cm.exception.code, "timeout")
+            self.assertIn("not retried", cm.exception.message)
+            self.assertEqual(len(calls), 1)
+        for status in (502, 504):
+            calls.clear()
+
+            def gateway(request, status=status):
+                calls.append(request)
+                return status, b"bad gateway", {}
+
+            with StubService(gateway) as svc:
+                with self.assertRaises(troupe_slime.TroupeError) as cm:
+                    generate(make_args(troupe_url=svc.url, troupe_retries=3), Sample(group_index=0, index=0))
+                self.assertEqual(cm.exception.status, status)
+                self.assertEqual(len(calls), 1, f"{status} is not retried")
+
     def test_256_calls_in_flight_at_once(self):
         # slime's default --sglang-server-concurrency 512 lets 256 calls
         # run at once; the adapter must not cap them (the default executor

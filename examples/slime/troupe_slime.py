@@ -73,9 +73,13 @@ _ROW_KEYS = {
     "emit", "limits", "invalid", "seed", "policy_seed",
 }
 
-# Statuses on which a call is retried: the service is draining, restarting
-# or behind a proxy that lost it.
-_RETRY_STATUSES = {502, 503, 504}
+# A call is retried only when the service cannot have played it: the
+# connection was refused (nothing was sent), or it answered 503 (draining:
+# troupe serve refuses before playing). A timeout, a connection lost after
+# the request was sent, a 502 or a 504 may come after the service played
+# the episode and updated its stateful allocators (RAE's baselines), and a
+# second try would update them twice: those raise.
+_RETRY_STATUSES = {503}
 
 # Sample statuses of turns that are not a training signal unless the user
 # asks to keep them (troupe_keep_failed).
@@ -346,6 +350,11 @@ class _ProtocolError(Exception):
     pass
 
 
+class _NotSent(Exception):
+    """The connection could not be made: the request never reached the
+    service, so it is safe to try again."""
+
+
 async def _read_body(reader: asyncio.StreamReader, headers: dict) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         parts = []
@@ -375,7 +384,10 @@ async def _http_post(url: str, body: bytes, token: str | None) -> tuple[int, byt
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     context = ssl.create_default_context() if parts.scheme == "https" else None
-    reader, writer = await asyncio.open_connection(host, port, ssl=context, limit=1 << 20)
+    try:
+        reader, writer = await asyncio.open_connection(host, port, ssl=context, limit=1 << 20)
+    except OSError as e:
+        raise _NotSent(e) from None
     try:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host_header = f"[{host}]" if ":" in host else host
@@ -433,14 +445,18 @@ async def _post(url: str, body: bytes, token: str | None, timeout: float, retrie
     for attempt in range(retries + 1):
         try:
             status, raw = await asyncio.wait_for(_http_post(url, body, token), timeout)
-        except asyncio.TimeoutError:
+        except _NotSent as e:
             if attempt == retries:
-                raise TroupeError(0, "unreachable", f"POST {url}: no answer within {timeout:g}s") from None
+                raise TroupeError(0, "unreachable", f"POST {url}: {e.args[0]!r}") from None
+        except asyncio.TimeoutError:
+            # Not retried: the service may still be playing it (see
+            # _RETRY_STATUSES).
+            raise TroupeError(0, "timeout", f"POST {url}: no answer within {timeout:g}s; not retried, since the "
+                              "service may have played the episode (raise troupe_timeout)") from None
         except (OSError, _ProtocolError, asyncio.IncompleteReadError, ValueError) as e:
             # ValueError: a malformed status line or length from whatever
-            # answered on that port.
-            if attempt == retries:
-                raise TroupeError(0, "unreachable", f"POST {url}: {e!r}") from None
+            # answered on that port. The request was sent: not retried.
+            raise TroupeError(0, "unreachable", f"POST {url}: {e!r}; not retried, since the request was sent") from None
         else:
             if 200 <= status < 300:
                 try:
