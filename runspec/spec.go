@@ -149,7 +149,9 @@ func fieldErr(field, format string, args ...any) error {
 // format and troupe version when empty, group size 1, allocators
 // ["team"], reward format "scalar", invalid mode "pass", empty rather than
 // nil maps and lists, emitted roles sorted and deduplicated, settings in
-// canonical JSON. Two specs that mean the same run normalize alike; the
+// canonical JSON (keys sorted; numbers as written, so a policy setting of
+// 1 and one of 1.0 are different specs). Two specs that differ only in the
+// defaults spelled out normalize alike; the
 // scenario's own defaults (its parameters', its default policy) are made
 // explicit by Resolve, which knows the scenario.
 func (s *Spec) Normalized() Spec {
@@ -275,7 +277,9 @@ func (s *Spec) Validate() error {
 
 // Canonical is the spec's canonical JSON: its normalized form with object
 // keys sorted, no insignificant whitespace and no trailing newline. Two
-// specs that mean the same run have the same canonical form once resolved.
+// specs that differ only in defaults left out or spelled out have the same
+// canonical form once resolved; numbers inside policy settings are kept as
+// written (1 and 1.0 differ).
 func (s *Spec) Canonical() []byte {
 	n := s.Normalized()
 	b, err := json.Marshal(&n)

@@ -27,8 +27,12 @@ type Flusher interface {
 // Preparer is implemented by sinks that can do part of their work (encoding)
 // before an episode's sample indexes are known. Output calls Prepare on
 // the worker goroutine that ran the episode, after rewards are allocated and
-// before WriteEpisode, so that encoding uses every core. Prepare may be
-// called concurrently for different episodes.
+// before WriteEpisode, so that encoding uses every core; with a Sequential
+// allocator among its allocators, whose rewards are only known when the
+// group's turn to be written comes, it does not call Prepare, and
+// WriteEpisode encodes on the writing goroutine. A sink must therefore
+// write correctly whether or not Prepare was called. Prepare may be called
+// concurrently for different episodes.
 type Preparer interface {
 	Prepare(ep *Episode)
 }

@@ -180,7 +180,9 @@ def _check_top_p(args, sampling_params, evaluation: bool):
 def _sampling(sampling_params, unset=()) -> dict:
     """slime's sampling_params in the rollout service's terms. None means
     "not set" and is left out, as is max_new_tokens -1; top_k -1 (slime's
-    default: off) is sent as -1, which the service reads as unset. Keys
+    default: off) is sent as -1, which the service reads as "no top-k" and
+    sends as each server kind says it (nothing to vLLM and SGLang, top_k 0
+    and min_p 0 to llama.cpp). Keys
     troupe does not know travel under "extra" to the model server. Keys in
     ``unset`` (troupe_unset_sampling) are not sent at all."""
     out, extra = {}, {}
@@ -733,8 +735,10 @@ def post_process_rewards(args, samples):
     centred and divided by (unbiased std + 1e-6), or only centred with
     --disable-grpo-std-normalization; reinforce_plus_plus_baseline:
     centred; reinforce_plus_plus, ppo (and anything else), or
-    --disable-rewards-normalization: raw. Samples with remove_sample are
-    left out of the group statistics and get 0. Returns (raw_rewards,
+    --disable-rewards-normalization: raw. When rewards are normalised,
+    samples with remove_sample are left out of the group statistics and get
+    0 (slime zeroes their loss mask anyway); raw rewards are returned as
+    they are, removed samples included. Returns (raw_rewards,
     rewards) as a PostProcessed tuple that says what it applied, and logs
     it once per call."""
     return _post_process(args, samples, by_role=False)
