@@ -472,7 +472,7 @@ func (e *Engine) seat(seats []Seat) error {
 		if slices.Contains(cf.Null, i) {
 			spec := e.info.Counterfactual
 			if !spec.HasNullAction(s.Role) {
-				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, ErrNoNullAction)
+				return fmt.Errorf("scenario %s role %q: %w", e.info.Name, s.Role, episode.ErrNoNullAction)
 			}
 			if null, ok := spec.NullActionOf(s.Role); ok && len(spec.NullActionIn[s.Role]) == 0 {
 				e.policies[i] = constant(null)
@@ -815,14 +815,14 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 	info := setup.Scenario.Info()
 	spec := info.Counterfactual
 	if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
-		return Score{}, fmt.Errorf("scenario %s: %w", info.Name, ErrNoAbsence)
+		return Score{}, fmt.Errorf("scenario %s: %w", info.Name, episode.ErrNoAbsence)
 	}
 	for _, i := range cf.Null {
 		if i < 0 || i >= len(seats) {
 			return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
 		}
 		if !spec.HasNullAction(seats[i].Role) {
-			return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, ErrNoNullAction)
+			return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, episode.ErrNoNullAction)
 		}
 	}
 	if r.done != nil {
@@ -850,12 +850,10 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 // emitNone emits no turn: replays record none.
 func emitNone(Seat) bool { return false }
 
-// Errors of counterfactual replays.
-var (
-	ErrNoAbsence    = episode.ErrNoAbsence
-	ErrNoNullAction = episode.ErrNoNullAction
-	ErrReplayFailed = errors.New("counterfactual replay did not finish")
-)
+// ErrReplayFailed is returned by a counterfactual replay that did not
+// finish. A replay the scenario does not declare the meaning of fails with
+// episode.ErrNoAbsence or episode.ErrNoNullAction.
+var ErrReplayFailed = errors.New("counterfactual replay did not finish")
 
 // EnginePool lends engines to concurrent episodes, so that the state
 // machines and buffers an engine keeps are reused. Unlike a sync.Pool it
@@ -906,7 +904,7 @@ func (p nullPolicy) Act(_ context.Context, obs *agents.Observation) (agents.Acti
 	if null, ok := p.spec.NullActionAt(obs.Role, obs.State); ok {
 		return agents.Action{Text: null}, nil
 	}
-	return agents.Action{}, fmt.Errorf("role %q in state %q: %w", obs.Role, obs.State, ErrNoNullAction)
+	return agents.Action{}, fmt.Errorf("role %q in state %q: %w", obs.Role, obs.State, episode.ErrNoNullAction)
 }
 
 // frozen replays an agent's recorded actions, turn by turn, and asks the

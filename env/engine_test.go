@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -288,26 +289,26 @@ func TestReplayReproducesAndCounterfactuals(t *testing.T) {
 	require.NotNil(t, ep.Replay)
 	ctx := context.Background()
 
-	same, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{})
+	same, err := ep.Replay.Replay(ctx, episode.Counterfactual{})
 	require.NoError(t, err)
 	assert.Equal(t, ep.Score, same)
-	resim, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Resimulate: true})
+	resim, err := ep.Replay.Replay(ctx, episode.Counterfactual{Resimulate: true})
 	require.NoError(t, err)
 	assert.Equal(t, ep.Score, resim, "policies asked again with the same seeds answer the same")
 
 	// Seat 0 playing the null action "0": the total loses exactly its moves
 	// while the episode lasts as long (the game is not over sooner).
-	null, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{0}, Resimulate: true})
+	null, err := ep.Replay.Replay(ctx, episode.Counterfactual{Null: []int{0}, Resimulate: true})
 	require.NoError(t, err)
 	assert.Less(t, null.Team, ep.Score.Team)
 
 	// Nobody left to act: the engine ends the replay by itself, and the
 	// game scores no moves (v(∅) of Shapley).
-	absent, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{0, 1, 2}})
+	absent, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{0, 1, 2}})
 	require.NoError(t, err)
 	assert.Equal(t, env.Score{Team: 0, Agents: []float64{0, 0, 0}}, absent)
 
-	_, err = ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{7}})
+	_, err = ep.Replay.Replay(ctx, episode.Counterfactual{Null: []int{7}})
 	assert.ErrorContains(t, err, "seat 7 of 3")
 }
 
@@ -317,10 +318,10 @@ func TestCounterfactualNeedsDeclaration(t *testing.T) {
 		return &relay{seats: []env.Seat{{ID: "a", Role: "p"}}, target: 2}, nil
 	})
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())}))
-	_, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Absent: []int{0}})
-	assert.ErrorIs(t, err, env.ErrNoAbsence)
-	_, err = ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{0}})
-	assert.ErrorIs(t, err, env.ErrNoNullAction)
+	_, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Absent: []int{0}})
+	assert.ErrorIs(t, err, episode.ErrNoAbsence)
+	_, err = ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
+	assert.ErrorIs(t, err, episode.ErrNoNullAction)
 	assert.ErrorContains(t, err, `scenario plain role "p"`)
 }
 
@@ -394,16 +395,16 @@ func TestReseedAsksOneSeatAgain(t *testing.T) {
 	moves := func(score env.Score) float64 { return score.Team }
 	differs := 0
 	for salt := range uint64(8) {
-		got, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: salt + 1}})
+		got, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Reseed: map[int]uint64{1: salt + 1}})
 		require.NoError(t, err)
 		if moves(got) != moves(ep.Score) {
 			differs++
 		}
 	}
 	assert.Greater(t, differs, 4, "a reseeded seat plays other moves")
-	same, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: 5}})
+	same, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Reseed: map[int]uint64{1: 5}})
 	require.NoError(t, err)
-	again, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Reseed: map[int]uint64{1: 5}})
+	again, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Reseed: map[int]uint64{1: 5}})
 	require.NoError(t, err)
 	assert.Equal(t, same, again, "the same salt gives the same moves")
 }
@@ -444,11 +445,11 @@ func TestNoSeatLeftEndsTheEpisode(t *testing.T) {
 		for _, tc := range []struct {
 			name  string
 			hooks relayHooks
-			cf    *trajectories.Counterfactual
+			cf    *episode.Counterfactual
 		}{
 			{name: "all terminal at start", hooks: relayHooks{start: finishAll}},
-			{name: "all absent", cf: &trajectories.Counterfactual{Absent: []int{0, 1, 2}}},
-			{name: "all absent, resimulated", cf: &trajectories.Counterfactual{Absent: []int{0, 1, 2}, Resimulate: true}},
+			{name: "all absent", cf: &episode.Counterfactual{Absent: []int{0, 1, 2}}},
+			{name: "all absent, resimulated", cf: &episode.Counterfactual{Absent: []int{0, 1, 2}, Resimulate: true}},
 		} {
 			t.Run(sched.String()+"/"+tc.name, func(t *testing.T) {
 				sc := relayScenario(sched, 5, tc.hooks, nil)

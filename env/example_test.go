@@ -6,6 +6,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -53,7 +54,7 @@ func ExampleRunEpisode() {
 		Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()),
 	}))
 	fmt.Printf("%s: everyone on night 0, G = 4·e^(-2) = %.4f\n", ep.Status, ep.Score.Team)
-	home, _ := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{0}})
+	home, _ := ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
 	fmt.Printf("with patron 0 at home, G = 3·e^(-1.5) = %.4f\n", home.Team)
 	// Output:
 	// completed: everyone on night 0, G = 4·e^(-2) = 0.5413

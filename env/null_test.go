@@ -9,8 +9,8 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // TestNullActionByState plays a null action that depends on the state: a
@@ -39,7 +39,7 @@ func TestNullActionByState(t *testing.T) {
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	// b's null action is "hit" in waiting: it never stops, and the episode
 	// runs to the step limit.
-	score, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: []int{1}, Resimulate: true})
+	score, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{1}, Resimulate: true})
 	require.NoError(t, err)
 	assert.Greater(t, score.Team, ep.Score.Team)
 

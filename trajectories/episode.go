@@ -17,23 +17,6 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// The game types shared with the environment live in package episode; these
-// aliases keep the names callers of trajectories know.
-type (
-	Seat           = episode.Seat
-	Score          = episode.Score
-	Counterfactual = episode.Counterfactual
-	Replayer       = episode.Replayer
-	ReplayerFunc   = episode.ReplayerFunc
-)
-
-// Errors of counterfactual replays (episode.ErrNoAbsence,
-// episode.ErrNoNullAction).
-var (
-	ErrNoAbsence    = episode.ErrNoAbsence
-	ErrNoNullAction = episode.ErrNoNullAction
-)
-
 // Episode is one finished episode: its record, and the samples projected
 // from its emitted turns.
 type Episode struct {

@@ -56,7 +56,7 @@ func fxEpisode(rollout, group int64, n int, firstIndex int64) *trajectories.Epis
 			GroupIndex: group,
 			Status:     protocol.StatusCompleted,
 			End:        "terminated",
-			Score:      trajectories.Score{Team: 0.75},
+			Score:      episode.Score{Team: 0.75},
 		},
 	}
 	for i := range n {

@@ -46,7 +46,7 @@ func demoEpisode() *trajectories.Episode {
 			Status:     protocol.StatusCompleted,
 			End:        "terminated",
 			Steps:      2,
-			Seats:      []trajectories.Seat{{ID: "alice", Role: "speaker"}, {ID: "bob", Role: "listener"}},
+			Seats:      []episode.Seat{{ID: "alice", Role: "speaker"}, {ID: "bob", Role: "listener"}},
 			Turns: []episode.Turn{
 				{Step: 1, Seat: 0, Turn: 0, Action: "red"},
 				{Step: 2, Seat: 1, Turn: 0, Action: " "},
@@ -56,7 +56,7 @@ func demoEpisode() *trajectories.Episode {
 				{Message: protocol.Message{From: "alice", To: "bob", Kind: "word", Payload: "red", Time: 1, Seq: 1}, Recipients: []int{1}},
 				{Message: protocol.Message{From: "env", To: "*", Kind: "result", Payload: "", Time: 2, Seq: 2}, Recipients: []int{0, 1}},
 			},
-			Score: trajectories.Score{Team: 0.5, Agents: []float64{0.25, 0.25}},
+			Score: episode.Score{Team: 0.5, Agents: []float64{0.25, 0.25}},
 		},
 		Samples: []protocol.Sample{
 			{
@@ -129,7 +129,7 @@ sample 1  index 41  bob(listener) turn 0 step 2 state choosing
 func TestTranscriptReportsErrorsAndOddValues(t *testing.T) {
 	ep := demoEpisode()
 	ep.Status, ep.End, ep.Err = protocol.StatusFailed, "game_error", "step 2: apply: boom"
-	ep.Score = trajectories.Score{Team: math.Inf(-1)}
+	ep.Score = episode.Score{Team: math.Inf(-1)}
 	ep.Seats = ep.Seats[:1] // bob's turn now names a seat the episode lacks
 	ep.Samples = ep.Samples[:1]
 	ep.Samples[0].Reward = protocol.Reward{}

@@ -142,7 +142,7 @@ func edgeEpisode() *episode.Record {
 		End:        env.EndTerminated,
 		Err:        "bad \x80 byte",
 		Steps:      2,
-		Seats:      []trajectories.Seat{{ID: "a\u2028", Role: "r\"ole"}, {ID: "b", Role: "r"}},
+		Seats:      []episode.Seat{{ID: "a\u2028", Role: "r\"ole"}, {ID: "b", Role: "r"}},
 		Turns: []episode.Turn{
 			{
 				Step: 1, Seat: 0, Turn: 0, Action: "\xc3\x28", Emit: true,
@@ -162,7 +162,7 @@ func edgeEpisode() *episode.Record {
 			{Message: protocol.Message{From: "a", To: protocol.Channel("x"), Kind: "k", Payload: "p\xfe", Time: 1, Seq: 0}, Recipients: []int{1}},
 			{Message: protocol.Message{From: protocol.EnvSender, To: protocol.To("b"), Kind: "hint", Payload: "informs", Time: 1, Seq: 1, Quiet: true}, Recipients: []int{1}},
 		},
-		Score: trajectories.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
+		Score: episode.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
 	}
 }
 
@@ -211,10 +211,10 @@ func TestRoundTripOfEdgeCases(t *testing.T) {
 func TestNilAndEmptyStayApart(t *testing.T) {
 	empty := &episode.Record{
 		Params:   map[string]string{},
-		Seats:    []trajectories.Seat{},
+		Seats:    []episode.Seat{},
 		Turns:    []episode.Turn{{Legal: []string{}, Inbox: []int{}, Tokens: &agents.Tokens{Prompt: []int{}, Response: []int{}, LogProbs: []float64{}, LossMask: []int{}}}},
 		Messages: []episode.Message{},
-		Score:    trajectories.Score{Agents: []float64{}},
+		Score:    episode.Score{Agents: []float64{}},
 	}
 	got, _ := roundTrip(t, empty)
 	assert.Equal(t, empty, got)
@@ -296,7 +296,7 @@ func BenchmarkDecode(b *testing.B) {
 // 1500 prompt and 500 response tokens with log-probs and a chat prompt of
 // about 6 KB.
 func llmEpisode() *episode.Record {
-	ep := &episode.Record{Scenario: "llm", Status: protocol.StatusCompleted, End: env.EndTerminated, Seats: []trajectories.Seat{{ID: "a", Role: "r"}}}
+	ep := &episode.Record{Scenario: "llm", Status: protocol.StatusCompleted, End: env.EndTerminated, Seats: []episode.Seat{{ID: "a", Role: "r"}}}
 	for turn := range 20 {
 		tk := &agents.Tokens{}
 		for i := range 1500 {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -395,7 +396,7 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 	if ep.Replay == nil {
 		return fmt.Errorf("%w: the episode has no Replayer", ErrReplay)
 	}
-	for _, cf := range []trajectories.Counterfactual{{}, {Resimulate: true}} {
+	for _, cf := range []episode.Counterfactual{{}, {Resimulate: true}} {
 		score, err := ep.Replay.Replay(ctx, cf)
 		if err != nil {
 			return fmt.Errorf("%w: %+v: %w", ErrReplay, cf, err)
@@ -410,7 +411,7 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 	}
 	if spec.AbsentOK {
 		for _, resim := range []bool{false, true} {
-			cf := trajectories.Counterfactual{Absent: allSeats(len(ep.Seats)), Resimulate: resim}
+			cf := episode.Counterfactual{Absent: allSeats(len(ep.Seats)), Resimulate: resim}
 			score, err := ep.Replay.Replay(ctx, cf)
 			if err != nil {
 				return fmt.Errorf("%w: every seat absent (resimulate %v): %w", ErrCounterfactual, resim, err)
@@ -425,15 +426,15 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 		n = 8
 	}
 	for i := range min(n, len(ep.Seats)) {
-		var cfs []trajectories.Counterfactual
+		var cfs []episode.Counterfactual
 		if null, ok := spec.NullAction[ep.Seats[i].Role]; ok {
-			cfs = append(cfs, trajectories.Counterfactual{Replace: map[int]string{i: null}})
+			cfs = append(cfs, episode.Counterfactual{Replace: map[int]string{i: null}})
 		} else if spec.HasNullAction(ep.Seats[i].Role) {
 			// A null action by state: the engine's null policy plays it.
-			cfs = append(cfs, trajectories.Counterfactual{Null: []int{i}})
+			cfs = append(cfs, episode.Counterfactual{Null: []int{i}})
 		}
 		if spec.AbsentOK {
-			cfs = append(cfs, trajectories.Counterfactual{Absent: []int{i}})
+			cfs = append(cfs, episode.Counterfactual{Absent: []int{i}})
 		}
 		for _, cf := range cfs {
 			score, err := ep.Replay.Replay(ctx, cf)
@@ -481,7 +482,7 @@ const maxExactShapley = 12
 // Shapley: Σ φ_i = v(N) - v(∅)); empty is nil for the others.
 type creditCase struct {
 	a     trajectories.Allocator
-	empty *trajectories.Counterfactual
+	empty *episode.Counterfactual
 }
 
 // creditCases lists the counterfactual allocators of trajectories/credit
@@ -507,7 +508,7 @@ func creditCases(spec *env.CounterfactualSpec, seats []env.Seat) []creditCase {
 		out = append(out, creditCase{a: credit.Difference{Sim: sim}})
 	}
 	for _, mode := range modes {
-		empty := trajectories.Counterfactual{Resimulate: sim.Resimulate, TeamOnly: true}
+		empty := episode.Counterfactual{Resimulate: sim.Resimulate, TeamOnly: true}
 		if mode == credit.Absent {
 			empty.Absent = allSeats(len(seats))
 		} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -99,13 +100,13 @@ func TestCounterfactualsOfAnAdviser(t *testing.T) {
 			continue // a seed where o1 is the right option
 		}
 		ctx := context.Background()
-		without, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Null: []int{1}, Resimulate: true})
+		without, err := ep.Replay.Replay(ctx, episode.Counterfactual{Null: []int{1}, Resimulate: true})
 		require.NoError(t, err)
 		assert.Equal(t, 1.0, without.Team, "without the noise the decider is right")
-		absent, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{1}, Resimulate: true})
+		absent, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{1}, Resimulate: true})
 		require.NoError(t, err)
 		assert.Equal(t, without, absent, "absent is abstaining")
-		noDecider, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{3}, Resimulate: true})
+		noDecider, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{3}, Resimulate: true})
 		require.NoError(t, err)
 		assert.Equal(t, 0.0, noDecider.Team)
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -451,9 +452,9 @@ func TestCounterfactuals(t *testing.T) {
 	differs := 0
 	for seed := range uint64(40) {
 		ep := play(t, map[string]string{"skill": "0.3"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
-		lenient, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Replace: map[int]string{1: debate.NullVerdict}, Resimulate: true})
+		lenient, err := ep.Replay.Replay(ctx, episode.Counterfactual{Replace: map[int]string{1: debate.NullVerdict}, Resimulate: true})
 		require.NoError(t, err)
-		absent, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{1}, Resimulate: true})
+		absent, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{1}, Resimulate: true})
 		require.NoError(t, err)
 		assert.Equal(t, lenient, absent, "seed %d: a critic that accepts everything is an absent one", seed)
 		first := play(t, map[string]string{"rounds": "1"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
@@ -461,7 +462,7 @@ func TestCounterfactuals(t *testing.T) {
 		if lenient.Team != ep.Score.Team {
 			differs++
 		}
-		noSolver, err := ep.Replay.Replay(ctx, trajectories.Counterfactual{Absent: []int{0}})
+		noSolver, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{0}})
 		require.NoError(t, err)
 		assert.Equal(t, env.Score{Team: 0, Agents: []float64{0, 0}}, noSolver)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -98,7 +99,7 @@ func TestDifferenceRewardByReplay(t *testing.T) {
 	attendance := map[string]float64{"0": 3, "1": 1, "2": 1}
 	for i, night := range []string{"0", "0", "2", "1", "0"} {
 		want := phi(attendance[night]) - phi(attendance[night]-1)
-		for _, cf := range []trajectories.Counterfactual{
+		for _, cf := range []episode.Counterfactual{
 			{Replace: map[int]string{i: elfarol.NullAction}},
 			{Absent: []int{i}},
 		} {

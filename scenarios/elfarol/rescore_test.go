@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -59,7 +60,7 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 }
 
 // replay plays the counterfactual for real.
-func (w week) replay(t *testing.T, cf trajectories.Counterfactual) env.Score {
+func (w week) replay(t *testing.T, cf episode.Counterfactual) env.Score {
 	t.Helper()
 	s := w.setup
 	s.Counterfactual, s.Recorded = &cf, w.ep.Turns
@@ -70,7 +71,7 @@ func (w week) replay(t *testing.T, cf trajectories.Counterfactual) env.Score {
 
 // check asserts that Rescore, the episode's Replayer and a real replay
 // agree on cf, bit for bit, and that TeamOnly drops the agent scores only.
-func (w week) check(t *testing.T, cf trajectories.Counterfactual) {
+func (w week) check(t *testing.T, cf episode.Counterfactual) {
 	t.Helper()
 	want := w.replay(t, cf)
 	got, ok := w.game.Rescore(cf)
@@ -93,12 +94,12 @@ func TestRescoreEqualsAReplayForEverySeat(t *testing.T) {
 	}{{1, 1, 1}, {12, 3, 2}, {40, 7, 6}, {90, 20, 4.5}} {
 		for seed := range uint64(3) {
 			w := playWeek(t, tc.n, tc.k, tc.c, seed+1)
-			w.check(t, trajectories.Counterfactual{})
+			w.check(t, episode.Counterfactual{})
 			for i := range tc.n {
-				w.check(t, trajectories.Counterfactual{Null: []int{i}})
-				w.check(t, trajectories.Counterfactual{Absent: []int{i}})
-				w.check(t, trajectories.Counterfactual{Replace: map[int]string{i: strconv.Itoa((i + int(seed)) % tc.k)}})
-				w.check(t, trajectories.Counterfactual{Replace: map[int]string{i: "sunday"}})
+				w.check(t, episode.Counterfactual{Null: []int{i}})
+				w.check(t, episode.Counterfactual{Absent: []int{i}})
+				w.check(t, episode.Counterfactual{Replace: map[int]string{i: strconv.Itoa((i + int(seed)) % tc.k)}})
+				w.check(t, episode.Counterfactual{Replace: map[int]string{i: "sunday"}})
 			}
 		}
 	}
@@ -111,10 +112,10 @@ func TestRescoreEqualsAReplayForCoalitions(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
-	w.check(t, trajectories.Counterfactual{Absent: all})
+	w.check(t, episode.Counterfactual{Absent: all})
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
-		cf := trajectories.Counterfactual{Replace: map[int]string{}}
+		cf := episode.Counterfactual{Replace: map[int]string{}}
 		for i := range n {
 			switch rng.IntN(6) {
 			case 0:
@@ -135,7 +136,7 @@ func TestRescoreEqualsAReplayForCoalitions(t *testing.T) {
 
 func TestRescoreDeclinesWhatItCannotWorkOut(t *testing.T) {
 	w := playWeek(t, 10, 3, 2, 1)
-	for _, cf := range []trajectories.Counterfactual{
+	for _, cf := range []episode.Counterfactual{
 		{Null: []int{10}},
 		{Absent: []int{-1}},
 		{Replace: map[int]string{12: "0"}},
@@ -146,6 +147,6 @@ func TestRescoreDeclinesWhatItCannotWorkOut(t *testing.T) {
 		assert.False(t, ok, "%+v", cf)
 	}
 	unscored := &game{c: 1, choice: []int{0}, counts: []int{1}}
-	_, ok := unscored.Rescore(trajectories.Counterfactual{Null: []int{0}})
+	_, ok := unscored.Rescore(episode.Counterfactual{Null: []int{0}})
 	assert.False(t, ok, "a game not yet scored")
 }

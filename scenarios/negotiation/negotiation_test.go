@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -367,7 +368,7 @@ func TestCounterfactuals(t *testing.T) {
 	for seed := range uint64(20) {
 		ep := play(t, nil, seed, negotiation.Fair(), negotiation.Fair())
 		for seat := range 2 {
-			for _, cf := range []trajectories.Counterfactual{
+			for _, cf := range []episode.Counterfactual{
 				{Replace: map[int]string{seat: negotiation.NullAction}, Resimulate: true},
 				{Absent: []int{seat}, Resimulate: true},
 			} {

@@ -46,7 +46,7 @@
 // "": no word is sent. An absent speaker is the same as a silent one; an
 // absent listener picks nothing, so the episode fails. The listener's pick
 // depends on the word, so a counterfactual replay must re-simulate it
-// (trajectories.Counterfactual.Resimulate): replayed frozen, it repeats the
+// (episode.Counterfactual.Resimulate): replayed frozen, it repeats the
 // pick it made on hearing the word. Re-simulated, the speaker's difference
 // reward is G minus what the listener achieves without a word.
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -290,7 +291,7 @@ func TestCounterfactuals(t *testing.T) {
 	sc := signal.New()
 	p := params(t, sc, nil)
 	speaker, listener := named(t, sc, p, "scripted", signal.RoleSpeaker), named(t, sc, p, "scripted", signal.RoleListener)
-	replay := func(ep *trajectories.Episode, cf trajectories.Counterfactual) env.Score {
+	replay := func(ep *trajectories.Episode, cf episode.Counterfactual) env.Score {
 		t.Helper()
 		score, err := ep.Replay.Replay(ctx, cf)
 		require.NoError(t, err)
@@ -299,18 +300,18 @@ func TestCounterfactuals(t *testing.T) {
 	differs := 0
 	for seed := range uint64(40) {
 		ep := play(t, nil, seed, speaker, listener)
-		silent := replay(ep, trajectories.Counterfactual{Replace: map[int]string{0: signal.Silence}, Resimulate: true})
-		assert.Equal(t, silent, replay(ep, trajectories.Counterfactual{Absent: []int{0}, Resimulate: true}), "seed %d: an absent speaker is a silent one", seed)
+		silent := replay(ep, episode.Counterfactual{Replace: map[int]string{0: signal.Silence}, Resimulate: true})
+		assert.Equal(t, silent, replay(ep, episode.Counterfactual{Absent: []int{0}, Resimulate: true}), "seed %d: an absent speaker is a silent one", seed)
 		assert.Equal(t, play(t, nil, seed, agents.Replay(signal.Silence), listener).Score, silent, "seed %d", seed)
 		if silent.Team != ep.Score.Team {
 			differs++
 		}
 
-		frozen := replay(ep, trajectories.Counterfactual{Replace: map[int]string{0: signal.Silence}})
+		frozen := replay(ep, episode.Counterfactual{Replace: map[int]string{0: signal.Silence}})
 		assert.Equal(t, ep.Score, frozen, "seed %d: a frozen listener repeats its pick", seed)
 
-		assert.Equal(t, 0.0, replay(ep, trajectories.Counterfactual{Absent: []int{1}}).Team, "seed %d: nobody picks", seed)
-		assert.Equal(t, 0.0, replay(ep, trajectories.Counterfactual{Absent: []int{0, 1}}).Team)
+		assert.Equal(t, 0.0, replay(ep, episode.Counterfactual{Absent: []int{1}}).Team, "seed %d: nobody picks", seed)
+		assert.Equal(t, 0.0, replay(ep, episode.Counterfactual{Absent: []int{0, 1}}).Team)
 	}
 	assert.Greater(t, differs, 20, "silencing the scripted speaker changes most outcomes")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -34,7 +35,7 @@ func benchEpisodes(b *testing.B, sc env.Scenario, kv map[string]string, emit env
 			b.Fatal(ep.Err)
 		}
 		inner := ep.Replay
-		ep.Replay = trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (trajectories.Score, error) {
+		ep.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
 			replays.Add(1)
 			return inner.Replay(ctx, cf)
 		})
@@ -135,7 +136,7 @@ func BenchmarkShapleyExact12(b *testing.B) {
 						out = append(out, i)
 					}
 				}
-				if _, err := ep.Replay.Replay(context.Background(), trajectories.Counterfactual{Null: out}); err != nil {
+				if _, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: out}); err != nil {
 					b.Fatal(err)
 				}
 				n++

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -38,7 +39,7 @@ const DefaultCOMASamples = 16
 // NoteSamplesUsed); if not even one fits, Allocate fails with ErrBudget.
 //
 // Sampling u' from the agent's own policy instead needs the environment to
-// re-ask one seat with a different seed, which trajectories.Counterfactual
+// re-ask one seat with a different seed, which episode.Counterfactual
 // cannot express yet.
 type COMA struct {
 	Samples int // alternatives per agent at most; 0 means DefaultCOMASamples
@@ -126,7 +127,7 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 			return checkBudget(ep, cost(1), c.Sim)
 		}
 		short := false
-		var cfs []trajectories.Counterfactual
+		var cfs []episode.Counterfactual
 		type term struct{ seat, cf int } // cf -1: G(z)
 		var terms []term
 		for i, u := range order {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -69,7 +70,7 @@ func (d Difference) Needs() Needs { return Needs{Replay: true, Null: !d.Average}
 // Allocate implements trajectories.Allocator.
 func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	if !d.Average {
-		return perAgent(ctx, d.Sim, group, dst, func(i int) trajectories.Counterfactual {
+		return perAgent(ctx, d.Sim, group, dst, func(i int) episode.Counterfactual {
 			return d.Sim.without(Null, []int{i})
 		})
 	}
@@ -90,7 +91,7 @@ func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode,
 			cf   int // index into cfs, or -1 for G(z)
 		}
 		var terms []term
-		var cfs []trajectories.Counterfactual
+		var cfs []episode.Counterfactual
 		for i, seat := range ep.Seats {
 			if !want[i] {
 				continue
@@ -157,14 +158,14 @@ func (l LeaveOneOut) Needs() Needs { return l.Out.needs() }
 
 // Allocate implements trajectories.Allocator.
 func (l LeaveOneOut) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
-	return perAgent(ctx, l.Sim, group, dst, func(i int) trajectories.Counterfactual {
+	return perAgent(ctx, l.Sim, group, dst, func(i int) episode.Counterfactual {
 		return l.Sim.without(l.Out, []int{i})
 	})
 }
 
 // perAgent gives every agent with samples G(z) minus the team reward of
 // the counterfactual cf(i).
-func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(i int) trajectories.Counterfactual) error {
+func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(i int) episode.Counterfactual) error {
 	for e, ep := range group {
 		if !finished(ep) {
 			continue
@@ -175,7 +176,7 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 		}
 		want := emitted(ep, seats)
 		var who []int
-		var cfs []trajectories.Counterfactual
+		var cfs []episode.Counterfactual
 		for i := range ep.Seats {
 			if want[i] {
 				who = append(who, i)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -167,11 +168,11 @@ func TestCounterfactualsNeedTheScenarioToDeclareThem(t *testing.T) {
 	require.Empty(t, ep.Err)
 
 	_, err = allocate(credit.LeaveOneOut{}, ep)
-	require.ErrorIs(t, err, env.ErrNoAbsence)
+	require.ErrorIs(t, err, episode.ErrNoAbsence)
 	assert.Contains(t, err.Error(), "elfarol-bare")
 	for _, a := range []trajectories.Allocator{credit.Difference{}, credit.Shapley{Out: credit.Null}, credit.MonteCarloShapley{Out: credit.Null}} {
 		_, err = allocate(a, ep)
-		require.ErrorIs(t, err, env.ErrNoNullAction, a.Name())
+		require.ErrorIs(t, err, episode.ErrNoNullAction, a.Name())
 		assert.Contains(t, err.Error(), `role "patron"`)
 	}
 	// Alternative actions need no declaration.

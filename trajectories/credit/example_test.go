@@ -57,11 +57,11 @@ func Example_customAllocator() {
 	ep := &trajectories.Episode{
 		Record: episode.Record{
 			Status: protocol.StatusCompleted,
-			Seats:  []trajectories.Seat{{ID: "ann", Role: "player"}, {ID: "bob", Role: "player"}},
+			Seats:  []episode.Seat{{ID: "ann", Role: "player"}, {ID: "bob", Role: "player"}},
 			Turns: []episode.Turn{
 				{Step: 1, Seat: 0, Turn: 0}, {Step: 2, Seat: 1, Turn: 0}, {Step: 3, Seat: 0, Turn: 1},
 			},
-			Score: trajectories.Score{Team: 10, Agents: []float64{7, 3}},
+			Score: episode.Score{Team: 10, Agents: []float64{7, 3}},
 		},
 	}
 	for _, a := range ep.Turns {

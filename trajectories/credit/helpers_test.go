@@ -55,28 +55,28 @@ func (g game) episode(replays *atomic.Int64) *trajectories.Episode {
 			PolicySeed: 11,
 			Status:     protocol.StatusCompleted,
 			End:        "terminated",
-			Score:      trajectories.Score{Team: g.v[g.full()]},
+			Score:      episode.Score{Team: g.v[g.full()]},
 		},
 	}
 	for i := range g.k {
 		id := fmt.Sprintf("p%d", i)
-		ep.Seats = append(ep.Seats, trajectories.Seat{ID: id, Role: "player"})
+		ep.Seats = append(ep.Seats, episode.Seat{ID: id, Role: "player"})
 		ep.Turns = append(ep.Turns, episode.Turn{Step: 1, Seat: i, Action: "play"})
 		ep.Samples = append(ep.Samples, protocol.Sample{Metadata: protocol.Metadata{Agent: id, Role: "player", Step: 1}})
 	}
 	ep.Steps = 1
-	ep.Replay = trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (trajectories.Score, error) {
+	ep.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
 		if replays != nil {
 			replays.Add(1)
 		}
 		if len(cf.Replace) > 0 {
-			return trajectories.Score{}, errors.New("the game has no alternative actions")
+			return episode.Score{}, errors.New("the game has no alternative actions")
 		}
 		m := g.full()
 		for _, i := range slices.Concat(cf.Absent, cf.Null) {
 			m &^= 1 << i
 		}
-		return trajectories.Score{Team: g.v[m]}, ctx.Err()
+		return episode.Score{Team: g.v[m]}, ctx.Err()
 	})
 	return ep
 }
@@ -93,13 +93,13 @@ func allocate(a trajectories.Allocator, eps ...*trajectories.Episode) ([][]float
 // agentEpisode builds a finished episode of the given seats (id:role) with
 // team reward g and, when scores is non-nil, per-agent scores; each seat
 // takes turns[i] turns (one step each, every turn emitted).
-func agentEpisode(g float64, scores []float64, seats []trajectories.Seat, turns []int) *trajectories.Episode {
+func agentEpisode(g float64, scores []float64, seats []episode.Seat, turns []int) *trajectories.Episode {
 	ep := &trajectories.Episode{
 		Record: episode.Record{
 			Scenario: "test",
 			Status:   protocol.StatusCompleted,
 			Seats:    seats,
-			Score:    trajectories.Score{Team: g, Agents: scores},
+			Score:    episode.Score{Team: g, Agents: scores},
 		},
 	}
 	step := 0
@@ -115,10 +115,10 @@ func agentEpisode(g float64, scores []float64, seats []trajectories.Seat, turns 
 }
 
 // seats makes seats called a0, a1, ... with the given roles.
-func seats(roles ...string) []trajectories.Seat {
-	out := make([]trajectories.Seat, len(roles))
+func seats(roles ...string) []episode.Seat {
+	out := make([]episode.Seat, len(roles))
 	for i, r := range roles {
-		out[i] = trajectories.Seat{ID: fmt.Sprintf("a%d", i), Role: r}
+		out[i] = episode.Seat{ID: fmt.Sprintf("a%d", i), Role: r}
 	}
 	return out
 }

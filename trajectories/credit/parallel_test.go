@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
@@ -24,7 +24,7 @@ func TestReplaysRunInParallel(t *testing.T) {
 			g = game{4, append(g.v, g.v...)} // a fourth player who changes nothing
 			ep := g.episode(nil)
 			inner := ep.Replay
-			ep.Replay = trajectories.ReplayerFunc(func(ctx context.Context, cf trajectories.Counterfactual) (trajectories.Score, error) {
+			ep.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
 				time.Sleep(time.Second)
 				return inner.Replay(ctx, cf)
 			})

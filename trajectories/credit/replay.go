@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -92,8 +93,8 @@ func (p Presence) needs() Needs {
 
 // without returns the counterfactual in which the given seats are out of
 // the coalition.
-func (s Sim) without(p Presence, out []int) trajectories.Counterfactual {
-	cf := trajectories.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true}
+func (s Sim) without(p Presence, out []int) episode.Counterfactual {
+	cf := episode.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true}
 	if p == Null {
 		cf.Null = out
 	} else {
@@ -103,8 +104,8 @@ func (s Sim) without(p Presence, out []int) trajectories.Counterfactual {
 }
 
 // replace returns the counterfactual in which seat i plays action.
-func (s Sim) replace(i int, action string) trajectories.Counterfactual {
-	return trajectories.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true, Replace: map[int]string{i: action}}
+func (s Sim) replace(i int, action string) episode.Counterfactual {
+	return episode.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true, Replace: map[int]string{i: action}}
 }
 
 // run re-simulates ep under the counterfactuals cf(0), ..., cf(n-1) and
@@ -113,7 +114,7 @@ func (s Sim) replace(i int, action string) trajectories.Counterfactual {
 // replay shares (a scenario that declares no absence) then costs one
 // replay. A failure stops the workers from taking more, and the error of
 // the lowest failing index is returned.
-func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) trajectories.Counterfactual) ([]float64, error) {
+func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
 	// An episode that cannot be replayed is an error even when it needs
 	// no replay, so that the allocator fails the same way on every episode.
 	if ep.Replay == nil {
@@ -184,12 +185,12 @@ func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k
 }
 
 // runList is run over a list of counterfactuals.
-func (s Sim) runList(ctx context.Context, ep *trajectories.Episode, cfs []trajectories.Counterfactual) ([]float64, error) {
-	return s.run(ctx, ep, len(cfs), func(k int) trajectories.Counterfactual { return cfs[k] })
+func (s Sim) runList(ctx context.Context, ep *trajectories.Episode, cfs []episode.Counterfactual) ([]float64, error) {
+	return s.run(ctx, ep, len(cfs), func(k int) episode.Counterfactual { return cfs[k] })
 }
 
 // describe names a counterfactual for an error message.
-func describe(ep *trajectories.Episode, cf trajectories.Counterfactual) string {
+func describe(ep *trajectories.Episode, cf episode.Counterfactual) string {
 	seats := func(idx []int) string {
 		if len(idx) > 4 {
 			return strconv.Itoa(len(idx)) + " seats"

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -77,7 +78,7 @@ func (sh Shapley) Allocate(ctx context.Context, group []*trajectories.Episode, d
 		if err := checkBudget(ep, full, sh.Sim); err != nil {
 			return err
 		}
-		v, err := sh.Sim.run(ctx, ep, full, func(mask int) trajectories.Counterfactual {
+		v, err := sh.Sim.run(ctx, ep, full, func(mask int) episode.Counterfactual {
 			out := make([]int, 0, k-bits.OnesCount(uint(mask)))
 			for i := range k {
 				if mask&(1<<i) == 0 {
@@ -254,7 +255,7 @@ func (m MonteCarloShapley) estimate(ctx context.Context, ep *trajectories.Episod
 		return nil, 0, fmt.Errorf("%w: episode %d of %s: one permutation of %d agents needs up to %d re-simulations, the budget is %d", ErrBudget, ep.Index, ep.Scenario, k, k, budget)
 	}
 
-	v, err := m.Sim.run(ctx, ep, len(coalitions), func(n int) trajectories.Counterfactual {
+	v, err := m.Sim.run(ctx, ep, len(coalitions), func(n int) episode.Counterfactual {
 		out := []int{}
 		for i := range k {
 			if coalitions[n][i/64]&(1<<(i%64)) == 0 {

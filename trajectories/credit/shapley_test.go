@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -233,8 +234,8 @@ func TestReplayErrorsAreReportedNotZeroed(t *testing.T) {
 	g := gloveGame()
 	ep := g.episode(nil)
 	boom := errors.New("boom")
-	ep.Replay = trajectories.ReplayerFunc(func(context.Context, trajectories.Counterfactual) (trajectories.Score, error) {
-		return trajectories.Score{}, boom
+	ep.Replay = episode.ReplayerFunc(func(context.Context, episode.Counterfactual) (episode.Score, error) {
+		return episode.Score{}, boom
 	})
 	for _, a := range []trajectories.Allocator{credit.Shapley{}, credit.MonteCarloShapley{}, credit.LeaveOneOut{Sim: credit.Sim{Parallel: 3}}, credit.Difference{}} {
 		_, err := allocate(a, ep)
@@ -254,15 +255,15 @@ func TestTheFirstFailingReplayIsReportedWhateverTheTiming(t *testing.T) {
 	ep := g.episode(nil)
 	// Coalitions {0, 2, 5} (mask 37, the 38th re-simulated) and {1, 4, 5}
 	// (mask 50) fail.
-	ep.Replay = trajectories.ReplayerFunc(func(_ context.Context, cf trajectories.Counterfactual) (trajectories.Score, error) {
+	ep.Replay = episode.ReplayerFunc(func(_ context.Context, cf episode.Counterfactual) (episode.Score, error) {
 		m := g.full()
 		for _, i := range cf.Absent {
 			m &^= 1 << i
 		}
 		if m == 37 || m == 50 {
-			return trajectories.Score{}, errors.New("bad coalition")
+			return episode.Score{}, errors.New("bad coalition")
 		}
-		return trajectories.Score{Team: g.v[m]}, nil
+		return episode.Score{Team: g.v[m]}, nil
 	})
 	for range 20 {
 		_, err := allocate(credit.Shapley{Sim: credit.Sim{Parallel: 4}}, ep)
