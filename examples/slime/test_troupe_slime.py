@@ -1280,47 +1280,27 @@ class ClientTest(unittest.TestCase):
                 self.assertEqual(out[0].get_reward_value(args), 0.0)
 
 
-class FlakyProxy:
+class FlakyProxy(StubService):
     """A local HTTP proxy that answers 503 shutting_down to its first
     `failures` requests, then forwards to the troupe service."""
 
     def __init__(self, upstream, failures):
         self.upstream, self.failures, self.calls = upstream, failures, 0
-        proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                proxy.calls += 1
-                if proxy.calls <= proxy.failures:
-                    data = json.dumps({"error": {"code": "shutting_down", "message": "draining"}}).encode()
-                    status = 503
-                else:
-                    req = urllib.request.Request(proxy.upstream + self.path, data=body, method="POST",
-                                                 headers={k: v for k, v in self.headers.items()
-                                                          if k.lower() in ("content-type", "authorization")})
-                    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                    with opener.open(req, timeout=60) as resp:
-                        data, status = resp.read(), resp.status
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        def handler(body):
+            self.calls += 1
+            if self.calls <= self.failures:
+                data = json.dumps({"error": {"code": "shutting_down", "message": "draining"}}).encode()
+                status = 503
+            else:
+                req = urllib.request.Request(self.upstream + "/v1/rollouts", data=json.dumps(body).encode(), method="POST",
+                                             headers={"Content-Type": "application/json", "Authorization": "Bearer " + TOKEN})
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                with opener.open(req, timeout=60) as resp:
+                    data, status = resp.read(), resp.status
+            return status, data, {"Content-Type": "application/json", "Content-Length": str(len(data))}
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(handler)
 
 
 if __name__ == "__main__":
