@@ -527,7 +527,14 @@ func (e *Engine) actors(game Game) ([]int, error) {
 	var named []int
 	sch, scheduled := game.(Scheduler)
 	if scheduled {
+		// The game's own list is checked as the game gave it, before the
+		// async schedule merges in the agents that have mail: a seat named
+		// twice or out of order is the game's error, not something to
+		// tidy away.
 		named = sch.Next(&e.step)
+		if err := e.checkNamed(named); err != nil {
+			return nil, err
+		}
 	}
 	switch e.info.Schedule {
 	case Sequential, Simultaneous:
@@ -546,25 +553,31 @@ func (e *Engine) actors(game Game) ([]int, error) {
 		} else {
 			named = append(slices.Clone(named), e.ready(true)...)
 			slices.Sort(named)
-			named = slices.Compact(named)
-		}
-	}
-	for k, i := range named {
-		if i < 0 || i >= len(e.seats) {
-			return nil, fmt.Errorf("step %d: the game named seat %d of %d", e.step.time, i, len(e.seats))
-		}
-		if k > 0 && named[k-1] >= i {
-			return nil, fmt.Errorf("step %d: the game named seats out of order or twice: %v", e.step.time, named)
-		}
-		m := e.machines[i]
-		if !e.step.Active(i) {
-			return nil, fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, m.State())
-		}
-		if !m.Acting() {
-			return nil, fmt.Errorf("step %d: the game named agent %q, whose role %q does not act in state %q", e.step.time, e.seats[i].ID, e.seats[i].Role, m.State())
+			named = slices.Compact(named) // a named seat may also have mail
 		}
 	}
 	return named, nil
+}
+
+// checkNamed checks the seats a Scheduler named: in range, in seat order,
+// each once, present and in one of its role's acting states.
+func (e *Engine) checkNamed(named []int) error {
+	for k, i := range named {
+		if i < 0 || i >= len(e.seats) {
+			return fmt.Errorf("step %d: the game named seat %d of %d", e.step.time, i, len(e.seats))
+		}
+		if k > 0 && named[k-1] >= i {
+			return fmt.Errorf("step %d: the game named seats out of order or twice: %v", e.step.time, named)
+		}
+		m := e.machines[i]
+		if !e.step.Active(i) {
+			return fmt.Errorf("step %d: the game named agent %q, which is absent or in terminal state %q", e.step.time, e.seats[i].ID, m.State())
+		}
+		if !m.Acting() {
+			return fmt.Errorf("step %d: the game named agent %q, whose role %q does not act in state %q", e.step.time, e.seats[i].ID, e.seats[i].Role, m.State())
+		}
+	}
+	return nil
 }
 
 // anyActive reports whether some seat is present and not in a terminal

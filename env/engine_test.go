@@ -480,3 +480,24 @@ func TestNoSeatLeftEndsTheEpisode(t *testing.T) {
 		}
 	}
 }
+
+// A Scheduler's list is checked as the game gave it, in every schedule:
+// the async schedule, which merges in the agents that have mail, must not
+// tidy a seat named twice into a valid list.
+func TestSchedulerListIsCheckedAsGiven(t *testing.T) {
+	for _, sched := range []env.Schedule{env.Simultaneous, env.Async} {
+		for _, tc := range []struct {
+			named []int
+			want  string
+		}{
+			{[]int{0, 0}, "out of order or twice"},
+			{[]int{1, 0}, "out of order or twice"},
+			{[]int{5}, "named seat 5 of 3"},
+		} {
+			next := func(*env.Step) []int { return tc.named }
+			ep := runOne(t, relayScenario(sched, 3, relayHooks{next: next}, nil), agents.Replay("1", "2", "3"), nil)
+			assert.Equal(t, protocol.StatusFailed, ep.Status, "%v %v", sched, tc.named)
+			assert.Contains(t, ep.Err, tc.want, "%v %v", sched, tc.named)
+		}
+	}
+}
