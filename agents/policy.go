@@ -39,11 +39,11 @@ type Observation struct {
 
 // Intn returns a uniform integer in [0, n) drawn from the turn's seed and the
 // stream number k, so one turn can draw several independent numbers.
-func (o *Observation) Intn(k uint64, n int) int { return seeds.Intn(seeds.Mix(o.Seed, k), n) }
+func (o *Observation) Intn(k uint64, n int) int { return seeds.Intn(seeds.Mix1(o.Seed, k), n) }
 
 // Float64 returns a uniform float in [0, 1) drawn from the turn's seed and the
 // stream number k.
-func (o *Observation) Float64(k uint64) float64 { return seeds.Float64(seeds.Mix(o.Seed, k)) }
+func (o *Observation) Float64(k uint64) float64 { return seeds.Float64(seeds.Mix1(o.Seed, k)) }
 
 // Tokens is what an LLM policy knows about the tokens behind its answer.
 // Prompt then Response make up the sample's tokens. LogProbs, when non-nil,
@@ -114,13 +114,18 @@ var ErrNoLegalActions = errors.New("no legal actions to choose from")
 
 // Random returns the uniform random policy: it picks one of obs.Legal using
 // the turn's seed, so its choices are reproducible.
-func Random() Policy {
-	return PolicyFunc(func(_ context.Context, obs *Observation) (Action, error) {
-		if len(obs.Legal) == 0 {
-			return Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, ErrNoLegalActions)
-		}
-		return Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
-	})
+func Random() Policy { return &random{} }
+
+// random is Random's policy: a type of its own rather than a PolicyFunc,
+// which would cost every turn a second indirect call (and a pointer
+// receiver, which spares it the wrapper a value in an interface needs).
+type random struct{}
+
+func (*random) Act(_ context.Context, obs *Observation) (Action, error) {
+	if len(obs.Legal) == 0 {
+		return Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, ErrNoLegalActions)
+	}
+	return Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
 }
 
 // ErrReplayExhausted is returned by Replay when asked for a turn beyond its

@@ -79,9 +79,33 @@ func (s *Ints) Text(v int) string {
 // Parse reads text as an integer of the range, written as Legal writes it
 // (no sign on non-negative numbers, no leading zeros, no spaces).
 func (s *Ints) Parse(text string) (int, error) {
-	v, err := strconv.Atoi(text)
+	v, err := digits(text)
+	if err != nil {
+		v, err = strconv.Atoi(text)
+	}
 	if err != nil || !s.Contains(v) || s.legal[v-s.lo] != text {
 		return 0, fmt.Errorf("%w: %q is not an integer from %d to %d", ErrNotInSpace, text, s.lo, s.hi)
+	}
+	return v, nil
+}
+
+// errNotDigits: digits leaves the text to strconv.
+var errNotDigits = errors.New("not a short run of digits")
+
+// digits parses a short run of decimal digits, a move's usual text, without
+// strconv's generality (signs, underscores, overflow); anything else is
+// errNotDigits. Parse checks the text's canonical form after either.
+func digits(text string) (int, error) {
+	if len(text) == 0 || len(text) > 9 {
+		return 0, errNotDigits
+	}
+	v := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c < '0' || c > '9' {
+			return 0, errNotDigits
+		}
+		v = v*10 + int(c-'0')
 	}
 	return v, nil
 }

@@ -84,12 +84,16 @@ func TestSpacePolicies(t *testing.T) {
 
 func FuzzIntsParse(f *testing.F) {
 	s := agents.IntRange(-5, 100)
-	for _, seed := range []string{"0", "-5", "100", "101", "007", "-0", " 3"} {
+	for _, seed := range []string{"0", "-5", "100", "101", "007", "-0", " 3", "+7", "1_0", "999999999", "4294967296"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		v, err := s.Parse(text)
 		if err != nil {
+			// Every number of the range in its canonical form is accepted.
+			if n, aerr := strconv.Atoi(text); aerr == nil && s.Contains(n) && strconv.Itoa(n) == text {
+				t.Fatalf("Parse(%q) refused a number of the space: %v", text, err)
+			}
 			return
 		}
 		if !s.Contains(v) || s.Text(v) != text || strconv.Itoa(v) != text {

@@ -91,6 +91,10 @@ type MemBus struct {
 	// episodes' log and recipients: the next episode's start with that
 	// capacity rather than growing, copy after copy, to it.
 	logHint, recipientsHint int
+	// spareLog and spareRecipients, when lent (lend), are the arrays the
+	// next episode writes its log and recipients into.
+	spareLog        []episode.Message
+	spareRecipients []int
 }
 
 // NewMemBus returns an empty in-process bus.
@@ -119,16 +123,29 @@ func (b *MemBus) Reset(ids []string) {
 		b.mail[i] = b.mail[i][:0]
 	}
 	b.queue = 0
-	// The previous episode keeps its log and its recipients.
+	// The previous episode keeps its log and its recipients; the next one
+	// writes into lent arrays (lend) or new ones.
 	b.logHint, b.recipientsHint = hint(b.logHint, len(b.log)), hint(b.recipientsHint, len(b.recipients))
-	b.log, b.recipients = nil, nil
-	if b.logHint > 0 {
+	b.log, b.recipients = b.spareLog, b.spareRecipients
+	b.spareLog, b.spareRecipients = nil, nil
+	if cap(b.log) < b.logHint {
 		b.log = make([]episode.Message, 0, b.logHint)
 	}
-	if b.recipientsHint > 0 {
+	if cap(b.recipients) < b.recipientsHint {
 		b.recipients = make([]int, 0, b.recipientsHint)
 	}
 }
+
+// lend gives the bus arrays for the next episode's log and recipients (see
+// record): empty, and not used by anyone else from now on. The engine
+// lends a recycled record's arrays, or a replay's own, which nothing kept.
+func (b *MemBus) lend(log []episode.Message, recipients []int) {
+	b.spareLog, b.spareRecipients = log[:0], recipients[:0]
+}
+
+// arrays returns the arrays behind the current episode's log and
+// recipients, whether or not a message used them.
+func (b *MemBus) arrays() ([]episode.Message, []int) { return b.log, b.recipients }
 
 // Join implements Bus.
 func (b *MemBus) Join(seat int, channel string) {
@@ -152,7 +169,7 @@ func (b *MemBus) Leave(seat int, channel string) {
 // Send implements Bus.
 func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 	if m.From != protocol.EnvSender {
-		if _, ok := b.index[m.From]; !ok {
+		if _, ok := b.seatOf(m.From); !ok {
 			return m, fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
 		}
 	}
@@ -176,7 +193,7 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 			}
 		}
 	default:
-		i, ok := b.index[string(m.To)]
+		i, ok := b.seatOf(string(m.To))
 		if !ok {
 			return m, fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(m.From), m.To)
 		}
@@ -192,6 +209,22 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 	}
 	b.log = append(b.log, episode.Message{Message: m, Recipients: to})
 	return m, nil
+}
+
+// seatOf returns the seat of the agent called id. A few seats are
+// scanned: comparing an id with the seat's own string, usually the same
+// bytes, is cheaper than hashing it.
+func (b *MemBus) seatOf(id string) (int, bool) {
+	if len(b.ids) <= 8 {
+		for i, s := range b.ids {
+			if s == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	i, ok := b.index[id]
+	return i, ok
 }
 
 // sender names a message's sender in an error.

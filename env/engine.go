@@ -75,13 +75,17 @@ var Forfeit = InvalidRule{Mode: InvalidEnd, Penalty: -1, Bonus: 1}
 // -1.5, the others +0.5.
 var SpiralPenalty = InvalidRule{Mode: InvalidEnd, Penalty: -1.5, Bonus: 0.5}
 
-// PolicyFor chooses the policy of each seat of an episode.
+// PolicyFor chooses the policy of each seat of an episode. It must be a
+// function of the seat: the same seat gets the same policy every time, so
+// that an engine may ask once for the seats of many episodes and keep the
+// answers (LocalExecutor's episodes do). It may be called concurrently.
 type PolicyFor func(seat Seat) agents.Policy
 
 // SamePolicy plays p in every seat: self-play.
 func SamePolicy(p agents.Policy) PolicyFor { return func(Seat) agents.Policy { return p } }
 
-// EmitFilter chooses whose turns become samples.
+// EmitFilter chooses whose turns become samples. Like PolicyFor, it must
+// be a function of the seat.
 type EmitFilter func(seat Seat) bool
 
 // EmitRoles emits the turns of the given roles only (the learners, when
@@ -120,9 +124,14 @@ type Setup struct {
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
-	// turns, when set, lends the episode its Turns array (see
-	// RecyclingOutput).
-	turns *turnPool
+	// records, when set, lends the episode its record and the arrays
+	// behind it (see RecyclingOutput).
+	records *recordPool
+	// policyKey, when not nil, says that every setup with the same key
+	// has the same Policy and Emit, so that an engine may keep their
+	// answers for the same seats (Engine.seatPolicies). LocalExecutor
+	// sets it to itself, and replays keep their episode's.
+	policyKey any
 }
 
 // Engine runs episodes. It keeps its agents' state machines and buffers
@@ -140,9 +149,19 @@ type Engine struct {
 	absent   []bool
 	turns    []int // per seat: turns taken
 	cursor   []int // per seat: mailbox entries already observed
-	// lastTurn is, per seat, the index in rec.Turns of its latest turn,
-	// or -1.
+	// lastTurn is, per seat, 1 + the index in rec.Turns of its latest
+	// turn, or 0 before its first: zero, as resize leaves it.
 	lastTurn []int
+	// base and emit are setup.Policy's and setup.Emit's answers for the
+	// seats, asked for policyKey's episodes (seatPolicies); policies are
+	// the policies of this episode: base, or cfPolicies, base changed by
+	// the counterfactual, with frozen as the replayed seats' policies.
+	base       []agents.Policy
+	cfPolicies []agents.Policy
+	frozen     []frozen
+	// policyKey and emitKey are the Setup.policyKey that base and emit
+	// were asked for, or nil.
+	policyKey, emitKey any
 	// replaying is the setup of the counterfactual replay being played;
 	// an episode's own setup is in its replayer.
 	replaying Setup
@@ -176,6 +195,15 @@ type Engine struct {
 	moves     []Move
 	errs      []error
 	current   Game
+	// scheduler and byState are current's optional interfaces, or nil.
+	scheduler Scheduler
+	byState   StateObserver
+	// scratch is the record of the replay being played (see run).
+	scratch episode.Record
+	// busArraysFree says that the bus's current log and recipients
+	// arrays belong to no record (the last episode was a replay), so the
+	// next replay may write over them.
+	busArraysFree bool
 }
 
 // NewEngine returns an engine with an in-process bus.
@@ -214,31 +242,58 @@ func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 //   - failed: the game broke (an error from Start or Apply, an impossible
 //     transition, bad seats, a panic).
 func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
+	ep := e.run(ctx, setup)
+	if ep == &e.scratch {
+		// A replay's record is the engine's own (see run): the caller gets
+		// a copy.
+		rec := *ep
+		return &rec
+	}
+	return ep
+}
+
+// run is Run, except that a counterfactual replay's record is the engine's
+// scratch record, valid until the engine's next episode: a replayer reads
+// its score and drops it, and allocates nothing for it.
+func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	info := setup.Scenario.Info()
 	// The record and its replayer, which holds the episode's setup (the
-	// engine reads it through e.setup meanwhile), are one allocation. A
-	// replay records no replayer and keeps its setup in the engine.
+	// engine reads it through e.setup meanwhile), are one allocation, or
+	// none when the run recycles records. A replay records no replayer and
+	// keeps its setup in the engine.
 	var ep *episode.Record
-	var rp *replay
+	var r *record
 	if setup.Counterfactual == nil {
-		both := &recordAndReplay{rp: replay{setup: setup}}
-		ep, rp = &both.rec, &both.rp
-		ep.Turns = setup.turns.get(e.turnHint)
+		r = newRecord(&setup)
+		ep = &r.rec
+		if cap(ep.Turns) < e.turnHint {
+			ep.Turns = make([]episode.Turn, 0, e.turnHint)
+		}
 		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
 		defer func() { e.turnHint = hint(e.turnHint, len(ep.Turns)) }()
-		e.setup = &rp.setup
+		e.setup = &r.rp.setup
+		if mb, ok := e.bus.(*MemBus); ok {
+			mb.lend(r.log, r.recipients)
+		}
 	} else {
-		ep = &episode.Record{}
+		e.scratch = episode.Record{}
+		ep = &e.scratch
 		e.replaying = setup
 		e.setup = &e.replaying
+		if mb, ok := e.bus.(*MemBus); ok && e.busArraysFree {
+			// A replay keeps no log: the last replay's arrays serve again.
+			log, recipients := mb.arrays()
+			clear(log)
+			mb.lend(log, recipients)
+		}
+		defer func() { e.busArraysFree = true }()
 	}
 	ep.Scenario, ep.Params, ep.Seed, ep.PolicySeed = info.Name, setup.Params.raw, setup.Seed, setup.PolicySeed
 	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
 	e.info, e.rec = info, ep
 	defer func() {
-		e.setup, e.rec, e.current = nil, nil, nil
+		e.setup, e.rec, e.current, e.scheduler, e.byState = nil, nil, nil, nil, nil
 		e.replaying = Setup{}
-		clear(e.policies)
 	}()
 
 	runCtx := ctx
@@ -263,11 +318,15 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 		}
 	}
 	if setup.Counterfactual == nil {
-		e.inboxes()
+		e.inboxes(r)
 		// Messages still queued (sent in a step that failed) get the
 		// recipients they would have reached.
 		e.bus.Deliver()
 		ep.Messages = e.bus.Log()
+		if mb, ok := e.bus.(*MemBus); ok {
+			r.log, r.recipients = mb.arrays()
+		}
+		e.busArraysFree = false
 		ep.Label = e.label()
 		// A game that ended by its own rules can answer frozen
 		// counterfactuals from its final state (Rescorer): the replayer
@@ -276,8 +335,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent || ep.End == EndNoSeats) {
 			done = e.current
 		}
-		rp.seats, rp.recorded, rp.done = e.seats, ep.Turns, done
-		ep.Replay = rp
+		r.rp.seats, r.rp.recorded, r.rp.done = e.seats, ep.Turns, done
 	}
 	return ep
 }
@@ -313,6 +371,8 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		return protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err)
 	}
 	e.current = game
+	e.scheduler, _ = game.(Scheduler)
+	e.byState, _ = game.(StateObserver)
 	if err := e.seat(game.Seats()); err != nil {
 		return protocol.StatusFailed, EndGameError, err
 	}
@@ -407,7 +467,7 @@ func (e *Engine) seat(seats []Seat) error {
 		}
 		// A copy: a game may reuse its slice for other seats.
 		e.checked, e.checkedInfo, e.ids = slices.Clone(seats), e.info, ids
-		e.seated = false
+		e.seated, e.policyKey, e.emitKey = false, nil, nil
 	}
 	ids := e.ids
 	n := len(seats)
@@ -443,29 +503,28 @@ func (e *Engine) seat(seats []Seat) error {
 		e.seated = true
 	}
 	e.absent = resize(e.absent, n)
-	e.emit = resize(e.emit, n)
 	e.turns = resize(e.turns, n)
 	e.cursor = resize(e.cursor, n)
 	e.lastTurn = resize(e.lastTurn, n)
-	e.policies = resize(e.policies, n)
+	if err := e.seatPolicies(seats); err != nil {
+		return err
+	}
 	cf := e.setup.Counterfactual
+	if cf == nil {
+		e.policies = e.base
+		return nil
+	}
 	var recorded [][]string
-	if cf != nil && !cf.Resimulate {
+	if !cf.Resimulate {
 		recorded = e.setup.recordedBySeat
 		if len(recorded) != n {
 			recorded = splitBySeat(e.setup.Recorded, n)
 		}
 	}
+	e.cfPolicies = append(e.cfPolicies[:0], e.base...)
+	e.policies = e.cfPolicies
+	e.frozen = grow(e.frozen, n)
 	for i, s := range seats {
-		e.lastTurn[i] = -1
-		e.emit[i] = e.setup.Emit == nil || e.setup.Emit(s)
-		e.policies[i] = e.setup.Policy(s)
-		if e.policies[i] == nil {
-			return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
-		}
-		if cf == nil {
-			continue
-		}
 		if slices.Contains(cf.Absent, i) {
 			e.absent[i] = true
 		}
@@ -484,8 +543,40 @@ func (e *Engine) seat(seats []Seat) error {
 		} else if _, ok := cf.Reseed[i]; ok {
 			// keep the live policy: act() salts its seeds
 		} else if recorded != nil {
-			e.policies[i] = frozen(recorded[i], e.policies[i])
+			e.frozen[i] = frozen{actions: recorded[i], live: e.base[i]}
+			e.policies[i] = &e.frozen[i]
 		}
+	}
+	return nil
+}
+
+// seatPolicies asks setup.Policy and setup.Emit about every seat, into
+// e.base and e.emit, unless the engine holds their answers for these seats
+// and this executor already: a PolicyFor and an EmitFilter answer the same
+// for the same seat every time (see PolicyFor), and LocalExecutor's
+// episodes share both (Setup.policyKey). A replay's Emit (emitNone) is
+// never asked: it records no turn.
+func (e *Engine) seatPolicies(seats []Seat) error {
+	key := e.setup.policyKey
+	n := len(seats)
+	if key == nil || key != e.policyKey {
+		e.policyKey = nil
+		e.base = resize(e.base, n)
+		for i, s := range seats {
+			e.base[i] = e.setup.Policy(s)
+			if e.base[i] == nil {
+				return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
+			}
+		}
+		e.policyKey = key
+	}
+	if e.setup.Counterfactual == nil && (key == nil || key != e.emitKey) {
+		e.emitKey = nil
+		e.emit = resize(e.emit, n)
+		for i, s := range seats {
+			e.emit[i] = e.setup.Emit == nil || e.setup.Emit(s)
+		}
+		e.emitKey = key
 	}
 	return nil
 }
@@ -525,7 +616,7 @@ func resize[T any](s []T, n int) []T {
 // act (see Schedule).
 func (e *Engine) actors(game Game) ([]int, error) {
 	var named []int
-	sch, scheduled := game.(Scheduler)
+	sch, scheduled := e.scheduler, e.scheduler != nil
 	if scheduled {
 		// The game's own list is checked as the game gave it, before the
 		// async schedule merges in the agents that have mail: a seat named
@@ -628,43 +719,41 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	e.moves = grow(e.moves, n)
 	e.errs = resize(e.errs, n)
 	// Every actor observes the state before any of them acts.
-	byState, _ := game.(StateObserver)
+	byState := e.byState
 	for k, i := range actors {
-		var view View
+		v := &e.views[k]
 		if byState != nil {
-			view = byState.ObserveIn(i, e.machines[i].State())
+			*v = byState.ObserveIn(i, e.machines[i].State())
 		} else {
-			view = game.Observe(i)
+			*v = game.Observe(i)
 		}
 		mail := e.bus.Mailbox(i)
-		e.views[k] = view
-		e.obs[k] = agents.Observation{
-			Agent: e.seats[i].ID,
-			Role:  e.seats[i].Role,
-			State: e.machines[i].State(),
-			Turn:  e.turns[i],
-			Step:  e.step.time,
-			View:  view.Text,
-			Inbox: mail[e.cursor[i]:],
-			Seen:  mail,
-			Legal: view.Legal,
-			Seed:  e.turnSeed(i),
-		}
+		// Field by field, in place: a composite literal is built aside and
+		// copied, pointers and all.
+		o := &e.obs[k]
+		o.Agent, o.Role = e.seats[i].ID, e.seats[i].Role
+		o.State = e.machines[i].State()
+		o.Turn, o.Step = e.turns[i], e.step.time
+		o.View, o.Legal = v.Text, v.Legal
+		o.Inbox, o.Seen = mail[e.cursor[i]:], mail
+		o.Seed = e.turnSeed(i)
 		e.cursor[i] = len(mail)
 	}
 	if e.setup.ParallelPolicies && n > 1 {
 		var g errgroup.Group
 		for k := range n {
-			g.Go(func() error { e.ask(ctx, actors, k); return nil })
+			g.Go(func() error { e.askFrom(ctx, actors, k, k+1); return nil })
 		}
 		_ = g.Wait()
 	} else {
-		for k := range n {
-			e.ask(ctx, actors, k)
+		for k := 0; k < n; {
+			k = e.askFrom(ctx, actors, k, n)
 		}
 	}
-	if err := errors.Join(e.errs...); err != nil {
-		return err
+	for _, err := range e.errs {
+		if err != nil {
+			return errors.Join(e.errs...)
+		}
 	}
 	for k, i := range actors {
 		if e.setup.Counterfactual == nil {
@@ -678,21 +767,29 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	return nil
 }
 
-// ask asks the policy of actors[k] for its move into e.moves[k], and
-// records its error or panic in e.errs[k]. A method, not a closure: a
-// closure that the parallel branch hands to goroutines would be allocated
-// at every step.
-func (e *Engine) ask(ctx context.Context, actors []int, k int) {
+// askFrom asks the policies of actors[k:end] in turn for their moves into
+// e.moves, and records an error or a panic in e.errs.
+// It returns the index of the next actor to ask: end, or the one after a
+// policy that panicked, so that the caller asks the rest as well. One
+// deferred recover serves the whole range rather than one per turn. A
+// method, not a closure: a closure that the parallel branch hands to
+// goroutines would be allocated at every step.
+func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next int) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.errs[k] = fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
+			e.errs[next] = fmt.Errorf("agent %q: %w: %v", e.obs[next].Agent, ErrPolicyPanic, r)
+			next++
 		}
 	}()
-	a, err := e.policies[actors[k]].Act(ctx, &e.obs[k])
-	if err != nil {
-		e.errs[k] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
+	for next = k; next < end; next++ {
+		a, err := e.policies[actors[next]].Act(ctx, &e.obs[next])
+		if err != nil {
+			e.errs[next] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[next].Agent, e.obs[next].Role, e.obs[next].Turn, err)
+		}
+		mv := &e.moves[next]
+		mv.Seat, mv.Action = actors[next], a
 	}
-	e.moves[k] = Move{Seat: actors[k], Action: a}
+	return end
 }
 
 // invalidScore scores an episode ended by invalid answers under
@@ -714,10 +811,10 @@ func (e *Engine) invalidScore() Score {
 // seed, the seat and the turn, and salted for seats a counterfactual
 // reseeds.
 func (e *Engine) turnSeed(i int) uint64 {
-	seed := seeds.Mix(e.setup.PolicySeed, uint64(i), uint64(e.turns[i]))
+	seed := seeds.Mix2(e.setup.PolicySeed, uint64(i), uint64(e.turns[i]))
 	if cf := e.setup.Counterfactual; cf != nil {
 		if salt, ok := cf.Reseed[i]; ok {
-			seed = seeds.Mix(seed, salt)
+			seed = seeds.Mix1(seed, salt)
 		}
 	}
 	return seed
@@ -732,12 +829,13 @@ type inboxSpan struct{ turn, lo, hi int }
 func hint(prev, n int) int { return max(n, prev-prev/8) }
 
 // inboxes gives the recorded turns their Inbox: the positions collected
-// during the episode, copied into one array of the exact size.
-func (e *Engine) inboxes() {
+// during the episode, copied into the record's inbox array.
+func (e *Engine) inboxes(r *record) {
 	if len(e.spans) == 0 {
 		return
 	}
-	all := slices.Clone(e.inbox)
+	r.inbox = append(r.inbox[:0], e.inbox...)
+	all := r.inbox
 	for _, sp := range e.spans {
 		e.rec.Turns[sp.turn].Inbox = all[sp.lo:sp.hi:sp.hi]
 	}
@@ -753,8 +851,15 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 		e.spans = append(e.spans, inboxSpan{turn: len(e.rec.Turns), lo: start, hi: len(e.inbox)})
 	}
 	// Built in place: copying a Turn, all pointers, costs write barriers.
-	e.lastTurn[i] = len(e.rec.Turns)
-	e.rec.Turns = append(e.rec.Turns, episode.Turn{})
+	// The array's elements past its length are zero (fresh, or cleared by
+	// recordPool.put), so extending the slice is enough, and the fields
+	// record leaves out (Inbox, Notes) stay zero until set.
+	e.lastTurn[i] = len(e.rec.Turns) + 1
+	if n := len(e.rec.Turns); n < cap(e.rec.Turns) {
+		e.rec.Turns = e.rec.Turns[:n+1]
+	} else {
+		e.rec.Turns = append(e.rec.Turns, episode.Turn{})
+	}
 	t := &e.rec.Turns[len(e.rec.Turns)-1]
 	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
 	t.View, t.Legal = view.Text, view.Legal
@@ -803,12 +908,6 @@ func replayer(setup Setup, seats []Seat, recorded []episode.Turn, done Game) epi
 	return &replay{setup: setup, seats: seats, recorded: recorded, done: done}
 }
 
-// recordAndReplay is an episode's record and replayer, allocated together.
-type recordAndReplay struct {
-	rec episode.Record
-	rp  replay
-}
-
 // replay is an episode's Replayer (see replayer). The engine makes it at
 // the start of the episode, and reads the episode's setup from it.
 type replay struct {
@@ -816,6 +915,9 @@ type replay struct {
 	seats    []Seat
 	recorded []episode.Turn
 	done     Game
+	// owner is the record this replayer was allocated with (record), nil
+	// for one made by NewReplayer.
+	owner *record
 	// Replays run concurrently (counterfactual allocators fan out), so the
 	// per-seat split of the record is made once, by whichever comes first.
 	once   sync.Once
@@ -849,10 +951,12 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 	s.Recorded = r.recorded
 	r.once.Do(func() { r.bySeat = splitBySeat(r.recorded, len(seats)) })
 	s.recordedBySeat = r.bySeat
+	// The replay keeps its episode's policyKey: the same policies, and
+	// the Emit filter does not matter to a replay, which records no turn.
 	s.Emit = emitNone
 	eng := setup.Engines.Get()
 	defer setup.Engines.Put(eng)
-	ep := eng.Run(ctx, s)
+	ep := eng.run(ctx, s)
 	switch ep.Status {
 	case protocol.StatusCompleted, protocol.StatusTruncated:
 		return ep.Score, nil
@@ -921,12 +1025,16 @@ func (p nullPolicy) Act(_ context.Context, obs *agents.Observation) (agents.Acti
 }
 
 // frozen replays an agent's recorded actions, turn by turn, and asks the
-// agent's own policy (with the same seeds) for turns beyond the record.
-func frozen(actions []string, fallback agents.Policy) agents.Policy {
-	return agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
-		if obs.Turn < len(actions) {
-			return agents.Action{Text: actions[obs.Turn]}, nil
-		}
-		return fallback.Act(ctx, obs)
-	})
+// agent's own policy (with the same seeds) for turns beyond the record. The
+// engine keeps one per seat (Engine.frozen), so a replay allocates none.
+type frozen struct {
+	actions []string
+	live    agents.Policy
+}
+
+func (f *frozen) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+	if obs.Turn < len(f.actions) {
+		return agents.Action{Text: f.actions[obs.Turn]}, nil
+	}
+	return f.live.Act(ctx, obs)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -500,4 +502,56 @@ func TestSchedulerListIsCheckedAsGiven(t *testing.T) {
 			assert.Contains(t, ep.Err, tc.want, "%v %v", sched, tc.named)
 		}
 	}
+}
+
+// An executor's engines keep the policies and emit filter they asked for
+// its seats; a replay (which emits nothing) on an engine, even as the
+// engine's first episode, must not change what the executor's episodes on
+// it emit later, nor a counterfactual's policies leak into them.
+func TestExecutorEnginesKeepPoliciesAcrossReplays(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 12, relayHooks{}, nil)
+	executor := func() *env.LocalExecutor {
+		return &env.LocalExecutor{
+			Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random()),
+			Emit: func(seat env.Seat) bool { return seat.ID != "b" },
+		}
+	}
+	ctx := context.Background()
+	x := executor()
+	first := trajectories.NewEpisode(x.Execute(ctx, env.Request{Seed: 7, PolicySeed: 11}))
+	require.Equal(t, protocol.StatusCompleted, first.Status)
+	// Concurrent replays borrow the executor's engine and make new ones,
+	// whose first episode is a replay.
+	const n = 8
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			cf := episode.Counterfactual{Null: []int{0}, Resimulate: true}
+			if k%2 == 1 {
+				cf = episode.Counterfactual{Replace: map[int]string{1: "0"}}
+			}
+			_, err := first.Replay.Replay(ctx, cf)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	got := make([]string, n)
+	for k := range n {
+		wg.Go(func() {
+			got[k] = trajectories.Transcript(trajectories.NewEpisode(x.Execute(ctx, env.Request{Seed: uint64(k), PolicySeed: uint64(k)})))
+		})
+	}
+	wg.Wait()
+	for k := range n {
+		want := trajectories.NewEpisode(executor().Execute(ctx, env.Request{Seed: uint64(k), PolicySeed: uint64(k)}))
+		require.NotEmpty(t, want.Samples)
+		assert.Equal(t, trajectories.Transcript(want), got[k], "episode %d", k)
+	}
+}
+
+// The engine builds each Observation field by field, in place: a field
+// added to Observation must be written there too (Engine.act).
+func TestObservationFieldsAreAllWrittenByTheEngine(t *testing.T) {
+	assert.Equal(t, 10, reflect.TypeFor[agents.Observation]().NumField(),
+		"Observation changed: update Engine.act, which writes every field, and this count")
 }

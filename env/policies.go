@@ -96,10 +96,28 @@ func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback str
 //
 //	env.ByRole(map[string]agents.Policy{"x": minimax}, agents.Random())
 func ByRole(policies map[string]agents.Policy, fallback agents.Policy) PolicyFor {
-	byRole := maps.Clone(policies)
+	if len(policies) > 8 {
+		byRole := maps.Clone(policies)
+		return func(s Seat) agents.Policy {
+			if p, ok := byRole[s.Role]; ok {
+				return p
+			}
+			return fallback
+		}
+	}
+	// A few roles are scanned: the engine asks once per seat and episode,
+	// and comparing a seat's role with the declared name, usually the same
+	// string, is cheaper than hashing it.
+	roles := slices.Sorted(maps.Keys(policies))
+	pols := make([]agents.Policy, len(roles))
+	for i, r := range roles {
+		pols[i] = policies[r]
+	}
 	return func(s Seat) agents.Policy {
-		if p, ok := byRole[s.Role]; ok {
-			return p
+		for i, r := range roles {
+			if r == s.Role {
+				return pols[i]
+			}
 		}
 		return fallback
 	}

@@ -52,9 +52,9 @@ type LocalExecutor struct {
 	ParallelPolicies bool
 
 	engines EnginePool
-	// turns, when set, lends the episodes their Turns arrays: Run sets it
+	// records, when set, lends the episodes their records: Run sets it
 	// when its Output recycles records (RecyclingOutput).
-	turns *turnPool
+	records *recordPool
 }
 
 // Execute implements Executor: it plays the episode and returns its record.
@@ -76,7 +76,8 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
-		turns:            x.turns,
+		records:          x.records,
+		policyKey:        x,
 	})
 }
 
@@ -145,53 +146,17 @@ type Output interface {
 
 // RecyclingOutput is an Output that can give the records back: when
 // Recycles reports true, the Output promises to keep no reference to a
-// group's records, nor to anything they hold (their Turns array, their
-// Replay), once the write function of the group's last episode returned,
-// and Run then reuses the records' Turns arrays for later episodes of the
-// run. (The strings, slices and maps the turns point to are not reused:
-// only the array of Turn values.) Run recycles only the records its own
-// executor played (RunConfig.Executor nil).
+// group's records, nor to anything they hold (their Turns and Messages
+// arrays, the turns' Inbox and the messages' Recipients, their Replay),
+// once the write function of the group's last episode returned, and Run
+// then reuses the records and those arrays for later episodes of the run.
+// (The strings, maps and other slices the turns and messages point to are
+// not reused: a game's or a policy's values are never written over.) Run
+// recycles only the records its own executor played (RunConfig.Executor
+// nil).
 type RecyclingOutput interface {
 	Output
 	Recycles() bool
-}
-
-// turnPool holds Turns arrays given back by the output, zeroed, for the
-// next episodes. It holds at most as many as were in flight at once.
-type turnPool struct {
-	mu   sync.Mutex
-	free [][]episode.Turn
-}
-
-// get returns an empty Turns slice with capacity at least n, from the
-// pool when it has one.
-func (p *turnPool) get(n int) []episode.Turn {
-	if p != nil {
-		p.mu.Lock()
-		if k := len(p.free); k > 0 {
-			t := p.free[k-1]
-			p.free[k-1] = nil
-			p.free = p.free[:k-1]
-			p.mu.Unlock()
-			if cap(t) >= n {
-				return t
-			}
-		} else {
-			p.mu.Unlock()
-		}
-	}
-	return make([]episode.Turn, 0, n)
-}
-
-// put gives back t, which no one uses any more.
-func (p *turnPool) put(t []episode.Turn) {
-	if cap(t) == 0 {
-		return
-	}
-	clear(t)
-	p.mu.Lock()
-	p.free = append(p.free, t[:0])
-	p.mu.Unlock()
 }
 
 // Progress is a run's state after a group was written.
@@ -328,15 +293,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
 	}
 	exec := cfg.Executor
-	var turns *turnPool
+	var records *recordPool
 	if exec == nil {
 		if r, ok := out.(RecyclingOutput); ok && r.Recycles() {
-			turns = &turnPool{}
+			records = &recordPool{}
 		}
 		exec = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
-			turns: turns,
+			records: records,
 		}
 	}
 	reqs := cfg.Requests()
@@ -448,11 +413,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				}
 			}
 		}
-		if turns != nil {
+		if records != nil {
 			// The output is done with the group (RecyclingOutput).
 			for _, ep := range g.episodes {
-				turns.put(ep.Turns)
-				ep.Turns, ep.Replay = nil, nil
+				records.put(ep)
 			}
 		}
 		if cfg.Progress != nil {

@@ -138,11 +138,11 @@ func (s *Step) Ended() bool { return s.e.ended }
 // yet, and in counterfactual replays. key must not be one of troupe's own
 // metadata keys.
 func (s *Step) Note(seat int, key string, value any) {
-	i := s.e.lastTurn[seat]
-	if i < 0 {
+	last := s.e.lastTurn[seat]
+	if last == 0 {
 		return
 	}
-	t := &s.e.rec.Turns[i]
+	t := &s.e.rec.Turns[last-1]
 	if t.Notes == nil {
 		t.Notes = map[string]any{}
 	}

@@ -132,15 +132,34 @@ func allocatorNames(allocs []Allocator) ([]string, error) {
 // allocate is Allocate with the allocators' names (allocatorNames) given,
 // shared read-only by every Credit. It allocates three arrays per group,
 // whatever its size: the credits, the slice headers (every episode's
-// values, then dst), and the values.
+// values, then dst), and the values; or none when buf, kept from an
+// earlier group, has room.
 func allocate(ctx context.Context, group []*Episode, allocs []Allocator, names []string, format RewardFormat) error {
-	credits := make([]Credit, len(group))
+	return allocateInto(ctx, nil, group, allocs, names, format)
+}
+
+// creditArrays are the arrays behind a group's credits, kept by an Output
+// that recycles its groups.
+type creditArrays struct {
+	credits []Credit
+	headers [][]float64
+	values  []float64
+}
+
+// allocateInto is allocate, writing the credits into buf's arrays when buf
+// is not nil.
+func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allocs []Allocator, names []string, format RewardFormat) error {
+	if buf == nil {
+		buf = &creditArrays{}
+	}
 	total := 0
 	for _, ep := range group {
 		total += ep.SampleCount()
 	}
-	headers := make([][]float64, len(group)*(len(allocs)+1))
-	values := make([]float64, len(allocs)*total)
+	credits := grown(buf.credits, len(group))
+	headers := grown(buf.headers, len(group)*(len(allocs)+1))
+	values := grown(buf.values, len(allocs)*total)
+	buf.credits, buf.headers, buf.values = credits, headers, values
 	for e, ep := range group {
 		credits[e] = Credit{Allocators: names, Values: headers[e*len(allocs) : (e+1)*len(allocs) : (e+1)*len(allocs)]}
 		// One stretch of values for every allocator's values of the
@@ -218,4 +237,15 @@ func ApplyCredit(ep *Episode, c *Credit, format RewardFormat) {
 			sm.Metadata.Extra = extra
 		}
 	}
+}
+
+// grown returns s with length n and zero elements, reusing its array when
+// it is large enough.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

@@ -48,6 +48,78 @@ type Output struct {
 
 	mu      sync.Mutex
 	samples [][]protocol.Sample // zeroed sample arrays of written episodes
+	groups  []*outGroup         // groups written, for the next ones
+}
+
+// outGroup is one group on its way through an Output: its episodes and the
+// arrays behind their credits. An Output that recycles (Recycles) reuses
+// it, arrays and all, for a later group once the last episode of this one
+// was written.
+type outGroup struct {
+	o        *Output
+	ctx      context.Context // Finish's: a Sequential allocator runs in write
+	eps      []*Episode
+	episodes []Episode // backs eps
+	credit   creditArrays
+	write    func(k int) (int, error) // writeEpisode, made once
+}
+
+// group returns a group for n episodes, recycled when one is free.
+func (o *Output) group(ctx context.Context, n int) *outGroup {
+	var g *outGroup
+	if o.recycle {
+		o.mu.Lock()
+		if k := len(o.groups); k > 0 {
+			g = o.groups[k-1]
+			o.groups[k-1] = nil
+			o.groups = o.groups[:k-1]
+		}
+		o.mu.Unlock()
+	}
+	if g == nil {
+		g = &outGroup{o: o}
+		g.write = g.writeEpisode
+	}
+	g.ctx = ctx
+	g.eps = grow(g.eps, n)
+	g.episodes = grow(g.episodes, n)
+	for i := range g.eps {
+		g.eps[i] = &g.episodes[i]
+	}
+	return g
+}
+
+// writeEpisode writes the group's episode k, and gives the group back to
+// its Output after the last one when the Output recycles.
+func (g *outGroup) writeEpisode(k int) (int, error) {
+	o := g.o
+	if k == 0 && o.sequential {
+		if err := o.allocate(g.ctx, g); err != nil {
+			return 0, err
+		}
+	}
+	n, err := o.write(g.eps[k])
+	if err != nil || !o.recycle {
+		return n, err
+	}
+	o.forget(g.eps[k])
+	if k == len(g.eps)-1 {
+		clear(g.episodes)
+		g.ctx = nil
+		o.mu.Lock()
+		o.groups = append(o.groups, g)
+		o.mu.Unlock()
+	}
+	return n, nil
+}
+
+// grow returns s with length n, reusing its array when it can; the caller
+// overwrites every element.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // Recycles implements env.RecyclingOutput: it reports whether nothing
@@ -107,48 +179,43 @@ func (o *Output) init() {
 // the sink. The function it returns writes episode k.
 func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	o.init()
-	eps := make([]*Episode, len(group))
+	g := o.group(ctx, len(group))
 	for i, rec := range group {
+		ep := g.eps[i]
+		ep.Record = *rec
 		if o.project {
 			var buf []protocol.Sample
 			if o.recycle {
 				buf = o.samplesBuf()
 			}
-			eps[i] = &Episode{Record: *rec, Samples: samplesInto(buf, rec)}
-		} else {
-			eps[i] = RecordOnly(rec)
+			ep.Samples = samplesInto(buf, rec)
 		}
 	}
 	if !o.sequential {
-		if err := o.allocate(ctx, eps); err != nil {
+		if err := o.allocate(ctx, g); err != nil {
 			return nil, err
 		}
 	}
-	return func(k int) (int, error) {
-		if k == 0 && o.sequential {
-			if err := o.allocate(ctx, eps); err != nil {
-				return 0, err
-			}
-		}
-		n, err := o.write(eps[k])
-		if err == nil && o.recycle {
-			o.forget(eps[k])
-		}
-		return n, err
-	}, nil
+	return g.write, nil
 }
 
-func (o *Output) allocate(ctx context.Context, eps []*Episode) error {
+func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 	if len(o.Allocators) > 0 {
 		if o.namesErr != nil {
 			return o.namesErr
 		}
-		if err := allocate(ctx, eps, o.Allocators, o.names, o.Format); err != nil {
+		// Credits of a group that is not recycled are the episodes' own:
+		// fresh arrays.
+		var buf *creditArrays
+		if o.recycle {
+			buf = &g.credit
+		}
+		if err := allocateInto(ctx, buf, g.eps, o.Allocators, o.names, o.Format); err != nil {
 			return err
 		}
 	}
 	if o.preparer != nil && !o.sequential {
-		for _, ep := range eps {
+		for _, ep := range g.eps {
 			o.preparer.Prepare(ep)
 		}
 	}

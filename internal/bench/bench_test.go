@@ -128,7 +128,7 @@ func plainElFarol(b *testing.B, n, k int, c float64) {
 				clear(counts)
 				policySeed := seeds.Mix(1, 2, uint64(ep))
 				for i := range n {
-					counts[seeds.Intn(seeds.Mix(seeds.Mix(policySeed, uint64(i), 0), 0), k)]++
+					counts[seeds.Intn(seeds.Mix1(seeds.Mix2(policySeed, uint64(i), 0), 0), k)]++
 				}
 				for _, x := range counts {
 					total += elfarol.Utility(float64(x), c)
@@ -181,9 +181,9 @@ func plainTicTacToe(b *testing.B) {
 							n++
 						}
 					}
-					seed := seeds.Mix(policySeed, uint64(mover), turns[mover])
+					seed := seeds.Mix2(policySeed, uint64(mover), turns[mover])
 					turns[mover]++
-					board[empty[seeds.Intn(seeds.Mix(seed, 0), n)]] = int8(mover + 1)
+					board[empty[seeds.Intn(seeds.Mix1(seed, 0), n)]] = int8(mover + 1)
 					r.turns++
 					won := false
 					for _, l := range ticTacToeLines {

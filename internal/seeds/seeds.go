@@ -16,6 +16,19 @@ func Mix(parent uint64, path ...uint64) uint64 {
 	return splitmix(x)
 }
 
+// Mix1 is Mix(parent, a), and Mix2 is Mix(parent, a, b), for the hot
+// paths that derive a seed per turn: without the variadic slice and loop
+// they inline into their callers.
+func Mix1(parent, a uint64) uint64 {
+	return splitmix(splitmix(parent ^ splitmix(a+0x9e3779b97f4a7c15)))
+}
+
+// Mix2 is Mix(parent, a, b); see Mix1.
+func Mix2(parent, a, b uint64) uint64 {
+	x := splitmix(parent ^ splitmix(a+0x9e3779b97f4a7c15))
+	return splitmix(splitmix(x ^ splitmix(b+0x9e3779b97f4a7c15)))
+}
+
 func splitmix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9

@@ -107,7 +107,11 @@ func CellName(i int) string { return cellNames[2*i : 2*i+2] }
 // ParseCell returns the index of the cell text names, ignoring case and
 // surrounding spaces.
 func ParseCell(text string) (int, bool) {
-	t := strings.ToLower(strings.TrimSpace(text))
+	t := text
+	if len(t) != 2 || t[0] < 'a' || t[0] > 'c' {
+		// Not the canonical form ("b2"): trimmed and lowered first.
+		t = strings.ToLower(strings.TrimSpace(text))
+	}
 	if len(t) != 2 || t[0] < 'a' || t[0] > 'c' || t[1] < '1' || t[1] > '3' {
 		return 0, false
 	}

@@ -1,0 +1,75 @@
+package env
+
+import (
+	"sync"
+
+	"github.com/troupe-rl/troupe/episode"
+)
+
+// record is an episode's record and its replayer, allocated together, with
+// the arrays behind the record's slices: its turns, its message log, the
+// messages' recipients and the turns' inbox positions. A record that the
+// output gives back (RecyclingOutput) goes to a recordPool whole, and the
+// next episode that takes it writes into the same arrays: an episode of a
+// recycling run allocates none of them once the pool is warm.
+type record struct {
+	rec episode.Record
+	rp  replay
+
+	log        []episode.Message // the bus's log, lent to the bus for the episode
+	recipients []int             // backs the log's Recipients
+	inbox      []int             // backs the turns' Inbox
+}
+
+// newRecord returns a record for an episode played with setup: from the
+// setup's pool when it has one, else fresh.
+func newRecord(setup *Setup) *record {
+	r := setup.records.get()
+	r.rp.setup = *setup
+	r.rp.owner = r
+	r.rec.Replay = &r.rp
+	return r
+}
+
+// recordPool holds records given back by the output, zeroed but for their
+// arrays, for the next episodes. It holds at most as many as were in
+// flight at once. A nil pool makes a fresh record for every get.
+type recordPool struct {
+	mu   sync.Mutex
+	free []*record
+}
+
+// get returns a record with zero fields and empty arrays.
+func (p *recordPool) get() *record {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if k := len(p.free); k > 0 {
+			r := p.free[k-1]
+			p.free[k-1] = nil
+			p.free = p.free[:k-1]
+			return r
+		}
+	}
+	return &record{}
+}
+
+// put takes back rec, which no one uses any more, when an engine of this
+// package recorded it; records from elsewhere (another process's) are left
+// to the collector.
+func (p *recordPool) put(rec *episode.Record) {
+	rp, ok := rec.Replay.(*replay)
+	if !ok || rp.owner == nil || &rp.owner.rec != rec {
+		return
+	}
+	r := rp.owner
+	turns := rec.Turns
+	clear(turns)
+	clear(r.log)
+	r.rec = episode.Record{Turns: turns[:0]}
+	r.rp = replay{}
+	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
+	p.mu.Lock()
+	p.free = append(p.free, r)
+	p.mu.Unlock()
+}
