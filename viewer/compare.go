@@ -100,7 +100,7 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 		ra, okA := findRole(a, name)
 		rb, okB := findRole(b, name)
 		c.Roles = append(c.Roles, row(name+": mean agent score", ra.ScoreMean(), rb.ScoreMean(), okA && ra.Scored > 0, okB && rb.Scored > 0))
-		for k, alloc := range allocs {
+		for _, alloc := range allocs {
 			ka, kb := slices.Index(names(a), alloc), slices.Index(names(b), alloc)
 			va, vb := math.NaN(), math.NaN()
 			if okA && ka >= 0 && ka < len(ra.Alloc) {
@@ -109,7 +109,6 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 			if okB && kb >= 0 && kb < len(rb.Alloc) {
 				vb = rb.Alloc[kb]
 			}
-			_ = k
 			c.Roles = append(c.Roles, row(fmt.Sprintf("%s: %s per sample", name, alloc), va, vb, !math.IsNaN(va), !math.IsNaN(vb)))
 		}
 	}

@@ -250,10 +250,7 @@ func fromSamples(info *EpisodeInfo, samples []protocol.Sample) *Episode {
 			tv.PromptIDs, tv.ResponseIDs, tv.LogProbs = len(s.Tokens)-n, n, s.RolloutLogProbs
 		}
 		for _, a := range e.Allocators {
-			v, _ := s.Reward.Get(a)
-			if s.Reward.Kind == protocol.RewardScalar {
-				v = s.Reward.Value
-			}
+			v, _ := s.Reward.Get(a) // a scalar is its one allocator's
 			tv.Credit = append(tv.Credit, v)
 		}
 		e.Turns = append(e.Turns, tv)

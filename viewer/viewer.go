@@ -142,6 +142,8 @@ var (
 	runPath     = regexp.MustCompile(`^run-(\d+)/(index|episodes)\.html$`)
 	episodePath = regexp.MustCompile(`^run-(\d+)/ep-(\d+)\.html$`)
 	comparePath = regexp.MustCompile(`^compare-(\d+)-(\d+)\.html$`)
+	// jumpPath is the list's form (served only): ?rollout_id=N.
+	jumpPath = regexp.MustCompile(`^run-(\d+)/episode$`)
 )
 
 // errNotFound is a path the viewer has no page for.
@@ -292,7 +294,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 			static.ServeHTTP(w, r)
 			return
 		}
-		if m := regexp.MustCompile(`^run-(\d+)/episode$`).FindStringSubmatch(path); m != nil {
+		if m := jumpPath.FindStringSubmatch(path); m != nil {
 			v.jump(w, r, m[1])
 			return
 		}
