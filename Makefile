@@ -19,6 +19,10 @@ LLAMA_DIR ?= $(or $(TROUPE_LLAMA_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe
 # and requires its end-to-end tests; elsewhere they run when the cache
 # exists and skip, saying so, when it does not.
 LLAMA_E2E ?= $(if $(filter true 1,$(CI)),1,)
+# CI installs Debian's chromium (tools/browser/install.sh) and requires troupe
+# view's browser tests; elsewhere they run when chromium is on PATH and skip,
+# saying so, when it is not.
+BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -27,7 +31,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench fuzz clean llama
+.PHONY: help run build test lint bench fuzz clean llama browser
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
@@ -41,12 +45,15 @@ build: ## build the troupe binary into out/troupe
 llama: ## build llama-server and a tiny test model into LLAMA_DIR (cached)
 	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" bash tools/llama/build.sh
 
-test: $(if $(LLAMA_E2E),llama) ## gofmt check, go vet, go test -race (in CI with the llama.cpp end-to-end tests)
+browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
+	bash tools/browser/install.sh
+
+test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) ## gofmt check, go vet, go test -race (in CI with the llama.cpp and browser end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(GO) test $(RACE) -timeout 10m ./...
+	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(GO) test $(RACE) -timeout 10m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \

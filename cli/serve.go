@@ -34,15 +34,9 @@ func (a *App) serveCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Short: "Serve rollouts over HTTP (POST /v1/rollouts), for slime's custom-generate adapter",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.Token == "" {
-				cfg.Token = os.Getenv("TROUPE_TOKEN")
-			}
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return usagef("--token-file: %w", err)
-				}
-				cfg.Token = strings.TrimSpace(string(b))
+			var err error
+			if cfg.Token, err = readToken(cfg.Token, tokenFile); err != nil {
+				return err
 			}
 			cfg.Scenarios, cfg.Allocators = a.Scenarios, a.Allocators
 			if llmEnvErr != nil {
@@ -182,4 +176,20 @@ func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
 		p, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 		return p, true, err
 	}
+}
+
+// readToken is the bearer token of a command that serves: --token-file's
+// content, else the --token flag's value, else $TROUPE_TOKEN.
+func readToken(flag, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", usagef("--token-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	if flag == "" {
+		return os.Getenv("TROUPE_TOKEN"), nil
+	}
+	return flag, nil
 }

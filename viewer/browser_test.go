@@ -1,0 +1,646 @@
+package viewer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/viewer"
+)
+
+// EnvRequireBrowser makes a missing Chromium fail the browser tests
+// instead of skipping them: CI sets it, once its set-up has installed
+// Debian's chromium.
+const EnvRequireBrowser = "TROUPE_REQUIRE_BROWSER"
+
+// chromiumPath finds a Chromium: $TROUPE_CHROMIUM, else chromium on PATH.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("TROUPE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv(EnvRequireBrowser) == "1" {
+		t.Fatalf("no Chromium found (chromium on PATH or $TROUPE_CHROMIUM) and %s=1: install Debian's chromium (make test does under CI)", EnvRequireBrowser)
+	}
+	t.Skipf("no Chromium found (chromium on PATH or $TROUPE_CHROMIUM): the browser tests are skipped; apt-get install chromium to run them (%s=1 makes this a failure, as in CI)", EnvRequireBrowser)
+	return ""
+}
+
+// browser is one headless Chromium tab that records every console error,
+// uncaught exception and error the browser logs (a CSP violation, a
+// resource that failed to load).
+type browser struct {
+	t      *testing.T
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+	shots  string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := chromiumPath(t)
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	ctx, cancelC := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
+	b := &browser{t: t, ctx: ctx, shots: filepath.Join("..", "out", "view")}
+	err := chromedp.Listen(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.errors = append(b.errors, "console."+string(e.Type)+": "+strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			d := e.ExceptionDetails
+			desc := d.Text
+			if d.Exception != nil {
+				desc += " " + d.Exception.Description
+			}
+			b.errors = append(b.errors, fmt.Sprintf("exception at %s:%d: %s", d.URL, d.LineNumber, desc))
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				b.errors = append(b.errors, fmt.Sprintf("log: %s (%s)", e.Entry.Text, e.Entry.URL))
+			}
+		}
+	})
+	require.NoError(t, err, "start Chromium at %s", path)
+	require.NoError(t, os.MkdirAll(b.shots, 0o755))
+	return b
+}
+
+// open loads url, waits for the page's script, and fails the test on any
+// error the page caused.
+func (b *browser) open(url string) {
+	b.t.Helper()
+	require.NoError(b.t, chromedp.Do(b.ctx, chromedp.Navigate(url), chromedp.WaitReady("body")), url)
+	b.settle()
+	b.noErrors(url)
+}
+
+func (b *browser) noErrors(where string) {
+	b.t.Helper()
+	b.mu.Lock()
+	errs := b.errors
+	b.errors = nil
+	b.mu.Unlock()
+	assert.Empty(b.t, errs, "errors on %s", where)
+}
+
+// settle waits for the page to have loaded, its deferred script run, and
+// late errors to arrive.
+func (b *browser) settle() {
+	b.t.Helper()
+	for range 100 {
+		done, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.readyState === "complete"`))
+		require.NoError(b.t, err)
+		if done {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(30 * time.Millisecond)
+}
+
+// eval runs js in the page and decodes its JSON value into out.
+func (b *browser) eval(js string, out any) {
+	b.t.Helper()
+	raw, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(`+js+`)`))
+	require.NoError(b.t, err, js)
+	require.NoError(b.t, json.Unmarshal([]byte(raw), out), raw)
+}
+
+// exec runs js in the page for its effect.
+func (b *browser) exec(js string) {
+	b.t.Helper()
+	_, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(`+js+`, true)`))
+	require.NoError(b.t, err, js)
+}
+
+// do runs browser actions.
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	require.NoError(b.t, chromedp.Do(b.ctx, steps...))
+}
+
+// shot writes a full-page screenshot under out/view.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	require.NoError(b.t, err)
+	require.NoError(b.t, os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644))
+}
+
+func openFiles(t *testing.T, paths ...string) []*viewer.File {
+	t.Helper()
+	var files []*viewer.File
+	for _, p := range paths {
+		f, err := viewer.Open(p)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		files = append(files, f)
+	}
+	return files
+}
+
+func serve(t *testing.T, files []*viewer.File) string {
+	t.Helper()
+	v, err := viewer.New(files, scenarios.Builtin())
+	require.NoError(t, err)
+	srv := httptest.NewServer(v.Handler("", true))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// near reports whether a page's number (six significant digits) is v.
+func near(t *testing.T, page string, v float64) bool {
+	t.Helper()
+	got, err := strconv.ParseFloat(page, 64)
+	require.NoError(t, err, page)
+	return math.Abs(got-v) <= 1e-5*math.Max(1, math.Abs(v))
+}
+
+// TestBrowserEveryScenario loads the overview, the list and the first
+// episode of every built-in scenario's episode records in Chromium, and
+// checks the drawn message arrows, state timelines, diagram highlights and
+// credit bars against the file as trajectories reads it.
+func TestBrowserEveryScenario(t *testing.T) {
+	b := newBrowser(t)
+	dir, runs := fixtures(t)
+	paths := []string{}
+	for _, r := range runs {
+		paths = append(paths, r.Records)
+	}
+	paths = append(paths, llmRun(t, dir))
+	base := serve(t, openFiles(t, paths...))
+
+	b.open(base + "/")
+	b.shot("index")
+	var nRuns int
+	b.eval(`document.querySelectorAll("#runs tr.run").length`, &nRuns)
+	require.Equal(t, len(paths), nRuns)
+
+	for i, path := range paths {
+		recs, credits := readRecords(t, path)
+		name := strings.TrimSuffix(filepath.Base(path), ".episodes.jsonl")
+		t.Run(name, func(t *testing.T) {
+			b.t = t
+			run := fmt.Sprintf("%s/run-%d/", base, i)
+
+			b.open(run + "index.html")
+			b.shot(name + "-overview")
+			statuses := map[string]int{}
+			for _, r := range recs {
+				statuses[string(r.Status)]++
+			}
+			var shown map[string]int
+			b.eval(`Object.fromEntries([...document.querySelectorAll("#statuses tr[data-status]")].map(r => [r.dataset.status, +r.cells[1].textContent]))`, &shown)
+			assert.Equal(t, statuses, shown, "status counts")
+
+			b.open(run + "episodes.html")
+			b.shot(name + "-list")
+			var rows []int64
+			b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &rows)
+			var want []int64
+			for _, r := range recs {
+				want = append(want, r.RolloutID)
+			}
+			assert.Equal(t, want, rows, "the list shows every episode, in file order")
+
+			b.open(run + "ep-0.html")
+			checkEpisode(t, b, recs[0], credits[0])
+			if strings.Contains(name, "llm") {
+				checkLLMTurns(t, b, recs[0])
+			}
+			b.shot(name + "-episode")
+		})
+	}
+	b.t = t
+}
+
+// checkEpisode compares an episode's page with its record.
+func checkEpisode(t *testing.T, b *browser, rec *episode.Record, credit *trajectories.Credit) {
+	t.Helper()
+	// Message arrows: one group per message, an arrowhead per recipient.
+	type msg struct {
+		Seq   int    `json:"seq"`
+		From  string `json:"from"`
+		To    string `json:"to"`
+		Heads []int  `json:"heads"`
+	}
+	var msgs []msg
+	b.eval(`[...document.querySelectorAll("#sequence g.msg")].map(g => ({seq: +g.dataset.seq, from: g.dataset.from, to: g.dataset.to, heads: [...g.querySelectorAll("path.arrow")].map(p => +p.dataset.seat)}))`, &msgs)
+	require.Len(t, msgs, len(rec.Messages), "one arrow group per message")
+	for k, m := range rec.Messages {
+		want := m.Recipients
+		if want == nil {
+			want = []int{}
+		}
+		assert.Equal(t, msg{Seq: m.Seq, From: m.From, To: string(m.To), Heads: want}, msgs[k], "message %d", k)
+	}
+	// Turn marks on the lifelines and state segments on the timelines:
+	// one per turn, at its seat and step, in its state.
+	type seg struct {
+		Turn, Seat, Step int
+		State            string
+	}
+	var segs, marks [][]any
+	b.eval(`[...document.querySelectorAll("rect.state-seg")].map(r => [+r.dataset.turn, +r.dataset.seat, +r.dataset.step, r.dataset.state])`, &segs)
+	b.eval(`[...document.querySelectorAll("#sequence circle.turn-mark")].map(r => [+r.dataset.turn, +r.dataset.seat, 0, r.dataset.state])`, &marks)
+	require.Len(t, segs, len(rec.Turns))
+	require.Len(t, marks, len(rec.Turns))
+	got := map[int]seg{}
+	for _, s := range segs {
+		got[int(s[0].(float64))] = seg{int(s[0].(float64)), int(s[1].(float64)), int(s[2].(float64)), s[3].(string)}
+	}
+	visited := map[string]map[string]bool{}
+	for k, tn := range rec.Turns {
+		assert.Equal(t, seg{k, tn.Seat, tn.Step, string(tn.State)}, got[k], "turn %d", k)
+		role := rec.Seats[tn.Seat].Role
+		if visited[role] == nil {
+			visited[role] = map[string]bool{}
+		}
+		visited[role][string(tn.State)] = true
+	}
+	// The role diagrams (every built-in scenario is known) highlight
+	// exactly the states the role's agents acted in.
+	var highlighted map[string][]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll("svg.role-diagram")].map(d => [d.dataset.role, [...d.querySelectorAll(".state-node.visited")].map(n => n.dataset.state)]))`, &highlighted)
+	for role, states := range visited {
+		var want []string
+		for s := range states {
+			want = append(want, s)
+		}
+		assert.ElementsMatch(t, want, highlighted[role], "role %s's visited states", role)
+	}
+	// Credit bars: every agent with samples, under every allocator, its
+	// mean value per sample.
+	var team string
+	b.eval(`document.querySelector("#team").dataset.value`, &team)
+	assert.True(t, near(t, team, rec.Score.Team), "team reward %s, want %v", team, rec.Score.Team)
+	type bar struct{ Agent, Alloc, Value string }
+	var bars []bar
+	b.eval(`[...document.querySelectorAll("rect.credit-bar")].map(r => ({Agent: r.dataset.agent, Alloc: r.dataset.allocator, Value: r.dataset.value}))`, &bars)
+	if credit == nil {
+		assert.Empty(t, bars)
+		return
+	}
+	want := map[[2]string]float64{}
+	n := map[[2]string]int{}
+	k := 0
+	for _, tn := range rec.Turns {
+		if !tn.Emit {
+			continue
+		}
+		for a, name := range credit.Allocators {
+			key := [2]string{rec.Seats[tn.Seat].ID, name}
+			want[key] += credit.Values[a][k]
+			n[key]++
+		}
+		k++
+	}
+	require.Len(t, bars, len(want), "a bar per agent and allocator")
+	for _, br := range bars {
+		key := [2]string{br.Agent, br.Alloc}
+		require.Contains(t, n, key)
+		assert.True(t, near(t, br.Value, want[key]/float64(n[key])), "%s under %s: bar %s, want %v", br.Agent, br.Alloc, br.Value, want[key]/float64(n[key]))
+	}
+}
+
+// TestBrowserListFiltersSortsAndJumps drives the episode list: a status
+// filter, a sort by an allocator's reward, a group filter and a jump by
+// rollout_id.
+func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
+	b := newBrowser(t)
+	_, runs := fixtures(t)
+	recs, credits := readRecords(t, runs[0].Records) // elfarol: groups of 4, three allocators
+	base := serve(t, openFiles(t, runs[0].Records))
+	b.open(base + "/run-0/episodes.html")
+
+	var count int
+	rows := `document.querySelectorAll("#episodes-body tr").length`
+	b.eval(rows, &count)
+	require.Equal(t, len(recs), count)
+
+	// Group 1 only.
+	b.do(chromedp.SendKeys("#f-group", "1"))
+	b.eval(rows, &count)
+	assert.Equal(t, 4, count, "group 1 holds 4 episodes")
+	b.do(chromedp.SetValue("#f-group", ""))
+	b.exec(`document.querySelector("#f-group").dispatchEvent(new Event("input"))`)
+	b.eval(rows, &count)
+	assert.Equal(t, len(recs), count)
+
+	// Team reward at least the median.
+	teams := make([]float64, len(recs))
+	for i, r := range recs {
+		teams[i] = r.Score.Team
+	}
+	sorted := slices.Sorted(slices.Values(teams))
+	median := sorted[len(sorted)/2]
+	above := 0
+	for _, v := range teams {
+		if v >= median {
+			above++
+		}
+	}
+	b.do(chromedp.SendKeys("#f-team-min", strconv.FormatFloat(median, 'g', -1, 64)))
+	b.eval(rows, &count)
+	assert.Equal(t, above, count, "team reward ≥ %v", median)
+	b.do(chromedp.SetValue("#f-team-min", ""))
+	b.exec(`document.querySelector("#f-team-min").dispatchEvent(new Event("input"))`)
+
+	// Sort by the difference allocator's reward, descending (two clicks).
+	diff := slices.IndexFunc(credits[0].Allocators, func(s string) bool { return strings.HasPrefix(s, "difference") })
+	require.GreaterOrEqual(t, diff, 0)
+	header := fmt.Sprintf(`[...document.querySelectorAll("#episodes-head th")].find(th => th.textContent === %q)`, credits[0].Allocators[diff])
+	b.exec(header + `.click()`)
+	b.exec(header + `.click()`)
+	var order []int64
+	b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &order)
+	mean := func(e int) float64 {
+		s := 0.0
+		for _, v := range credits[e].Values[diff] {
+			s += v
+		}
+		return s / float64(len(credits[e].Values[diff]))
+	}
+	byID := map[int64]int{}
+	for i, r := range recs {
+		byID[r.RolloutID] = i
+	}
+	require.Len(t, order, len(recs))
+	for k := 1; k < len(order); k++ {
+		assert.GreaterOrEqual(t, mean(byID[order[k-1]])+1e-9, mean(byID[order[k]]), "sorted by %s, descending", credits[0].Allocators[diff])
+	}
+	b.shot("elfarol-list-sorted")
+
+	// A rollout_id that does not exist is said so; one that does opens.
+	b.do(chromedp.SendKeys("#jump", "999999"))
+	b.exec(`document.querySelector("#filters").requestSubmit()`)
+	var msg string
+	b.eval(`document.querySelector("#jump-error").textContent`, &msg)
+	assert.Contains(t, msg, "no episode has rollout_id 999999")
+	target := recs[5].RolloutID
+	b.do(chromedp.SetValue("#jump", strconv.FormatInt(target, 10)))
+	b.exec(`document.querySelector("#filters").requestSubmit()`)
+	b.do(chromedp.WaitVisible("#facts"))
+	b.settle()
+	var title string
+	b.eval(`document.querySelector("h1").textContent`, &title)
+	assert.Contains(t, title, fmt.Sprintf("rollout_id %d", target))
+	b.noErrors("the jump")
+}
+
+// TestBrowserCompare compares the same seeds under two allocators: every
+// episode pairs, the team rewards agree, the allocators differ.
+func TestBrowserCompare(t *testing.T) {
+	b := newBrowser(t)
+	dir := t.TempDir()
+	a, c := filepath.Join(dir, "team.jsonl"), filepath.Join(dir, "split.jsonl")
+	troupe(t, "run", "elfarol", "-n", "20", "-q", "-p", "agents=10", "-a", "team", "-o", a)
+	troupe(t, "run", "elfarol", "-n", "20", "-q", "-p", "agents=10", "-a", "equal-split", "-o", c)
+	base := serve(t, openFiles(t, a, c))
+	b.open(base + "/")
+	b.do(chromedp.Click("a.compare-link"), chromedp.WaitVisible("#paired"))
+	b.settle()
+	b.noErrors("compare")
+	b.shot("compare")
+	var paired string
+	b.eval(`document.querySelector("#paired").textContent`, &paired)
+	assert.Equal(t, "20", paired)
+	var delta string
+	b.eval(`document.querySelector("#delta").dataset.mean`, &delta)
+	assert.Equal(t, "0", delta, "the same seeds and policies give the same team rewards")
+	var rewards map[string][]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll("#compare-rewards tr[data-name]")].map(r => [r.dataset.name, [r.cells[1].textContent, r.cells[2].textContent]]))`, &rewards)
+	require.Contains(t, rewards, "team (mean per sample)")
+	require.Contains(t, rewards, "equal-split (mean per sample)")
+	assert.Equal(t, "–", rewards["team (mean per sample)"][1], "B has no team allocator")
+	assert.Equal(t, "–", rewards["equal-split (mean per sample)"][0], "A has no equal-split allocator")
+}
+
+// checkLLMTurns checks an LLM's turns: the chat prompt, the re-asks, the
+// server's token counts and a log-prob cell per response token.
+func checkLLMTurns(t *testing.T, b *browser, rec *episode.Record) {
+	t.Helper()
+	b.exec(`document.querySelector("#expand-all").click()`)
+	type turn struct {
+		Chat     int      `json:"chat"`
+		Rejected []string `json:"rejected"`
+		Cells    int      `json:"cells"`
+		Tokens   string   `json:"tokens"`
+	}
+	var turns []turn
+	b.eval(`[...document.querySelectorAll("details.turn")].map(d => ({chat: d.querySelectorAll(".chat").length, rejected: [...d.querySelectorAll(".rejected li")].map(l => l.textContent), cells: d.querySelectorAll("svg.logprobs rect.lp").length, tokens: (d.querySelector(".tokens") || {}).textContent || ""}))`, &turns)
+	require.Len(t, turns, len(rec.Turns))
+	llm := 0
+	for k, tn := range rec.Turns {
+		if tn.Tokens == nil {
+			continue
+		}
+		llm++
+		assert.Len(t, tn.Tokens.LogProbs, turns[k].Cells, "turn %d: a cell per response token", k)
+		assert.Equal(t, len(tn.Prompt.Messages), turns[k].Chat, "turn %d: the chat that was sent", k)
+		assert.Contains(t, turns[k].Tokens, fmt.Sprintf("completion %v", tn.Notes["llm_completion_tokens"]), "turn %d", k)
+		if r, ok := tn.Notes["llm_rejected"].([]any); ok {
+			assert.Len(t, turns[k].Rejected, len(r), "turn %d: the refused answers", k)
+		}
+	}
+	assert.Positive(t, llm, "the episode has LLM turns")
+}
+
+// hostile are payloads that would run script if a page wrote them as
+// markup.
+var hostile = []string{
+	`<script>window.__xss=1</script>`,
+	`<img src=x onerror="window.__xss=2">`,
+	`"><svg onload="window.__xss=3">`,
+	`</script><script>window.__xss=4</script>`,
+	`javascript:window.__xss=5`,
+	`{{.}}<style>body{display:none}</style>`,
+}
+
+// hostileFiles writes an episode record and a sample file whose every
+// free text (scenario, parameters, agents, roles, states, views, prompts,
+// actions, messages, notes, allocators, label, error) is a hostile
+// payload.
+func hostileFiles(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	h := func(i int) string { return hostile[i%len(hostile)] }
+	rec := &episode.Record{
+		Scenario: h(0), Params: map[string]string{h(1): h(2)}, Status: "failed", End: h(3), Err: h(4), Label: h(5), Steps: 2,
+		Seats: []episode.Seat{{ID: h(0), Role: h(1)}, {ID: h(2), Role: h(3)}},
+		Turns: []episode.Turn{
+			{Seat: 0, Step: 0, State: agents.State(h(4)), View: h(5), Legal: []string{h(0), h(1)}, Action: h(0), Completion: h(2),
+				Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{{Role: h(3), Content: h(4)}}}, Invalid: h(5),
+				Notes: map[string]any{h(0): h(1), "llm_rejected": []any{h(2), h(3)}}, Emit: true,
+				Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2, 3}, LogProbs: []float64{-0.1, -2}}},
+			{Seat: 1, Step: 1, State: agents.State(h(5)), Inbox: []int{0}, Action: h(1), Emit: true},
+		},
+		Messages: []episode.Message{
+			{Message: protocol.Message{From: h(0), To: protocol.Address(h(2)), Kind: h(3), Payload: h(0), Time: 0, Seq: 0}, Recipients: []int{1}},
+			{Message: protocol.Message{From: "env", To: protocol.Broadcast, Kind: h(1), Payload: h(3), Time: 1, Seq: 1}, Recipients: []int{0, 1}},
+		},
+		Score: episode.Score{Team: 1, Agents: []float64{1, 0}},
+	}
+	credit := &trajectories.Credit{Allocators: []string{h(0), h(1)}, Values: [][]float64{{1, 2}, {-1, 0.5}}, Notes: map[string]any{h(2): h(3)}}
+	line, err := trajectories.AppendEpisodeJSON(nil, rec, credit)
+	require.NoError(t, err)
+	records := filepath.Join(dir, "hostile.episodes.jsonl")
+	require.NoError(t, os.WriteFile(records, line, 0o644))
+
+	ep := trajectories.NewEpisode(rec)
+	trajectories.ApplyCredit(ep, credit, trajectories.RewardDict)
+	var samples []byte
+	for i := range ep.Samples {
+		samples = ep.Samples[i].AppendJSON(samples)
+		samples = append(samples, '\n')
+	}
+	path := filepath.Join(dir, "hostile.jsonl")
+	require.NoError(t, os.WriteFile(path, samples, 0o644))
+	return records, path
+}
+
+// TestBrowserEscapesHostileText: no payload runs (the page's flag stays
+// unset, nothing breaks the CSP), and each is shown as the text it is.
+func TestBrowserEscapesHostileText(t *testing.T) {
+	b := newBrowser(t)
+	records, samples := hostileFiles(t, t.TempDir())
+	base := serve(t, openFiles(t, records, samples))
+	for _, page := range []string{"/", "/run-0/index.html", "/run-0/episodes.html", "/run-0/ep-0.html", "/run-1/index.html", "/run-1/episodes.html", "/run-1/ep-0.html", "/compare-0-1.html"} {
+		b.open(base + page)
+		b.exec(`document.querySelectorAll("details").forEach(d => d.open = true)`)
+		var flag any
+		b.eval(`window.__xss === undefined ? null : window.__xss`, &flag)
+		assert.Nil(t, flag, "%s ran a payload", page)
+		var injected int
+		b.eval(`document.querySelectorAll("main script:not(#episodes-data), main img, main style, main iframe, [onerror], [onload]").length`, &injected)
+		assert.Zero(t, injected, "%s: a payload became markup", page)
+		b.noErrors(page)
+	}
+	// The payloads are there, as text.
+	b.open(base + "/run-0/ep-0.html")
+	var text string
+	b.eval(`document.body.innerText`, &text)
+	for _, p := range hostile[:4] {
+		assert.Contains(t, text, p)
+	}
+	var payload string
+	b.eval(`document.querySelector("#message-table tr.message .payload").textContent`, &payload)
+	assert.Equal(t, hostile[0], payload)
+	b.shot("hostile-episode")
+
+	// The error listener works: a page that fails to load is caught.
+	require.NoError(t, chromedp.Do(b.ctx, chromedp.Navigate(base+"/no-such-page.html")))
+	b.settle()
+	b.mu.Lock()
+	caught := len(b.errors)
+	b.errors = nil
+	b.mu.Unlock()
+	assert.Positive(t, caught, "a 404 is reported as a console error")
+}
+
+// TestBrowserReportsBadLines: a file with an invalid line and a cut last
+// line shows its good episodes and lists the two lines.
+func TestBrowserReportsBadLines(t *testing.T) {
+	b := newBrowser(t)
+	_, runs := fixtures(t)
+	data, err := os.ReadFile(runs[2].Records) // signal: 4 episodes
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(data), "\n")
+	bad := lines[0] + `{"format":"troupe.episode/v1","scenario":` + "\n" + lines[1] + lines[2][:len(lines[2])/2]
+	path := filepath.Join(t.TempDir(), "cut.episodes.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(bad), 0o644))
+	base := serve(t, openFiles(t, path))
+	b.open(base + "/run-0/index.html")
+	b.shot("bad-lines-overview")
+	var problems []string
+	b.eval(`[...document.querySelectorAll("#problems li.problem")].map(l => l.textContent)`, &problems)
+	require.Len(t, problems, 2)
+	assert.Contains(t, problems[0], "line 2:")
+	assert.Contains(t, problems[1], "line 4:")
+	assert.Contains(t, problems[1], "cut")
+	b.open(base + "/run-0/episodes.html")
+	var n int
+	b.eval(`document.querySelectorAll("#episodes-body tr").length`, &n)
+	assert.Equal(t, 2, n)
+}
+
+// TestBrowserStaticExport opens an exported site from the file system:
+// the same pages, the list's script and the jump work without a server.
+func TestBrowserStaticExport(t *testing.T) {
+	b := newBrowser(t)
+	_, runs := fixtures(t)
+	files := openFiles(t, runs[2].Records, runs[2].Samples)
+	v, err := viewer.New(files, scenarios.Builtin())
+	require.NoError(t, err)
+	dir := t.TempDir()
+	st, err := v.Export(dir, 0)
+	require.NoError(t, err)
+	assert.Equal(t, 8, st.Episodes)
+	root := "file://" + filepath.ToSlash(dir)
+	b.open(root + "/index.html")
+	b.do(chromedp.Click(`a[href="run-0/episodes.html"]`), chromedp.WaitVisible("#episodes-body tr"))
+	b.settle()
+	b.noErrors("the exported list")
+	recs, _ := readRecords(t, runs[2].Records)
+	b.do(chromedp.SendKeys("#jump", strconv.FormatInt(recs[2].RolloutID, 10)))
+	b.exec(`document.querySelector("#filters").requestSubmit()`)
+	b.do(chromedp.WaitVisible("#sequence"))
+	b.settle()
+	b.noErrors("an exported episode")
+	var arrows int
+	b.eval(`document.querySelectorAll("#sequence path.arrow").length`, &arrows)
+	want := 0
+	for _, m := range recs[2].Messages {
+		want += len(m.Recipients)
+	}
+	assert.Equal(t, want, arrows)
+	b.shot("export-episode")
+}

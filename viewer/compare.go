@@ -1,0 +1,217 @@
+package viewer
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Comparison sets two runs side by side: their overviews, every
+// allocator and role of either, and the episodes they have in common
+// (the same episode number and scenario seed: the same seeds under two
+// allocators or two policies), with the team reward's differences.
+type Comparison struct {
+	A, B         *Overview
+	RunA, RunB   int
+	Allocators   []CompareRow
+	Roles        []CompareRow
+	Statuses     []CompareRow
+	Paired       int // episodes in both
+	SameSeeds    bool
+	Delta        Stat // team reward of B minus A, over pairs scored in both
+	DeltaHist    Chart
+	Largest      []Pair // the pairs that differ most
+	ScatterChart Chart
+}
+
+// CompareRow is one name's values in both runs.
+type CompareRow struct {
+	Name string
+	A, B string
+	Diff string
+}
+
+// Pair is one episode in both runs.
+type Pair struct {
+	Index              int64
+	OrdA, OrdB         int
+	RolloutA, RolloutB int64
+	TeamA, TeamB       float64
+	Delta              float64
+}
+
+// maxLargest is how many pairs the comparison lists.
+const maxLargest = 25
+
+func compare(a, b *Overview, ra, rb int) *Comparison {
+	c := &Comparison{A: a, B: b, RunA: ra, RunB: rb}
+	row := func(name string, va, vb float64, okA, okB bool) CompareRow {
+		r := CompareRow{Name: name, A: "–", B: "–", Diff: "–"}
+		if okA {
+			r.A = num(va)
+		}
+		if okB {
+			r.B = num(vb)
+		}
+		if okA && okB {
+			r.Diff = num(vb - va)
+		}
+		return r
+	}
+	names := func(o *Overview) []string {
+		var out []string
+		for _, s := range o.Allocators {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	allocs := union(names(a), names(b))
+	find := func(o *Overview, name string) (AllocStat, bool) {
+		for _, s := range o.Allocators {
+			if s.Name == name {
+				return s, true
+			}
+		}
+		return AllocStat{}, false
+	}
+	c.Allocators = append(c.Allocators, row("team reward (mean over scored episodes)", a.Team.Mean, b.Team.Mean, a.Team.N > 0, b.Team.N > 0))
+	for _, name := range allocs {
+		sa, okA := find(a, name)
+		sb, okB := find(b, name)
+		c.Allocators = append(c.Allocators, row(name+" (mean per sample)", sa.PerSample, sb.PerSample, okA, okB))
+	}
+	roleNames := func(o *Overview) []string {
+		var out []string
+		for _, r := range o.Roles {
+			out = append(out, r.Role)
+		}
+		return out
+	}
+	findRole := func(o *Overview, name string) (RoleStat, bool) {
+		for _, r := range o.Roles {
+			if r.Role == name {
+				return r, true
+			}
+		}
+		return RoleStat{}, false
+	}
+	for _, name := range union(roleNames(a), roleNames(b)) {
+		ra, okA := findRole(a, name)
+		rb, okB := findRole(b, name)
+		c.Roles = append(c.Roles, row(name+": mean agent score", ra.ScoreMean(), rb.ScoreMean(), okA && ra.Scored > 0, okB && rb.Scored > 0))
+		for _, alloc := range allocs {
+			ka, kb := slices.Index(names(a), alloc), slices.Index(names(b), alloc)
+			va, vb := math.NaN(), math.NaN()
+			if okA && ka >= 0 && ka < len(ra.Alloc) {
+				va = ra.Alloc[ka]
+			}
+			if okB && kb >= 0 && kb < len(rb.Alloc) {
+				vb = rb.Alloc[kb]
+			}
+			c.Roles = append(c.Roles, row(fmt.Sprintf("%s: %s per sample", name, alloc), va, vb, !math.IsNaN(va), !math.IsNaN(vb)))
+		}
+	}
+	statusNames := func(o *Overview) []string {
+		var out []string
+		for _, s := range o.Statuses {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	countOf := func(cs []Count, name string) int {
+		for _, x := range cs {
+			if x.Name == name {
+				return x.N
+			}
+		}
+		return 0
+	}
+	for _, s := range union(statusNames(a), statusNames(b)) {
+		na, nb := countOf(a.Statuses, s), countOf(b.Statuses, s)
+		c.Statuses = append(c.Statuses, CompareRow{Name: s, A: fmt.Sprint(na), B: fmt.Sprint(nb), Diff: fmt.Sprintf("%+d", nb-na)})
+	}
+
+	// Pairs: the same episode number in both files.
+	byIndex := map[int64]int{}
+	for k := range a.File.Episodes {
+		if _, ok := byIndex[a.File.Episodes[k].Index]; !ok {
+			byIndex[a.File.Episodes[k].Index] = k
+		}
+	}
+	c.SameSeeds = true
+	var pairs []Pair
+	var deltas []float64
+	for k := range b.File.Episodes {
+		eb := &b.File.Episodes[k]
+		ka, ok := byIndex[eb.Index]
+		if !ok {
+			continue
+		}
+		ea := &a.File.Episodes[ka]
+		c.Paired++
+		if ea.Seed != eb.Seed || ea.Scenario != eb.Scenario {
+			c.SameSeeds = false
+		}
+		if !ea.Scored() || !eb.Scored() {
+			continue
+		}
+		p := Pair{Index: eb.Index, OrdA: ka, OrdB: k, RolloutA: ea.RolloutID, RolloutB: eb.RolloutID, TeamA: ea.Team, TeamB: eb.Team, Delta: eb.Team - ea.Team}
+		pairs = append(pairs, p)
+		deltas = append(deltas, p.Delta)
+		c.Delta.add(p.Delta)
+	}
+	c.DeltaHist = histogram(deltas, c.Delta.Min, c.Delta.Max, "delta-hist", "team reward, B − A")
+	slices.SortStableFunc(pairs, func(x, y Pair) int { return cmp.Compare(math.Abs(y.Delta), math.Abs(x.Delta)) })
+	c.Largest = pairs[:min(len(pairs), maxLargest)]
+	c.ScatterChart = scatter(pairs)
+	return c
+}
+
+// scatter plots each pair's team reward in B against A.
+func scatter(pairs []Pair) Chart {
+	if len(pairs) == 0 {
+		return Chart{}
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range pairs {
+		lo = math.Min(lo, math.Min(p.TeamA, p.TeamB))
+		hi = math.Max(hi, math.Max(p.TeamA, p.TeamB))
+	}
+	if hi <= lo {
+		lo, hi = lo-0.5, hi+0.5
+	}
+	const size, pad = 260.0, 34.0
+	at := func(v float64) float64 { return (v - lo) / (hi - lo) * size }
+	c := Chart{W: int(size + 2*pad), H: int(size + 2*pad)}
+	c.Lines = append(c.Lines,
+		Line{X1: pad, Y1: pad + size, X2: pad + size, Y2: pad + size, Class: "axis"},
+		Line{X1: pad, Y1: pad, X2: pad, Y2: pad + size, Class: "axis"},
+		Line{X1: pad, Y1: pad + size, X2: pad + size, Y2: pad, Class: "diagonal"},
+	)
+	// At most 5000 points: beyond that they only blacken the square.
+	stride := max(1, len(pairs)/5000)
+	for k := 0; k < len(pairs); k += stride {
+		p := pairs[k]
+		c.Bars = append(c.Bars, Bar{X: pad + at(p.TeamA) - 2, Y: pad + size - at(p.TeamB) - 2, W: 4, H: 4, Class: "point",
+			Title: fmt.Sprintf("episode %d: A %s, B %s", p.Index, num(p.TeamA), num(p.TeamB))})
+	}
+	c.Texts = append(c.Texts,
+		Text{X: pad, Y: pad + size + 14, Anchor: "start", Class: "tick", S: num(lo)},
+		Text{X: pad + size, Y: pad + size + 14, Anchor: "end", Class: "tick", S: num(hi) + " (A)"},
+		Text{X: pad - 4, Y: pad + 4, Anchor: "end", Class: "tick", S: num(hi)},
+		Text{X: pad + 4, Y: pad - 6, Anchor: "start", Class: "tick", S: "B"},
+	)
+	return c
+}
+
+// union is a's names, then b's that a lacks.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,525 @@
+package viewer
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
+)
+
+// SeqDiagram is the bus over logical time: a lifeline per seat (and one
+// for the environment when it sends), every step a band with its turns,
+// then every message of the step as an arrow to each seat that received
+// it.
+type SeqDiagram struct {
+	W, H  int
+	Lanes []Lane
+	Bands []Band
+	Marks []TurnMark
+	Msgs  []SeqMsg
+	// Omitted counts the messages past maxDrawn, listed in the table only.
+	Omitted int
+}
+
+// Lane is one lifeline.
+type Lane struct {
+	X     float64
+	Seat  int // -1 for the environment
+	Label string
+	Role  string
+}
+
+// Band is one logical step.
+type Band struct {
+	Y, H float64
+	Step int
+	Odd  bool
+}
+
+// TurnMark is a turn on its agent's lifeline.
+type TurnMark struct {
+	X, Y  float64
+	Turn  int
+	Seat  int
+	State string
+	Title string
+	Class string
+}
+
+// SeqMsg is one message: a line from its sender across its recipients,
+// an arrowhead at each recipient.
+type SeqMsg struct {
+	Seq            int
+	Y, X1, X2      float64
+	From, To, Kind string
+	Mode, Channel  string
+	Recipients     string // seat numbers, space-separated
+	Class          string
+	Label, Title   string
+	LabelX         float64
+	Heads          []Head
+	Nobody         bool // reached no one: a cross at the line's end
+	Color          string
+}
+
+// Head is an arrowhead at one recipient's lifeline.
+type Head struct {
+	Seat int
+	Path string
+}
+
+// maxDrawn bounds the messages drawn; the table lists them all.
+const maxDrawn = 4000
+
+// channelColors tell channels apart.
+var channelColors = []string{"#b5651d", "#2e8b57", "#8a2be2", "#c71585", "#1e90ff", "#daa520", "#556b2f", "#d2691e"}
+
+func sequence(e *Episode) SeqDiagram {
+	var d SeqDiagram
+	env := slices.ContainsFunc(e.Messages, func(m MessageView) bool { return m.FromSeat < 0 })
+	laneW := math.Max(56, math.Min(140, 1100/float64(max(len(e.Seats), 1))))
+	x0 := 70.0
+	if env {
+		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: "environment"})
+		x0 += laneW
+	}
+	laneX := make([]float64, len(e.Seats))
+	for i, s := range e.Seats {
+		laneX[i] = x0 + laneW*float64(i)
+		d.Lanes = append(d.Lanes, Lane{X: laneX[i], Seat: i, Label: s.ID, Role: s.Role})
+	}
+	envX := 70.0
+	senderX := func(m *MessageView) float64 {
+		if m.FromSeat >= 0 {
+			return laneX[m.FromSeat]
+		}
+		return envX
+	}
+	channels := map[string]string{}
+	const rowH, top = 22.0, 40.0
+	y := top
+	// The steps that have turns or messages, each a band.
+	turnsAt, msgsAt := map[int][]int{}, map[int][]int{}
+	for i := range e.Turns {
+		turnsAt[e.Turns[i].Step] = append(turnsAt[e.Turns[i].Step], i)
+	}
+	for i := range e.Messages {
+		msgsAt[e.Messages[i].Time] = append(msgsAt[e.Messages[i].Time], i)
+	}
+	steps := slices.Sorted(maps.Keys(turnsAt))
+	for s := range msgsAt {
+		if _, ok := turnsAt[s]; !ok {
+			steps = append(steps, s)
+		}
+	}
+	slices.Sort(steps)
+	drawn := 0
+	for b, step := range steps {
+		band := Band{Y: y, Step: step, Odd: b%2 == 1}
+		if ts := turnsAt[step]; len(ts) > 0 {
+			// A seat acting twice in one step (an async schedule) gets a
+			// mark per turn, side by side.
+			seen := map[int]int{}
+			for _, k := range ts {
+				t := &e.Turns[k]
+				off := float64(seen[t.Seat]) * 7
+				seen[t.Seat]++
+				class := "turn-mark"
+				if t.Invalid != "" {
+					class += " invalid"
+				}
+				d.Marks = append(d.Marks, TurnMark{X: laneX[t.Seat] + off, Y: y + rowH/2, Turn: t.N, Seat: t.Seat, State: t.State, Class: class,
+					Title: fmt.Sprintf("turn %d: %s (turn %d) in state %s played %q", t.N, t.Agent, t.Turn, t.State, clip(t.Action, 60))})
+			}
+			y += rowH
+		}
+		for _, k := range msgsAt[step] {
+			if drawn >= maxDrawn {
+				d.Omitted++
+				continue
+			}
+			drawn++
+			m := &e.Messages[k]
+			from := senderX(m)
+			sm := SeqMsg{Seq: m.Seq, Y: y + rowH/2, From: m.From, To: m.To, Kind: m.Kind, Mode: m.Mode, Channel: m.Channel,
+				Class: "msg " + m.Mode}
+			if m.Quiet {
+				sm.Class += " quiet"
+			}
+			if m.Mode == "channel" {
+				c, ok := channels[m.Channel]
+				if !ok {
+					c = channelColors[len(channels)%len(channelColors)]
+					channels[m.Channel] = c
+				}
+				sm.Color = c
+			}
+			lo, hi := from, from
+			var rs []string
+			for _, r := range m.Recipients {
+				x := laneX[r]
+				lo, hi = math.Min(lo, x), math.Max(hi, x)
+				dir := 1.0
+				if x < from {
+					dir = -1
+				}
+				if x == from {
+					dir = 0
+				}
+				sm.Heads = append(sm.Heads, Head{Seat: r, Path: arrowHead(x, sm.Y, dir)})
+				rs = append(rs, fmt.Sprint(r))
+			}
+			sm.Recipients = strings.Join(rs, " ")
+			if len(m.Recipients) == 0 {
+				sm.Nobody = true
+				hi = from + 30
+			}
+			sm.X1, sm.X2 = lo, hi
+			to := m.To
+			if m.Mode == "direct" && len(m.Recipients) == 1 {
+				to += " (private)"
+			}
+			sm.Label = clip(fmt.Sprintf("%s: %s", m.Kind, m.Payload), 48)
+			sm.LabelX = from + 6
+			who := strings.Join(m.RecipientIDs, ", ")
+			if who == "" {
+				who = "no one"
+			}
+			quiet := ""
+			if m.Quiet {
+				quiet = " (quiet: informs without waking)"
+			}
+			sm.Title = fmt.Sprintf("#%d at t=%d: %s → %s (%s)%s: %s\nreceived by: %s", m.Seq, m.Time, m.From, to, m.Kind, quiet, clip(m.Payload, 400), who)
+			d.Msgs = append(d.Msgs, sm)
+			y += rowH
+		}
+		band.H = y - band.Y
+		d.Bands = append(d.Bands, band)
+	}
+	right := x0 + laneW*float64(max(len(e.Seats), 1))
+	d.W = int(math.Max(right+40, 400))
+	d.H = int(y + 10)
+	return d
+}
+
+// arrowHead draws an arrowhead ending at (x, y) pointing along dir (0: a
+// message to its own sender's lane, drawn as a dot).
+func arrowHead(x, y, dir float64) string {
+	if dir == 0 {
+		return fmt.Sprintf("M%.1f %.1f m-4 0 a4 4 0 1 0 8 0 a4 4 0 1 0 -8 0", x, y)
+	}
+	return fmt.Sprintf("M%.1f %.1fL%.1f %.1fL%.1f %.1fZ", x, y, x-9*dir, y-4.5, x-9*dir, y+4.5)
+}
+
+// clip shortens s to n runes, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// RoleView is one role of an episode: its diagram, when the binary knows
+// the scenario, and its agents' state timelines.
+type RoleView struct {
+	Role     string
+	Known    bool   // the scenario's registry has the role
+	Why      string // why there is no diagram
+	Diagram  Chart
+	Nodes    []Node
+	Edges    []Edge
+	Timeline Timeline
+}
+
+// Node is a state of a role's diagram.
+type Node struct {
+	X, Y, W, H float64
+	State      string
+	Class      string
+	Fill       string
+	VisitedBy  string // the seats that had turns in it, space-separated
+}
+
+// Edge is a transition of a role's diagram.
+type Edge struct {
+	Path           string
+	LabelX, LabelY float64
+	Label          string
+}
+
+// Timeline is every agent of a role over logical time: a bar per turn,
+// coloured by the state the agent acted in.
+type Timeline struct {
+	W, H  int
+	Rows  []TimelineRow
+	Segs  []Seg
+	Ticks []Text
+	Lines []Line
+}
+
+// TimelineRow is one agent.
+type TimelineRow struct {
+	Y    float64
+	Seat int
+	ID   string
+}
+
+// Seg is one turn on a timeline.
+type Seg struct {
+	X, Y, W, H float64
+	Seat, Step int
+	Turn       int
+	State      string
+	Fill       string
+	Title      string
+	Label      string
+	Class      string
+}
+
+var stateColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+
+// roleViews builds the roles of an episode in order of their first seat.
+func roleViews(e *Episode, lookup func(scenario string) ([]*agents.Role, error)) []RoleView {
+	var known []*agents.Role
+	var why string
+	if lookup == nil {
+		why = "this viewer was started without a scenario registry"
+	} else if rs, err := lookup(e.Scenario); err != nil {
+		why = fmt.Sprintf("this troupe binary does not know scenario %q (%v): no diagram; a program that registers it with cli.WithScenarios shows one", e.Scenario, err)
+	} else {
+		known = rs
+	}
+	var order []string
+	for _, s := range e.Seats {
+		if !slices.Contains(order, s.Role) {
+			order = append(order, s.Role)
+		}
+	}
+	maxStep := 0
+	for _, t := range e.Turns {
+		maxStep = max(maxStep, t.Step)
+	}
+	var out []RoleView
+	for _, name := range order {
+		rv := RoleView{Role: name, Why: why}
+		var role *agents.Role
+		for _, r := range known {
+			if r.Name == name {
+				role = r
+			}
+		}
+		if known != nil && role == nil {
+			rv.Why = fmt.Sprintf("scenario %q has no role %q in this binary: no diagram", e.Scenario, name)
+		}
+		// State colours: the role's order of states when known, else the
+		// order the turns show them in.
+		var states []string
+		if role != nil {
+			for _, s := range role.States() {
+				states = append(states, string(s))
+			}
+		}
+		for _, t := range e.Turns {
+			if t.Role == name && !slices.Contains(states, t.State) {
+				states = append(states, t.State)
+			}
+		}
+		color := func(s string) string { return stateColors[max(slices.Index(states, s), 0)%len(stateColors)] }
+		rv.Timeline = timeline(e, name, maxStep, color)
+		if role != nil {
+			rv.Known = true
+			rv.Nodes, rv.Edges, rv.Diagram = roleDiagram(role, e, color)
+		}
+		out = append(out, rv)
+	}
+	return out
+}
+
+func timeline(e *Episode, role string, maxStep int, color func(string) string) Timeline {
+	const label, rowH = 110.0, 16.0
+	stepW := math.Max(6, math.Min(60, 800/float64(maxStep+1)))
+	var tl Timeline
+	rowOf := map[int]int{}
+	for _, s := range e.Seats {
+		if s.Role == role {
+			rowOf[s.Seat] = len(tl.Rows)
+			tl.Rows = append(tl.Rows, TimelineRow{Y: 20 + rowH*float64(len(tl.Rows)), Seat: s.Seat, ID: s.ID})
+		}
+	}
+	perStep := map[[2]int]int{}
+	for i := range e.Turns {
+		t := &e.Turns[i]
+		r, ok := rowOf[t.Seat]
+		if !ok {
+			continue
+		}
+		// Several turns of one agent in one step share the step's width.
+		k := [2]int{t.Seat, t.Step}
+		n := perStep[k]
+		perStep[k]++
+		w := stepW - 1
+		x := label + stepW*float64(t.Step)
+		if n > 0 {
+			x += math.Min(float64(n)*3, stepW/2)
+			w = math.Max(w-math.Min(float64(n)*3, stepW/2), 2)
+		}
+		class := "state-seg"
+		if t.Invalid != "" {
+			class += " invalid"
+		}
+		seg := Seg{X: x, Y: tl.Rows[r].Y, W: w, H: rowH - 3, Seat: t.Seat, Step: t.Step, Turn: t.N, State: t.State, Fill: color(t.State), Class: class,
+			Title: fmt.Sprintf("%s at t=%d, its turn %d: state %s, played %q", t.Agent, t.Step, t.Turn, t.State, clip(t.Action, 60))}
+		if stepW >= 50 {
+			seg.Label = clip(t.State, 8)
+		}
+		tl.Segs = append(tl.Segs, seg)
+	}
+	tl.W = int(label + stepW*float64(maxStep+1) + 20)
+	tl.H = int(20 + rowH*float64(len(tl.Rows)) + 18)
+	every := max(1, int(math.Ceil(40/stepW)))
+	for s := 0; s <= maxStep; s += every {
+		tl.Ticks = append(tl.Ticks, Text{X: label + stepW*float64(s) + stepW/2, Y: 12, Anchor: "middle", Class: "tick", S: fmt.Sprintf("t=%d", s)})
+	}
+	return tl
+}
+
+// roleDiagram lays a role's states out on a row, in breadth-first order
+// from its initial state, with its transitions as arcs: forward ones
+// above, backward ones below, self-loops as loops. The states the
+// episode's agents of the role had turns in are marked visited.
+func roleDiagram(role *agents.Role, e *Episode, color func(string) string) ([]Node, []Edge, Chart) {
+	states := role.States()
+	adj := map[string][]string{}
+	for _, ev := range role.Events {
+		for _, src := range ev.Src {
+			adj[src] = append(adj[src], ev.Dst)
+		}
+	}
+	var order []string
+	seen := map[string]bool{}
+	queue := []string{string(role.Initial)}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		order = append(order, s)
+		queue = append(queue, adj[s]...)
+	}
+	for _, s := range states {
+		if !seen[string(s)] {
+			order = append(order, string(s))
+		}
+	}
+	visited := map[string][]string{}
+	for _, t := range e.Turns {
+		if t.Role == role.Name {
+			v := fmt.Sprint(t.Seat)
+			if !slices.Contains(visited[t.State], v) {
+				visited[t.State] = append(visited[t.State], v)
+			}
+		}
+	}
+	pos := map[string]int{}
+	for i, s := range order {
+		pos[s] = i
+	}
+	type pair struct{ from, to string }
+	labels := map[pair][]string{}
+	var pairs []pair
+	for _, ev := range role.Events {
+		for _, src := range ev.Src {
+			p := pair{src, ev.Dst}
+			if _, ok := labels[p]; !ok {
+				pairs = append(pairs, p)
+			}
+			if !slices.Contains(labels[p], ev.Name) {
+				labels[p] = append(labels[p], ev.Name)
+			}
+		}
+	}
+	// The nodes sit low enough for the longest forward arc above them.
+	const nodeW, nodeH, gap = 110.0, 30.0, 60.0
+	top := 40.0
+	for _, p := range pairs {
+		if d := pos[p.to] - pos[p.from]; d > 0 {
+			top = math.Max(top, 18+14*float64(d-1)+16)
+		}
+	}
+	var nodes []Node
+	for i, s := range order {
+		class := "state-node"
+		if len(visited[s]) > 0 {
+			class += " visited"
+		}
+		if s == string(role.Initial) {
+			class += " initial"
+		}
+		if role.IsTerminal(agents.State(s)) {
+			class += " terminal"
+		}
+		if role.ActsIn(agents.State(s)) {
+			class += " acting"
+		}
+		nodes = append(nodes, Node{X: 30 + float64(i)*(nodeW+gap), Y: top, W: nodeW, H: nodeH, State: s, Class: class, Fill: color(s),
+			VisitedBy: strings.Join(visited[s], " ")})
+	}
+	var edges []Edge
+	maxDown := 0.0
+	for _, p := range pairs {
+		a, b := nodes[pos[p.from]], nodes[pos[p.to]]
+		label := clip(strings.Join(labels[p], ", "), 28)
+		switch {
+		case p.from == p.to:
+			x, y := a.X+a.W/2, a.Y
+			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f c-22 -34 22 -34 4 0", x-2, y), LabelX: x, LabelY: y - 30, Label: label})
+		case pos[p.to] > pos[p.from]:
+			x1, x2, y := a.X+a.W*0.6, b.X+b.W*0.4, a.Y
+			hgt := 18 + 14*float64(pos[p.to]-pos[p.from]-1)
+			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y-hgt, x2, y-hgt, x2, y), LabelX: (x1 + x2) / 2, LabelY: y - hgt*0.75 - 2, Label: label})
+		default:
+			x1, x2, y := a.X+a.W*0.4, b.X+b.W*0.6, a.Y+a.H
+			hgt := 18 + 14*float64(pos[p.from]-pos[p.to]-1)
+			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y+hgt, x2, y+hgt, x2, y), LabelX: (x1 + x2) / 2, LabelY: y + hgt*0.75 + 10, Label: label})
+			maxDown = math.Max(maxDown, hgt)
+		}
+	}
+	w := int(30 + float64(len(nodes))*(nodeW+gap))
+	h := int(top + nodeH + maxDown + 24)
+	return nodes, edges, Chart{W: w, H: h}
+}
+
+// LogProbStrip is a turn's response tokens, one cell each, darker the
+// less likely the model found the token.
+type LogProbStrip struct {
+	W, H  int
+	Cells []Bar
+}
+
+func logProbStrip(t *TurnView) LogProbStrip {
+	n := len(t.LogProbs)
+	if n == 0 {
+		return LogProbStrip{}
+	}
+	cw := math.Max(2, math.Min(12, 720/float64(n)))
+	s := LogProbStrip{W: int(cw*float64(n)) + 2, H: 22}
+	for i, lp := range t.LogProbs {
+		p := math.Exp(lp)
+		if math.IsNaN(p) {
+			p = 0
+		}
+		// Lightness from 92% (p = 1) down to 30% (p → 0).
+		light := 30 + 62*math.Max(0, math.Min(1, p))
+		s.Cells = append(s.Cells, Bar{X: 1 + cw*float64(i), Y: 1, W: math.Max(cw-1, 1), H: 20, Class: "lp",
+			Fill: fmt.Sprintf("hsl(215, 70%%, %.0f%%)", light), Value: fmt.Sprintf("%.4g", lp),
+			Title: fmt.Sprintf("response token %d: log-prob %.4g (p = %.3g)", i, lp, p)})
+	}
+	return s
+}

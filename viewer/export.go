@@ -1,0 +1,82 @@
+package viewer
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// ExportStats says what Export wrote.
+type ExportStats struct {
+	Pages, Episodes int
+	Bytes           int64
+}
+
+// Export writes the viewer's pages into dir as a static site that opens
+// from the file system (index.html) with nothing else: the same pages at
+// the same relative paths as served, the assets beside them. maxEpisodes
+// (0: all) bounds the episode pages written per file: the list and the
+// other pages then link only those. Export must not run while the viewer
+// serves.
+func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
+	var st ExportStats
+	v.linked = maxEpisodes
+	defer func() { v.linked = 0 }()
+	write := func(rel string, data []byte) error {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+		st.Pages++
+		st.Bytes += int64(len(data))
+		return nil
+	}
+	page := func(rel string) error {
+		var b bytes.Buffer
+		if err := v.render(&b, rel); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		return write(rel, b.Bytes())
+	}
+	if err := page("index.html"); err != nil {
+		return st, err
+	}
+	for i, f := range v.files {
+		for _, rel := range []string{fmt.Sprintf("run-%d/index.html", i), fmt.Sprintf("run-%d/episodes.html", i)} {
+			if err := page(rel); err != nil {
+				return st, err
+			}
+		}
+		n := len(f.Episodes)
+		if maxEpisodes > 0 {
+			n = min(n, maxEpisodes)
+		}
+		for k := range n {
+			if err := page(fmt.Sprintf("run-%d/ep-%d.html", i, k)); err != nil {
+				return st, err
+			}
+			st.Episodes++
+		}
+		for j := i + 1; j < len(v.files); j++ {
+			if err := page(fmt.Sprintf("compare-%d-%d.html", i, j)); err != nil {
+				return st, err
+			}
+		}
+	}
+	err := fs.WalkDir(assetFS, "assets", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := assetFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return write(path, data)
+	})
+	return st, err
+}

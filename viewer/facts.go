@@ -1,0 +1,338 @@
+package viewer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// interner keeps one copy of the strings that repeat from line to line
+// (statuses, roles, agent ids, allocator names), so that the index of a
+// large file holds each once.
+type interner map[string]string
+
+func (in interner) bytes(b []byte) string {
+	if s, ok := in[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	in[s] = s
+	return s
+}
+
+func (in interner) string(s string) string {
+	if t, ok := in[s]; ok {
+		return t
+	}
+	in[s] = s
+	return s
+}
+
+// istr reads a string value, interned.
+func (s *scanner) istr(in interner) string {
+	raw, escaped := s.rawString()
+	if s.err != nil {
+		return ""
+	}
+	if !escaped {
+		return in.bytes(raw[1 : len(raw)-1])
+	}
+	s.i -= len(raw)
+	return in.string(s.str())
+}
+
+// sampleFacts is what the index keeps of one sample: its episode's
+// identity and outcome, who played it, and its reward.
+type sampleFacts struct {
+	RolloutID, GroupIndex, Episode, Turn int64
+	Seed                                 uint64
+	Status, Scenario, Agent, Role, End   string
+	Allocator                            string // metadata.allocator
+	TeamReward, AgentScore               float64
+	HasScore                             bool
+	Invalid                              bool // metadata.invalid is set
+	Record                               bool // the line has a "format" key: it is an episode line
+	Reward                               protocol.RewardKind
+	Value                                float64   // a scalar reward
+	DictNames                            []string  // a dict reward's keys, in line order
+	DictValues                           []float64 // and values
+}
+
+// ErrSampleLine is wrapped by the errors of sample lines the index cannot
+// use.
+var ErrSampleLine = errors.New("not a slime sample")
+
+// scanSample reads the sample object at the cursor into f.
+func (s *scanner) scanSample(f *sampleFacts, in interner) {
+	*f = sampleFacts{DictNames: f.DictNames[:0], DictValues: f.DictValues[:0]}
+	var hasID, hasStatus bool
+	s.object(func(k []byte) {
+		switch string(k) {
+		case "rollout_id":
+			hasID = !s.null()
+			if hasID {
+				f.RolloutID = s.int()
+			}
+		case "group_index":
+			f.GroupIndex = s.int()
+		case "status":
+			hasStatus = !s.null()
+			if hasStatus {
+				f.Status = s.istr(in)
+			}
+		case "reward":
+			switch s.peek() {
+			case 'n':
+				s.literal("null")
+				f.Reward = protocol.RewardNull
+			case '{':
+				f.Reward = protocol.RewardDict
+				f.DictNames, f.DictValues = f.DictNames[:0], f.DictValues[:0]
+				s.object(func(name []byte) {
+					v, _ := s.float()
+					f.DictNames = append(f.DictNames, in.bytes(name))
+					f.DictValues = append(f.DictValues, v)
+				})
+			default:
+				f.Reward = protocol.RewardScalar
+				f.Value, _ = s.float()
+			}
+		case "format":
+			f.Record = true
+			s.skip()
+		case "metadata":
+			s.object(func(k []byte) {
+				switch string(k) {
+				case "scenario":
+					f.Scenario = s.nstr(in)
+				case "seed":
+					f.Seed = s.uint()
+				case "episode":
+					f.Episode = s.int()
+				case "agent":
+					f.Agent = s.nstr(in)
+				case "role":
+					f.Role = s.nstr(in)
+				case "turn":
+					f.Turn = s.int()
+				case "team_reward":
+					f.TeamReward, _ = s.float()
+				case "agent_score":
+					f.AgentScore, f.HasScore = s.float()
+				case "allocator":
+					f.Allocator = s.nstr(in)
+				case "end":
+					f.End = s.nstr(in)
+				case "invalid":
+					f.Invalid = s.nonEmptyString()
+				default:
+					s.skip()
+				}
+			})
+		default:
+			s.skip()
+		}
+	})
+	if s.err != nil || f.Record {
+		return
+	}
+	switch {
+	case !hasID:
+		s.err = fmt.Errorf("%w: rollout_id is missing or null", ErrSampleLine)
+	case !hasStatus:
+		s.err = fmt.Errorf("%w: status is missing", ErrSampleLine)
+	case !protocol.Status(f.Status).Valid():
+		s.err = fmt.Errorf("%w: status %q is not a slime status", ErrSampleLine, f.Status)
+	}
+}
+
+// nstr reads a string or null (the empty string), interned.
+func (s *scanner) nstr(in interner) string {
+	if s.null() {
+		return ""
+	}
+	return s.istr(in)
+}
+
+// episodeFacts is what the index keeps of one troupe.episode/v1 line.
+type episodeFacts struct {
+	Scenario                     string
+	Seed                         uint64
+	Index, RolloutID, GroupIndex int64
+	Status, End                  string
+	Steps                        int64
+	SeatRoles                    []string // the role of every seat
+	EmitSeats                    []int    // the seat of every emitted turn, in order
+	Turns, Messages, Invalid     int
+	Team                         float64
+	Agents                       []float64 // per seat; nil when the scenario has none
+	Allocators                   []string
+	Values                       [][]float64
+}
+
+// episodeKeys are the keys of an episode line, which DecodeEpisode
+// requires to be exactly these.
+func validEpisodeKey(k string) bool {
+	switch k {
+	case "format", "scenario", "params", "seed", "policy_seed", "index", "rollout_id", "group_index",
+		"status", "end", "error", "steps", "label", "seats", "turns", "messages", "score", "credit":
+		return true
+	}
+	return false
+}
+
+// scanEpisode reads the episode object at the cursor into f.
+func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
+	*f = episodeFacts{SeatRoles: f.SeatRoles[:0], EmitSeats: f.EmitSeats[:0]}
+	format := ""
+	s.object(func(k []byte) {
+		switch string(k) {
+		case "format":
+			format = s.nstr(in)
+		case "scenario":
+			f.Scenario = s.nstr(in)
+		case "seed":
+			f.Seed = s.uint()
+		case "index":
+			f.Index = s.int()
+		case "rollout_id":
+			f.RolloutID = s.int()
+		case "group_index":
+			f.GroupIndex = s.int()
+		case "status":
+			f.Status = s.nstr(in)
+		case "end":
+			f.End = s.nstr(in)
+		case "steps":
+			f.Steps = s.int()
+		case "seats":
+			s.array(func(int) {
+				role := ""
+				s.object(func(k []byte) {
+					switch string(k) {
+					case "role":
+						role = s.nstr(in)
+					case "id":
+						s.skip()
+					default:
+						s.fail("unknown seat key %q", k)
+					}
+				})
+				f.SeatRoles = append(f.SeatRoles, role)
+			})
+		case "turns":
+			s.array(func(int) {
+				seat, emit := int64(-1), false
+				s.object(func(k []byte) {
+					switch string(k) {
+					case "seat":
+						seat = s.int()
+					case "emit":
+						emit = s.bool()
+					case "invalid":
+						if s.nonEmptyString() {
+							f.Invalid++
+						}
+					default:
+						s.skip()
+					}
+				})
+				f.Turns++
+				if emit {
+					f.EmitSeats = append(f.EmitSeats, int(seat))
+				}
+			})
+		case "messages":
+			s.array(func(int) {
+				f.Messages++
+				s.skip()
+			})
+		case "score":
+			s.object(func(k []byte) {
+				switch string(k) {
+				case "team":
+					f.Team, _ = s.float()
+				case "agents":
+					if s.null() {
+						return
+					}
+					f.Agents = []float64{}
+					s.array(func(int) {
+						v, _ := s.float()
+						f.Agents = append(f.Agents, v)
+					})
+				default:
+					s.fail("unknown score key %q", k)
+				}
+			})
+		case "credit":
+			s.object(func(k []byte) {
+				switch string(k) {
+				case "allocators":
+					s.array(func(int) { f.Allocators = append(f.Allocators, s.istr(in)) })
+				case "values":
+					s.array(func(int) {
+						var vs []float64
+						s.array(func(int) {
+							v, _ := s.float()
+							vs = append(vs, v)
+						})
+						f.Values = append(f.Values, vs)
+					})
+				case "notes":
+					s.skip()
+				default:
+					s.fail("unknown credit key %q", k)
+				}
+			})
+		default:
+			if !validEpisodeKey(string(k)) {
+				s.fail("unknown key %q", k)
+				return
+			}
+			s.skip()
+		}
+	})
+	if s.err != nil {
+		return
+	}
+	bad := func(format string, args ...any) {
+		s.err = fmt.Errorf("%w: %s", trajectories.ErrEpisodeLine, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case format != trajectories.EpisodeFormat:
+		bad("format %q, this build reads %q", format, trajectories.EpisodeFormat)
+		return
+	case !protocol.Status(f.Status).Valid():
+		bad("status %q is not a slime status", f.Status)
+		return
+	case len(f.Values) != len(f.Allocators):
+		bad("credit has %d value lists for %d allocators", len(f.Values), len(f.Allocators))
+		return
+	}
+	for k, seat := range f.EmitSeats {
+		if seat < 0 || seat >= len(f.SeatRoles) {
+			bad("emitted turn %d names seat %d of %d", k, seat, len(f.SeatRoles))
+			return
+		}
+	}
+	for a, v := range f.Values {
+		if len(v) != len(f.EmitSeats) {
+			bad("allocator %q has %d values for %d emitted turns", f.Allocators[a], len(v), len(f.EmitSeats))
+			return
+		}
+	}
+}
+
+// nonEmptyString consumes a value and reports whether it is a string other
+// than "".
+func (s *scanner) nonEmptyString() bool {
+	if s.peek() != '"' {
+		s.skip()
+		return false
+	}
+	raw, _ := s.rawString()
+	return len(raw) > 2
+}

@@ -1,0 +1,372 @@
+package viewer
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// CSP is the Content-Security-Policy of every page: scripts and styles
+// only from the viewer's own embedded files, nothing else fetched, no
+// inline script or style, no frames, no forms posting elsewhere.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'"
+
+// Scenarios is what the viewer asks of a scenario registry (*env.Registry):
+// the roles of the scenarios the running binary knows, for their state
+// diagrams.
+type Scenarios interface {
+	Lookup(name string) (env.Scenario, error)
+}
+
+// Viewer is the pages of a set of indexed files: served by Handler, or
+// written out as a static site by Export. Both produce the same pages at
+// the same paths.
+type Viewer struct {
+	files     []*File
+	scenarios Scenarios
+	tmpl      *template.Template
+	cache     *cache
+
+	mu        sync.Mutex
+	overviews map[int]*Overview
+	// linked, while Export writes a bounded site, is how many episode
+	// pages each file has: the pages link no further. 0: all.
+	linked int
+}
+
+// cacheSize is how many decoded episodes the viewer keeps.
+const cacheSize = 32
+
+// New returns the viewer of files; scenarios (nil: none) gives the role
+// diagrams.
+func New(files []*File, scenarios Scenarios) (*Viewer, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no file to view")
+	}
+	v := &Viewer{files: files, scenarios: scenarios, cache: newCache(cacheSize), overviews: map[int]*Overview{}}
+	t, err := template.New("").Funcs(template.FuncMap{
+		"num":  num,
+		"f1":   func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+		"pct":  func(n, of int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/math.Max(float64(of), 1)) },
+		"add":  func(a, b int) int { return a + b },
+		"json": func(v any) (string, error) { b, err := json.Marshal(v); return string(b), err },
+		"alloc": func(vs []float64, i int) string {
+			if i >= len(vs) || math.IsNaN(vs[i]) {
+				return "–"
+			}
+			return num(vs[i])
+		},
+		"credit": func(cs []AgentCredit, i int) AgentCredit { return cs[i] },
+		"strip":  func(t *TurnView) LogProbStrip { return logProbStrip(t) },
+		// linked reports whether episode ordinal has a page.
+		"linked": func(ordinal int) bool { return v.linked == 0 || ordinal < v.linked },
+	}).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	v.tmpl = t
+	return v, nil
+}
+
+// Files returns the viewer's files.
+func (v *Viewer) Files() []*File { return v.files }
+
+func (v *Viewer) overview(i int) *Overview {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if o, ok := v.overviews[i]; ok {
+		return o
+	}
+	o := v.files[i].Overview()
+	v.overviews[i] = o
+	return o
+}
+
+// episode returns episode ordinal of file i, decoded or from the cache.
+func (v *Viewer) episode(i, ordinal int) (*Episode, error) {
+	k := cacheKey{i, ordinal}
+	if ep, ok := v.cache.get(k); ok {
+		return ep, nil
+	}
+	ep, err := v.files[i].Load(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	v.cache.put(k, ep)
+	return ep, nil
+}
+
+func (v *Viewer) roles(scenario string) ([]*agents.Role, error) {
+	sc, err := v.scenarios.Lookup(scenario)
+	if err != nil {
+		return nil, err
+	}
+	return sc.Info().Roles, nil
+}
+
+// page is what every template gets.
+type page struct {
+	Title string
+	Root  string // the relative path to the site's root: "" or "../"
+	Files []*File
+	File  *File
+	Run   int
+	Nav   string
+	Data  any
+}
+
+// The pages' paths, the same served and exported.
+var (
+	runPath     = regexp.MustCompile(`^run-(\d+)/(index|episodes)\.html$`)
+	episodePath = regexp.MustCompile(`^run-(\d+)/ep-(\d+)\.html$`)
+	comparePath = regexp.MustCompile(`^compare-(\d+)-(\d+)\.html$`)
+	// jumpPath is the list's form (served only): ?rollout_id=N.
+	jumpPath = regexp.MustCompile(`^run-(\d+)/episode$`)
+)
+
+// errNotFound is a path the viewer has no page for.
+var errNotFound = errors.New("no such page")
+
+// render writes the page at path (relative, no leading slash).
+func (v *Viewer) render(w io.Writer, path string) error {
+	if path == "" || path == "index.html" {
+		return v.exec(w, "index", page{Title: "troupe view", Files: v.files, Nav: "index", Data: v.runsData()})
+	}
+	if m := runPath.FindStringSubmatch(path); m != nil {
+		i, err := v.fileIndex(m[1])
+		if err != nil {
+			return err
+		}
+		p := page{Root: "../", Files: v.files, File: v.files[i], Run: i}
+		if m[2] == "index" {
+			p.Title, p.Nav, p.Data = v.files[i].Name+": overview", "overview", v.overview(i)
+			return v.exec(w, "overview", p)
+		}
+		p.Title, p.Nav, p.Data = v.files[i].Name+": episodes", "episodes", v.listData(i)
+		return v.exec(w, "list", p)
+	}
+	if m := episodePath.FindStringSubmatch(path); m != nil {
+		i, err := v.fileIndex(m[1])
+		if err != nil {
+			return err
+		}
+		ord, err := strconv.Atoi(m[2])
+		if err != nil || ord >= len(v.files[i].Episodes) {
+			return errNotFound
+		}
+		p := page{Root: "../", Files: v.files, File: v.files[i], Run: i, Nav: "episode"}
+		info := &v.files[i].Episodes[ord]
+		p.Title = fmt.Sprintf("%s: episode %d (rollout_id %d)", v.files[i].Name, info.Index, info.RolloutID)
+		ep, err := v.episode(i, ord)
+		if err != nil {
+			p.Data = episodePage{Info: info, Err: err.Error()}
+		} else {
+			p.Data = v.episodePage(ep)
+		}
+		return v.exec(w, "episode", p)
+	}
+	if m := comparePath.FindStringSubmatch(path); m != nil {
+		a, err := v.fileIndex(m[1])
+		if err != nil {
+			return err
+		}
+		b, err := v.fileIndex(m[2])
+		if err != nil || a == b {
+			return errNotFound
+		}
+		p := page{Title: fmt.Sprintf("compare %s and %s", v.files[a].Name, v.files[b].Name), Files: v.files, Nav: "compare",
+			Data: compare(v.overview(a), v.overview(b), a, b)}
+		return v.exec(w, "compare", p)
+	}
+	return errNotFound
+}
+
+func (v *Viewer) fileIndex(s string) (int, error) {
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i >= len(v.files) {
+		return 0, errNotFound
+	}
+	return i, nil
+}
+
+func (v *Viewer) exec(w io.Writer, name string, p page) error {
+	var b bytes.Buffer
+	if err := v.tmpl.ExecuteTemplate(&b, name, p); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// runsData is the index page's: each file's overview.
+func (v *Viewer) runsData() []*Overview {
+	out := make([]*Overview, len(v.files))
+	for i := range v.files {
+		out[i] = v.overview(i)
+	}
+	return out
+}
+
+// episodePage is the data of an episode's page.
+type episodePage struct {
+	Info     *EpisodeInfo
+	Err      string
+	Ep       *Episode
+	Seq      SeqDiagram
+	Roles    []RoleView
+	Credit   Chart
+	Sum      []float64 // per allocator, the sum over the episode's samples
+	AgentSum []float64 // per allocator, the sum over agents of their value per sample
+}
+
+func (v *Viewer) episodePage(ep *Episode) episodePage {
+	p := episodePage{Info: ep.Info, Ep: ep, Seq: sequence(ep), Credit: creditChart(ep)}
+	var lookup func(string) ([]*agents.Role, error)
+	if v.scenarios != nil {
+		lookup = v.roles
+	}
+	p.Roles = roleViews(ep, lookup)
+	p.Sum = make([]float64, len(ep.Allocators))
+	p.AgentSum = make([]float64, len(ep.Allocators))
+	for _, s := range ep.Seats {
+		for a, c := range s.Credit {
+			p.Sum[a] += c.Sum
+			p.AgentSum[a] += c.Mean()
+		}
+	}
+	return p
+}
+
+// Handler serves the pages and the embedded assets, nothing else. With a
+// token, every request must carry it (the Authorization header, or the
+// cookie that the printed URL's ?token= sets). With loopback set, it
+// answers only requests whose Host is a loopback name, so that a web page
+// elsewhere cannot reach it by rebinding a DNS name to 127.0.0.1.
+func (v *Viewer) Handler(token string, loopback bool) http.Handler {
+	assets, _ := fs.Sub(assetFS, "assets")
+	static := http.StripPrefix("/assets/", http.FileServerFS(assets))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP+"; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cache-Control", "no-store")
+		if loopback && !loopbackHost(r.Host) {
+			http.Error(w, "troupe view answers only to 127.0.0.1, localhost and [::1]", http.StatusMisdirectedRequest)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if token != "" && !authorized(w, r, token) {
+			return
+		}
+		path := strings.TrimPrefix(r.URL.Path, "/")
+		if strings.HasPrefix(path, "assets/") {
+			if path == "assets/" {
+				http.NotFound(w, r)
+				return
+			}
+			static.ServeHTTP(w, r)
+			return
+		}
+		if m := jumpPath.FindStringSubmatch(path); m != nil {
+			v.jump(w, r, m[1])
+			return
+		}
+		var b bytes.Buffer
+		if err := v.render(&b, path); err != nil {
+			if errors.Is(err, errNotFound) {
+				http.NotFound(w, r)
+				return
+			}
+			http.Error(w, "troupe view: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(b.Bytes())
+	})
+}
+
+// jump redirects ?rollout_id=N to that episode's page.
+func (v *Viewer) jump(w http.ResponseWriter, r *http.Request, run string) {
+	i, err := v.fileIndex(run)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(r.URL.Query().Get("rollout_id")), 10, 64)
+	if err != nil {
+		http.Error(w, "rollout_id: want an integer", http.StatusBadRequest)
+		return
+	}
+	ords := v.files[i].Lookup(id)
+	if len(ords) == 0 {
+		http.Error(w, fmt.Sprintf("%s has no episode with rollout_id %d", v.files[i].Name, id), http.StatusNotFound)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/run-%d/ep-%d.html", i, ords[0]), http.StatusSeeOther)
+}
+
+const tokenCookie = "troupe_view_token"
+
+// authorized checks the request's token; a good ?token= becomes a cookie
+// and a redirect to the same page without it.
+func authorized(w http.ResponseWriter, r *http.Request, token string) bool {
+	same := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(token)) == 1 }
+	if q := r.URL.Query().Get("token"); q != "" && same(q) {
+		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		u := *r.URL
+		qs := u.Query()
+		qs.Del("token")
+		u.RawQuery = qs.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return false
+	}
+	if auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && same(auth) {
+		return true
+	}
+	if c, err := r.Cookie(tokenCookie); err == nil && same(c.Value) {
+		return true
+	}
+	http.Error(w, "troupe view: this viewer needs its token: open the URL it printed", http.StatusUnauthorized)
+	return false
+}
+
+// loopbackHost reports whether a request's Host names this machine.
+func loopbackHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	h = strings.Trim(h, "[]")
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
