@@ -33,7 +33,7 @@ func ExampleValues() {
 		if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar); err != nil {
 			panic(err)
 		}
-		if err := patrons.Learn(ep); err != nil {
+		if err := patrons.Learn(&ep.Record, ep.Credit); err != nil {
 			panic(err)
 		}
 		last = ep
