@@ -247,7 +247,10 @@ func (b *book) actRow(obs *agents.Observation) (*row, error) {
 	state := b.state(key, true)
 	r := t.find(state)
 	if r == nil {
-		r = &row{legal: slices.Clone(obs.Legal), values: make([]float64, len(obs.Legal))}
+		// The view's own slice, which its game never changes (env.View)
+		// and usually hands out again: sameStrings then compares one
+		// pointer.
+		r = &row{legal: obs.Legal, values: make([]float64, len(obs.Legal))}
 		for i := range r.values {
 			r.values[i] = b.init
 		}
