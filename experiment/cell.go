@@ -264,7 +264,30 @@ func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	return res.Config.Policy, nil
+	return perRole(info, res.Config.Policy), nil
+}
+
+// perRole is pf, which decides by the seat's role alone (a run spec gives
+// each role one policy: env.Info.AssignPolicies), as a list of the
+// scenario's roles and their policies. The engine asks for every seat's
+// policy at the start of every episode: comparing a few role names, which
+// a game's seats usually share with its Info, costs less than hashing
+// them. It is safe for concurrent use (counterfactual replays seat their
+// agents concurrently).
+func perRole(info *env.Info, pf env.PolicyFor) env.PolicyFor {
+	roles := make([]string, len(info.Roles))
+	policies := make([]agents.Policy, len(info.Roles))
+	for i, r := range info.Roles {
+		roles[i], policies[i] = r.Name, pf(env.Seat{Role: r.Name})
+	}
+	return func(s env.Seat) agents.Policy {
+		for i, r := range roles {
+			if r == s.Role {
+				return policies[i]
+			}
+		}
+		return pf(s) // a role the scenario does not declare: the engine refuses its seat
+	}
 }
 
 // scalarCredit is the values of an episode's first allocator, its
