@@ -206,7 +206,6 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 // first episode that did not finish, as a run with FailFast does, and when
 // ctx is cancelled.
 func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []env.Request) error {
-	group := make([]*episode.Record, 1)
 	for _, req := range reqs {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -215,8 +214,7 @@ func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []e
 		if rec.End == env.EndInterrupted {
 			return context.Cause(ctx)
 		}
-		group[0] = rec
-		write, err := out.Finish(ctx, group)
+		write, err := out.Finish(ctx, []*episode.Record{rec})
 		if err == nil {
 			_, err = write(0)
 		}

@@ -78,10 +78,10 @@ type Learner interface {
 var (
 	// ErrBadConfig: a learner's parameters are out of range.
 	ErrBadConfig = errors.New("bad learner configuration")
-	// ErrUnknownSample: Learn got a turn of an agent, state or action
+	// ErrUnknownTurn: Learn got a turn of an agent, state or action
 	// this learner never acted for (a turn of another policy, or a State
 	// function that does not give the same state at Act and Learn).
-	ErrUnknownSample = errors.New("turn the learner did not act for")
+	ErrUnknownTurn = errors.New("turn the learner did not act for")
 	// ErrNoReward: the credit has no reward for a turn (the run has no
 	// allocator, or not the one Options.RewardKey names, or the credit
 	// does not match the record), or a reward is not finite.
@@ -332,12 +332,12 @@ func (b *book) seatTables(seats []episode.Seat) []*agentTable {
 
 func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) (learned, error) {
 	if t.Seat < 0 || t.Seat >= len(tables) {
-		return learned{}, fmt.Errorf("%w: the turn names seat %d of %d", ErrUnknownSample, t.Seat, len(tables))
+		return learned{}, fmt.Errorf("%w: the turn names seat %d of %d", ErrUnknownTurn, t.Seat, len(tables))
 	}
 	tab := tables[t.Seat]
 	if tab == nil {
 		if tab = b.agents[rec.Seats[t.Seat].ID]; tab == nil {
-			return learned{}, fmt.Errorf("%w: agent %q, which it never played", ErrUnknownSample, rec.Seats[t.Seat].ID)
+			return learned{}, fmt.Errorf("%w: agent %q, which it never played", ErrUnknownTurn, rec.Seats[t.Seat].ID)
 		}
 		tables[t.Seat] = tab
 	}
@@ -347,11 +347,11 @@ func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) 
 		r = tab.find(state)
 	}
 	if r == nil {
-		return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownSample, tab.id, key)
+		return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownTurn, tab.id, key)
 	}
 	a := slices.Index(r.legal, t.Action)
 	if a < 0 {
-		return learned{}, fmt.Errorf("%w: agent %q played %q, not one of its legal actions %q", ErrUnknownSample, tab.id, t.Action, r.legal)
+		return learned{}, fmt.Errorf("%w: agent %q played %q, not one of its legal actions %q", ErrUnknownTurn, tab.id, t.Action, r.legal)
 	}
 	return learned{row: r, action: a}, nil
 }

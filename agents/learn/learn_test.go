@@ -306,7 +306,7 @@ func TestLearnRejectsTurnsItDidNotAct(t *testing.T) {
 	// Played by another policy: the learner never saw p0.
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, team, trajectories.RewardScalar))
-	require.ErrorIs(t, l.Learn(&ep.Record, ep.Credit), learn.ErrUnknownSample)
+	require.ErrorIs(t, l.Learn(&ep.Record, ep.Credit), learn.ErrUnknownTurn)
 
 	// Played by the learner but never allocated: no reward.
 	mine := trajectories.RecordOnly(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
@@ -325,13 +325,13 @@ func TestLearnRejectsTurnsItDidNotAct(t *testing.T) {
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{mine}, team, trajectories.RewardScalar))
 	mine.Turns[0].Action = "arm9"
 	err = l.Learn(&mine.Record, mine.Credit)
-	require.ErrorIs(t, err, learn.ErrUnknownSample)
+	require.ErrorIs(t, err, learn.ErrUnknownTurn)
 	assert.ErrorContains(t, err, `"arm9"`)
 
 	// A state it never acted in.
 	mine.Turns[0].Action, mine.Turns[0].View = "arm1", "elsewhere"
 	err = l.Learn(&mine.Record, mine.Credit)
-	require.ErrorIs(t, err, learn.ErrUnknownSample)
+	require.ErrorIs(t, err, learn.ErrUnknownTurn)
 	assert.ErrorContains(t, err, `"elsewhere"`)
 
 	// Unfinished episodes are skipped, whatever their turns hold.
