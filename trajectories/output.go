@@ -23,10 +23,10 @@ import (
 //
 // When Observe is nil and the sink forgets what it wrote (Forgetter: the
 // JSONL writers and Discard do; ObserveCredit keeps nothing by contract),
-// an Output keeps nothing of an episode once
-// it has written it, and says so to the runner (Recycles, which implements
-// env.RecyclingOutput): the runner then reuses the records' Turns arrays,
-// and the Output the samples' array, for later episodes.
+// an Output keeps nothing of an episode once it has written it, and says
+// so to the runner (Recycles, which implements env.RecyclingOutput): the
+// runner then reuses the records' Turns arrays, and the Output the
+// samples' array, for later episodes.
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {

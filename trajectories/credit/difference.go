@@ -174,14 +174,10 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 		if err != nil {
 			return err
 		}
-		// share[i] is seat i's value; first 1 for the seats with samples.
-		share := make([]float64, len(ep.Seats))
-		for _, i := range seats {
-			share[i] = 1
-		}
+		want := emitted(ep, seats)
 		who := make([]int, 0, len(ep.Seats))
-		for i, v := range share {
-			if v != 0 {
+		for i := range want {
+			if want[i] {
 				who = append(who, i)
 			}
 		}
@@ -194,6 +190,7 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 		if err != nil {
 			return err
 		}
+		share := make([]float64, len(ep.Seats))
 		for k, i := range who {
 			share[i] = ep.Score.Team - vals[k]
 		}
