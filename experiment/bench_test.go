@@ -6,6 +6,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/experiment"
+	"github.com/troupe-rl/troupe/internal/cputime"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 )
 
@@ -33,10 +34,14 @@ func elFarolGrid(b *testing.B, out string) experiment.Config {
 // BenchmarkElFarolGrid runs the whole grid per iteration, on every core,
 // through the same engine, bus and allocators as every run, writing
 // nothing: the time of the learning runs alone. agent-updates/s counts
-// the samples learned, one per agent-turn: 3.42 million per grid.
+// the turns learned, one per agent-turn: 3.42 million per grid.
+// cpu-s/grid is the process's user+system CPU time per grid, the number
+// a shared machine leaves comparable (wall time there measures the
+// neighbours too).
 func BenchmarkElFarolGrid(b *testing.B) {
 	cfg := elFarolGrid(b, "")
 	var updates int64
+	cpu := cputime.Seconds()
 	for b.Loop() {
 		res, err := experiment.Run(context.Background(), cfg)
 		if err != nil {
@@ -44,9 +49,13 @@ func BenchmarkElFarolGrid(b *testing.B) {
 		}
 		updates += res.Updates
 	}
+	cpu = cputime.Seconds() - cpu
 	secs := b.Elapsed().Seconds()
 	b.ReportMetric(secs/float64(b.N), "s/grid")
 	b.ReportMetric(float64(updates)/secs, "agent-updates/s")
+	if cputime.Available {
+		b.ReportMetric(cpu/float64(b.N), "cpu-s/grid")
+	}
 }
 
 // BenchmarkElFarolGridWithOutputs adds writing the cells, metrics, plots

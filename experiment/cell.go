@@ -106,8 +106,8 @@ func slug(s string) string {
 // episode, the team reward G and the mean reward its samples received.
 type Cell struct {
 	CellConfig
-	// Updates is the number of samples learned: one per learning agent's
-	// turn.
+	// Updates is the number of turns learned: the learning agents'
+	// turns.
 	Updates int64 `json:"updates"`
 	// Optimum is G* at the cell's point, when known.
 	Optimum *float64 `json:"optimum,omitempty"`
@@ -128,35 +128,18 @@ func (c *Cell) Ratio(e int) float64 {
 	return c.Team[e] / *c.Optimum
 }
 
-// lockstep plays a cell's episodes one at a time, each only after the
-// previous one was learned. env.Run's worker would otherwise play ahead of
-// the goroutine that observes episodes, and the learner would act on
-// values that depend on timing. It plays through env.LocalExecutor: the
-// engine and bus of every other run. It needs groups of one episode (the
-// runner observes a group once all of it was played) and one worker.
-type lockstep struct {
-	env.LocalExecutor
-	learned chan struct{} // one token per episode learned
-}
-
-// Execute implements env.Executor.
-func (l *lockstep) Execute(ctx context.Context, req env.Request) *episode.Record {
-	if req.Index > 0 {
-		select {
-		case <-l.learned:
-		case <-ctx.Done():
-			// Played with a cancelled context, the episode ends at once,
-			// interrupted, and is not written.
-		}
-	}
-	return l.LocalExecutor.Execute(ctx, req)
-}
-
 // progressEvery is how many episodes a cell plays between progress
 // reports.
 const progressEvery = 25
 
-// run plays one cell.
+// run plays one cell: its episodes one after the other on this goroutine,
+// each only after the learner has learned the previous one, so that the
+// learner never acts on values that depend on timing. Each goes the way of
+// every run's episodes: played by an env.LocalExecutor (the engine and
+// bus), then handed to a trajectories.Output (the allocators), whose
+// ObserveCredit gives the learner the record and its credit. The requests
+// are env.Run's (RunConfig.Requests), so the episodes are those a run with
+// the cell's seed plays.
 func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, err error) {
 	cfg := p.cfg
 	pt := p.points[c.point]
@@ -188,54 +171,61 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if pt.known {
 		cell.Optimum = &pt.optimum
 	}
-	gate := &lockstep{
-		LocalExecutor: env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)},
-		learned:       make(chan struct{}, 1),
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var reported, turns int64
-	observe := func(ep *trajectories.Episode) {
-		if err := learner.Learn(ep); err != nil {
-			cancel(fmt.Errorf("cell %s: learn: %w", p.describe(c), err))
-			return
+	learned := func(rec *episode.Record, credit *trajectories.Credit) error {
+		if err := learner.Learn(rec, credit); err != nil {
+			return fmt.Errorf("learn: %w", err)
 		}
-		cell.Team = append(cell.Team, ep.Score.Team)
-		cell.Updates += int64(len(ep.Samples))
-		cell.Reward = append(cell.Reward, meanReward(ep))
-		turns += int64(len(ep.Turns))
+		values := scalarCredit(credit)
+		cell.Team = append(cell.Team, rec.Score.Team)
+		cell.Updates += int64(len(values))
+		cell.Reward = append(cell.Reward, mean(values))
+		cell.Turns += int64(len(rec.Turns))
+		turns += int64(len(rec.Turns))
 		if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(cfg.Episodes) {
 			prog.episodes(n-reported, turns)
 			reported, turns = n, 0
 		}
-		select {
-		case gate.learned <- struct{}{}:
-		default: // cannot happen: one token per episode, taken before the next
-		}
+		return nil
 	}
-	sum, err := env.Run(ctx, env.RunConfig{
-		Scenario:    cfg.Scenario,
-		Params:      pt.params,
-		Policy:      policy,
-		Emit:        gate.Emit,
-		Limits:      cfg.Limits,
-		Episodes:    cfg.Episodes,
-		Concurrency: 1,
-		Seed:        c.runSeed,
-		FailFast:    true,
-		Executor:    gate,
-	}, &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, Observe: observe})
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return nil, cause // a learning error, or the parent's cause
+	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}
+	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
+	run := env.RunConfig{Scenario: cfg.Scenario, Params: pt.params, Episodes: cfg.Episodes, Seed: c.runSeed}
+	err = playInTurn(ctx, exec, out, run.Requests())
+	if ferr := out.Flush(); err == nil {
+		err = ferr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
 	}
-	if len(cell.Team) != cfg.Episodes {
-		return nil, fmt.Errorf("cell %s: %d of %d episodes played", p.describe(c), len(cell.Team), cfg.Episodes)
-	}
-	cell.Turns = sum.Turns
 	return cell, nil
+}
+
+// playInTurn plays the requests one after the other, each handed whole to
+// out (Finish, then its write) before the next is played, and stops at the
+// first episode that did not finish, as a run with FailFast does, and when
+// ctx is cancelled.
+func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []env.Request) error {
+	for _, req := range reqs {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		rec := exec.Execute(ctx, req)
+		if rec.End == env.EndInterrupted {
+			return context.Cause(ctx)
+		}
+		write, err := out.Finish(ctx, []*episode.Record{rec})
+		if err == nil {
+			_, err = write(0)
+		}
+		if err != nil {
+			return err
+		}
+		if !rec.Finished() {
+			return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+		}
+	}
+	return nil
 }
 
 // describe names a cell in errors.
@@ -272,19 +262,52 @@ func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	return res.Config.Policy, nil
+	return perRole(info, res.Config.Policy), nil
 }
 
-// meanReward is the mean scalar reward of an episode's samples.
-func meanReward(ep *trajectories.Episode) float64 {
-	if len(ep.Samples) == 0 {
+// perRole is pf, which decides by the seat's role alone (a run spec gives
+// each role one policy: env.Info.AssignPolicies), as a list of the
+// scenario's roles and their policies. The engine asks for every seat's
+// policy at the start of every episode: comparing a few role names, which
+// a game's seats usually share with its Info, costs less than hashing
+// them. It is safe for concurrent use (counterfactual replays seat their
+// agents concurrently).
+func perRole(info *env.Info, pf env.PolicyFor) env.PolicyFor {
+	roles := make([]string, len(info.Roles))
+	policies := make([]agents.Policy, len(info.Roles))
+	for i, r := range info.Roles {
+		roles[i], policies[i] = r.Name, pf(env.Seat{Role: r.Name})
+	}
+	return func(s env.Seat) agents.Policy {
+		for i, r := range roles {
+			if r == s.Role {
+				return policies[i]
+			}
+		}
+		return pf(s) // a role the scenario does not declare: the engine refuses its seat
+	}
+}
+
+// scalarCredit is the values of an episode's first allocator, its
+// samples' scalar rewards: one per emitted turn (none without credit).
+func scalarCredit(c *trajectories.Credit) []float64 {
+	if c == nil || len(c.Values) == 0 {
+		return nil
+	}
+	return c.Values[0]
+}
+
+// mean is the mean of values, 0 for none: summed in order, as the rewards
+// of an episode's samples are.
+func mean(values []float64) float64 {
+	if len(values) == 0 {
 		return 0
 	}
 	sum := 0.0
-	for i := range ep.Samples {
-		sum += ep.Samples[i].Reward.Value
+	for _, v := range values {
+		sum += v
 	}
-	return sum / float64(len(ep.Samples))
+	return sum / float64(len(values))
 }
 
 // cellsDir is where cell files go, under Out.

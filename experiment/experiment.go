@@ -8,14 +8,16 @@
 //
 // # Cells
 //
-// One cell is one learning run: a grid point, an allocator and a seed. It
-// goes through env.Run like any other run, with the same engine, bus and
-// allocators, one episode at a time: each episode is played only after the
-// learner has learned the previous one (trajectories.Output.Observe), so a cell is
-// a deterministic function of its configuration. The seed index, not the
-// allocator, sets the episodes' seeds, so the allocators of one grid point
-// are compared on the same scenario draws. Cells run in parallel, up to
-// Config.Parallel at once.
+// One cell is one learning run: a grid point, an allocator and a seed. Its
+// episodes are those env.Run would play with the cell's seed, and go
+// through the same engine, bus, allocators and output stage as any run's,
+// one at a time, on the cell's goroutine: each episode is played only
+// after the learner has learned the previous one from its record and
+// credit (trajectories.Output.ObserveCredit), so a cell is a deterministic
+// function of its configuration. No samples are projected: the learners
+// read the record. The seed index, not the allocator, sets the episodes'
+// seeds, so the allocators of one grid point are compared on the same
+// scenario draws. Cells run in parallel, up to Config.Parallel at once.
 //
 // # Resuming
 //
@@ -164,7 +166,7 @@ type Result struct {
 	// Resumed counts the cells read back from Out.
 	Resumed int
 	// Turns, Updates and Elapsed are what this Run played (agent turns,
-	// and samples learned: the learning agents' turns), and how long it
+	// and turns learned: the learning agents' turns), and how long it
 	// took (the grid alone, without writing the outputs).
 	Turns, Updates int64
 	Elapsed        time.Duration
@@ -479,7 +481,7 @@ type progress struct {
 	fn      func(Progress)
 	start   time.Time
 	p       Progress
-	updates int64 // samples learned by the finished cells
+	updates int64 // turns learned by the finished cells
 }
 
 func (pr *progress) resumed(episodes int64) {

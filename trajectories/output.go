@@ -13,7 +13,8 @@ import (
 // group of records the runner finished, it allocates the group's credit
 // (Allocate), projects the records into samples (Samples) when Sink or
 // Observe reads them, numbers the samples in output order from IndexBase,
-// and writes each episode to Sink, then shows it to Observe.
+// and writes each episode to Sink, then shows it to Observe and
+// ObserveCredit.
 //
 // Allocation and the sink's preparation (Preparer) run on the worker that
 // played the group, concurrently; with a Sequential allocator, allocation
@@ -21,10 +22,11 @@ import (
 // goroutine, so that the allocator sees the groups in output order.
 //
 // When Observe is nil and the sink forgets what it wrote (Forgetter: the
-// JSONL writers and Discard do), an Output keeps nothing of an episode once
-// it has written it, and says so to the runner (Recycles, which implements
-// env.RecyclingOutput): the runner then reuses the records' Turns arrays,
-// and the Output the samples' array, for later episodes.
+// JSONL writers and Discard do; ObserveCredit keeps nothing by contract),
+// an Output keeps nothing of an episode once it has written it, and says
+// so to the runner (Recycles, which implements env.RecyclingOutput): the
+// runner then reuses the records' Turns arrays, and the Output the
+// samples' array, for later episodes.
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {
@@ -33,8 +35,16 @@ type Output struct {
 	Format     RewardFormat // how the allocators' values become rewards
 	IndexBase  int64        // the index of the first sample written
 	// Observe, when set, sees every episode right after Sink, on the
-	// runner's goroutine (learners read their rewards here).
+	// runner's goroutine, with its samples projected and rewarded.
 	Observe func(ep *Episode)
+	// ObserveCredit, when set, sees every episode's record and the credit
+	// the allocators gave it (nil without allocators) right after Observe,
+	// on the runner's goroutine: what a learner reads. It needs no
+	// samples, so it makes the Output project none (with a sink that
+	// needs none, and no Observe), and it must keep nothing of rec or c
+	// once it returns: the runner may then reuse the record's arrays. An
+	// error it returns is the episode's write error: the run stops.
+	ObserveCredit func(rec *episode.Record, c *Credit) error
 
 	once       sync.Once
 	sink       Sink     // Sink, or Discard
@@ -123,7 +133,8 @@ func grow[T any](s []T, n int) []T {
 }
 
 // Recycles implements env.RecyclingOutput: it reports whether nothing
-// (neither Sink nor Observe) keeps an episode once it is written.
+// (neither Sink nor Observe; ObserveCredit never does) keeps an episode
+// once it is written.
 func (o *Output) Recycles() bool {
 	o.init()
 	return o.recycle
@@ -232,6 +243,11 @@ func (o *Output) write(ep *Episode) (int, error) {
 	}
 	if o.Observe != nil {
 		o.Observe(ep)
+	}
+	if o.ObserveCredit != nil {
+		if err := o.ObserveCredit(&ep.Record, ep.Credit); err != nil {
+			return 0, fmt.Errorf("episode %d: %w", ep.Index, err)
+		}
 	}
 	return ep.SampleCount(), nil
 }

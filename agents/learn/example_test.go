@@ -14,6 +14,8 @@ import (
 // Three patrons and three nights of capacity 1 learn to go out on
 // different nights, from the team reward alone. Each week is played after
 // the previous one was learned: that is what makes learning reproducible.
+// The learner reads the week's record and its credit: no sample is
+// projected (RecordOnly).
 func ExampleValues() {
 	sc := elfarol.New()
 	params, err := sc.Info().ParseParams(map[string]string{"agents": "3", "nights": "3", "capacity": "1"})
@@ -27,13 +29,13 @@ func ExampleValues() {
 	ctx := context.Background()
 	var last *trajectories.Episode
 	for week := range 300 {
-		ep := trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{
+		ep := trajectories.RecordOnly(env.RunEpisode(ctx, env.Setup{
 			Scenario: sc, Params: params, PolicySeed: uint64(week), Policy: env.SamePolicy(patrons),
 		}))
 		if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar); err != nil {
 			panic(err)
 		}
-		if err := patrons.Learn(ep); err != nil {
+		if err := patrons.Learn(&ep.Record, ep.Credit); err != nil {
 			panic(err)
 		}
 		last = ep

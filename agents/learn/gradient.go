@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -53,8 +54,8 @@ func (l *Gradient) Act(_ context.Context, obs *agents.Observation) (agents.Actio
 }
 
 // Learn implements Learner.
-func (l *Gradient) Learn(ep *trajectories.Episode) error {
-	return l.learn(ep, func(s learned) {
+func (l *Gradient) Learn(rec *episode.Record, credit *trajectories.Credit) error {
+	return l.learn(rec, credit, func(s learned) {
 		r := s.row
 		pi := l.policy(r.values)
 		adv := s.reward - r.baseline

@@ -7,26 +7,31 @@
 //
 // A learner is an agents.Policy that one run shares among its agents: it
 // keeps a table per agent (Observation.Agent) and per state. It learns from
-// the reward an allocator wrote into its agents' samples, one finished
-// episode at a time (Learn), which is what lets the same learner be trained
-// on team, individual, difference or Shapley rewards and the results be
-// compared.
+// finished episodes, one at a time (Learn): from the episode's record,
+// which says who acted in which state and what they played, and the credit
+// an allocator gave each of those turns (trajectories.Credit), which is
+// what lets the same learner be trained on team, individual, difference or
+// Shapley rewards and the results be compared. It needs no slime samples:
+// a run that trains learners projects none (trajectories.Output's
+// ObserveCredit).
 //
 // # States
 //
-// A state is a string: by default the turn's whole prompt, the text the
-// sample records (env.RenderObservation of the view and the messages
-// received). Options.State maps a prompt to a coarser state. At Act the
-// learner renders the prompt from the observation; at Learn it reads the
-// sample's; both go through the same State function, so they agree by
-// construction.
+// A state is a string: by default the turn's whole text prompt, the
+// scenario's view followed by the messages received since the agent's
+// previous turn (episode.RenderObservation; it is the prompt of the turn's
+// sample). Options.State maps a prompt to a coarser state. At Act the
+// learner renders the prompt from the observation, at Learn from the
+// record (episode.Record.TextPrompt, the same text); both go through the
+// same State function, so they agree by construction. A turn without
+// messages renders nothing: its prompt is its view.
 //
 // # Determinism
 //
 // A learner draws its exploration from the turn's seed (Observation.Seed,
 // streams 1 to 3), never from a clock or a global source: the same values
 // and the same observation give the same action on any goroutine. Updates
-// are plain arithmetic in the order Learn sees the samples. A run is
+// are plain arithmetic in the order of the record's emitted turns. A run is
 // therefore reproducible when every episode is played after the previous
 // one was learned, which is how experiment.Run drives it.
 //
@@ -46,35 +51,41 @@ import (
 	"sync"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// Learner is a policy that learns from the rewards allocators gave its
-// agents' samples.
+// Learner is a policy that learns from the credit allocators gave its
+// agents' turns.
 type Learner interface {
 	agents.Policy
-	// Learn updates the learner with the samples of a finished episode,
-	// in order of play. Episodes that did not finish (aborted, failed) are
-	// skipped: they have no outcome to learn from. A sample the learner did
-	// not act for, or one without a reward, is an error; the samples before
-	// it have been learned.
-	Learn(ep *trajectories.Episode) error
+	// Learn updates the learner with a finished episode: its record and
+	// the credit the allocators gave it (for each allocator, one value
+	// per emitted turn, in order: what trajectories.Allocate computes).
+	// It reads each emitted turn, in order of play: the agent from the
+	// turn's seat, the state from its prompt (see States), the action,
+	// and the reward from the credit (Options.RewardKey). Episodes that
+	// did not finish (aborted, failed) are skipped: they have no outcome
+	// to learn from. Credit that does not give every emitted turn a
+	// finite reward is an error, and nothing is learned; a turn the
+	// learner did not act for is an error, and the turns before it have
+	// been learned.
+	Learn(rec *episode.Record, credit *trajectories.Credit) error
 }
 
-// Errors of learners. They are wrapped with the agent, state and sample
+// Errors of learners. They are wrapped with the agent, state and turn
 // they concern.
 var (
 	// ErrBadConfig: a learner's parameters are out of range.
 	ErrBadConfig = errors.New("bad learner configuration")
-	// ErrUnknownSample: Learn got a sample of an agent, state or action
-	// this learner never acted for (a sample of another policy, or a
-	// State function that does not give the same state at Act and Learn).
-	ErrUnknownSample = errors.New("sample the learner did not act for")
-	// ErrNoReward: a sample has no reward, or none under Options.RewardKey
-	// (the run has no allocator, or not the one named).
-	ErrNoReward = errors.New("sample without a reward")
+	// ErrUnknownTurn: Learn got a turn of an agent, state or action
+	// this learner never acted for (a turn of another policy, or a State
+	// function that does not give the same state at Act and Learn).
+	ErrUnknownTurn = errors.New("turn the learner did not act for")
+	// ErrNoReward: the credit has no reward for a turn (the run has no
+	// allocator, or not the one Options.RewardKey names, or the credit
+	// does not match the record), or a reward is not finite.
+	ErrNoReward = errors.New("turn without a reward")
 	// ErrLegalChanged: one state offered two different lists of legal
 	// actions; the State function must tell such turns apart.
 	ErrLegalChanged = errors.New("the legal actions of a state changed")
@@ -85,9 +96,10 @@ type Options struct {
 	// State maps a turn's prompt to the state the learner keeps values
 	// for. Nil uses the whole prompt.
 	State func(prompt string) string
-	// RewardKey names the reward a learner reads from a dict reward
-	// (--reward-format dict): an allocator's name. Empty reads the scalar
-	// reward.
+	// RewardKey names the allocator whose credit a learner reads, as the
+	// credit names it (trajectories.Credit.Allocators: the allocator's
+	// name with its parameters, the key of a dict reward). Empty reads
+	// the first allocator's: the scalar reward of the turns' samples.
 	RewardKey string
 }
 
@@ -96,6 +108,28 @@ func (o Options) state(prompt string) string {
 		return prompt
 	}
 	return o.State(prompt)
+}
+
+// rewards returns the values of the allocator RewardKey names in c, one
+// per emitted turn of an episode that has n.
+func (o Options) rewards(c *trajectories.Credit, n int) ([]float64, error) {
+	a := 0
+	if o.RewardKey != "" {
+		a = -1
+		if c != nil {
+			a = slices.Index(c.Allocators, o.RewardKey)
+		}
+		if a < 0 {
+			return nil, fmt.Errorf("%w %q", ErrNoReward, o.RewardKey)
+		}
+	}
+	if c == nil || a >= len(c.Values) {
+		return nil, fmt.Errorf("%w: the episode has no credit", ErrNoReward)
+	}
+	if v := c.Values[a]; len(v) != n {
+		return nil, fmt.Errorf("%w: the credit has %d values for %d emitted turns", ErrNoReward, len(v), n)
+	}
+	return c.Values[a], nil
 }
 
 // row is what a learner knows of one agent in one state: the legal
@@ -107,12 +141,29 @@ type row struct {
 	baseline float64 // REINFORCE: mean reward so far
 }
 
-// agentTable holds one agent's rows. The last row used is cached: most
-// scenarios ask an agent about the same state turn after turn.
+// agentTable holds one agent's rows, by state number (book.states). The
+// last row used is cached: most scenarios ask an agent about the same
+// state turn after turn, episode after episode.
 type agentTable struct {
-	rows    map[string]*row
-	lastKey string
-	last    *row
+	id        string
+	rows      map[int]*row
+	lastState int
+	last      *row
+	// next is the agent that acted after this one the last time: agents
+	// act in the same order episode after episode, so Act finds the next
+	// table here without hashing its id.
+	next *agentTable
+}
+
+func (t *agentTable) find(state int) *row {
+	if t.last != nil && t.lastState == state {
+		return t.last
+	}
+	r := t.rows[state]
+	if r != nil {
+		t.lastState, t.last = state, r
+	}
+	return r
 }
 
 // book is the per-agent, per-state storage both learners share, with the
@@ -122,10 +173,67 @@ type book struct {
 	opts   Options
 	init   float64 // the values a new row starts with
 	agents map[string]*agentTable
+	// states numbers the states seen, lastKey and lastState being the
+	// latest: the agents of a step usually share their state (El Farol's
+	// patrons all see the week's one view).
+	states    map[string]int
+	lastKey   string
+	lastState int
+	// acted is the table of the latest Act.
+	acted *agentTable
+	// seats and tables are the seats of the latest episode learned and
+	// their tables (nil: not looked up yet), kept for the next episode:
+	// its seats are usually the same.
+	seats  []episode.Seat
+	tables []*agentTable
 }
 
 func newBook(opts Options, init float64) book {
-	return book{opts: opts, init: init, agents: map[string]*agentTable{}}
+	return book{opts: opts, init: init, agents: map[string]*agentTable{}, states: map[string]int{}, lastState: -1}
+}
+
+// state returns the number of state key, numbering it when create is set;
+// -1 when it is new and create is not.
+func (b *book) state(key string, create bool) int {
+	if b.lastState >= 0 && b.lastKey == key {
+		// The caller's copy from now on: the agents after it in the step
+		// share its bytes, which compare by pointer.
+		b.lastKey = key
+		return b.lastState
+	}
+	n, ok := b.states[key]
+	if !ok {
+		if !create {
+			return -1
+		}
+		n = len(b.states)
+		b.states[key] = n
+	}
+	b.lastKey, b.lastState = key, n
+	return n
+}
+
+// table returns agent's table, making it if need be.
+func (b *book) table(agent string) *agentTable {
+	if p := b.acted; p != nil {
+		if p.next != nil && p.next.id == agent {
+			b.acted = p.next
+			return p.next
+		}
+		if p.id == agent {
+			return p
+		}
+	}
+	t := b.agents[agent]
+	if t == nil {
+		t = &agentTable{id: agent, rows: map[int]*row{}}
+		b.agents[agent] = t
+	}
+	if b.acted != nil {
+		b.acted.next = t
+	}
+	b.acted = t
+	return t
 }
 
 // actRow returns the row of the observation's agent and state, creating it
@@ -134,40 +242,26 @@ func (b *book) actRow(obs *agents.Observation) (*row, error) {
 	if len(obs.Legal) == 0 {
 		return nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, agents.ErrNoLegalActions)
 	}
-	t := b.agents[obs.Agent]
-	if t == nil {
-		t = &agentTable{rows: map[string]*row{}}
-		b.agents[obs.Agent] = t
-	}
-	key := b.opts.state(env.RenderObservation(obs.View, obs.Inbox))
-	r := t.find(key)
+	t := b.table(obs.Agent)
+	key := b.opts.state(episode.RenderObservation(obs.View, obs.Inbox))
+	state := b.state(key, true)
+	r := t.find(state)
 	if r == nil {
-		r = &row{legal: slices.Clone(obs.Legal), values: make([]float64, len(obs.Legal))}
+		// The view's own slice, which its game never changes (env.View)
+		// and usually hands out again: sameStrings then compares one
+		// pointer.
+		r = &row{legal: obs.Legal, values: make([]float64, len(obs.Legal))}
 		for i := range r.values {
 			r.values[i] = b.init
 		}
-		t.rows[key] = r
-		t.lastKey, t.last = key, r
+		t.rows[state] = r
+		t.lastState, t.last = state, r
 		return r, nil
 	}
 	if !sameStrings(r.legal, obs.Legal) {
 		return nil, fmt.Errorf("agent %q state %.60q: %w: %q, then %q", obs.Agent, key, ErrLegalChanged, r.legal, obs.Legal)
 	}
 	return r, nil
-}
-
-func (t *agentTable) find(key string) *row {
-	if t.last != nil && t.lastKey == key {
-		// Keep the caller's copy: the samples of this turn carry the same
-		// string, which then compares by pointer.
-		t.lastKey = key
-		return t.last
-	}
-	r := t.rows[key]
-	if r != nil {
-		t.lastKey, t.last = key, r
-	}
-	return r
 }
 
 // sameStrings is slices.Equal, quick when the scenario shares one slice
@@ -179,57 +273,87 @@ func sameStrings(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// learned is one sample as a learner reads it.
+// learned is one turn as a learner reads it.
 type learned struct {
 	row    *row
 	action int
 	reward float64
 }
 
-// learn calls update for every sample of a finished episode, in order,
-// holding b.mu.
-func (b *book) learn(ep *trajectories.Episode, update func(learned)) error {
-	if ep.Status != protocol.StatusCompleted && ep.Status != protocol.StatusTruncated {
+// learn calls update for every emitted turn of a finished episode, in
+// order, holding b.mu.
+func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(learned)) error {
+	if !rec.Finished() {
 		return nil
+	}
+	n := rec.Emitted()
+	if n == 0 {
+		return nil
+	}
+	rewards, err := b.opts.rewards(c, n)
+	if err != nil {
+		return fmt.Errorf("episode %d: %w", rec.Index, err)
+	}
+	for k, v := range rewards {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("episode %d emitted turn %d: %w: the reward is %v", rec.Index, k, ErrNoReward, v)
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for k := range ep.Samples {
-		s := &ep.Samples[k]
-		l, err := b.read(s)
-		if err != nil {
-			return fmt.Errorf("episode %d sample %d (agent %q turn %d): %w", ep.Index, k, s.Metadata.Agent, s.Metadata.Turn, err)
+	tables := b.seatTables(rec.Seats)
+	k := 0
+	for i := range rec.Turns {
+		t := &rec.Turns[i]
+		if !t.Emit {
+			continue
 		}
+		l, err := b.read(rec, tables, t)
+		if err != nil {
+			return fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+		}
+		l.reward = rewards[k]
+		k++
 		update(l)
 	}
 	return nil
 }
 
-func (b *book) read(s *protocol.Sample) (learned, error) {
-	t := b.agents[s.Metadata.Agent]
-	if t == nil {
-		return learned{}, fmt.Errorf("%w: an agent it never played", ErrUnknownSample)
+// seatTables returns the table of each of seats, nil where not looked up
+// yet (read does), reusing the previous episode's when its seats were the
+// same. The caller holds b.mu.
+func (b *book) seatTables(seats []episode.Seat) []*agentTable {
+	if !slices.Equal(seats, b.seats) {
+		b.seats = slices.Clone(seats)
+		b.tables = make([]*agentTable, len(seats))
 	}
-	key := b.opts.state(s.Prompt.String())
-	r := t.find(key)
-	if r == nil {
-		return learned{}, fmt.Errorf("%w: state %.60q, in which it never acted", ErrUnknownSample, key)
+	return b.tables
+}
+
+func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) (learned, error) {
+	if t.Seat < 0 || t.Seat >= len(tables) {
+		return learned{}, fmt.Errorf("%w: the turn names seat %d of %d", ErrUnknownTurn, t.Seat, len(tables))
 	}
-	a := slices.Index(r.legal, s.Response)
-	if a < 0 {
-		return learned{}, fmt.Errorf("%w: action %q is not one of its legal actions %q", ErrUnknownSample, s.Response, r.legal)
-	}
-	v, ok := s.Reward.Get(b.opts.RewardKey)
-	if !ok {
-		if b.opts.RewardKey != "" {
-			return learned{}, fmt.Errorf("%w %q", ErrNoReward, b.opts.RewardKey)
+	tab := tables[t.Seat]
+	if tab == nil {
+		if tab = b.agents[rec.Seats[t.Seat].ID]; tab == nil {
+			return learned{}, fmt.Errorf("%w: agent %q, which it never played", ErrUnknownTurn, rec.Seats[t.Seat].ID)
 		}
-		return learned{}, ErrNoReward
+		tables[t.Seat] = tab
 	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return learned{}, fmt.Errorf("%w: the reward is %v", ErrNoReward, v)
+	key := b.opts.state(rec.TextPrompt(t))
+	var r *row
+	if state := b.state(key, false); state >= 0 {
+		r = tab.find(state)
 	}
-	return learned{row: r, action: a, reward: v}, nil
+	if r == nil {
+		return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownTurn, tab.id, key)
+	}
+	a := slices.Index(r.legal, t.Action)
+	if a < 0 {
+		return learned{}, fmt.Errorf("%w: agent %q played %q, not one of its legal actions %q", ErrUnknownTurn, tab.id, t.Action, r.legal)
+	}
+	return learned{row: r, action: a}, nil
 }
 
 // values returns a copy of agent's row in state: its legal actions and
@@ -238,10 +362,11 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.agents[agent]
-	if t == nil {
+	n, ok := b.states[state]
+	if t == nil || !ok {
 		return nil, nil, false
 	}
-	r := t.rows[state]
+	r := t.rows[n]
 	if r == nil {
 		return nil, nil, false
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -101,7 +102,7 @@ func train(t *testing.T, sc env.Scenario, l learn.Learner, alloc trajectories.Al
 		}))
 		require.Empty(t, ep.Err)
 		require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{alloc}, trajectories.RewardScalar))
-		require.NoError(t, l.Learn(ep))
+		require.NoError(t, l.Learn(&ep.Record, ep.Credit))
 		out = append(out, ep)
 	}
 	return out
@@ -274,7 +275,7 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
 	allocs := []trajectories.Allocator{credit.EqualSplit{}, credit.Individual{}}
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, allocs, trajectories.RewardDict))
-	require.NoError(t, l.Learn(ep))
+	require.NoError(t, l.Learn(&ep.Record, ep.Credit))
 	legal, q, _ := l.Values("p0", "s")
 	played := ep.Samples[0].Response
 	for i, a := range legal {
@@ -289,37 +290,78 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 	require.NoError(t, err)
 	ep2 := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(other)}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep2}, allocs, trajectories.RewardDict))
-	err = other.Learn(ep2)
+	err = other.Learn(&ep2.Record, ep2.Credit)
 	require.ErrorIs(t, err, learn.ErrNoReward)
 	assert.ErrorContains(t, err, `"shapley"`)
 }
 
-func TestLearnRejectsSamplesItDidNotAct(t *testing.T) {
+func TestLearnRejectsTurnsItDidNotAct(t *testing.T) {
 	sc := newBandit([]float64{1, 2}, "s")
 	p, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
 	l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5})
 	require.NoError(t, err)
+	team := []trajectories.Allocator{credit.Team{}}
 
 	// Played by another policy: the learner never saw p0.
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}))
-	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
-	require.ErrorIs(t, l.Learn(ep), learn.ErrUnknownSample)
+	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, team, trajectories.RewardScalar))
+	require.ErrorIs(t, l.Learn(&ep.Record, ep.Credit), learn.ErrUnknownTurn)
 
 	// Played by the learner but never allocated: no reward.
-	mine := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
-	require.ErrorIs(t, l.Learn(mine), learn.ErrNoReward)
+	mine := trajectories.RecordOnly(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
+	require.ErrorIs(t, l.Learn(&mine.Record, mine.Credit), learn.ErrNoReward)
+
+	// Credit that does not fit the record, or is not finite: nothing is
+	// learned.
+	require.ErrorIs(t, l.Learn(&mine.Record, &trajectories.Credit{Allocators: []string{"team"}, Values: [][]float64{{1, 2}}}), learn.ErrNoReward)
+	err = l.Learn(&mine.Record, &trajectories.Credit{Allocators: []string{"team"}, Values: [][]float64{{math.NaN()}}})
+	require.ErrorIs(t, err, learn.ErrNoReward)
+	assert.ErrorContains(t, err, "NaN")
+	_, q, _ := l.Values("p0", "s")
+	assert.Equal(t, []float64{0, 0}, q)
 
 	// An action the state does not offer.
-	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{mine}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
-	mine.Samples[0].Response = "arm9"
-	err = l.Learn(mine)
-	require.ErrorIs(t, err, learn.ErrUnknownSample)
+	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{mine}, team, trajectories.RewardScalar))
+	mine.Turns[0].Action = "arm9"
+	err = l.Learn(&mine.Record, mine.Credit)
+	require.ErrorIs(t, err, learn.ErrUnknownTurn)
 	assert.ErrorContains(t, err, `"arm9"`)
 
-	// Unfinished episodes are skipped, whatever their samples hold.
+	// A state it never acted in.
+	mine.Turns[0].Action, mine.Turns[0].View = "arm1", "elsewhere"
+	err = l.Learn(&mine.Record, mine.Credit)
+	require.ErrorIs(t, err, learn.ErrUnknownTurn)
+	assert.ErrorContains(t, err, `"elsewhere"`)
+
+	// Unfinished episodes are skipped, whatever their turns hold.
 	mine.Status = protocol.StatusAborted
-	assert.NoError(t, l.Learn(mine))
+	assert.NoError(t, l.Learn(&mine.Record, mine.Credit))
+}
+
+// TestLearnNeedsNoSamples: learning an episode whose samples were never
+// projected is learning the same episode with them.
+func TestLearnNeedsNoSamples(t *testing.T) {
+	sc := newBandit([]float64{0.3, 0.5, 0.4}, "s", "t", "s")
+	p, err := sc.Info().ParseParams(nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	var values [2][][]float64
+	for k, project := range []func(*episode.Record) *trajectories.Episode{trajectories.NewEpisode, trajectories.RecordOnly} {
+		l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.3, Select: learn.EpsilonGreedy{Epsilon: 0.2}})
+		require.NoError(t, err)
+		for i := range 40 {
+			ep := project(env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: p, PolicySeed: uint64(i), Policy: env.SamePolicy(l)}))
+			require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Individual{}}, trajectories.RewardScalar))
+			require.NoError(t, l.Learn(&ep.Record, ep.Credit))
+		}
+		for i, state := range []string{"s", "t", "s"} {
+			_, q, ok := l.Values(fmt.Sprintf("p%d", i), state)
+			require.True(t, ok)
+			values[k] = append(values[k], q)
+		}
+	}
+	assert.Equal(t, values[0], values[1])
 }
 
 func TestActNeedsStableLegalActions(t *testing.T) {
@@ -369,7 +411,7 @@ func TestConcurrentAgentsDoNotRace(t *testing.T) {
 					Scenario: sc, Params: p, PolicySeed: uint64(w*100 + i), Policy: env.SamePolicy(l), ParallelPolicies: true,
 				}))
 				assert.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
-				assert.NoError(t, l.Learn(ep))
+				assert.NoError(t, l.Learn(&ep.Record, ep.Credit))
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -147,8 +148,8 @@ func (l *Values) Act(_ context.Context, obs *agents.Observation) (agents.Action,
 }
 
 // Learn implements Learner.
-func (l *Values) Learn(ep *trajectories.Episode) error {
-	return l.learn(ep, func(s learned) {
+func (l *Values) Learn(rec *episode.Record, credit *trajectories.Credit) error {
+	return l.learn(rec, credit, func(s learned) {
 		q := &s.row.values[s.action]
 		*q += l.alpha * (s.reward - *q)
 		s.row.updates++

@@ -20,6 +20,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/cputime"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
@@ -52,9 +53,9 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
-	cpu := cpuSeconds()
+	cpu := cputime.Seconds()
 	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: sink, Allocators: []trajectories.Allocator{credit.Team{}}})
-	cpu = cpuSeconds() - cpu
+	cpu = cputime.Seconds() - cpu
 	b.StopTimer()
 	runtime.ReadMemStats(&after)
 	if err != nil {
@@ -118,7 +119,7 @@ func BenchmarkTicTacToe(b *testing.B) {
 func plainElFarol(b *testing.B, n, k int, c float64) {
 	workers := runtime.GOMAXPROCS(0)
 	b.ResetTimer()
-	cpu := cpuSeconds()
+	cpu := cputime.Seconds()
 	done := make(chan float64, workers)
 	for w := range workers {
 		go func() {
@@ -141,7 +142,7 @@ func plainElFarol(b *testing.B, n, k int, c float64) {
 	for range workers {
 		sum += <-done
 	}
-	cpu = cpuSeconds() - cpu
+	cpu = cputime.Seconds() - cpu
 	b.StopTimer()
 	if math.IsNaN(sum) {
 		b.Fatal("NaN")
@@ -160,7 +161,7 @@ var ticTacToeLines = [8][3]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 3, 6}, {1, 4
 func plainTicTacToe(b *testing.B) {
 	workers := runtime.GOMAXPROCS(0)
 	b.ResetTimer()
-	cpu := cpuSeconds()
+	cpu := cputime.Seconds()
 	type result struct{ turns, xWins int }
 	done := make(chan result, workers)
 	for w := range workers {
@@ -208,7 +209,7 @@ func plainTicTacToe(b *testing.B) {
 		total.turns += r.turns
 		total.xWins += r.xWins
 	}
-	cpu = cpuSeconds() - cpu
+	cpu = cputime.Seconds() - cpu
 	b.StopTimer()
 	if b.N > 1000 && total.xWins == 0 {
 		b.Fatal("x never won: the loop is broken")

@@ -49,7 +49,7 @@ func advisersWhoAbstain(t *testing.T, alloc string, uninformed, episodes int) in
 			Policy: policy, Emit: env.EmitRoles(committee.RoleAdviser),
 		}))
 		require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{a}, trajectories.RewardScalar))
-		require.NoError(t, l.Learn(ep))
+		require.NoError(t, l.Learn(&ep.Record, ep.Credit))
 	}
 	abstain := 0
 	for i := 2; i < 2+uninformed; i++ {

@@ -70,8 +70,8 @@ func (d Difference) Needs() Needs { return Needs{Replay: true, Null: !d.Average}
 // Allocate implements trajectories.Allocator.
 func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	if !d.Average {
-		return perAgent(ctx, d.Sim, group, dst, func(i int) episode.Counterfactual {
-			return d.Sim.without(Null, []int{i})
+		return perAgent(ctx, d.Sim, group, dst, func(out []int) episode.Counterfactual {
+			return d.Sim.without(Null, out)
 		})
 	}
 	for e, ep := range group {
@@ -158,14 +158,14 @@ func (l LeaveOneOut) Needs() Needs { return l.Out.needs() }
 
 // Allocate implements trajectories.Allocator.
 func (l LeaveOneOut) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
-	return perAgent(ctx, l.Sim, group, dst, func(i int) episode.Counterfactual {
-		return l.Sim.without(l.Out, []int{i})
+	return perAgent(ctx, l.Sim, group, dst, func(out []int) episode.Counterfactual {
+		return l.Sim.without(l.Out, out)
 	})
 }
 
 // perAgent gives every agent with samples G(z) minus the team reward of
-// the counterfactual cf(i).
-func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(i int) episode.Counterfactual) error {
+// the counterfactual cf(out), out being the agent's seat alone.
+func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(out []int) episode.Counterfactual) error {
 	for e, ep := range group {
 		if !finished(ep) {
 			continue
@@ -175,18 +175,18 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 			return err
 		}
 		want := emitted(ep, seats)
-		var who []int
-		var cfs []episode.Counterfactual
-		for i := range ep.Seats {
+		who := make([]int, 0, len(ep.Seats))
+		for i := range want {
 			if want[i] {
 				who = append(who, i)
-				cfs = append(cfs, cf(i))
 			}
 		}
-		if err := checkBudget(ep, len(cfs), sim); err != nil {
+		if err := checkBudget(ep, len(who), sim); err != nil {
 			return err
 		}
-		vals, err := sim.runList(ctx, ep, cfs)
+		// Each counterfactual's seat list is its stretch of who: nothing
+		// is allocated per agent.
+		vals, err := sim.run(ctx, ep, len(who), func(k int) episode.Counterfactual { return cf(who[k : k+1 : k+1]) })
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package credit_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -35,4 +36,28 @@ func TestReplaysRunInParallel(t *testing.T) {
 			assert.InDeltaSlice(t, []float64{2.0 / 3, 1.0 / 6, 1.0 / 6, 0}, got[0], 1e-12)
 		})
 	}
+}
+
+// TestCheapReplaysStayOnTheCallingGoroutine: re-simulations that take no
+// time (a game that rescores its counterfactuals) start no worker, however
+// many there are and whatever Parallel says; the values are the same as
+// when they fan out.
+func TestCheapReplaysStayOnTheCallingGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := gloveGame()
+		g = game{4, append(g.v, g.v...)}
+		ep := g.episode(nil)
+		inner := ep.Replay
+		before := runtime.NumGoroutine()
+		calls := 0
+		ep.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
+			calls++ // unsynchronised: the race detector objects to a worker
+			assert.Equal(t, before, runtime.NumGoroutine(), "a replay on a worker")
+			return inner.Replay(ctx, cf)
+		})
+		got, err := allocate(credit.Shapley{Sim: credit.Sim{Parallel: 16}}, ep)
+		require.NoError(t, err)
+		assert.Equal(t, 15, calls)
+		assert.InDeltaSlice(t, []float64{2.0 / 3, 1.0 / 6, 1.0 / 6, 0}, got[0], 1e-12)
+	})
 }

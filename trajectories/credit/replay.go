@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -108,12 +109,27 @@ func (s Sim) replace(i int, action string) episode.Counterfactual {
 	return episode.Counterfactual{Resimulate: s.Resimulate, TeamOnly: true, Replace: map[int]string{i: action}}
 }
 
+// inlineFor is how long run re-simulates on the calling goroutine before
+// parallel workers take the rest. Starting workers costs goroutines,
+// stacks and wake-ups, more than a whole episode's counterfactuals cost
+// when the finished game rescores them in O(1) (env.Rescorer); a batch of
+// real replays is past this in a few replays, and then fans out.
+const inlineFor = 100 * time.Microsecond
+
+// clockEvery is how many re-simulations run between two looks at the
+// clock (and the context) on the calling goroutine, after the first one:
+// a replay that alone takes longer than inlineFor fans the rest out at
+// once.
+const clockEvery = 16
+
 // run re-simulates ep under the counterfactuals cf(0), ..., cf(n-1) and
-// returns their team rewards, in order. Parallel workers (an errgroup) take
-// the counterfactuals in index order. The first runs alone: an error every
-// replay shares (a scenario that declares no absence) then costs one
-// replay. A failure stops the workers from taking more, and the error of
-// the lowest failing index is returned.
+// returns their team rewards, in order. It takes them in index order on
+// the calling goroutine, for as long as they have taken less than
+// inlineFor; then parallel workers (an errgroup) take the rest, still in
+// index order. A failure stops the workers from taking more, and the error
+// of the lowest failing index is returned: an error every replay shares (a
+// scenario that declares no absence) costs one replay. Neither the values
+// nor the error depend on how the work was split.
 func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
 	// An episode that cannot be replayed is an error even when it needs
 	// no replay, so that the allocator fails the same way on every episode.
@@ -121,32 +137,60 @@ func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k
 		return nil, fmt.Errorf("episode %d of %s: %w", ep.Index, ep.Scenario, ErrNoReplay)
 	}
 	out := make([]float64, n)
-	if n == 0 {
-		return out, nil
-	}
 	one := func(k int) error {
 		c := cf(k)
 		score, err := ep.Replay.Replay(ctx, c)
 		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
 			return fmt.Errorf("episode %d of %s: re-simulation with %s: %w", ep.Index, ep.Scenario, describe(ep, c), err)
 		}
 		out[k] = score.Team
 		return nil
 	}
-	if err := one(0); err != nil {
-		return nil, err
+	start := time.Now()
+	k := 0
+	for k < n {
+		if err := one(k); err != nil {
+			return nil, err
+		}
+		k++
+		if k == 1 || k%clockEvery == 0 {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			if s.parallel() > 1 && time.Since(start) > inlineFor {
+				break
+			}
+		}
 	}
+	if k < n {
+		if err := s.fanOut(ctx, k, n, one); err != nil {
+			return nil, err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return out, nil
+}
+
+// fanOut runs one(k) for k from first to n-1 on parallel workers, which
+// take the indexes in increasing order, and returns the error of the lowest
+// failing index.
+func (s Sim) fanOut(ctx context.Context, first, n int, one func(k int) error) error {
 	var (
 		next   atomic.Int64
 		failed atomic.Bool
 		g      errgroup.Group
 	)
-	next.Store(1)
+	next.Store(int64(first))
 	type failure struct {
 		k   int
 		err error
 	}
-	fails := make([]failure, min(s.parallel(), n-1))
+	fails := make([]failure, min(s.parallel(), n-first))
 	for w := range fails {
 		g.Go(func() error {
 			for !failed.Load() && ctx.Err() == nil {
@@ -163,25 +207,21 @@ func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k
 			return nil
 		})
 	}
-	werr := g.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, context.Cause(ctx)
-	}
-	if werr == nil {
-		return out, nil
+	if g.Wait() == nil || ctx.Err() != nil {
+		return nil // the caller reports a cancellation
 	}
 	// Wait returns whichever failure came first in time; report the one
 	// of the lowest index instead. Indexes are taken in increasing order
 	// and every index taken is tried, so the lowest failing index of all
 	// was tried before any other failure could stop the workers: the error
 	// does not depend on timing.
-	first := failure{k: n}
+	lowest := failure{k: n}
 	for _, f := range fails {
-		if f.err != nil && f.k < first.k {
-			first = f
+		if f.err != nil && f.k < lowest.k {
+			lowest = f
 		}
 	}
-	return nil, first.err
+	return lowest.err
 }
 
 // runList is run over a list of counterfactuals.

@@ -1,12 +1,13 @@
 //go:build unix
 
-package bench
+package cputime
 
 import "syscall"
 
-// cpuSeconds is the process's user+system CPU time so far: the measure
-// that a shared, noisy machine does not distort the way it does wall time.
-func cpuSeconds() float64 {
+// Available reports whether Seconds measures anything on this platform.
+const Available = true
+
+func seconds() float64 {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

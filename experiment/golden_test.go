@@ -1,0 +1,84 @@
+package experiment_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents/learn"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/experiment"
+	"github.com/troupe-rl/troupe/scenarios/committee"
+	"github.com/troupe-rl/troupe/scenarios/elfarol"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden experiment outputs in testdata")
+
+// TestOutputsMatchTheGoldenFiles pins what small grids measure, every
+// episode's team reward and mean reward to the last bit: every learner,
+// the counterfactual allocators (rescored and re-simulated), a stateful
+// one, and a scenario whose prompts carry messages. A change of the
+// engine, the allocators or the learners that changes what is learned
+// shows here; run with -update only when that change is meant.
+func TestOutputsMatchTheGoldenFiles(t *testing.T) {
+	spec := func(s string) learn.Spec {
+		l, err := learn.Parse(s)
+		require.NoError(t, err)
+		return l
+	}
+	bar := func(learner string, allocators ...string) experiment.Config {
+		return experiment.Config{
+			Scenario:   elfarol.New(),
+			Params:     map[string]string{"nights": "3", "capacity": "2"},
+			Axes:       []experiment.Axis{{Param: "agents", Values: []string{"5", "9"}}},
+			Allocators: allocators,
+			Learner:    spec(learner),
+			Seeds:      2,
+			Seed:       7,
+			Episodes:   40,
+		}
+	}
+	grids := map[string]experiment.Config{
+		"elfarol-egreedy":   bar("egreedy:alpha=0.2,epsilon=0.1", "team", "individual", "difference"),
+		"elfarol-boltzmann": bar("boltzmann:temperature=0.3", "team", "difference:c=average", "shapley-mc:permutations=4"),
+		"elfarol-reinforce": bar("reinforce:rate=0.3", "equal-split", "rae", "leave-one-out"),
+		"committee": {
+			Scenario:   committee.New(),
+			Params:     map[string]string{"informed": "1", "options": "3"},
+			Axes:       []experiment.Axis{{Param: "uninformed", Values: []string{"1", "2"}}},
+			Allocators: []string{"team", "difference", "shapley"},
+			Learner:    spec("egreedy:alpha=0.2,epsilon=0.1"),
+			Learn:      []string{committee.RoleAdviser},
+			Policies:   map[string]string{committee.RoleDecider: "scripted"},
+			Seeds:      2,
+			Seed:       3,
+			Episodes:   40,
+			Limits:     env.Limits{MaxSteps: 50},
+		},
+	}
+	for name, cfg := range grids {
+		t.Run(name, func(t *testing.T) {
+			cfg.Out = t.TempDir()
+			_, err := experiment.Run(context.Background(), cfg)
+			require.NoError(t, err)
+			for _, file := range []string{"episodes.csv", "results.csv"} {
+				got, err := os.ReadFile(filepath.Join(cfg.Out, file))
+				require.NoError(t, err)
+				golden := filepath.Join("testdata", name, file)
+				if *update {
+					require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
+					require.NoError(t, os.WriteFile(golden, got, 0o644))
+					continue
+				}
+				want, err := os.ReadFile(golden)
+				require.NoError(t, err, "run with -update to write it")
+				assert.Equal(t, string(want), string(got), "%s differs from %s", file, golden)
+			}
+		})
+	}
+}
