@@ -22,7 +22,7 @@ type record struct {
 }
 
 // newRecord returns a record for an episode played with setup: from the
-// setup's pool when it has one, else fresh.
+// setup's pool when it holds one, else fresh.
 func newRecord(setup *Setup) *record {
 	r := setup.records.get()
 	r.rp.setup = *setup
@@ -31,9 +31,10 @@ func newRecord(setup *Setup) *record {
 	return r
 }
 
-// recordPool holds records given back by the output, zeroed but for their
-// arrays, for the next episodes. It holds at most as many as were in
-// flight at once. A nil pool makes a fresh record for every get.
+// recordPool holds records given back (LocalExecutor.Recycle), zeroed but
+// for their arrays, for the next episodes. It holds at most as many as
+// were in flight at once. The zero value is ready; a nil pool makes a
+// fresh record for every get.
 type recordPool struct {
 	mu   sync.Mutex
 	free []*record

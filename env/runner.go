@@ -52,9 +52,8 @@ type LocalExecutor struct {
 	ParallelPolicies bool
 
 	engines EnginePool
-	// records, when set, lends the episodes their records: Run sets it
-	// when its Output recycles records (RecyclingOutput).
-	records *recordPool
+	// records holds the records given back (Recycle) for later episodes.
+	records recordPool
 }
 
 // Execute implements Executor: it plays the episode and returns its record.
@@ -76,10 +75,17 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
 		Engines:          &x.engines,
-		records:          x.records,
+		records:          &x.records,
 		policyKey:        x,
 	})
 }
+
+// Recycle gives back a record that x played and that nothing uses any
+// more, nor anything it holds (see RecyclingOutput): x's later episodes
+// write into it and the arrays behind it, and allocate none of them. A
+// record that no engine of this package played (one decoded from another
+// process) is left alone, and so is one given back twice.
+func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(rec) }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
 // concurrency.
@@ -293,15 +299,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
 	}
 	exec := cfg.Executor
-	var records *recordPool
+	var local *LocalExecutor // the executor whose records Run recycles
 	if exec == nil {
-		if r, ok := out.(RecyclingOutput); ok && r.Recycles() {
-			records = &recordPool{}
-		}
-		exec = &LocalExecutor{
+		local = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
-			records: records,
+		}
+		exec = local
+		if r, ok := out.(RecyclingOutput); !ok || !r.Recycles() {
+			local = nil
 		}
 	}
 	reqs := cfg.Requests()
@@ -413,10 +419,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				}
 			}
 		}
-		if records != nil {
+		if local != nil {
 			// The output is done with the group (RecyclingOutput).
 			for _, ep := range g.episodes {
-				records.put(ep)
+				local.Recycle(ep)
 			}
 		}
 		if cfg.Progress != nil {

@@ -205,7 +205,12 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 // out (Finish, then its write) before the next is played, and stops at the
 // first episode that did not finish, as a run with FailFast does, and when
 // ctx is cancelled.
-func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []env.Request) error {
+func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, reqs []env.Request) error {
+	// An output that recycles keeps nothing of a group once written: the
+	// record goes back to the executor, and the group slice serves again.
+	r, ok := out.(env.RecyclingOutput)
+	recycles := ok && r.Recycles()
+	var one [1]*episode.Record
 	for _, req := range reqs {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
@@ -214,7 +219,12 @@ func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []e
 		if rec.End == env.EndInterrupted {
 			return context.Cause(ctx)
 		}
-		write, err := out.Finish(ctx, []*episode.Record{rec})
+		group := []*episode.Record{rec}
+		if recycles {
+			one[0] = rec
+			group = one[:]
+		}
+		write, err := out.Finish(ctx, group)
 		if err == nil {
 			_, err = write(0)
 		}
@@ -223,6 +233,9 @@ func playInTurn(ctx context.Context, exec env.Executor, out env.Output, reqs []e
 		}
 		if !rec.Finished() {
 			return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+		}
+		if recycles {
+			exec.Recycle(rec)
 		}
 	}
 	return nil
