@@ -198,6 +198,9 @@ type Engine struct {
 	// scheduler and byState are current's optional interfaces, or nil.
 	scheduler Scheduler
 	byState   StateObserver
+	// arena is the record of the episode being played, with its arrays;
+	// nil in a replay.
+	arena *record
 	// scratch is the record of the replay being played (see run).
 	scratch episode.Record
 	// busArraysFree says that the bus's current log and recipients
@@ -265,6 +268,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	var r *record
 	if setup.Counterfactual == nil {
 		r = newRecord(&setup)
+		e.arena = r
 		ep = &r.rec
 		if cap(ep.Turns) < e.turnHint {
 			ep.Turns = make([]episode.Turn, 0, e.turnHint)
@@ -292,7 +296,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
 	e.info, e.rec = info, ep
 	defer func() {
-		e.setup, e.rec, e.current, e.scheduler, e.byState = nil, nil, nil, nil, nil
+		e.setup, e.rec, e.current, e.scheduler, e.byState, e.arena = nil, nil, nil, nil, nil, nil
 		e.replaying = Setup{}
 	}()
 
@@ -336,6 +340,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 			done = e.current
 		}
 		r.rp.seats, r.rp.recorded, r.rp.done = e.seats, ep.Turns, done
+		r.game = e.current
 	}
 	return ep
 }
@@ -366,7 +371,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			err = fmt.Errorf("%w: %v", ErrGamePanic, r)
 		}
 	}()
-	game, err := setup.Scenario.New(setup.Params, setup.Seed)
+	game, err := e.newGame(setup)
 	if err != nil {
 		return protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err)
 	}
@@ -441,6 +446,20 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			return protocol.StatusTruncated, EndMaxMessages, nil
 		}
 	}
+}
+
+// newGame makes the episode's game: the finished game of the record the
+// episode writes into, renewed, when the record was given back and the
+// scenario is a Renewer; else a new one.
+func (e *Engine) newGame(setup *Setup) (Game, error) {
+	if r := e.arena; r != nil && r.game != nil {
+		old := r.game
+		r.game = nil
+		if rn, ok := setup.Scenario.(Renewer); ok {
+			return rn.Renew(old, setup.Params, setup.Seed)
+		}
+	}
+	return setup.Scenario.New(setup.Params, setup.Seed)
 }
 
 // seat checks the game's seats and readies machines, bus and bookkeeping.

@@ -19,6 +19,9 @@ type record struct {
 	log        []episode.Message // the bus's log, lent to the bus for the episode
 	recipients []int             // backs the log's Recipients
 	inbox      []int             // backs the turns' Inbox
+	// game is the episode's game, for the scenario to renew (Renewer)
+	// once the record is given back.
+	game Game
 }
 
 // newRecord returns a record for an episode played with setup: from the
@@ -69,6 +72,7 @@ func (p *recordPool) put(rec *episode.Record) {
 	clear(r.log)
 	r.rec = episode.Record{Turns: turns[:0]}
 	r.rp = replay{}
+	// r.game stays, for the next episode's scenario to renew.
 	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
 	p.mu.Lock()
 	p.free = append(p.free, r)

@@ -82,6 +82,17 @@ type Scenario interface {
 	New(p Params, seed uint64) (Game, error)
 }
 
+// Renewer is implemented by scenarios whose finished games can be made
+// into new ones. Renew must return what New(p, seed) would, and may reuse
+// old, a game of this scenario whose episode is over and whose record and
+// score nobody reads any more (the engine renews only the games of records
+// given back to it: LocalExecutor.Recycle, a recycling run's), so that a
+// run allocates no game per episode. A game it cannot reuse (other
+// parameters) it leaves to New.
+type Renewer interface {
+	Renew(old Game, p Params, seed uint64) (Game, error)
+}
+
 // Define returns a Scenario made of an Info and a constructor.
 func Define(info *Info, newGame func(p Params, seed uint64) (Game, error)) Scenario {
 	return defined{info: info, newGame: newGame}

@@ -19,7 +19,8 @@
 // of trajectories/credit the scenario supports gives finite credit on a
 // few episodes (exact and Monte Carlo Shapley shares adding up to
 // v(N) - v(∅)), and a run's JSONL output is byte-identical at concurrency
-// 1 and 4. Golden compares text with a golden file, and
+// 1 and 4 (the second run recycling its records and, for a Renewer, its
+// games). Golden compares text with a golden file, and
 // CheckDoc keeps a package doc's state diagrams in step with its roles.
 package envtest
 
@@ -590,17 +591,22 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts 
 	run := func(concurrency int) ([]byte, env.Summary, error) {
 		var buf bytes.Buffer
 		w := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
+		out := &trajectories.Output{Sink: w, Allocators: []trajectories.Allocator{credit.Team{}}}
+		if concurrency == 1 {
+			out.Observe = func(ep *trajectories.Episode) {
+				if len(ep.Samples) > 0 {
+					withSamples++
+				}
+			}
+		}
+		// Without Observe the output recycles: the second run also shows
+		// that recycled records, and the games a Renewer renews from them,
+		// play the same episodes as new ones.
 		sum, err := env.Run(ctx, env.RunConfig{
 			Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts),
 			Episodes: n, GroupSize: 2, Concurrency: concurrency, Seed: 42,
 			RolloutIDBase: 500, ParallelPolicies: concurrency > 1,
-		}, &trajectories.Output{Sink: w, Allocators: []trajectories.Allocator{credit.Team{}},
-			Observe: func(ep *trajectories.Episode) {
-				if concurrency == 1 && len(ep.Samples) > 0 {
-					withSamples++
-				}
-			},
-		})
+		}, out)
 		return buf.Bytes(), sum, err
 	}
 	one, sum, err := run(1)

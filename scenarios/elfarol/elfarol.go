@@ -165,6 +165,20 @@ type game struct {
 	choice []int     // per seat: the night attended, -1 at home or absent
 	counts []int     // per night: attendance
 	phi    []float64 // per night: φ(x_k), set by Score for Rescore
+	scored bool      // Score was called: phi is the episode's
+	agents []float64 // Score's agent scores
+}
+
+// Renew implements env.Renewer: a finished game of the same size and
+// capacity starts again with its arrays, view and seats.
+func (s *Scenario) Renew(old env.Game, p env.Params, seed uint64) (env.Game, error) {
+	g, ok := old.(*game)
+	if !ok || len(g.choice) != p.Int("agents") || len(g.counts) != p.Int("nights") || g.c != p.Float("capacity") {
+		return s.New(p, seed)
+	}
+	clear(g.counts)
+	g.scored = false
+	return g, nil
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -213,19 +227,32 @@ func (g *game) nightOf(text string) int {
 }
 
 func (g *game) Score() env.Score {
-	g.phi = make([]float64, len(g.counts))
+	g.phi = resized(g.phi, len(g.counts))
+	g.scored = true
 	team := 0.0
 	for k, x := range g.counts {
 		g.phi[k] = Utility(float64(x), g.c)
 		team += g.phi[k]
 	}
-	agents := make([]float64, len(g.seats))
+	g.agents = resized(g.agents, len(g.seats))
+	agents := g.agents
 	for i, night := range g.choice {
 		if night >= 0 {
 			agents[i] = g.phi[night]
 		}
 	}
 	return env.Score{Team: team, Agents: agents}
+}
+
+// resized returns s with length n and zero elements, its array reused when
+// large enough.
+func resized(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // Rescore implements env.Rescorer. Every patron acts once, all at the same
@@ -239,7 +266,7 @@ func (g *game) Score() env.Score {
 // As in a replay, a patron named twice counts once, absence comes before
 // the null action and the null action before a replacement.
 func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
-	if g.phi == nil || cf.Resimulate || len(cf.Reseed) > 0 {
+	if !g.scored || cf.Resimulate || len(cf.Reseed) > 0 {
 		return env.Score{}, false
 	}
 	n := len(g.choice)

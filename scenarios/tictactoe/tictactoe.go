@@ -179,7 +179,24 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario. The game has no randomness: the seed is
 // unused, and every episode starts from the empty board.
 func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
-	return &game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, empty: 1<<9 - 1}, nil
+	g := &game{}
+	s.start(g, p)
+	return g, nil
+}
+
+// Renew implements env.Renewer: a finished game starts again.
+func (s *Scenario) Renew(old env.Game, p env.Params, seed uint64) (env.Game, error) {
+	g, ok := old.(*game)
+	if !ok {
+		return s.New(p, seed)
+	}
+	s.start(g, p)
+	return g, nil
+}
+
+// start sets g to the empty board, x to move.
+func (s *Scenario) start(g *game, p env.Params) {
+	*g = game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, empty: 1<<9 - 1}
 }
 
 // marks[i] is the mark of seat i.
