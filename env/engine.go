@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -467,7 +468,7 @@ func (e *Engine) seat(seats []Seat) error {
 	if len(seats) == 0 {
 		return fmt.Errorf("%w: the game has no seats", ErrBadSeats)
 	}
-	if !slices.Equal(seats, e.checked) || e.info != e.checkedInfo {
+	if !sameSeats(seats, e.checked) || e.info != e.checkedInfo {
 		// A fresh ids slice, never reused for other seats: the bus may
 		// keep it (MemBus.Reset skips its index when given the same one).
 		ids := make([]string, len(seats))
@@ -598,6 +599,26 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 		e.emitKey = key
 	}
 	return nil
+}
+
+// sameSeats reports whether a and b are the same seats. A game that hands
+// out the same seats every episode (El Farol's hundred patrons) hands out
+// the same strings, so comparing their pointers first spares the engine a
+// call to compare bytes per id and role.
+func sameSeats(a, b []Seat) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameString(a[i].ID, b[i].ID) || !sameString(a[i].Role, b[i].Role) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // splitBySeat lists each seat's recorded actions in turn order.
