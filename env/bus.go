@@ -58,9 +58,8 @@ type Bus interface {
 	// Leave removes seat from channel; the channel goes on existing.
 	Leave(seat int, channel string)
 	// Send validates m, stamps its Time and Seq, fixes its recipients and
-	// queues it. It returns the stamped message. Errors wrap
-	// ErrBadMessage.
-	Send(m protocol.Message, time int) (protocol.Message, error)
+	// queues it. Errors wrap ErrBadMessage.
+	Send(m protocol.Message, time int) error
 	// Deliver moves every queued message into its recipients' mailboxes.
 	Deliver()
 	// Mailbox returns every message delivered to seat so far, in delivery
@@ -167,17 +166,17 @@ func (b *MemBus) Leave(seat int, channel string) {
 }
 
 // Send implements Bus.
-func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
+func (b *MemBus) Send(m protocol.Message, time int) error {
 	if m.From != protocol.EnvSender {
 		if _, ok := b.seatOf(m.From); !ok {
-			return m, fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
+			return fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
 		}
 	}
 	start := len(b.recipients)
 	switch {
 	case m.To.IsBroadcast():
 		for i, id := range b.ids {
-			if id != m.From {
+			if !sameString(id, m.From) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
@@ -185,17 +184,17 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 		name, _ := m.To.ChannelName()
 		members, ok := b.channels[name]
 		if !ok {
-			return m, fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(m.From), name)
+			return fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(m.From), name)
 		}
 		for _, i := range members {
-			if b.ids[i] != m.From {
+			if !sameString(b.ids[i], m.From) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
 	default:
 		i, ok := b.seatOf(string(m.To))
 		if !ok {
-			return m, fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(m.From), m.To)
+			return fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(m.From), m.To)
 		}
 		b.recipients = append(b.recipients, i)
 	}
@@ -208,7 +207,7 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 		to = b.recipients[start:len(b.recipients):len(b.recipients)]
 	}
 	b.log = append(b.log, episode.Message{Message: m, Recipients: to})
-	return m, nil
+	return nil
 }
 
 // seatOf returns the seat of the agent called id. A few seats are
@@ -217,7 +216,7 @@ func (b *MemBus) Send(m protocol.Message, time int) (protocol.Message, error) {
 func (b *MemBus) seatOf(id string) (int, bool) {
 	if len(b.ids) <= 8 {
 		for i, s := range b.ids {
-			if s == id {
+			if sameString(s, id) {
 				return i, true
 			}
 		}

@@ -118,7 +118,7 @@ func TestChannelRules(t *testing.T) {
 			b.Reset([]string{"a", "b", "c"})
 			var errs []error
 			tc.script(b, func(from string, to protocol.Address) error {
-				_, err := b.Send(protocol.Message{From: from, To: to, Kind: "k"}, 1)
+				err := b.Send(protocol.Message{From: from, To: to, Kind: "k"}, 1)
 				if err != nil {
 					errs = append(errs, err)
 				}

@@ -106,7 +106,7 @@ func TestMemBusDeliveryOrder(t *testing.T) {
 	b.Join(0, "team")
 	send := func(from string, to protocol.Address, payload string, time int) {
 		t.Helper()
-		_, err := b.Send(protocol.Message{From: from, To: to, Kind: "k", Payload: payload}, time)
+		err := b.Send(protocol.Message{From: from, To: to, Kind: "k", Payload: payload}, time)
 		require.NoError(t, err)
 	}
 	send("a", protocol.Broadcast, "1", 1)
@@ -136,11 +136,11 @@ func TestMemBusDeliveryOrder(t *testing.T) {
 		"zed":                    `agent "a" sends to "zed", which is not an agent`,
 		protocol.Channel("none"): `agent "a" sends to channel "none", which has never had a member`,
 	} {
-		_, err := b.Send(protocol.Message{From: "a", To: to}, 3)
+		err := b.Send(protocol.Message{From: "a", To: to}, 3)
 		assert.ErrorIs(t, err, env.ErrBadMessage)
 		assert.ErrorContains(t, err, msg)
 	}
-	_, err := b.Send(protocol.Message{From: "mallory", To: "a"}, 3)
+	err := b.Send(protocol.Message{From: "mallory", To: "a"}, 3)
 	assert.ErrorContains(t, err, `sender "mallory" is not an agent`)
 
 	log := b.Log()

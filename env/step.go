@@ -34,8 +34,7 @@ func (s *Step) Send(from string, to protocol.Address, kind, payload string) erro
 // Post puts m on the bus as Send does, with its From, To, Kind, Payload and
 // Quiet as given; the bus stamps its Time and Seq.
 func (s *Step) Post(m protocol.Message) error {
-	_, err := s.e.bus.Send(m, s.time)
-	return err
+	return s.e.bus.Send(m, s.time)
 }
 
 // Inform sends a quiet private message from the environment to one seat
