@@ -143,6 +143,11 @@ type Scenario struct {
 	info    *env.Info
 	seats   []env.Seat // shared, read-only, by every episode
 	results [2]string  // "x wins", "o wins": shared likewise
+	// views caches the view text of every position a game has reached,
+	// per mark to move, indexed like the solver (base 3). Games play at
+	// most the 5,478 reachable positions, so the cache stays under a few
+	// MB; concurrent games that race to fill a slot store equal strings.
+	views *[2][19683]atomic.Pointer[string]
 }
 
 // New returns the tic-tac-toe scenario.
@@ -150,6 +155,7 @@ func New() *Scenario {
 	return &Scenario{
 		seats:   []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
 		results: [2]string{RoleX + " wins", RoleO + " wins"},
+		views:   new([2][19683]atomic.Pointer[string]),
 		info: &env.Info{
 			Name:    "tictactoe",
 			Summary: "self-play tic-tac-toe: zero-sum, +1 win, -1 loss, 0 draw; team reward 0",
@@ -196,7 +202,7 @@ func (s *Scenario) Renew(old env.Game, p env.Params, seed uint64) (env.Game, err
 
 // start sets g to the empty board, x to move.
 func (s *Scenario) start(g *game, p env.Params) {
-	*g = game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, empty: 1<<9 - 1}
+	*g = game{seats: s.seats, penalty: p.String("illegal") == Penalty, winner: -1, offender: -1, results: &s.results, views: s.views, empty: 1<<9 - 1}
 }
 
 // marks[i] is the mark of seat i.
@@ -210,8 +216,9 @@ type game struct {
 	seats    []env.Seat
 	penalty  bool
 	board    board
-	winner   int // the seat that made a line, or -1
-	offender int // the seat that moved illegally, or -1
+	winner   int                               // the seat that made a line, or -1
+	offender int                               // the seat that moved illegally, or -1
+	views    *[2][19683]atomic.Pointer[string] // the scenario's
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -224,7 +231,7 @@ func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 // it (views), so a turn allocates nothing.
 func (g *game) Observe(seat int) env.View {
 	legal := legals[g.empty]
-	slot := &views[seat&1][g.pos]
+	slot := &g.views[seat&1][g.pos]
 	text := slot.Load()
 	if text == nil {
 		t := viewText(seat, &g.board, legal)
@@ -233,12 +240,6 @@ func (g *game) Observe(seat int) env.View {
 	}
 	return env.View{Text: *text, Legal: legal}
 }
-
-// views caches the view text of every position a game has reached, per
-// mark to move, indexed like the solver (base 3). Games play at most the
-// 5,478 reachable positions, so the cache stays under a few MB; concurrent
-// games that race to fill a slot store equal strings.
-var views [2][19683]atomic.Pointer[string]
 
 // legals[m] lists the cells of the 9-bit mask m (bit i: cell i empty), row
 // by row; nil for the full board. Read-only once built.

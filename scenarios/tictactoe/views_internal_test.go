@@ -11,7 +11,7 @@ import (
 // and that every view equals the one rendered from scratch.
 func TestIncrementalBoardState(t *testing.T) {
 	for ep := range 300 {
-		g := &game{empty: 1<<9 - 1}
+		g := &game{empty: 1<<9 - 1, views: New().views}
 		for turn := range 9 {
 			me := turn % 2
 			if got, want := legals[g.empty], legalOf(&g.board); len(got) != len(want) || (len(want) > 0 && &got[0] != &want[0]) {
