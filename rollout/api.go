@@ -34,10 +34,14 @@
 // truncated 200.
 //
 // Stateful allocators. An allocator whose values depend on the groups it
-// saw before (rae: a baseline per scenario and role) exists once per spec
-// for the life of the service: every request naming the spec shares it,
-// "rae" and "rae:alpha=0.95" being one spec (the allocator's Name). With
-// --allocator-state DIR its state is kept in DIR, one file per spec,
+// saw before (rae: a baseline per scenario and role) exists once per
+// allocator spec for the life of the service: every request naming the
+// allocator spec shares it, "rae" and "rae:alpha=0.95" being one (the
+// canonical form the resolved run spec lists it under, the allocator's
+// Name). It is not keyed by the request's run spec: that differs with
+// every request's ids and seeds, and a baseline only one request saw
+// would be no baseline. With --allocator-state DIR its state is kept in
+// DIR, one file per allocator spec,
 // loaded at start-up and saved (atomically) after every request that
 // changed it and at shutdown. Requests update it one at a time: a request
 // takes the locks of its stateful allocators once its episodes are
@@ -96,6 +100,15 @@ const HeaderServerTiming = "Server-Timing"
 // The numbers start at 1 in every service process; answers of requests
 // without a stateful allocator carry none.
 const HeaderAllocationSeq = "Troupe-Allocation-Seq"
+
+// HeaderRunSpec carries the hash of the request's run spec (package
+// runspec: the request's fields merged over the service's defaults,
+// resolved, at the ids and seeds it played): two answers with the same
+// hash are the same episodes. Answers of requests refused before their
+// ids were placed (400) carry none. It is a header so that the body stays
+// a pure function of the request; the service logs the spec itself at
+// debug level.
+const HeaderRunSpec = "Troupe-Run-Spec"
 
 // Request asks the service for the episodes of one group: N episodes of one
 // scenario that share a scenario seed and a group_index, each with its own
