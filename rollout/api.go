@@ -101,15 +101,6 @@ const HeaderServerTiming = "Server-Timing"
 // without a stateful allocator carry none.
 const HeaderAllocationSeq = "Troupe-Allocation-Seq"
 
-// HeaderRunSpec carries the hash of the request's run spec (package
-// runspec: the request's fields merged over the service's defaults,
-// resolved, at the ids and seeds it played): two answers with the same
-// hash are the same episodes. Answers of requests refused before their
-// ids were placed (400) carry none. It is a header so that the body stays
-// a pure function of the request; the service logs the spec itself at
-// debug level.
-const HeaderRunSpec = "Troupe-Run-Spec"
-
 // Request asks the service for the episodes of one group: N episodes of one
 // scenario that share a scenario seed and a group_index, each with its own
 // rollout_id and policy seed.

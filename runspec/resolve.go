@@ -108,12 +108,11 @@ func (r *Resolved) Requests() []env.Request {
 // once it passed every check: a refused request takes no ids. Its errors
 // are Validate's.
 func (r *Resolved) At(rolloutIDBase, groupIndexBase int64, sd *Seeds) (*Resolved, error) {
-	n := *r
-	n.Spec.RolloutIDBase, n.Spec.GroupIndexBase, n.Spec.Seeds = rolloutIDBase, groupIndexBase, sd
-	if err := n.Spec.Validate(); err != nil {
+	n := *r // r.Spec is normalized: so is n.Spec
+	n.Spec.RolloutIDBase, n.Spec.GroupIndexBase, n.Spec.Seeds = rolloutIDBase, groupIndexBase, sd.clone()
+	if err := n.Spec.validatePlace(); err != nil {
 		return nil, err
 	}
-	n.Spec = n.Spec.Normalized() // Seeds copied
 	n.Config.RolloutIDBase, n.Config.GroupIndexBase = rolloutIDBase, groupIndexBase
 	return &n, nil
 }

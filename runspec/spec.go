@@ -86,6 +86,18 @@ type Seeds struct {
 	Policy   *uint64 `json:"policy,omitempty"`
 }
 
+func (sd *Seeds) clone() *Seeds {
+	if sd == nil {
+		return nil
+	}
+	c := *sd
+	if c.Policy != nil {
+		p := *c.Policy
+		c.Policy = &p
+	}
+	return &c
+}
+
 // Policy is a role's policy: a name (one of the scenario's policies,
 // "random", or one a Resolvers.Policies maker knows, like "llm") and its
 // settings, a JSON object the maker reads (an LLM's model and sampling).
@@ -208,14 +220,7 @@ func (s *Spec) Normalized() Spec {
 	if n.GroupSize == 0 {
 		n.GroupSize = 1
 	}
-	if n.Seeds != nil {
-		sd := *n.Seeds // the copy shares nothing with s
-		if sd.Policy != nil {
-			ps := *sd.Policy
-			sd.Policy = &ps
-		}
-		n.Seeds = &sd
-	}
+	n.Seeds = n.Seeds.clone() // the copy shares nothing with s
 	return n
 }
 
@@ -249,16 +254,11 @@ func (s *Spec) Validate() error {
 		return fieldErr("limits.max_messages", "%d: must not be negative", n.Limits.MaxMessages)
 	case n.Limits.Timeout < 0:
 		return fieldErr("limits.timeout", "%v: must not be negative", time.Duration(n.Limits.Timeout))
-	case n.RolloutIDBase < 0:
-		return fieldErr("rollout_id_base", "%d: must not be negative", n.RolloutIDBase)
-	case n.RolloutIDBase > math.MaxInt64-int64(n.Episodes-1):
-		return fieldErr("rollout_id_base", "%d: the %d episodes' rollout_ids would overflow", n.RolloutIDBase, n.Episodes)
-	case n.Seeds != nil && n.GroupSize != n.Episodes:
-		return fieldErr("seeds", "fixed seeds are one group's: group_size %d must be episodes %d", n.GroupSize, n.Episodes)
-	case n.GroupIndexBase < 0:
-		return fieldErr("group_index_base", "%d: must not be negative", n.GroupIndexBase)
 	case n.RewardFormat != FormatScalar && n.RewardFormat != FormatDict:
 		return fieldErr("reward_format", "%q: want scalar or dict", n.RewardFormat)
+	}
+	if err := n.validatePlace(); err != nil {
+		return err
 	}
 	switch n.OnInvalid.Mode {
 	case InvalidPass:
@@ -303,6 +303,22 @@ func (s *Spec) Validate() error {
 			return fieldErr(fmt.Sprintf("allocators[%d]", i), "allocator %s given twice", a)
 		}
 		seen[a] = true
+	}
+	return nil
+}
+
+// validatePlace checks the fields that place a run (Resolved.At): its
+// ids and seeds. The spec is normalized.
+func (n *Spec) validatePlace() error {
+	switch {
+	case n.RolloutIDBase < 0:
+		return fieldErr("rollout_id_base", "%d: must not be negative", n.RolloutIDBase)
+	case n.RolloutIDBase > math.MaxInt64-int64(n.Episodes-1):
+		return fieldErr("rollout_id_base", "%d: the %d episodes' rollout_ids would overflow", n.RolloutIDBase, n.Episodes)
+	case n.GroupIndexBase < 0:
+		return fieldErr("group_index_base", "%d: must not be negative", n.GroupIndexBase)
+	case n.Seeds != nil && n.GroupSize != n.Episodes:
+		return fieldErr("seeds", "fixed seeds are one group's: group_size %d must be episodes %d", n.GroupSize, n.Episodes)
 	}
 	return nil
 }

@@ -77,8 +77,8 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 	if e := s.place(p); e != nil {
 		return 0, e
 	}
-	h := w.Header()
-	h.Set(rollout.HeaderRunSpec, p.run.Hash())
+	// The spec is echoed at debug level only: its canonical form and hash
+	// cost more allocations than the rest of a small request.
 	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
 		s.cfg.Logger.Debug("rollout request", "spec_hash", p.run.Hash(), "spec", string(p.run.Spec.Canonical()))
 	}
@@ -113,6 +113,7 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 		return 0, &rollout.Error{Status: http.StatusUnprocessableEntity, Code: rollout.CodeAnswerTooLarge,
 			Message: fmt.Sprintf("the answer is larger than the service's limit of %d bytes (troupe serve --max-answer-bytes; MaxAnswerBytes): ask for fewer episodes (n = %d) or fewer samples (emit, limits.max_turns)", s.cfg.MaxAnswerBytes, p.n)}
 	}
+	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(inside))
 	seq := alloc.commit()
