@@ -149,8 +149,10 @@ type Request struct {
 	// default policy, or "random".
 	Policy   string            `json:"policy,omitempty"`
 	Policies map[string]string `json:"policies,omitempty"`
-	// Sampling is handed to the service's policy factory (LLM policies read
-	// it; scripted policies ignore it). SessionID is slime's routing key for
+	// Sampling becomes the settings, in the request's run spec, of the
+	// roles that play one of the service's own policies (an LLM's sampling
+	// over the service's --llm-* flags); the scenarios' own policies and
+	// random ignore it. SessionID is slime's routing key for
 	// consistent-hashing routers.
 	Sampling  *Sampling `json:"sampling,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`
