@@ -187,6 +187,10 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 	if f.episodesOut != "" && f.episodesOut == f.out {
 		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
 	}
+	if spec.Seeds != nil {
+		// env.Run derives every episode's seeds from the run seed.
+		return nil, usagef("--spec %s: seeds: troupe run derives the episodes' seeds from seed; fixed seeds are a rollout request's (troupe serve): leave them out", from)
+	}
 	// Policies come last in Resolve: an LLM policy opens a client, which
 	// nothing after it may fail to close.
 	var llms *llmPolicies
@@ -404,27 +408,6 @@ type llmPolicies struct {
 	settings json.RawMessage // the spec's settings it was made with
 }
 
-// llmSettings are the settings of the "llm" policy a run spec holds: what
-// of the --llm-* flags shapes the episodes. The server's address and key
-// do not: they stay flags (or TROUPE_LLM_* variables).
-type llmSettings struct {
-	Model       string   `json:"model"`
-	Temperature float64  `json:"temperature"`
-	TopP        float64  `json:"top_p,omitempty"`
-	TopK        int      `json:"top_k,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
-}
-
-// llmSettingsOf is the spec settings of cfg.
-func llmSettingsOf(cfg *llm.Config) json.RawMessage {
-	b, err := json.Marshal(llmSettings{Model: cfg.Model, Temperature: cfg.Temperature, TopP: cfg.TopP, TopK: cfg.TopK, MaxTokens: cfg.MaxTokens, Stop: cfg.Stop})
-	if err != nil {
-		panic(err) // strings and numbers always encode
-	}
-	return b
-}
-
 // newLLMPolicies connects the "llm" policy to the server of the --llm-*
 // flags, with the spec's settings, fitted to the scenario (its rules in
 // the system prompt, its structured answers' schemas).
@@ -433,14 +416,8 @@ func newLLMPolicies(req runspec.PolicyRequest, f *runFlags) (*llmPolicies, error
 		return nil, f.llmEnvErr
 	}
 	cfg := f.llm
-	if len(req.Policy.Settings) > 0 {
-		st := llmSettings{Model: cfg.Model, Temperature: cfg.Temperature, TopP: cfg.TopP, TopK: cfg.TopK, MaxTokens: cfg.MaxTokens, Stop: cfg.Stop}
-		dec := json.NewDecoder(bytes.NewReader(req.Policy.Settings))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&st); err != nil {
-			return nil, fmt.Errorf("settings: %w", err)
-		}
-		cfg.Model, cfg.Temperature, cfg.TopP, cfg.TopK, cfg.MaxTokens, cfg.Stop = st.Model, st.Temperature, st.TopP, st.TopK, st.MaxTokens, st.Stop
+	if err := applyLLMSettings(&cfg, req.Policy.Settings); err != nil {
+		return nil, err
 	}
 	cfg.Seed = req.Seed // reproducible retry jitter
 	client, err := llm.NewClient(cfg)

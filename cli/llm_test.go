@@ -166,7 +166,8 @@ func TestServeLLMRolloutsAgainstRealLlamaServer(t *testing.T) {
 	srv, err := server.New(server.Config{
 		Scenarios:        scenarios.Builtin(),
 		Allocators:       credit.Builtin(),
-		Policies:         server.Named(llmPolicyMaker(client, cfg)),
+		Policies:         llmPolicyMaker(client, cfg),
+		PolicySettings:   servedLLMSettings(cfg),
 		ParallelPolicies: true,
 	})
 	require.NoError(t, err)
@@ -273,9 +274,10 @@ func serveLLM(t *testing.T, cfg llm.Config) *rcli.Client {
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	srv, err := server.New(server.Config{
-		Scenarios:  scenarios.Builtin(),
-		Allocators: credit.Builtin(),
-		Policies:   server.Named(llmPolicyMaker(client, cfg)),
+		Scenarios:      scenarios.Builtin(),
+		Allocators:     credit.Builtin(),
+		Policies:       llmPolicyMaker(client, cfg),
+		PolicySettings: servedLLMSettings(cfg),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"strings"
@@ -48,7 +46,7 @@ func (a *App) serveCommand() *cobra.Command {
 				return &UsageError{Err: err}
 			}
 			defer client.Close()
-			cfg.Policies = server.Named(llmPolicyMaker(client, llmCfg))
+			cfg.Policies, cfg.PolicySettings = llmPolicyMaker(client, llmCfg), servedLLMSettings(llmCfg)
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			if nf.Conn.URL != "" {
 				nf.ApplyEnv(a.lookupEnv())
@@ -107,71 +105,20 @@ func (a *App) serveCommand() *cobra.Command {
 	return cmd
 }
 
-// llmPolicyMaker makes the "llm" policy of a rollout request: the --llm-*
-// server, with the request's sampling parameters (slime's) over the
-// service's defaults. Every request shares the client, and so its bound on
-// requests in flight to the model server.
-//
-// slime's meanings: top_k -1 or 0 is unset (-1: no top-k), max_tokens -1
-// or 0 is unset, which leaves the service's --llm-max-tokens, else the
-// server's default; seed (slime's sampling_seed) roots every call's seed
-// (llm.SampledRequestSeed), and so needs one episode per request. A field
-// the server kind cannot honour is refused by name (llm.Config.Validate),
-// which the service answers as 400 bad_policy.
+// llmPolicyMaker makes the "llm" policy of a rollout request's run spec:
+// the --llm-* server, with the role's settings in the spec (the request's
+// sampling over the service's flags: servedLLMSettings). Every request
+// shares the client, and so its bound on requests in flight to the model
+// server. A field the server kind cannot honour is refused by name
+// (llm.Config.Validate), which the service answers as 400 bad_policy.
 func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
-	return func(req server.PolicyRequest, role, name string) (agents.Policy, bool, error) {
-		if name != llmPolicyName {
+	return func(req server.PolicyRequest) (agents.Policy, bool, error) {
+		if req.Policy.Name != llmPolicyName {
 			return nil, false, nil
 		}
 		cfg := base
-		if s := req.Request.Sampling; s != nil {
-			if s.Temperature != nil {
-				cfg.Temperature = *s.Temperature
-			}
-			if s.TopP != nil {
-				cfg.TopP = *s.TopP
-			}
-			if s.TopK != nil {
-				cfg.TopK = *s.TopK
-			}
-			if m := s.MaxTokens; m != nil && (*m > 0 || *m < -1) {
-				cfg.MaxTokens = *m // below -1: Validate names it
-			}
-			if len(s.Stop) > 0 {
-				cfg.Stop = s.Stop
-			}
-			if len(s.StopTokenIDs) > 0 {
-				cfg.StopTokenIDs = s.StopTokenIDs
-			}
-			if s.Seed != nil {
-				if n := req.Request.N; n > 1 {
-					return nil, true, fmt.Errorf("sampling seed with n %d: the episodes of one request would sample with the same seeds; send one request per sampling seed (slime: sampling_seed = rollout_seed + j, one request per copy)", n)
-				}
-				seed := *s.Seed
-				cfg.SamplingSeed = &seed
-			}
-			if s.SkipSpecialTokens != nil {
-				cfg.SkipSpecialTokens = s.SkipSpecialTokens
-			}
-			if s.NoStopTrim != nil {
-				cfg.NoStopTrim = s.NoStopTrim
-			}
-			if s.SpacesBetweenSpecialTokens != nil {
-				cfg.SpacesBetweenSpecialTokens = s.SpacesBetweenSpecialTokens
-			}
-			if s.RepetitionPenalty != nil {
-				cfg.RepetitionPenalty = *s.RepetitionPenalty
-			}
-			if s.MinTokens != nil {
-				cfg.MinTokens = *s.MinTokens
-			}
-			if len(s.Extra) > 0 {
-				cfg.Extra = maps.Clone(base.Extra)
-				if cfg.Extra == nil {
-					cfg.Extra = map[string]json.RawMessage{}
-				}
-				maps.Copy(cfg.Extra, s.Extra)
-			}
+		if err := applyLLMSettings(&cfg, req.Policy.Settings); err != nil {
+			return nil, true, err
 		}
 		p, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 		return p, true, err

@@ -34,25 +34,17 @@ func newNATSRemote(c *natsrun.Client) (*natsRemote, error) {
 }
 
 // Play implements server.Remote: it queues the request's episodes, with the
-// seeds and ids the service chose, waits for the workers' results, and
-// purges the run.
+// seeds and ids the service chose, under the request's resolved run spec
+// (its RunConfig and natsrun.SpecOf, as troupe run --nats submits a run),
+// waits for the workers' results, and purges the run.
 func (r *natsRemote) Play(ctx context.Context, rr server.RemoteRequest) []*trajectories.Episode {
-	s0 := rr.Setups[0]
-	info := rr.Scenario.Info()
-	params := s0.Params.Map()
-	reqs := make([]env.Request, len(rr.Setups))
-	for i, s := range rr.Setups {
-		reqs[i] = env.Request{Scenario: info.Name, Params: params, Seed: s.Seed, PolicySeed: s.PolicySeed,
-			Index: int64(i), RolloutID: s.RolloutID, GroupIndex: s.GroupIndex}
-	}
-	cfg := env.RunConfig{Scenario: rr.Scenario, Params: s0.Params, Policy: s0.Policy, Limits: s0.Limits,
-		Invalid: s0.Invalid, Emit: s0.Emit, ParallelPolicies: s0.ParallelPolicies, Episodes: len(reqs)}
+	reqs := rr.Requests
 	id := fmt.Sprintf("serve-%x-%d", r.nonce, r.runs.Add(1))
 	eps := make([]*trajectories.Episode, len(reqs))
-	x, err := r.client.StartRequests(ctx, id, cfg, natsrun.Spec{Policies: rr.Policies, Emit: rr.Emit}, reqs)
+	x, err := r.client.StartRequests(ctx, id, rr.Run.Config, natsrun.SpecOf(rr.Run), reqs)
 	if err != nil {
 		for i, req := range reqs {
-			eps[i] = &trajectories.Episode{Record: episode.Record{Scenario: info.Name, Params: params, Seed: req.Seed, PolicySeed: req.PolicySeed,
+			eps[i] = &trajectories.Episode{Record: episode.Record{Scenario: req.Scenario, Params: req.Params, Seed: req.Seed, PolicySeed: req.PolicySeed,
 				Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
 				Status: protocol.StatusAborted, End: env.EndPolicyError, Err: fmt.Sprintf("queuing the episodes on NATS: %v", err)}}
 		}

@@ -65,6 +65,8 @@ func TestSpecFlagErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(good, []byte(p.stdout), 0o644))
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"episodez":2}`), 0o644))
+	seeded := filepath.Join(dir, "seeded.json")
+	require.NoError(t, os.WriteFile(seeded, []byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"seeds":{"scenario":3}}`), 0o644))
 	badRole := filepath.Join(dir, "role.json")
 	require.NoError(t, os.WriteFile(badRole, []byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"emit":["barman"]}`), 0o644))
 	for name, tc := range map[string]struct {
@@ -74,6 +76,7 @@ func TestSpecFlagErrors(t *testing.T) {
 		"flag with spec":  {[]string{"run", "--spec", good, "-n", "3"}, "--episodes: the run is described by --spec"},
 		"unknown field":   {[]string{"run", "--spec", bad}, `unknown field "episodez"`},
 		"bad field":       {[]string{"run", "--spec", badRole}, `emit[0]`},
+		"fixed seeds":     {[]string{"run", "--spec", seeded}, "seeds: troupe run derives"},
 		"other scenario":  {[]string{"run", "tictactoe", "--spec", good}, "is of scenario elfarol"},
 		"missing file":    {[]string{"run", "--spec", filepath.Join(dir, "nope.json")}, "--spec"},
 		"no scenario arg": {[]string{"run"}, "scenario name"},
@@ -101,6 +104,13 @@ func TestPrintSpecLLMSettings(t *testing.T) {
 	assert.JSONEq(t, `{"model":"m1","temperature":0.5}`, string(spec.Policies["x"].Settings))
 	assert.NotContains(t, r.stdout, "127.0.0.1", "the server's address is not the run's")
 	assert.Equal(t, "random", spec.Policies["o"].Name)
+
+	// Every sampling flag that shapes the episodes is in the spec.
+	r = invokeWithEnv(t, noEnv, "run", "tictactoe", "-P", "llm", "--llm-base-url", "http://127.0.0.1:1/v1", "--llm-model", "m1",
+		"--llm-temperature", "0", "--llm-stop-token-id", "7", "--llm-repetition-penalty", "1.1", "--llm-min-tokens", "2", "--print-spec")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &spec))
+	assert.JSONEq(t, `{"model":"m1","temperature":0,"stop_token_ids":[7],"repetition_penalty":1.1,"min_tokens":2}`, string(spec.Policies["o"].Settings))
 }
 
 // TestSpecOnEmbeddedNATS: a run from a spec file, played by NATS workers

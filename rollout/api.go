@@ -34,10 +34,14 @@
 // truncated 200.
 //
 // Stateful allocators. An allocator whose values depend on the groups it
-// saw before (rae: a baseline per scenario and role) exists once per spec
-// for the life of the service: every request naming the spec shares it,
-// "rae" and "rae:alpha=0.95" being one spec (the allocator's Name). With
-// --allocator-state DIR its state is kept in DIR, one file per spec,
+// saw before (rae: a baseline per scenario and role) exists once per
+// allocator spec for the life of the service: every request naming the
+// allocator spec shares it, "rae" and "rae:alpha=0.95" being one (the
+// canonical form the resolved run spec lists it under, the allocator's
+// Name). It is not keyed by the request's run spec: that differs with
+// every request's ids and seeds, and a baseline only one request saw
+// would be no baseline. With --allocator-state DIR its state is kept in
+// DIR, one file per allocator spec,
 // loaded at start-up and saved (atomically) after every request that
 // changed it and at shutdown. Requests update it one at a time: a request
 // takes the locks of its stateful allocators once its episodes are
@@ -145,8 +149,10 @@ type Request struct {
 	// default policy, or "random".
 	Policy   string            `json:"policy,omitempty"`
 	Policies map[string]string `json:"policies,omitempty"`
-	// Sampling is handed to the service's policy factory (LLM policies read
-	// it; scripted policies ignore it). SessionID is slime's routing key for
+	// Sampling becomes the settings, in the request's run spec, of the
+	// roles that play one of the service's own policies (an LLM's sampling
+	// over the service's --llm-* flags); the scenarios' own policies and
+	// random ignore it. SessionID is slime's routing key for
 	// consistent-hashing routers.
 	Sampling  *Sampling `json:"sampling,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`

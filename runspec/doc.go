@@ -3,7 +3,8 @@
 // writes, and one resolver, Spec.Resolve, that turns it into Go values (an
 // env.RunConfig, the allocators and reward format of a
 // trajectories.Output). troupe run (from its flags, or --spec FILE), the
-// experiment runner and NATS workers all build their runs through it, so
+// rollout service (each request), the experiment runner and NATS workers
+// all build their runs through it, so
 // "which policy does a role play when none is named" and "what does a run
 // consist of" are answered in one place.
 //
@@ -29,6 +30,9 @@
 //	seed              the run seed
 //	rollout_id_base   episode 0's rollout_id
 //	group_index_base  group 0's group_index
+//	seeds             {"scenario", "policy"}: optional, the seeds of a run of
+//	                  one group that its caller chose (a rollout request's);
+//	                  left out, every seed derives from seed
 //
 // What a spec leaves out does not change the output: concurrency, where
 // the samples go and in which layout, fail-fast, which machines play the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -75,6 +76,46 @@ func (r *Resolved) Executor() *env.LocalExecutor {
 
 // Hash is the hash of the resolved spec.
 func (r *Resolved) Hash() string { return r.Spec.Hash() }
+
+// Requests are the run's episode requests, in order: Config.Requests, with
+// the spec's Seeds when it fixes them. It is where every runner that plays
+// a spec's episodes one by one (a rollout service, a distributed
+// submitter) takes their seeds and ids from. env.Run derives its own from
+// Config and knows nothing of Seeds: a spec with Seeds is played through
+// its requests.
+func (r *Resolved) Requests() []env.Request {
+	reqs := r.Config.Requests()
+	sd := r.Spec.Seeds
+	if sd == nil {
+		return reqs
+	}
+	for i := range reqs {
+		reqs[i].Seed = sd.Scenario
+		if sd.Policy != nil {
+			reqs[i].PolicySeed = seeds.Mix(*sd.Policy, uint64(i))
+		} else {
+			reqs[i].PolicySeed = seeds.Mix(sd.Scenario, 2, uint64(reqs[i].RolloutID))
+		}
+	}
+	return reqs
+}
+
+// At is the resolved run placed at other ids and seeds: its spec's
+// rollout_id_base, group_index_base and seeds replaced, and its Config's
+// ids with them. Nothing else a spec resolves to depends on them (policy
+// makers see Seed, which At keeps), so a caller that hands out ids from a
+// counter (the rollout service) resolves a request first and places it
+// once it passed every check: a refused request takes no ids. Its errors
+// are Validate's.
+func (r *Resolved) At(rolloutIDBase, groupIndexBase int64, sd *Seeds) (*Resolved, error) {
+	n := *r // r.Spec is normalized: so is n.Spec
+	n.Spec.RolloutIDBase, n.Spec.GroupIndexBase, n.Spec.Seeds = rolloutIDBase, groupIndexBase, sd.clone()
+	if err := n.Spec.validatePlace(); err != nil {
+		return nil, err
+	}
+	n.Config.RolloutIDBase, n.Config.GroupIndexBase = rolloutIDBase, groupIndexBase
+	return &n, nil
+}
 
 // Resolve validates s against the scenario and turns it into a run. Roles
 // the spec gives no policy play the scenario's default policy, else

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,37 @@ type Spec struct {
 	// group_index.
 	RolloutIDBase  int64 `json:"rollout_id_base"`
 	GroupIndexBase int64 `json:"group_index_base"`
+	// Seeds, when set, fixes the episodes' seeds instead of deriving them
+	// from Seed: a run of one group whose seeds its caller chose (a
+	// rollout request's). Seed then roots only what the policy makers
+	// derive from it (an LLM client's retry jitter). Absent from the
+	// canonical form when nil, so specs without it keep their hash.
+	Seeds *Seeds `json:"seeds,omitempty"`
+}
+
+// Seeds are the seeds of a run of one group (group_size = episodes) that
+// its caller chose: every episode plays the scenario seed Scenario, and
+// episode i the policy seed seeds.Mix(Policy, i) when Policy is set, else
+// seeds.Mix(Scenario, 2, rollout_id of episode i). These are the rollout
+// service's rules (package rollout: seed and policy_seed); a run without
+// Seeds plays group g's scenario seed seeds.Mix(Seed, 1, g) and episode
+// i's policy seed seeds.Mix(Seed, 2, i) (env.RunConfig.Requests).
+// Resolved.Requests applies them.
+type Seeds struct {
+	Scenario uint64  `json:"scenario"`
+	Policy   *uint64 `json:"policy,omitempty"`
+}
+
+func (sd *Seeds) clone() *Seeds {
+	if sd == nil {
+		return nil
+	}
+	c := *sd
+	if c.Policy != nil {
+		p := *c.Policy
+		c.Policy = &p
+	}
+	return &c
 }
 
 // Policy is a role's policy: a name (one of the scenario's policies,
@@ -188,6 +220,7 @@ func (s *Spec) Normalized() Spec {
 	if n.GroupSize == 0 {
 		n.GroupSize = 1
 	}
+	n.Seeds = n.Seeds.clone() // the copy shares nothing with s
 	return n
 }
 
@@ -221,12 +254,11 @@ func (s *Spec) Validate() error {
 		return fieldErr("limits.max_messages", "%d: must not be negative", n.Limits.MaxMessages)
 	case n.Limits.Timeout < 0:
 		return fieldErr("limits.timeout", "%v: must not be negative", time.Duration(n.Limits.Timeout))
-	case n.RolloutIDBase < 0:
-		return fieldErr("rollout_id_base", "%d: must not be negative", n.RolloutIDBase)
-	case n.GroupIndexBase < 0:
-		return fieldErr("group_index_base", "%d: must not be negative", n.GroupIndexBase)
 	case n.RewardFormat != FormatScalar && n.RewardFormat != FormatDict:
 		return fieldErr("reward_format", "%q: want scalar or dict", n.RewardFormat)
+	}
+	if err := n.validatePlace(); err != nil {
+		return err
 	}
 	switch n.OnInvalid.Mode {
 	case InvalidPass:
@@ -271,6 +303,22 @@ func (s *Spec) Validate() error {
 			return fieldErr(fmt.Sprintf("allocators[%d]", i), "allocator %s given twice", a)
 		}
 		seen[a] = true
+	}
+	return nil
+}
+
+// validatePlace checks the fields that place a run (Resolved.At): its
+// ids and seeds. The spec is normalized.
+func (n *Spec) validatePlace() error {
+	switch {
+	case n.RolloutIDBase < 0:
+		return fieldErr("rollout_id_base", "%d: must not be negative", n.RolloutIDBase)
+	case n.RolloutIDBase > math.MaxInt64-int64(n.Episodes-1):
+		return fieldErr("rollout_id_base", "%d: the %d episodes' rollout_ids would overflow", n.RolloutIDBase, n.Episodes)
+	case n.GroupIndexBase < 0:
+		return fieldErr("group_index_base", "%d: must not be negative", n.GroupIndexBase)
+	case n.Seeds != nil && n.GroupSize != n.Episodes:
+		return fieldErr("seeds", "fixed seeds are one group's: group_size %d must be episodes %d", n.GroupSize, n.Episodes)
 	}
 	return nil
 }

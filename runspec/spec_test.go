@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -162,6 +164,14 @@ func TestHashSensitive(t *testing.T) {
 			v.Set(reflect.Append(v, reflect.ValueOf("zz")))
 			check(path)
 			v.Set(reflect.ValueOf(old))
+		case reflect.Pointer: // optional fields: set, then each of theirs
+			old := v.Interface()
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+				check(path)
+			}
+			walk(v.Elem(), path)
+			v.Set(reflect.ValueOf(old))
 		default:
 			t.Fatalf("field %s of kind %v: teach this test to change it", path, v.Kind())
 		}
@@ -198,6 +208,7 @@ func TestValidateNamesField(t *testing.T) {
 		},
 		"emit[0]":       func(s *runspec.Spec) { s.Emit = []string{""} },
 		"allocators[1]": func(s *runspec.Spec) { s.Allocators = []string{"team", " "} },
+		"seeds":         func(s *runspec.Spec) { s.Seeds = &runspec.Seeds{Scenario: 1} }, // 10 episodes in groups of 2
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -311,4 +322,60 @@ func TestResolveMakers(t *testing.T) {
 	assert.Equal(t, map[string]string{"x": "mine", "o": r.Info.DefaultPolicyName()}, r.PolicyNames)
 	_, err = s.Resolve(runspec.Resolvers{Scenarios: reg})
 	assert.True(t, errors.Is(err, env.ErrUnknownPolicy), "%v", err)
+}
+
+// TestSeedsFixTheRequests: without Seeds a run's seeds derive from Seed
+// (env.RunConfig.Requests); with them every episode plays the scenario
+// seed, and its policy seed derives from Policy and its position, else
+// from the scenario seed and its rollout_id: the rollout service's rules.
+func TestSeedsFixTheRequests(t *testing.T) {
+	reg := scenarios.Builtin()
+	spec := runspec.Spec{Scenario: "tictactoe", Episodes: 3, GroupSize: 3, Seed: 5, RolloutIDBase: 40, GroupIndexBase: 7}
+	r, err := spec.Resolve(runspec.Resolvers{Scenarios: reg})
+	require.NoError(t, err)
+	assert.Equal(t, r.Config.Requests(), r.Requests())
+
+	policy := uint64(99)
+	for _, sd := range []*runspec.Seeds{{Scenario: 11}, {Scenario: 11, Policy: &policy}} {
+		placed, err := r.At(100, 8, sd)
+		require.NoError(t, err)
+		assert.Equal(t, int64(100), placed.Spec.RolloutIDBase)
+		assert.Equal(t, int64(40), r.Spec.RolloutIDBase, "At leaves the run it was given alone")
+		assert.NotEqual(t, r.Hash(), placed.Hash())
+		reqs := placed.Requests()
+		require.Len(t, reqs, 3)
+		for i, req := range reqs {
+			assert.Equal(t, int64(i), req.Index)
+			assert.Equal(t, int64(100+i), req.RolloutID)
+			assert.Equal(t, int64(8), req.GroupIndex, "one group")
+			assert.Equal(t, uint64(11), req.Seed)
+			want := seeds.Mix(11, 2, uint64(req.RolloutID))
+			if sd.Policy != nil {
+				want = seeds.Mix(policy, uint64(i))
+			}
+			assert.Equal(t, want, req.PolicySeed)
+		}
+		// The placed spec is data: decoded again it resolves to the same
+		// run and the same requests.
+		back, err := runspec.DecodeBytes(placed.Spec.Indent())
+		require.NoError(t, err)
+		rb, err := back.Resolve(runspec.Resolvers{Scenarios: reg})
+		require.NoError(t, err)
+		assert.Equal(t, placed.Hash(), rb.Hash())
+		assert.Equal(t, reqs, rb.Requests())
+	}
+
+	_, err = r.At(-1, 0, nil)
+	assert.ErrorIs(t, err, runspec.ErrBadSpec)
+	_, err = r.At(math.MaxInt64-1, 0, nil)
+	var fe *runspec.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "rollout_id_base", fe.Field, "the episodes' ids would overflow")
+	grouped := spec
+	grouped.GroupSize = 1
+	rg, err := grouped.Resolve(runspec.Resolvers{Scenarios: reg})
+	require.NoError(t, err)
+	_, err = rg.At(0, 0, &runspec.Seeds{})
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "seeds", fe.Field, "fixed seeds are one group's")
 }

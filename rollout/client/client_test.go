@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/client"
@@ -31,17 +32,23 @@ func start(t *testing.T, cfg server.Config) (*server.Server, *httptest.Server) {
 func ptr[T any](v T) *T { return &v }
 
 func TestRollouts(t *testing.T) {
-	// The factory sees the sampling parameters as the caller set them:
-	// an explicit temperature 0 (greedy) must arrive as 0, not as absent.
+	// The service's policies see the sampling parameters as the caller
+	// set them: an explicit temperature 0 (greedy) must arrive as 0, not
+	// as absent, in the settings of the role's policy in the run spec.
 	var mu sync.Mutex
-	var seen *rollout.Sampling
-	scripted := server.ScriptedPolicies()
-	_, ts := start(t, server.Config{Token: "tok", Policies: func(req server.PolicyRequest) (env.PolicyFor, error) {
-		mu.Lock()
-		seen = req.Request.Sampling
-		mu.Unlock()
-		return scripted(req)
-	}})
+	var seen []json.RawMessage
+	_, ts := start(t, server.Config{Token: "tok",
+		PolicySettings: func(_ string, req *rollout.Request) (json.RawMessage, error) { return json.Marshal(req.Sampling) },
+		Policies: func(req server.PolicyRequest) (agents.Policy, bool, error) {
+			if req.Policy.Name != "sampled" {
+				return nil, false, nil
+			}
+			mu.Lock()
+			seen = append(seen, req.Policy.Settings)
+			mu.Unlock()
+			p, err := req.Info.MakePolicy(req.Params, req.Role, "scripted")
+			return p, true, err
+		}})
 	c, err := client.New(ts.URL, client.WithToken("tok"))
 	require.NoError(t, err)
 
@@ -50,7 +57,7 @@ func TestRollouts(t *testing.T) {
 		Params:     rollout.Params{"candidates": "3", "attributes": "1"},
 		N:          2,
 		RolloutID:  ptr(int64(40)),
-		Policy:     "scripted",
+		Policy:     "sampled",
 		Sampling:   &rollout.Sampling{Temperature: ptr(0.0), MaxTokens: ptr(64)},
 		Allocators: []string{"team"},
 	})
@@ -69,10 +76,10 @@ func TestRollouts(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	require.NotNil(t, seen)
-	require.NotNil(t, seen.Temperature)
-	assert.Equal(t, 0.0, *seen.Temperature)
-	assert.Equal(t, 64, *seen.MaxTokens)
+	require.Len(t, seen, 2, "one policy per role and request")
+	for _, settings := range seen {
+		assert.JSONEq(t, `{"temperature":0,"max_tokens":64}`, string(settings))
+	}
 }
 
 func TestErrorsAreTyped(t *testing.T) {

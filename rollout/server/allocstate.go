@@ -188,10 +188,15 @@ const MaxStatefulAllocators = 64
 // errTooManyStateful is share's error past MaxStatefulAllocators.
 var errTooManyStateful = fmt.Errorf("the service already keeps %d stateful allocator specs, its limit (MaxStatefulAllocators): use one of them", MaxStatefulAllocators)
 
-// share returns the service's instance of a, a freshly parsed allocator:
-// for a stateful allocator the one instance of its spec, created on first
-// use; any other allocator is returned as is (they keep no state). A new
-// spec past MaxStatefulAllocators is refused.
+// share returns the service's instance of a, a freshly resolved allocator
+// of a request's run spec, keyed by its canonical spec (a.Name(), as the
+// resolved run spec lists it; its state file's name derives from it). The
+// run spec's hash would be the wrong key: it changes with every request's
+// ids and seeds, so no two requests would share a baseline.
+//
+// For a stateful allocator it is the one instance of its spec, created
+// on first use; any other allocator is returned as is (they keep no
+// state). A new spec past MaxStatefulAllocators is refused.
 func (t *allocators) share(a trajectories.Allocator) (trajectories.Allocator, *shared, error) {
 	if !sequential(a) {
 		return a, nil, nil
@@ -247,7 +252,7 @@ type allocation struct {
 func (s *Server) allocate(ctx context.Context, p *plan, eps []*trajectories.Episode) (*allocation, error) {
 	a := &allocation{s: s}
 	if len(p.shared) == 0 {
-		return a, trajectories.Allocate(ctx, eps, p.allocators, p.format)
+		return a, trajectories.Allocate(ctx, eps, p.allocators, p.run.Format)
 	}
 	a.locked = slices.Clone(p.shared)
 	slices.SortFunc(a.locked, func(x, y *shared) int { return strings.Compare(x.name, y.name) })
@@ -266,7 +271,7 @@ func (s *Server) allocate(ctx context.Context, p *plan, eps []*trajectories.Epis
 		}
 		a.before[i] = st
 	}
-	if err := trajectories.Allocate(ctx, eps, p.allocators, p.format); err != nil {
+	if err := trajectories.Allocate(ctx, eps, p.allocators, p.run.Format); err != nil {
 		a.rollback()
 		return nil, err
 	}

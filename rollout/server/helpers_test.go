@@ -178,9 +178,10 @@ func (g *gate) Act(ctx context.Context, obs *agents.Observation) (agents.Action,
 	}
 }
 
-// factory plays p in every seat of every request.
-func factory(p agents.Policy) server.PolicyFactory {
-	return func(server.PolicyRequest) (env.PolicyFor, error) { return env.SamePolicy(p), nil }
+// factory plays p in every seat of every request, whatever the policy
+// names.
+func factory(p agents.Policy) server.PolicyMaker {
+	return func(server.PolicyRequest) (agents.Policy, bool, error) { return p, true, nil }
 }
 
 // policyFunc is a policy that fails with fail's error, or plays the first

@@ -38,29 +38,29 @@ func (s *Server) tooManySamples(p *plan, what string) *rollout.Error {
 // the scenario's minimum turns of the emitted roles (MinTurnser), bounded
 // by the request's turn limit when every role is emitted. A step or
 // message limit may end episodes at any point, so with one no bound is
-// known. It also decides whether episodes get a turn cap (plan.capTurns).
+// known.
 func (s *Server) planSamples(p *plan) *rollout.Error {
 	limit := s.cfg.MaxSamplesPerAnswer
-	p.capTurns = p.emit == nil && p.limits.MaxTurns == 0
-	mt, ok := p.scenario.(MinTurnser)
+	mt, ok := p.run.Scenario.(MinTurnser)
 	if !ok || p.limits.MaxSteps > 0 || p.limits.MaxMessages > 0 {
 		return nil
 	}
+	emit := p.run.Config.Emit
 	per := 0
-	for role, turns := range mt.MinTurns(p.params) {
-		if turns > 0 && (p.emit == nil || p.emit(env.Seat{Role: role})) {
+	for role, turns := range mt.MinTurns(p.run.Config.Params) {
+		if turns > 0 && (emit == nil || emit(env.Seat{Role: role})) {
 			per += turns
 		}
 	}
 	if p.limits.MaxTurns > 0 {
-		if p.emit != nil {
+		if emit != nil {
 			return nil // the limit may fall on turns that are not emitted
 		}
 		per = min(per, p.limits.MaxTurns)
 	}
 	if per > 0 && int64(per)*int64(p.n) > int64(limit) {
 		return s.tooManySamples(p, fmt.Sprintf("scenario %s with these params plays at least %d emitted turns per episode: %d episodes make %d samples,",
-			p.info.Name, per, p.n, int64(per)*int64(p.n)))
+			p.run.Info.Name, per, p.n, int64(per)*int64(p.n)))
 	}
 	return nil
 }

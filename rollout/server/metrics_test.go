@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
@@ -49,16 +48,16 @@ func TestMetricsCountWhatWasServed(t *testing.T) {
 	// A policy that reports one model call per turn, failing every other
 	// one, as an LLM policy would.
 	var calls server.CallRecorder
-	llm := func(req server.PolicyRequest) (env.PolicyFor, error) {
+	llm := func(req server.PolicyRequest) (agents.Policy, bool, error) {
 		calls = req.Calls
-		return env.SamePolicy(agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+		return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
 			var err error
 			if obs.Turn%2 == 1 {
 				err = errors.New("rate limited")
 			}
 			req.Calls.RecordCall(3*time.Millisecond, err)
 			return agents.Action{Text: obs.Legal[0]}, nil
-		})), nil
+		}), true, nil
 	}
 	s := newServer(t, server.Config{Policies: llm})
 	var samples, turns, episodes int

@@ -2,12 +2,12 @@ package server
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -18,31 +18,35 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// plan is a validated rollout request: everything its episodes need.
+// plan is a validated rollout request: its run spec, resolved by the one
+// resolver (package runspec), and what the answer needs besides.
 type plan struct {
-	req        *rollout.Request
-	scenario   env.Scenario
-	info       *env.Info
-	params     env.Params
-	policy     env.PolicyFor
+	req *rollout.Request
+	// run is the request's run spec resolved; place puts it at the ids
+	// and seeds the request plays.
+	run *runspec.Resolved
+	// allocators are run's, each stateful one replaced by the service's
+	// single instance of its spec (shared).
 	allocators []trajectories.Allocator
-	format     trajectories.RewardFormat
-	emit       env.EmitFilter
-	limits     env.Limits
-	invalid    env.InvalidRule
+	shared     []*shared      // the stateful allocators among allocators
 	label      protocol.Label // the request's label, if any
 	n          int
-	shared     []*shared // the stateful allocators among allocators
+	// limits are the request's own limits (with the service's episode
+	// timeout), before the turn cap.
+	limits env.Limits
 	// capTurns is set when every role is emitted and the request sets no
-	// turn limit: each episode then gets MaxTurns = MaxSamplesPerAnswer,
-	// and one that reaches it has more samples than an answer may hold.
+	// turn limit: each episode then gets MaxTurns = MaxSamplesPerAnswer
+	// (in the run spec's limits), and one that reaches it has more
+	// samples than an answer may hold.
 	capTurns bool
 }
 
@@ -70,6 +74,14 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 	if e != nil {
 		return 0, e
 	}
+	if e := s.place(p); e != nil {
+		return 0, e
+	}
+	// The spec is echoed at debug level only: its canonical form and hash
+	// cost more allocations than the rest of a small request.
+	if s.cfg.Logger.Enabled(r.Context(), slog.LevelDebug) {
+		s.cfg.Logger.Debug("rollout request", "spec_hash", p.run.Hash(), "spec", string(p.run.Spec.Canonical()))
+	}
 
 	ctx, cancel := s.requestContext(r.Context())
 	defer cancel()
@@ -89,7 +101,7 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 				Message: fmt.Sprintf("reward allocation was interrupted: %v", context.Cause(ctx))}
 		}
 		return 0, &rollout.Error{Status: http.StatusBadRequest, Code: rollout.CodeBadAllocator,
-			Message: fmt.Sprintf("scenario %s: %v", p.info.Name, err)}
+			Message: fmt.Sprintf("scenario %s: %v", p.run.Info.Name, err)}
 	}
 	s.finish(p, eps)
 
@@ -263,8 +275,11 @@ func (s *Server) decodeError(err error) *rollout.Error {
 	return badJSON("the body is not a rollout request: %v", err)
 }
 
-// plan checks a request against the scenario and the service's limits.
-// Every error names the field and what is allowed.
+// plan checks a request against the scenario and the service's limits
+// and resolves its run spec (specOf) with the one resolver. Every error
+// names the field and what is allowed. A request that passes every check
+// gets (and so creates) the service's instances of its stateful
+// allocators; it takes no ids yet (place does).
 func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 	if strings.TrimSpace(req.Scenario) == "" {
 		return nil, badRequest(rollout.CodeBadRequest, "scenario is required (known: %s)", strings.Join(s.cfg.Scenarios.Names(), ", "))
@@ -274,7 +289,7 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		return nil, badRequest(rollout.CodeUnknownScenario, "%v", err)
 	}
 	info := sc.Info()
-	p := &plan{req: req, scenario: sc, info: info, n: max(req.N, 1)}
+	p := &plan{req: req, n: max(req.N, 1)}
 	if req.N < 0 || req.N > s.cfg.MaxEpisodesPerRequest {
 		return nil, badRequest(rollout.CodeBadRequest, "n = %d: must be between 1 and %d (0 means 1)", req.N, s.cfg.MaxEpisodesPerRequest)
 	}
@@ -289,95 +304,42 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 	if req.RolloutID != nil && *req.RolloutID > math.MaxInt64-int64(p.n-1) {
 		return nil, badRequest(rollout.CodeBadRequest, "rollout_id = %d: the %d episodes' ids would overflow", *req.RolloutID, p.n)
 	}
-
-	given := maps.Clone(map[string]string(req.Params))
-	if given == nil {
-		given = map[string]string{}
-	}
-	// A dataset row's prompt and label reach scenarios that ask for them.
-	if _, set := given["prompt"]; !set && req.Prompt != nil && declares(info, "prompt") {
-		given["prompt"] = req.Prompt.ParamText()
-	}
 	if p.label, err = protocol.RawLabel(req.Label); err != nil {
 		return nil, badRequest(rollout.CodeBadRequest, "label: %v", err)
 	}
-	if text, ok := p.label.Text(); ok && declares(info, "label") {
-		if _, set := given["label"]; !set {
-			given["label"] = text
-		}
-	}
-	if p.params, err = info.ParseParams(given); err != nil {
-		return nil, badRequest(rollout.CodeBadParams, "%v", err)
-	}
-
 	if e := s.planLimits(p); e != nil {
 		return nil, e
 	}
-	switch req.Invalid {
-	case "", "pass":
-	case "forfeit":
-		p.invalid = env.Forfeit
-	case "spiral":
-		p.invalid = env.SpiralPenalty
-	default:
+	if !slices.Contains([]string{"", "pass", "forfeit", "spiral"}, req.Invalid) {
 		return nil, badRequest(rollout.CodeBadRequest, "invalid = %q: want pass, forfeit or spiral", req.Invalid)
 	}
-	if len(req.Emit) > 0 {
-		roles := make([]string, 0, len(req.Emit))
-		for _, role := range req.Emit {
-			if info.Role(role) == nil {
-				return nil, badRequest(rollout.CodeBadRequest, "emit names role %q; scenario %s has %s", role, info.Name, info.RoleNames())
-			}
-			if !slices.Contains(roles, role) {
-				roles = append(roles, role)
-			}
-		}
-		p.emit = env.EmitRoles(roles...)
-	}
-	if p.format, err = trajectories.ParseRewardFormat(req.RewardFormat); err != nil {
-		return nil, badRequest(rollout.CodeBadRequest, "reward_format: %v", err)
-	}
-	specs := req.Allocators
-	if len(specs) == 0 {
-		specs = []string{"team"}
-	}
-	seen := map[string]bool{}
-	for _, spec := range specs {
-		if strings.TrimSpace(spec) == "" {
-			return nil, badRequest(rollout.CodeBadAllocator, "allocators holds an empty spec (known: %s)", strings.Join(s.cfg.Allocators.Names(), ", "))
-		}
+	for _, spec := range req.Allocators {
 		if hasStateParam(spec) {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: a request may not name a state file (state=): the service keeps one instance of each stateful allocator and its state (troupe serve --allocator-state DIR)", spec)
 		}
-		a, err := s.cfg.Allocators.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
-		if err != nil {
-			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", spec, err)
-		}
-		if seen[a.Name()] {
-			// Dict rewards are keyed by name: a second one would overwrite
-			// the first.
-			return nil, badRequest(rollout.CodeBadAllocator, "allocator %s is given twice", a.Name())
-		}
-		seen[a.Name()] = true
-		p.allocators = append(p.allocators, a)
 	}
+	p.capTurns = len(req.Emit) == 0 && p.limits.MaxTurns == 0
+
+	spec, e := s.specOf(req, info, p)
+	if e != nil {
+		return nil, e
+	}
+	p.run, err = spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.makePolicy})
+	if err != nil {
+		return nil, specError(err)
+	}
+	// The service's flag, not the policies', decides (Resolvers.Parallel).
+	p.run.Config.ParallelPolicies = s.cfg.ParallelPolicies
 	if e := s.planSamples(p); e != nil {
 		return nil, e
 	}
-
-	p.policy, err = s.cfg.Policies(PolicyRequest{Scenario: sc, Info: info, Params: p.params, Request: req, Calls: s.metrics})
-	if err != nil {
-		return nil, badRequest(rollout.CodeBadPolicy, "%v", err)
-	}
-	if p.policy == nil {
-		return nil, &rollout.Error{Status: http.StatusInternalServerError, Code: rollout.CodeInternal, Message: "the policy factory returned no policies"}
-	}
 	// Only a request that passed every other check gets (and so creates)
 	// the service's instances of its stateful allocators.
+	p.allocators = slices.Clone(p.run.Allocators)
 	for i, a := range p.allocators {
 		a, sh, err := s.stateful.share(a)
 		if err != nil {
-			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: %v", specs[i], err)
+			return nil, badRequest(rollout.CodeBadAllocator, "allocators[%d] %q: %v", i, p.run.Spec.Allocators[i], err)
 		}
 		if sh != nil {
 			p.shared = append(p.shared, sh)
@@ -385,6 +347,172 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		p.allocators[i] = a
 	}
 	return p, nil
+}
+
+// specOf is the request's run spec: the request's fields merged over the
+// service's own defaults and flags, here and nowhere else.
+//
+//   - scenario, params: the request's; the dataset row's prompt and label
+//     fill the scenario's parameters of those names unless params sets
+//     them (a label as its text).
+//   - policies: policies[role], else policy, for every role; settings from
+//     Config.PolicySettings for the policies the scenario does not own
+//     (an LLM's model and sampling over the --llm-* defaults). Roles
+//     named by neither are left to the resolver: the scenario's default
+//     policy, else random.
+//   - emit, allocators (default team), reward_format: the request's.
+//   - limits: the request's; the timeout is the service's episode timeout
+//     unless the request asks for less; with every role emitted and no
+//     turn limit, max_turns is the samples limit (capTurns).
+//   - on_invalid: pass, forfeit or spiral.
+//   - episodes and group_size: n (a request is one group).
+//   - seed: the service seed. The ids (rollout_id_base, group_index_base)
+//     and seeds (the request's seed and policy_seed, else the service's
+//     derivations) are placed by place, once the request passed every
+//     check: until then they are the request's or 0.
+func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec.Spec, *rollout.Error) {
+	params := maps.Clone(map[string]string(req.Params))
+	if params == nil {
+		params = map[string]string{}
+	}
+	if _, set := params["prompt"]; !set && req.Prompt != nil && declares(info, "prompt") {
+		params["prompt"] = req.Prompt.ParamText()
+	}
+	if text, ok := p.label.Text(); ok && declares(info, "label") {
+		if _, set := params["label"]; !set {
+			params["label"] = text
+		}
+	}
+	policies := map[string]runspec.Policy{}
+	name := func(role string) string {
+		if n, ok := req.Policies[role]; ok {
+			return strings.TrimSpace(n)
+		}
+		return strings.TrimSpace(req.Policy)
+	}
+	for role := range req.Policies {
+		policies[role] = runspec.Policy{Name: name(role)} // unknown roles are the resolver's to refuse
+	}
+	for _, r := range info.Roles {
+		if n := name(r.Name); n != "" {
+			policies[r.Name] = runspec.Policy{Name: n}
+		}
+	}
+	for _, role := range slices.Sorted(maps.Keys(policies)) {
+		pol := policies[role]
+		if s.cfg.PolicySettings == nil || pol.Name == "" || slices.Contains(info.PolicyNames(), pol.Name) {
+			continue
+		}
+		settings, err := s.cfg.PolicySettings(pol.Name, req)
+		if err != nil {
+			return nil, badRequest(rollout.CodeBadPolicy, "policy %q of role %s: %v", pol.Name, role, err)
+		}
+		pol.Settings = settings
+		policies[role] = pol
+	}
+	limits := p.limits
+	if p.capTurns {
+		limits.MaxTurns = s.cfg.MaxSamplesPerAnswer
+	}
+	invalid := env.InvalidRule{}
+	switch req.Invalid {
+	case "forfeit":
+		invalid = env.Forfeit
+	case "spiral":
+		invalid = env.SpiralPenalty
+	}
+	spec := &runspec.Spec{
+		Scenario:     info.Name,
+		Params:       params,
+		Policies:     policies,
+		Emit:         req.Emit,
+		Limits:       runspec.LimitsOf(limits),
+		OnInvalid:    runspec.InvalidOf(invalid),
+		Allocators:   req.Allocators,
+		RewardFormat: req.RewardFormat,
+		Episodes:     p.n,
+		GroupSize:    p.n,
+		Seed:         s.cfg.Seed,
+	}
+	return spec, nil
+}
+
+// place puts the request's run at its ids and seeds: the request's
+// rollout_id (else a block of n ids reserved atomically, so concurrent
+// requests never share one), its group_index (else a fresh one), its
+// seed (else seeds.Mix(Seed, 1, group_index)) and policy_seed (else each
+// episode's derives from the scenario seed and its rollout_id:
+// runspec.Seeds). Called once the request passed every check, so that a
+// refused request takes no ids.
+func (s *Server) place(p *plan) *rollout.Error {
+	req, n := p.req, p.n
+	var rid int64
+	if req.RolloutID != nil {
+		rid = *req.RolloutID
+	} else {
+		rid = s.nextRollout.Add(int64(n)) - int64(n)
+	}
+	var group int64
+	if req.GroupIndex != nil {
+		group = *req.GroupIndex
+	} else {
+		group = s.nextGroup.Add(1) - 1
+	}
+	sd := &runspec.Seeds{Scenario: seeds.Mix(s.cfg.Seed, 1, uint64(group)), Policy: req.PolicySeed}
+	if req.Seed != nil {
+		sd.Scenario = *req.Seed
+	}
+	run, err := p.run.At(rid, group, sd)
+	if err != nil {
+		return specError(err)
+	}
+	p.run = run
+	return nil
+}
+
+// makePolicy is the service's runspec.Resolvers.Policies: Config.Policies
+// with the service's call recorder.
+func (s *Server) makePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+	if s.cfg.Policies == nil {
+		return nil, false, nil
+	}
+	return s.cfg.Policies(PolicyRequest{PolicyRequest: req, Calls: s.metrics})
+}
+
+// specFields are the request's names of the run spec's fields, where they
+// differ, for the resolver's errors.
+var specFields = map[string]string{
+	"on_invalid": "invalid", "rollout_id_base": "rollout_id", "group_index_base": "group_index",
+	"seeds": "seed", "episodes": "n", "group_size": "n",
+}
+
+// specError answers a resolver's error: its field decides the code, and
+// the message names the field as the request does.
+func specError(err error) *rollout.Error {
+	fe, ok := errors.AsType[*runspec.FieldError](err)
+	if !ok {
+		return &rollout.Error{Status: http.StatusInternalServerError, Code: rollout.CodeInternal, Message: err.Error()}
+	}
+	top, _, _ := strings.Cut(fe.Field, ".")
+	top, _, _ = strings.Cut(top, "[")
+	field := fe.Field
+	if name, ok := specFields[top]; ok {
+		field = name + strings.TrimPrefix(fe.Field, top)
+	}
+	switch top {
+	case "scenario":
+		return badRequest(rollout.CodeUnknownScenario, "%v", fe.Err)
+	case "params":
+		return badRequest(rollout.CodeBadParams, "%v", fe.Err)
+	case "policies":
+		if field != top {
+			return badRequest(rollout.CodeBadPolicy, "%s: %v", field, fe.Err)
+		}
+		return badRequest(rollout.CodeBadPolicy, "%v", fe.Err)
+	case "allocators":
+		return badRequest(rollout.CodeBadAllocator, "%s: %v", field, fe.Err)
+	}
+	return badRequest(rollout.CodeBadRequest, "%s: %v", field, fe.Err)
 }
 
 func (s *Server) planLimits(p *plan) *rollout.Error {
@@ -416,53 +544,28 @@ func declares(info *env.Info, param string) bool {
 	return slices.ContainsFunc(info.Params, func(p env.ParamSpec) bool { return p.Name == param })
 }
 
-// setups assigns the request's ids and seeds: rollout_ids (the caller's
-// base, or a block reserved atomically, so concurrent requests never
-// share one), the group_index, the scenario seed shared by the group, and
-// one policy seed per episode.
+// setups are the request's episodes as the engine plays them: the run's
+// requests (their seeds and ids) with its configuration, the policies
+// counted by the turn counter.
 func (s *Server) setups(p *plan, count *turnCounter) []env.Setup {
-	req, n := p.req, p.n
-	var rid int64
-	if req.RolloutID != nil {
-		rid = *req.RolloutID
-	} else {
-		rid = s.nextRollout.Add(int64(n)) - int64(n)
-	}
-	var group int64
-	if req.GroupIndex != nil {
-		group = *req.GroupIndex
-	} else {
-		group = s.nextGroup.Add(1) - 1
-	}
-	seed := seeds.Mix(s.cfg.Seed, 1, uint64(group))
-	if req.Seed != nil {
-		seed = *req.Seed
-	}
-	limits := p.limits
-	if p.capTurns {
-		limits.MaxTurns = s.cfg.MaxSamplesPerAnswer
-	}
-	policy := count.wrap(p.policy, p.emit)
-	out := make([]env.Setup, n)
-	for i := range out {
-		id := rid + int64(i)
-		policySeed := seeds.Mix(seed, 2, uint64(id))
-		if req.PolicySeed != nil {
-			policySeed = seeds.Mix(*req.PolicySeed, uint64(i))
-		}
+	cfg := &p.run.Config
+	policy := count.wrap(cfg.Policy, cfg.Emit)
+	reqs := p.run.Requests()
+	out := make([]env.Setup, len(reqs))
+	for i, r := range reqs {
 		out[i] = env.Setup{
-			Scenario:         p.scenario,
-			Params:           p.params,
-			Seed:             seed,
-			PolicySeed:       policySeed,
-			Index:            int64(i),
-			RolloutID:        id,
-			GroupIndex:       group,
+			Scenario:         cfg.Scenario,
+			Params:           cfg.Params,
+			Seed:             r.Seed,
+			PolicySeed:       r.PolicySeed,
+			Index:            r.Index,
+			RolloutID:        r.RolloutID,
+			GroupIndex:       r.GroupIndex,
 			Policy:           policy,
-			Limits:           limits,
-			Invalid:          p.invalid,
-			Emit:             p.emit,
-			ParallelPolicies: s.cfg.ParallelPolicies,
+			Limits:           cfg.Limits,
+			Invalid:          cfg.Invalid,
+			Emit:             cfg.Emit,
+			ParallelPolicies: cfg.ParallelPolicies,
 			Engines:          &s.engines,
 		}
 	}
@@ -492,7 +595,7 @@ func (s *Server) play(ctx context.Context, p *plan, setups []env.Setup) ([]*traj
 		eps[i] = trajectories.NewEpisode(eng.Run(ctx, setups[i]))
 		ends[i] = time.Now()
 		ep := eps[i]
-		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Turns), ends[i].Sub(starts[i]))
+		s.metrics.episode(p.run.Info.Name, ep.Status, len(ep.Samples), len(ep.Turns), ends[i].Sub(starts[i]))
 	}
 	if s.cfg.Remote != nil {
 		return s.playRemote(ctx, p, setups)
@@ -668,27 +771,13 @@ func (s *Server) playRemote(ctx context.Context, p *plan, setups []env.Setup) ([
 	s.metrics.inflightEpisodes.Add(n)
 	defer s.metrics.inflightEpisodes.Add(-n)
 	start := time.Now()
-	eps := s.cfg.Remote.Play(ctx, RemoteRequest{Scenario: p.scenario, Setups: setups, Policies: policyNames(p.info, p.req), Emit: p.req.Emit})
+	eps := s.cfg.Remote.Play(ctx, RemoteRequest{Run: p.run, Requests: p.run.Requests()})
 	inside := time.Since(start)
 	for i, ep := range eps {
 		if ep.Replay == nil && len(ep.Seats) > 0 {
 			ep.Replay = env.NewReplayer(setups[i], ep.Seats, ep.Turns)
 		}
-		s.metrics.episode(p.info.Name, ep.Status, len(ep.Samples), len(ep.Turns), inside)
+		s.metrics.episode(p.run.Info.Name, ep.Status, len(ep.Samples), len(ep.Turns), inside)
 	}
 	return eps, inside
-}
-
-// policyNames is each role's policy name under the request: what workers
-// elsewhere build the same policies from.
-func policyNames(info *env.Info, req *rollout.Request) map[string]string {
-	fallback := cmp.Or(strings.TrimSpace(req.Policy), info.DefaultPolicyName())
-	names := make(map[string]string, len(info.Roles))
-	for _, r := range info.Roles {
-		names[r.Name] = fallback
-		if n, ok := req.Policies[r.Name]; ok {
-			names[r.Name] = strings.TrimSpace(n)
-		}
-	}
-	return names
 }

@@ -13,7 +13,12 @@
 // when the shutdown timeout passes their episodes are aborted and answered
 // as aborted rollouts rather than dropped.
 //
-// Stateful allocators (RAE) exist once per spec for the life of the
+// Each rollout request becomes a run spec (package runspec: the request's
+// fields over the service's defaults, merged in one place, specOf),
+// resolved by the one resolver that troupe run, NATS workers and
+// experiments use; its episodes are played from the resolved values.
+//
+// Stateful allocators (RAE) exist once per allocator spec for the life of the
 // Server, shared by all requests, updated by one request at a time (see
 // package rollout for the order and rollout.HeaderAllocationSeq), and kept across
 // restarts in Config.AllocatorStateDir.
@@ -39,6 +44,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -89,10 +95,15 @@ type Config struct {
 
 	Scenarios  *env.Registry    // default scenarios.Builtin()
 	Allocators *credit.Registry // default credit.Builtin()
-	Policies   PolicyFactory    // default ScriptedPolicies()
+	// Policies makes the policies the scenarios do not own (an LLM); nil:
+	// the scenarios' own policies and "random" only. PolicySettings gives
+	// them their settings in each request's run spec; nil: none.
+	Policies       PolicyMaker
+	PolicySettings PolicySettings
 
 	// Seed is the service seed: a request without a seed plays the scenario
-	// seed seeds.Mix(Seed, 1, group_index).
+	// seed seeds.Mix(Seed, 1, group_index). It is the Seed of every
+	// request's run spec (an LLM client's retry jitter derives from it).
 	Seed uint64
 	// RolloutIDBase is the first rollout_id the service hands out to
 	// requests that bring none.
@@ -209,9 +220,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Allocators == nil {
 		c.Allocators = credit.Builtin()
-	}
-	if c.Policies == nil {
-		c.Policies = ScriptedPolicies()
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
@@ -592,11 +600,10 @@ type Remote interface {
 }
 
 // RemoteRequest is one rollout request's episodes, as a Remote needs them:
-// the setups this process would play, and what a worker elsewhere needs to
-// build the same policies.
+// the request's resolved run spec, which workers elsewhere build the same
+// policies from (natsrun.SpecOf), and its episode requests
+// (Run.Requests()), whose seeds and ids the service chose.
 type RemoteRequest struct {
-	Scenario env.Scenario
-	Setups   []env.Setup
-	Policies map[string]string // each role's policy name
-	Emit     []string          // the roles whose turns become samples; empty: all
+	Run      *runspec.Resolved
+	Requests []env.Request
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -224,45 +225,28 @@ func (p Plan) Output(sink trajectories.Sink) (*trajectories.Output, error) {
 	return &trajectories.Output{Sink: sink, Allocators: allocs, Format: trajectories.RewardDict}, nil
 }
 
-// Config builds the plan's run from reg, and the role-to-policy names a
-// distributed run's spec needs. Its output stage is Output's.
+// Config builds the plan's run from reg, resolving it as a run spec
+// (package runspec) as every runner does, and the role-to-policy names a
+// distributed run's spec needs. Its output stage is Output's. Episodes 0
+// (a benchmark's, set later) resolves as 1 and stays 0.
 func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error) {
 	sc, err := reg.Lookup(p.Scenario)
 	if err != nil {
 		return env.RunConfig{}, nil, err
 	}
-	info := sc.Info()
-	params, err := info.ParseParams(p.Params)
+	policies := map[string]runspec.Policy{}
+	for _, r := range sc.Info().Roles {
+		policies[r.Name] = runspec.Policy{Name: p.Policy}
+	}
+	spec := runspec.Spec{Scenario: p.Scenario, Params: p.Params, Policies: policies, Episodes: max(p.Episodes, 1), GroupSize: p.GroupSize, Seed: p.Seed}
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg})
 	if err != nil {
 		return env.RunConfig{}, nil, err
-	}
-	byRole := map[string]agents.Policy{}
-	names := map[string]string{}
-	for _, r := range info.Roles {
-		var pol agents.Policy
-		if mk, ok := info.Policies[p.Policy]; ok {
-			pol, err = mk(params, r.Name)
-		} else if p.Policy == "random" {
-			pol = agents.Random()
-		} else {
-			err = fmt.Errorf("scenario %s has no policy %q", p.Scenario, p.Policy)
-		}
-		if err != nil {
-			return env.RunConfig{}, nil, err
-		}
-		byRole[r.Name] = pol
-		names[r.Name] = p.Policy
 	}
 	if _, err := p.Output(nil); err != nil {
 		return env.RunConfig{}, nil, err
 	}
-	return env.RunConfig{
-		Scenario:    sc,
-		Params:      params,
-		Policy:      env.ByRole(byRole, nil),
-		Episodes:    p.Episodes,
-		GroupSize:   p.GroupSize,
-		Concurrency: p.Concurrency,
-		Seed:        p.Seed,
-	}, names, nil
+	cfg := res.Config
+	cfg.Episodes, cfg.Concurrency = p.Episodes, p.Concurrency
+	return cfg, res.PolicyNames, nil
 }

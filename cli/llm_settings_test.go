@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/rollout"
+)
+
+// TestServedLLMSettings: a rollout request's sampling becomes the "llm"
+// policy's settings in its run spec, and the policy made from them has
+// the request's sampling over the service's flags, with slime's meanings.
+func TestServedLLMSettings(t *testing.T) {
+	base := llm.DefaultConfig()
+	base.Model, base.Temperature, base.TopK, base.MaxTokens, base.TopP = "m", 0.7, 40, 48, 0.9
+	base.Extra = map[string]json.RawMessage{"min_p": json.RawMessage(`0.1`)}
+	settings := servedLLMSettings(base)
+
+	// Names other than llm get none; no sampling leaves the flags'.
+	got, err := settings("scripted", &rollout.Request{})
+	require.NoError(t, err)
+	assert.Nil(t, got)
+	got, err = settings(llmPolicyName, &rollout.Request{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"model":"m","temperature":0.7,"top_p":0.9,"top_k":40,"max_tokens":48,"extra":{"min_p":0.1}}`, string(got))
+	cfg := base
+	require.NoError(t, applyLLMSettings(&cfg, got))
+	assert.Equal(t, base, cfg)
+
+	// Explicit zeros are kept apart from "not given": temperature 0 is
+	// greedy, top_p 0 and top_k 0 unset the flags'; max_tokens -1 leaves
+	// the flags'.
+	req := &rollout.Request{Sampling: &rollout.Sampling{
+		Temperature: ptr(0.0), TopP: ptr(0.0), TopK: ptr(0), MaxTokens: ptr(-1), Seed: ptr(int64(5)),
+		Stop: []string{"\n"}, StopTokenIDs: []int{2}, SkipSpecialTokens: ptr(false), NoStopTrim: ptr(true),
+		SpacesBetweenSpecialTokens: ptr(false), RepetitionPenalty: ptr(1.1), MinTokens: ptr(1),
+		Extra: map[string]json.RawMessage{"top_a": json.RawMessage(`1`)},
+	}}
+	got, err = settings(llmPolicyName, req)
+	require.NoError(t, err)
+	cfg = base
+	require.NoError(t, applyLLMSettings(&cfg, got))
+	want := base
+	want.Temperature, want.TopP, want.TopK, want.MaxTokens = 0, 0, 0, 48
+	want.SamplingSeed, want.Stop, want.StopTokenIDs = ptr(int64(5)), []string{"\n"}, []int{2}
+	want.SkipSpecialTokens, want.NoStopTrim, want.SpacesBetweenSpecialTokens = ptr(false), ptr(true), ptr(false)
+	want.RepetitionPenalty, want.MinTokens = 1.1, 1
+	want.Extra = map[string]json.RawMessage{"min_p": json.RawMessage(`0.1`), "top_a": json.RawMessage(`1`)}
+	assert.Equal(t, want, cfg)
+	assert.Equal(t, json.RawMessage(`0.1`), base.Extra["min_p"], "the flags' extra is not written to")
+	assert.Len(t, base.Extra, 1)
+
+	// A sampling seed roots every call's seed: one episode per request.
+	req.N = 2
+	_, err = settings(llmPolicyName, req)
+	assert.ErrorContains(t, err, "sampling seed with n 2")
+
+	// A spec's settings are read strictly.
+	assert.ErrorContains(t, applyLLMSettings(&cfg, json.RawMessage(`{"temprature":1}`)), `"temprature"`)
+}
