@@ -384,6 +384,19 @@ func (r *Role) ActsIn(s State) bool {
 	return i >= 0 && t.acting[i]
 }
 
+// Allows reports whether event ev takes the role's machine from state
+// from to state to.
+func (r *Role) Allows(from State, ev Event, to State) bool {
+	t := r.table()
+	e, ok := t.event(ev)
+	f := slices.Index(t.states, from)
+	if !ok || f < 0 {
+		return false
+	}
+	next := t.next[f*len(t.events)+int(e)]
+	return next >= 0 && t.states[next] == to
+}
+
 // DeclaresActing reports whether the role lists its acting states, so that
 // the state alone says when its agents act.
 func (r *Role) DeclaresActing() bool { return len(r.Acting) > 0 }

@@ -105,7 +105,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.IntVarP(&f.concurrency, "concurrency", "c", 0, "groups of episodes played at once; 0 means one per CPU (does not change the output)")
 	fl.Uint64VarP(&f.seed, "seed", "s", 1, "run seed: every episode's scenario and policy seeds derive from it")
 	fl.StringVarP(&f.out, "out", "o", "", "output file, or - for standard output (default troupe-SCENARIO.jsonl)")
-	fl.StringVar(&f.episodesOut, "episodes-out", "", "also write every episode's record (turns, messages with recipients, score, credit) to this file, one line per episode (format troupe.episode/v1); - is standard output")
+	fl.StringVar(&f.episodesOut, "episodes-out", "", "also write every episode's record (turns, messages with recipients, score, credit) to this file, one line per episode (format troupe.episode/v2); - is standard output")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "scenario parameter `key=value` (repeatable; see troupe scenarios SCENARIO)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "policy `NAME` for every role, or ROLE=NAME for one (repeatable; default: the scenario's default, or random)")
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec`: name or name:key=value,... (repeatable or comma-separated; see troupe allocators)")

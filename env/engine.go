@@ -181,6 +181,8 @@ type Engine struct {
 	// played (not replays): the next one's turns start with that capacity
 	// instead of growing, copy after copy, to it.
 	turnHint int
+	// transitionHint is turnHint for the record's transitions.
+	transitionHint int
 	// inbox collects the recorded turns' Inbox positions during an
 	// episode, spans where each turn's are; at the end they are copied
 	// into one array of the exact size, which the turns' Inbox slice.
@@ -274,8 +276,14 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 		if cap(ep.Turns) < e.turnHint {
 			ep.Turns = make([]episode.Turn, 0, e.turnHint)
 		}
+		if cap(ep.Transitions) < e.transitionHint {
+			ep.Transitions = make([]episode.Transition, 0, e.transitionHint)
+		}
 		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
-		defer func() { e.turnHint = hint(e.turnHint, len(ep.Turns)) }()
+		defer func() {
+			e.turnHint = hint(e.turnHint, len(ep.Turns))
+			e.transitionHint = hint(e.transitionHint, len(ep.Transitions))
+		}()
 		e.setup = &r.rp.setup
 		if mb, ok := e.bus.(*MemBus); ok {
 			mb.lend(r.log, r.recipients)

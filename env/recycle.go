@@ -7,8 +7,8 @@ import (
 )
 
 // record is an episode's record and its replayer, allocated together, with
-// the arrays behind the record's slices: its turns, its message log, the
-// messages' recipients and the turns' inbox positions. A record that the
+// the arrays behind the record's slices: its turns, transitions and message
+// log, the messages' recipients and the turns' inbox positions. A record that the
 // output gives back (RecyclingOutput) goes to a recordPool whole, and the
 // next episode that takes it writes into the same arrays: an episode of a
 // recycling run allocates none of them once the pool is warm.
@@ -67,10 +67,11 @@ func (p *recordPool) put(rec *episode.Record) {
 		return
 	}
 	r := rp.owner
-	turns := rec.Turns
+	turns, transitions := rec.Turns, rec.Transitions
 	clear(turns)
+	clear(transitions)
 	clear(r.log)
-	r.rec = episode.Record{Turns: turns[:0]}
+	r.rec = episode.Record{Turns: turns[:0], Transitions: transitions[:0]}
 	r.rp = replay{}
 	// r.game stays, for the next episode's scenario to renew.
 	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]

@@ -1,9 +1,12 @@
 package env
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -83,7 +86,36 @@ func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 // unchanged, and the game decides whether that breaks its rules. Firing
 // is what moves the turn: the engine asks the agents whose states are
 // acting ones.
-func (s *Step) Fire(seat int, ev agents.Event) error { return s.e.machines[seat].Fire(ev) }
+func (s *Step) Fire(seat int, ev agents.Event) error {
+	m := s.e.machines[seat]
+	if s.e.setup.Counterfactual != nil {
+		return m.Fire(ev) // a replay records no transition
+	}
+	// The transition's place in the record is taken before the machine
+	// moves: a callback that fires again (an enter_ moving on) comes after
+	// it, as it happens after it.
+	rec := s.e.rec
+	k := len(rec.Transitions)
+	from := m.State()
+	rec.Transitions = append(rec.Transitions, episode.Transition{Step: s.time, Seat: seat, Event: ev, From: from})
+	err := m.Fire(ev)
+	if err == nil || moved(err) {
+		// Taken, even when an enter_ or after_ callback failed after it.
+		rec.Transitions[k].To = m.State()
+		return err
+	}
+	// The machine did not move: its place goes, and what callbacks fired
+	// meanwhile moves up.
+	rec.Transitions = slices.Delete(rec.Transitions, k, k+1)
+	return err
+}
+
+// moved reports whether a Fire that returned err moved the machine all the
+// same: an enter_ or after_ callback failed after the transition.
+func moved(err error) bool {
+	var refused *agents.TransitionError
+	return !errors.As(err, &refused) && !errors.Is(err, agents.ErrCanceled)
+}
 
 // FireAll fires ev on every seat that is present, stopping at the first
 // error.

@@ -90,13 +90,30 @@ type Record struct {
 	Seats    []Seat    // the agents, in seat order
 	Turns    []Turn    // every turn, in order of play
 	Messages []Message // every message sent on the bus, in Seq order
-	Score    Score
-	Label    string // the scenario's ground truth, if it has one
+	// Transitions are the moves of the seats' state machines, in the
+	// order they happened. A seat is in its role's initial state until
+	// its first transition.
+	Transitions []Transition
+	Score       Score
+	Label       string // the scenario's ground truth, if it has one
 
 	// Replay, when non-nil, re-runs this episode with some agents' actions
 	// or presence changed; counterfactual allocators need it. The engine
 	// sets it for episodes it can reproduce.
 	Replay Replayer
+}
+
+// Transition is one move of a seat's state machine: the event fired at a
+// step (0: the game's Start), the state it left and the one it entered
+// (the same for a self-transition). A transition a before_ or leave_
+// callback cancelled, or that the state did not allow, is not one: the
+// machine did not move.
+type Transition struct {
+	Step  int
+	Seat  int
+	Event agents.Event
+	From  agents.State
+	To    agents.State
 }
 
 // AgentScore returns seat i's individual score and whether the scenario has

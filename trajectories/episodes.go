@@ -17,15 +17,17 @@ import (
 
 // EpisodeFormat is the value of the "format" key that opens every line of
 // an episode file: the name and version of the form below.
-const EpisodeFormat = "troupe.episode/v1"
+//
+// Version 1 had no "transitions".
+const EpisodeFormat = "troupe.episode/v2"
 
-// The episode JSONL form (troupe.episode/v1) holds one episode per line: its
+// The episode JSONL form (troupe.episode/v2) holds one episode per line: its
 // record and its credit, the input of analysis tools and of the episode
 // viewer. `troupe run --episodes-out PATH` writes it beside the samples:
 // the same episodes, in the same order, whole lines only. The keys of a
 // line, in order:
 //
-//   - "format": "troupe.episode/v1", always first;
+//   - "format": "troupe.episode/v2", always first;
 //   - "scenario", "params" (an object of strings), "seed" (the scenario
 //     seed), "policy_seed", "index" (the episode's number in the run),
 //     "rollout_id", "group_index": the episode's identity;
@@ -57,6 +59,10 @@ const EpisodeFormat = "troupe.episode/v1"
 //     order: a channel's members when it was sent, never the sender), and
 //     "quiet": true for a message that informs without waking (absent
 //     otherwise; see protocol.Message.Quiet);
+//   - "transitions": the moves of the seats' state machines in the order
+//     they happened, each with "step" (0: the game's start), "seat",
+//     "event", "from" and "to" (equal for a self-transition); a seat is in
+//     its role's initial state before its first;
 //   - "score": {"team", "agents"}: the team reward and the per-agent scores
 //     in seat order (null when the scenario has none);
 //   - "credit": null without allocators, else {"allocators": names in run
@@ -71,24 +77,25 @@ const EpisodeFormat = "troupe.episode/v1"
 // the string "unencodable: <why>", as in the samples. ReadEpisode is strict: unknown keys, another format or
 // trailing data are errors.
 type episodeLine struct {
-	Format     string            `json:"format"`
-	Scenario   string            `json:"scenario"`
-	Params     map[string]string `json:"params"`
-	Seed       uint64            `json:"seed"`
-	PolicySeed uint64            `json:"policy_seed"`
-	Index      int64             `json:"index"`
-	RolloutID  int64             `json:"rollout_id"`
-	GroupIndex int64             `json:"group_index"`
-	Status     protocol.Status   `json:"status"`
-	End        string            `json:"end"`
-	Error      string            `json:"error"`
-	Steps      int               `json:"steps"`
-	Label      string            `json:"label"`
-	Seats      []seatLine        `json:"seats"`
-	Turns      []turnLine        `json:"turns"`
-	Messages   []messageLine     `json:"messages"`
-	Score      scoreLine         `json:"score"`
-	Credit     *creditLine       `json:"credit"`
+	Format      string            `json:"format"`
+	Scenario    string            `json:"scenario"`
+	Params      map[string]string `json:"params"`
+	Seed        uint64            `json:"seed"`
+	PolicySeed  uint64            `json:"policy_seed"`
+	Index       int64             `json:"index"`
+	RolloutID   int64             `json:"rollout_id"`
+	GroupIndex  int64             `json:"group_index"`
+	Status      protocol.Status   `json:"status"`
+	End         string            `json:"end"`
+	Error       string            `json:"error"`
+	Steps       int               `json:"steps"`
+	Label       string            `json:"label"`
+	Seats       []seatLine        `json:"seats"`
+	Turns       []turnLine        `json:"turns"`
+	Messages    []messageLine     `json:"messages"`
+	Transitions []transitionLine  `json:"transitions"`
+	Score       scoreLine         `json:"score"`
+	Credit      *creditLine       `json:"credit"`
 }
 
 type seatLine struct {
@@ -123,6 +130,14 @@ type messageLine struct {
 	Payload    string `json:"payload"`
 	Recipients []int  `json:"recipients"`
 	Quiet      bool   `json:"quiet,omitempty"`
+}
+
+type transitionLine struct {
+	Step  int    `json:"step"`
+	Seat  int    `json:"seat"`
+	Event string `json:"event"`
+	From  string `json:"from"`
+	To    string `json:"to"`
 }
 
 type scoreLine struct {
@@ -234,10 +249,14 @@ func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte,
 		Format: EpisodeFormat, Scenario: rec.Scenario, Params: rec.Params, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
 		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
 		Status: rec.Status, End: rec.End, Error: rec.Err, Steps: rec.Steps, Label: rec.Label,
-		Seats:    make([]seatLine, len(rec.Seats)),
-		Turns:    make([]turnLine, len(rec.Turns)),
-		Messages: make([]messageLine, len(rec.Messages)),
-		Score:    scoreLine{Team: jfloat(rec.Score.Team), Agents: jfloats(rec.Score.Agents)},
+		Seats:       make([]seatLine, len(rec.Seats)),
+		Turns:       make([]turnLine, len(rec.Turns)),
+		Messages:    make([]messageLine, len(rec.Messages)),
+		Transitions: make([]transitionLine, len(rec.Transitions)),
+		Score:       scoreLine{Team: jfloat(rec.Score.Team), Agents: jfloats(rec.Score.Agents)},
+	}
+	for i, tr := range rec.Transitions {
+		l.Transitions[i] = transitionLine{Step: tr.Step, Seat: tr.Seat, Event: string(tr.Event), From: string(tr.From), To: string(tr.To)}
 	}
 	if l.Params == nil {
 		l.Params = map[string]string{}
@@ -319,7 +338,7 @@ func encodableNotes(notes map[string]any) map[string]any {
 }
 
 // ErrEpisodeLine is wrapped by DecodeEpisode's errors: the line is not a
-// troupe.episode/v1 episode.
+// troupe.episode/v2 episode.
 var ErrEpisodeLine = errors.New("not a troupe episode line")
 
 // DecodeEpisode decodes one line of the episode JSONL form (without its
@@ -406,6 +425,15 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 			Message:    protocol.Message{From: ml.From, To: protocol.Address(ml.To), Kind: ml.Kind, Payload: ml.Payload, Time: ml.Time, Seq: ml.Seq, Quiet: ml.Quiet},
 			Recipients: ml.Recipients,
 		}
+	}
+	if l.Transitions != nil {
+		rec.Transitions = make([]episode.Transition, len(l.Transitions))
+	}
+	for i, tl := range l.Transitions {
+		if !seat(tl.Seat) {
+			return nil, nil, fmt.Errorf("%w: transition %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
+		}
+		rec.Transitions[i] = episode.Transition{Step: tl.Step, Seat: tl.Seat, Event: agents.Event(tl.Event), From: agents.State(tl.From), To: agents.State(tl.To)}
 	}
 	var credit *Credit
 	if cl := l.Credit; cl != nil {

@@ -148,7 +148,7 @@ func TestEpisodeReaderErrors(t *testing.T) {
 	}{
 		"cut last line":  {input: string(episodes[:len(episodes)-10]), want: trajectories.ErrTruncated, text: "line 2"},
 		"unknown key":    {input: line + "\n" + strings.Replace(line, `"steps":`, `"stepz":1,"steps":`, 1) + "\n", want: trajectories.ErrEpisodeLine, text: "line 2"},
-		"other format":   {input: strings.Replace(line, "troupe.episode/v1", "troupe.episode/v9", 1) + "\n", want: trajectories.ErrEpisodeLine, text: "v9"},
+		"other format":   {input: strings.Replace(line, "troupe.episode/v2", "troupe.episode/v9", 1) + "\n", want: trajectories.ErrEpisodeLine, text: "v9"},
 		"no format":      {input: `{"scenario":"x"}` + "\n", want: trajectories.ErrEpisodeLine, text: "no format"},
 		"not an object":  {input: "[1]\n", want: trajectories.ErrEpisodeLine, text: "line 1"},
 		"trailing data":  {input: line + " {}\n", want: trajectories.ErrEpisodeLine, text: "after top-level value"},
@@ -176,9 +176,9 @@ func FuzzEpisodeDecode(f *testing.F) {
 	for line := range bytes.Lines(episodes) {
 		f.Add(bytes.TrimSpace(line))
 	}
-	f.Add([]byte(`{"format":"troupe.episode/v1","status":"completed","score":{"team":"NaN","agents":["+Inf"]}}`))
-	f.Add([]byte(`{"format":"troupe.episode/v1","status":"failed","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"prompt":[{"role":"user","content":"hi"}],"tokens":{"prompt":[1],"response":[2],"log_probs":["-Inf"],"loss_mask":null}}],"credit":{"allocators":["team"],"values":[[]],"notes":{"k":1}}}`))
-	f.Add([]byte(`{"format":"troupe.episode/v1"}`))
+	f.Add([]byte(`{"format":"troupe.episode/v2","status":"completed","score":{"team":"NaN","agents":["+Inf"]}}`))
+	f.Add([]byte(`{"format":"troupe.episode/v2","status":"failed","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"prompt":[{"role":"user","content":"hi"}],"tokens":{"prompt":[1],"response":[2],"log_probs":["-Inf"],"loss_mask":null}}],"credit":{"allocators":["team"],"values":[[]],"notes":{"k":1}}}`))
+	f.Add([]byte(`{"format":"troupe.episode/v2"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, c, err := trajectories.DecodeEpisode(line)

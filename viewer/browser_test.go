@@ -594,7 +594,7 @@ func TestBrowserReportsBadLines(t *testing.T) {
 	data, err := os.ReadFile(runs[2].Records) // signal: 4 episodes
 	require.NoError(t, err)
 	lines := strings.SplitAfter(string(data), "\n")
-	bad := lines[0] + `{"format":"troupe.episode/v1","scenario":` + "\n" + lines[1] + lines[2][:len(lines[2])/2]
+	bad := lines[0] + `{"format":"troupe.episode/v2","scenario":` + "\n" + lines[1] + lines[2][:len(lines[2])/2]
 	path := filepath.Join(t.TempDir(), "cut.episodes.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(bad), 0o644))
 	base := serve(t, openFiles(t, path))

@@ -1,6 +1,6 @@
 // Package viewer is `troupe view`: a local web viewer of troupe's files,
 // the slime samples (flat or nested JSONL) and the episode records
-// (troupe.episode/v1), that shows who said what to whom, in which state,
+// (troupe.episode/v2), that shows who said what to whom, in which state,
 // and who got the credit.
 //
 // Open indexes a file in one streaming pass, split between the CPUs at

@@ -156,7 +156,7 @@ func (s *scanner) nstr(in interner) string {
 	return s.istr(in)
 }
 
-// episodeFacts is what the index keeps of one troupe.episode/v1 line.
+// episodeFacts is what the index keeps of one troupe.episode/v2 line.
 type episodeFacts struct {
 	Scenario                     string
 	Seed                         uint64
@@ -177,7 +177,7 @@ type episodeFacts struct {
 func validEpisodeKey(k string) bool {
 	switch k {
 	case "format", "scenario", "params", "seed", "policy_seed", "index", "rollout_id", "group_index",
-		"status", "end", "error", "steps", "label", "seats", "turns", "messages", "score", "credit":
+		"status", "end", "error", "steps", "label", "seats", "turns", "messages", "transitions", "score", "credit":
 		return true
 	}
 	return false

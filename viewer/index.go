@@ -25,7 +25,7 @@ type Layout uint8
 const (
 	Flat   Layout = iota // one sample per line, an episode's on consecutive lines
 	Nested               // one episode per line: a JSON array of its samples
-	Record               // one episode per line in the troupe.episode/v1 form
+	Record               // one episode per line in the troupe.episode/v2 form
 )
 
 func (l Layout) String() string {
@@ -603,7 +603,7 @@ func (b *builder) nested(line []byte, off int64, n int) {
 	b.flush()
 }
 
-// record indexes a troupe.episode/v1 line.
+// record indexes a troupe.episode/v2 line.
 func (b *builder) record(line []byte, off int64, n int) {
 	b.s = scanner{b: bytes.TrimSpace(line)}
 	b.s.scanEpisode(&b.ep, b.in)

@@ -46,8 +46,8 @@ import (
 
 // Version is the encoding's version, written as "v". Decode rejects others.
 // Version 1 carried the samples beside a record without the turns'
-// prompts, tokens and notes.
-const Version = 2
+// prompts, tokens and notes; version 2 had no state-machine transitions.
+const Version = 3
 
 // ErrDecode is wrapped by every error Decode returns.
 var ErrDecode = errors.New("decode episode")
@@ -188,6 +188,31 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 				}
 				dst = append(dst, ']')
 			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+
+	dst = append(dst, `,"transitions":`...)
+	if ep.Transitions == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range ep.Transitions {
+			tr := &ep.Transitions[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"step":`...)
+			dst = strconv.AppendInt(dst, int64(tr.Step), 10)
+			dst = append(dst, `,"seat":`...)
+			dst = strconv.AppendInt(dst, int64(tr.Seat), 10)
+			dst = append(dst, `,"event":`...)
+			dst = protocol.AppendString(dst, string(tr.Event))
+			dst = append(dst, `,"from":`...)
+			dst = protocol.AppendString(dst, string(tr.From))
+			dst = append(dst, `,"to":`...)
+			dst = protocol.AppendString(dst, string(tr.To))
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -457,6 +482,15 @@ func Decode(data []byte) (*episode.Record, error) {
 			}
 		}
 	}
+	if w.Transitions != nil {
+		ep.Transitions = make([]episode.Transition, len(w.Transitions))
+		for i, tr := range w.Transitions {
+			if tr.Seat < 0 || tr.Seat >= len(ep.Seats) {
+				return nil, fmt.Errorf("%w: transition %d names seat %d of %d", ErrDecode, i, tr.Seat, len(ep.Seats))
+			}
+			ep.Transitions[i] = episode.Transition{Step: tr.Step, Seat: tr.Seat, Event: agents.Event(tr.Event), From: agents.State(tr.From), To: agents.State(tr.To)}
+		}
+	}
 	if w.Score.Agents != nil {
 		ep.Score.Agents = make([]float64, len(w.Score.Agents))
 		for i, v := range w.Score.Agents {
@@ -516,6 +550,13 @@ type wireEpisode struct {
 		Quiet      bool   `json:"quiet"`
 		Recipients []int  `json:"recipients"`
 	} `json:"messages"`
+	Transitions []struct {
+		Step  int    `json:"step"`
+		Seat  int    `json:"seat"`
+		Event string `json:"event"`
+		From  string `json:"from"`
+		To    string `json:"to"`
+	} `json:"transitions"`
 	Score struct {
 		Team   wfloat   `json:"team"`
 		Agents []wfloat `json:"agents"`

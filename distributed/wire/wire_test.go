@@ -226,22 +226,23 @@ func TestDecodeRejects(t *testing.T) {
 	for name, c := range map[string]struct {
 		in, want string
 	}{
-		"not json":          {`{"v":2,`, "unexpected end"},
+		"not json":          {`{"v":3,`, "unexpected end"},
 		"no version":        {`{}`, "no version"},
 		"old version":       {`{"v":1}`, "version 1"},
-		"bad status":        {`{"v":2,"status":"done"}`, `status "done"`},
-		"bad prompt":        {`{"v":2,"actions":[{"prompt":[1]}]}`, "prompt of turn 0"},
-		"bad note":          {`{"v":2,"actions":[{"notes":{"a":x}}]}`, "invalid character"},
-		"bad log prob":      {`{"v":2,"actions":[{"tokens":{"log_probs":["big"]}}]}`, `"big" is not a number`},
-		"bad float":         {`{"v":2,"score":{"team":"big"}}`, `"big" is not a number`},
-		"bad b64":           {`{"v":2,"raw_strings":[{"f":"err","b64":"%%"}]}`, "b64"},
-		"raw unknown field": {`{"v":2,"raw_strings":[{"f":"colour","b64":""}]}`, "unknown field"},
-		"raw action":        {`{"v":2,"actions":[],"raw_strings":[{"f":"action","i":2,"b64":""}]}`, "has 0 actions"},
-		"raw seat":          {`{"v":2,"raw_strings":[{"f":"seat_id","i":-1,"b64":""}]}`, "has 0 seats"},
-		"raw message":       {`{"v":2,"raw_strings":[{"f":"payload","b64":""}]}`, "has 0 messages"},
-		"raw param":         {`{"v":2,"params":{"a":"b"},"raw_strings":[{"f":"param","k":"c","b64":""}]}`, `no parameter "c"`},
-		"raw status":        {`{"v":2,"raw_strings":[{"f":"status","b64":"/w=="}]}`, "is not a slime status"},
-		"string object":     {`{"v":2,"err":{"x":"y"}}`, "cannot unmarshal object"},
+		"bad status":        {`{"v":3,"status":"done"}`, `status "done"`},
+		"bad prompt":        {`{"v":3,"actions":[{"prompt":[1]}]}`, "prompt of turn 0"},
+		"bad note":          {`{"v":3,"actions":[{"notes":{"a":x}}]}`, "invalid character"},
+		"bad log prob":      {`{"v":3,"actions":[{"tokens":{"log_probs":["big"]}}]}`, `"big" is not a number`},
+		"bad float":         {`{"v":3,"score":{"team":"big"}}`, `"big" is not a number`},
+		"bad b64":           {`{"v":3,"raw_strings":[{"f":"err","b64":"%%"}]}`, "b64"},
+		"raw unknown field": {`{"v":3,"raw_strings":[{"f":"colour","b64":""}]}`, "unknown field"},
+		"raw action":        {`{"v":3,"actions":[],"raw_strings":[{"f":"action","i":2,"b64":""}]}`, "has 0 actions"},
+		"raw seat":          {`{"v":3,"raw_strings":[{"f":"seat_id","i":-1,"b64":""}]}`, "has 0 seats"},
+		"transition seat":   {`{"v":3,"transitions":[{"step":0,"seat":0,"event":"e","from":"a","to":"b"}]}`, "transition 0 names seat 0 of 0"},
+		"raw message":       {`{"v":3,"raw_strings":[{"f":"payload","b64":""}]}`, "has 0 messages"},
+		"raw param":         {`{"v":3,"params":{"a":"b"},"raw_strings":[{"f":"param","k":"c","b64":""}]}`, `no parameter "c"`},
+		"raw status":        {`{"v":3,"raw_strings":[{"f":"status","b64":"/w=="}]}`, "is not a slime status"},
+		"string object":     {`{"v":3,"err":{"x":"y"}}`, "cannot unmarshal object"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := wire.Decode([]byte(c.in))
@@ -255,7 +256,7 @@ func FuzzDecode(f *testing.F) {
 	for _, ep := range append(played(f), edgeEpisode(), &episode.Record{}) {
 		f.Add(wire.Encode(nil, ep))
 	}
-	f.Add([]byte(`{"v":2,"actions":[{"notes":{"x":{"b":1,"a":2}},"prompt":"p","tokens":{"log_probs":["NaN"]}}]}`))
+	f.Add([]byte(`{"v":3,"actions":[{"notes":{"x":{"b":1,"a":2}},"prompt":"p","tokens":{"log_probs":["NaN"]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ep, err := wire.Decode(data)
 		if err != nil {

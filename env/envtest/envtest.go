@@ -53,6 +53,7 @@ var (
 	ErrEpisode          = errors.New("envtest: episode did not complete")
 	ErrScore            = errors.New("envtest: bad score")
 	ErrSample           = errors.New("envtest: bad sample")
+	ErrTransitions      = errors.New("envtest: the record's transitions do not match its turns")
 	ErrNondeterministic = errors.New("envtest: same seed, different episode")
 	ErrReplay           = errors.New("envtest: replay differs from the episode")
 	ErrCounterfactual   = errors.New("envtest: counterfactual replay failed")
@@ -290,6 +291,9 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 	if err := checkSamples(ep); err != nil {
 		return err
 	}
+	if err := checkTransitions(sc.Info(), &ep.Record); err != nil {
+		return err
+	}
 	want := trajectories.Transcript(ep)
 	if got := trajectories.Transcript(runEpisode(ctx, setup)); got != want {
 		return fmt.Errorf("%w: the second play differs: %s", ErrNondeterministic, FirstDifference(want, got))
@@ -301,6 +305,48 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 			ErrReplay, FirstDifference(want, got))
 	}
 	return checkReplayer(ctx, sc, ep, opts)
+}
+
+// checkTransitions checks that the record's transitions tell each seat's
+// story: every transition starts where the seat's previous one ended (its
+// role's initial state before the first), is one its role declares, and
+// every turn was played in the state its seat's transitions before the
+// turn's step led to.
+func checkTransitions(info *env.Info, rec *episode.Record) error {
+	state := make([]agents.State, len(rec.Seats))
+	for i, s := range rec.Seats {
+		state[i] = info.Role(s.Role).Initial
+	}
+	k := 0 // the next transition to apply
+	applyUntil := func(step int) error {
+		for ; k < len(rec.Transitions) && rec.Transitions[k].Step < step; k++ {
+			tr := rec.Transitions[k]
+			if tr.Seat < 0 || tr.Seat >= len(state) {
+				return fmt.Errorf("%w: transition %d names seat %d of %d", ErrTransitions, k, tr.Seat, len(state))
+			}
+			if tr.From != state[tr.Seat] {
+				return fmt.Errorf("%w: transition %d of %s leaves %q, but the seat is in %q", ErrTransitions, k, rec.Seats[tr.Seat].ID, tr.From, state[tr.Seat])
+			}
+			if !info.Role(rec.Seats[tr.Seat].Role).Allows(tr.From, tr.Event, tr.To) {
+				return fmt.Errorf("%w: transition %d of %s: %q on %q to %q is not one of role %s", ErrTransitions, k, rec.Seats[tr.Seat].ID, tr.Event, tr.From, tr.To, rec.Seats[tr.Seat].Role)
+			}
+			if k > 0 && rec.Transitions[k-1].Step > tr.Step {
+				return fmt.Errorf("%w: transition %d at step %d follows one at step %d", ErrTransitions, k, tr.Step, rec.Transitions[k-1].Step)
+			}
+			state[tr.Seat] = tr.To
+		}
+		return nil
+	}
+	for n := range rec.Turns {
+		t := &rec.Turns[n]
+		if err := applyUntil(t.Step); err != nil {
+			return err
+		}
+		if t.State != state[t.Seat] {
+			return fmt.Errorf("%w: turn %d of %s was played in %q, but its transitions left it in %q", ErrTransitions, n, rec.Seats[t.Seat].ID, t.State, state[t.Seat])
+		}
+	}
+	return applyUntil(math.MaxInt)
 }
 
 // runEpisode plays setup and projects its samples, as the runner does.
