@@ -538,6 +538,10 @@ func (m *Machine) Done() bool { return m.t.terminal[m.state] }
 // Acting reports whether the machine is in a state in which its agent acts.
 func (m *Machine) Acting() bool { return m.t.acting[m.state] }
 
+// HasCallbacks reports whether the machine's role has callbacks: without
+// them, a Fire runs no code of the game's and fires nothing else.
+func (m *Machine) HasCallbacks() bool { return m.t.hasCallbacks }
+
 // Reset puts the machine back in its initial state, for reuse by another
 // episode, without running callbacks.
 func (m *Machine) Reset(agent string) {

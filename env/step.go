@@ -91,10 +91,19 @@ func (s *Step) Fire(seat int, ev agents.Event) error {
 	if s.e.setup.Counterfactual != nil {
 		return m.Fire(ev) // a replay records no transition
 	}
+	rec := s.e.rec
+	if !m.HasCallbacks() {
+		// Nothing can fire in between: the transition is recorded after.
+		from := m.State()
+		if err := m.Fire(ev); err != nil {
+			return err
+		}
+		rec.Transitions = append(rec.Transitions, episode.Transition{Step: s.time, Seat: seat, Event: ev, From: from, To: m.State()})
+		return nil
+	}
 	// The transition's place in the record is taken before the machine
 	// moves: a callback that fires again (an enter_ moving on) comes after
 	// it, as it happens after it.
-	rec := s.e.rec
 	k := len(rec.Transitions)
 	from := m.State()
 	rec.Transitions = append(rec.Transitions, episode.Transition{Step: s.time, Seat: seat, Event: ev, From: from})
