@@ -43,6 +43,8 @@ type Output struct {
 	preparer   Preparer // Sink, when it prepares
 	next       int64    // the next sample's index
 	recycle    bool     // nothing keeps an episode once written
+	fill       bool     // Sink writes samples: an episode without any gets a Placeholder
+	groups     GroupSink
 	names      []string // the allocators' names
 	namesErr   error    // two allocators share a name
 
@@ -96,6 +98,8 @@ func (o *Output) init() {
 		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
 		o.recycle = o.Observe == nil && forgets(o.sink)
+		o.fill = NeedsSamples(o.sink)
+		o.groups, _ = o.sink.(GroupSink)
 		if len(o.Allocators) > 0 {
 			o.names, o.namesErr = allocatorNames(o.Allocators)
 		}
@@ -134,6 +138,14 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 		if err == nil && o.recycle {
 			o.forget(eps[k])
 		}
+		if o.groups != nil {
+			// The group is the unit of the output: all of it, or none.
+			if err != nil {
+				o.groups.DropGroup()
+			} else if k == len(eps)-1 {
+				err = o.groups.EndGroup()
+			}
+		}
 		return n, err
 	}, nil
 }
@@ -156,6 +168,11 @@ func (o *Output) allocate(ctx context.Context, eps []*Episode) error {
 }
 
 func (o *Output) write(ep *Episode) (int, error) {
+	if len(ep.Samples) == 0 && o.fill {
+		// Every episode is in the sample file, one without samples as a
+		// placeholder that trains nothing.
+		ep.Samples = append(ep.Samples, Placeholder(&ep.Record, o.Format, o.names))
+	}
 	for k := range ep.Samples {
 		ep.Samples[k].Index = o.next
 		o.next++
