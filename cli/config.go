@@ -45,6 +45,7 @@ type runFlags struct {
 	llmEnvErr     error  // a bad TROUPE_LLM_* variable, reported if "llm" is used
 	specFile      string // --spec: the run spec file; "" runs the flags
 	printSpec     bool   // --print-spec: print the run's spec and exit
+	resume        bool   // --resume: continue the run --out holds
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples

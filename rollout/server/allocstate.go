@@ -32,17 +32,8 @@ type StatefulAllocator interface {
 
 // stateOf returns the state a possibly wrapped allocator keeps.
 func stateOf(a trajectories.Allocator) StatefulAllocator {
-	switch a := a.(type) {
-	case StatefulAllocator:
-		return a
-	case credit.Discount:
-		if a.Of != nil {
-			return stateOf(a.Of)
-		}
-	case *credit.Discount:
-		if a != nil && a.Of != nil {
-			return stateOf(a.Of)
-		}
+	if st := credit.StateOf(a); st != nil {
+		return st
 	}
 	return nil
 }

@@ -316,3 +316,31 @@ func (r *RAE) Close() error {
 	}
 	return r.Save(r.path)
 }
+
+// Stateful is implemented by allocators whose state outlives a group (RAE's
+// baselines) and can be saved and restored: MarshalState returns it as JSON;
+// UnmarshalState replaces it, leaving it as it was on error. A resumed run
+// and a restarted service restore it, so the values continue as if never
+// stopped.
+type Stateful interface {
+	MarshalState() ([]byte, error)
+	UnmarshalState(data []byte) error
+}
+
+// StateOf returns the state a possibly wrapped (Discount) allocator keeps,
+// or nil when it keeps none.
+func StateOf(a trajectories.Allocator) Stateful {
+	switch a := a.(type) {
+	case Stateful:
+		return a
+	case Discount:
+		if a.Of != nil {
+			return StateOf(a.Of)
+		}
+	case *Discount:
+		if a != nil && a.Of != nil {
+			return StateOf(a.Of)
+		}
+	}
+	return nil
+}
