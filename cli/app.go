@@ -212,7 +212,7 @@ THUDM/slime training Sample, one JSON object per line.
 	root.SetErr(a.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.newCommand())
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.newCommand(), a.checkCommand())
 	return root
 }
 
