@@ -56,7 +56,10 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 	case f.resume && f.nats.Conn.URL != "":
 		return nil, usagef("--resume: a --nats run resumes by itself: run the same command again (without --resume) and it re-attaches to its run")
 	case f.resume:
-		return reopenFiles(p)
+		rf, err := reopenFiles(p)
+		if !errors.Is(err, errNothingToResume) {
+			return rf, err
+		}
 	}
 	rf := &runFiles{}
 	if resumable {
@@ -101,10 +104,24 @@ func identity(p *plan) (*durable.Progress, error) {
 	return &durable.Progress{Format: durable.Format, SpecHash: p.spec.Hash(), Spec: p.spec.Spec.Canonical(), Files: files, States: states}, nil
 }
 
+// errNothingToResume: --resume found neither a progress file nor output.
+var errNothingToResume = errors.New("nothing to resume")
+
+// isEmpty reports whether path is missing or empty.
+func isEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return err != nil && errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0
+}
+
 // reopenFiles opens the outputs of the run --resume continues.
 func reopenFiles(p *plan) (*runFiles, error) {
 	path := durable.PathOf(p.out)
 	prog, err := durable.Read(path)
+	if errors.Is(err, durable.ErrNoProgress) && isEmpty(p.out) {
+		// Killed before its first checkpoint, or never run: nothing was
+		// written, so the run starts from the beginning.
+		return nil, errNothingToResume
+	}
 	if errors.Is(err, durable.ErrNoProgress) {
 		return nil, usagef("--resume: %s has no progress file (%s): it was not written by troupe run, or the run never started; run without --resume to start it", p.out, path)
 	}

@@ -123,6 +123,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
 	fl.StringVar(&f.specFile, "spec", "", "run the run spec in this `FILE` (JSON, format troupe.runspec/v1; - is standard input) instead of the flags that describe a run")
 	fl.BoolVar(&f.resume, "resume", false, "continue the run whose output --out already holds (after a Ctrl-C, a kill or a crash): checked against its progress file OUT"+durable.Suffix+", cut back to its last checkpoint, played on from there; the file ends byte-identical to an uninterrupted run's")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-every", durable.DefaultEvery, "how often, at most, the progress file beside --out is written (what a kill can cost --resume)")
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
 	f.nats.BindRun(fl)
@@ -199,6 +200,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		out = &durable.Output{
 			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.handles(), Allocators: p.allocators,
 			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			Every: f.checkpointEvery,
 		}
 	}
 	sum, runErr := a.play(ctx, p, &f.nats, cfg, out, rep)

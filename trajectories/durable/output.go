@@ -214,7 +214,11 @@ var ErrShortFile = errors.New("output file shorter than its checkpoint")
 // (without its newline), to check that it is the line the checkpoint
 // counts.
 func Reopen(f File, last func(line []byte) error) (*os.File, error) {
-	fh, err := os.OpenFile(f.Path, os.O_RDWR, 0)
+	flags := os.O_RDWR
+	if f.Bytes == 0 {
+		flags |= os.O_CREATE // killed before the file was created
+	}
+	fh, err := os.OpenFile(f.Path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
