@@ -9,8 +9,10 @@ EPISODES  ?= 1000
 # make bench: time per benchmark, and where the results go.
 BENCHTIME ?= 1s
 BENCHOUT  ?= $(OUT)/bench.txt
-# make fuzz: time per fuzz target.
+# make fuzz: time per fuzz target, and the bound on minimising each new
+# input (Go's default, 60s, can spend a whole FUZZTIME minimising one).
 FUZZTIME  ?= 10s
+FUZZMINIMIZETIME ?= 100x
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # make llama: where tools/llama/build.sh caches llama-server and its tiny
 # test model, outside the clone, so that every clone and CI run reuses it.
@@ -67,8 +69,8 @@ fuzz: ## run each Fuzz target for FUZZTIME
 	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { n = split(names, f, " "); for (i = 1; i <= n; i++) print $$2, f[i]; names = "" }')"; \
 	if [ -z "$$targets" ]; then echo "no fuzz targets"; exit 0; fi; \
 	while read -r pkg name; do \
-		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$pkg"; \
 	done <<< "$$targets"
 
 clean: ## remove out/ and test caches

@@ -126,6 +126,9 @@ func (r *checkReport) line() string {
 			what += ", incomplete (troupe run --resume continues it)"
 		}
 	}
+	if len(r.Notes) > 0 {
+		what += "; note: " + strings.Join(r.Notes, "; ")
+	}
 	if r.OK {
 		return fmt.Sprintf("%s: ok: %s", r.File, what)
 	}

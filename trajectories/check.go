@@ -36,6 +36,9 @@ type CheckReport struct {
 	Groups       int64    `json:"groups"`
 	Problems     []string `json:"problems"`      // the first MaxProblems, each naming its line
 	More         int      `json:"more_problems"` // problems not listed
+	// Notes are what the check cannot tell from the file alone (a smaller
+	// last group, which a run's last group may be).
+	Notes []string `json:"notes"`
 	// Truncated: the file ends inside a line (a run killed while
 	// writing; --resume cuts it back).
 	Truncated bool `json:"truncated"`
@@ -123,7 +126,7 @@ func (c *checker) endGroup(last bool) {
 				c.problem(c.groupLine, "group %d has %d episodes, not %d: a partial group", c.group, c.inGroup, want)
 			}
 		} else if c.r.Groups > 1 {
-			c.problem(c.groupLine, "the last group (%d) has %d episodes, the others %d: a partial group, unless the run's last group was smaller", c.group, c.inGroup, want)
+			c.r.Notes = append(c.r.Notes, fmt.Sprintf("line %d: the last group (%d) has %d episodes, the others %d: a partial group, unless it is the run's last", c.groupLine, c.group, c.inGroup, want))
 		}
 	}
 }
@@ -172,6 +175,9 @@ func Check(r io.Reader, opt CheckOptions) CheckReport {
 	c.endGroup(true)
 	if c.r.Problems == nil {
 		c.r.Problems = []string{}
+	}
+	if c.r.Notes == nil {
+		c.r.Notes = []string{}
 	}
 	return c.r
 }

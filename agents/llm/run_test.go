@@ -332,6 +332,11 @@ func TestDeterminism(t *testing.T) {
 				srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Script: tc.script})
 				cfg := runConfig(llm.KindLlamaCpp)
 				cfg.BaseURL = srv.URL()
+				// No fault here hangs: an attempt's deadline that fired on a
+				// loaded machine would retry it, and the retry shows in the
+				// samples' metadata (llm_retries), so the output would
+				// depend on the machine's speed.
+				cfg.Timeout = 5 * time.Minute
 				p, err := llm.New(cfg)
 				require.NoError(t, err)
 				r := play(t, t.Context(), p, tc.game(conc))
