@@ -39,10 +39,14 @@ policies and the limits: the same command writes the same bytes whatever
 not reproducible).
 
 Samples go to --out, created (parent directories too) or overwritten, and
-written in place as episodes finish. On Ctrl-C or SIGTERM the run stops
-starting episodes, writes those that finished, and exits with 130 (SIGINT)
-or 143 (SIGTERM): the file is then valid JSONL of the whole episodes written
-so far. A second Ctrl-C quits at once.
+written in place, whole groups at a time: whatever stops the run, the file
+is a prefix of the uninterrupted run's output. On Ctrl-C or SIGTERM the run
+stops starting groups, writes those before the first one cut short, and
+exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C quits at once.
+Beside --out, OUT.progress.json records the run and how far it got; the
+same command with --resume continues an interrupted or killed run (even by
+kill -9), and the file ends byte-identical to an uninterrupted run's.
+troupe check FILE validates a file.
 
 Episodes that end aborted or failed are written with that status and the run
 goes on (the summary names the first failure); --fail-fast stops the run at
