@@ -10,10 +10,10 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 
+	"github.com/troupe-rl/troupe/internal/atomicfile"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -285,23 +285,7 @@ func (r *RAE) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, data, 0o600, true); err != nil {
 		return fmt.Errorf("rae: save state: %w", err)
 	}
 	return nil

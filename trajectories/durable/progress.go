@@ -31,6 +31,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/troupe-rl/troupe/internal/atomicfile"
 )
 
 // Format is the version of the progress file.
@@ -139,23 +141,9 @@ func (p *Progress) Write(path string) error {
 		return fmt.Errorf("progress: %w", err)
 	}
 	data = append(data, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("progress: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("progress: %w", err)
-	}
-	if err := tmp.Chmod(0o644); err != nil { // as the outputs beside it
-		tmp.Close()
-		return fmt.Errorf("progress: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("progress: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	// Not synced: many times a second would cost a run its speed, and a
+	// killed process loses nothing the kernel has.
+	if err := atomicfile.Write(path, data, 0o644, false); err != nil {
 		return fmt.Errorf("progress: %w", err)
 	}
 	return nil
