@@ -316,7 +316,7 @@ func (c *RunConfig) validate() error {
 		return fmt.Errorf("%w: group size %d < 0", ErrBadConfig, c.GroupSize)
 	case c.Concurrency < 0:
 		return fmt.Errorf("%w: concurrency %d < 0", ErrBadConfig, c.Concurrency)
-	case c.FirstGroup < 0 || c.GroupSize >= 0 && c.FirstGroup > (c.Episodes+max(c.GroupSize, 1)-1)/max(c.GroupSize, 1):
+	case c.FirstGroup < 0 || c.FirstGroup > (c.Episodes+max(c.GroupSize, 1)-1)/max(c.GroupSize, 1):
 		return fmt.Errorf("%w: first group %d is not one of the run's groups", ErrBadConfig, c.FirstGroup)
 	case c.Policy == nil && c.Executor == nil:
 		return fmt.Errorf("%w: no policy", ErrBadConfig)
