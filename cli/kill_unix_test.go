@@ -31,10 +31,10 @@ type killRun struct {
 }
 
 var killRuns = []killRun{
-	{"flat", []string{"elfarol", "-n", "3000", "-p", "agents=20", "-a", "team"}, false},
-	{"nested groups rae dict", []string{"elfarol", "-n", "3000", "-g", "4", "-p", "agents=20", "-a", "rae,team", "--reward-format", "dict", "--layout", "nested"}, true},
-	{"flat groups counterfactual rae", []string{"elfarol", "-n", "2000", "-g", "4", "-p", "agents=10", "-a", "difference,rae"}, true},
-	{"nested tictactoe rae", []string{"tictactoe", "-n", "5000", "-g", "8", "-a", "rae:alpha=0.9", "--layout", "nested"}, false},
+	{"flat", []string{"elfarol", "-n", "1200", "-p", "agents=20", "-a", "team"}, false},
+	{"nested groups rae dict", []string{"elfarol", "-n", "1200", "-g", "4", "-p", "agents=20", "-a", "rae,team", "--reward-format", "dict", "--layout", "nested"}, true},
+	{"flat groups counterfactual rae", []string{"elfarol", "-n", "800", "-g", "4", "-p", "agents=10", "-a", "difference,rae"}, true},
+	{"nested tictactoe rae", []string{"tictactoe", "-n", "2000", "-g", "8", "-a", "rae:alpha=0.9", "--layout", "nested"}, false},
 }
 
 // TestKilledRunsResumeByteIdentical drives the real troupe binary: it

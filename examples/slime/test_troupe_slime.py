@@ -993,7 +993,10 @@ class RealLlamaServerTest(unittest.TestCase):
         # the response length bounded as a real run sets it.
         args = slime_default_args(rollout_batch_size=2, n_samples_per_prompt=2, troupe_url=self.url,
                                   troupe_scenario="tictactoe", troupe_policy="llm", troupe_invalid="forfeit",
-                                  rollout_max_response_len=24, troupe_allocators='["individual"]')
+                                  rollout_max_response_len=24, troupe_allocators='["individual"]',
+                                  # A real model on a busy 2-core machine may take minutes
+                                  # for an episode: the adapter's own default bound.
+                                  troupe_timeout=900)
         groups = slime_data_source(args, [("play", "L", {}), ("play", 7, {})])
         data = asyncio.run(slime_generate_rollout(args, groups))
         self.assertEqual(len(data), 2)
