@@ -9,8 +9,10 @@ EPISODES  ?= 1000
 # make bench: time per benchmark, and where the results go.
 BENCHTIME ?= 1s
 BENCHOUT  ?= $(OUT)/bench.txt
-# make fuzz: time per fuzz target.
+# make fuzz: time per fuzz target, and the bound on minimising each new
+# input (Go's default, 60s, can spend a whole FUZZTIME minimising one).
 FUZZTIME  ?= 10s
+FUZZMINIMIZETIME ?= 100x
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # make llama: where tools/llama/build.sh caches llama-server and its tiny
 # test model, outside the clone, so that every clone and CI run reuses it.
@@ -53,7 +55,7 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) ## gofmt check, go v
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(GO) test $(RACE) -timeout 10m ./...
+	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(GO) test $(RACE) -timeout 20m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \
@@ -74,8 +76,8 @@ fuzz: ## run each Fuzz target for FUZZTIME
 	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { n = split(names, f, " "); for (i = 1; i <= n; i++) print $$2, f[i]; names = "" }')"; \
 	if [ -z "$$targets" ]; then echo "no fuzz targets"; exit 0; fi; \
 	while read -r pkg name; do \
-		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$pkg"; \
 	done <<< "$$targets"
 
 clean: ## remove out/ and test caches

@@ -20,31 +20,33 @@ import (
 
 // runFlags are the raw values of troupe run's flags.
 type runFlags struct {
-	episodes      int
-	concurrency   int
-	seed          uint64
-	out           string
-	episodesOut   string // --episodes-out: the episode records; "" for none
-	params        []string
-	allocators    []string
-	rewardFormat  string
-	groupSize     int
-	layout        string
-	policies      []string
-	emit          []string
-	maxSteps      int
-	maxTurns      int
-	maxMessages   int
-	timeout       time.Duration
-	failFast      bool
-	rolloutIDBase int64
-	quiet         bool
-	onInvalid     string
-	llm           llm.Config // the "llm" policy's server and sampling
-	nats          natsrun.Flags
-	llmEnvErr     error  // a bad TROUPE_LLM_* variable, reported if "llm" is used
-	specFile      string // --spec: the run spec file; "" runs the flags
-	printSpec     bool   // --print-spec: print the run's spec and exit
+	episodes        int
+	concurrency     int
+	seed            uint64
+	out             string
+	episodesOut     string // --episodes-out: the episode records; "" for none
+	params          []string
+	allocators      []string
+	rewardFormat    string
+	groupSize       int
+	layout          string
+	policies        []string
+	emit            []string
+	maxSteps        int
+	maxTurns        int
+	maxMessages     int
+	timeout         time.Duration
+	failFast        bool
+	rolloutIDBase   int64
+	quiet           bool
+	onInvalid       string
+	llm             llm.Config // the "llm" policy's server and sampling
+	nats            natsrun.Flags
+	llmEnvErr       error         // a bad TROUPE_LLM_* variable, reported if "llm" is used
+	specFile        string        // --spec: the run spec file; "" runs the flags
+	printSpec       bool          // --print-spec: print the run's spec and exit
+	resume          bool          // --resume: continue the run --out holds
+	checkpointEvery time.Duration // --checkpoint-every
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples

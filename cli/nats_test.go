@@ -24,6 +24,7 @@ import (
 // bytes as a local run, and running it again re-attaches to the finished
 // run instead of playing it twice.
 func TestRunOnEmbeddedNATSMatchesALocalRun(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	args := []string{"run", "elfarol", "-n", "40", "-g", "2", "-p", "agents=6", "-a", "team,difference", "--reward-format", "dict"}
 	local := troupe(t, append(args, "-o", filepath.Join(dir, "local.jsonl"), "--episodes-out", filepath.Join(dir, "local.episodes.jsonl"))...)
@@ -48,6 +49,7 @@ func TestWorkerNeedsAServer(t *testing.T) {
 // server's worker: it plays the run's own llm policy, and the samples
 // carry the server's token ids as in a local run.
 func TestLLMRunOnEmbeddedNATS(t *testing.T) {
+	skipShort(t)
 	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
 	dir := t.TempDir()
 	args := []string{"run", "tictactoe", "-n", "6", "--policy", "llm", "--llm-base-url", srv.URL()}
@@ -73,6 +75,7 @@ func TestLLMRunOnEmbeddedNATS(t *testing.T) {
 // NATS worker (here the embedded server's): the answer is the same bytes
 // as when the service plays them itself, counterfactual credit included.
 func TestServeOnNATSAnswersAsLocally(t *testing.T) {
+	skipShort(t)
 	nf := natsrun.DefaultFlags()
 	nf.Conn.URL, nf.Dir = natsrun.EmbeddedURL, filepath.Join(t.TempDir(), "js")
 	d, err := nf.OpenRun(t.Context(), scenarios.Builtin(), nil, 4, nil)
@@ -108,4 +111,13 @@ func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 	local := answer(nil)
 	assert.Contains(t, local, `"rollout_id":42`)
 	assert.Equal(t, local, answer(remote))
+}
+
+// skipShort skips a slow test (a NATS server and its workers) under
+// go test -short; make test runs it.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("an embedded NATS server: skipped under -short")
+	}
 }

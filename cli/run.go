@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/durable"
 )
 
 func (a *App) runCommand() *cobra.Command {
@@ -39,10 +39,14 @@ policies and the limits: the same command writes the same bytes whatever
 not reproducible).
 
 Samples go to --out, created (parent directories too) or overwritten, and
-written in place as episodes finish. On Ctrl-C or SIGTERM the run stops
-starting episodes, writes those that finished, and exits with 130 (SIGINT)
-or 143 (SIGTERM): the file is then valid JSONL of the whole episodes written
-so far. A second Ctrl-C quits at once.
+written in place, whole groups at a time: whatever stops the run, the file
+is a prefix of the uninterrupted run's output. On Ctrl-C or SIGTERM the run
+stops starting groups, writes those before the first one cut short, and
+exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C quits at once.
+Beside --out, OUT.progress.json records the run and how far it got; the
+same command with --resume continues an interrupted or killed run (even by
+kill -9), and the file ends byte-identical to an uninterrupted run's.
+troupe check FILE validates a file.
 
 Episodes that end aborted or failed are written with that status and the run
 goes on (the summary names the first failure); --fail-fast stops the run at
@@ -122,6 +126,8 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
 	fl.StringVar(&f.specFile, "spec", "", "run the run spec in this `FILE` (JSON, format troupe.runspec/v1; - is standard input) instead of the flags that describe a run")
+	fl.BoolVar(&f.resume, "resume", false, "continue the run whose output --out already holds (after a Ctrl-C, a kill or a crash): checked against its progress file OUT"+durable.Suffix+", cut back to its last checkpoint, played on from there; the file ends byte-identical to an uninterrupted run's")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-every", durable.DefaultEvery, "how often, at most, the progress file beside --out is written (what a kill can cost --resume)")
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
 	f.nats.BindRun(fl)
@@ -160,13 +166,23 @@ func (a *App) readSpec(cmd *cobra.Command, path string, args []string) (*runspec
 // message it has already printed.
 func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	quiet := f.quiet
-	out, err := openOutput(p.out, a.Stdout)
-	if err != nil {
-		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-		return &exitError{code: ExitFailure, err: err}
-	}
 	cfg := p.cfg
 	rep := newReporter(a.Stderr, a.Terminal != nil && a.Terminal(a.Stderr), quiet, cfg.Episodes)
+	files, err := openFiles(p, f, a.Stdout)
+	if err != nil {
+		if ue, ok := errors.AsType[*UsageError](err); ok {
+			return errors.Join(ue, closeAllocators(p.allocators))
+		}
+		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+		return &exitError{code: ExitFailure, err: errors.Join(err, closeAllocators(p.allocators))}
+	}
+	if prog := files.progress; f.resume && prog != nil {
+		if prog.Complete {
+			rep.printf("troupe: %s is complete (%d episodes, %d samples): nothing to resume\n", files.out.name, prog.Episodes, prog.Samples)
+			return errors.Join(files.close(), closeAllocators(p.allocators))
+		}
+		rep.printf("troupe: resuming %s at group %d: %d episodes, %d samples kept\n", files.out.name, prog.Groups, prog.Episodes, prog.Samples)
+	}
 	cfg.Progress = rep.update
 	// Say at once that Ctrl-C was heard: the episodes in flight may take a
 	// while to wind down when their policies are slow.
@@ -176,34 +192,38 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		rep.printf("troupe: %v: finishing the episodes in flight (again to quit at once)\n", context.Cause(ctx))
 	})
 
-	var sink trajectories.Sink = trajectories.NewJSONLWriter(out.w, p.layout)
-	var episodes *output
-	if p.episodes != "" {
-		if episodes, err = openOutput(p.episodes, a.Stdout); err != nil {
-			stopNotice()
-			fmt.Fprintf(a.Stderr, "troupe: --episodes-out: %v\n", err)
-			return &exitError{code: ExitFailure, err: errors.Join(err, out.close())}
-		}
-		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(episodes.w))
+	var sink trajectories.Sink = trajectories.NewJSONLWriter(files.out.w, p.layout)
+	if files.episodes != nil {
+		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
 	}
-	sum, runErr := a.play(ctx, p, &f.nats, cfg, &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format}, rep)
+	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format}
+	var out env.Output = stage
+	skipped := 0 // episodes of the resumed run, written before
+	if prog := files.progress; prog != nil {
+		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
+		out = &durable.Output{
+			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.handles(), Allocators: p.allocators,
+			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			Every: f.checkpointEvery,
+		}
+	}
+	sum, runErr := a.play(ctx, p, &f.nats, cfg, out, rep)
 	for _, c := range p.closers {
 		c()
 	}
-	closeErr := errors.Join(out.close(), closeAllocators(p.allocators))
-	if episodes != nil {
-		closeErr = errors.Join(closeErr, episodes.close())
-	}
+	closeErr := errors.Join(files.close(), closeAllocators(p.allocators))
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary
 	}
 	rep.finish()
+	name := files.out.name
 	if !quiet {
-		writeSummary(rep, p, out.name, sum)
+		writeSummary(rep, p, name, sum)
 	} else if sum.FirstFailure != "" {
 		rep.printf("troupe: episode %d: %s\n", sum.FirstFailureAt, sum.FirstFailure)
 	}
-	notStarted := max(cfg.Episodes-sum.Episodes-sum.Interrupted, 0)
+	written := skipped + sum.Episodes
+	notStarted := max(cfg.Episodes-written-sum.Interrupted, 0)
 	switch {
 	case ctx.Err() != nil:
 		code := ExitInterrupted
@@ -211,8 +231,8 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		if se, ok := errors.AsType[*SignalError](cause); ok {
 			code = se.ExitCode()
 		}
-		rep.printf("troupe: interrupted (%v): %d episodes written to %s, %d interrupted and not written, %d not started\n",
-			cause, sum.Episodes, out.name, sum.Interrupted, notStarted)
+		rep.printf("troupe: interrupted (%v): %d episodes written to %s, %d interrupted and not written, %d not started%s\n",
+			cause, written, name, sum.Interrupted, notStarted, files.resumeHint())
 		for _, err := range []error{runErr, closeErr} {
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, cause) {
 				rep.printf("troupe: %v\n", err) // a write failed as well
@@ -222,55 +242,17 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	case runErr != nil:
 		rep.printf("troupe: run stopped: %v\n", runErr)
 		if errors.Is(runErr, env.ErrEpisodeFailed) {
-			rep.printf("troupe: %d episodes written to %s, %d not written\n", sum.Episodes, out.name, cfg.Episodes-sum.Episodes)
+			rep.printf("troupe: %d episodes written to %s, %d not written\n", written, name, cfg.Episodes-written)
 		} else {
 			// A failed write: the count of episodes handed to the writer
 			// overstates what reached the output; the writer kept it to
-			// whole episodes.
-			rep.printf("troupe: %s holds whole episodes only\n", out.name)
+			// whole groups.
+			rep.printf("troupe: %s holds whole groups only%s\n", name, files.resumeHint())
 		}
 		return &exitError{code: ExitFailure, err: runErr}
 	case closeErr != nil:
 		rep.printf("troupe: %v\n", closeErr)
 		return &exitError{code: ExitFailure, err: closeErr}
-	}
-	return nil
-}
-
-// output is where samples go.
-type output struct {
-	w    io.Writer
-	f    *os.File // nil for standard output
-	name string   // for messages
-}
-
-// openOutput opens path for writing samples, creating its directory;
-// "-" is stdout. The file is written in place rather than renamed into
-// place at the end, so that an interrupted run keeps what it wrote:
-// trajectories.JSONLWriter only ever writes whole episodes, and truncates a
-// file back to the last whole episode when a write fails part way.
-func openOutput(path string, stdout io.Writer) (*output, error) {
-	if path == stdoutPath {
-		return &output{w: stdout, name: "standard output"}, nil
-	}
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("output %s: %w", path, err)
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("output: %w", err)
-	}
-	return &output{w: f, f: f, name: path}, nil
-}
-
-func (o *output) close() error {
-	if o.f == nil {
-		return nil
-	}
-	if err := o.f.Close(); err != nil {
-		return fmt.Errorf("output: %w", err)
 	}
 	return nil
 }

@@ -17,5 +17,7 @@ func TestRunReportsAFailedWrite(t *testing.T) {
 	r := troupe(t, "run", "elfarol", "-n", "3", "-o", "/dev/full")
 	require.Equal(t, ExitFailure, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "run stopped: write samples:")
-	assert.Contains(t, r.stderr, "/dev/full holds whole episodes only")
+	assert.Contains(t, r.stderr, "/dev/full holds whole groups only")
+	assert.NotContains(t, r.stderr, "--resume", "a device is not resumable")
+	assert.NoFileExists(t, "/dev/full.progress.json")
 }

@@ -117,6 +117,7 @@ func TestPrintSpecLLMSettings(t *testing.T) {
 // that resolve the run's spec themselves, writes the local run's bytes;
 // its run id is the spec's hash, the same whenever the spec is run.
 func TestSpecOnEmbeddedNATS(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	p := troupe(t, "run", "negotiation", "-n", "12", "-g", "3", "-P", "bob=random", "--emit", "alice", "--max-turns", "6", "--print-spec")
 	require.Equal(t, ExitOK, p.code, p.stderr)

@@ -105,6 +105,11 @@ type RunConfig struct {
 	// RolloutIDBase+i. GroupIndexBase likewise numbers groups.
 	RolloutIDBase  int64
 	GroupIndexBase int64
+	// FirstGroup is the first group Run plays: the groups before it were
+	// written by an earlier, interrupted run that this one resumes. Their
+	// requests, ids and seeds are what they always were, so the output of
+	// the resumed run continues that run's byte for byte.
+	FirstGroup int
 
 	// FailFast stops the run at the first failed or aborted episode and
 	// returns its error. Without it, such episodes are written with their
@@ -226,27 +231,50 @@ var ErrEpisodeFailed = errors.New("episode failed")
 // ErrBadConfig is wrapped by Run's configuration errors.
 var ErrBadConfig = errors.New("bad run configuration")
 
-// Requests returns the requests of the run's episodes, in order: episode i
-// belongs to group i/GroupSize; its scenario seed is the group's, its policy
-// seed its own.
+// Request returns the request of the run's episode i: episode i belongs to
+// group i/GroupSize; its scenario seed is the group's, its policy seed its
+// own. Requests are pure functions of the configuration and i, so Run makes
+// each when its group starts, never the run's list of them.
+func (c *RunConfig) Request(i int) Request {
+	return c.requests().at(i)
+}
+
+// Requests returns the requests of every episode of the run, in order
+// (Request): for executors that hand a run out whole. Run itself never
+// builds the list.
 func (c *RunConfig) Requests() []Request {
-	g := max(c.GroupSize, 1)
+	rs := c.requests()
 	reqs := make([]Request, c.Episodes)
-	info := c.Scenario.Info()
-	params := c.Params.Map()
 	for i := range reqs {
-		group := int64(i / g)
-		reqs[i] = Request{
-			Scenario:   info.Name,
-			Params:     params,
-			Seed:       seeds.Mix(c.Seed, 1, uint64(group)),
-			PolicySeed: seeds.Mix(c.Seed, 2, uint64(i)),
-			Index:      int64(i),
-			RolloutID:  c.RolloutIDBase + int64(i),
-			GroupIndex: c.GroupIndexBase + group,
-		}
+		reqs[i] = rs.at(i)
 	}
 	return reqs
+}
+
+// requester makes a run's requests; the parameters map is shared by all of
+// them, as it is never changed.
+type requester struct {
+	cfg      *RunConfig
+	scenario string
+	params   map[string]string
+	size     int
+}
+
+func (c *RunConfig) requests() requester {
+	return requester{cfg: c, scenario: c.Scenario.Info().Name, params: c.Params.Map(), size: max(c.GroupSize, 1)}
+}
+
+func (r requester) at(i int) Request {
+	group := int64(i / r.size)
+	return Request{
+		Scenario:   r.scenario,
+		Params:     r.params,
+		Seed:       seeds.Mix(r.cfg.Seed, 1, uint64(group)),
+		PolicySeed: seeds.Mix(r.cfg.Seed, 2, uint64(i)),
+		Index:      int64(i),
+		RolloutID:  r.cfg.RolloutIDBase + int64(i),
+		GroupIndex: r.cfg.GroupIndexBase + group,
+	}
 }
 
 func (c *RunConfig) validate() error {
@@ -259,6 +287,8 @@ func (c *RunConfig) validate() error {
 		return fmt.Errorf("%w: group size %d < 0", ErrBadConfig, c.GroupSize)
 	case c.Concurrency < 0:
 		return fmt.Errorf("%w: concurrency %d < 0", ErrBadConfig, c.Concurrency)
+	case c.FirstGroup < 0 || c.FirstGroup > (c.Episodes+max(c.GroupSize, 1)-1)/max(c.GroupSize, 1):
+		return fmt.Errorf("%w: first group %d is not one of the run's groups", ErrBadConfig, c.FirstGroup)
 	case c.Policy == nil && c.Executor == nil:
 		return fmt.Errorf("%w: no policy", ErrBadConfig)
 	}
@@ -272,23 +302,28 @@ type group struct {
 	episodes []*episode.Record
 	write    func(k int) (int, error) // from Output.Finish
 	err      error                    // Output.Finish's error
-	cut      bool                     // an episode was interrupted: the group is not written
+	cut      bool                     // interrupted, or never started: the group is not written
 }
 
 // Run plays the configured episodes and writes them to out in episode
 // order, whatever the concurrency: the output is byte-identical for the same
 // configuration. Groups are played concurrently (each group's episodes in
 // order on one worker) and readied for writing there (Output.Finish), then
-// written one group after the other, in order.
+// written one group after the other, in order. Each group's requests are
+// made when it starts (RunConfig.Request), so neither memory nor start-up
+// time grows with the number of episodes: at most a few groups per worker
+// are held, waiting for their turn to be written.
 //
-// Memory is bounded: at most a few groups per worker are held, waiting for
-// their turn to be written.
-//
-// When ctx is cancelled (Ctrl-C), Run stops starting episodes, lets the ones
-// in flight end (they end aborted, "interrupted"), writes every group that
-// finished whole, flushes the output, and returns ctx's error with the
-// summary. Groups cut short are not written: nothing half-done reaches the
-// output, and Summary.Interrupted counts them.
+// Whatever stops a run (a cancelled ctx, a failed write, an episode that
+// failed under FailFast), what it wrote is a prefix of what the run
+// uninterrupted would have written: its first K groups, whole. When ctx is
+// cancelled (Ctrl-C), Run stops starting groups, lets the episodes in
+// flight end (they end aborted, "interrupted"), writes every group before
+// the first one that did not finish whole, flushes the output, and returns
+// ctx's error with the summary. Nothing after that first gap is written,
+// even groups that finished: Summary.Interrupted counts every episode that
+// was played, whole or not, and not written. Under FailFast, the group of
+// the first failed episode is written whole, then the run stops.
 func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	start := time.Now()
 	sum := Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
@@ -310,10 +345,11 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			local = nil
 		}
 	}
-	reqs := cfg.Requests()
-	size := max(cfg.GroupSize, 1)
+	reqs := cfg.requests()
+	size := reqs.size
 	workers := max(cfg.Concurrency, 1)
-	nGroups := (len(reqs) + size - 1) / size
+	nGroups := (cfg.Episodes + size - 1) / size
+	skipped := min(cfg.FirstGroup*size, cfg.Episodes) // written by the run this one resumes
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -322,10 +358,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	window := make(chan struct{}, 4*workers)
 	results := make(chan *group, 4*workers)
 	play := func(gi int) *group {
-		lo, hi := gi*size, min((gi+1)*size, len(reqs))
+		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
 		g := &group{n: gi, episodes: make([]*episode.Record, 0, hi-lo)}
-		for _, req := range reqs[lo:hi] {
-			rec := exec.Execute(ctx, req)
+		for i := lo; i < hi; i++ {
+			rec := exec.Execute(ctx, reqs.at(i))
 			g.episodes = append(g.episodes, rec)
 			if rec.End == EndInterrupted {
 				g.cut = true
@@ -340,12 +376,12 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// first episode, is not grown again (and copied) for every group.
 	todo := make(chan int)
 	var wg sync.WaitGroup
-	for range min(workers, nGroups) {
+	for range min(workers, nGroups-cfg.FirstGroup) {
 		wg.Go(func() {
 			for gi := range todo {
 				if ctx.Err() != nil {
-					// Cancelled while this group waited for a worker: it never
-					// started, and must not be counted as interrupted.
+					// Cancelled while this group waited for a worker: it
+					// never started (no episodes), and is not written.
 					results <- &group{n: gi, cut: true}
 					continue
 				}
@@ -354,7 +390,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		})
 	}
 	go func() {
-		for gi := range nGroups {
+		for gi := cfg.FirstGroup; gi < nGroups; gi++ {
 			select {
 			case window <- struct{}{}:
 			case <-ctx.Done():
@@ -371,15 +407,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 
 	var runErr error
 	pending := map[int]*group{}
-	next := 0
+	next := cfg.FirstGroup
+	// stopped: a group could not be written (cut, or its write failed):
+	// no later group may be, or the output would have a hole.
+	stopped := false
 	write := func(g *group) error {
-		if g.cut {
-			sum.Interrupted += len(g.episodes)
-			return nil
-		}
 		if g.err != nil {
 			return g.err
 		}
+		var failed error
 		for k, ep := range g.episodes {
 			samples, err := g.write(k)
 			if err != nil {
@@ -414,8 +450,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				if sum.FirstFailure == "" {
 					sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index
 				}
-				if cfg.FailFast {
-					return fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
+				if cfg.FailFast && failed == nil {
+					// The rest of the group is written all the same: a
+					// group is the unit of the output.
+					failed = fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
 				}
 			}
 		}
@@ -426,29 +464,46 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			}
 		}
 		if cfg.Progress != nil {
-			cfg.Progress(Progress{Done: sum.Episodes + sum.Interrupted, Total: len(reqs), Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(start)})
+			cfg.Progress(Progress{Done: skipped + sum.Episodes + sum.Interrupted, Total: cfg.Episodes, Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(start)})
 		}
-		return nil
+		return failed
+	}
+	// drop counts a group that is not written; its window slot is freed.
+	drop := func(g *group) {
+		sum.Interrupted += len(g.episodes)
+		<-window
 	}
 	for g := range results {
-		if runErr != nil {
-			<-window
-			continue // drain, so the workers can finish
+		if stopped {
+			drop(g) // drained, so the workers can finish
+			continue
 		}
 		pending[g.n] = g
-		for {
+		for !stopped {
 			g, ok := pending[next]
 			if !ok {
 				break
 			}
 			delete(pending, next)
 			next++
+			if g.cut {
+				stopped = true
+				drop(g)
+				break
+			}
 			<-window
 			if err := write(g); err != nil {
 				runErr = err
+				stopped = true
 				cancel(err)
-				break
 			}
+		}
+		if stopped {
+			// Behind the gap: played, perhaps whole, and not written.
+			for _, g := range pending {
+				drop(g)
+			}
+			clear(pending)
 		}
 	}
 	// Whatever is left pending sits behind a group that never came back;

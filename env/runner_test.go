@@ -315,8 +315,20 @@ func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 	var col trajectories.Collector
 	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &col})
 	require.NoError(t, err)
-	assert.Equal(t, int64(0), sum.Samples)
 	assert.Equal(t, int64(120), sum.Turns)
+	// No turn is a sample, yet every episode is in the output: as one
+	// placeholder that trains nothing.
+	assert.Equal(t, int64(40), sum.Samples)
+	for i, ep := range col.Episodes() {
+		require.Len(t, ep.Samples, 1)
+		s := ep.Samples[0]
+		assert.True(t, trajectories.IsPlaceholder(&s))
+		assert.True(t, s.RemoveSample)
+		assert.Equal(t, int64(i), s.Index)
+		assert.Equal(t, ep.RolloutID, s.RolloutID)
+		assert.Equal(t, string(protocol.StatusCompleted), s.Metadata.Extra["troupe_status"])
+		require.NoError(t, s.Validate())
+	}
 }
 
 func TestSummaryRoleScores(t *testing.T) {

@@ -504,8 +504,8 @@ func (r *EpisodeReader) Next() (*episode.Record, *Credit, error) {
 }
 
 // EpisodeWriter is the sink of the episode JSONL form: one line per
-// episode, written like JSONLWriter's samples (whole lines only, buffered,
-// a failed write of a regular file truncated back to the last whole line).
+// episode, written like JSONLWriter's samples (whole groups only, buffered,
+// a failed write of a regular file truncated back to where it began).
 type EpisodeWriter struct {
 	out lineWriter
 }
@@ -526,8 +526,14 @@ func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
 		return err
 	}
 	ew.out.buf = b
-	return ew.out.maybeFlush()
+	return nil
 }
+
+// EndGroup implements GroupSink.
+func (ew *EpisodeWriter) EndGroup() error { return ew.out.EndGroup() }
+
+// DropGroup implements GroupSink.
+func (ew *EpisodeWriter) DropGroup() { ew.out.DropGroup() }
 
 // Flush implements Flusher.
 func (ew *EpisodeWriter) Flush() error { return ew.out.Flush() }

@@ -66,3 +66,29 @@ func FuzzReader(f *testing.F) {
 		require.Equal(t, nonEmpty, back)
 	})
 }
+
+// FuzzCheck checks arbitrary input: never a panic, counts that add up, and
+// no problem in what JSONLWriter writes.
+func FuzzCheck(f *testing.F) {
+	flat := writeAll(f, trajectories.Flat, fxEpisodes(4, 2, 3, 1))
+	nested := writeAll(f, trajectories.Nested, fxEpisodes(4, 2, 3, 1))
+	f.Add(flat)
+	f.Add(nested)
+	f.Add(flat[:len(flat)-5])
+	f.Add([]byte(`{"format":"troupe.episode/v2"}` + "\n"))
+	f.Add([]byte("[]\n[1]\n"))
+	for _, good := range [][]byte{flat, nested} {
+		rep := trajectories.Check(bytes.NewReader(good), trajectories.CheckOptions{})
+		require.True(f, rep.OK(), "%v", rep.Problems)
+		require.Equal(f, int64(4), rep.Episodes)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rep := trajectories.Check(bytes.NewReader(data), trajectories.CheckOptions{MaxProblems: 3})
+		require.LessOrEqual(t, len(rep.Problems), 3)
+		require.LessOrEqual(t, rep.Placeholders, rep.Samples)
+		require.LessOrEqual(t, rep.Groups, rep.Episodes)
+		if rep.Truncated {
+			require.False(t, rep.OK())
+		}
+	})
+}

@@ -32,12 +32,15 @@ const (
 // flat however long the run.
 const flushThreshold = 1 << 20
 
-// JSONLWriter is the streaming JSONL sink. It writes whole episodes only: its
-// buffer holds complete lines of complete episodes, and it hands them to the
-// underlying writer in one Write call. If that write fails part way and the
-// writer is a regular file (*os.File), it is truncated back to the end of the
-// last complete episode, so an interrupted or failed run leaves valid JSONL
-// that holds only whole episodes.
+// JSONLWriter is the streaming JSONL sink. It writes whole groups only
+// (GroupSink): its buffer holds complete lines of complete episodes, it
+// writes nothing of a group before EndGroup, and it hands whole groups to the
+// underlying writer in one Write call once the buffer is large (and at
+// Flush). If that write fails part way and the writer is a regular file
+// (*os.File), it is truncated back to where the write began, so an
+// interrupted or failed run leaves valid JSONL that holds only whole groups.
+// An episode without samples is written as the one Placeholder sample
+// Output gives it (an episode given with no samples at all writes nothing).
 type JSONLWriter struct {
 	lineWriter
 	layout Layout
@@ -52,19 +55,30 @@ func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
 // truncating a regular file back to its last whole line when a write fails
 // part way.
 type lineWriter struct {
-	w    io.Writer
-	what string // what it writes, for errors
-	buf  []byte
-	err  error // sticky: after a failed write nothing more is written
+	w     io.Writer
+	what  string // what it writes, for errors
+	buf   []byte
+	ended int   // buf[:ended] holds the ended groups, buf[ended:] the open one
+	err   error // sticky: after a failed write nothing more is written
 }
 
-// maybeFlush writes the buffer out once it is large.
-func (lw *lineWriter) maybeFlush() error {
+// EndGroup implements GroupSink: the episodes written since the last
+// EndGroup are a group, which is written out (with the groups before it)
+// once the buffer is large.
+func (lw *lineWriter) EndGroup() error {
+	if lw.err != nil {
+		return lw.err
+	}
+	lw.ended = len(lw.buf)
 	if len(lw.buf) >= flushThreshold {
 		return lw.Flush()
 	}
 	return nil
 }
+
+// DropGroup implements GroupSink: it forgets the episodes written since
+// the last EndGroup.
+func (lw *lineWriter) DropGroup() { lw.buf = lw.buf[:lw.ended] }
 
 // prepared is an episode's samples encoded without their leading
 // group_index and index, as AppendJSONAfterIndex writes them.
@@ -151,13 +165,14 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 	if jw.layout == Nested {
 		jw.buf = append(jw.buf, ']', '\n')
 	}
-	return jw.maybeFlush()
+	return nil
 }
 
 // Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
 func (jw *JSONLWriter) Forgets() bool { return true }
 
-// Flush writes the buffered episodes out.
+// Flush writes the buffered episodes out, an open group's too: Output
+// ends or drops every group before it flushes.
 func (jw *lineWriter) Flush() error {
 	if jw.err != nil {
 		return jw.err
@@ -172,7 +187,7 @@ func (jw *lineWriter) Flush() error {
 	if err != nil {
 		jw.err = fmt.Errorf("write %s: %w", jw.what, err)
 		if f, ok := jw.w.(*os.File); ok && n > 0 && isRegular(f) {
-			// Drop the partial episode so the file stays whole-episode JSONL.
+			// Drop the partial write so the file stays whole-group JSONL.
 			// The n partial bytes end at the file offset, also for a file
 			// opened with O_APPEND (whose offset is 0, not its size, until
 			// the first write), so cut back n bytes from there.
@@ -189,7 +204,7 @@ func (jw *lineWriter) Flush() error {
 		}
 		return jw.err
 	}
-	jw.buf = jw.buf[:0]
+	jw.buf, jw.ended = jw.buf[:0], 0
 	if cap(jw.buf) > 4*flushThreshold {
 		jw.buf = nil // one huge episode must not pin its buffer for the rest of the run
 	}

@@ -200,10 +200,11 @@ func TestJSONLWriterStalePrepare(t *testing.T) {
 	assert.Equal(t, ep.Samples, all)
 }
 
-// TestJSONLWriterWritesWholeEpisodes writes several times flushThreshold and
-// checks that the writer holds everything back until the threshold, and that
-// every Write call ends exactly at an episode boundary.
-func TestJSONLWriterWritesWholeEpisodes(t *testing.T) {
+// TestJSONLWriterWritesWholeGroups writes several times flushThreshold, in
+// groups of four episodes, and checks that the writer holds everything back
+// until a group ends past the threshold, and that every Write call ends
+// exactly at a group boundary.
+func TestJSONLWriterWritesWholeGroups(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			var rec recorder
@@ -217,9 +218,14 @@ func TestJSONLWriterWritesWholeEpisodes(t *testing.T) {
 				// Episode sizes vary; the expected bytes come from a separate
 				// writer that holds this episode alone.
 				want = append(want, writeAll(t, l.layout, []*trajectories.Episode{ep})...)
-				boundaries[len(want)] = true
 				writesBefore := len(rec.writes)
 				require.NoError(t, jw.WriteEpisode(ep))
+				require.Len(t, rec.writes, writesBefore, "nothing is written inside a group")
+				if i%4 != 3 {
+					continue
+				}
+				boundaries[len(want)] = true
+				require.NoError(t, jw.EndGroup())
 				if len(rec.writes) == writesBefore {
 					require.Less(t, len(want)-written, trajectories.FlushThreshold, "the writer holds more than the threshold")
 				} else {
@@ -234,7 +240,7 @@ func TestJSONLWriterWritesWholeEpisodes(t *testing.T) {
 			end := 0
 			for i, w := range rec.writes {
 				end += len(w)
-				assert.True(t, boundaries[end], "Write %d ends at byte %d, inside an episode", i, end)
+				assert.True(t, boundaries[end], "Write %d ends at byte %d, inside a group", i, end)
 				assert.True(t, bytes.HasSuffix(w, []byte("\n")), "Write %d does not end a line", i)
 			}
 			assert.Equal(t, len(want), end)
@@ -243,14 +249,29 @@ func TestJSONLWriterWritesWholeEpisodes(t *testing.T) {
 	}
 }
 
-// TestJSONLWriterHugeEpisode writes one episode larger than the threshold on
-// its own: it is written in one call, at once.
+// TestJSONLWriterDropGroup: a dropped group's episodes are never written;
+// the ended groups before it are.
+func TestJSONLWriterDropGroup(t *testing.T) {
+	var rec recorder
+	jw := trajectories.NewJSONLWriter(&rec, trajectories.Flat)
+	first := fxEpisode(0, 0, 2, 0)
+	require.NoError(t, jw.WriteEpisode(first))
+	require.NoError(t, jw.EndGroup())
+	require.NoError(t, jw.WriteEpisode(fxEpisode(1, 1, 2, 2)))
+	jw.DropGroup()
+	require.NoError(t, jw.Flush())
+	assert.Equal(t, string(writeAll(t, trajectories.Flat, []*trajectories.Episode{first})), string(rec.all()))
+}
+
+// TestJSONLWriterHugeEpisode writes one episode larger than the threshold as
+// a group of its own: it is written in one call, as soon as the group ends.
 func TestJSONLWriterHugeEpisode(t *testing.T) {
 	var rec recorder
 	jw := trajectories.NewJSONLWriter(&rec, trajectories.Nested)
 	ep := fxEpisode(1, 0, 3, 0)
 	ep.Samples[1].Prompt = protocol.TextPrompt(strings.Repeat("x", trajectories.FlushThreshold))
 	require.NoError(t, jw.WriteEpisode(ep))
+	require.NoError(t, jw.EndGroup())
 	require.Len(t, rec.writes, 1)
 	assert.Equal(t, string(writeAll(t, trajectories.Nested, []*trajectories.Episode{ep})), string(rec.writes[0]))
 	require.NoError(t, jw.Flush())

@@ -53,6 +53,8 @@ type Output struct {
 	preparer   Preparer // Sink, when it prepares
 	next       int64    // the next sample's index
 	recycle    bool     // nothing keeps an episode once written
+	fill       bool      // Sink writes samples: an episode without any gets a Placeholder
+	groupSink  GroupSink // Sink, when groups are its unit of writing
 	names      []string // the allocators' names
 	namesErr   error    // two allocators share a name
 
@@ -109,6 +111,14 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 		}
 	}
 	n, err := o.write(g.eps[k])
+	if o.groupSink != nil {
+		// The group is the unit of the output: all of it, or none.
+		if err != nil {
+			o.groupSink.DropGroup()
+		} else if k == len(g.eps)-1 {
+			err = o.groupSink.EndGroup()
+		}
+	}
 	if err != nil || !o.recycle {
 		return n, err
 	}
@@ -179,6 +189,8 @@ func (o *Output) init() {
 		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
 		o.recycle = o.Observe == nil && forgets(o.sink)
+		o.fill = NeedsSamples(o.sink)
+		o.groupSink, _ = o.sink.(GroupSink)
 		if len(o.Allocators) > 0 {
 			o.names, o.namesErr = allocatorNames(o.Allocators)
 		}
@@ -234,6 +246,11 @@ func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 }
 
 func (o *Output) write(ep *Episode) (int, error) {
+	if len(ep.Samples) == 0 && o.fill {
+		// Every episode is in the sample file, one without samples as a
+		// placeholder that trains nothing.
+		ep.Samples = append(ep.Samples, Placeholder(&ep.Record, o.Format, o.names))
+	}
 	for k := range ep.Samples {
 		ep.Samples[k].Index = o.next
 		o.next++

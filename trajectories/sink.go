@@ -24,6 +24,19 @@ type Flusher interface {
 	Flush() error
 }
 
+// GroupSink is implemented by sinks that write each group of episodes (a
+// GRPO group: the episodes that share a group_index) as one unit, so that
+// their output never holds part of one (JSONLWriter, EpisodeWriter, and a
+// Tee of them). Output calls EndGroup after the group's last episode, and
+// DropGroup instead when writing one of the group's episodes failed: the
+// episodes given since the previous EndGroup are then forgotten, unwritten.
+// Until its group ends, a sink holds an episode back.
+type GroupSink interface {
+	Sink
+	EndGroup() error
+	DropGroup()
+}
+
 // Preparer is implemented by sinks that can do part of their work (encoding)
 // before an episode's sample indexes are known. Output calls Prepare on
 // the worker goroutine that ran the episode, after rewards are allocated and
@@ -124,6 +137,28 @@ func (t tee) Flush() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// EndGroup ends the group in every sink that writes groups, stopping at
+// the first error.
+func (t tee) EndGroup() error {
+	for _, s := range t {
+		if g, ok := s.(GroupSink); ok {
+			if err := g.EndGroup(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DropGroup drops the open group of every sink that writes groups.
+func (t tee) DropGroup() {
+	for _, s := range t {
+		if g, ok := s.(GroupSink); ok {
+			g.DropGroup()
+		}
+	}
 }
 
 // Forgets implements Forgetter: a tee forgets when each of its sinks does.

@@ -163,9 +163,12 @@ func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies Polic
 	}
 	// A worker told to stop while it is still connecting or setting up has
 	// nothing in hand: like one stopped while running, it stops cleanly.
-	// Only a failure with ctx still live is an error.
+	// Only a failure with ctx still live is an error. The NATS client does
+	// not always wrap ctx's error in the one it returns when ctx ends
+	// during a request (a closed connection, a JetStream timeout), so a
+	// done ctx is what decides, not the error's chain.
 	stopped := func(err error) error {
-		if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+		if ctx.Err() != nil {
 			log.Info("natsrun: worker stopped before it started", "err", err)
 			return nil
 		}

@@ -220,7 +220,15 @@ func TestPoisonRunsEndFailed(t *testing.T) {
 			var eps []*trajectories.Episode
 			rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
 			out, sum, st := remote(t, c, "poison-"+tc.plan.Scenario, rc, spec, trajectories.Flat)
-			assert.Empty(t, out)
+			// Every episode is in the file, as a placeholder with its reason.
+			samples, err := trajectories.ReadAll(strings.NewReader(out))
+			require.NoError(t, err)
+			require.Len(t, samples, 4)
+			for i, s := range samples {
+				assert.True(t, trajectories.IsPlaceholder(&s))
+				assert.Equal(t, int64(i), s.RolloutID)
+				assert.Contains(t, s.Metadata.Error, tc.want)
+			}
 			assert.Equal(t, 4, sum.ByStatus[protocol.StatusFailed])
 			assert.Equal(t, int64(4), st.Failed)
 			require.Len(t, eps, 4)

@@ -201,8 +201,18 @@ func TestMaxDeliverRecordsFailure(t *testing.T) {
 	assert.Equal(t, 7, sum.ByStatus[protocol.StatusCompleted])
 	// The others are the local run's episodes: without episode 3's
 	// samples, and with the sample indexes that follow them renumbered,
-	// the local output is the same.
-	assert.Equal(t, withoutEpisode(want, 3), got)
+	// the local output is the same. Episode 3 is in the file all the
+	// same, as one placeholder with its error.
+	assert.Equal(t, withoutEpisode(want, 3), withoutEpisode(got, 3))
+	var doomedLines []string
+	for line := range strings.Lines(got) {
+		if strings.Contains(line, `"episode":3,`) {
+			doomedLines = append(doomedLines, line)
+		}
+	}
+	require.Len(t, doomedLines, 1)
+	assert.Contains(t, doomedLines[0], `"troupe_placeholder":true`)
+	assert.Contains(t, doomedLines[0], "given up after 2 deliveries")
 }
 
 var indexRE = regexp.MustCompile(`^\{"group_index":(\d+),"index":\d+,`)

@@ -209,6 +209,32 @@ class CustomGenerateTest(unittest.TestCase):
         back = Sample.from_dict(json.loads(json.dumps(p.to_dict())))
         self.assertEqual(back, p)
 
+    def test_run_files_hold_the_same_placeholder(self):
+        # troupe run writes an episode without samples into its JSONL file
+        # as the adapter's placeholder: slime loads every line, and each
+        # placeholder trains nothing.
+        out = os.path.join(_server["tmp"], "placeholders.jsonl")
+        for layout, reward in (("flat", "scalar"), ("nested", "dict")):
+            subprocess.run([_server["bin"], "run", "tictactoe", "-n", "4", "-g", "2", "--max-turns", "1", "--emit", "o",
+                            "-a", "team,individual", "--reward-format", reward, "--layout", layout, "-q", "-o", out], check=True)
+            with open(out) as f:
+                lines = [json.loads(line) for line in f]
+            rows = [d for line in lines for d in (line if isinstance(line, list) else [line])]
+            self.assertEqual([d["rollout_id"] for d in rows], [0, 1, 2, 3], "one line per episode, none missing")
+            for i, d in enumerate(rows):
+                p = Sample.from_dict(d)
+                self.assertEqual(p.index, i)
+                self.assertEqual(p.group_index, i // 2)
+                self.assertEqual(p.status, Sample.Status.ABORTED)
+                self.assertTrue(p.remove_sample)
+                self.assertEqual((p.tokens, p.response_length, p.loss_mask, p.rollout_log_probs), ([0, 0], 1, [0], [0.0]))
+                self.assertTrue(p.metadata["troupe_placeholder"])
+                self.assertEqual(p.metadata["troupe_status"], "truncated")
+                self.assertIn("no sample", p.metadata["error"])
+                self.assertEqual(p.metadata["raw_reward"] if reward == "scalar" else p.reward["team"], 0.0)
+                back = Sample.from_dict(json.loads(json.dumps(p.to_dict())))
+                self.assertEqual(back, p)
+
     def test_labels_of_any_json_type_pass_through(self):
         for label in ("7", 7, 2.5, {"answer": [1, 2], "tag": "x"}, [1, "a"], True):
             with self.subTest(label=label):
@@ -967,7 +993,10 @@ class RealLlamaServerTest(unittest.TestCase):
         # the response length bounded as a real run sets it.
         args = slime_default_args(rollout_batch_size=2, n_samples_per_prompt=2, troupe_url=self.url,
                                   troupe_scenario="tictactoe", troupe_policy="llm", troupe_invalid="forfeit",
-                                  rollout_max_response_len=24, troupe_allocators='["individual"]')
+                                  rollout_max_response_len=24, troupe_allocators='["individual"]',
+                                  # A real model on a busy 2-core machine may take minutes
+                                  # for an episode: the adapter's own default bound.
+                                  troupe_timeout=900)
         groups = slime_data_source(args, [("play", "L", {}), ("play", 7, {})])
         data = asyncio.run(slime_generate_rollout(args, groups))
         self.assertEqual(len(data), 2)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/troupe-rl/troupe/internal/atomicfile"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -32,17 +32,8 @@ type StatefulAllocator interface {
 
 // stateOf returns the state a possibly wrapped allocator keeps.
 func stateOf(a trajectories.Allocator) StatefulAllocator {
-	switch a := a.(type) {
-	case StatefulAllocator:
-		return a
-	case credit.Discount:
-		if a.Of != nil {
-			return stateOf(a.Of)
-		}
-	case *credit.Discount:
-		if a != nil && a.Of != nil {
-			return stateOf(a.Of)
-		}
+	if st := credit.StateOf(a); st != nil {
+		return st
 	}
 	return nil
 }
@@ -357,39 +348,10 @@ func (s *Server) saveStates() error {
 	return errors.Join(errs...)
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory: written, synced, renamed over path, and the directory synced,
-// so a crash leaves the old file or the new one, never half of one.
+// writeFileAtomic writes data to path atomically, synced: a crash or a
+// power loss leaves the old file or the new one, never half of one.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return err
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o600, true)
 }
 
 func formatSeq(seq uint64) string { return strconv.FormatUint(seq, 10) }

@@ -10,10 +10,10 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 
+	"github.com/troupe-rl/troupe/internal/atomicfile"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -285,23 +285,7 @@ func (r *RAE) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("rae: save state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, data, 0o600, true); err != nil {
 		return fmt.Errorf("rae: save state: %w", err)
 	}
 	return nil
@@ -315,4 +299,32 @@ func (r *RAE) Close() error {
 		return nil
 	}
 	return r.Save(r.path)
+}
+
+// Stateful is implemented by allocators whose state outlives a group (RAE's
+// baselines) and can be saved and restored: MarshalState returns it as JSON;
+// UnmarshalState replaces it, leaving it as it was on error. A resumed run
+// and a restarted service restore it, so the values continue as if never
+// stopped.
+type Stateful interface {
+	MarshalState() ([]byte, error)
+	UnmarshalState(data []byte) error
+}
+
+// StateOf returns the state a possibly wrapped (Discount) allocator keeps,
+// or nil when it keeps none.
+func StateOf(a trajectories.Allocator) Stateful {
+	switch a := a.(type) {
+	case Stateful:
+		return a
+	case Discount:
+		if a.Of != nil {
+			return StateOf(a.Of)
+		}
+	case *Discount:
+		if a != nil && a.Of != nil {
+			return StateOf(a.Of)
+		}
+	}
+	return nil
 }

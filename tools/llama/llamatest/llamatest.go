@@ -296,8 +296,14 @@ func (s *Server) Log() string { return s.log.String() }
 
 // New starts a server for t and stops it when t ends. When the cache is
 // missing it skips t, unless TROUPE_REQUIRE_LLAMA=1, when it fails t.
+//
+// A real server is a slow process test: go test -short skips it (make test
+// runs it).
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a real llama-server: skipped under -short")
+	}
 	s, err := Start(t.Context(), opts)
 	if errors.Is(err, ErrNotBuilt) && os.Getenv(EnvRequire) != "1" {
 		t.Skipf("%v; set %s=1 to fail instead of skipping", err, EnvRequire)

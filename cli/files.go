@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/durable"
+)
+
+// output is where samples (or episode records) go.
+type output struct {
+	w    io.Writer
+	f    *os.File // nil for standard output
+	name string   // for messages
+}
+
+func (o *output) close() error {
+	if o == nil || o.f == nil {
+		return nil
+	}
+	if err := o.f.Close(); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	return nil
+}
+
+// runFiles are a run's output files and, when the run can be resumed (its
+// outputs are files), their progress file.
+type runFiles struct {
+	out, episodes *output // episodes: nil without --episodes-out
+	// progress is the progress the run starts from (nil: the run cannot
+	// be resumed, an output is standard output); progressPath its file.
+	progress     *durable.Progress
+	progressPath string
+}
+
+// openFiles opens a run's outputs. They are written in place rather than
+// renamed into place at the end, so that an interrupted run keeps what it
+// wrote: the writers only ever write whole groups, a failed write is cut
+// back to the last whole group, and the progress file beside the samples
+// says how far the run got, for --resume. A fresh run writes its progress
+// file (group 0) before it creates (empties) the outputs; a resumed one
+// checks it against the run, restores the allocators' states and reopens
+// the files cut back to its checkpoint.
+func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
+	resumable := regularOrNew(p.out) && (p.episodes == "" || regularOrNew(p.episodes))
+	switch {
+	case f.resume && !resumable:
+		return nil, usagef("--resume: standard output or a device cannot be resumed; give --out (and --episodes-out) a regular file")
+	case f.resume && f.nats.Conn.URL != "":
+		return nil, usagef("--resume: a --nats run resumes by itself: run the same command again (without --resume) and it re-attaches to its run")
+	case f.resume:
+		rf, err := reopenFiles(p)
+		if !errors.Is(err, errNothingToResume) {
+			return rf, err
+		}
+	}
+	rf := &runFiles{}
+	if resumable {
+		prog, err := identity(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, path := range []string{p.out, p.episodes} {
+			if err := makeDir(path); err != nil {
+				return nil, err
+			}
+		}
+		rf.progressPath = durable.PathOf(p.out)
+		if err := prog.Write(rf.progressPath); err != nil {
+			return nil, err
+		}
+		rf.progress = prog
+	}
+	var err error
+	if rf.out, err = createOutput(p.out, stdout); err != nil {
+		return nil, err
+	}
+	if p.episodes != "" {
+		if rf.episodes, err = createOutput(p.episodes, stdout); err != nil {
+			return nil, errors.Join(fmt.Errorf("--episodes-out: %w", err), rf.close())
+		}
+	}
+	return rf, nil
+}
+
+// identity is the progress of p before anything is written: the run spec,
+// the files and the allocators' states at the start.
+func identity(p *plan) (*durable.Progress, error) {
+	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout)}}
+	if p.episodes != "" {
+		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes})
+	}
+	states, err := durable.SaveStates(p.allocators)
+	if err != nil {
+		return nil, err
+	}
+	return &durable.Progress{Format: durable.Format, SpecHash: p.spec.Hash(), Spec: p.spec.Spec.Canonical(), Files: files, States: states}, nil
+}
+
+// errNothingToResume: --resume found neither a progress file nor output.
+var errNothingToResume = errors.New("nothing to resume")
+
+// isEmpty reports whether path is missing or empty.
+func isEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return err != nil && errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0
+}
+
+// reopenFiles opens the outputs of the run --resume continues.
+func reopenFiles(p *plan) (*runFiles, error) {
+	path := durable.PathOf(p.out)
+	prog, err := durable.Read(path)
+	if errors.Is(err, durable.ErrNoProgress) && isEmpty(p.out) {
+		// Killed before its first checkpoint, or never run: nothing was
+		// written, so the run starts from the beginning.
+		return nil, errNothingToResume
+	}
+	if errors.Is(err, durable.ErrNoProgress) {
+		return nil, usagef("--resume: %s has no progress file (%s): it was not written by troupe run, or the run never started; run without --resume to start it", p.out, path)
+	}
+	if err != nil {
+		return nil, usagef("--resume: %w", err)
+	}
+	want, err := identity(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := prog.Check(want); err != nil {
+		var me *durable.MismatchError
+		if !errors.As(err, &me) {
+			return nil, usagef("--resume: %w", err)
+		}
+		diffs := make([]string, len(me.Diffs))
+		for i, d := range me.Diffs {
+			diffs[i] = d.String()
+			top, _, _ := strings.Cut(d.Path, ".")
+			if flag, ok := fieldFlags[top]; ok {
+				diffs[i] += " (" + flag + ")"
+			}
+		}
+		return nil, usagef("--resume: %s was written by another run: %s; give the flags it was started with, or run without --resume to start over", p.out, strings.Join(diffs, "; "))
+	}
+	rf := &runFiles{progress: prog, progressPath: path, out: &output{name: p.out}}
+	if prog.Complete {
+		return rf, nil
+	}
+	if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
+		return nil, fmt.Errorf("--resume: %s: %w", path, err)
+	}
+	for _, file := range prog.Files {
+		check := lastSampleCheck(prog.Samples-1, p.cfg.GroupIndexBase+int64(prog.Groups)-1)
+		if file.Kind == durable.KindEpisodes {
+			check = lastEpisodeCheck(prog.Episodes - 1)
+		}
+		fh, err := durable.Reopen(file, check)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("--resume: %w", err), rf.close())
+		}
+		o := &output{w: fh, f: fh, name: file.Path}
+		if file.Kind == durable.KindEpisodes {
+			rf.episodes = o
+		} else {
+			rf.out = o
+		}
+	}
+	return rf, nil
+}
+
+// lastSampleCheck checks that a line of samples ends with sample index of
+// group group.
+func lastSampleCheck(index, group int64) func([]byte) error {
+	return func(line []byte) error {
+		samples, err := trajectories.NewReader(bytes.NewReader(append(line, '\n'))).Next()
+		if err != nil {
+			return err
+		}
+		last := samples[len(samples)-1]
+		if last.Index != index || last.GroupIndex != group {
+			return fmt.Errorf("its last sample is index %d of group %d, the checkpoint's index %d of group %d", last.Index, last.GroupIndex, index, group)
+		}
+		return nil
+	}
+}
+
+// lastEpisodeCheck checks that an episode line is episode index.
+func lastEpisodeCheck(index int64) func([]byte) error {
+	return func(line []byte) error {
+		rec, _, err := trajectories.DecodeEpisode(line)
+		if err != nil {
+			return err
+		}
+		if rec.Index != index {
+			return fmt.Errorf("its last episode is %d, the checkpoint's %d", rec.Index, index)
+		}
+		return nil
+	}
+}
+
+func (rf *runFiles) close() error {
+	return errors.Join(rf.out.close(), rf.episodes.close())
+}
+
+// handles are the open files, in the progress's order.
+func (rf *runFiles) handles() []*os.File {
+	out := []*os.File{rf.out.f}
+	if rf.episodes != nil {
+		out = append(out, rf.episodes.f)
+	}
+	return out
+}
+
+// resumeHint tells how to continue an interrupted run, when it can be.
+func (rf *runFiles) resumeHint() string {
+	if rf.progress == nil {
+		return ""
+	}
+	return "; the same command with --resume continues it"
+}
+
+// regularOrNew reports whether an output path names a regular file or
+// nothing yet: one that can be cut back and resumed (not standard output,
+// not a device or a pipe).
+func regularOrNew(path string) bool {
+	if path == stdoutPath {
+		return false
+	}
+	fi, err := os.Stat(path)
+	return err != nil || fi.Mode().IsRegular()
+}
+
+// makeDir creates the directory of an output path.
+func makeDir(path string) error {
+	if path == "" || path == stdoutPath {
+		return nil
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("output %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// createOutput creates (or empties) the output file path, and its
+// directory; "-" is stdout.
+func createOutput(path string, stdout io.Writer) (*output, error) {
+	if path == stdoutPath {
+		return &output{w: stdout, name: "standard output"}, nil
+	}
+	if err := makeDir(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	return &output{w: f, f: f, name: path}, nil
+}

@@ -1,0 +1,276 @@
+//go:build unix
+
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/durable"
+)
+
+// killRun is one kind of run the kill test interrupts: its flags, besides
+// -o (and --episodes-out when episodes is set).
+type killRun struct {
+	name     string
+	args     []string
+	episodes bool // also --episodes-out
+}
+
+var killRuns = []killRun{
+	{"flat", []string{"elfarol", "-n", "1200", "-p", "agents=20", "-a", "team"}, false},
+	{"nested groups rae dict", []string{"elfarol", "-n", "1200", "-g", "4", "-p", "agents=20", "-a", "rae,team", "--reward-format", "dict", "--layout", "nested"}, true},
+	{"flat groups counterfactual rae", []string{"elfarol", "-n", "800", "-g", "4", "-p", "agents=10", "-a", "difference,rae"}, true},
+	{"nested tictactoe rae", []string{"tictactoe", "-n", "2000", "-g", "8", "-a", "rae:alpha=0.9", "--layout", "nested"}, false},
+}
+
+// TestKilledRunsResumeByteIdentical drives the real troupe binary: it
+// interrupts runs of every kind with SIGKILL, SIGINT or SIGTERM at random
+// moments, checks that what each left is a prefix of the uninterrupted
+// run's output (a SIGINT or SIGTERM leaves whole groups; a SIGKILL may cut
+// the last line), resumes it with --resume, and demands the uninterrupted
+// run's bytes. 50 moments (10 under -short); TROUPE_KILL_SEED repeats a
+// test's moments.
+func TestKilledRunsResumeByteIdentical(t *testing.T) {
+	bin := buildTroupe(t)
+	moments := 50
+	if testing.Short() {
+		moments = 10
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TROUPE_KILL_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("TROUPE_KILL_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+
+	type reference struct {
+		samples, episodes []byte
+		ends              map[int]bool // the sample file's group ends
+		elapsed           time.Duration
+	}
+	dir := t.TempDir()
+	refs := make([]reference, len(killRuns))
+	for i, kr := range killRuns {
+		out := filepath.Join(dir, fmt.Sprintf("ref%d.jsonl", i))
+		start := time.Now()
+		res := runBin(t, bin, append([]string{"run"}, kr.flags(out)...)...)
+		require.Equal(t, 0, res.code, "%s: %s", kr.name, res.stderr)
+		refs[i].elapsed = time.Since(start)
+		refs[i].samples = readFile(t, out)
+		refs[i].ends = groupEnds(t, refs[i].samples)
+		if kr.episodes {
+			refs[i].episodes = readFile(t, out+".episodes")
+		}
+		check := runBin(t, bin, "check", out, out+".episodes")
+		if !kr.episodes {
+			check = runBin(t, bin, "check", out)
+		}
+		require.Equal(t, 0, check.code, "%s: %s", kr.name, check.stdout)
+	}
+
+	signals := []syscall.Signal{syscall.SIGKILL, syscall.SIGINT, syscall.SIGTERM}
+	var interrupted, cutLines int
+	defer func() {
+		t.Logf("%d of %d runs interrupted before they finished, %d of them with a cut last line", interrupted, moments, cutLines)
+	}()
+	for m := range moments {
+		k := m % len(killRuns)
+		kr, ref := killRuns[k], refs[k]
+		sig := signals[(m/len(killRuns))%len(signals)]
+		// Anywhere from the start to a little past the end of a run.
+		at := time.Duration(rng.Int64N(int64(ref.elapsed) * 11 / 10))
+		name := fmt.Sprintf("%d %s %v at %v", m, kr.name, sig, at.Round(time.Millisecond))
+		out := filepath.Join(dir, fmt.Sprintf("run%d.jsonl", m))
+
+		cmd := exec.Command(bin, append([]string{"run"}, kr.flags(out)...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		time.Sleep(at)
+		_ = cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		code := exitCode(err)
+		switch {
+		case code == 0: // it finished first
+		case sig == syscall.SIGKILL:
+			require.Equal(t, -1, code, "%s: %v %s", name, err, stderr.String())
+		default:
+			require.Contains(t, []int{-1, 128 + int(sig)}, code, "%s: %s", name, stderr.String())
+		}
+
+		// What the interrupted run left is a prefix of the full output.
+		got := readFileOrEmpty(t, out)
+		require.True(t, bytes.HasPrefix(ref.samples, got), "%s: the interrupted file is not a prefix of the uninterrupted run's (%d bytes)", name, len(got))
+		if code != 0 {
+			interrupted++
+			if len(got) > 0 && got[len(got)-1] != '\n' {
+				cutLines++
+			}
+		}
+		if code == 128+int(sig) {
+			assert.True(t, ref.ends[len(got)], "%s: a %v left %d bytes, not whole groups", name, sig, len(got))
+		}
+		if kr.episodes {
+			require.True(t, bytes.HasPrefix(ref.episodes, readFileOrEmpty(t, out+".episodes")), "%s: episodes", name)
+		}
+
+		res := runBin(t, bin, append(append([]string{"run"}, kr.flags(out)...), "--resume")...)
+		require.Equal(t, 0, res.code, "%s: resume: %s", name, res.stderr)
+		require.True(t, bytes.Equal(ref.samples, readFile(t, out)), "%s: the resumed file differs from the uninterrupted run's", name)
+		if kr.episodes {
+			require.True(t, bytes.Equal(ref.episodes, readFile(t, out+".episodes")), "%s: the resumed episodes differ", name)
+		}
+		require.NoError(t, os.Remove(out))
+	}
+}
+
+// TestResumeRefusesAnotherRun: --resume with flags that change the output
+// is refused, naming the difference; a finished run resumes to nothing.
+func TestResumeRefusesAnotherRun(t *testing.T) {
+	bin := buildTroupe(t)
+	out := filepath.Join(t.TempDir(), "a.jsonl")
+	res := runBin(t, bin, "run", "elfarol", "-n", "20", "-g", "2", "-p", "agents=5", "-o", out)
+	require.Equal(t, 0, res.code, res.stderr)
+	want := readFile(t, out)
+
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-n", "30", "-g", "2", "-p", "agents=5"}, "episodes: 20, now 30 (--episodes)"},
+		{[]string{"-n", "20", "-g", "2", "-p", "agents=6"}, `params.agents: "5", now "6" (--param)`},
+		{[]string{"-n", "20", "-g", "2", "-p", "agents=5", "--layout", "nested"}, "files: samples " + out + " (flat), now samples " + out + " (nested)"},
+		{[]string{"-n", "20", "-g", "2", "-p", "agents=5", "-a", "rae"}, `allocators: ["team"], now ["rae"] (--allocator)`},
+	} {
+		res := runBin(t, bin, append([]string{"run", "elfarol", "-o", out, "--resume"}, tc.args...)...)
+		assert.Equal(t, 2, res.code, res.stderr)
+		assert.Contains(t, res.stderr, tc.says)
+	}
+	assert.Equal(t, want, readFile(t, out), "a refused resume leaves the file alone")
+
+	res = runBin(t, bin, "run", "elfarol", "-n", "20", "-g", "2", "-p", "agents=5", "-o", out, "--resume", "-c", "7")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "is complete")
+	assert.Equal(t, want, readFile(t, out))
+
+	// A file troupe did not write is not resumed.
+	other := filepath.Join(t.TempDir(), "b.jsonl")
+	require.NoError(t, os.WriteFile(other, want, 0o644))
+	res = runBin(t, bin, "run", "elfarol", "-n", "20", "-o", other, "--resume")
+	assert.Equal(t, 2, res.code)
+	assert.Contains(t, res.stderr, "has no progress file")
+
+	// A checkpoint the file does not match (the file was cut by hand)
+	// is refused, not resumed into a wrong file.
+	require.NoError(t, os.Truncate(out, int64(len(want)/2)))
+	prog, err := durable.Read(durable.PathOf(out))
+	require.NoError(t, err)
+	prog.Complete = false
+	require.NoError(t, prog.Write(durable.PathOf(out)))
+	res = runBin(t, bin, "run", "elfarol", "-n", "20", "-g", "2", "-p", "agents=5", "-o", out, "--resume")
+	assert.Equal(t, 1, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "shorter than its checkpoint")
+}
+
+func (kr killRun) flags(out string) []string {
+	// Checkpoints every 20ms: a run of a few tenths of a second takes
+	// several, so a kill resumes from the middle, allocator states and all.
+	args := append(append([]string{}, kr.args...), "-c", "2", "-q", "--checkpoint-every", "20ms", "-o", out)
+	if kr.episodes {
+		args = append(args, "--episodes-out", out+".episodes")
+	}
+	return args
+}
+
+// groupEnds returns the offsets at which groups end in a sample file.
+func groupEnds(t *testing.T, data []byte) map[int]bool {
+	t.Helper()
+	ends := map[int]bool{0: true}
+	var last int64 = -1
+	off := 0
+	for line := range bytes.Lines(data) {
+		samples, err := trajectories.NewReader(bytes.NewReader(line)).Next()
+		require.NoError(t, err)
+		if g := samples[0].GroupIndex; g != last && off > 0 {
+			ends[off] = true
+		}
+		last = samples[0].GroupIndex
+		off += len(line)
+	}
+	ends[off] = true
+	return ends
+}
+
+type binResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runBin(t *testing.T, bin string, args ...string) binResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return binResult{code: exitCode(err), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// exitCode is a finished command's exit status, -1 when a signal killed it.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -2
+}
+
+// buildTroupe builds the troupe command into a temporary directory.
+func buildTroupe(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build troupe with:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "troupe")
+	cmd := exec.Command(gobin, "build", "-o", bin, "../cmd/troupe")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func readFileOrEmpty(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	return b
+}

@@ -1,0 +1,68 @@
+package durable_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/trajectories/durable"
+)
+
+// TestReopenCutsBackToTheCheckpoint: what follows the checkpoint (more
+// lines, a cut one) goes; a file shorter than its checkpoint, or whose
+// checkpoint does not end a line, is refused.
+func TestReopenCutsBackToTheCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte("one\ntwo\nthr"), 0o644))
+	var last string
+	f, err := durable.Reopen(durable.File{Path: path, Bytes: 8}, func(line []byte) error { last = string(line); return nil })
+	require.NoError(t, err)
+	_, err = f.WriteString("four\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	assert.Equal(t, "two", last)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "one\ntwo\nfour\n", string(got))
+
+	_, err = durable.Reopen(durable.File{Path: path, Bytes: 100}, nil)
+	assert.ErrorIs(t, err, durable.ErrShortFile)
+	_, err = durable.Reopen(durable.File{Path: path, Bytes: 6}, nil)
+	assert.ErrorIs(t, err, durable.ErrBadProgress, "not at a line's end")
+	wrong := errors.New("not the checkpoint's line")
+	_, err = durable.Reopen(durable.File{Path: path, Bytes: 4}, func([]byte) error { return wrong })
+	assert.ErrorIs(t, err, wrong)
+	got, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "one\ntwo\nfour\n", string(got), "a refused reopen leaves the file alone")
+
+	// Killed before the file was created: a checkpoint at 0 creates it.
+	f, err = durable.Reopen(durable.File{Path: filepath.Join(t.TempDir(), "new.jsonl")}, nil)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+func TestCheckNamesTheDifferences(t *testing.T) {
+	p := &durable.Progress{SpecHash: "a", Spec: json.RawMessage(`{"episodes":10,"params":{"agents":"5","nights":"7"}}`),
+		Files: []durable.File{{Kind: durable.KindSamples, Path: "out/a.jsonl", Layout: "flat"}}}
+	same := *p
+	same.Files = []durable.File{{Kind: durable.KindSamples, Path: "./out/a.jsonl", Layout: "flat", Bytes: 99}}
+	require.NoError(t, p.Check(&same), "progress and spelling of a path are not the run")
+
+	other := &durable.Progress{SpecHash: "b", Spec: json.RawMessage(`{"episodes":20,"params":{"agents":"5"}}`),
+		Files: []durable.File{{Kind: durable.KindSamples, Path: "out/a.jsonl", Layout: "nested"}}}
+	err := p.Check(other)
+	require.ErrorIs(t, err, durable.ErrOtherRun)
+	var me *durable.MismatchError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, []durable.Diff{
+		{Path: "episodes", Old: "10", Now: "20"},
+		{Path: "params.nights", Old: `"7"`, Now: "null"},
+		{Path: "files", Old: "samples out/a.jsonl (flat)", Now: "samples out/a.jsonl (nested)"},
+	}, me.Diffs)
+}

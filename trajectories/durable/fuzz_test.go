@@ -1,0 +1,36 @@
+package durable_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/trajectories/durable"
+)
+
+// FuzzRead reads arbitrary progress files: never a panic, and a progress
+// that reads back writes and reads back the same.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(`{"format":"troupe.progress/v1","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10}],"groups":1,"episodes":1,"samples":4,"allocator_states":null,"complete":false}`))
+	f.Add([]byte(`{"format":"troupe.progress/v1","files":[]}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`[]`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "p.json")
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		p, err := durable.Read(path)
+		if err != nil {
+			return
+		}
+		require.NoError(t, p.Write(path))
+		again, err := durable.Read(path)
+		require.NoError(t, err)
+		require.Equal(t, p.SpecHash, again.SpecHash)
+		require.Equal(t, p.Files, again.Files)
+		require.Equal(t, p.Groups, again.Groups)
+		require.NoError(t, again.Check(p))
+	})
+}
