@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"os"
@@ -176,6 +177,14 @@ func (b *browser) shot(name string) {
 	require.NoError(b.t, os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644))
 }
 
+// shotOf writes a screenshot of the element sel under out/view.
+func (b *browser) shotOf(name, sel string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.Screenshot(sel))
+	require.NoError(b.t, err, sel)
+	require.NoError(b.t, os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644))
+}
+
 func openFiles(t *testing.T, paths ...string) []*viewer.File {
 	t.Helper()
 	var files []*viewer.File
@@ -253,6 +262,7 @@ func TestBrowserEveryScenario(t *testing.T) {
 			assert.Equal(t, want, rows, "the list shows every episode, in file order")
 
 			b.open(run + "ep-0.html")
+			b.shotOf(name+"-states", "#states")
 			checkEpisode(t, b, recs[0], credits[0])
 			if strings.Contains(name, "llm") {
 				checkLLMTurns(t, b, recs[0])
@@ -283,41 +293,14 @@ func checkEpisode(t *testing.T, b *browser, rec *episode.Record, credit *traject
 		}
 		assert.Equal(t, msg{Seq: m.Seq, From: m.From, To: string(m.To), Heads: want}, msgs[k], "message %d", k)
 	}
-	// Turn marks on the lifelines and state segments on the timelines:
-	// one per turn, at its seat and step, in its state.
-	type seg struct {
-		Turn, Seat, Step int
-		State            string
-	}
-	var segs, marks [][]any
-	b.eval(`[...document.querySelectorAll("rect.state-seg")].map(r => [+r.dataset.turn, +r.dataset.seat, +r.dataset.step, r.dataset.state])`, &segs)
-	b.eval(`[...document.querySelectorAll("#sequence circle.turn-mark")].map(r => [+r.dataset.turn, +r.dataset.seat, 0, r.dataset.state])`, &marks)
-	require.Len(t, segs, len(rec.Turns))
+	// Turn marks on the lifelines: one per turn, at its seat, in its state.
+	var marks [][]any
+	b.eval(`[...document.querySelectorAll("#sequence circle.turn-mark")].map(r => [+r.dataset.turn, +r.dataset.seat, r.dataset.state])`, &marks)
 	require.Len(t, marks, len(rec.Turns))
-	got := map[int]seg{}
-	for _, s := range segs {
-		got[int(s[0].(float64))] = seg{int(s[0].(float64)), int(s[1].(float64)), int(s[2].(float64)), s[3].(string)}
-	}
-	visited := map[string]map[string]bool{}
 	for k, tn := range rec.Turns {
-		assert.Equal(t, seg{k, tn.Seat, tn.Step, string(tn.State)}, got[k], "turn %d", k)
-		role := rec.Seats[tn.Seat].Role
-		if visited[role] == nil {
-			visited[role] = map[string]bool{}
-		}
-		visited[role][string(tn.State)] = true
+		assert.Equal(t, []any{float64(k), float64(tn.Seat), string(tn.State)}, marks[k], "turn %d's mark", k)
 	}
-	// The role diagrams (every built-in scenario is known) highlight
-	// exactly the states the role's agents acted in.
-	var highlighted map[string][]string
-	b.eval(`Object.fromEntries([...document.querySelectorAll("svg.role-diagram")].map(d => [d.dataset.role, [...d.querySelectorAll(".state-node.visited")].map(n => n.dataset.state)]))`, &highlighted)
-	for role, states := range visited {
-		var want []string
-		for s := range states {
-			want = append(want, s)
-		}
-		assert.ElementsMatch(t, want, highlighted[role], "role %s's visited states", role)
-	}
+	checkTimelines(t, b, rec)
 	// Credit bars: every agent with samples, under every allocator, its
 	// mean value per sample.
 	var team string
@@ -350,6 +333,209 @@ func checkEpisode(t *testing.T, b *browser, rec *episode.Record, credit *traject
 		require.Contains(t, n, key)
 		assert.True(t, near(t, br.Value, want[key]/float64(n[key])), "%s under %s: bar %s, want %v", br.Agent, br.Alloc, br.Value, want[key]/float64(n[key]))
 	}
+}
+
+// drawn is an element of a state timeline, as the page has it.
+type drawn struct {
+	Kind         string  `json:"kind"` // seg, self, turn or final
+	Seat         int     `json:"seat"`
+	K            int     `json:"k"`
+	Step         int     `json:"step"`
+	Turn         int     `json:"turn"`
+	State        string  `json:"state"`
+	Event        string  `json:"event"`
+	X            float64 `json:"x"`
+	W            float64 `json:"w"`
+	Text         string  `json:"text"`
+	FromRecorded bool    `json:"recorded"`
+}
+
+// timelineJS lists the timelines' elements in document order.
+const timelineJS = `[...document.querySelectorAll("svg.timeline .state-seg, svg.timeline .self-tick, svg.timeline .turn-dot, svg.timeline .final-state")].map(el => ({
+	kind: el.classList.contains("state-seg") ? "seg" : el.classList.contains("self-tick") ? "self" : el.classList.contains("turn-dot") ? "turn" : "final",
+	recorded: el.closest("svg.timeline").dataset.from === "transitions",
+	seat: +el.dataset.seat, k: +(el.dataset.k ?? -1), step: +(el.dataset.step ?? -1), turn: +(el.dataset.turn ?? -1),
+	state: el.dataset.state, event: el.dataset.event || "", text: el.classList.contains("final-state") ? el.lastChild.textContent : "",
+	x: +(el.getAttribute("x") ?? el.getAttribute("x1") ?? el.getAttribute("cx")), w: +(el.getAttribute("width") ?? 0)}))`
+
+// checkTimelines compares an episode record's page with its transitions:
+// per seat, a segment for its role's initial state and one for each state
+// a transition entered, in order, a tick per self-transition, its final
+// state named; a dot per turn, drawn on a segment of the state it was
+// played in; the role diagrams highlight every state visited and every
+// event fired, and picking an agent highlights its own.
+func checkTimelines(t *testing.T, b *browser, rec *episode.Record) {
+	t.Helper()
+	require.NotEmpty(t, rec.Transitions, "every built-in scenario's record holds transitions")
+	sc, err := scenarios.Builtin().Lookup(rec.Scenario)
+	require.NoError(t, err)
+	info := sc.Info()
+	var els []drawn
+	b.eval(timelineJS, &els)
+	segs, selfs, finals := map[int][]drawn{}, map[int][]drawn{}, map[int]drawn{}
+	var dots []drawn
+	for _, el := range els {
+		require.True(t, el.FromRecorded, "a record's timelines are drawn from its transitions")
+		switch el.Kind {
+		case "seg":
+			segs[el.Seat] = append(segs[el.Seat], el)
+		case "self":
+			selfs[el.Seat] = append(selfs[el.Seat], el)
+		case "turn":
+			dots = append(dots, el)
+		case "final":
+			finals[el.Seat] = el
+		}
+	}
+	type stay struct {
+		K, Step      int
+		State, Event string
+	}
+	visited := map[string]map[string]bool{}
+	fired := map[string]map[string]bool{}
+	mine := map[int]struct{ states, moves []string }{}
+	note := func(seat int, state string) {
+		role := rec.Seats[seat].Role
+		if visited[role] == nil {
+			visited[role], fired[role] = map[string]bool{}, map[string]bool{}
+		}
+		visited[role][state] = true
+		m := mine[seat]
+		if !slices.Contains(m.states, state) {
+			m.states = append(m.states, state)
+		}
+		mine[seat] = m
+	}
+	for seat, s := range rec.Seats {
+		initial := info.Role(s.Role).Initial
+		note(seat, string(initial))
+		wantSegs := []stay{{-1, -1, string(initial), ""}}
+		var wantSelfs []stay
+		n := 0
+		for k, tr := range rec.Transitions {
+			if tr.Seat != seat {
+				continue
+			}
+			n++
+			note(seat, string(tr.To))
+			mv := fmt.Sprintf("%s|%s|%s", tr.From, tr.Event, tr.To)
+			fired[s.Role][mv] = true
+			m := mine[seat]
+			if !slices.Contains(m.moves, mv) {
+				m.moves = append(m.moves, mv)
+			}
+			mine[seat] = m
+			st := stay{k, tr.Step, string(tr.To), string(tr.Event)}
+			if tr.From == tr.To {
+				wantSelfs = append(wantSelfs, st)
+			} else {
+				wantSegs = append(wantSegs, st)
+			}
+		}
+		var gotSegs, gotSelfs []stay
+		for _, el := range segs[seat] {
+			gotSegs = append(gotSegs, stay{el.K, el.Step, el.State, el.Event})
+		}
+		for _, el := range selfs[seat] {
+			gotSelfs = append(gotSelfs, stay{el.K, el.Step, el.State, el.Event})
+		}
+		assert.Equal(t, 1+n, len(gotSegs)+len(gotSelfs), "%s: a segment or tick for its initial state and each transition", s.ID)
+		assert.Equal(t, wantSegs, gotSegs, "%s: its states, in order", s.ID)
+		assert.Equal(t, wantSelfs, gotSelfs, "%s: its self-transitions, in order", s.ID)
+		final := wantSegs[len(wantSegs)-1].State
+		assert.Equal(t, final, finals[seat].State, "%s's final state", s.ID)
+		assert.Equal(t, final, finals[seat].Text, "%s's final state, written", s.ID)
+		for i := 1; i < len(segs[seat]); i++ {
+			prev, cur := segs[seat][i-1], segs[seat][i]
+			assert.InDelta(t, prev.X+prev.W, cur.X, 0.11, "%s: segment %d starts where %d ends", s.ID, i, i-1)
+			assert.Positive(t, cur.W, "%s: segment %d", s.ID, i)
+		}
+	}
+	require.Len(t, dots, len(rec.Turns), "a dot per turn")
+	for _, d := range dots {
+		tn := rec.Turns[d.Turn]
+		assert.Equal(t, []any{tn.Seat, tn.Step, string(tn.State)}, []any{d.Seat, d.Step, d.State}, "turn %d's dot", d.Turn)
+		in := ""
+		for _, sg := range segs[d.Seat] {
+			if d.X >= sg.X && d.X < sg.X+sg.W {
+				in = sg.State
+			}
+		}
+		assert.Equal(t, string(tn.State), in, "turn %d's dot is on a segment of the state it was played in", d.Turn)
+	}
+
+	// The role diagrams (every built-in scenario is known) highlight
+	// exactly the states the role's agents were in and the transitions
+	// they took.
+	type edge struct {
+		From  string   `json:"from"`
+		To    string   `json:"to"`
+		Taken []string `json:"taken"`
+		Class string   `json:"class"`
+	}
+	var highlighted map[string][]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll("svg.role-diagram")].map(d => [d.dataset.role, [...d.querySelectorAll(".state-node.visited")].map(n => n.dataset.state)]))`, &highlighted)
+	var edges map[string][]edge
+	b.eval(`Object.fromEntries([...document.querySelectorAll("svg.role-diagram")].map(d => [d.dataset.role, [...d.querySelectorAll("path.edge")].map(p => ({from: p.dataset.from, to: p.dataset.to, taken: JSON.parse(p.dataset.taken), class: p.getAttribute("class")}))]))`, &edges)
+	for role, states := range visited {
+		assert.ElementsMatch(t, slices.Collect(maps.Keys(states)), highlighted[role], "role %s's visited states", role)
+		var taken []string
+		for _, e := range edges[role] {
+			assert.Equal(t, len(e.Taken) > 0, slices.Contains(strings.Fields(e.Class), "taken"), "role %s: edge %s → %s is drawn taken iff an event of it was fired", role, e.From, e.To)
+			for _, ev := range e.Taken {
+				taken = append(taken, fmt.Sprintf("%s|%s|%s", e.From, ev, e.To))
+			}
+		}
+		assert.ElementsMatch(t, slices.Collect(maps.Keys(fired[role])), taken, "role %s's transitions taken", role)
+	}
+	// Picking the first agent of each role shows its own states and
+	// transitions; picking it again, all of them.
+	for _, role := range slices.Compact(slices.Sorted(maps.Keys(visited))) {
+		seat := slices.IndexFunc(rec.Seats, func(s episode.Seat) bool { return s.Role == role })
+		pick := fmt.Sprintf(`[...document.querySelectorAll(".role")].find(r => r.dataset.role === %q).querySelector(".agent-row[data-seat='%d']").dispatchEvent(new MouseEvent("click", {bubbles: true}))`, role, seat)
+		b.exec(pick)
+		var picked struct {
+			States []string `json:"states"`
+			Moves  []string `json:"moves"`
+		}
+		b.eval(fmt.Sprintf(`(r => ({states: [...r.querySelectorAll(".state-node.picked")].map(n => n.dataset.state), moves: [...r.querySelectorAll("path.edge.picked")].flatMap(p => JSON.parse(p.dataset.taken).map(ev => p.dataset.from + "|" + ev + "|" + p.dataset.to))}))([...document.querySelectorAll(".role")].find(r => r.dataset.role === %q))`, role), &picked)
+		assert.ElementsMatch(t, mine[seat].states, picked.States, "%s picked: its states", rec.Seats[seat].ID)
+		// An arc is picked when the agent fired one of its events: the
+		// arc's other events come with it.
+		for _, mv := range mine[seat].moves {
+			assert.Contains(t, picked.Moves, mv, "%s picked: its transitions", rec.Seats[seat].ID)
+		}
+		b.exec(pick)
+		var still int
+		b.eval(`document.querySelectorAll(".picked, .unpicked").length`, &still)
+		assert.Zero(t, still, "picking again unpicks")
+	}
+}
+
+// checkTurnTimeline checks the timelines of a file without transitions (a
+// sample file, here of rec): a segment per emitted turn, in the state it
+// was played in, and the page says why there is no more.
+func checkTurnTimeline(t *testing.T, b *browser, rec *episode.Record) {
+	t.Helper()
+	var els []drawn
+	b.eval(timelineJS, &els)
+	var ids map[string]string
+	b.eval(`Object.fromEntries([...document.querySelectorAll("svg.timeline .agent-row")].map(r => [r.dataset.seat, r.textContent]))`, &ids)
+	var got, want []string
+	for _, el := range els {
+		require.False(t, el.FromRecorded)
+		require.Equal(t, "seg", el.Kind, "no transition, so no tick, dot or final state")
+		got = append(got, fmt.Sprintf("%s@%d:%s", ids[fmt.Sprint(el.Seat)], el.Step, el.State))
+	}
+	for _, tn := range rec.Turns {
+		if tn.Emit {
+			want = append(want, fmt.Sprintf("%s@%d:%s", rec.Seats[tn.Seat].ID, tn.Step, tn.State))
+		}
+	}
+	assert.ElementsMatch(t, want, got, "a segment per sample")
+	var note string
+	b.eval(`document.querySelector("#states-note").textContent`, &note)
+	assert.Contains(t, note, "sample files do not hold the state machines' transitions")
 }
 
 // TestBrowserListFiltersSortsAndJumps drives the episode list: a status
@@ -507,9 +693,9 @@ var hostile = []string{
 }
 
 // hostileFiles writes an episode record and a sample file whose every
-// free text (scenario, parameters, agents, roles, states, views, prompts,
-// actions, messages, notes, allocators, label, error) is a hostile
-// payload.
+// free text (scenario, parameters, agents, roles, states, events, views,
+// prompts, actions, messages, notes, allocators, label, error) is a
+// hostile payload.
 func hostileFiles(t *testing.T, dir string) (string, string) {
 	t.Helper()
 	h := func(i int) string { return hostile[i%len(hostile)] }
@@ -526,6 +712,14 @@ func hostileFiles(t *testing.T, dir string) (string, string) {
 		Messages: []episode.Message{
 			{Message: protocol.Message{From: h(0), To: protocol.Address(h(2)), Kind: h(3), Payload: h(0), Time: 0, Seq: 0}, Recipients: []int{1}},
 			{Message: protocol.Message{From: "env", To: protocol.Broadcast, Kind: h(1), Payload: h(3), Time: 1, Seq: 1}, Recipients: []int{0, 1}},
+		},
+		// A self-transition, a chain within a step, a transition at step 0.
+		Transitions: []episode.Transition{
+			{Step: 0, Seat: 0, Event: agents.Event(h(0)), From: agents.State(h(4)), To: agents.State(h(4))},
+			{Step: 0, Seat: 1, Event: agents.Event(h(2)), From: agents.State(h(3)), To: agents.State(h(5))},
+			{Step: 1, Seat: 0, Event: agents.Event(h(3)), From: agents.State(h(4)), To: agents.State(h(1))},
+			{Step: 1, Seat: 0, Event: agents.Event(h(5)), From: agents.State(h(1)), To: agents.State(h(2))},
+			{Step: 1, Seat: 1, Event: agents.Event(h(4)), From: agents.State(h(5)), To: agents.State(h(0))},
 		},
 		Score: episode.Score{Team: 1, Agents: []float64{1, 0}},
 	}
@@ -574,6 +768,24 @@ func TestBrowserEscapesHostileText(t *testing.T) {
 	var payload string
 	b.eval(`document.querySelector("#message-table tr.message .payload").textContent`, &payload)
 	assert.Equal(t, hostile[0], payload)
+	// The states and events, on the timelines, are the texts they are.
+	var els []drawn
+	b.eval(timelineJS, &els)
+	var states, events []string
+	for _, el := range els {
+		if el.Kind == "seg" || el.Kind == "self" || el.Kind == "final" {
+			states, events = append(states, el.Kind+" "+el.State), append(events, el.Event)
+		}
+	}
+	h := func(i int) string { return hostile[i%len(hostile)] }
+	// The two seats have a role, so a timeline, each.
+	assert.Equal(t, []string{"seg " + h(4), "seg " + h(1), "seg " + h(2), "self " + h(4), "final " + h(2), "seg " + h(3), "seg " + h(5), "seg " + h(0), "final " + h(0)}, states)
+	assert.Equal(t, []string{"", h(3), h(5), h(0), "", "", h(2), h(4), ""}, events)
+	var titles string
+	b.eval(`[...document.querySelectorAll("svg.timeline title")].map(t => t.textContent).join("\n")`, &titles)
+	for i := range hostile {
+		assert.Contains(t, titles, hostile[i], "the timelines' titles show payload %d as text", i)
+	}
 	b.shot("hostile-episode")
 
 	// The error listener works: a page that fails to load is caught.
@@ -643,4 +855,12 @@ func TestBrowserStaticExport(t *testing.T) {
 	}
 	assert.Equal(t, want, arrows)
 	b.shot("export-episode")
+
+	// The samples of the same run: the timelines of the turns only.
+	b.open(root + "/run-1/ep-0.html")
+	var title string
+	b.eval(`document.querySelector("h1").textContent`, &title)
+	assert.Contains(t, title, fmt.Sprintf("rollout_id %d", recs[0].RolloutID))
+	checkTurnTimeline(t, b, recs[0])
+	b.shotOf("export-samples-states", "#states")
 }

@@ -1,6 +1,7 @@
 package viewer
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -227,13 +228,17 @@ func clip(s string, n int) string {
 // RoleView is one role of an episode: its diagram, when the binary knows
 // the scenario, and its agents' state timelines.
 type RoleView struct {
-	Role     string
-	Known    bool   // the scenario's registry has the role
-	Why      string // why there is no diagram
-	Diagram  Chart
-	Nodes    []Node
-	Edges    []Edge
-	Timeline Timeline
+	Role    string
+	Known   bool   // the scenario's registry has the role
+	Why     string // why there is no diagram
+	Diagram Chart
+	Nodes   []Node
+	Edges   []Edge
+	// Undeclared are the recorded transitions that this binary's role does
+	// not declare (the scenario changed since the file was written), as
+	// "from --event--> to": the timelines show them, the diagram cannot.
+	Undeclared []string
+	Timeline   Timeline
 }
 
 // Node is a state of a role's diagram.
@@ -242,43 +247,23 @@ type Node struct {
 	State      string
 	Class      string
 	Fill       string
-	VisitedBy  string // the seats that had turns in it, space-separated
+	// VisitedBy are the seats that were in the state (from transitions),
+	// or that had turns in it (without), space-separated.
+	VisitedBy string
 }
 
-// Edge is a transition of a role's diagram.
+// Edge is the arc of a role's diagram from one state to another: the
+// role's events that lead there (Label), of which the episode's agents
+// fired Taken, in the role's order.
 type Edge struct {
 	Path           string
 	LabelX, LabelY float64
 	Label          string
-}
-
-// Timeline is every agent of a role over logical time: a bar per turn,
-// coloured by the state the agent acted in.
-type Timeline struct {
-	W, H  int
-	Rows  []TimelineRow
-	Segs  []Seg
-	Ticks []Text
-	Lines []Line
-}
-
-// TimelineRow is one agent.
-type TimelineRow struct {
-	Y    float64
-	Seat int
-	ID   string
-}
-
-// Seg is one turn on a timeline.
-type Seg struct {
-	X, Y, W, H float64
-	Seat, Step int
-	Turn       int
-	State      string
-	Fill       string
-	Title      string
-	Label      string
-	Class      string
+	From, To       string
+	Taken          []string
+	TakenBy        string // the seats that took it, space-separated
+	Class          string
+	Title          string
 }
 
 var stateColors = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
@@ -304,6 +289,11 @@ func roleViews(e *Episode, lookup func(scenario string) ([]*agents.Role, error))
 	for _, t := range e.Turns {
 		maxStep = max(maxStep, t.Step)
 	}
+	last := max(maxStep, e.Steps)
+	for _, tr := range e.Transitions {
+		last = max(last, tr.Step)
+	}
+	maxStep, last = min(maxStep, tlMaxStep), min(last, tlMaxStep)
 	var out []RoleView
 	for _, name := range order {
 		rv := RoleView{Role: name, Why: why}
@@ -316,83 +306,163 @@ func roleViews(e *Episode, lookup func(scenario string) ([]*agents.Role, error))
 		if known != nil && role == nil {
 			rv.Why = fmt.Sprintf("scenario %q has no role %q in this binary: no diagram", e.Scenario, name)
 		}
-		// State colours: the role's order of states when known, else the
-		// order the turns show them in.
+		h := history(e, name, role)
+		// State colours: the role's order of states when known, then the
+		// order the agents were in them.
 		var states []string
 		if role != nil {
 			for _, s := range role.States() {
 				states = append(states, string(s))
 			}
 		}
-		for _, t := range e.Turns {
-			if t.Role == name && !slices.Contains(states, t.State) {
-				states = append(states, t.State)
+		for _, s := range h.states {
+			if !slices.Contains(states, s) {
+				states = append(states, s)
 			}
 		}
 		color := func(s string) string { return stateColors[max(slices.Index(states, s), 0)%len(stateColors)] }
-		rv.Timeline = timeline(e, name, maxStep, color)
+		if len(e.Transitions) > 0 {
+			rv.Timeline = historyTimeline(e, name, last, h.initial, color)
+		} else {
+			rv.Timeline = turnTimeline(e, name, maxStep, color)
+		}
 		if role != nil {
 			rv.Known = true
-			rv.Nodes, rv.Edges, rv.Diagram = roleDiagram(role, e, color)
+			rv.Nodes, rv.Edges, rv.Diagram = roleDiagram(role, e, h, color)
+			for _, m := range h.moves {
+				if !role.Allows(agents.State(m.from), agents.Event(m.event), agents.State(m.to)) {
+					rv.Undeclared = append(rv.Undeclared, fmt.Sprintf("%s --%s--> %s", m.from, m.event, m.to))
+				}
+			}
 		}
 		out = append(out, rv)
 	}
 	return out
 }
 
-func timeline(e *Episode, role string, maxStep int, color func(string) string) Timeline {
-	const label, rowH = 110.0, 16.0
-	stepW := math.Max(6, math.Min(60, 800/float64(maxStep+1)))
-	var tl Timeline
-	rowOf := map[int]int{}
-	for _, s := range e.Seats {
-		if s.Role == role {
-			rowOf[s.Seat] = len(tl.Rows)
-			tl.Rows = append(tl.Rows, TimelineRow{Y: 20 + rowH*float64(len(tl.Rows)), Seat: s.Seat, ID: s.ID})
+// roleHistory is what the episode's agents of one role went through: the
+// states they were in and the transitions they took, each with the seats
+// that did.
+type roleHistory struct {
+	// initial is a seat's state before its first transition: its role's
+	// initial state when the binary knows the role, else what the record
+	// says (the first transition's From, else its first turn's state);
+	// "" when it cannot be known.
+	initial func(seat int) string
+	// recorded says whether the history is the transitions (else it is
+	// the states of the turns, and no transition is known).
+	recorded bool
+	states   []string         // in order of first visit
+	visited  map[string][]int // state → the seats that were in it
+	moves    []move           // the transitions taken, in order of first
+	taken    map[move]*use
+}
+
+// move is a transition: event from one state to another.
+type move struct{ from, event, to string }
+
+// use is who took a move, and how often.
+type use struct {
+	n     int
+	seats []int
+}
+
+// history reads a role's history from the episode's transitions, or,
+// without any, the states its agents acted in.
+func history(e *Episode, name string, role *agents.Role) *roleHistory {
+	h := &roleHistory{visited: map[string][]int{}, taken: map[move]*use{}}
+	// A seat's first recorded state: its first transition's From, else,
+	// when it never moved, the state of its turns; the role's, the first
+	// transition's From of any of its seats, else a turn's state.
+	first := map[int]string{}
+	ofRole := func(seat int) bool { return e.Seats[seat].Role == name }
+	roleFirst := ""
+	for _, tr := range e.Transitions {
+		if _, ok := first[tr.Seat]; !ok && ofRole(tr.Seat) {
+			first[tr.Seat] = tr.From
+			roleFirst = cmp.Or(roleFirst, tr.From)
 		}
 	}
-	perStep := map[[2]int]int{}
-	for i := range e.Turns {
-		t := &e.Turns[i]
-		r, ok := rowOf[t.Seat]
-		if !ok {
+	for _, t := range e.Turns {
+		if _, ok := first[t.Seat]; !ok && ofRole(t.Seat) {
+			first[t.Seat] = t.State
+		}
+	}
+	for _, s := range e.Seats {
+		if f, ok := first[s.Seat]; ok && s.Role == name && roleFirst == "" {
+			roleFirst = f
+		}
+	}
+	h.initial = func(seat int) string {
+		if role != nil {
+			return string(role.Initial)
+		}
+		if f, ok := first[seat]; ok {
+			return f
+		}
+		return roleFirst
+	}
+	visit := func(state string, seat int) {
+		if state == "" {
+			return
+		}
+		if _, ok := h.visited[state]; !ok {
+			h.states = append(h.states, state)
+		}
+		if !slices.Contains(h.visited[state], seat) {
+			h.visited[state] = append(h.visited[state], seat)
+		}
+	}
+	if len(e.Transitions) == 0 {
+		for _, t := range e.Turns {
+			if t.Role == name {
+				visit(t.State, t.Seat)
+			}
+		}
+		return h
+	}
+	h.recorded = true
+	for _, s := range e.Seats {
+		if s.Role == name {
+			visit(h.initial(s.Seat), s.Seat)
+		}
+	}
+	for _, tr := range e.Transitions {
+		if !ofRole(tr.Seat) {
 			continue
 		}
-		// Several turns of one agent in one step share the step's width.
-		k := [2]int{t.Seat, t.Step}
-		n := perStep[k]
-		perStep[k]++
-		w := stepW - 1
-		x := label + stepW*float64(t.Step)
-		if n > 0 {
-			x += math.Min(float64(n)*3, stepW/2)
-			w = math.Max(w-math.Min(float64(n)*3, stepW/2), 2)
+		visit(tr.From, tr.Seat)
+		visit(tr.To, tr.Seat)
+		m := move{tr.From, tr.Event, tr.To}
+		u, ok := h.taken[m]
+		if !ok {
+			u = &use{}
+			h.taken[m] = u
+			h.moves = append(h.moves, m)
 		}
-		class := "state-seg"
-		if t.Invalid != "" {
-			class += " invalid"
+		u.n++
+		if !slices.Contains(u.seats, tr.Seat) {
+			u.seats = append(u.seats, tr.Seat)
 		}
-		seg := Seg{X: x, Y: tl.Rows[r].Y, W: w, H: rowH - 3, Seat: t.Seat, Step: t.Step, Turn: t.N, State: t.State, Fill: color(t.State), Class: class,
-			Title: fmt.Sprintf("%s at t=%d, its turn %d: state %s, played %q", t.Agent, t.Step, t.Turn, t.State, clip(t.Action, 60))}
-		if stepW >= 50 {
-			seg.Label = clip(t.State, 8)
-		}
-		tl.Segs = append(tl.Segs, seg)
 	}
-	tl.W = int(label + stepW*float64(maxStep+1) + 20)
-	tl.H = int(20 + rowH*float64(len(tl.Rows)) + 18)
-	every := max(1, int(math.Ceil(40/stepW)))
-	for s := 0; s <= maxStep; s += every {
-		tl.Ticks = append(tl.Ticks, Text{X: label + stepW*float64(s) + stepW/2, Y: 12, Anchor: "middle", Class: "tick", S: fmt.Sprintf("t=%d", s)})
+	return h
+}
+
+// seatList writes seats space-separated, as the script reads them.
+func seatList(seats []int) string {
+	s := make([]string, len(seats))
+	for i, v := range seats {
+		s[i] = fmt.Sprint(v)
 	}
-	return tl
+	return strings.Join(s, " ")
 }
 
 // roleDiagram lays a role's states out on a row, in breadth-first order
 // from its initial state, with its transitions as arcs: forward ones
 // above, backward ones below, self-loops as loops. The states the
-// episode's agents of the role had turns in are marked visited.
-func roleDiagram(role *agents.Role, e *Episode, color func(string) string) ([]Node, []Edge, Chart) {
+// episode's agents of the role were in are marked visited, the arcs of the
+// events they fired taken.
+func roleDiagram(role *agents.Role, e *Episode, h *roleHistory, color func(string) string) ([]Node, []Edge, Chart) {
 	states := role.States()
 	adj := map[string][]string{}
 	for _, ev := range role.Events {
@@ -416,15 +486,6 @@ func roleDiagram(role *agents.Role, e *Episode, color func(string) string) ([]No
 	for _, s := range states {
 		if !seen[string(s)] {
 			order = append(order, string(s))
-		}
-	}
-	visited := map[string][]string{}
-	for _, t := range e.Turns {
-		if t.Role == role.Name {
-			v := fmt.Sprint(t.Seat)
-			if !slices.Contains(visited[t.State], v) {
-				visited[t.State] = append(visited[t.State], v)
-			}
 		}
 	}
 	pos := map[string]int{}
@@ -456,7 +517,7 @@ func roleDiagram(role *agents.Role, e *Episode, color func(string) string) ([]No
 	var nodes []Node
 	for i, s := range order {
 		class := "state-node"
-		if len(visited[s]) > 0 {
+		if len(h.visited[s]) > 0 {
 			class += " visited"
 		}
 		if s == string(role.Initial) {
@@ -469,31 +530,76 @@ func roleDiagram(role *agents.Role, e *Episode, color func(string) string) ([]No
 			class += " acting"
 		}
 		nodes = append(nodes, Node{X: 30 + float64(i)*(nodeW+gap), Y: top, W: nodeW, H: nodeH, State: s, Class: class, Fill: color(s),
-			VisitedBy: strings.Join(visited[s], " ")})
+			VisitedBy: seatList(h.visited[s])})
 	}
 	var edges []Edge
 	maxDown := 0.0
 	for _, p := range pairs {
 		a, b := nodes[pos[p.from]], nodes[pos[p.to]]
-		label := clip(strings.Join(labels[p], ", "), 28)
+		ed := edgeUse(p.from, p.to, labels[p], h, e)
+		ed.Label = clip(strings.Join(labels[p], ", "), 28)
 		switch {
 		case p.from == p.to:
 			x, y := a.X+a.W/2, a.Y
-			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f c-22 -34 22 -34 4 0", x-2, y), LabelX: x, LabelY: y - 30, Label: label})
+			ed.Path, ed.LabelX, ed.LabelY = fmt.Sprintf("M%.1f %.1f c-22 -34 22 -34 4 0", x-2, y), x, y-30
 		case pos[p.to] > pos[p.from]:
 			x1, x2, y := a.X+a.W*0.6, b.X+b.W*0.4, a.Y
 			hgt := 18 + 14*float64(pos[p.to]-pos[p.from]-1)
-			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y-hgt, x2, y-hgt, x2, y), LabelX: (x1 + x2) / 2, LabelY: y - hgt*0.75 - 2, Label: label})
+			ed.Path = fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y-hgt, x2, y-hgt, x2, y)
+			ed.LabelX, ed.LabelY = (x1+x2)/2, y-hgt*0.75-2
 		default:
 			x1, x2, y := a.X+a.W*0.4, b.X+b.W*0.6, a.Y+a.H
 			hgt := 18 + 14*float64(pos[p.from]-pos[p.to]-1)
-			edges = append(edges, Edge{Path: fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y+hgt, x2, y+hgt, x2, y), LabelX: (x1 + x2) / 2, LabelY: y + hgt*0.75 + 10, Label: label})
+			ed.Path = fmt.Sprintf("M%.1f %.1f C%.1f %.1f %.1f %.1f %.1f %.1f", x1, y, x1, y+hgt, x2, y+hgt, x2, y)
+			ed.LabelX, ed.LabelY = (x1+x2)/2, y+hgt*0.75+10
 			maxDown = math.Max(maxDown, hgt)
 		}
+		edges = append(edges, ed)
 	}
 	w := int(30 + float64(len(nodes))*(nodeW+gap))
-	h := int(top + nodeH + maxDown + 24)
-	return nodes, edges, Chart{W: w, H: h}
+	hgt := int(top + nodeH + maxDown + 24)
+	return nodes, edges, Chart{W: w, H: hgt}
+}
+
+// edgeUse is the arc from one state to another with events events: which
+// of them the role's agents fired, how often and who.
+func edgeUse(from, to string, events []string, h *roleHistory, e *Episode) Edge {
+	ed := Edge{From: from, To: to, Taken: []string{}, Class: "edge"}
+	var by []int
+	var notes []string
+	for _, ev := range events {
+		u := h.taken[move{from, ev, to}]
+		if u == nil {
+			notes = append(notes, ev+": not taken")
+			continue
+		}
+		ed.Taken = append(ed.Taken, ev)
+		ids := make([]string, len(u.seats))
+		for i, s := range u.seats {
+			ids[i] = e.Seats[s].ID
+			if !slices.Contains(by, s) {
+				by = append(by, s)
+			}
+		}
+		times := "once"
+		if u.n > 1 {
+			times = fmt.Sprintf("%d times", u.n)
+		}
+		notes = append(notes, fmt.Sprintf("%s: taken %s, by %s", ev, times, strings.Join(ids, ", ")))
+	}
+	slices.Sort(by)
+	ed.TakenBy = seatList(by)
+	switch {
+	case !h.recorded:
+		ed.Title = fmt.Sprintf("%s → %s: %s", from, to, strings.Join(events, ", "))
+		return ed
+	case len(ed.Taken) > 0:
+		ed.Class += " taken"
+	default:
+		ed.Class += " not-taken"
+	}
+	ed.Title = fmt.Sprintf("%s → %s\n%s", from, to, strings.Join(notes, "\n"))
+	return ed
 }
 
 // LogProbStrip is a turn's response tokens, one cell each, darker the

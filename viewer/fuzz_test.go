@@ -3,6 +3,8 @@ package viewer
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -144,7 +147,8 @@ func FuzzScanEpisode(f *testing.F) {
 }
 
 // FuzzOpen indexes arbitrary files and opens every episode found: no
-// panic, and Load either decodes an episode or names its line.
+// panic, Load either decodes an episode or names its line, and its page
+// (its timelines and diagrams, whatever its transitions say) renders.
 func FuzzOpen(f *testing.F) {
 	seedLines(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -157,11 +161,18 @@ func FuzzOpen(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer x.Close()
+		v, err := New([]*File{x}, scenarios.Builtin())
+		if err != nil {
+			t.Fatal(err)
+		}
 		for k := range x.Episodes {
 			if ep, err := x.Load(k); err == nil && ep.Info.Ordinal != k {
 				t.Fatalf("episode %d loaded as %d", k, ep.Info.Ordinal)
 			} else if err != nil && !strings.Contains(err.Error(), "line ") {
 				t.Fatalf("episode %d: an error that names no line: %v", k, err)
+			}
+			if err := v.render(io.Discard, fmt.Sprintf("run-0/ep-%d.html", k)); err != nil {
+				t.Fatalf("episode %d's page: %v", k, err)
 			}
 		}
 		_ = x.Overview()

@@ -35,6 +35,9 @@ type Episode struct {
 	// HasBus says whether the file holds the message log (episode
 	// records do; samples hold only what each agent was shown).
 	HasBus bool
+	// Transitions are the moves of the seats' state machines in the
+	// order they happened (episode records; samples have none).
+	Transitions []TransitionView
 
 	Allocators  []string
 	CreditNotes []KV
@@ -107,6 +110,14 @@ func (t *TurnView) Response() string {
 		return t.Completion
 	}
 	return t.Action
+}
+
+// TransitionView is one move of a seat's state machine: the event fired at
+// a step (0: the game's start), the state it left and the one it entered
+// (the same for a self-transition). K is its position in the record.
+type TransitionView struct {
+	K, Step, Seat   int
+	Event, From, To string
 }
 
 // MessageView is one message of the bus log.
@@ -190,6 +201,9 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 			mv.RecipientIDs = append(mv.RecipientIDs, rec.Seats[r].ID)
 		}
 		e.Messages = append(e.Messages, mv)
+	}
+	for k, tr := range rec.Transitions {
+		e.Transitions = append(e.Transitions, TransitionView{K: k, Step: tr.Step, Seat: tr.Seat, Event: string(tr.Event), From: string(tr.From), To: string(tr.To)})
 	}
 	e.sumCredit()
 	return e

@@ -141,11 +141,12 @@
   }
 
   // The episode page: pick an agent on a timeline to see the states it
-  // acted in on its role's diagram; hover a lifeline's name to see the
-  // messages it sent or received.
+  // was in and the transitions it took on its role's diagram; hover a
+  // lifeline's name to see the messages it sent or received.
   function episode() {
     $$(".role").forEach(function (role) {
       var nodes = $$(".state-node", role);
+      var edges = $$("path.edge.taken", role);
       $$(".agent-row", role).forEach(function (row) {
         row.addEventListener("click", function () {
           var seat = row.getAttribute("data-seat");
@@ -157,6 +158,11 @@
             var on = picked && by.indexOf(seat) >= 0;
             n.classList.toggle("picked", on);
             n.classList.toggle("unpicked", picked && !on);
+          });
+          edges.forEach(function (e) {
+            var on = picked && (e.getAttribute("data-taken-by") || "").split(" ").indexOf(seat) >= 0;
+            e.classList.toggle("picked", on);
+            e.classList.toggle("unpicked", picked && !on);
           });
         });
       });
