@@ -214,6 +214,7 @@ func start(ctx context.Context, server, model string, opts Options) (*Server, er
 	s.cmd = exec.CommandContext(ctx, server, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.WaitDelay = 5 * time.Second
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("llamatest: starting %s: %w", server, err)
 	}
