@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-rl/troupe/episode"
@@ -303,6 +304,7 @@ type group struct {
 	write    func(k int) (int, error) // from Output.Finish
 	err      error                    // Output.Finish's error
 	cut      bool                     // interrupted, or never started: the group is not written
+	last     bool                     // the last group of its chunk, which holds a window slot
 }
 
 // Run plays the configured episodes and writes them to out in episode
@@ -354,9 +356,13 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	// window bounds the groups started but not yet written.
+	// Groups go to the workers in chunks of consecutive groups (chunker),
+	// so that short episodes do not cost a hand-off between goroutines
+	// each. window bounds the chunks started but not yet written: a few
+	// per worker (each slot is freed by the chunk's last group).
+	chunks := chunker{workers: workers}
 	window := make(chan struct{}, 4*workers)
-	results := make(chan *group, 4*workers)
+	results := make(chan []*group, 4*workers)
 	play := func(gi int) *group {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
 		g := &group{n: gi, episodes: make([]*episode.Record, 0, hi-lo)}
@@ -371,26 +377,33 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		g.write, g.err = out.Finish(ctx, g.episodes)
 		return g
 	}
-	// A fixed pool of workers takes the groups from todo: one goroutine
+	// A fixed pool of workers takes the chunks from todo: one goroutine
 	// per worker for the whole run, so that its stack, grown once by the
 	// first episode, is not grown again (and copied) for every group.
-	todo := make(chan int)
+	todo := make(chan [2]int)
 	var wg sync.WaitGroup
 	for range min(workers, nGroups-cfg.FirstGroup) {
 		wg.Go(func() {
-			for gi := range todo {
-				if ctx.Err() != nil {
-					// Cancelled while this group waited for a worker: it
-					// never started (no episodes), and is not written.
-					results <- &group{n: gi, cut: true}
-					continue
+			for span := range todo {
+				gs := make([]*group, 0, span[1]-span[0])
+				for gi := span[0]; gi < span[1]; gi++ {
+					if ctx.Err() != nil {
+						// Cancelled while this group waited for a worker: it
+						// never started (no episodes), and is not written.
+						gs = append(gs, &group{n: gi, cut: true})
+						continue
+					}
+					t0 := time.Now()
+					gs = append(gs, play(gi))
+					chunks.took(time.Since(t0))
 				}
-				results <- play(gi)
+				gs[len(gs)-1].last = true
+				results <- gs
 			}
 		})
 	}
 	go func() {
-		for gi := cfg.FirstGroup; gi < nGroups; gi++ {
+		for gi := cfg.FirstGroup; gi < nGroups; {
 			select {
 			case window <- struct{}{}:
 			case <-ctx.Done():
@@ -398,7 +411,9 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			if ctx.Err() != nil {
 				break
 			}
-			todo <- gi
+			k := chunks.next(nGroups - gi)
+			todo <- [2]int{gi, gi + k}
+			gi += k
 		}
 		close(todo)
 		wg.Wait()
@@ -468,15 +483,24 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		return failed
 	}
-	// drop counts a group that is not written; its window slot is freed.
+	// free gives back the window slot of g's chunk once its last group is
+	// handled.
+	free := func(g *group) {
+		if g.last {
+			<-window
+		}
+	}
+	// drop counts a group that is not written.
 	drop := func(g *group) {
 		sum.Interrupted += len(g.episodes)
-		<-window
+		free(g)
 	}
-	for g := range results {
+	// receive takes one group back from a worker: it writes it, and the
+	// groups pending behind it, when its turn has come.
+	receive := func(g *group) {
 		if stopped {
 			drop(g) // drained, so the workers can finish
-			continue
+			return
 		}
 		pending[g.n] = g
 		for !stopped {
@@ -491,7 +515,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				drop(g)
 				break
 			}
-			<-window
+			free(g)
 			if err := write(g); err != nil {
 				runErr = err
 				stopped = true
@@ -504,6 +528,11 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				drop(g)
 			}
 			clear(pending)
+		}
+	}
+	for gs := range results {
+		for _, g := range gs {
+			receive(g)
 		}
 	}
 	// Whatever is left pending sits behind a group that never came back;
@@ -519,4 +548,40 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		runErr = context.Cause(ctx)
 	}
 	return sum, runErr
+}
+
+// maxChunk bounds the groups a worker takes at once.
+const maxChunk = 32
+
+// chunkFor is about how long a chunk of groups should take: long enough
+// that handing it to a worker and its groups back costs little beside it,
+// short enough that the workers share the run's end evenly.
+const chunkFor = 200 * time.Microsecond
+
+// chunker sizes the chunks of groups Run hands its workers, from the time
+// groups have taken so far: one group at a time until it knows, then as
+// many as take about chunkFor, at most maxChunk, and never more than an
+// even share of what is left. Chunking decides only which worker plays a
+// group, never what the group holds or the order it is written in, so
+// the output does not depend on it.
+type chunker struct {
+	workers int
+	groups  atomic.Int64 // groups timed
+	nanos   atomic.Int64 // their time
+}
+
+// took records that a group took d.
+func (c *chunker) took(d time.Duration) {
+	c.groups.Add(1)
+	c.nanos.Add(int64(d))
+}
+
+// next returns the size of the next chunk, with left groups to go.
+func (c *chunker) next(left int) int {
+	n, ns := c.groups.Load(), c.nanos.Load()
+	if n == 0 || ns <= 0 {
+		return 1
+	}
+	k := int(int64(chunkFor) * n / ns)
+	return max(1, min(k, maxChunk, left/(2*c.workers)))
 }
