@@ -313,8 +313,11 @@ type group struct {
 // order on one worker) and readied for writing there (Output.Finish), then
 // written one group after the other, in order. Each group's requests are
 // made when it starts (RunConfig.Request), so neither memory nor start-up
-// time grows with the number of episodes: at most a few groups per worker
-// are held, waiting for their turn to be written.
+// time grows with the number of episodes: at most a few chunks of groups
+// per worker are held, waiting for their turn to be written. A worker
+// takes consecutive groups in chunks sized by how long groups take (one at
+// a time for slow, LLM-bound ones; up to 32 for episodes of microseconds),
+// which decides only where a group is played, never what it holds.
 //
 // Whatever stops a run (a cancelled ctx, a failed write, an episode that
 // failed under FailFast), what it wrote is a prefix of what the run

@@ -1,0 +1,39 @@
+package env
+
+import (
+	"testing"
+	"time"
+)
+
+// The chunker starts with single groups, sizes chunks to take about
+// chunkFor, and never hands out more than maxChunk or an even share of
+// what is left.
+func TestChunkerSizesChunksByTime(t *testing.T) {
+	c := chunker{workers: 2}
+	if k := c.next(1000); k != 1 {
+		t.Fatalf("before any group was timed: chunks of %d, want 1", k)
+	}
+	for range 10 {
+		c.took(10 * time.Microsecond) // 20 groups per chunkFor
+	}
+	if k := c.next(1000); k != 20 {
+		t.Fatalf("10 µs groups: chunks of %d, want 20", k)
+	}
+	if k := c.next(40); k != 10 {
+		t.Fatalf("40 groups left for 2 workers: chunks of %d, want 10", k)
+	}
+	if k := c.next(3); k != 1 {
+		t.Fatalf("3 groups left: chunks of %d, want 1", k)
+	}
+	for range 1000 {
+		c.took(time.Nanosecond)
+	}
+	if k := c.next(1 << 20); k != maxChunk {
+		t.Fatalf("very short groups: chunks of %d, want %d", k, maxChunk)
+	}
+	slow := chunker{workers: 2}
+	slow.took(time.Second)
+	if k := slow.next(1000); k != 1 {
+		t.Fatalf("slow groups (an LLM's): chunks of %d, want 1", k)
+	}
+}
