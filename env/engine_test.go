@@ -555,3 +555,32 @@ func TestObservationFieldsAreAllWrittenByTheEngine(t *testing.T) {
 	assert.Equal(t, 10, reflect.TypeFor[agents.Observation]().NumField(),
 		"Observation changed: update Engine.act, which writes every field, and this count")
 }
+
+// A record given back to the executor that played it is written over by
+// its next episode; one given to another executor is left alone.
+func TestRecycleReusesOnlyItsOwnRecords(t *testing.T) {
+	sc := relayScenario(env.Sequential, 6, relayHooks{}, nil)
+	executor := func() *env.LocalExecutor {
+		return &env.LocalExecutor{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Replay("2", "2"))}
+	}
+	ctx := context.Background()
+	a, b := executor(), executor()
+	first := a.Execute(ctx, env.Request{})
+	require.NotEmpty(t, first.Turns)
+	want := trajectories.Transcript(trajectories.NewEpisode(first))
+	turns := &first.Turns[0]
+
+	b.Recycle(first)
+	require.NotNil(t, first.Replay, "another executor's record is left alone")
+	again := b.Execute(ctx, env.Request{})
+	assert.NotSame(t, turns, &again.Turns[0])
+
+	a.Recycle(first)
+	assert.Nil(t, first.Replay, "a record given back is zeroed")
+	a.Recycle(first) // twice: harmless
+	reused := a.Execute(ctx, env.Request{})
+	assert.Same(t, turns, &reused.Turns[0], "the executor's next episode writes into the record given back")
+	assert.Equal(t, want, trajectories.Transcript(trajectories.NewEpisode(reused)))
+	other := a.Execute(ctx, env.Request{})
+	assert.NotSame(t, turns, &other.Turns[0], "a record given back twice serves once")
+}

@@ -8,10 +8,10 @@ import (
 
 // record is an episode's record and its replayer, allocated together, with
 // the arrays behind the record's slices: its turns, transitions and message
-// log, the messages' recipients and the turns' inbox positions. A record that the
-// output gives back (RecyclingOutput) goes to a recordPool whole, and the
-// next episode that takes it writes into the same arrays: an episode of a
-// recycling run allocates none of them once the pool is warm.
+// log, the messages' recipients and the turns' inbox positions. A record
+// given back (LocalExecutor.Recycle) goes to its executor's recordPool
+// whole, and the next episode that takes it writes into the same arrays: an
+// episode of a recycling run allocates none of them once the pool is warm.
 type record struct {
 	rec episode.Record
 	rp  replay
@@ -59,11 +59,12 @@ func (p *recordPool) get() *record {
 }
 
 // put takes back rec, which no one uses any more, when an engine of this
-// package recorded it; records from elsewhere (another process's) are left
-// to the collector.
-func (p *recordPool) put(rec *episode.Record) {
+// package recorded it for the executor whose policyKey is key; other
+// records (another executor's, another process's) are left to the
+// collector, so that the games a Renewer is given are its own.
+func (p *recordPool) put(rec *episode.Record, key any) {
 	rp, ok := rec.Replay.(*replay)
-	if !ok || rp.owner == nil || &rp.owner.rec != rec {
+	if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
 		return
 	}
 	r := rp.owner

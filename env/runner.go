@@ -84,9 +84,9 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 // Recycle gives back a record that x played and that nothing uses any
 // more, nor anything it holds (see RecyclingOutput): x's later episodes
 // write into it and the arrays behind it, and allocate none of them. A
-// record that no engine of this package played (one decoded from another
+// record x did not play (another executor's, one decoded from another
 // process) is left alone, and so is one given back twice.
-func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(rec) }
+func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(rec, x) }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
 // concurrency.
