@@ -47,16 +47,16 @@ type Output struct {
 	ObserveCredit func(rec *episode.Record, c *Credit) error
 
 	once       sync.Once
-	sink       Sink     // Sink, or Discard
-	sequential bool     // an allocator is Sequential
-	project    bool     // Sink or Observe reads the samples
-	preparer   Preparer // Sink, when it prepares
-	next       int64    // the next sample's index
-	recycle    bool     // nothing keeps an episode once written
+	sink       Sink      // Sink, or Discard
+	sequential bool      // an allocator is Sequential
+	project    bool      // Sink or Observe reads the samples
+	preparer   Preparer  // Sink, when it prepares
+	next       int64     // the next sample's index
+	recycle    bool      // nothing keeps an episode once written
 	fill       bool      // Sink writes samples: an episode without any gets a Placeholder
 	groupSink  GroupSink // Sink, when groups are its unit of writing
-	names      []string // the allocators' names
-	namesErr   error    // two allocators share a name
+	names      []string  // the allocators' names
+	namesErr   error     // two allocators share a name
 
 	mu      sync.Mutex
 	samples [][]protocol.Sample // zeroed sample arrays of written episodes
