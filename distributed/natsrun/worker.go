@@ -340,11 +340,14 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64, reason string) {
 	w.c.log.Warn("natsrun: request rejected", "run", run, "episode", req.Index, "reason", reason)
 	ep := failed(req, EndRejected, reason)
+	// Counted before the store: a submitter that sees the stored result and
+	// then reads Stats finds it counted. A store that fails takes it back.
+	w.counters.rejected.Add(1)
 	if _, err := w.c.commit(ctx, run, req.Index, ep, deliveries, w.cfg.Name); err != nil {
+		w.counters.rejected.Add(-1)
 		w.handBack(ctx, msg, run, req.Index, err)
 		return
 	}
-	w.counters.rejected.Add(1)
 	_ = msg.Ack()
 }
 
