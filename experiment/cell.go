@@ -219,10 +219,12 @@ func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, re
 		if rec.End == env.EndInterrupted {
 			return context.Cause(ctx)
 		}
-		group := []*episode.Record{rec}
+		var group []*episode.Record
 		if recycles {
 			one[0] = rec
 			group = one[:]
+		} else {
+			group = []*episode.Record{rec}
 		}
 		write, err := out.Finish(ctx, group)
 		if err == nil {

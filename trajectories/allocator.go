@@ -240,12 +240,9 @@ func ApplyCredit(ep *Episode, c *Credit, format RewardFormat) {
 }
 
 // grown returns s with length n and zero elements, reusing its array when
-// it is large enough.
+// it is large enough (grow, then cleared).
 func grown[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	s = s[:n]
+	s = grow(s, n)
 	clear(s)
 	return s
 }
