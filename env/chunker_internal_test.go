@@ -1,6 +1,8 @@
 package env
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 )
@@ -35,5 +37,22 @@ func TestChunkerSizesChunksByTime(t *testing.T) {
 	slow.took(time.Second)
 	if k := slow.next(1000); k != 1 {
 		t.Fatalf("slow groups (an LLM's): chunks of %d, want 1", k)
+	}
+}
+
+// TestTally checks the summary's counters against a map, across the
+// switch from the list to the index.
+func TestTally(t *testing.T) {
+	var tl tally[string, int]
+	want := map[string]int{}
+	for i := range 500 {
+		k := fmt.Sprintf("role-%d", (i*7)%31)
+		*tl.at(k) += i
+		want[k] += i
+	}
+	got := map[string]int{}
+	tl.into(got)
+	if !maps.Equal(got, want) {
+		t.Fatalf("tally %v, want %v", got, want)
 	}
 }

@@ -765,7 +765,9 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	e.obs = grow(e.obs, n)
 	e.views = grow(e.views, n)
 	e.moves = grow(e.moves, n)
-	e.errs = resize(e.errs, n)
+	// errs is all nil between steps (cleared when a step fails), so it is
+	// not cleared at every step: that too costs a write barrier per word.
+	e.errs = grow(e.errs, n)
 	// Every actor observes the state before any of them acts.
 	byState := e.byState
 	for k, i := range actors {
@@ -800,7 +802,9 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	}
 	for _, err := range e.errs {
 		if err != nil {
-			return errors.Join(e.errs...)
+			err = errors.Join(e.errs...)
+			clear(e.errs)
+			return err
 		}
 	}
 	for k, i := range actors {

@@ -365,20 +365,20 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// per worker (each slot is freed by the chunk's last group).
 	chunks := chunker{workers: workers}
 	window := make(chan struct{}, 4*workers)
-	results := make(chan []*group, 4*workers)
-	play := func(gi int) *group {
+	results := make(chan []group, 4*workers)
+	// play plays group gi into g, its episodes into eps (the chunk's).
+	play := func(gi int, g *group, eps []*episode.Record) {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
-		g := &group{n: gi, episodes: make([]*episode.Record, 0, hi-lo)}
+		g.n, g.episodes = gi, eps[:0:hi-lo]
 		for i := lo; i < hi; i++ {
 			rec := exec.Execute(ctx, reqs.at(i))
 			g.episodes = append(g.episodes, rec)
 			if rec.End == EndInterrupted {
 				g.cut = true
-				return g
+				return
 			}
 		}
 		g.write, g.err = out.Finish(ctx, g.episodes)
-		return g
 	}
 	// A fixed pool of workers takes the chunks from todo: one goroutine
 	// per worker for the whole run, so that its stack, grown once by the
@@ -388,16 +388,20 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	for range min(workers, nGroups-cfg.FirstGroup) {
 		wg.Go(func() {
 			for span := range todo {
-				gs := make([]*group, 0, span[1]-span[0])
-				for gi := span[0]; gi < span[1]; gi++ {
+				// One allocation each for the chunk's groups and their
+				// episodes, not one per group.
+				gs := make([]group, span[1]-span[0])
+				eps := make([]*episode.Record, min(span[1]*size, cfg.Episodes)-span[0]*size)
+				for k := range gs {
+					gi := span[0] + k
 					if ctx.Err() != nil {
 						// Cancelled while this group waited for a worker: it
 						// never started (no episodes), and is not written.
-						gs = append(gs, &group{n: gi, cut: true})
+						gs[k] = group{n: gi, cut: true}
 						continue
 					}
 					t0 := time.Now()
-					gs = append(gs, play(gi))
+					play(gi, &gs[k], eps[k*size:])
 					chunks.took(time.Since(t0))
 				}
 				gs[len(gs)-1].last = true
@@ -424,8 +428,13 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	}()
 
 	var runErr error
-	pending := map[int]*group{}
+	// pending holds the groups back from the workers and not yet written,
+	// at n % len(pending): the window bounds them to fewer than that.
+	pending := make([]*group, 4*workers*maxChunk)
+	held := 0 // the groups in pending
 	next := cfg.FirstGroup
+	var statuses tally[protocol.Status, int]
+	var roles tally[string, RoleScore]
 	// stopped: a group could not be written (cut, or its write failed):
 	// no later group may be, or the output would have a hole.
 	stopped := false
@@ -440,7 +449,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				return err
 			}
 			sum.Episodes++
-			sum.ByStatus[ep.Status]++
+			*statuses.at(ep.Status)++
 			sum.Samples += int64(samples)
 			sum.Turns += int64(len(ep.Turns))
 			switch ep.Status {
@@ -448,21 +457,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				sum.Scored++
 				sum.TeamRewardSum += ep.Score.Team
 				// Consecutive seats of one role (El Farol's hundred
-				// patrons) add up in one entry and one map update.
+				// patrons) add up in one entry, looked up once.
 				var role string
-				var rs RoleScore
+				var rs *RoleScore
 				for i, v := range ep.Score.Agents {
-					if r := ep.Seats[i].Role; i == 0 || r != role {
-						if i > 0 {
-							sum.RoleScores[role] = rs
-						}
-						role, rs = r, sum.RoleScores[r]
+					if r := ep.Seats[i].Role; i == 0 || !sameString(r, role) {
+						role, rs = r, roles.at(r)
 					}
 					rs.Sum += v
 					rs.N++
-				}
-				if len(ep.Score.Agents) > 0 {
-					sum.RoleScores[role] = rs
 				}
 			default:
 				if sum.FirstFailure == "" {
@@ -505,13 +508,16 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			drop(g) // drained, so the workers can finish
 			return
 		}
-		pending[g.n] = g
+		pending[g.n%len(pending)] = g
+		held++
 		for !stopped {
-			g, ok := pending[next]
-			if !ok {
+			slot := &pending[next%len(pending)]
+			g := *slot
+			if g == nil {
 				break
 			}
-			delete(pending, next)
+			*slot = nil
+			held--
 			next++
 			if g.cut {
 				stopped = true
@@ -527,22 +533,31 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		if stopped {
 			// Behind the gap: played, perhaps whole, and not written.
-			for _, g := range pending {
-				drop(g)
+			for k, g := range pending {
+				if g != nil {
+					drop(g)
+					pending[k] = nil
+				}
 			}
-			clear(pending)
+			held = 0
 		}
 	}
 	for gs := range results {
-		for _, g := range gs {
-			receive(g)
+		for k := range gs {
+			receive(&gs[k])
 		}
 	}
 	// Whatever is left pending sits behind a group that never came back;
 	// it was interrupted, so it is not written.
-	for _, g := range pending {
-		sum.Interrupted += len(g.episodes)
+	if held > 0 {
+		for _, g := range pending {
+			if g != nil {
+				sum.Interrupted += len(g.episodes)
+			}
+		}
 	}
+	statuses.into(sum.ByStatus)
+	roles.into(sum.RoleScores)
 	if err := out.Flush(); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -551,6 +566,49 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		runErr = context.Cause(ctx)
 	}
 	return sum, runErr
+}
+
+// tally adds up values by key for a run's summary: a run has a few
+// statuses and roles, so a short list searched by pointer costs less per
+// episode than a map update; past a dozen keys it keeps an index.
+type tally[K ~string, V any] struct {
+	keys  []K
+	vals  []V
+	index map[K]int
+}
+
+// at returns the value of k, added as the zero value if new. The pointer
+// holds until the next call.
+func (t *tally[K, V]) at(k K) *V {
+	if t.index != nil {
+		if i, ok := t.index[k]; ok {
+			return &t.vals[i]
+		}
+	} else {
+		for i := range t.keys {
+			if sameString(string(t.keys[i]), string(k)) {
+				return &t.vals[i]
+			}
+		}
+	}
+	t.keys = append(t.keys, k)
+	t.vals = append(t.vals, *new(V))
+	if t.index == nil && len(t.keys) > 12 {
+		t.index = make(map[K]int, len(t.keys))
+		for i, k := range t.keys {
+			t.index[k] = i
+		}
+	} else if t.index != nil {
+		t.index[k] = len(t.keys) - 1
+	}
+	return &t.vals[len(t.vals)-1]
+}
+
+// into adds the totals to m.
+func (t *tally[K, V]) into(m map[K]V) {
+	for i, k := range t.keys {
+		m[k] = t.vals[i]
+	}
 }
 
 // maxChunk bounds the groups a worker takes at once.

@@ -212,6 +212,7 @@ type game struct {
 	results  *[2]string // results[i]: the announcement that seat i won
 	scores   [2]float64 // Score's agent scores
 	empty    uint16     // bit i set: cell i is empty (legalOf's mask)
+	marked   [2]uint16  // bit i of marked[s] set: seat s's mark is on cell i
 	pos      int        // the board's index (index), kept up to date
 	seats    []env.Seat
 	penalty  bool
@@ -296,15 +297,16 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	}
 	g.board[cell] = marks[me]
 	g.empty &^= 1 << cell
+	g.marked[me] |= 1 << cell
 	g.pos += (me + 1) * pow3[8-cell]
 	if err := s.Send(g.seats[me].ID, protocol.Broadcast, KindMove, CellName(cell)); err != nil {
 		return err
 	}
 	switch {
-	case g.board.wins(marks[me]):
+	case lineIn(g.marked[me]):
 		g.winner = me
 		return g.finish(s)
-	case g.board.free() == 0:
+	case g.empty == 0:
 		return g.finish(s)
 	}
 	return s.Fire(other, YourTurn)
@@ -368,6 +370,20 @@ const lines = "012345678036147258048246"
 func (b *board) wins(mark byte) bool {
 	for l := 0; l < len(lines); l += 3 {
 		if b[lines[l]-'0'] == mark && b[lines[l+1]-'0'] == mark && b[lines[l+2]-'0'] == mark {
+			return true
+		}
+	}
+	return false
+}
+
+// lineMasks are the eight winning lines as cell masks (bit i: cell i).
+var lineMasks = [8]uint16{0007, 0070, 0700, 0111, 0222, 0444, 0421, 0124}
+
+// lineIn reports whether the cells of mask hold a whole line: the
+// engine's per-move test, which board.wins states for a board.
+func lineIn(mask uint16) bool {
+	for _, l := range lineMasks {
+		if mask&l == l {
 			return true
 		}
 	}

@@ -31,3 +31,19 @@ func TestIncrementalBoardState(t *testing.T) {
 		}
 	}
 }
+
+// TestLineMasks checks the masks Apply tests for a line against the board
+// scan, for every set of cells.
+func TestLineMasks(t *testing.T) {
+	for mask := range uint16(1 << 9) {
+		var b board
+		for cell := range 9 {
+			if mask&(1<<cell) != 0 {
+				b[cell] = 'X'
+			}
+		}
+		if lineIn(mask) != b.wins('X') {
+			t.Fatalf("mask %09b: lineIn %v, board.wins %v", mask, lineIn(mask), b.wins('X'))
+		}
+	}
+}
