@@ -190,12 +190,17 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 			x.Close()
 			return nil, fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
 		}
+		// A request whose result is already stored may still be listed,
+		// until its worker's ack removes it: it is done, not queued (the
+		// two counts are disjoint).
+		x.mu.Lock()
 		for subject := range info.State.Subjects {
-			if r, idx, ok := c.n.parseWorkSubject(subject); ok && r == run && idx < int64(len(reqs)) && !x.queued[idx] {
+			if r, idx, ok := c.n.parseWorkSubject(subject); ok && r == run && idx < int64(len(reqs)) && !x.queued[idx] && !x.finished[idx] && !x.collected[idx] {
 				x.queued[idx] = true
 				x.stats.queuedAtStart.Add(1)
 			}
 		}
+		x.mu.Unlock()
 	}
 	x.wg.Add(1)
 	go x.publish()
