@@ -22,7 +22,7 @@ import (
 type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
 	learner                                   string
-	seeds, episodes, window, parallel         int
+	seeds, episodes, window, parallel, group  int
 	seed                                      uint64
 	out, title                                string
 	quiet                                     bool
@@ -84,6 +84,7 @@ missing: the outputs are the same bytes as an uninterrupted run's.`,
 	fl.IntVar(&f.seeds, "seeds", 3, "seeds per grid point and allocator")
 	fl.Uint64VarP(&f.seed, "seed", "s", 1, "root seed: every cell's seeds derive from it and the seed index")
 	fl.IntVarP(&f.episodes, "episodes", "n", 1000, "episodes per cell")
+	fl.IntVarP(&f.group, "group", "g", 1, "episodes per group: they share the scenario seed and are allocated together (what grpo, rloo, magrpo and at-grpo compare; they refuse groups of 1)")
 	fl.IntVar(&f.window, "window", 0, "final episodes averaged into a cell's final result (0: a tenth of --episodes)")
 	fl.IntVarP(&f.parallel, "parallel", "j", 0, "cells run at once; 0 means one per CPU (does not change the results)")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
@@ -158,6 +159,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Seeds:      f.seeds,
 		Seed:       f.seed,
 		Episodes:   f.episodes,
+		Group:      f.group,
 		Window:     f.window,
 		Parallel:   f.parallel,
 		Out:        f.out,
@@ -198,6 +200,9 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 		args = append(args, "--policy", r+"="+cfg.Policies[r])
 	}
 	args = append(args, "--seeds", strconv.Itoa(cfg.Seeds), "--seed", strconv.FormatUint(cfg.Seed, 10), "--episodes", strconv.Itoa(cfg.Episodes))
+	if cfg.Group > 1 {
+		args = append(args, "--group", strconv.Itoa(cfg.Group))
+	}
 	if cfg.Window > 0 {
 		args = append(args, "--window", strconv.Itoa(cfg.Window))
 	}

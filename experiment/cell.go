@@ -22,7 +22,7 @@ import (
 
 // cellVersion is the format of cell files; a file of another version is
 // played again rather than read.
-const cellVersion = 1
+const cellVersion = 2
 
 // CellConfig is everything a cell's result depends on. Two cells with
 // equal configurations give equal results, so a cell file whose
@@ -38,11 +38,28 @@ type CellConfig struct {
 	Seed      int               `json:"seed"`
 	RunSeed   uint64            `json:"run_seed"`
 	Episodes  int               `json:"episodes"`
-	Limits    env.Limits        `json:"limits"`
+	Group     int               `json:"group"`
+	Limits    limits            `json:"limits"`
 	// State marks a custom learn.Options.State: Go code a file cannot
 	// describe, so a cell made with one is never taken for one made
 	// without.
 	State bool `json:"custom_state,omitempty"`
+}
+
+// limits are env.Limits as a cell file writes them.
+type limits struct {
+	MaxSteps    int    `json:"max_steps,omitempty"`
+	MaxTurns    int    `json:"max_turns,omitempty"`
+	MaxMessages int    `json:"max_messages,omitempty"`
+	Timeout     string `json:"timeout,omitempty"` // a Go duration, "1m30s"
+}
+
+func limitsOf(l env.Limits) limits {
+	out := limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
+	if l.Timeout != 0 {
+		out.Timeout = l.Timeout.String()
+	}
+	return out
 }
 
 func (p *plan) identity(c *cellPlan) CellConfig {
@@ -57,7 +74,8 @@ func (p *plan) identity(c *cellPlan) CellConfig {
 		Seed:      c.seed,
 		RunSeed:   c.runSeed,
 		Episodes:  p.cfg.Episodes,
-		Limits:    p.cfg.Limits,
+		Group:     p.group(),
+		Limits:    limitsOf(p.cfg.Limits),
 		State:     p.cfg.State != nil,
 	}
 }
@@ -191,6 +209,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
 	run := env.RunConfig{Scenario: cfg.Scenario, Params: pt.params, Episodes: cfg.Episodes, Seed: c.runSeed}
+	run.GroupSize = p.group()
 	err = playInTurn(ctx, exec, out, run.Requests())
 	if ferr := out.Flush(); err == nil {
 		err = ferr
@@ -201,43 +220,53 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	return cell, nil
 }
 
-// playInTurn plays the requests one after the other, each handed whole to
-// out (Finish, then its write) before the next is played, and stops at the
-// first episode that did not finish, as a run with FailFast does, and when
-// ctx is cancelled.
+// playInTurn plays the requests group by group (the runs of requests that
+// share a GroupIndex), each group played whole, then handed to out (Finish,
+// then the write of each of its episodes) before the next is played, and
+// stops at the first episode that did not finish, as a run with FailFast
+// does, and when ctx is cancelled.
 func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, reqs []env.Request) error {
 	// An output that recycles keeps nothing of a group once written: the
-	// record goes back to the executor, and the group slice serves again.
+	// records go back to the executor, and the group slice serves again.
 	r, ok := out.(env.RecyclingOutput)
 	recycles := ok && r.Recycles()
-	var one [1]*episode.Record
-	for _, req := range reqs {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+	var group []*episode.Record
+	for lo := 0; lo < len(reqs); {
+		hi := lo + 1
+		for hi < len(reqs) && reqs[hi].GroupIndex == reqs[lo].GroupIndex {
+			hi++
 		}
-		rec := exec.Execute(ctx, req)
-		if rec.End == env.EndInterrupted {
-			return context.Cause(ctx)
+		if !recycles {
+			group = nil
 		}
-		var group []*episode.Record
-		if recycles {
-			one[0] = rec
-			group = one[:]
-		} else {
-			group = []*episode.Record{rec}
+		group = group[:0]
+		for _, req := range reqs[lo:hi] {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			rec := exec.Execute(ctx, req)
+			if rec.End == env.EndInterrupted {
+				return context.Cause(ctx)
+			}
+			group = append(group, rec)
 		}
+		lo = hi
 		write, err := out.Finish(ctx, group)
-		if err == nil {
-			_, err = write(0)
-		}
 		if err != nil {
 			return err
 		}
-		if !rec.Finished() {
-			return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+		for k, rec := range group {
+			if _, err := write(k); err != nil {
+				return err
+			}
+			if !rec.Finished() {
+				return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+			}
 		}
 		if recycles {
-			exec.Recycle(rec)
+			for _, rec := range group {
+				exec.Recycle(rec)
+			}
 		}
 	}
 	return nil

@@ -124,6 +124,14 @@ type Config struct {
 	Seed  uint64
 	// Episodes is the length of each learning run.
 	Episodes int
+	// Group is the number of episodes per group, as a training run's
+	// --group: a group's episodes share the scenario seed, are played
+	// with the same learned values, are allocated together (what GRPO-
+	// style allocators compare) and are learned once the whole group has
+	// been played. 0 means 1. An allocator that compares the episodes of
+	// a group (credit.Needs.Group) is refused with groups of one, where
+	// it would give every sample 0.
+	Group int
 	// Window is the number of final episodes averaged into a cell's final
 	// result; 0 means a tenth of Episodes.
 	Window int
@@ -226,6 +234,8 @@ func newPlan(cfg Config) (*plan, error) {
 		return bad("no learner (use learn.Parse)")
 	case cfg.Parallel < 0:
 		return bad("parallel %d < 0", cfg.Parallel)
+	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
+		return bad("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
 	}
 	info := cfg.Scenario.Info()
 	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window}
@@ -310,6 +320,9 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 	if needs.Absent && (cf == nil || !cf.AbsentOK) {
 		return fmt.Errorf("scenario %s does not declare what an absent agent means", info.Name)
 	}
+	if needs.Group && p.group() < 2 {
+		return fmt.Errorf("%s compares the episodes of a group, and with groups of one episode it gives every sample 0: play groups of 2 or more episodes (Group, troupe experiment --group)", a.Name())
+	}
 	if needs.Null {
 		for _, role := range p.learners {
 			if !cf.HasNullAction(role) {
@@ -390,6 +403,9 @@ func describePoint(axes []Axis, values []string) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// group is the number of episodes per group.
+func (p *plan) group() int { return max(1, p.cfg.Group) }
 
 // metric names what the results measure.
 func (p *plan) metric() string {
