@@ -136,6 +136,10 @@ type Cell struct {
 	// samples).
 	Team   []float64 `json:"team"`
 	Reward []float64 `json:"reward"`
+	// Lock is the learner's lock-in at the end of the run (learn.Lock):
+	// how many of its rows (agent and state) ever changed their greedy
+	// action after their first update.
+	Lock *learn.Lock `json:"lock,omitempty"`
 }
 
 // Ratio returns episode e's G/G*, or G when the optimum is unknown.
@@ -216,6 +220,10 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
+	}
+	if l, ok := learner.(learn.Locker); ok {
+		lock := l.Lock()
+		cell.Lock = &lock
 	}
 	return cell, nil
 }

@@ -171,6 +171,9 @@ type Result struct {
 	Metric string
 	Cells  []*Cell // in grid order: points, then allocators, then seeds
 	Rows   []Row   // one per point and allocator, in grid order
+	// Comparisons are the paired comparisons of every two allocators at
+	// every point, over the seeds' final results.
+	Comparisons []Comparison
 	// Resumed counts the cells read back from Out.
 	Resumed int
 	// Turns, Updates and Elapsed are what this Run played (agent turns,
@@ -481,6 +484,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.Rows = p.aggregate(res.Cells)
+	res.Comparisons = p.compare(res.Rows)
 	if cfg.Out != "" {
 		files, err := p.writeOutputs(res)
 		res.Files = files
