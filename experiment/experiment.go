@@ -135,6 +135,10 @@ type Config struct {
 	// Window is the number of final episodes averaged into a cell's final
 	// result; 0 means a tenth of Episodes.
 	Window int
+	// Diagnose sets the credit diagnostics (factoredness, learnability);
+	// the zero value measures none. They cost counterfactual
+	// re-simulations and do not change what the cells learn.
+	Diagnose Diagnose
 	// Limits bound every episode.
 	Limits env.Limits
 	// Optimum computes G* at a grid point, so that results are reported as

@@ -21,6 +21,7 @@ const (
 	ResultsJSON    = "results.json"
 	FinalsCSV      = "finals.csv"
 	ComparisonsCSV = "comparisons.csv"
+	CreditCSV      = "credit.csv"
 	ReportMD       = "report.md"
 )
 
@@ -45,6 +46,7 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		{ResultsJSON, p.resultsJSON},
 		{FinalsCSV, p.finalsCSV},
 		{ComparisonsCSV, p.comparisonsCSV},
+		{CreditCSV, p.creditCSV},
 	}
 	for _, o := range outputs {
 		data, err := o.make(res)
@@ -137,6 +139,8 @@ func writeCSV(header []string, each func(emit func([]string) error) error) ([]by
 // mean reward the samples got.
 func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 	header := append(p.leadHeader(true), "seed", "episode", "team", "g_star", "ratio", "reward")
+	metrics := p.metricNames(res)
+	header = append(header, metrics...)
 	return writeCSV(header, func(emit func([]string) error) error {
 		for _, c := range p.cells {
 			cell := res.Cells[c.index]
@@ -148,6 +152,13 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 					ratio = ftoa(cell.Ratio(e))
 				}
 				rec := append(lead[:len(lead):len(lead)], strconv.Itoa(e), ftoa(cell.Team[e]), gs, ratio, ftoa(cell.Reward[e]))
+				for m := range metrics {
+					v := ""
+					if m < len(cell.Metrics) {
+						v = ftoa(cell.Metrics[m][e])
+					}
+					rec = append(rec, v)
+				}
 				if err := emit(rec); err != nil {
 					return err
 				}
@@ -198,19 +209,85 @@ func (p *plan) resultsCSV(res *Result) ([]byte, error) {
 	header = append(header, statsHeader("final")...)
 	header = append(header, statsHeader("overall")...)
 	header = append(header, statsHeader("locked_in")...)
+	header = append(header, statsHeader("factoredness")...)
+	header = append(header, statsHeader("learnability")...)
+	header = append(header, "signal_std_mean", "credit_spread_mean")
+	metrics := p.metricNames(res)
+	for _, m := range metrics {
+		header = append(header, "final_"+m)
+	}
+	orEmpty := func(ok bool, s Stats) []string {
+		if !ok {
+			return make([]string, 7)
+		}
+		return statsFields(s)
+	}
 	return writeCSV(header, func(emit func([]string) error) error {
 		for i, r := range res.Rows {
 			pi, ai := i/len(p.allocs), i%len(p.allocs)
 			rec := append(p.lead(pi, ai), res.Metric, p.gStar(pi), strconv.Itoa(r.FinalStats.N))
 			rec = append(rec, statsFields(r.FinalStats)...)
 			rec = append(rec, statsFields(r.OverallStats)...)
-			if r.LockedIn != nil {
-				rec = append(rec, statsFields(r.LockedInStats)...)
-			} else {
-				rec = append(rec, make([]string, 7)...)
+			rec = append(rec, orEmpty(r.LockedIn != nil, r.LockedInStats)...)
+			d := r.Diagnostics
+			rec = append(rec, orEmpty(d != nil && d.Factoredness.N > 0, statsOf(d, true))...)
+			rec = append(rec, orEmpty(d != nil && d.Learnability.N > 0, statsOf(d, false))...)
+			rec = append(rec, ftoa(r.Signal.Mean), ftoa(r.Spread.Mean))
+			for m := range metrics {
+				v := ""
+				if m < len(r.FinalMetrics) {
+					v = ftoa(r.FinalMetrics[m])
+				}
+				rec = append(rec, v)
 			}
 			if err := emit(rec); err != nil {
 				return err
+			}
+		}
+		return nil
+	})
+}
+
+// statsOf returns d's factoredness (f) or learnability summary.
+func statsOf(d *RowDiagnostics, f bool) Stats {
+	if d == nil {
+		return Stats{}
+	}
+	if f {
+		return d.Factoredness
+	}
+	return d.Learnability
+}
+
+// metricNames are the scenario's episode metrics, those of the first row
+// that has them (the points of a grid share their names when they share
+// the parameters the names depend on; a grid over El Farol's nights has
+// the longest list last).
+func (p *plan) metricNames(res *Result) []string {
+	var names []string
+	for _, r := range res.Rows {
+		if len(r.MetricNames) > len(names) {
+			names = r.MetricNames
+		}
+	}
+	return names
+}
+
+// creditCSV has one line per cell and learning agent: the mean reward of
+// the agent's samples over the final window.
+func (p *plan) creditCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "seed", "agent", "mean_credit")
+	return writeCSV(header, func(emit func([]string) error) error {
+		for _, c := range p.cells {
+			cell := res.Cells[c.index]
+			if cell.Credit == nil {
+				continue
+			}
+			for a, id := range cell.Credit.Agents {
+				rec := append(p.lead(c.point, c.alloc), strconv.Itoa(cell.Seed), id, ftoa(cell.Credit.Mean[a]))
+				if err := emit(rec); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -260,14 +337,18 @@ func (p *plan) comparisonsCSV(res *Result) ([]byte, error) {
 // comparisons.
 func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 	type row struct {
-		Point     map[string]string `json:"point"`
-		Allocator string            `json:"allocator"`
-		Final     []float64         `json:"final"`
-		Overall   []float64         `json:"overall"`
-		LockedIn  []float64         `json:"locked_in,omitempty"`
-		FinalS    Stats             `json:"final_stats"`
-		OverallS  Stats             `json:"overall_stats"`
-		LockedInS *Stats            `json:"locked_in_stats,omitempty"`
+		Point     map[string]string  `json:"point"`
+		Allocator string             `json:"allocator"`
+		Final     []float64          `json:"final"`
+		Overall   []float64          `json:"overall"`
+		LockedIn  []float64          `json:"locked_in,omitempty"`
+		FinalS    Stats              `json:"final_stats"`
+		OverallS  Stats              `json:"overall_stats"`
+		LockedInS *Stats             `json:"locked_in_stats,omitempty"`
+		Diag      *RowDiagnostics    `json:"diagnostics,omitempty"`
+		Signal    Stats              `json:"signal_std"`
+		Spread    Stats              `json:"credit_spread"`
+		Metrics   map[string]float64 `json:"final_metrics,omitempty"`
 	}
 	type comparison struct {
 		Point map[string]string `json:"point"`
@@ -295,7 +376,14 @@ func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 		return pt
 	}
 	for _, r := range res.Rows {
-		rw := row{point(r.Point), r.Allocator, r.Final, r.Overall, r.LockedIn, r.FinalStats, r.OverallStats, nil}
+		rw := row{Point: point(r.Point), Allocator: r.Allocator, Final: r.Final, Overall: r.Overall, LockedIn: r.LockedIn,
+			FinalS: r.FinalStats, OverallS: r.OverallStats, Diag: r.Diagnostics, Signal: r.Signal, Spread: r.Spread}
+		if len(r.MetricNames) > 0 {
+			rw.Metrics = map[string]float64{}
+			for m, name := range r.MetricNames {
+				rw.Metrics[name] = r.FinalMetrics[m]
+			}
+		}
 		if r.LockedIn != nil {
 			rw.LockedInS = &r.LockedInStats
 		}

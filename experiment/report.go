@@ -29,6 +29,10 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 		b.WriteString("\n### Paired comparisons\n\n")
 		b.WriteString(t)
 	}
+	if t := p.diagnosticsTable(res); t != "" {
+		b.WriteString("\n### Credit diagnostics\n\n")
+		b.WriteString(t)
+	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "\n### %s\n\n![%s](%s.png)\n\n%s ([SVG](%s.svg))\n", f.caption, f.caption, f.base, f.note, f.base)
 	}
@@ -116,6 +120,54 @@ func (p *plan) table(res *Result) string {
 			fmt.Sprintf("%.3f – %.3f", f.Min, f.Max),
 			fmt.Sprintf("%.3f [%.3f, %.3f]", o.Mean, o.CILow, o.CIHigh),
 			lock)
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// diagnosticsTable renders the credit diagnostics, the learning signal and
+// the scenario's final episode metrics.
+func (p *plan) diagnosticsTable(res *Result) string {
+	var b strings.Builder
+	metrics := p.metricNames(res)
+	diag := p.cfg.Diagnose.Episodes > 0
+	if diag {
+		d := p.cfg.Diagnose
+		fmt.Fprintf(&b, "- **factoredness** and **learnability** (Agogino & Tumer), from sampled counterfactuals: at %d episodes of each seed, spread evenly, %d learning agents, each with %d changes of its own action (to another, uniformly) and %d redraws of every other learning agent's action (uniformly), scored by re-simulation with every other action as recorded. Factoredness is the share of own changes whose change of the agent's reward Δr_i has the sign of the team's ΔG (both 0 counting as agreeing); learnability is E|Δr_i| over own changes divided by E|Δr_i| over the others' redraws. Mean over seeds [95%% CI].\n", d.Episodes, d.agents(), d.samples(), d.samples())
+	}
+	b.WriteString("- **signal std**: the standard deviation of the rewards of the final window's samples; **credit spread**: the standard deviation across agents of each agent's mean reward there (`credit.csv` has every agent's); means over seeds.\n")
+	if len(metrics) > 0 {
+		fmt.Fprintf(&b, "- **final %s**: the scenario's episode metrics (%s), averaged over the final window, mean over seeds.\n", p.name, strings.Join(metrics, ", "))
+	}
+	b.WriteString("\n")
+	head := append(p.axisNames(), "reward")
+	if diag {
+		head = append(head, "factoredness [95% CI]", "learnability [95% CI]")
+	}
+	head = append(head, "signal std", "credit spread")
+	if len(metrics) > 0 {
+		head = append(head, "final "+strings.Join(metrics, " / "))
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, r := range res.Rows {
+		cells := append(append([]string(nil), r.Point...), "`"+r.Allocator+"`")
+		if diag {
+			if d := r.Diagnostics; d != nil && d.Factoredness.N > 0 {
+				f, l := d.Factoredness, d.Learnability
+				cells = append(cells, fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh), fmt.Sprintf("%.3g [%.3g, %.3g]", l.Mean, l.CILow, l.CIHigh))
+			} else {
+				cells = append(cells, "not measured", "not measured")
+			}
+		}
+		cells = append(cells, fmt.Sprintf("%.3g", r.Signal.Mean), fmt.Sprintf("%.3g", r.Spread.Mean))
+		if len(metrics) > 0 {
+			vals := make([]string, len(r.FinalMetrics))
+			for m, v := range r.FinalMetrics {
+				vals[m] = fmt.Sprintf("%.1f", v)
+			}
+			cells = append(cells, strings.Join(vals, " / "))
+		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	return b.String()
