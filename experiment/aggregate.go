@@ -38,8 +38,8 @@ type Row struct {
 // RowDiagnostics are the per-seed factoredness and learnability of a row's
 // cells (see Diagnose) and their summaries.
 type RowDiagnostics struct {
-	Factoredness Stats     `json:"factoredness"`
-	Learnability Stats     `json:"learnability"`
+	Factoredness Stats `json:"factoredness"`
+	Learnability Stats `json:"learnability"`
 	// Per seed, in seed order; null (NaN) where a seed had no sample,
 	// and for learnability +Inf, written null too, where the others never
 	// moved the agent's reward.

@@ -21,12 +21,15 @@
 //
 // # Resuming
 //
-// Each finished cell is written to OUT/cells/ as one JSON file, atomically
-// (a temporary file renamed into place), and named after a hash of its
-// configuration. A later Run with the same OUT reads back every cell whose
-// file matches its configuration instead of playing it again, so an
-// interrupted grid resumes where it stopped, and the outputs are the same
-// bytes as those of an uninterrupted run.
+// Run first writes OUT/experiment.json (ManifestJSON), which says which
+// experiment OUT holds. Each finished cell is written to OUT/cells/ as one
+// JSON file, atomically (a temporary file renamed into place), and named
+// after a hash of its configuration. A later Run with Resume and the same
+// OUT checks the manifest (another experiment is refused, every
+// difference named) and reads back every cell whose file matches its
+// configuration instead of playing it again, so an interrupted grid
+// resumes where it stopped, and the outputs are the same bytes as those of
+// an uninterrupted run.
 package experiment
 
 import (
@@ -150,6 +153,14 @@ type Config struct {
 	// Out is the output directory: cell files, metrics, plots and report.
 	// Empty writes nothing (and resumes nothing).
 	Out string
+	// Resume continues the experiment Out holds: its finished cells are
+	// read back, the others played, and the outputs are the bytes an
+	// uninterrupted run writes. Out must hold this very experiment (its
+	// ManifestJSON), else Run names every difference (*MismatchError).
+	// Without Resume, an Out that already holds an experiment is refused
+	// (ErrExists), so that no output of one experiment mixes with
+	// another's.
+	Resume bool
 	// Title and Command head the report: the command that ran the
 	// experiment, so that a reader can reproduce it.
 	Title, Command string
@@ -433,6 +444,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Metric: p.metric(), Cells: make([]*Cell, len(p.cells))}
 	if cfg.Out != "" {
+		if err := p.claim(); err != nil {
+			return nil, err
+		}
 		if err := p.resume(); err != nil {
 			return nil, err
 		}

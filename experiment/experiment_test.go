@@ -195,6 +195,10 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 	for _, name := range names[:3] {
 		require.NoError(t, os.Remove(filepath.Join(second, name)))
 	}
+	// Without Resume, a directory that holds an experiment is refused.
+	_, err = experiment.Run(context.Background(), cfg)
+	require.ErrorIs(t, err, experiment.ErrExists)
+	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 5, res.Resumed)
@@ -207,11 +211,24 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 	assert.Equal(t, 7, res.Resumed)
 	assert.Equal(t, want, outputs(t, second))
 
-	// Another configuration does not reuse these cells.
+	// Another configuration is refused, every difference named, and
+	// nothing written.
 	cfg.Episodes = 40
-	res, err = experiment.Run(context.Background(), cfg)
-	require.NoError(t, err)
-	assert.Zero(t, res.Resumed)
+	cfg.Allocators = []string{"team", "individual"}
+	_, err = experiment.Run(context.Background(), cfg)
+	var mismatch *experiment.MismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.ErrorIs(t, err, experiment.ErrOtherExperiment)
+	assert.ErrorContains(t, err, "episodes: 80, now 40")
+	assert.ErrorContains(t, err, `allocators: ["team","difference"], now ["team","individual"]`)
+	assert.Len(t, mismatch.Diffs, 3, "and the window, a tenth of the episodes")
+	assert.Equal(t, want, outputs(t, second))
+
+	// Resume into a directory without an experiment is refused.
+	cfg = smallBar(t, t.TempDir())
+	cfg.Resume = true
+	_, err = experiment.Run(context.Background(), cfg)
+	require.ErrorIs(t, err, experiment.ErrNothingToResume)
 }
 
 func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
@@ -245,9 +262,11 @@ func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
 	cfg.Progress = nil
+	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Resumed)
+	cfg.Resume = false
 	uninterrupted := t.TempDir()
 	cfg.Out = uninterrupted
 	_, err = experiment.Run(context.Background(), cfg)
