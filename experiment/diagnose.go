@@ -210,9 +210,13 @@ func under(ctx context.Context, rec *episode.Record, replace map[int]string) (*t
 	}
 	outer := rec.Replay
 	cp.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
-		merged := maps.Clone(replace)
-		maps.Copy(merged, cf.Replace) // the inner counterfactual's own changes win
-		cf.Replace = merged
+		if len(cf.Replace) == 0 {
+			cf.Replace = replace // a replayer only reads it
+		} else {
+			merged := maps.Clone(replace)
+			maps.Copy(merged, cf.Replace) // the inner counterfactual's own changes win
+			cf.Replace = merged
+		}
 		return outer.Replay(ctx, cf)
 	})
 	return trajectories.RecordOnly(&cp), nil

@@ -88,7 +88,7 @@ func (p *plan) legend(res *Result) string {
 	fmt.Fprintf(&b, "- **overall**: a seed's %s averaged over all %d episodes (higher when learning is faster), mean over seeds [95%% CI].\n", res.Metric, p.cfg.Episodes)
 	b.WriteString("- **locked in**: the share of the learner's (agent, state) rows whose greedy action never changed after their first update, mean over seeds (blank: the learner does not say). Near 1, the agents play what their first rewards made them play.\n")
 	if len(res.Comparisons) > 0 {
-		b.WriteString("- **paired comparisons**: for each two allocators at a point, d = final(A) − final(B) seed by seed (the same scenario draws); Δ is the mean d with its bootstrap 95% CI; wins counts seeds where A ended higher (ties apart); p(t) is the two-sided paired t-test; p(flip) the two-sided sign-flip permutation test of the mean d (exact up to 16 seeds, else 20,000 random flips), which assumes no normality; p(Holm) is p(flip) adjusted by Holm's method over every comparison of the table; d_z = mean(d)/sd(d), Cohen's paired effect size.\n")
+		b.WriteString("- **paired comparisons**: for each two allocators at a point, d = final(A) − final(B) seed by seed (the same scenario draws); Δ is the mean d with its bootstrap 95% CI; wins counts seeds where A ended higher (ties apart); p(t) is the two-sided paired t-test; p(flip) the two-sided sign-flip permutation test of the mean d (exact up to 16 seeds, else 10,000 random flips), which assumes no normality; p(Holm) is p(flip) adjusted by Holm's method over every comparison of the table; d_z = mean(d)/sd(d), Cohen's paired effect size.\n")
 	}
 	return b.String()
 }

@@ -147,16 +147,24 @@ type row struct {
 	// later update made another action the greedy one (see Lock).
 	greedy   int
 	switched bool
+	best     int // the action of the largest value now (the first of equals)
 }
 
-// track notes the row's greedy action after an update.
-func (r *row) track() {
-	best := 0
-	for i, v := range r.values {
-		if v > r.values[best] {
-			best = i
+// track notes the row's greedy action after an update of action a: only
+// an update of the best action can make another one best, or of another
+// action make it best, so the scan is rare.
+func (r *row) track(a int) {
+	switch {
+	case a == r.best:
+		for i, v := range r.values {
+			if v > r.values[r.best] || (v == r.values[r.best] && i < r.best) {
+				r.best = i
+			}
 		}
+	case r.values[a] > r.values[r.best] || (r.values[a] == r.values[r.best] && a < r.best):
+		r.best = a
 	}
+	best := r.best
 	switch {
 	case r.greedy < 0:
 		r.greedy = best
@@ -379,7 +387,7 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 		l.reward = rewards[k]
 		k++
 		update(l)
-		l.row.track()
+		l.row.track(l.action)
 	}
 	return nil
 }
