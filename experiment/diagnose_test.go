@@ -80,6 +80,6 @@ func TestDiagnosticsChangeNothingLearned(t *testing.T) {
 	files := outputs(t, cfg.Out)
 	assert.Contains(t, string(files["report.md"]), "### Credit diagnostics")
 	assert.Contains(t, string(files["results.csv"]), "factoredness_mean")
-	assert.Contains(t, string(files["episodes.csv"]), "attendance_0")
+	assert.Contains(t, string(files["episodes.csv"]), "attendance_rank_1")
 	assert.Contains(t, string(files["credit.csv"]), "patron-")
 }

@@ -98,7 +98,7 @@ func TestRunWritesEveryOutput(t *testing.T) {
 	rows, err := csv.NewReader(bytes.NewReader(files["episodes.csv"])).ReadAll()
 	require.NoError(t, err)
 	lead := []string{"scenario", "agents", "capacity", "nights", "learner", "episodes", "group", "window", "root_seed", "allocator"}
-	assert.Equal(t, append(lead, "seed", "episode", "team", "g_star", "ratio", "reward", "attendance_0", "attendance_1", "attendance_2", "home"), rows[0])
+	assert.Equal(t, append(lead, "seed", "episode", "team", "g_star", "ratio", "reward", "attendance_rank_1", "attendance_rank_2", "attendance_rank_3", "home"), rows[0])
 	assert.Len(t, rows, 1+8*80)
 	assert.Equal(t, []string{"elfarol", "6", "2", "3", "egreedy:alpha=0.2,epsilon=0.05,init=0,unbiased=1", "80", "1", "8", "5", "team", "0", "0"}, rows[1][:12])
 	for _, name := range []string{"results.csv", "finals.csv", "comparisons.csv"} {
