@@ -24,7 +24,10 @@ import (
 // when the turn has no legal list) and Samples joint alternatives of the
 // other learning agents (each drawn uniformly among its actions), and score the counterfactual
 // episodes by the scenario's re-simulation with every other action as
-// recorded (Episode.Replay with Replace). The allocator, a fresh instance
+// recorded (Episode.Replay with Replace), or asked again of their policies
+// where the scenario declares that its agents answer each other
+// (env.CounterfactualSpec.Resimulate: a decider must hear the changed
+// advice). The allocator, a fresh instance
 // of the cell's, rewards each counterfactual episode as it rewards a
 // played one (its own counterfactuals are taken relative to it), in the
 // group of the diagnosed episode; r_i is the mean reward of i's samples.
@@ -104,12 +107,15 @@ func (d *Diagnostics) Learnability() float64 {
 
 // diagnoser measures one cell's diagnostics.
 type diagnoser struct {
-	cfg    Diagnose
-	alloc  trajectories.Allocator // a fresh instance of the cell's allocator
-	learn  map[string]bool        // the learning roles
-	at     map[int]bool           // the episodes diagnosed
-	seed   uint64
-	result *Diagnostics
+	cfg   Diagnose
+	alloc trajectories.Allocator // a fresh instance of the cell's allocator
+	learn map[string]bool        // the learning roles
+	at    map[int]bool           // the episodes diagnosed
+	seed  uint64
+	// resimulate re-asks the other agents' policies in the counterfactual
+	// episodes, for scenarios that declare it.
+	resimulate bool
+	result     *Diagnostics
 }
 
 func (p *plan) diagnoser(c *cellPlan) (*diagnoser, error) {
@@ -137,7 +143,9 @@ func (p *plan) diagnoser(c *cellPlan) (*diagnoser, error) {
 	for _, r := range p.learners {
 		learn[r] = true
 	}
-	return &diagnoser{cfg: d, alloc: alloc, learn: learn, at: at, seed: seeds.Mix(c.runSeed, 0xd1a9), result: &Diagnostics{}}, nil
+	cf := p.cfg.Scenario.Info().Counterfactual
+	return &diagnoser{cfg: d, alloc: alloc, learn: learn, at: at, seed: seeds.Mix(c.runSeed, 0xd1a9),
+		resimulate: cf != nil && cf.Resimulate, result: &Diagnostics{}}, nil
 }
 
 // wants reports whether episode index e is diagnosed.
@@ -192,11 +200,13 @@ func (d *diagnoser) rewards(ctx context.Context, group []*episode.Record, k int,
 }
 
 // under returns rec with the seats of replace playing those actions at
-// every turn: its team reward and scores re-simulated with every other
-// action as recorded, its turns showing the new actions, and a replayer
-// whose counterfactuals are taken relative to it.
-func under(ctx context.Context, rec *episode.Record, replace map[int]string) (*trajectories.Episode, error) {
-	score, err := rec.Replay.Replay(ctx, episode.Counterfactual{Replace: replace})
+// every turn: its team reward and scores re-simulated, the others' actions
+// as recorded or, with resimulate (a scenario whose agents answer each
+// other: env.CounterfactualSpec.Resimulate), asked again of their
+// policies with the same seeds; its turns showing the new actions; and a
+// replayer whose counterfactuals are taken relative to it.
+func under(ctx context.Context, rec *episode.Record, replace map[int]string, resimulate bool) (*trajectories.Episode, error) {
+	score, err := rec.Replay.Replay(ctx, episode.Counterfactual{Replace: replace, Resimulate: resimulate})
 	if err != nil {
 		return nil, err
 	}
@@ -210,13 +220,23 @@ func under(ctx context.Context, rec *episode.Record, replace map[int]string) (*t
 	}
 	outer := rec.Replay
 	cp.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
-		if len(cf.Replace) == 0 {
-			cf.Replace = replace // a replayer only reads it
-		} else {
-			merged := maps.Clone(replace)
-			maps.Copy(merged, cf.Replace) // the inner counterfactual's own changes win
-			cf.Replace = merged
+		// The inner counterfactual's own changes win: a seat it makes
+		// absent or null, or replaces, is not replaced by ours.
+		clash := len(cf.Replace) > 0
+		for _, i := range slices.Concat(cf.Absent, cf.Null) {
+			_, in := replace[i]
+			clash = clash || in
 		}
+		if !clash {
+			cf.Replace = replace // a replayer only reads it
+			return outer.Replay(ctx, cf)
+		}
+		merged := maps.Clone(replace)
+		for _, i := range slices.Concat(cf.Absent, cf.Null) {
+			delete(merged, i)
+		}
+		maps.Copy(merged, cf.Replace)
+		cf.Replace = merged
 		return outer.Replay(ctx, cf)
 	})
 	return trajectories.RecordOnly(&cp), nil
@@ -270,7 +290,7 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 			continue // nothing else i could have done
 		}
 		for range d.cfg.samples() {
-			ep, err := under(ctx, rec, map[int]string{i: alts[i][rng.IntN(len(alts[i]))]})
+			ep, err := under(ctx, rec, map[int]string{i: alts[i][rng.IntN(len(alts[i]))]}, d.resimulate)
 			if err != nil {
 				return err
 			}
@@ -298,7 +318,7 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 			if len(replace) == 0 {
 				continue // no other agent could have done otherwise
 			}
-			ep, err := under(ctx, rec, replace)
+			ep, err := under(ctx, rec, replace, d.resimulate)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/experiment"
+	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 )
 
@@ -82,4 +83,34 @@ func TestDiagnosticsChangeNothingLearned(t *testing.T) {
 	assert.Contains(t, string(files["results.csv"]), "factoredness_mean")
 	assert.Contains(t, string(files["episodes.csv"]), "attendance_rank_1")
 	assert.Contains(t, string(files["credit.csv"]), "patron-")
+}
+
+// TestDiagnosticsHearTheDecider: in committee the decider answers the
+// advice, so the diagnostics' counterfactuals re-ask it (the scenario
+// declares Resimulate): an adviser's own change moves G, and the
+// difference reward, G − G(adviser abstains), moves with it.
+func TestDiagnosticsHearTheDecider(t *testing.T) {
+	spec, err := learn.Parse("egreedy:epsilon=1")
+	require.NoError(t, err)
+	res, err := experiment.Run(context.Background(), experiment.Config{
+		Scenario:   committee.New(),
+		Params:     map[string]string{"informed": "2", "uninformed": "2", "options": "3"},
+		Allocators: []string{"team", "difference", "shapley"},
+		Learner:    spec,
+		Learn:      []string{committee.RoleAdviser},
+		Policies:   map[string]string{committee.RoleDecider: "scripted"},
+		Seeds:      2,
+		Seed:       1,
+		Episodes:   20,
+		Diagnose:   experiment.Diagnose{Episodes: 4, Samples: 4},
+	})
+	require.NoError(t, err)
+	for _, r := range res.Rows {
+		d := r.Diagnostics
+		require.NotNil(t, d, r.Allocator)
+		t.Logf("%-28s factoredness %.3f learnability %.3f", r.Allocator, d.Factoredness.Mean, d.Learnability.Mean)
+		assert.Positive(t, d.Learnability.Mean, "%s: an adviser's own advice moves its reward", r.Allocator)
+	}
+	assert.Equal(t, 1.0, res.Rows[0].Diagnostics.Factoredness.Mean, "the team reward is G")
+	assert.Equal(t, 1.0, res.Rows[1].Diagnostics.Factoredness.Mean, "D_i moves with G")
 }
