@@ -220,21 +220,16 @@ func under(ctx context.Context, rec *episode.Record, replace map[int]string, res
 	}
 	outer := rec.Replay
 	cp.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
-		// The inner counterfactual's own changes win: a seat it makes
-		// absent or null, or replaces, is not replaced by ours.
-		clash := len(cf.Replace) > 0
-		for _, i := range slices.Concat(cf.Absent, cf.Null) {
-			_, in := replace[i]
-			clash = clash || in
-		}
-		if !clash {
+		// The inner counterfactual's own changes win. Its absent and null
+		// seats need nothing here: a replay takes them out before it
+		// looks at Replace (env's engine and rescorers do), so only its
+		// replacements are merged, and the map (of every other agent, in
+		// a redraw of the others) is not copied for each of its replays.
+		if len(cf.Replace) == 0 {
 			cf.Replace = replace // a replayer only reads it
 			return outer.Replay(ctx, cf)
 		}
 		merged := maps.Clone(replace)
-		for _, i := range slices.Concat(cf.Absent, cf.Null) {
-			delete(merged, i)
-		}
 		maps.Copy(merged, cf.Replace)
 		cf.Replace = merged
 		return outer.Replay(ctx, cf)
