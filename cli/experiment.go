@@ -60,7 +60,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 --resume with other settings is refused, naming every difference; without
 --resume, an OUT that holds an experiment is refused.`,
 		Example: `  troupe experiment elfarol --grid agents=20,60,100,200 --param nights=7 --param capacity=6 \
-      --allocator team,individual,difference --seeds 3 --episodes 1000 --out out/elfarol
+      --allocator team,individual,difference --episodes 1000 --out out/elfarol
   troupe experiment committee --grid uninformed=1,3,5 --param informed=2 --learn adviser \
       --policy decider=scripted --allocator team,difference,shapley --episodes 2000`,
 		Args: func(_ *cobra.Command, args []string) error {
