@@ -22,10 +22,11 @@ import (
 type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
 	learner                                   string
-	seeds, episodes, window, parallel         int
+	seeds, episodes, window, parallel, group  int
+	diagnose                                  int
 	seed                                      uint64
 	out, title                                string
-	quiet                                     bool
+	quiet, resume                             bool
 }
 
 func (a *App) experimentCommand() *cobra.Command {
@@ -40,17 +41,26 @@ reward that allocator gives them, one episode after the other. Cells run in
 parallel, on every CPU.
 
 The output directory gets per-episode metrics (episodes.csv, episodes.json),
-the final result of each grid point and allocator with its spread across
-seeds (results.csv, results.json), learning curves and final-result plots
-(PNG and SVG) and a Markdown report (report.md) that embeds them. Results
-are G/G* when troupe knows the scenario's optimum G* (elfarol, committee),
-the team reward G otherwise.
+the final result of each grid point and allocator with bootstrap 95%
+confidence intervals across seeds (results.csv, results.json), every seed's
+final result (finals.csv), paired comparisons of the allocators over the
+same seeds (comparisons.csv: difference, CI, paired t and sign-flip tests,
+Holm-adjusted p, Cohen's d_z), each agent's mean credit (credit.csv),
+learning curves, final-result and per-seed plots (PNG and SVG) and a
+Markdown report (report.md) that embeds them and says what every number
+is. Results are G/G* when troupe knows the scenario's optimum G* (elfarol,
+committee), the team reward G otherwise. --diagnose N adds Agogino &
+Tumer's factoredness and learnability of each reward, from sampled
+counterfactuals of N episodes per cell.
 
-Each finished cell is saved at once under OUT/cells/. Run the same command
-again after an interruption (Ctrl-C) and it plays only the cells that are
-missing: the outputs are the same bytes as an uninterrupted run's.`,
+Each finished cell is saved at once under OUT/cells/, and OUT/experiment.json
+says which experiment OUT holds. After an interruption (Ctrl-C, kill -9),
+run the same command with --resume: it plays only the cells that are
+missing, and the outputs are the same bytes as an uninterrupted run's. A
+--resume with other settings is refused, naming every difference; without
+--resume, an OUT that holds an experiment is refused.`,
 		Example: `  troupe experiment elfarol --grid agents=20,60,100,200 --param nights=7 --param capacity=6 \
-      --allocator team,individual,difference --seeds 3 --episodes 1000 --out out/elfarol
+      --allocator team,individual,difference --episodes 1000 --out out/elfarol
   troupe experiment committee --grid uninformed=1,3,5 --param informed=2 --learn adviser \
       --policy decider=scripted --allocator team,difference,shapley --episodes 2000`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -81,12 +91,15 @@ missing: the outputs are the same bytes as an uninterrupted run's.`,
 	fl.StringVarP(&f.learner, "learner", "l", "egreedy", "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below)")
 	fl.StringArrayVar(&f.learn, "learn", nil, "`ROLES` that learn (comma-separated, repeatable; default every role)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "`ROLE=NAME`: the scenario policy a role that does not learn plays (repeatable; default the scenario's default, or random)")
-	fl.IntVar(&f.seeds, "seeds", 3, "seeds per grid point and allocator")
+	fl.IntVar(&f.seeds, "seeds", 20, "seeds per grid point and allocator (the confidence intervals and paired tests are over seeds)")
 	fl.Uint64VarP(&f.seed, "seed", "s", 1, "root seed: every cell's seeds derive from it and the seed index")
 	fl.IntVarP(&f.episodes, "episodes", "n", 1000, "episodes per cell")
+	fl.IntVarP(&f.group, "group", "g", 1, "episodes per group: they share the scenario seed and are allocated together (what grpo, rloo, magrpo and at-grpo compare; they refuse groups of 1)")
 	fl.IntVar(&f.window, "window", 0, "final episodes averaged into a cell's final result (0: a tenth of --episodes)")
 	fl.IntVarP(&f.parallel, "parallel", "j", 0, "cells run at once; 0 means one per CPU (does not change the results)")
+	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
+	fl.BoolVar(&f.resume, "resume", false, "continue the experiment in --out (after an interruption): refused if it was run with other settings")
 	fl.StringVar(&f.title, "title", "", "the report's title")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	var learners strings.Builder
@@ -158,7 +171,10 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Seeds:      f.seeds,
 		Seed:       f.seed,
 		Episodes:   f.episodes,
+		Group:      f.group,
 		Window:     f.window,
+		Diagnose:   experiment.Diagnose{Episodes: f.diagnose},
+		Resume:     f.resume,
 		Parallel:   f.parallel,
 		Out:        f.out,
 		Title:      f.title,
@@ -198,8 +214,14 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 		args = append(args, "--policy", r+"="+cfg.Policies[r])
 	}
 	args = append(args, "--seeds", strconv.Itoa(cfg.Seeds), "--seed", strconv.FormatUint(cfg.Seed, 10), "--episodes", strconv.Itoa(cfg.Episodes))
+	if cfg.Group > 1 {
+		args = append(args, "--group", strconv.Itoa(cfg.Group))
+	}
 	if cfg.Window > 0 {
 		args = append(args, "--window", strconv.Itoa(cfg.Window))
+	}
+	if cfg.Diagnose.Episodes > 0 {
+		args = append(args, "--diagnose", strconv.Itoa(cfg.Diagnose.Episodes))
 	}
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
@@ -211,6 +233,27 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 		}
 	}
 	return strings.Join(args, " ")
+}
+
+// experimentFlagOf names the flag behind each field of experiment.json.
+var experimentFlagOf = map[string]string{
+	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learner": "--learner",
+	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
+	"group": "--group", "window": "--window", "diagnose": "--diagnose",
+}
+
+// mismatchWithFlags is e with each difference followed by the flag that
+// sets it.
+func mismatchWithFlags(e *experiment.MismatchError) error {
+	out := &experiment.MismatchError{Dir: e.Dir}
+	for _, d := range e.Diffs {
+		top, _, _ := strings.Cut(d.Path, ".")
+		if flag, ok := experimentFlagOf[top]; ok {
+			d.Now += " (" + flag + ")"
+		}
+		out.Diffs = append(out.Diffs, d)
+	}
+	return out
 }
 
 // experiment runs cfg and reports on Stderr. It returns nil, or an
@@ -228,7 +271,14 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 	}
 	res, err := experiment.Run(ctx, cfg)
 	rep.finish()
+	var mismatch *experiment.MismatchError
 	switch {
+	case errors.As(err, &mismatch):
+		return &UsageError{Err: fmt.Errorf("--resume: %w", mismatchWithFlags(mismatch))}
+	case errors.Is(err, experiment.ErrExists):
+		return &UsageError{Err: fmt.Errorf("--out %s: %w", cfg.Out, err)}
+	case errors.Is(err, experiment.ErrNothingToResume):
+		return &UsageError{Err: fmt.Errorf("--resume: %w", err)}
 	case errors.Is(err, experiment.ErrBadConfig):
 		return &UsageError{Err: err}
 	case ctx.Err() != nil:
@@ -237,7 +287,7 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 		if se, ok := errors.AsType[*SignalError](cause); ok {
 			code = se.ExitCode()
 		}
-		rep.printf("troupe: interrupted (%v): the finished cells are saved in %s/cells; run the same command again to finish the grid\n", cause, cfg.Out)
+		rep.printf("troupe: interrupted (%v): the finished cells are saved in %s/cells; run the same command with --resume to finish the grid\n", cause, cfg.Out)
 		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
 	case err != nil:
 		rep.printf("troupe: experiment failed: %v\n", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,12 +29,15 @@ func TestExperimentWritesTheReport(t *testing.T) {
 	require.NoError(t, err)
 	// The report names the command that reproduces it, every setting explicit.
 	assert.Contains(t, string(report), "troupe experiment elfarol --param capacity=2 --param nights=2 --grid agents=4,8 "+
-		"--allocator team --allocator difference --learner egreedy:alpha=0.1,epsilon=0.05,init=0 --seeds 2 --seed 1 --episodes 30 --out "+out)
+		"--allocator team --allocator difference --learner egreedy:alpha=0.1,epsilon=0.05,init=0,unbiased=1 --seeds 2 --seed 1 --episodes 30 --out "+out)
 	for _, f := range []string{"episodes.csv", "results.json", "final.png", "curves_agents-4.svg"} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
 
-	again := troupe(t, barGrid(out)...)
+	refused := troupe(t, barGrid(out)...)
+	assert.Equal(t, ExitUsage, refused.code, refused.stderr)
+	assert.Contains(t, refused.stderr, "already holds an experiment")
+	again := troupe(t, append(barGrid(out), "--resume")...)
 	require.Equal(t, ExitOK, again.code, again.stderr)
 	assert.Contains(t, again.stderr, "8 cells (8 read back")
 	report2, err := os.ReadFile(filepath.Join(out, "report.md"))
@@ -69,7 +73,42 @@ func TestExperimentInterruptedKeepsItsCells(t *testing.T) {
 	cancel()
 	r := invoke(t, ctx, nil, false, barGrid(out)...)
 	assert.Equal(t, ExitInterrupted, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "run the same command again")
-	r = troupe(t, barGrid(out)...)
+	assert.Contains(t, r.stderr, "run the same command with --resume")
+	r = troupe(t, append(barGrid(out), "--resume")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
+}
+
+func TestExperimentResumeRefusesAnotherExperiment(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bar")
+	r := troupe(t, barGrid(out)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	before, err := os.ReadFile(filepath.Join(out, "results.csv"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		args []string
+		says []string
+	}{
+		{[]string{"--episodes", "40"}, []string{"episodes: 30, now 40 (--episodes)", "window: 3, now 4 (--window)"}},
+		{nil, []string{`params.capacity: "2", now "3" (--param)`}}, // barGrid's capacity=2, changed below
+		{[]string{"--allocator", "individual", "--seeds", "3"}, []string{`allocators: ["team","difference"], now ["team","difference","individual"] (--allocator)`, "seeds: 2, now 3 (--seeds)"}},
+		{[]string{"--learner", "boltzmann"}, []string{"learner: "}},
+	} {
+		args := barGrid(out)
+		if tc.args == nil {
+			args[slices.Index(args, "capacity=2")] = "capacity=3"
+		}
+		r := troupe(t, append(append(args, "--resume"), tc.args...)...)
+		assert.Equal(t, ExitUsage, r.code, r.stderr)
+		assert.Contains(t, r.stderr, "holds another experiment")
+		for _, s := range tc.says {
+			assert.Contains(t, r.stderr, s)
+		}
+	}
+	after, err := os.ReadFile(filepath.Join(out, "results.csv"))
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "a refused resume leaves the outputs alone")
+
+	r = troupe(t, append(barGrid(filepath.Join(t.TempDir(), "empty")), "--resume")...)
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "nothing to resume")
 }

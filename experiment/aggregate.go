@@ -1,7 +1,9 @@
 package experiment
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
 )
 
 // Row is the result of one grid point and allocator, across seeds.
@@ -14,15 +16,69 @@ type Row struct {
 	Final, Overall []float64
 	FinalStats     Stats
 	OverallStats   Stats
+	// LockedIn is, per seed, the share of the learner's rows (agent and
+	// state) whose greedy action never changed after their first update
+	// (learn.Lock); nil for a learner that does not say.
+	LockedIn      []float64
+	LockedInStats Stats
+	// Diagnostics summarise the cells' credit diagnostics across seeds;
+	// nil when none were measured.
+	Diagnostics *RowDiagnostics
+	// Signal summarises, across seeds, the standard deviation of the
+	// rewards of the final window's samples (Signal), and the standard
+	// deviation across agents of each agent's mean reward there (Spread):
+	// how unequally the allocator shares the credit.
+	Signal, Spread Stats
+	// MetricNames are the scenario's episode metrics; FinalMetrics their
+	// final values (the mean over the final window), mean over seeds.
+	MetricNames  []string
+	FinalMetrics []float64
+}
+
+// RowDiagnostics are the per-seed factoredness and learnability of a row's
+// cells (see Diagnose) and their summaries.
+type RowDiagnostics struct {
+	Factoredness Stats `json:"factoredness"`
+	Learnability Stats `json:"learnability"`
+	// Per seed, in seed order; null (NaN) where a seed had no sample,
+	// and for learnability +Inf, written null too, where the others never
+	// moved the agent's reward.
+	PerSeedF []Number `json:"factoredness_per_seed"`
+	PerSeedL []Number `json:"learnability_per_seed"`
+}
+
+// Number is a float64 that JSON writes as null when it is not finite.
+type Number float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Number) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(f)
 }
 
 // Stats summarise one number across seeds.
 type Stats struct {
 	Mean float64 `json:"mean"`
-	Std  float64 `json:"std"` // the sample standard deviation; 0 for one seed
-	Min  float64 `json:"min"`
-	Max  float64 `json:"max"`
-	N    int     `json:"n"`
+	// CILow and CIHigh bound the percentile bootstrap 95% confidence
+	// interval of the mean (Confidence; bootstrapCI): [mean, mean] for
+	// one seed.
+	CILow  float64 `json:"ci_low"`
+	CIHigh float64 `json:"ci_high"`
+	Std    float64 `json:"std"` // the sample standard deviation; 0 for one seed
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+// withCI is summarise(xs) with the bootstrap interval of its mean.
+func withCI(xs []float64, seed uint64) Stats {
+	s := summarise(xs)
+	s.CILow, s.CIHigh = bootstrapCI(xs, seed)
+	return s
 }
 
 func summarise(xs []float64) Stats {
@@ -43,6 +99,9 @@ func summarise(xs []float64) Stats {
 		}
 		s.Std = math.Sqrt(ss / float64(len(xs)-1))
 	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	s.Median = quantile(sorted, 0.5)
 	return s
 }
 
@@ -50,6 +109,7 @@ func summarise(xs []float64) Stats {
 // order.
 func (p *plan) aggregate(cells []*Cell) []Row {
 	var rows []Row
+	sig, spread := map[int][]float64{}, map[int][]float64{}
 	for _, c := range p.cells {
 		if c.seed == 0 {
 			rows = append(rows, Row{Point: p.points[c.point].values, Allocator: p.allocs[c.alloc]})
@@ -67,12 +127,77 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 		}
 		r.Final = append(r.Final, final/float64(p.window))
 		r.Overall = append(r.Overall, overall/float64(n))
+		if cell.Lock != nil {
+			r.LockedIn = append(r.LockedIn, cell.Lock.LockedIn())
+		}
+		if cell.Diagnostics != nil {
+			if r.Diagnostics == nil {
+				r.Diagnostics = &RowDiagnostics{}
+			}
+			r.Diagnostics.PerSeedF = append(r.Diagnostics.PerSeedF, Number(cell.Diagnostics.Factoredness()))
+			r.Diagnostics.PerSeedL = append(r.Diagnostics.PerSeedL, Number(cell.Diagnostics.Learnability()))
+		}
+		if cell.Credit != nil {
+			sig[len(rows)-1] = append(sig[len(rows)-1], cell.Credit.Std)
+			spread[len(rows)-1] = append(spread[len(rows)-1], summarise(cell.Credit.Mean).Std)
+		}
+		if len(cell.MetricNames) > 0 {
+			if r.MetricNames == nil {
+				r.MetricNames = cell.MetricNames
+				r.FinalMetrics = make([]float64, len(cell.MetricNames))
+			}
+			for m, series := range cell.Metrics {
+				r.FinalMetrics[m] += mean(series[max(0, len(series)-p.window):]) / float64(p.cfg.Seeds)
+			}
+		}
 	}
 	for i := range rows {
-		rows[i].FinalStats = summarise(rows[i].Final)
-		rows[i].OverallStats = summarise(rows[i].Overall)
+		r := &rows[i]
+		r.FinalStats = withCI(r.Final, statsSeed(p.cfg.Seed, 0, i))
+		r.OverallStats = withCI(r.Overall, statsSeed(p.cfg.Seed, 1, i))
+		if len(r.LockedIn) != len(r.Final) {
+			r.LockedIn = nil // some cells' learners do not say
+		}
+		r.LockedInStats = withCI(r.LockedIn, statsSeed(p.cfg.Seed, 2, i))
+		if d := r.Diagnostics; d != nil {
+			d.Factoredness = withCI(finite(d.PerSeedF), statsSeed(p.cfg.Seed, 4, i))
+			d.Learnability = withCI(finite(d.PerSeedL), statsSeed(p.cfg.Seed, 5, i))
+		}
+		r.Signal, r.Spread = summarise(sig[i]), summarise(spread[i])
 	}
 	return rows
+}
+
+// finite returns the finite values of xs: a seed whose diagnostics had no
+// sample (NaN) or never saw the others move its reward (+Inf) is left out
+// of the summary, and still listed per seed.
+func finite(xs []Number) []float64 {
+	var out []float64
+	for _, n := range xs {
+		if x := float64(n); !math.IsNaN(x) && !math.IsInf(x, 0) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// compare makes the paired comparisons of every two allocators at every
+// point, over their seeds' final results, rows in grid order.
+func (p *plan) compare(rows []Row) []Comparison {
+	var out []Comparison
+	k := len(p.allocs)
+	for pi := range p.points {
+		for a := range k {
+			for b := a + 1; b < k; b++ {
+				ra, rb := rows[pi*k+a], rows[pi*k+b]
+				c := compare(ra.Final, rb.Final, statsSeed(p.cfg.Seed, 3, len(out)))
+				c.Point, c.A, c.B = ra.Point, ra.Allocator, rb.Allocator
+				out = append(out, c)
+			}
+		}
+	}
+	holm(out)
+	return out
 }
 
 // curve is one cell's metric averaged in bins of episodes: at most

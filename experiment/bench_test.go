@@ -69,3 +69,21 @@ func BenchmarkElFarolGridWithOutputs(b *testing.B) {
 	}
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/grid")
 }
+
+// BenchmarkElFarolGridDiagnosed is the grid with the credit diagnostics of
+// docs/experiments/elfarol.md: 10 episodes per cell, 8 agents, 4
+// counterfactuals of each kind. Its cpu-s/grid less the grid's is what the
+// diagnostics cost.
+func BenchmarkElFarolGridDiagnosed(b *testing.B) {
+	cfg := elFarolGrid(b, "")
+	cfg.Diagnose = experiment.Diagnose{Episodes: 10}
+	cpu := cputime.Seconds()
+	for b.Loop() {
+		if _, err := experiment.Run(context.Background(), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if cputime.Available {
+		b.ReportMetric((cputime.Seconds()-cpu)/float64(b.N), "cpu-s/grid")
+	}
+}

@@ -8,8 +8,11 @@ import (
 	"hash/fnv"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -22,7 +25,7 @@ import (
 
 // cellVersion is the format of cell files; a file of another version is
 // played again rather than read.
-const cellVersion = 1
+const cellVersion = 2
 
 // CellConfig is everything a cell's result depends on. Two cells with
 // equal configurations give equal results, so a cell file whose
@@ -38,11 +41,45 @@ type CellConfig struct {
 	Seed      int               `json:"seed"`
 	RunSeed   uint64            `json:"run_seed"`
 	Episodes  int               `json:"episodes"`
-	Limits    env.Limits        `json:"limits"`
+	Group     int               `json:"group"`
+	Window    int               `json:"window"`
+	Diagnose  *diagnoseID       `json:"diagnose,omitempty"`
+	Limits    limits            `json:"limits"`
 	// State marks a custom learn.Options.State: Go code a file cannot
 	// describe, so a cell made with one is never taken for one made
 	// without.
 	State bool `json:"custom_state,omitempty"`
+}
+
+// diagnoseID is Diagnose as a cell file writes it, its defaults applied.
+type diagnoseID struct {
+	Episodes int `json:"episodes"`
+	Agents   int `json:"agents"`
+	Samples  int `json:"samples"`
+}
+
+// limits are env.Limits as a cell file writes them.
+type limits struct {
+	MaxSteps    int    `json:"max_steps,omitempty"`
+	MaxTurns    int    `json:"max_turns,omitempty"`
+	MaxMessages int    `json:"max_messages,omitempty"`
+	Timeout     string `json:"timeout,omitempty"` // a Go duration, "1m30s"
+}
+
+func limitsOf(l env.Limits) limits {
+	out := limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
+	if l.Timeout != 0 {
+		out.Timeout = l.Timeout.String()
+	}
+	return out
+}
+
+func (p *plan) diagnoseID() *diagnoseID {
+	d := p.cfg.Diagnose
+	if d.Episodes <= 0 {
+		return nil
+	}
+	return &diagnoseID{Episodes: d.Episodes, Agents: d.agents(), Samples: d.samples()}
 }
 
 func (p *plan) identity(c *cellPlan) CellConfig {
@@ -57,7 +94,10 @@ func (p *plan) identity(c *cellPlan) CellConfig {
 		Seed:      c.seed,
 		RunSeed:   c.runSeed,
 		Episodes:  p.cfg.Episodes,
-		Limits:    p.cfg.Limits,
+		Group:     p.group(),
+		Window:    p.window,
+		Diagnose:  p.diagnoseID(),
+		Limits:    limitsOf(p.cfg.Limits),
 		State:     p.cfg.State != nil,
 	}
 }
@@ -118,6 +158,75 @@ type Cell struct {
 	// samples).
 	Team   []float64 `json:"team"`
 	Reward []float64 `json:"reward"`
+	// Credit is what the allocator gave each agent over the final window
+	// (the last Window episodes): the mean of its samples' rewards, and
+	// the spread of all of them.
+	Credit *CreditStats `json:"credit,omitempty"`
+	// MetricNames and Metrics are the scenario's episode metrics
+	// (env.EpisodeMetricer): Metrics[m][e] is metric m of episode e.
+	MetricNames []string    `json:"metric_names,omitempty"`
+	Metrics     [][]float64 `json:"metrics,omitempty"`
+	// Diagnostics are the credit diagnostics, when Config.Diagnose asks.
+	Diagnostics *Diagnostics `json:"diagnostics,omitempty"`
+	// Lock is the learner's lock-in at the end of the run (learn.Lock):
+	// how many of its rows (agent and state) ever changed their greedy
+	// action after their first update.
+	Lock *learn.Lock `json:"lock,omitempty"`
+}
+
+// CreditStats describe the rewards of a cell's final window.
+type CreditStats struct {
+	// Agents are the learning agents, Mean the mean reward of each one's
+	// samples, in the same order (sorted by agent id).
+	Agents []string  `json:"agents"`
+	Mean   []float64 `json:"mean"`
+	// Samples counts the samples; Std is the standard deviation of their
+	// rewards, the spread of the learning signal.
+	Samples int     `json:"samples"`
+	Std     float64 `json:"std"`
+}
+
+// creditTally accumulates CreditStats.
+type creditTally struct {
+	sum, count map[string]float64
+	n          int
+	mean, m2   float64 // Welford's running mean and sum of squares
+}
+
+func (t *creditTally) add(rec *episode.Record, values []float64) {
+	if t.sum == nil {
+		t.sum, t.count = map[string]float64{}, map[string]float64{}
+	}
+	s := 0
+	for i := range rec.Turns {
+		tr := &rec.Turns[i]
+		if !tr.Emit || s >= len(values) {
+			continue
+		}
+		v := values[s]
+		s++
+		id := rec.Seats[tr.Seat].ID
+		t.sum[id] += v
+		t.count[id]++
+		t.n++
+		d := v - t.mean
+		t.mean += d / float64(t.n)
+		t.m2 += d * (v - t.mean)
+	}
+}
+
+func (t *creditTally) stats() *CreditStats {
+	if t.n == 0 {
+		return nil
+	}
+	cs := &CreditStats{Agents: slices.Sorted(maps.Keys(t.sum)), Samples: t.n}
+	for _, a := range cs.Agents {
+		cs.Mean = append(cs.Mean, t.sum[a]/t.count[a])
+	}
+	if t.n > 1 {
+		cs.Std = math.Sqrt(t.m2 / float64(t.n-1))
+	}
+	return cs
 }
 
 // Ratio returns episode e's G/G*, or G when the optimum is unknown.
@@ -171,12 +280,36 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if pt.known {
 		cell.Optimum = &pt.optimum
 	}
+	diag, err := p.diagnoser(c)
+	if err != nil {
+		return nil, err
+	}
+	metricer, _ := cfg.Scenario.(env.EpisodeMetricer)
+	var metric []float64
+	if metricer != nil {
+		cell.MetricNames = metricer.MetricNames(pt.params)
+		metric = make([]float64, len(cell.MetricNames))
+		cell.Metrics = make([][]float64, len(cell.MetricNames))
+		for m := range cell.Metrics {
+			cell.Metrics[m] = make([]float64, 0, cfg.Episodes)
+		}
+	}
+	var tally creditTally
 	var reported, turns int64
 	learned := func(rec *episode.Record, credit *trajectories.Credit) error {
 		if err := learner.Learn(rec, credit); err != nil {
 			return fmt.Errorf("learn: %w", err)
 		}
 		values := scalarCredit(credit)
+		if len(cell.Team) >= cfg.Episodes-p.window {
+			tally.add(rec, values)
+		}
+		if metricer != nil {
+			metricer.EpisodeMetrics(pt.params, rec, metric)
+			for m, v := range metric {
+				cell.Metrics[m] = append(cell.Metrics[m], v)
+			}
+		}
 		cell.Team = append(cell.Team, rec.Score.Team)
 		cell.Updates += int64(len(values))
 		cell.Reward = append(cell.Reward, mean(values))
@@ -191,53 +324,82 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
 	run := env.RunConfig{Scenario: cfg.Scenario, Params: pt.params, Episodes: cfg.Episodes, Seed: c.runSeed}
-	err = playInTurn(ctx, exec, out, run.Requests())
+	run.GroupSize = p.group()
+	var after func(context.Context, []*episode.Record) error
+	if diag != nil {
+		after = diag.group
+	}
+	err = playInTurn(ctx, exec, out, run.Requests(), after)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
 	}
+	cell.Credit = tally.stats()
+	if diag != nil {
+		cell.Diagnostics = diag.result
+	}
+	if l, ok := learner.(learn.Locker); ok {
+		lock := l.Lock()
+		cell.Lock = &lock
+	}
 	return cell, nil
 }
 
-// playInTurn plays the requests one after the other, each handed whole to
-// out (Finish, then its write) before the next is played, and stops at the
-// first episode that did not finish, as a run with FailFast does, and when
-// ctx is cancelled.
-func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, reqs []env.Request) error {
+// playInTurn plays the requests group by group (the runs of requests that
+// share a GroupIndex), each group played whole, then handed to out (Finish,
+// then the write of each of its episodes) before the next is played, and
+// stops at the first episode that did not finish, as a run with FailFast
+// does, and when ctx is cancelled. After each group is written, after (when
+// set) sees it, before its records are recycled.
+func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, reqs []env.Request, after func(context.Context, []*episode.Record) error) error {
 	// An output that recycles keeps nothing of a group once written: the
-	// record goes back to the executor, and the group slice serves again.
+	// records go back to the executor, and the group slice serves again.
 	r, ok := out.(env.RecyclingOutput)
 	recycles := ok && r.Recycles()
-	var one [1]*episode.Record
-	for _, req := range reqs {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
+	var group []*episode.Record
+	for lo := 0; lo < len(reqs); {
+		hi := lo + 1
+		for hi < len(reqs) && reqs[hi].GroupIndex == reqs[lo].GroupIndex {
+			hi++
 		}
-		rec := exec.Execute(ctx, req)
-		if rec.End == env.EndInterrupted {
-			return context.Cause(ctx)
+		if !recycles {
+			group = nil
 		}
-		var group []*episode.Record
-		if recycles {
-			one[0] = rec
-			group = one[:]
-		} else {
-			group = []*episode.Record{rec}
+		group = group[:0]
+		for _, req := range reqs[lo:hi] {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			rec := exec.Execute(ctx, req)
+			if rec.End == env.EndInterrupted {
+				return context.Cause(ctx)
+			}
+			group = append(group, rec)
 		}
+		lo = hi
 		write, err := out.Finish(ctx, group)
-		if err == nil {
-			_, err = write(0)
-		}
 		if err != nil {
 			return err
 		}
-		if !rec.Finished() {
-			return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+		for k, rec := range group {
+			if _, err := write(k); err != nil {
+				return err
+			}
+			if !rec.Finished() {
+				return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
+			}
+		}
+		if after != nil {
+			if err := after(ctx, group); err != nil {
+				return err
+			}
 		}
 		if recycles {
-			exec.Recycle(rec)
+			for _, rec := range group {
+				exec.Recycle(rec)
+			}
 		}
 	}
 	return nil

@@ -21,12 +21,15 @@
 //
 // # Resuming
 //
-// Each finished cell is written to OUT/cells/ as one JSON file, atomically
-// (a temporary file renamed into place), and named after a hash of its
-// configuration. A later Run with the same OUT reads back every cell whose
-// file matches its configuration instead of playing it again, so an
-// interrupted grid resumes where it stopped, and the outputs are the same
-// bytes as those of an uninterrupted run.
+// Run first writes OUT/experiment.json (ManifestJSON), which says which
+// experiment OUT holds. Each finished cell is written to OUT/cells/ as one
+// JSON file, atomically (a temporary file renamed into place), and named
+// after a hash of its configuration. A later Run with Resume and the same
+// OUT checks the manifest (another experiment is refused, every
+// difference named) and reads back every cell whose file matches its
+// configuration instead of playing it again, so an interrupted grid
+// resumes where it stopped, and the outputs are the same bytes as those of
+// an uninterrupted run.
 package experiment
 
 import (
@@ -124,9 +127,21 @@ type Config struct {
 	Seed  uint64
 	// Episodes is the length of each learning run.
 	Episodes int
+	// Group is the number of episodes per group, as a training run's
+	// --group: a group's episodes share the scenario seed, are played
+	// with the same learned values, are allocated together (what GRPO-
+	// style allocators compare) and are learned once the whole group has
+	// been played. 0 means 1. An allocator that compares the episodes of
+	// a group (credit.Needs.Group) is refused with groups of one, where
+	// it would give every sample 0.
+	Group int
 	// Window is the number of final episodes averaged into a cell's final
 	// result; 0 means a tenth of Episodes.
 	Window int
+	// Diagnose sets the credit diagnostics (factoredness, learnability);
+	// the zero value measures none. They cost counterfactual
+	// re-simulations and do not change what the cells learn.
+	Diagnose Diagnose
 	// Limits bound every episode.
 	Limits env.Limits
 	// Optimum computes G* at a grid point, so that results are reported as
@@ -138,6 +153,14 @@ type Config struct {
 	// Out is the output directory: cell files, metrics, plots and report.
 	// Empty writes nothing (and resumes nothing).
 	Out string
+	// Resume continues the experiment Out holds: its finished cells are
+	// read back, the others played, and the outputs are the bytes an
+	// uninterrupted run writes. Out must hold this very experiment (its
+	// ManifestJSON), else Run names every difference (*MismatchError).
+	// Without Resume, an Out that already holds an experiment is refused
+	// (ErrExists), so that no output of one experiment mixes with
+	// another's.
+	Resume bool
 	// Title and Command head the report: the command that ran the
 	// experiment, so that a reader can reproduce it.
 	Title, Command string
@@ -163,6 +186,9 @@ type Result struct {
 	Metric string
 	Cells  []*Cell // in grid order: points, then allocators, then seeds
 	Rows   []Row   // one per point and allocator, in grid order
+	// Comparisons are the paired comparisons of every two allocators at
+	// every point, over the seeds' final results.
+	Comparisons []Comparison
 	// Resumed counts the cells read back from Out.
 	Resumed int
 	// Turns, Updates and Elapsed are what this Run played (agent turns,
@@ -226,6 +252,8 @@ func newPlan(cfg Config) (*plan, error) {
 		return bad("no learner (use learn.Parse)")
 	case cfg.Parallel < 0:
 		return bad("parallel %d < 0", cfg.Parallel)
+	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
+		return bad("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
 	}
 	info := cfg.Scenario.Info()
 	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window}
@@ -310,6 +338,9 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 	if needs.Absent && (cf == nil || !cf.AbsentOK) {
 		return fmt.Errorf("scenario %s does not declare what an absent agent means", info.Name)
 	}
+	if needs.Group && p.group() < 2 {
+		return fmt.Errorf("%s compares the episodes of a group, and with groups of one episode it gives every sample 0: play groups of 2 or more episodes (Group, troupe experiment --group)", a.Name())
+	}
 	if needs.Null {
 		for _, role := range p.learners {
 			if !cf.HasNullAction(role) {
@@ -391,6 +422,9 @@ func describePoint(axes []Axis, values []string) string {
 	return strings.Join(parts, " ")
 }
 
+// group is the number of episodes per group.
+func (p *plan) group() int { return max(1, p.cfg.Group) }
+
 // metric names what the results measure.
 func (p *plan) metric() string {
 	if len(p.points) > 0 && p.points[0].known {
@@ -410,6 +444,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Metric: p.metric(), Cells: make([]*Cell, len(p.cells))}
 	if cfg.Out != "" {
+		if err := p.claim(); err != nil {
+			return nil, err
+		}
 		if err := p.resume(); err != nil {
 			return nil, err
 		}
@@ -465,6 +502,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, err
 	}
 	res.Rows = p.aggregate(res.Cells)
+	res.Comparisons = p.compare(res.Rows)
 	if cfg.Out != "" {
 		files, err := p.writeOutputs(res)
 		res.Files = files

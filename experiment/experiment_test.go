@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -69,8 +71,8 @@ func TestRunWritesEveryOutput(t *testing.T) {
 	assert.Zero(t, res.Resumed)
 
 	files := outputs(t, dir)
-	for _, name := range []string{"episodes.csv", "episodes.json", "results.csv", "results.json", "report.md",
-		"curves_agents-6.png", "curves_agents-6.svg", "curves_agents-12.png", "curves_agents-12.svg", "final.png", "final.svg"} {
+	for _, name := range []string{"episodes.csv", "episodes.json", "results.csv", "results.json", "finals.csv", "comparisons.csv", "report.md",
+		"curves_agents-6.png", "curves_agents-6.svg", "curves_agents-12.png", "curves_agents-12.svg", "final.png", "final.svg", "seeds.png", "seeds.svg"} {
 		assert.Contains(t, files, name)
 		assert.Contains(t, res.Files, name)
 	}
@@ -81,16 +83,41 @@ func TestRunWritesEveryOutput(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 8, cells)
-	assert.True(t, bytes.HasPrefix(files["final.png"], []byte("\x89PNG")))
+	for name, data := range files {
+		if strings.HasSuffix(name, ".png") {
+			img, err := png.DecodeConfig(bytes.NewReader(data))
+			require.NoError(t, err, name)
+			assert.GreaterOrEqual(t, img.Width, 1200, "%s is %d px wide", name, img.Width)
+		}
+		if strings.HasSuffix(name, ".json") {
+			assertSnakeCase(t, name, data)
+		}
+	}
 	assert.Contains(t, string(files["final.svg"]), "<svg")
 
 	rows, err := csv.NewReader(bytes.NewReader(files["episodes.csv"])).ReadAll()
 	require.NoError(t, err)
-	assert.Equal(t, []string{"agents", "allocator", "seed", "episode", "team", "ratio", "reward"}, rows[0])
+	lead := []string{"scenario", "agents", "capacity", "nights", "learner", "episodes", "group", "window", "root_seed", "allocator"}
+	assert.Equal(t, append(lead, "seed", "episode", "team", "g_star", "ratio", "reward", "attendance_rank_1", "attendance_rank_2", "attendance_rank_3", "home"), rows[0])
 	assert.Len(t, rows, 1+8*80)
-	assert.Equal(t, []string{"6", "team", "0", "0"}, rows[1][:4])
+	assert.Equal(t, []string{"elfarol", "6", "2", "3", "egreedy:alpha=0.2,epsilon=0.05,init=0,unbiased=1", "80", "1", "8", "5", "team", "0", "0"}, rows[1][:12])
+	for _, name := range []string{"results.csv", "finals.csv", "comparisons.csv"} {
+		rows, err := csv.NewReader(bytes.NewReader(files[name])).ReadAll()
+		require.NoError(t, err, name)
+		for _, col := range []string{"scenario", "agents", "capacity", "nights", "learner", "episodes", "root_seed"} {
+			assert.Contains(t, rows[0], col, "%s carries every parameter", name)
+		}
+		for _, col := range rows[0] {
+			assert.Regexp(t, `^[a-z][a-z0-9_]*$`, col, "%s: column names are snake_case", name)
+		}
+	}
+	results, err := csv.NewReader(bytes.NewReader(files["results.csv"])).ReadAll()
+	require.NoError(t, err)
+	assert.Contains(t, results[0], "g_star")
+	assert.Contains(t, results[0], "final_ci_low")
+	assert.Len(t, results, 1+4)
 
-	var results struct {
+	var resultsDoc struct {
 		Metric string `json:"metric"`
 		Rows   []struct {
 			Point     map[string]string `json:"point"`
@@ -98,14 +125,15 @@ func TestRunWritesEveryOutput(t *testing.T) {
 			Final     []float64         `json:"final"`
 		} `json:"rows"`
 	}
-	require.NoError(t, json.Unmarshal(files["results.json"], &results))
-	require.Len(t, results.Rows, 4)
-	assert.Equal(t, map[string]string{"agents": "12"}, results.Rows[2].Point)
-	assert.Equal(t, "team", results.Rows[2].Allocator)
-	assert.Len(t, results.Rows[2].Final, 2)
+	require.NoError(t, json.Unmarshal(files["results.json"], &resultsDoc))
+	require.Len(t, resultsDoc.Rows, 4)
+	assert.Equal(t, map[string]string{"agents": "12"}, resultsDoc.Rows[2].Point)
+	assert.Equal(t, "team", resultsDoc.Rows[2].Allocator)
+	assert.Len(t, resultsDoc.Rows[2].Final, 2)
 
 	report := string(files["report.md"])
-	for _, want := range []string{"# Small bar", "troupe experiment elfarol --grid agents=6,12", "| agents | G* | reward |",
+	for _, want := range []string{"# Small bar", "troupe experiment elfarol --grid agents=6,12", "| agents | G* | reward | final G/G* mean [95% CI] |",
+		"### Paired comparisons", "What the numbers are", "locked in", "![Final G/G* of every seed](seeds.png)",
 		"![Final G/G* against agents](final.png)", "(curves_agents-12.svg)", "`difference`"} {
 		assert.Contains(t, report, want)
 	}
@@ -115,6 +143,31 @@ func TestRunWritesEveryOutput(t *testing.T) {
 	require.NoError(t, err)
 	c := res.Cells[0]
 	assert.InDelta(t, c.Team[3]/opt, c.Ratio(3), 1e-15)
+}
+
+// assertSnakeCase checks that every object key of a JSON document is
+// snake_case.
+func assertSnakeCase(t *testing.T, name string, data []byte) {
+	t.Helper()
+	var doc any
+	require.NoError(t, json.Unmarshal(data, &doc), name)
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(k) {
+					t.Errorf("%s: key %q is not snake_case", name, k)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
 }
 
 func TestRunIsDeterministicAndResumes(t *testing.T) {
@@ -142,6 +195,10 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 	for _, name := range names[:3] {
 		require.NoError(t, os.Remove(filepath.Join(second, name)))
 	}
+	// Without Resume, a directory that holds an experiment is refused.
+	_, err = experiment.Run(context.Background(), cfg)
+	require.ErrorIs(t, err, experiment.ErrExists)
+	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 5, res.Resumed)
@@ -154,11 +211,24 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 	assert.Equal(t, 7, res.Resumed)
 	assert.Equal(t, want, outputs(t, second))
 
-	// Another configuration does not reuse these cells.
+	// Another configuration is refused, every difference named, and
+	// nothing written.
 	cfg.Episodes = 40
-	res, err = experiment.Run(context.Background(), cfg)
-	require.NoError(t, err)
-	assert.Zero(t, res.Resumed)
+	cfg.Allocators = []string{"team", "individual"}
+	_, err = experiment.Run(context.Background(), cfg)
+	var mismatch *experiment.MismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.ErrorIs(t, err, experiment.ErrOtherExperiment)
+	assert.ErrorContains(t, err, "episodes: 80, now 40")
+	assert.ErrorContains(t, err, `allocators: ["team","difference"], now ["team","individual"]`)
+	assert.Len(t, mismatch.Diffs, 3, "and the window, a tenth of the episodes")
+	assert.Equal(t, want, outputs(t, second))
+
+	// Resume into a directory without an experiment is refused.
+	cfg = smallBar(t, t.TempDir())
+	cfg.Resume = true
+	_, err = experiment.Run(context.Background(), cfg)
+	require.ErrorIs(t, err, experiment.ErrNothingToResume)
 }
 
 func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
@@ -192,9 +262,11 @@ func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
 	cfg.Progress = nil
+	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.Resumed)
+	cfg.Resume = false
 	uninterrupted := t.TempDir()
 	cfg.Out = uninterrupted
 	_, err = experiment.Run(context.Background(), cfg)

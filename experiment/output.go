@@ -5,17 +5,24 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
+
+	"github.com/troupe-rl/troupe/internal/seeds"
 )
 
 // The files an experiment writes under Out, besides the cells.
 const (
-	EpisodesCSV  = "episodes.csv"
-	EpisodesJSON = "episodes.json"
-	ResultsCSV   = "results.csv"
-	ResultsJSON  = "results.json"
-	ReportMD     = "report.md"
+	EpisodesCSV    = "episodes.csv"
+	EpisodesJSON   = "episodes.json"
+	ResultsCSV     = "results.csv"
+	ResultsJSON    = "results.json"
+	FinalsCSV      = "finals.csv"
+	ComparisonsCSV = "comparisons.csv"
+	CreditCSV      = "credit.csv"
+	ReportMD       = "report.md"
 )
 
 // writeOutputs writes the metrics, the plots and the report, and returns
@@ -37,6 +44,9 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		{EpisodesJSON, p.episodesJSON},
 		{ResultsCSV, p.resultsCSV},
 		{ResultsJSON, p.resultsJSON},
+		{FinalsCSV, p.finalsCSV},
+		{ComparisonsCSV, p.comparisonsCSV},
+		{CreditCSV, p.creditCSV},
 	}
 	for _, o := range outputs {
 		data, err := o.make(res)
@@ -66,38 +76,96 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// episodesCSV has one line per cell and episode: the axis values, the
-// allocator, the seed, the episode, G, G/G* (when known) and the mean
-// reward the samples got.
-func (p *plan) episodesCSV(res *Result) ([]byte, error) {
+// paramNames are the scenario parameters every point sets (its axes, the
+// fixed ones and the defaults), sorted: the parameter columns of the CSV
+// files.
+func (p *plan) paramNames() []string {
+	if len(p.points) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(p.points[0].params.Map()))
+}
+
+// leadHeader heads the columns every tidy CSV file starts with: the
+// scenario, every scenario parameter, the learner and the run's shape; with
+// alloc, the allocator.
+func (p *plan) leadHeader(alloc bool) []string {
+	h := append([]string{"scenario"}, p.paramNames()...)
+	h = append(h, "learner", "episodes", "group", "window", "root_seed")
+	if alloc {
+		h = append(h, "allocator")
+	}
+	return h
+}
+
+// lead is the leading columns of point pi (and allocator ai, when ≥ 0).
+func (p *plan) lead(pi, ai int) []string {
+	m := p.points[pi].params.Map()
+	rec := []string{p.name}
+	for _, k := range p.paramNames() {
+		rec = append(rec, m[k])
+	}
+	rec = append(rec, p.cfg.Learner.String(), strconv.Itoa(p.cfg.Episodes), strconv.Itoa(p.group()), strconv.Itoa(p.window), strconv.FormatUint(p.cfg.Seed, 10))
+	if ai >= 0 {
+		rec = append(rec, p.allocs[ai])
+	}
+	return rec
+}
+
+// gStar is point pi's G* as a CSV field: empty when unknown.
+func (p *plan) gStar(pi int) string {
+	if !p.points[pi].known {
+		return ""
+	}
+	return ftoa(p.points[pi].optimum)
+}
+
+// writeCSV renders a header and records.
+func writeCSV(header []string, each func(emit func([]string) error) error) ([]byte, error) {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
-	known := res.Metric == "G/G*"
-	header := p.axisNames()
-	header = append(header, "allocator", "seed", "episode", "team")
-	if known {
-		header = append(header, "ratio")
-	}
-	header = append(header, "reward")
 	if err := w.Write(header); err != nil {
 		return nil, err
 	}
-	for _, c := range p.cells {
-		cell := res.Cells[c.index]
-		lead := append(append([]string(nil), p.points[c.point].values...), cell.Allocator, strconv.Itoa(cell.Seed))
-		for e := range cell.Team {
-			rec := append(lead[:len(lead):len(lead)], strconv.Itoa(e), ftoa(cell.Team[e]))
-			if known {
-				rec = append(rec, ftoa(cell.Ratio(e)))
-			}
-			rec = append(rec, ftoa(cell.Reward[e]))
-			if err := w.Write(rec); err != nil {
-				return nil, err
-			}
-		}
+	if err := each(w.Write); err != nil {
+		return nil, err
 	}
 	w.Flush()
 	return b.Bytes(), w.Error()
+}
+
+// episodesCSV has one line per cell and episode: the lead columns, the
+// seed, the episode, G, G* and G/G* (empty when G* is unknown) and the
+// mean reward the samples got.
+func (p *plan) episodesCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "seed", "episode", "team", "g_star", "ratio", "reward")
+	metrics := p.metricNames(res)
+	header = append(header, metrics...)
+	return writeCSV(header, func(emit func([]string) error) error {
+		for _, c := range p.cells {
+			cell := res.Cells[c.index]
+			lead := append(p.lead(c.point, c.alloc), strconv.Itoa(cell.Seed))
+			gs := p.gStar(c.point)
+			for e := range cell.Team {
+				ratio := ""
+				if gs != "" {
+					ratio = ftoa(cell.Ratio(e))
+				}
+				rec := append(lead[:len(lead):len(lead)], strconv.Itoa(e), ftoa(cell.Team[e]), gs, ratio, ftoa(cell.Reward[e]))
+				for m := range metrics {
+					v := ""
+					if m < len(cell.Metrics) {
+						v = ftoa(cell.Metrics[m][e])
+					}
+					rec = append(rec, v)
+				}
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 func (p *plan) axisNames() []string {
@@ -121,52 +189,208 @@ func (p *plan) episodesJSON(res *Result) ([]byte, error) {
 	return append(data, '\n'), err
 }
 
-// resultsCSV has one line per point and allocator.
-func (p *plan) resultsCSV(res *Result) ([]byte, error) {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	header := append(p.axisNames(), "allocator", "seeds", "final_mean", "final_std", "final_min", "final_max", "overall_mean", "overall_std")
-	if err := w.Write(header); err != nil {
-		return nil, err
-	}
-	for _, r := range res.Rows {
-		f, o := r.FinalStats, r.OverallStats
-		rec := append(append([]string(nil), r.Point...), r.Allocator, strconv.Itoa(f.N),
-			ftoa(f.Mean), ftoa(f.Std), ftoa(f.Min), ftoa(f.Max), ftoa(o.Mean), ftoa(o.Std))
-		if err := w.Write(rec); err != nil {
-			return nil, err
-		}
-	}
-	w.Flush()
-	return b.Bytes(), w.Error()
+func statsFields(s Stats) []string {
+	return []string{ftoa(s.Mean), ftoa(s.CILow), ftoa(s.CIHigh), ftoa(s.Std), ftoa(s.Median), ftoa(s.Min), ftoa(s.Max)}
 }
 
-// resultsJSON is the results table with each seed's values.
+func statsHeader(prefix string) []string {
+	var h []string
+	for _, f := range []string{"mean", "ci_low", "ci_high", "std", "median", "min", "max"} {
+		h = append(h, prefix+"_"+f)
+	}
+	return h
+}
+
+// resultsCSV has one line per point and allocator: the lead columns, the
+// metric, G*, the number of seeds, and the summaries across seeds of the
+// final and overall results and of the lock-in.
+func (p *plan) resultsCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "metric", "g_star", "seeds")
+	header = append(header, statsHeader("final")...)
+	header = append(header, statsHeader("overall")...)
+	header = append(header, statsHeader("locked_in")...)
+	header = append(header, statsHeader("factoredness")...)
+	header = append(header, statsHeader("learnability")...)
+	header = append(header, "signal_std_mean", "credit_spread_mean")
+	metrics := p.metricNames(res)
+	for _, m := range metrics {
+		header = append(header, "final_"+m)
+	}
+	orEmpty := func(ok bool, s Stats) []string {
+		if !ok {
+			return make([]string, 7)
+		}
+		return statsFields(s)
+	}
+	return writeCSV(header, func(emit func([]string) error) error {
+		for i, r := range res.Rows {
+			pi, ai := i/len(p.allocs), i%len(p.allocs)
+			rec := append(p.lead(pi, ai), res.Metric, p.gStar(pi), strconv.Itoa(r.FinalStats.N))
+			rec = append(rec, statsFields(r.FinalStats)...)
+			rec = append(rec, statsFields(r.OverallStats)...)
+			rec = append(rec, orEmpty(r.LockedIn != nil, r.LockedInStats)...)
+			d := r.Diagnostics
+			rec = append(rec, orEmpty(d != nil && d.Factoredness.N > 0, statsOf(d, true))...)
+			rec = append(rec, orEmpty(d != nil && d.Learnability.N > 0, statsOf(d, false))...)
+			rec = append(rec, ftoa(r.Signal.Mean), ftoa(r.Spread.Mean))
+			for m := range metrics {
+				v := ""
+				if m < len(r.FinalMetrics) {
+					v = ftoa(r.FinalMetrics[m])
+				}
+				rec = append(rec, v)
+			}
+			if err := emit(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// statsOf returns d's factoredness (f) or learnability summary.
+func statsOf(d *RowDiagnostics, f bool) Stats {
+	if d == nil {
+		return Stats{}
+	}
+	if f {
+		return d.Factoredness
+	}
+	return d.Learnability
+}
+
+// metricNames are the scenario's episode metrics, those of the first row
+// that has them (the points of a grid share their names when they share
+// the parameters the names depend on; a grid over El Farol's nights has
+// the longest list last).
+func (p *plan) metricNames(res *Result) []string {
+	var names []string
+	for _, r := range res.Rows {
+		if len(r.MetricNames) > len(names) {
+			names = r.MetricNames
+		}
+	}
+	return names
+}
+
+// creditCSV has one line per cell and learning agent: the mean reward of
+// the agent's samples over the final window.
+func (p *plan) creditCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "seed", "agent", "mean_credit")
+	return writeCSV(header, func(emit func([]string) error) error {
+		for _, c := range p.cells {
+			cell := res.Cells[c.index]
+			if cell.Credit == nil {
+				continue
+			}
+			for a, id := range cell.Credit.Agents {
+				rec := append(p.lead(c.point, c.alloc), strconv.Itoa(cell.Seed), id, ftoa(cell.Credit.Mean[a]))
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// finalsCSV has one line per cell: each seed's final and overall result
+// and its lock-in, the data of the strip plots.
+func (p *plan) finalsCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "seed", "run_seed", "metric", "final", "overall", "locked_in")
+	return writeCSV(header, func(emit func([]string) error) error {
+		for i, r := range res.Rows {
+			pi, ai := i/len(p.allocs), i%len(p.allocs)
+			for s := range r.Final {
+				lock := ""
+				if r.LockedIn != nil {
+					lock = ftoa(r.LockedIn[s])
+				}
+				rec := append(p.lead(pi, ai), strconv.Itoa(s), strconv.FormatUint(seeds.Mix(p.cfg.Seed, uint64(s)), 10), res.Metric, ftoa(r.Final[s]), ftoa(r.Overall[s]), lock)
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// comparisonsCSV has one line per paired comparison.
+func (p *plan) comparisonsCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(false), "metric", "allocator_a", "allocator_b", "seeds", "diff", "ci_low", "ci_high", "wins", "ties", "p_t", "p_sign_flip", "p_holm", "cohen_dz")
+	k := len(p.allocs)
+	return writeCSV(header, func(emit func([]string) error) error {
+		per := k * (k - 1) / 2
+		for i, c := range res.Comparisons {
+			rec := append(p.lead(i/max(per, 1), -1), res.Metric, c.A, c.B, strconv.Itoa(c.N), ftoa(c.Diff), ftoa(c.CILow), ftoa(c.CIHigh),
+				strconv.Itoa(c.Wins), strconv.Itoa(c.Ties), ftoa(c.PT), ftoa(c.PSign), ftoa(c.PHolm), ftoa(c.D))
+			if err := emit(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// resultsJSON is the results table with each seed's values and the paired
+// comparisons.
 func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 	type row struct {
-		Point     map[string]string `json:"point"`
-		Allocator string            `json:"allocator"`
-		Final     []float64         `json:"final"`
-		Overall   []float64         `json:"overall"`
-		FinalS    Stats             `json:"final_stats"`
-		OverallS  Stats             `json:"overall_stats"`
+		Point     map[string]string  `json:"point"`
+		Allocator string             `json:"allocator"`
+		Final     []float64          `json:"final"`
+		Overall   []float64          `json:"overall"`
+		LockedIn  []float64          `json:"locked_in,omitempty"`
+		FinalS    Stats              `json:"final_stats"`
+		OverallS  Stats              `json:"overall_stats"`
+		LockedInS *Stats             `json:"locked_in_stats,omitempty"`
+		Diag      *RowDiagnostics    `json:"diagnostics,omitempty"`
+		Signal    Stats              `json:"signal_std"`
+		Spread    Stats              `json:"credit_spread"`
+		Metrics   map[string]float64 `json:"final_metrics,omitempty"`
+	}
+	type comparison struct {
+		Point map[string]string `json:"point"`
+		Comparison
 	}
 	doc := struct {
-		Scenario string            `json:"scenario"`
-		Params   map[string]string `json:"params"`
-		Learner  string            `json:"learner"`
-		Metric   string            `json:"metric"`
-		Episodes int               `json:"episodes"`
-		Window   int               `json:"window"`
-		Seeds    int               `json:"seeds"`
-		Rows     []row             `json:"rows"`
-	}{p.name, p.cfg.Params, p.cfg.Learner.String(), res.Metric, p.cfg.Episodes, p.window, p.cfg.Seeds, nil}
-	for _, r := range res.Rows {
+		Scenario    string            `json:"scenario"`
+		Params      map[string]string `json:"params"`
+		Learner     string            `json:"learner"`
+		Metric      string            `json:"metric"`
+		Episodes    int               `json:"episodes"`
+		Group       int               `json:"group"`
+		Window      int               `json:"window"`
+		Seeds       int               `json:"seeds"`
+		RootSeed    uint64            `json:"root_seed"`
+		Confidence  float64           `json:"confidence"`
+		Rows        []row             `json:"rows"`
+		Comparisons []comparison      `json:"comparisons"`
+	}{p.name, p.cfg.Params, p.cfg.Learner.String(), res.Metric, p.cfg.Episodes, p.group(), p.window, p.cfg.Seeds, p.cfg.Seed, Confidence, nil, nil}
+	point := func(values []string) map[string]string {
 		pt := map[string]string{}
 		for i, a := range p.cfg.Axes {
-			pt[a.Param] = r.Point[i]
+			pt[a.Param] = values[i]
 		}
-		doc.Rows = append(doc.Rows, row{pt, r.Allocator, r.Final, r.Overall, r.FinalStats, r.OverallStats})
+		return pt
+	}
+	for _, r := range res.Rows {
+		rw := row{Point: point(r.Point), Allocator: r.Allocator, Final: r.Final, Overall: r.Overall, LockedIn: r.LockedIn,
+			FinalS: r.FinalStats, OverallS: r.OverallStats, Diag: r.Diagnostics, Signal: r.Signal, Spread: r.Spread}
+		if len(r.MetricNames) > 0 {
+			rw.Metrics = map[string]float64{}
+			for m, name := range r.MetricNames {
+				rw.Metrics[name] = r.FinalMetrics[m]
+			}
+		}
+		if r.LockedIn != nil {
+			rw.LockedInS = &r.LockedInStats
+		}
+		doc.Rows = append(doc.Rows, rw)
+	}
+	for _, c := range res.Comparisons {
+		doc.Comparisons = append(doc.Comparisons, comparison{point(c.Point), c})
 	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	return append(data, '\n'), err

@@ -22,7 +22,17 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 	}
 	b.WriteString(p.setup(res))
 	b.WriteString("\n## Results\n\n")
+	b.WriteString(p.legend(res))
+	b.WriteString("\n")
 	b.WriteString(p.table(res))
+	if t := p.comparisonTable(res); t != "" {
+		b.WriteString("\n### Paired comparisons\n\n")
+		b.WriteString(t)
+	}
+	if t := p.diagnosticsTable(res); t != "" {
+		b.WriteString("\n### Credit diagnostics\n\n")
+		b.WriteString(t)
+	}
 	for _, f := range figs {
 		fmt.Fprintf(&b, "\n### %s\n\n![%s](%s.png)\n\n%s ([SVG](%s.svg))\n", f.caption, f.caption, f.base, f.note, f.base)
 	}
@@ -61,22 +71,34 @@ func (p *plan) setup(res *Result) string {
 		fmt.Fprintf(&b, "; %s", strings.Join(fixed, ", "))
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "- %d seeds (root seed %d) × %d episodes per cell, each episode learned before the next is played\n", p.cfg.Seeds, p.cfg.Seed, p.cfg.Episodes)
+	fmt.Fprintf(&b, "- %d seeds (root seed %d) × %d episodes per cell, in groups of %d episode(s) that share a scenario seed; each group is learned before the next is played. Seed s of every allocator plays the same scenario draws.\n", p.cfg.Seeds, p.cfg.Seed, p.cfg.Episodes, p.group())
 	if res.Metric == "G/G*" {
-		b.WriteString("- metric: G/G*, the team reward over the exact optimum of the grid point\n")
+		b.WriteString("- metric: G/G*, the team reward G of an episode over the exact optimum G* of its grid point (1 is optimal)\n")
 	} else {
-		b.WriteString("- metric: G, the team reward\n")
+		b.WriteString("- metric: G, the team reward of an episode\n")
 	}
-	fmt.Fprintf(&b, "- final: the mean over the last %d episodes of each seed; overall: the mean over all %d episodes (higher when learning is faster)\n", p.window, p.cfg.Episodes)
+	return b.String()
+}
+
+// legend says what every number of the tables is.
+func (p *plan) legend(res *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "What the numbers are:\n\n")
+	fmt.Fprintf(&b, "- **final**: a seed's %s averaged over its last %d episodes; the table gives the mean over the %d seeds with its percentile-bootstrap 95%% confidence interval (%d resamples), the median and the range of the seeds. `finals.csv` lists every seed.\n", res.Metric, p.window, p.cfg.Seeds, resamples)
+	fmt.Fprintf(&b, "- **overall**: a seed's %s averaged over all %d episodes (higher when learning is faster), mean over seeds [95%% CI].\n", res.Metric, p.cfg.Episodes)
+	b.WriteString("- **locked in**: the share of the learner's (agent, state) rows whose greedy action never changed after their first update, mean over seeds (blank: the learner does not say). Near 1, the agents play what their first rewards made them play.\n")
+	if len(res.Comparisons) > 0 {
+		b.WriteString("- **paired comparisons**: for each two allocators at a point, d = final(A) − final(B) seed by seed (the same scenario draws); Δ is the mean d with its bootstrap 95% CI; wins counts seeds where A ended higher (ties apart); p(t) is the two-sided paired t-test; p(flip) the two-sided sign-flip permutation test of the mean d (exact up to 16 seeds, else 10,000 random flips), which assumes no normality; p(Holm) is p(flip) adjusted by Holm's method over every comparison of the table; d_z = mean(d)/sd(d), Cohen's paired effect size.\n")
+	}
 	return b.String()
 }
 
 // table renders the results as a Markdown table.
 func (p *plan) table(res *Result) string {
 	var b strings.Builder
-	head := append(p.axisNames(), "reward",
-		fmt.Sprintf("final %s (mean ± std)", res.Metric), "min – max", fmt.Sprintf("overall %s", res.Metric))
-	if res.Metric == "G/G*" {
+	m := res.Metric
+	head := append(p.axisNames(), "reward", fmt.Sprintf("final %s mean [95%% CI]", m), "median", "min – max", fmt.Sprintf("overall %s [95%% CI]", m), "locked in")
+	if m == "G/G*" {
 		head = append(head[:len(p.cfg.Axes)], append([]string{"G*"}, head[len(p.cfg.Axes):]...)...)
 	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
@@ -84,15 +106,97 @@ func (p *plan) table(res *Result) string {
 	for i, r := range res.Rows {
 		pi := i / len(p.allocs)
 		cells := append([]string(nil), r.Point...)
-		if res.Metric == "G/G*" {
+		if m == "G/G*" {
 			cells = append(cells, fmt.Sprintf("%.4f", p.points[pi].optimum))
 		}
 		f, o := r.FinalStats, r.OverallStats
+		lock := ""
+		if r.LockedIn != nil {
+			lock = fmt.Sprintf("%.2f", r.LockedInStats.Mean)
+		}
 		cells = append(cells, "`"+r.Allocator+"`",
-			fmt.Sprintf("%.3f ± %.3f", f.Mean, f.Std),
+			fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh),
+			fmt.Sprintf("%.3f", f.Median),
 			fmt.Sprintf("%.3f – %.3f", f.Min, f.Max),
-			fmt.Sprintf("%.3f ± %.3f", o.Mean, o.Std))
+			fmt.Sprintf("%.3f [%.3f, %.3f]", o.Mean, o.CILow, o.CIHigh),
+			lock)
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	return b.String()
+}
+
+// diagnosticsTable renders the credit diagnostics, the learning signal and
+// the scenario's final episode metrics.
+func (p *plan) diagnosticsTable(res *Result) string {
+	var b strings.Builder
+	metrics := p.metricNames(res)
+	diag := p.cfg.Diagnose.Episodes > 0
+	if diag {
+		d := p.cfg.Diagnose
+		fmt.Fprintf(&b, "- **factoredness** and **learnability** (Agogino & Tumer), from sampled counterfactuals: at %d episodes of each seed, spread evenly, %d learning agents, each with %d changes of its own action (to another, uniformly) and %d redraws of every other learning agent's action (uniformly), scored by re-simulation with every other action as recorded. Factoredness is the share of own changes whose change of the agent's reward Δr_i has the sign of the team's ΔG (both 0 counting as agreeing); learnability is E|Δr_i| over own changes divided by E|Δr_i| over the others' redraws. Mean over seeds [95%% CI].\n", d.Episodes, d.agents(), d.samples(), d.samples())
+	}
+	b.WriteString("- **signal std**: the standard deviation of the rewards of the final window's samples; **credit spread**: the standard deviation across agents of each agent's mean reward there (`credit.csv` has every agent's); means over seeds.\n")
+	if len(metrics) > 0 {
+		fmt.Fprintf(&b, "- **final %s**: the scenario's episode metrics (%s), averaged over the final window, mean over seeds.\n", p.name, strings.Join(metrics, ", "))
+	}
+	b.WriteString("\n")
+	head := append(p.axisNames(), "reward")
+	if diag {
+		head = append(head, "factoredness [95% CI]", "learnability [95% CI]")
+	}
+	head = append(head, "signal std", "credit spread")
+	if len(metrics) > 0 {
+		head = append(head, "final "+strings.Join(metrics, " / "))
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, r := range res.Rows {
+		cells := append(append([]string(nil), r.Point...), "`"+r.Allocator+"`")
+		if diag {
+			if d := r.Diagnostics; d != nil && d.Factoredness.N > 0 {
+				f, l := d.Factoredness, d.Learnability
+				cells = append(cells, fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh), fmt.Sprintf("%.3g [%.3g, %.3g]", l.Mean, l.CILow, l.CIHigh))
+			} else {
+				cells = append(cells, "not measured", "not measured")
+			}
+		}
+		cells = append(cells, fmt.Sprintf("%.3g", r.Signal.Mean), fmt.Sprintf("%.3g", r.Spread.Mean))
+		if len(metrics) > 0 {
+			vals := make([]string, len(r.FinalMetrics))
+			for m, v := range r.FinalMetrics {
+				vals[m] = fmt.Sprintf("%.1f", v)
+			}
+			cells = append(cells, strings.Join(vals, " / "))
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// comparisonTable renders the paired comparisons.
+func (p *plan) comparisonTable(res *Result) string {
+	if len(res.Comparisons) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	head := append(p.axisNames(), "A", "B", "Δ final (A − B) [95% CI]", "wins / seeds", "p(t)", "p(flip)", "p(Holm)", "d_z")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, c := range res.Comparisons {
+		cells := append(append([]string(nil), c.Point...), "`"+c.A+"`", "`"+c.B+"`",
+			fmt.Sprintf("%+.3f [%+.3f, %+.3f]", c.Diff, c.CILow, c.CIHigh),
+			fmt.Sprintf("%d / %d", c.Wins, c.N),
+			pvalue(c.PT), pvalue(c.PSign), pvalue(c.PHolm), fmt.Sprintf("%.2f", c.D))
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// pvalue renders a p-value with two significant digits, or as a bound
+// below 1e-4.
+func pvalue(p float64) string {
+	if p < 1e-4 {
+		return "< 1e-4"
+	}
+	return fmt.Sprintf("%.2g", p)
 }

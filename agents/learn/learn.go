@@ -139,6 +139,78 @@ type row struct {
 	values   []float64
 	updates  int     // rewards learned in this state
 	baseline float64 // REINFORCE: mean reward so far
+	// trace is, per action, the unbiased step-size trace ō of Values
+	// with Unbiased (nil otherwise).
+	trace []float64
+	// greedy is the action of the largest value (the first of equals)
+	// after the row's first update, -1 before; switched is set when a
+	// later update made another action the greedy one (see Lock).
+	greedy   int
+	switched bool
+	best     int // the action of the largest value now (the first of equals)
+}
+
+// track notes the row's greedy action after an update of action a: only
+// an update of the best action can make another one best, or of another
+// action make it best, so the scan is rare.
+func (r *row) track(a int) {
+	switch {
+	case a == r.best:
+		for i, v := range r.values {
+			if v > r.values[r.best] || (v == r.values[r.best] && i < r.best) {
+				r.best = i
+			}
+		}
+	case r.values[a] > r.values[r.best] || (r.values[a] == r.values[r.best] && a < r.best):
+		r.best = a
+	}
+	best := r.best
+	switch {
+	case r.greedy < 0:
+		r.greedy = best
+	case best != r.greedy:
+		r.switched = true
+	}
+}
+
+// Lock is what a learner says of lock-in: of the rows (agent and state)
+// it learned in, how many ever changed their greedy action after their
+// first update. A learner whose rows never change plays, but for its
+// exploration, what its first rewards made it play.
+type Lock struct {
+	Rows     int `json:"rows"`
+	Switched int `json:"switched"`
+}
+
+// LockedIn returns the share of rows that never switched, 0 for none.
+func (l Lock) LockedIn() float64 {
+	if l.Rows == 0 {
+		return 0
+	}
+	return 1 - float64(l.Switched)/float64(l.Rows)
+}
+
+// Locker is implemented by the learners of this package.
+type Locker interface {
+	Lock() Lock
+}
+
+// Lock implements Locker.
+func (b *book) Lock() Lock {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var l Lock
+	for _, t := range b.agents {
+		for _, r := range t.rows {
+			if r.greedy >= 0 {
+				l.Rows++
+				if r.switched {
+					l.Switched++
+				}
+			}
+		}
+	}
+	return l
 }
 
 // agentTable holds one agent's rows, by state number (book.states). The
@@ -250,7 +322,7 @@ func (b *book) actRow(obs *agents.Observation) (*row, error) {
 		// The view's own slice, which its game never changes (env.View)
 		// and usually hands out again: sameStrings then compares one
 		// pointer.
-		r = &row{legal: obs.Legal, values: make([]float64, len(obs.Legal))}
+		r = &row{legal: obs.Legal, values: make([]float64, len(obs.Legal)), greedy: -1}
 		for i := range r.values {
 			r.values[i] = b.init
 		}
@@ -315,6 +387,7 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 		l.reward = rewards[k]
 		k++
 		update(l)
+		l.row.track(l.action)
 	}
 	return nil
 }

@@ -34,10 +34,11 @@ func learners() map[string]entry {
 			params: []param{
 				{"alpha", "0.1", "learning rate α in (0, 1]"},
 				{"epsilon", "0.05", "exploration probability ε in [0, 1]"},
-				{"init", "0", "initial action value (optimistic when above the rewards)"},
+				{"init", "0", "initial action value: optimistic when above the rewards, so that every action is tried early (with unbiased=0 it also biases the values)"},
+				{"unbiased", "1", "1: unbiased constant step size, each action's first reward replaces init, so no reward's scale or sign locks agents into their first choice; 0: plain α steps from init"},
 			},
 			make: func(p map[string]float64, opts Options) (Learner, error) {
-				return NewValues(ValueConfig{Alpha: p["alpha"], Init: p["init"], Select: EpsilonGreedy{Epsilon: p["epsilon"]}, Options: opts})
+				return NewValues(ValueConfig{Alpha: p["alpha"], Init: p["init"], Unbiased: p["unbiased"] != 0, Select: EpsilonGreedy{Epsilon: p["epsilon"]}, Options: opts})
 			},
 		},
 		"boltzmann": {
@@ -45,10 +46,11 @@ func learners() map[string]entry {
 			params: []param{
 				{"alpha", "0.1", "learning rate α in (0, 1]"},
 				{"temperature", "0.1", "temperature τ > 0, in the units of the reward"},
-				{"init", "0", "initial action value"},
+				{"init", "0", "initial action value: optimistic when above the rewards"},
+				{"unbiased", "1", "1: unbiased constant step size (see egreedy); 0: plain α steps from init"},
 			},
 			make: func(p map[string]float64, opts Options) (Learner, error) {
-				return NewValues(ValueConfig{Alpha: p["alpha"], Init: p["init"], Select: Boltzmann{Temperature: p["temperature"]}, Options: opts})
+				return NewValues(ValueConfig{Alpha: p["alpha"], Init: p["init"], Unbiased: p["unbiased"] != 0, Select: Boltzmann{Temperature: p["temperature"]}, Options: opts})
 			},
 		},
 		"reinforce": {
@@ -122,6 +124,9 @@ func Parse(spec string) (Spec, error) {
 			return bad("%s=%q is not a finite number", k, v)
 		}
 		s.values[k] = f
+	}
+	if u, ok := s.values["unbiased"]; ok && u != 0 && u != 1 {
+		return bad("unbiased=%s: want 0 or 1", s.text["unbiased"])
 	}
 	if _, err := s.New(Options{}); err != nil {
 		return Spec{}, fmt.Errorf("learner spec %q: %w", spec, err)

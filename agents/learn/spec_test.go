@@ -12,9 +12,9 @@ import (
 
 func TestParseReadsSpecsBack(t *testing.T) {
 	for spec, want := range map[string]string{
-		"egreedy":                          "egreedy:alpha=0.1,epsilon=0.05,init=0",
-		" egreedy:epsilon=0.2 , alpha=0.5": "egreedy:alpha=0.5,epsilon=0.2,init=0",
-		"boltzmann:temperature=2":          "boltzmann:alpha=0.1,init=0,temperature=2",
+		"egreedy":                          "egreedy:alpha=0.1,epsilon=0.05,init=0,unbiased=1",
+		" egreedy:epsilon=0.2 , alpha=0.5": "egreedy:alpha=0.5,epsilon=0.2,init=0,unbiased=1",
+		"boltzmann:temperature=2":          "boltzmann:alpha=0.1,init=0,temperature=2,unbiased=1",
 		"reinforce:rate=0.3":               "reinforce:baseline=0,rate=0.3",
 	} {
 		s, err := learn.Parse(spec)
@@ -40,7 +40,7 @@ func TestParseNamesWhatIsWrong(t *testing.T) {
 		"sarsa":                        "known: boltzmann, egreedy, reinforce",
 		"egreedy:":                     "nothing after ':'",
 		"egreedy:alpha":                `"alpha" is not key=value`,
-		"egreedy:gamma=1":              `no parameter "gamma" (it takes alpha, epsilon, init)`,
+		"egreedy:gamma=1":              `no parameter "gamma" (it takes alpha, epsilon, init, unbiased)`,
 		"egreedy:alpha=0.1,alpha=0.2":  "alpha given twice",
 		"egreedy:alpha=fast":           `alpha="fast" is not a finite number`,
 		"egreedy:alpha=2":              "alpha 2: want a number in (0, 1]",

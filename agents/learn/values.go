@@ -100,6 +100,15 @@ type ValueConfig struct {
 	// Init is every action's value before any reward: an optimistic value
 	// (above the rewards) makes every action tried early.
 	Init float64
+	// Unbiased uses Sutton & Barto's unbiased constant step size (eq.
+	// 2.9): the step of an action's n-th update is α/ō_n, with ō_n =
+	// ō_(n−1) + α(1 − ō_(n−1)) and ō_0 = 0, so its first reward replaces
+	// Init outright and later ones are weighted as with α. The values then
+	// carry no trace of Init once tried, whatever the scale of the reward:
+	// with Init 0 and rewards that are always positive, plain α steps
+	// leave an action tried once at α·r, below the one played all along,
+	// and the learner never switches (lock-in).
+	Unbiased bool
 	// Select chooses the action from the values; nil is greedy.
 	Select Selector
 	Options
@@ -112,8 +121,9 @@ type ValueConfig struct {
 // for one-shot scenarios such as El Farol it is the action-value learner
 // of Wolpert & Tumer and Agogino & Tumer.
 type Values struct {
-	alpha float64
-	sel   Selector
+	alpha    float64
+	unbiased bool
+	sel      Selector
 	book
 }
 
@@ -137,7 +147,7 @@ func NewValues(cfg ValueConfig) (*Values, error) {
 			return nil, fmt.Errorf("%w: temperature %v: want a positive number", ErrBadConfig, s.Temperature)
 		}
 	}
-	return &Values{alpha: cfg.Alpha, sel: cfg.Select, book: newBook(cfg.Options, cfg.Init)}, nil
+	return &Values{alpha: cfg.Alpha, unbiased: cfg.Unbiased, sel: cfg.Select, book: newBook(cfg.Options, cfg.Init)}, nil
 }
 
 // Act implements agents.Policy: it picks a legal action with the selector.
@@ -151,7 +161,16 @@ func (l *Values) Act(_ context.Context, obs *agents.Observation) (agents.Action,
 func (l *Values) Learn(rec *episode.Record, credit *trajectories.Credit) error {
 	return l.learn(rec, credit, func(s learned) {
 		q := &s.row.values[s.action]
-		*q += l.alpha * (s.reward - *q)
+		step := l.alpha
+		if l.unbiased {
+			if s.row.trace == nil {
+				s.row.trace = make([]float64, len(s.row.values))
+			}
+			o := &s.row.trace[s.action]
+			*o += l.alpha * (1 - *o)
+			step /= *o
+		}
+		*q += step * (s.reward - *q)
 		s.row.updates++
 	})
 }

@@ -124,3 +124,15 @@ func TestRandomPatronsSpreadOut(t *testing.T) {
 	assert.Greater(t, random.Score.Team, 10*crowd.Score.Team)
 	assert.Less(t, random.Score.Team, 7*elfarol.Utility(6, 6))
 }
+
+func TestEpisodeMetricsCountTheAttendance(t *testing.T) {
+	s := elfarol.New()
+	var _ env.EpisodeMetricer = s
+	p, err := s.Info().ParseParams(map[string]string{"agents": "5", "nights": "3"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"attendance_rank_1", "attendance_rank_2", "attendance_rank_3", "home"}, s.MetricNames(p))
+	rec := &episode.Record{Turns: []episode.Turn{{Action: "2"}, {Action: "0"}, {Action: "2"}, {Action: elfarol.NullAction}, {Action: "7"}}}
+	dst := make([]float64, 4)
+	s.EpisodeMetrics(p, rec, dst)
+	assert.Equal(t, []float64{2, 1, 0, 2}, dst, "night 2 has 2 patrons, night 0 one, night 1 none; 2 stay home")
+}

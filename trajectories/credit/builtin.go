@@ -52,6 +52,27 @@ func builtinEntries() []Entry {
 			Make:   makeGroupNorm("rloo", NormLeaveOneOut),
 		},
 		{
+			Name: "magrpo",
+			Doc:  "MAGRPO: every sample of a joint rollout gets G - mean G over the group's episodes (joint rollouts from the same scenario seed), divided by std + eps with std=true; groups of one get 0",
+			Params: []Param{
+				{Name: "std", Default: "false", Doc: "divide by the group's std + eps, as GRPO does"},
+				{Name: "eps", Default: ftoa(DefaultEps), Doc: "added to the std"},
+			},
+			Make: makeMAGRPO,
+		},
+		{
+			Name:   "at-grpo",
+			Doc:    "agent- and turn-wise GRPO (AT-GRPO): (R - mean)/(std + eps) over the t-th turns of one agent across the group's episodes, R the base reward; grpo with key=scenario+group+agent+turn",
+			Params: append([]Param{{Name: "eps", Default: ftoa(DefaultEps), Doc: "added to the std"}}, atGroupParams...),
+			Make: func(m map[string]string) (trajectories.Allocator, error) {
+				g, err := makeGroupNorm("at-grpo", NormStd)(m)
+				if err != nil {
+					return nil, err
+				}
+				return ATGRPO{g.(GroupNorm)}, nil
+			},
+		},
+		{
 			Name: "rae",
 			Doc:  "SPIRAL's role-conditioned advantage: R - b per (scenario, role), b an EMA of the role's reward updated after use, kept across runs with state=",
 			Params: []Param{
@@ -108,8 +129,22 @@ func builtinEntries() []Entry {
 }
 
 var groupParams = []Param{
-	{Name: "key", Default: DefaultGroupKey.String(), Doc: "fields whose values define a normalisation group, joined by '+': scenario, group, role, agent"},
+	{Name: "key", Default: DefaultGroupKey.String(), Doc: "fields whose values define a normalisation group, joined by '+': scenario, group, role, agent, turn (the unit is then one turn)"},
 	{Name: "base", Default: "team", Doc: "the reward normalised: team, individual or auto (individual when the scenario has it)"},
+}
+
+var atGroupParams = []Param{
+	{Name: "key", Default: ATKey.String(), Doc: groupParams[0].Doc + ", turn"},
+	groupParams[1],
+}
+
+func makeMAGRPO(m map[string]string) (trajectories.Allocator, error) {
+	p := &paramReader{alloc: "magrpo", m: m}
+	a := MAGRPO{Std: p.choice("std", "false", "true") == 1, Eps: p.float("eps", 0, 1e300)}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return a, nil
 }
 
 // made returns a, or nil with err.

@@ -36,13 +36,19 @@ const (
 	KeyGroup                         // the episode's group_index
 	KeyRole                          // the agent's role
 	KeyAgent                         // the agent's id (the same seat across the group's episodes)
+	// KeyTurn makes the unit one turn rather than one agent's episode:
+	// an agent's t-th turn is compared with the t-th turns that share
+	// the rest of the key, across the group's episodes (turn-wise
+	// grouping, as AT-GRPO groups the candidates of one agent at one
+	// turn).
+	KeyTurn
 
 	// DefaultGroupKey is (scenario, group_index, role): the agents of one
 	// role across the episodes of one group are compared.
 	DefaultGroupKey = KeyScenario | KeyGroup | KeyRole
 )
 
-var keyNames = []string{"scenario", "group", "role", "agent"}
+var keyNames = []string{"scenario", "group", "role", "agent", "turn"}
 
 // String renders the key as its fields joined by '+', the value of the key
 // parameter.
@@ -59,7 +65,8 @@ func (k GroupKey) String() string {
 	return strings.Join(parts, "+")
 }
 
-// ParseGroupKey parses fields joined by '+': scenario, group, role, agent.
+// ParseGroupKey parses fields joined by '+': scenario, group, role, agent,
+// turn.
 func ParseGroupKey(s string) (GroupKey, error) {
 	var k GroupKey
 	for part := range strings.SplitSeq(s, "+") {
@@ -128,14 +135,19 @@ func (g GroupNorm) Name() string {
 	return specName(name, params...)
 }
 
-// Needs implements Needer.
-func (g GroupNorm) Needs() Needs { return Needs{AgentScores: g.Base == SourceIndividual} }
+// Needs implements Needer. A team-based GroupNorm, or one whose key holds
+// the agent, needs groups of several episodes: within one episode, every
+// unit of a key has the same reward, or is alone in its key.
+func (g GroupNorm) Needs() Needs {
+	return Needs{AgentScores: g.Base == SourceIndividual, Group: g.Base == SourceTeam || g.Key&KeyAgent != 0}
+}
 
 type groupKey struct {
 	scenario string
 	group    int64
 	role     string
 	agent    string
+	turn     int // KeyTurn: the agent's turn number; else -1
 }
 
 // Allocate implements trajectories.Allocator.
@@ -157,8 +169,8 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 	var units []unit
 	members := map[groupKey][]int{}
 	var order []groupKey
-	seatsOf := make([][]int, len(group))
-	unitOf := make([][]int, len(group)) // per episode and seat: its unit, or -1
+	unitOf := make([][]int, len(group)) // per episode and sample: its unit, or -1
+	perTurn := key&KeyTurn != 0
 	for e, ep := range group {
 		if !finished(ep) {
 			continue
@@ -167,20 +179,22 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 		if err != nil {
 			return err
 		}
-		seatsOf[e] = seats
-		unitOf[e] = make([]int, len(ep.Seats))
-		for i := range unitOf[e] {
-			unitOf[e][i] = -1
+		var turns []int
+		if perTurn {
+			_, turns = sampleTimes(ep)
 		}
-		for _, i := range seats {
-			if unitOf[e][i] >= 0 {
+		unitOf[e] = make([]int, len(seats))
+		bySeat := map[int]int{} // a seat's unit, when the unit is the agent's episode
+		for s, i := range seats {
+			if u, ok := bySeat[i]; ok && !perTurn {
+				unitOf[e][s] = u
 				continue
 			}
 			r, err := g.Base.value(ep, i)
 			if err != nil {
 				return err
 			}
-			var k groupKey
+			k := groupKey{turn: -1}
 			if key&KeyScenario != 0 {
 				k.scenario = ep.Scenario
 			}
@@ -193,10 +207,14 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 			if key&KeyAgent != 0 {
 				k.agent = ep.Seats[i].ID
 			}
+			if perTurn {
+				k.turn = turns[s]
+			}
 			if _, ok := members[k]; !ok {
 				order = append(order, k)
 			}
-			unitOf[e][i] = len(units)
+			bySeat[i] = len(units)
+			unitOf[e][s] = len(units)
 			members[k] = append(members[k], len(units))
 			units = append(units, unit{r: r})
 		}
@@ -242,8 +260,8 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 		}
 	}
 	for e := range group {
-		for s, i := range seatsOf[e] {
-			dst[e][s] = units[unitOf[e][i]].adv
+		for s, u := range unitOf[e] {
+			dst[e][s] = units[u].adv
 		}
 	}
 	return nil

@@ -56,6 +56,10 @@ type Needs struct {
 	Replay      bool // re-simulation (Episode.Replay)
 	Absent      bool // absent agents (env.CounterfactualSpec.AbsentOK)
 	Null        bool // a null action for the role of every seat (env.CounterfactualSpec.NullAction)
+	// Group: the values compare the episodes of a group with each other
+	// (GRPO with the team reward, MAGRPO): groups of one episode give
+	// every sample 0, so a run must play groups of at least two.
+	Group bool
 }
 
 // Needer is implemented by allocators that need more than the episode's

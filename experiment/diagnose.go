@@ -1,0 +1,329 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Diagnose configures the credit diagnostics of every cell: Agogino &
+// Tumer's factoredness and learnability of the cell's reward, estimated
+// from sampled counterfactuals of some of its episodes. The zero value
+// measures none.
+//
+// At each diagnosed episode z, for each sampled learning agent i, the
+// diagnostics draw Samples alternative actions a' of i (uniformly among
+// its turn's other legal actions, or the other actions its role played
+// when the turn has no legal list) and Samples joint alternatives of the
+// other learning agents (each drawn uniformly among its actions), and score the counterfactual
+// episodes by the scenario's re-simulation with every other action as
+// recorded (Episode.Replay with Replace), or asked again of their policies
+// where the scenario declares that its agents answer each other
+// (env.CounterfactualSpec.Resimulate: a decider must hear the changed
+// advice). The allocator, a fresh instance
+// of the cell's, rewards each counterfactual episode as it rewards a
+// played one (its own counterfactuals are taken relative to it), in the
+// group of the diagnosed episode; r_i is the mean reward of i's samples.
+//
+//   - factoredness: the share of own changes z → z' whose Δr_i and ΔG =
+//     G(z') − G(z) have the same sign (both zero counting as agreeing).
+//     1 means that whatever raises i's reward raises the team's.
+//   - learnability: E|Δr_i| over changes of i's own action divided by
+//     E|Δr_i| over changes of the others' actions: how much of the
+//     reward's variation is i's own doing. The team reward's is small in
+//     large teams: one agent's move barely shows in G, the others' do.
+//
+// A stateful allocator (trajectories.Sequential, such as rae) is not
+// diagnosed: a fresh instance would not give the cell's rewards.
+type Diagnose struct {
+	// Episodes is how many episodes of each cell are diagnosed, spread
+	// evenly from the first to the last; 0 diagnoses none.
+	Episodes int
+	// Agents is how many learning agents each diagnosed episode samples;
+	// 0 means DefaultDiagnoseAgents.
+	Agents int
+	// Samples is the number of counterfactuals per agent and kind (own
+	// action, others' actions); 0 means DefaultDiagnoseSamples.
+	Samples int
+}
+
+// Defaults of Diagnose.
+const (
+	DefaultDiagnoseAgents  = 8
+	DefaultDiagnoseSamples = 4
+)
+
+func (d Diagnose) agents() int  { return cmpOr(d.Agents, DefaultDiagnoseAgents) }
+func (d Diagnose) samples() int { return cmpOr(d.Samples, DefaultDiagnoseSamples) }
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Diagnostics are a cell's counterfactual measurements, kept as sums so
+// that they add up across episodes and read back exactly.
+type Diagnostics struct {
+	Episodes int `json:"episodes"` // episodes diagnosed
+	// Own counts the own-action counterfactuals, Aligned those whose Δr_i
+	// and ΔG agree in sign; OwnAbs sums their |Δr_i|, OwnAbsG their |ΔG|.
+	Own     int     `json:"own"`
+	Aligned int     `json:"aligned"`
+	OwnAbs  float64 `json:"own_abs"`
+	OwnAbsG float64 `json:"own_abs_g"`
+	// Others counts the others'-actions counterfactuals, OthersAbs sums
+	// their |Δr_i|.
+	Others    int     `json:"others"`
+	OthersAbs float64 `json:"others_abs"`
+}
+
+// Factoredness is Aligned/Own, NaN without samples.
+func (d *Diagnostics) Factoredness() float64 {
+	if d == nil || d.Own == 0 {
+		return math.NaN()
+	}
+	return float64(d.Aligned) / float64(d.Own)
+}
+
+// Learnability is the mean |Δr_i| of own changes over that of the
+// others' changes; +Inf when the others never move r_i but i does, NaN
+// without samples or when nothing moves r_i.
+func (d *Diagnostics) Learnability() float64 {
+	if d == nil || d.Own == 0 || d.Others == 0 {
+		return math.NaN()
+	}
+	own, others := d.OwnAbs/float64(d.Own), d.OthersAbs/float64(d.Others)
+	return own / others
+}
+
+// diagnoser measures one cell's diagnostics.
+type diagnoser struct {
+	cfg   Diagnose
+	alloc trajectories.Allocator // a fresh instance of the cell's allocator
+	learn map[string]bool        // the learning roles
+	at    map[int]bool           // the episodes diagnosed
+	seed  uint64
+	// resimulate re-asks the other agents' policies in the counterfactual
+	// episodes, for scenarios that declare it.
+	resimulate bool
+	result     *Diagnostics
+}
+
+func (p *plan) diagnoser(c *cellPlan) (*diagnoser, error) {
+	d := p.cfg.Diagnose
+	if d.Episodes <= 0 {
+		return nil, nil
+	}
+	alloc, err := p.allocator(c)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := alloc.(trajectories.Sequential); ok && s.Sequential() {
+		return nil, nil
+	}
+	at := map[int]bool{}
+	n := p.cfg.Episodes
+	for k := range min(d.Episodes, n) {
+		if d.Episodes == 1 {
+			at[n-1] = true
+			break
+		}
+		at[k*(n-1)/(min(d.Episodes, n)-1)] = true
+	}
+	learn := map[string]bool{}
+	for _, r := range p.learners {
+		learn[r] = true
+	}
+	cf := p.cfg.Scenario.Info().Counterfactual
+	return &diagnoser{cfg: d, alloc: alloc, learn: learn, at: at, seed: seeds.Mix(c.runSeed, 0xd1a9),
+		resimulate: cf != nil && cf.Resimulate, result: &Diagnostics{}}, nil
+}
+
+// wants reports whether episode index e is diagnosed.
+func (d *diagnoser) wants(e int64) bool { return d != nil && d.at[int(e)] }
+
+// episode measures the diagnosed episodes of a group, given whole.
+func (d *diagnoser) group(ctx context.Context, group []*episode.Record) error {
+	for k, rec := range group {
+		if d.wants(rec.Index) && rec.Finished() && rec.Replay != nil {
+			if err := d.measure(ctx, group, k); err != nil {
+				return fmt.Errorf("diagnostics of episode %d: %w", rec.Index, err)
+			}
+		}
+	}
+	return nil
+}
+
+// rewards allocates the group with episode k replaced by ep and returns
+// the mean reward of each seat's samples in ep (NaN for a seat without).
+func (d *diagnoser) rewards(ctx context.Context, group []*episode.Record, k int, ep *trajectories.Episode) ([]float64, error) {
+	eps := make([]*trajectories.Episode, len(group))
+	dst := make([][]float64, len(group))
+	for i, rec := range group {
+		if i == k {
+			eps[i] = ep
+		} else {
+			eps[i] = trajectories.RecordOnly(rec)
+		}
+		dst[i] = make([]float64, eps[i].SampleCount())
+	}
+	if err := d.alloc.Allocate(ctx, eps, dst); err != nil {
+		return nil, err
+	}
+	sum := make([]float64, len(ep.Seats))
+	count := make([]int, len(ep.Seats))
+	s := 0
+	for _, t := range ep.Turns {
+		if t.Emit {
+			sum[t.Seat] += dst[k][s]
+			count[t.Seat]++
+			s++
+		}
+	}
+	for i := range sum {
+		if count[i] == 0 {
+			sum[i] = math.NaN()
+		} else {
+			sum[i] /= float64(count[i])
+		}
+	}
+	return sum, nil
+}
+
+// under returns rec with the seats of replace playing those actions at
+// every turn: its team reward and scores re-simulated, the others' actions
+// as recorded or, with resimulate (a scenario whose agents answer each
+// other: env.CounterfactualSpec.Resimulate), asked again of their
+// policies with the same seeds; its turns showing the new actions; and a
+// replayer whose counterfactuals are taken relative to it.
+func under(ctx context.Context, rec *episode.Record, replace map[int]string, resimulate bool) (*trajectories.Episode, error) {
+	score, err := rec.Replay.Replay(ctx, episode.Counterfactual{Replace: replace, Resimulate: resimulate})
+	if err != nil {
+		return nil, err
+	}
+	cp := *rec
+	cp.Score = episode.Score{Team: score.Team, Agents: slices.Clone(score.Agents)} // a scenario may reuse its arrays
+	cp.Turns = slices.Clone(rec.Turns)
+	for i := range cp.Turns {
+		if a, ok := replace[cp.Turns[i].Seat]; ok {
+			cp.Turns[i].Action = a
+		}
+	}
+	outer := rec.Replay
+	cp.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
+		// The inner counterfactual's own changes win. Its absent and null
+		// seats need nothing here: a replay takes them out before it
+		// looks at Replace (env's engine and rescorers do), so only its
+		// replacements are merged, and the map (of every other agent, in
+		// a redraw of the others) is not copied for each of its replays.
+		if len(cf.Replace) == 0 {
+			cf.Replace = replace // a replayer only reads it
+			return outer.Replay(ctx, cf)
+		}
+		merged := maps.Clone(replace)
+		maps.Copy(merged, cf.Replace)
+		cf.Replace = merged
+		return outer.Replay(ctx, cf)
+	})
+	return trajectories.RecordOnly(&cp), nil
+}
+
+// measure samples the counterfactuals of group[k].
+func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int) error {
+	rec := group[k]
+	rng := rand.New(rand.NewPCG(d.seed, uint64(rec.Index)))
+	// The learning seats with an emitted turn, and each one's alternatives.
+	var seatsIn []int
+	alts := map[int][]string{}      // per seat: the actions other than its own
+	pools := map[int][]string{}     // per seat: every action it could play
+	played := map[string][]string{} // per role: the actions played
+	first := map[int]*episode.Turn{}
+	for i := range rec.Turns {
+		t := &rec.Turns[i]
+		role := rec.Seats[t.Seat].Role
+		if !slices.Contains(played[role], t.Action) {
+			played[role] = append(played[role], t.Action)
+		}
+		if t.Emit && d.learn[role] && first[t.Seat] == nil {
+			first[t.Seat] = t
+			seatsIn = append(seatsIn, t.Seat)
+		}
+	}
+	for _, s := range seatsIn {
+		t := first[s]
+		pool := t.Legal
+		if len(pool) == 0 {
+			pool = played[rec.Seats[s].Role]
+		}
+		pools[s] = pool
+		for _, a := range pool {
+			if a != t.Action {
+				alts[s] = append(alts[s], a)
+			}
+		}
+	}
+	base, err := d.rewards(ctx, group, k, trajectories.RecordOnly(rec))
+	if err != nil {
+		return err
+	}
+	sample := slices.Clone(seatsIn)
+	rng.Shuffle(len(sample), func(a, b int) { sample[a], sample[b] = sample[b], sample[a] })
+	sample = sample[:min(len(sample), d.cfg.agents())]
+	res := d.result
+	res.Episodes++
+	for _, i := range sample {
+		if len(alts[i]) == 0 {
+			continue // nothing else i could have done
+		}
+		for range d.cfg.samples() {
+			ep, err := under(ctx, rec, map[int]string{i: alts[i][rng.IntN(len(alts[i]))]}, d.resimulate)
+			if err != nil {
+				return err
+			}
+			r, err := d.rewards(ctx, group, k, ep)
+			if err != nil {
+				return err
+			}
+			dr, dg := r[i]-base[i], ep.Score.Team-rec.Score.Team
+			res.Own++
+			if dr*dg > 0 || (dr == 0 && dg == 0) {
+				res.Aligned++
+			}
+			res.OwnAbs += math.Abs(dr)
+			res.OwnAbsG += math.Abs(dg)
+		}
+		for range d.cfg.samples() {
+			// z − z_−i + z'_−i: every other learning agent's action drawn
+			// anew, uniformly (its recorded one included).
+			replace := map[int]string{}
+			for _, j := range seatsIn {
+				if j != i && len(pools[j]) > 0 {
+					replace[j] = pools[j][rng.IntN(len(pools[j]))]
+				}
+			}
+			if len(replace) == 0 {
+				continue // no other agent could have done otherwise
+			}
+			ep, err := under(ctx, rec, replace, d.resimulate)
+			if err != nil {
+				return err
+			}
+			r, err := d.rewards(ctx, group, k, ep)
+			if err != nil {
+				return err
+			}
+			res.Others++
+			res.OthersAbs += math.Abs(r[i] - base[i])
+		}
+	}
+	return nil
+}
