@@ -287,15 +287,21 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	store, cancel = w.storeContext(ctx) // a fresh deadline: the episode took its time
 	defer cancel()
+	// Counted before the result is stored, and taken back if it is not
+	// this worker's: a submitter that sees the result finds it in the
+	// worker's stats.
+	w.counters.played.Add(1)
 	won, err := w.c.commit(store, run, idx, ep, meta.NumDelivered, w.cfg.Name)
 	stop()
 	w.c.log.Debug("natsrun: played", "run", run, "episode", idx, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
+	if err != nil || !won {
+		w.counters.played.Add(-1)
+	}
 	if err != nil {
 		w.handBack(store, msg, run, idx, err)
 		return
 	}
 	if won {
-		w.counters.played.Add(1)
 		if ep.Status == protocol.StatusFailed {
 			w.counters.failed.Add(1)
 		}
