@@ -113,7 +113,8 @@ func (l *League) latestSnapshot(focal string) string {
 type PlayOptions struct {
 	// N is how many matches to play; Until, when set instead, plays until
 	// the league has played that many (so that a command killed half way
-	// and run again finishes the same run).
+	// and run again finishes the same run). Either is rounded up to whole
+	// batches (Config.Batch).
 	N, Until int64
 	// Rule is the matchmaking rule; "" is the league's (Config.Rule).
 	Rule string
@@ -165,6 +166,13 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	if o.Focal != "" && l.Player(o.Focal) == nil {
 		return fmt.Errorf("%w %q: not a player of the league", ErrBadPlayer, o.Focal)
 	}
+	// Whole batches only: a batch is drawn from the league as it stood
+	// at its start and learned at its end, so one cut short would be
+	// drawn and learned otherwise by the run that finished it.
+	batch := int64(l.state.Batch)
+	if r := target % batch; r != 0 {
+		target += batch - r
+	}
 	every := o.CheckpointEvery
 	if every <= 0 {
 		every = 1000
@@ -172,14 +180,13 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	conc := max(o.Concurrency, 1)
 	var engines env.EnginePool
 	start, lastCommit := l.state.Matches, l.state.Matches
-	batch := int64(l.state.Batch)
 	for l.state.Matches < target {
 		if ctx.Err() != nil {
 			break
 		}
 		k0 := l.state.Matches
-		// A batch ends at a multiple of Batch, so that a resumed run
-		// draws the batches an uninterrupted one did.
+		// A batch ends at a multiple of Batch (a league that played a
+		// partial batch elsewhere, troupe serve's matches, completes it).
 		n := min(batch-k0%batch, target-k0)
 		matches := make([]Match, n)
 		for i := range matches {
