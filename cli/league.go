@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/atomicfile"
 	"github.com/troupe-rl/troupe/league"
+	"github.com/troupe-rl/troupe/rollout/server"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
@@ -203,7 +205,7 @@ func (a *App) leaguePlayCommand() *cobra.Command {
 		Use:   "play DIR (-n N | --until TOTAL)",
 		Short: "Play matches drawn by a matchmaking rule; rate them",
 		Long: `Play matches: for each, the focal player (the league's learner, --focal, or
-else every player in turn) takes the next role in turn, and every other role
+else every player in turn) takes a role drawn at random, and every other role
 gets an opponent drawn by the rule. The learner learns from each match it
 plays. The league is committed every --checkpoint-every matches and at the
 end; after Ctrl-C or a kill, run the same command with --until to finish the
@@ -344,4 +346,39 @@ func (a *App) leagueSnapshotCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&greedy, "greedy", false, "the snapshot plays greedily (no exploration)")
 	return cmd
+}
+
+// leagueServeFlags are troupe serve's league flags.
+type leagueServeFlags struct {
+	dir, rule string
+}
+
+func (f *leagueServeFlags) bind(fl *pflag.FlagSet) {
+	fl.StringVar(&f.dir, "league", "", "play every request as a match of the league in this directory: the request's policy in the learner's role (the league's external player), opponents drawn by matchmaking, results rated; only the learner's turns are emitted unless the request's emit says otherwise")
+	fl.StringVar(&f.rule, "league-rule", "", "matchmaking rule of --league (default: the league's)")
+}
+
+// serveLeague opens --league for the rollout service, and returns what
+// closes it.
+func (a *App) serveLeague(cfg *server.Config, f leagueServeFlags, remote bool) (func(), error) {
+	if f.dir == "" {
+		if f.rule != "" {
+			return nil, usagef("--league-rule needs --league")
+		}
+		return func() {}, nil
+	}
+	if remote {
+		return nil, usagef("--league plays the league's opponents in this process: it does not go with --nats")
+	}
+	l, err := league.Open(f.dir, a.Scenarios)
+	if err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("--league: %w", err)}
+	}
+	svc, err := league.NewService(l, f.rule)
+	if err != nil {
+		l.Close()
+		return nil, &UsageError{Err: fmt.Errorf("--league: %w", err)}
+	}
+	cfg.League = svc
+	return func() { l.Close() }, nil
 }

@@ -24,6 +24,7 @@ const (
 	streamScenario = 1 // the episode's scenario seed
 	streamPolicy   = 2 // its policy seed
 	streamDraw     = 3 // matchmaking: (match, role, k)
+	streamRole     = 4 // the focal player's role
 )
 
 // Match is one drawn match: who plays which role.
@@ -50,9 +51,9 @@ func (m *Match) Opponents(info *env.Info) string {
 }
 
 // Draw draws match number k for focal with rule, from the league's state
-// now: the focal player plays role k mod (number of roles), and each other
-// role gets an opponent chosen by rule, from draws that depend on the
-// league's seed, k and the role alone. focal "" is the league's learner,
+// now: the focal player plays a role drawn uniformly, and each other role
+// gets an opponent chosen by rule, from draws that depend on the league's
+// seed, k and the role alone. focal "" is the league's learner,
 // or, in a league without one, the players in turn (player k mod n).
 func (l *League) Draw(rule Rule, focal string, k int64) (Match, error) {
 	if focal == "" {
@@ -74,7 +75,8 @@ func (l *League) Draw(rule Rule, focal string, k int64) (Match, error) {
 		return Match{}, fmt.Errorf("%w %q: not a player of the league", ErrBadPlayer, focal)
 	}
 	roles := l.info.Roles
-	m := Match{Index: k, Rule: rule.String(), Focal: focal, FocalRole: roles[k%int64(len(roles))].Name, Roles: map[string]string{}}
+	focalRole := roles[seeds.Intn(seeds.Mix(l.state.Seed, streamRole, uint64(k)), len(roles))].Name
+	m := Match{Index: k, Rule: rule.String(), Focal: focal, FocalRole: focalRole, Roles: map[string]string{}}
 	c := Choice{Focal: focal, Latest: l.latestSnapshot(focal),
 		WinRate: func(opp string) float64 { return l.Versus(focal, opp).WinRate(1) }}
 	for _, p := range l.state.Players {
