@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/league"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 )
@@ -216,4 +218,30 @@ func TestSnapshotPlayers(t *testing.T) {
 		assert.Equal(t, "latest", r.Rule)
 	}
 	assert.True(t, strings.HasPrefix(l.Config().Rule, "uniform"))
+}
+
+// A model behind an OpenAI-compatible endpoint is a player like any
+// other: here a test server on 127.0.0.1 that answers legal moves.
+func TestLLMPlayer(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Record: true})
+	dir := t.TempDir()
+	temp := 0.0
+	l := newLeague(t, dir, league.Config{Seed: 2}, scripted("random"),
+		league.Player{Name: "ckpt-100", Policy: league.LLMPlayer(league.LLMSettings{BaseURL: srv.URL(), Model: "ckpt-100", Temperature: &temp, MaxTokens: 32})})
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 6, Focal: "ckpt-100", Concurrency: 2}))
+	for _, r := range l.Results() {
+		assert.Equal(t, protocol.StatusCompleted, r.Status)
+		assert.Equal(t, "ckpt-100", r.Roles[r.FocalRole])
+	}
+	require.NoError(t, l.Close())
+	st := srv.Stats()
+	assert.Positive(t, st.Answered)
+	for _, req := range srv.Requests() {
+		assert.Equal(t, "ckpt-100", req.Model)
+	}
+	// The league reopened plays the model again.
+	l, err := league.Open(dir, scenarios.Builtin())
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 2, Focal: "ckpt-100"}))
 }
