@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		l, err := league.Open(dir, scenarios.Builtin())
 		if err == nil {
-			err = l.Play(context.Background(), league.PlayOptions{Until: 1 << 40, CheckpointEvery: 25})
+			err = l.Play(context.Background(), league.PlayOptions{Until: 1 << 40, CheckpointEvery: 1000})
 		}
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(3)
@@ -67,9 +67,9 @@ func TestKilledLeagueResumesByteIdentically(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		b, err := os.ReadFile(filepath.Join(dir, league.FileLeague))
-		if err == nil && json.Unmarshal(b, &committed) == nil && committed.Matches >= 200 {
+		if err == nil && json.Unmarshal(b, &committed) == nil && committed.Matches >= 1000 {
 			st, err := os.Stat(filepath.Join(dir, league.FileLog))
-			if tail = err == nil && st.Size() > committed.LogBytes; tail || committed.Matches >= 2000 {
+			if tail = err == nil && st.Size() > committed.LogBytes; tail || committed.Matches >= 6000 {
 				break
 			}
 		}
@@ -84,7 +84,7 @@ func TestKilledLeagueResumesByteIdentically(t *testing.T) {
 	l, err := league.Open(dir, scenarios.Builtin())
 	require.NoError(t, err)
 	resumedAt := l.Matches()
-	require.GreaterOrEqual(t, resumedAt, int64(200))
+	require.GreaterOrEqual(t, resumedAt, int64(1000))
 	target := resumedAt + 60
 	require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: target}))
 	require.NoError(t, l.Close())

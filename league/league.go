@@ -115,6 +115,7 @@ type League struct {
 	info     *env.Info
 	params   env.Params
 	log      *os.File
+	logBuf   *bufio.Writer // the log's tail not yet written, flushed by commit
 	results  []Result
 	ratings  *ratings
 
@@ -156,7 +157,7 @@ func Create(dir string, cfg Config, reg *env.Registry) (*League, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.log = f
+	l.log, l.logBuf = f, bufio.NewWriterSize(f, 64<<10)
 	l.ratings = newRatings(&l.state.Config)
 	l.pols.l = l
 	if err := l.commit(); err != nil {
@@ -285,7 +286,7 @@ func (l *League) readLog() error {
 		f.Close()
 		return err
 	}
-	l.log = f
+	l.log, l.logBuf = f, bufio.NewWriterSize(f, 64<<10)
 	return nil
 }
 
@@ -323,18 +324,34 @@ func (l *League) loadLearner() error {
 }
 
 // sweep removes what a killed run left behind: learner states other than
-// the committed one, and temporary files of atomic writes. Snapshot files
-// no player names are left: the run that resumes writes the same bytes.
+// the committed one, the learner's automatic snapshots (LEARNER@N.json)
+// taken after the last commit, which no player names, and temporary files
+// of atomic writes. Other files of the snapshots directory are the
+// user's, and stay.
 func (l *League) sweep() {
-	entries, err := os.ReadDir(l.dir)
-	if err != nil {
-		return
+	named := map[string]bool{}
+	for _, p := range l.state.Players {
+		var s SnapshotSettings
+		if p.Policy.Name == PolicySnapshot && decodeSettings(p.Policy.Settings, &s) == nil {
+			named[filepath.ToSlash(filepath.Clean(s.File))] = true
+		}
 	}
-	for _, e := range entries {
-		name := e.Name()
-		stale := strings.HasPrefix(name, learnerFile) && name != l.state.LearnerState
-		if stale || strings.Contains(name, ".tmp-") {
-			_ = os.Remove(filepath.Join(l.dir, name))
+	for _, sub := range []string{"", DirSnapshots} {
+		entries, err := os.ReadDir(filepath.Join(l.dir, sub))
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			rel := filepath.ToSlash(filepath.Join(sub, name))
+			stale := sub == "" && strings.HasPrefix(name, learnerFile) && name != l.state.LearnerState
+			if sub == DirSnapshots && l.state.Learner != "" && !named[rel] {
+				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(name, l.state.Learner+"@"), ".json"), 10, 64)
+				stale = err == nil && strings.HasPrefix(name, l.state.Learner+"@") && n > l.state.Matches
+			}
+			if stale || strings.Contains(name, ".tmp-") {
+				_ = os.Remove(filepath.Join(l.dir, rel))
+			}
 		}
 	}
 }
@@ -343,6 +360,9 @@ func (l *League) sweep() {
 // values saved when they changed, league.json replaced atomically, and
 // the learner's previous state file removed.
 func (l *League) commit() error {
+	if err := l.logBuf.Flush(); err != nil {
+		return fmt.Errorf("league %s: %s: %w", l.dir, FileLog, err)
+	}
 	if err := l.log.Sync(); err != nil {
 		return fmt.Errorf("league %s: %w", l.dir, err)
 	}
@@ -522,7 +542,7 @@ func (l *League) appendResults(rs []Result) error {
 		b.Write(line)
 		b.WriteByte('\n')
 	}
-	if _, err := l.log.Write(b.Bytes()); err != nil {
+	if _, err := l.logBuf.Write(b.Bytes()); err != nil {
 		return fmt.Errorf("league %s: %s: %w", l.dir, FileLog, err)
 	}
 	l.state.LogBytes += int64(b.Len())

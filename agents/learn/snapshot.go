@@ -275,3 +275,35 @@ func (g *greedy) Act(_ context.Context, obs *agents.Observation) (agents.Action,
 	}
 	return agents.Action{Text: st.Legal[Greedy(st.Values, obs)]}, nil
 }
+
+// Probabilities is the chance the policy plays each of obs.Legal: its
+// best actions share it equally (ties are broken uniformly at random),
+// and in a state it does not know every legal action is equally likely.
+// It lets an exact search take the expectation over what the policy's
+// seed would decide (league.BestResponse).
+func (g *greedy) Probabilities(obs *agents.Observation) ([]float64, error) {
+	probs := make([]float64, len(obs.Legal))
+	st := g.rows[obs.Agent][g.opts.state(episode.RenderObservation(obs.View, obs.Inbox))]
+	if st == nil {
+		for i := range probs {
+			probs[i] = 1 / float64(len(probs))
+		}
+		return probs, nil
+	}
+	if !slices.Equal(st.Legal, obs.Legal) {
+		return nil, fmt.Errorf("agent %q: %w: %q, then %q", obs.Agent, ErrLegalChanged, st.Legal, obs.Legal)
+	}
+	best := slices.Max(st.Values)
+	ties := 0
+	for _, v := range st.Values {
+		if v == best {
+			ties++
+		}
+	}
+	for i, v := range st.Values {
+		if v == best {
+			probs[i] = 1 / float64(ties)
+		}
+	}
+	return probs, nil
+}
