@@ -109,6 +109,25 @@ func TestSnapshotGreedy(t *testing.T) {
 	}
 	greedyScore, randomScore := score(pol), score(agents.Random())
 	assert.Greater(t, greedyScore, randomScore+0.2, "greedy snapshot %.3f, random %.3f", greedyScore, randomScore)
+	// Its probabilities: one action, or its ties, in a state it knows;
+	// uniform in one it does not.
+	type distribution interface {
+		Probabilities(obs *agents.Observation) ([]float64, error)
+	}
+	d, ok := pol.(distribution)
+	require.True(t, ok)
+	known := snap.Agents[0].States[0]
+	probs, err := d.Probabilities(&agents.Observation{Agent: snap.Agents[0].ID, View: known.State, Legal: known.Legal})
+	require.NoError(t, err)
+	sum, top := 0.0, 0.0
+	for _, p := range probs {
+		sum, top = sum+p, max(top, p)
+	}
+	assert.InDelta(t, 1, sum, 1e-12)
+	assert.Greater(t, top, 0.0)
+	probs, err = d.Probabilities(&agents.Observation{Agent: "x", View: "never seen", Legal: []string{"a", "b", "c", "d"}})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0.25, 0.25, 0.25, 0.25}, probs)
 	// It never learns: the snapshot is unchanged by play.
 	again, err := learn.TakeSnapshot(spec, l)
 	require.NoError(t, err)
