@@ -203,11 +203,7 @@ func (ps *policies) make(p *Player, role string) (agents.Policy, error) {
 		}
 		return l.learner, nil
 	case PolicySnapshot:
-		var s SnapshotSettings
-		if err := decodeSettings(p.Policy.Settings, &s); err != nil {
-			return nil, err
-		}
-		snap, err := l.readSnapshot(s.File)
+		snap, s, err := l.snapshotOf(p.Policy.Settings)
 		if err != nil {
 			return nil, err
 		}
@@ -217,11 +213,7 @@ func (ps *policies) make(p *Player, role string) (agents.Policy, error) {
 		frozen, _, err := snap.Restore(learn.Options{})
 		return frozen, err
 	case PolicyLLM:
-		var s LLMSettings
-		if err := decodeSettings(p.Policy.Settings, &s); err != nil {
-			return nil, err
-		}
-		cfg, err := llmConfig(s, l.state.Seed)
+		cfg, err := l.llmConfigOf(p.Policy.Settings)
 		if err != nil {
 			return nil, err
 		}
@@ -263,54 +255,57 @@ func (l *League) checkPlayer(p *Player) error {
 	}
 	p.Policy.Settings = settings
 	switch p.Policy.Name {
-	case PolicyLearner:
+	case PolicyLearner, PolicyExternal:
 		if l.state.Learner != "" {
 			return bad("the league has a learner already, %q", l.state.Learner)
+		}
+		if p.Policy.Name == PolicyExternal {
+			if len(settings) > 0 {
+				return bad("policy external takes no settings")
+			}
+			return nil
 		}
 		var s LearnerSettings
-		if err := decodeSettings(settings, &s); err != nil {
-			return bad("%v", err)
+		if err = decodeSettings(settings, &s); err == nil {
+			_, err = learn.Parse(s.Spec)
 		}
-		if _, err := learn.Parse(s.Spec); err != nil {
-			return bad("%v", err)
-		}
-		return nil
-	case PolicyExternal:
-		if len(settings) > 0 {
-			return bad("policy external takes no settings")
-		}
-		if l.state.Learner != "" {
-			return bad("the league has a learner already, %q", l.state.Learner)
-		}
-		return nil
 	case PolicySnapshot:
-		var s SnapshotSettings
-		if err := decodeSettings(settings, &s); err != nil {
-			return bad("%v", err)
-		}
-		if _, err := l.readSnapshot(s.File); err != nil {
-			return bad("%v", err)
-		}
-		return nil
+		_, _, err = l.snapshotOf(settings)
 	case PolicyLLM:
-		var s LLMSettings
-		if err := decodeSettings(settings, &s); err != nil {
-			return bad("%v", err)
+		_, err = l.llmConfigOf(settings)
+	default:
+		if len(settings) > 0 {
+			return bad("policy %q takes no settings (only %s do)", p.Policy.Name, strings.Join([]string{PolicyLearner, PolicySnapshot, PolicyLLM}, ", "))
 		}
-		if _, err := llmConfig(s, l.state.Seed); err != nil {
-			return bad("%v", err)
+		for _, r := range l.info.Roles {
+			if _, err := l.info.MakePolicy(l.params, r.Name, p.Policy.Name); err != nil {
+				return bad("%v", err)
+			}
 		}
-		return nil
 	}
-	if len(settings) > 0 {
-		return bad("policy %q takes no settings (only %s do)", p.Policy.Name, strings.Join([]string{PolicyLearner, PolicySnapshot, PolicyLLM}, ", "))
-	}
-	for _, r := range l.info.Roles {
-		if _, err := l.info.MakePolicy(l.params, r.Name, p.Policy.Name); err != nil {
-			return bad("%v", err)
-		}
+	if err != nil {
+		return bad("%v", err)
 	}
 	return nil
+}
+
+// snapshotOf reads a snapshot player's settings and its file.
+func (l *League) snapshotOf(raw json.RawMessage) (*learn.Snapshot, SnapshotSettings, error) {
+	var s SnapshotSettings
+	if err := decodeSettings(raw, &s); err != nil {
+		return nil, s, err
+	}
+	snap, err := l.readSnapshot(s.File)
+	return snap, s, err
+}
+
+// llmConfigOf reads an llm player's settings.
+func (l *League) llmConfigOf(raw json.RawMessage) (llm.Config, error) {
+	var s LLMSettings
+	if err := decodeSettings(raw, &s); err != nil {
+		return llm.Config{}, err
+	}
+	return llmConfig(s, l.state.Seed)
 }
 
 // readSnapshot reads a snapshot file of the league's directory.
