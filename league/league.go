@@ -125,6 +125,9 @@ type League struct {
 	// on disk (state.LearnerState); -1 when none is saved.
 	learnerAt int64
 	pols      policies
+	// execs are the executors of the player combinations played so far
+	// (executor).
+	execs map[string]*env.LocalExecutor
 }
 
 // Create makes a league in dir (created if need be; it must not hold a

@@ -180,7 +180,6 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 		every = 1000
 	}
 	conc := max(o.Concurrency, 1)
-	var engines env.EnginePool
 	start, lastCommit := l.state.Matches, l.state.Matches
 	for l.state.Matches < target {
 		if ctx.Err() != nil {
@@ -196,7 +195,7 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 				return err
 			}
 		}
-		recs, err := l.playBatch(ctx, matches, conc, &engines)
+		recs, execs, err := l.playBatch(ctx, matches, conc)
 		if err != nil {
 			return err
 		}
@@ -208,6 +207,7 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 			if results[i], err = l.learnFrom(ctx, &matches[i], rec); err != nil {
 				return err
 			}
+			execs[i].Recycle(rec)
 		}
 		if err := l.appendResults(results); err != nil {
 			return err
@@ -238,71 +238,83 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	return nil
 }
 
-// Setup is the episode of match m: its seeds, its players' policies in
-// their roles, and, when the learner plays, its roles emitted.
-func (l *League) Setup(m *Match) (env.Setup, error) {
-	byRole := make(map[string]agents.Policy, len(m.Roles))
+// executor is the local executor of the matches with m's players in
+// m's roles, made once per combination: it keeps its engines' state
+// machines and the records given back to it (Recycle) between matches,
+// so a match allocates no record. Its emit filter is the learner's roles.
+func (l *League) executor(m *Match) (*env.LocalExecutor, error) {
+	roles := slices.Sorted(maps.Keys(m.Roles))
+	var key strings.Builder
+	for _, role := range roles {
+		key.WriteString(role + "=" + m.Roles[role] + "\x00")
+	}
+	if x, ok := l.execs[key.String()]; ok {
+		return x, nil
+	}
+	byRole := make(map[string]agents.Policy, len(roles))
 	var emit []string
-	for _, role := range slices.Sorted(maps.Keys(m.Roles)) {
+	for _, role := range roles {
 		p := l.Player(m.Roles[role])
 		if p == nil {
-			return env.Setup{}, fmt.Errorf("%w %q: not a player of the league", ErrBadPlayer, m.Roles[role])
+			return nil, fmt.Errorf("%w %q: not a player of the league", ErrBadPlayer, m.Roles[role])
 		}
 		pol, err := l.pols.policy(p, role)
 		if err != nil {
-			return env.Setup{}, err
+			return nil, err
 		}
 		byRole[role] = pol
 		if p.Name == l.state.Learner {
 			emit = append(emit, role)
 		}
 	}
-	k := uint64(m.Index)
-	s := env.Setup{
-		Scenario:   l.scenario,
-		Params:     l.params,
-		Seed:       seeds.Mix(l.state.Seed, streamScenario, k),
-		PolicySeed: seeds.Mix(l.state.Seed, streamPolicy, k),
-		Index:      m.Index,
-		RolloutID:  m.Index,
-		GroupIndex: m.Index,
-		Policy:     env.ByRole(byRole, nil),
-		Emit:       env.EmitRoles(emit...),
+	x := &env.LocalExecutor{Scenario: l.scenario, Params: l.params, Policy: env.ByRole(byRole, nil), Emit: env.EmitRoles(emit...)}
+	if l.execs == nil {
+		l.execs = map[string]*env.LocalExecutor{}
 	}
-	return s, nil
+	l.execs[key.String()] = x
+	return x, nil
 }
 
-// playBatch plays the matches' episodes, conc at a time.
-func (l *League) playBatch(ctx context.Context, matches []Match, conc int, engines *env.EnginePool) ([]*episode.Record, error) {
-	setups := make([]env.Setup, len(matches))
+// request is the episode of match k: its seeds derive from the league's
+// seed and k alone.
+func (l *League) request(k int64) env.Request {
+	return env.Request{Scenario: l.info.Name, Params: l.params.Map(), Seed: seeds.Mix(l.state.Seed, streamScenario, uint64(k)),
+		PolicySeed: seeds.Mix(l.state.Seed, streamPolicy, uint64(k)), Index: k, RolloutID: k, GroupIndex: k}
+}
+
+// playBatch plays the matches' episodes, conc at a time, and returns
+// them with the executors that played them (which get them back, once
+// read, through Recycle).
+func (l *League) playBatch(ctx context.Context, matches []Match, conc int) ([]*episode.Record, []*env.LocalExecutor, error) {
+	execs := make([]*env.LocalExecutor, len(matches))
 	for i := range matches {
-		s, err := l.Setup(&matches[i])
+		x, err := l.executor(&matches[i])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		s.Engines = engines
-		setups[i] = s
+		execs[i] = x
 	}
 	recs := make([]*episode.Record, len(matches))
 	if conc == 1 || len(matches) == 1 {
-		eng := engines.Get()
-		defer engines.Put(eng)
-		for i := range setups {
-			recs[i] = eng.Run(ctx, setups[i])
+		for i := range matches {
+			recs[i] = execs[i].Execute(ctx, l.request(matches[i].Index))
 		}
-		return recs, nil
+		return recs, execs, nil
 	}
+	// conc goroutines, each a contiguous share of the batch: a match of a
+	// scripted game is too short to be worth a goroutine of its own.
 	var g errgroup.Group
-	g.SetLimit(conc)
-	for i := range setups {
+	conc = min(conc, len(matches))
+	for w := range conc {
+		lo, hi := w*len(matches)/conc, (w+1)*len(matches)/conc
 		g.Go(func() error {
-			eng := engines.Get()
-			defer engines.Put(eng)
-			recs[i] = eng.Run(ctx, setups[i])
+			for i := lo; i < hi; i++ {
+				recs[i] = execs[i].Execute(ctx, l.request(matches[i].Index))
+			}
 			return nil
 		})
 	}
-	return recs, g.Wait()
+	return recs, execs, g.Wait()
 }
 
 // learnFrom has the learner learn a played match (when it played in it)

@@ -58,10 +58,10 @@ type point struct {
 
 func main() {
 	out := flag.String("out", "docs/images", "directory for the figures")
-	matches := flag.Int64("matches", 30000, "training matches per run")
-	every := flag.Int64("every", 1000, "measure and snapshot every N matches")
+	matches := flag.Int64("matches", 60000, "training matches per run")
+	every := flag.Int64("every", 3000, "measure and snapshot every N matches")
 	seeds := flag.Int("seeds", 3, "runs per condition")
-	learner := flag.String("learner", "egreedy:alpha=0.1,epsilon=0.1", "the learner spec")
+	learner := flag.String("learner", "egreedy:alpha=0.3,epsilon=0.2", "the learner spec")
 	flag.Parse()
 	if err := run(*out, *matches, *every, *seeds, *learner); err != nil {
 		fmt.Fprintln(os.Stderr, "leaguedemo:", err)
@@ -140,11 +140,11 @@ func run(out string, matches, every int64, nseeds int, learnerSpec string) error
 		return err
 	}
 	if err := plotCurves(filepath.Join(out, "leagues-exploitability.svg"), curves, "exact exploitability of the greedy policy",
-		func(p point) float64 { return p.exploitability }, nseeds); err != nil {
+		func(p point) float64 { return p.exploitability }, nseeds, true); err != nil {
 		return err
 	}
 	if err := plotCurves(filepath.Join(out, "leagues-vs-random.svg"), curves, "mean score against random (greedy policy)",
-		func(p point) float64 { return p.vsRandom }, nseeds); err != nil {
+		func(p point) float64 { return p.vsRandom }, nseeds, false); err != nil {
 		return err
 	}
 	if err := plotRatings(filepath.Join(out, "leagues-ratings.svg"), ratings, refs, every); err != nil {
@@ -241,30 +241,38 @@ func evaluate(ctx context.Context, reg *env.Registry, dir string, snapshots [][]
 	return out, map[string]float64{"random": by["random"], "center-first": by["center-first"], "minimax": by["minimax"]}, nil
 }
 
-func newPlot(title, y string) *plot.Plot {
+// newPlot is a plot with its legend in the bottom corner, left or right,
+// where the curves are not.
+func newPlot(title, y string, left bool) *plot.Plot {
 	pl := plot.New()
 	pl.Title.Text = title
 	pl.X.Label.Text = "training matches"
 	pl.Y.Label.Text = y
-	pl.Legend.Top = true
+	pl.Legend.Left = left
 	pl.Add(plotter.NewGrid())
 	return pl
 }
 
+// save writes pl to path (.svg) and beside it as PNG.
 func save(pl *plot.Plot, path string) error {
-	w, err := pl.WriterTo(6*vg.Inch, 4*vg.Inch, "svg")
-	if err != nil {
-		return err
+	for _, format := range []string{"svg", "png"} {
+		w, err := pl.WriterTo(6*vg.Inch, 4*vg.Inch, format)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if _, err := w.WriteTo(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(strings.TrimSuffix(path, ".svg")+"."+format, b.Bytes(), 0o644); err != nil {
+			return err
+		}
 	}
-	var b bytes.Buffer
-	if _, err := w.WriteTo(&b); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
+	return nil
 }
 
-func plotCurves(path string, curves [][][]point, what string, metric func(point) float64, nseeds int) error {
-	pl := newPlot("tic-tac-toe learner: "+what, what)
+func plotCurves(path string, curves [][][]point, what string, metric func(point) float64, nseeds int, left bool) error {
+	pl := newPlot("tic-tac-toe learner: "+what, what, left)
 	for ci, c := range conditions {
 		var mean, lo, hi plotter.XYs
 		for t := range curves[ci][0] {
@@ -300,7 +308,7 @@ func plotCurves(path string, curves [][][]point, what string, metric func(point)
 }
 
 func plotRatings(path string, ratings [][]float64, refs map[string]float64, every int64) error {
-	pl := newPlot("Glicko-2 rating of the learner's greedy snapshots (seed 0)", "Glicko-2 rating (evaluation league)")
+	pl := newPlot("Glicko-2 rating of the learner's greedy snapshots (seed 0)", "Glicko-2 rating (evaluation league)", false)
 	for ci, c := range conditions {
 		var xy plotter.XYs
 		for k, r := range ratings[ci] {
