@@ -81,3 +81,25 @@ func TestLeaguePlayInterrupted(t *testing.T) {
 	assert.Equal(t, ExitInterrupted, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "--until")
 }
+
+func TestServeLeagueUsageErrors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "l")
+	require.Equal(t, ExitOK, troupe(t, "league", "create", dir, "--scenario", "tictactoe").code)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", dir}, "external"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", t.TempDir()}, "holds no league"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--league-rule", "pfsp"}, "--league-rule needs --league"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", dir, "--nats", "embedded"}, "does not go with --nats"},
+	} {
+		r := troupe(t, c.args...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", c.args, r.stderr)
+		assert.Contains(t, r.stderr, c.msg, c.args)
+	}
+	require.Equal(t, ExitOK, troupe(t, "league", "add", dir, "trainee", "external").code)
+	r := troupe(t, "serve", "--addr", "127.0.0.1:0", "--league", dir, "--league-rule", "best")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "unknown rule")
+}
