@@ -245,3 +245,5 @@ func TestLLMPlayer(t *testing.T) {
 	defer l.Close()
 	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 2, Focal: "ckpt-100"}))
 }
+
+func runspecPolicy(name string) runspec.Policy { return runspec.Policy{Name: name} }
