@@ -152,7 +152,8 @@ func cmpErr(a, b error) error {
 }
 
 // MakePolicy implements server.Matcher: the policy of the league player
-// whose policy and settings the spec names.
+// whose policy and settings the spec names; ok false for any other (the
+// learner's llm policy, made by the service).
 func (s *Service) MakePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
 	switch req.Policy.Name {
 	case PolicySnapshot, PolicyLLM, PolicyLearner:
@@ -168,5 +169,7 @@ func (s *Service) MakePolicy(req runspec.PolicyRequest) (agents.Policy, bool, er
 			return pol, true, err
 		}
 	}
-	return nil, true, fmt.Errorf("no player of league %s plays %s with these settings", s.l.state.Name, req.Policy.Name)
+	// Not a league player's: the learner's own (an llm policy with the
+	// service's settings), the service's to make.
+	return nil, false, nil
 }

@@ -196,3 +196,26 @@ func TestServeLeagueGoldenAnswers(t *testing.T) {
 		assert.Equal(t, strings.Split(string(want), "\n"), strings.Split(got.String(), "\n"), "the answers changed (rerun with -update only if that is meant)")
 	}
 }
+
+// The learner's policy is the service's "llm" (here a stand-in maker): a
+// league opponent's policy of the same name does not take its place.
+func TestServeLeagueLearnerIsTheServicesLLM(t *testing.T) {
+	_, l := servedLeague(t, "uniform")
+	defer l.Close()
+	svc, err := league.NewService(l, "")
+	require.NoError(t, err)
+	first := policyFunc(func(context.Context) error { return nil })
+	s := newServer(t, server.Config{League: svc, Policies: func(req server.PolicyRequest) (agents.Policy, bool, error) {
+		if req.Policy.Name != "llm" {
+			return nil, false, nil
+		}
+		return first, true, nil
+	}})
+	for range 6 {
+		r := decodeResponse(t, post(t, s, `{"scenario":"tictactoe","policy":"llm","allocators":["individual"]}`))
+		for _, sm := range r.Rollouts[0].Samples {
+			assert.Equal(t, sm.Metadata.Role, sm.Metadata.Extra[server.MetaLearnerRole])
+		}
+	}
+	assert.Equal(t, int64(6), l.Matches())
+}
