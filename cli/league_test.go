@@ -44,13 +44,26 @@ func TestLeagueCommands(t *testing.T) {
 	assert.Contains(t, string(svg), "<svg")
 }
 
+// usageCase is a command line that must be refused, and what its message
+// must say.
+type usageCase struct {
+	args []string
+	msg  string
+}
+
+func assertUsageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, c := range cases {
+		r := troupe(t, c.args...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", c.args, r.stderr)
+		assert.Contains(t, r.stderr, c.msg, c.args)
+	}
+}
+
 func TestLeagueUsageErrors(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "l")
 	require.Equal(t, ExitOK, troupe(t, "league", "create", dir, "--scenario", "tictactoe").code)
-	for _, c := range []struct {
-		args []string
-		msg  string
-	}{
+	assertUsageErrors(t, []usageCase{
 		{[]string{"league", "create", dir, "--scenario", "tictactoe"}, "exists"},
 		{[]string{"league", "create", t.TempDir()}, "--scenario is required"},
 		{[]string{"league", "create", t.TempDir(), "--scenario", "elfarol"}, "one role"},
@@ -62,11 +75,7 @@ func TestLeagueUsageErrors(t *testing.T) {
 		{[]string{"league", "play", dir}, "-n N"},
 		{[]string{"league", "play", dir, "-n", "5"}, "no players"},
 		{[]string{"league", "snapshot", dir}, "no in-process learner"},
-	} {
-		r := troupe(t, c.args...)
-		assert.Equal(t, ExitUsage, r.code, "%v: %s", c.args, r.stderr)
-		assert.Contains(t, r.stderr, c.msg, c.args)
-	}
+	})
 }
 
 // Ctrl-C during play keeps what was committed and says how to go on.
@@ -85,19 +94,12 @@ func TestLeaguePlayInterrupted(t *testing.T) {
 func TestServeLeagueUsageErrors(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "l")
 	require.Equal(t, ExitOK, troupe(t, "league", "create", dir, "--scenario", "tictactoe").code)
-	for _, c := range []struct {
-		args []string
-		msg  string
-	}{
+	assertUsageErrors(t, []usageCase{
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", dir}, "external"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", t.TempDir()}, "holds no league"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--league-rule", "pfsp"}, "--league-rule needs --league"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--league", dir, "--nats", "embedded"}, "does not go with --nats"},
-	} {
-		r := troupe(t, c.args...)
-		assert.Equal(t, ExitUsage, r.code, "%v: %s", c.args, r.stderr)
-		assert.Contains(t, r.stderr, c.msg, c.args)
-	}
+	})
 	require.Equal(t, ExitOK, troupe(t, "league", "add", dir, "trainee", "external").code)
 	r := troupe(t, "serve", "--addr", "127.0.0.1:0", "--league", dir, "--league-rule", "best")
 	assert.Equal(t, ExitUsage, r.code)
