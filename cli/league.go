@@ -273,11 +273,14 @@ func (a *App) leagueShowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show DIR",
 		Short: "Show the ratings table and the payoff matrix; plot ratings over time",
-		Args:  oneDir("show"),
+		Long: `Show the league as its last commit left it: the ratings table and the payoff
+matrix, and with --plot the ratings over time. It only reads, so it may run
+while troupe league play or troupe serve --league plays the league.`,
+		Args: oneDir("show"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			l, err := a.openLeague(args[0])
+			l, err := league.OpenReadOnly(args[0], a.Scenarios)
 			if err != nil {
-				return err
+				return a.leagueError(err)
 			}
 			defer l.Close()
 			cfg := l.Config()

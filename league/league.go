@@ -30,6 +30,7 @@ const (
 	FileLog      = "matches.jsonl" // one Result per line, in match order
 	DirSnapshots = "snapshots"     // snapshot players' files
 	learnerFile  = "learner-"      // learner-<matches>.json: the learner's values at a commit
+	fileLock     = ".lock"         // flocked by the process that writes the league
 )
 
 // Errors of leagues.
@@ -39,6 +40,10 @@ var (
 	ErrBadLeague = errors.New("bad league")
 	// ErrExists: Create was given a directory that holds a league.
 	ErrExists = errors.New("a league exists there already")
+	// ErrInUse: another process has the league open for writing.
+	ErrInUse = errors.New("the league is in use by another process")
+	// ErrReadOnly: a league opened by OpenReadOnly was asked to change.
+	ErrReadOnly = errors.New("the league is open read-only")
 )
 
 // Config is what a league is: its scenario and the rules it plays and
@@ -128,6 +133,9 @@ type League struct {
 	// execs are the executors of the player combinations played so far
 	// (executor).
 	execs map[string]*env.LocalExecutor
+	// lock is the directory's lock, held while the league is open for
+	// writing; nil for a league opened read-only.
+	lock *os.File
 }
 
 // Create makes a league in dir (created if need be; it must not hold a
@@ -149,15 +157,24 @@ func Create(dir string, cfg Config, reg *env.Registry) (*League, error) {
 		cfg.Params = map[string]string{}
 	}
 	l := &League{dir: dir, state: file{Format: Format, Config: cfg, Players: []Player{}}, learnerAt: -1}
-	if err := l.resolve(reg); err != nil {
+	err := l.resolve(reg)
+	if err != nil {
 		return nil, err
 	}
 	l.state.Params = l.params.Map()
 	if err := os.MkdirAll(filepath.Join(dir, DirSnapshots), 0o755); err != nil {
 		return nil, err
 	}
+	if l.lock, err = lockDir(dir); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileLeague)); err == nil {
+		l.lock.Close()
+		return nil, fmt.Errorf("%w: %s", ErrExists, dir)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, FileLog), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
+		l.lock.Close()
 		return nil, err
 	}
 	l.log, l.logBuf = f, bufio.NewWriterSize(f, 64<<10)
@@ -208,7 +225,35 @@ func (l *League) resolve(reg *env.Registry) error {
 // longer than league.json says (the tail of a run that was killed) is cut
 // back, so that playing on gives the bytes an uninterrupted run would
 // have.
+//
+// Open takes the directory's lock (an exclusive flock on DIR/.lock, held
+// until Close): a second process that opens the league for writing gets
+// ErrInUse. OpenReadOnly reads it all the same.
 func Open(dir string, reg *env.Registry) (*League, error) {
+	if _, err := os.Stat(filepath.Join(dir, FileLeague)); err != nil {
+		return open(dir, reg, false) // the error says why
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := open(dir, reg, true)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	l.lock = lock
+	return l, nil
+}
+
+// OpenReadOnly opens the league in dir as its last commit left it,
+// without its lock, so it may be read while another process plays it
+// (troupe league show during troupe serve --league): it reads the log up
+// to the committed length and changes nothing. Its Play, Add and Snapshot
+// return ErrReadOnly.
+func OpenReadOnly(dir string, reg *env.Registry) (*League, error) { return open(dir, reg, false) }
+
+func open(dir string, reg *env.Registry, write bool) (*League, error) {
 	b, err := os.ReadFile(filepath.Join(dir, FileLeague))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -229,21 +274,28 @@ func Open(dir string, reg *env.Registry) (*League, error) {
 		return nil, fmt.Errorf("%s: %w", FileLeague, err)
 	}
 	l.pols.l = l
-	if err := l.readLog(); err != nil {
+	if err := l.readLog(write); err != nil {
 		return nil, err
 	}
 	if err := l.loadLearner(); err != nil {
 		l.Close()
 		return nil, err
 	}
-	l.sweep()
+	if write {
+		l.sweep()
+	}
 	return l, nil
 }
 
-// readLog cuts the log to its committed length and replays it.
-func (l *League) readLog() error {
+// readLog replays the log's committed length, and, when write is set,
+// cuts the log back to it and keeps it open for appending.
+func (l *League) readLog(write bool) error {
 	path := filepath.Join(l.dir, FileLog)
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+	flag := os.O_RDONLY
+	if write {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadLeague, err)
 	}
@@ -256,9 +308,11 @@ func (l *League) readLog() error {
 		f.Close()
 		return fmt.Errorf("%w: %s has %d bytes, fewer than the %d the league committed", ErrBadLeague, FileLog, st.Size(), l.state.LogBytes)
 	}
-	if err := f.Truncate(l.state.LogBytes); err != nil {
-		f.Close()
-		return err
+	if write {
+		if err := f.Truncate(l.state.LogBytes); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	l.ratings = newRatings(&l.state.Config)
 	sc := bufio.NewScanner(io.LimitReader(f, l.state.LogBytes))
@@ -284,6 +338,9 @@ func (l *League) readLog() error {
 	if int64(len(l.results)) != l.state.Matches {
 		f.Close()
 		return fmt.Errorf("%w: %s holds %d matches, the league %d", ErrBadLeague, FileLog, len(l.results), l.state.Matches)
+	}
+	if !write {
+		return f.Close()
 	}
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		f.Close()
@@ -363,6 +420,9 @@ func (l *League) sweep() {
 // values saved when they changed, league.json replaced atomically, and
 // the learner's previous state file removed.
 func (l *League) commit() error {
+	if l.log == nil {
+		return fmt.Errorf("%w: %s", ErrReadOnly, l.dir)
+	}
 	if err := l.logBuf.Flush(); err != nil {
 		return fmt.Errorf("league %s: %s: %w", l.dir, FileLog, err)
 	}
@@ -403,11 +463,15 @@ func (l *League) commit() error {
 // league opened later.
 func (l *League) Close() error {
 	l.pols.close()
-	if l.log == nil {
-		return nil
+	var err error
+	if l.log != nil {
+		err = l.log.Close()
+		l.log = nil
 	}
-	err := l.log.Close()
-	l.log = nil
+	if l.lock != nil {
+		l.lock.Close()
+		l.lock = nil
+	}
 	return err
 }
 
@@ -446,6 +510,9 @@ func (l *League) Player(name string) *Player {
 // Add adds a player and commits. A learner or external player becomes
 // the league's learner (Config.Learner); a league has at most one.
 func (l *League) Add(p Player) error {
+	if l.log == nil {
+		return fmt.Errorf("%w: %s", ErrReadOnly, l.dir)
+	}
 	if err := l.checkPlayer(&p); err != nil {
 		return err
 	}
@@ -492,6 +559,9 @@ func (l *League) Snapshot(name string, greedy bool) (*Player, error) {
 }
 
 func (l *League) snapshot(name string, greedy bool) (*Player, error) {
+	if l.log == nil {
+		return nil, fmt.Errorf("%w: %s", ErrReadOnly, l.dir)
+	}
 	lp := l.Learner()
 	if lp == nil || l.learner == nil {
 		return nil, fmt.Errorf("%w: the league has no in-process learner to snapshot (add a player of policy %s)", ErrBadPlayer, PolicyLearner)

@@ -247,3 +247,28 @@ func TestLLMPlayer(t *testing.T) {
 }
 
 func runspecPolicy(name string) runspec.Policy { return runspec.Policy{Name: name} }
+
+// One process writes a league: a second Open is refused while the first
+// holds it, OpenReadOnly reads what was committed and changes nothing.
+func TestOneWriterManyReaders(t *testing.T) {
+	dir := t.TempDir()
+	l := newLeague(t, dir, league.Config{Seed: 1}, scripted("random"), scripted("minimax"))
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 20}))
+	_, err := league.Open(dir, scenarios.Builtin())
+	require.ErrorIs(t, err, league.ErrInUse)
+	_, err = league.Create(dir, league.Config{Name: "x", Scenario: "tictactoe"}, scenarios.Builtin())
+	require.ErrorIs(t, err, league.ErrExists)
+
+	r, err := league.OpenReadOnly(dir, scenarios.Builtin())
+	require.NoError(t, err)
+	assert.Equal(t, int64(20), r.Matches())
+	assert.Equal(t, l.Ratings(), r.Ratings())
+	require.ErrorIs(t, r.Play(context.Background(), league.PlayOptions{N: 1}), league.ErrReadOnly)
+	require.ErrorIs(t, r.Add(scripted("center-first")), league.ErrReadOnly)
+	require.NoError(t, r.Close())
+
+	require.NoError(t, l.Close())
+	again, err := league.Open(dir, scenarios.Builtin())
+	require.NoError(t, err, "the lock is released by Close")
+	require.NoError(t, again.Close())
+}

@@ -150,6 +150,9 @@ var ErrInterrupted = errors.New("league play interrupted")
 // any concurrency, with or without interruptions and resumes, gives the
 // same bytes.
 func (l *League) Play(ctx context.Context, o PlayOptions) error {
+	if l.log == nil {
+		return fmt.Errorf("%w: %s", ErrReadOnly, l.dir)
+	}
 	target := l.state.Matches + o.N
 	if o.Until > 0 {
 		target = o.Until
