@@ -27,6 +27,7 @@ func (a *App) serveCommand() *cobra.Command {
 	llmCfg := llm.DefaultConfig()
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	nf := natsrun.DefaultFlags()
+	var lf leagueServeFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Args:  cobra.NoArgs,
@@ -47,6 +48,11 @@ func (a *App) serveCommand() *cobra.Command {
 			}
 			defer client.Close()
 			cfg.Policies, cfg.PolicySettings = llmPolicyMaker(client, llmCfg), servedLLMSettings(llmCfg)
+			closeLeague, err := a.serveLeague(&cfg, lf, nf.Conn.URL != "")
+			if err != nil {
+				return err
+			}
+			defer closeLeague()
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			if nf.Conn.URL != "" {
 				nf.ApplyEnv(a.lookupEnv())
@@ -100,6 +106,7 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.DurationVar(&cfg.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "wall time per request; then its episodes end aborted and are answered")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "time to finish in-flight requests after SIGTERM")
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
+	lf.bind(fl)
 	llmCfg.BindFlags(fl)
 	nf.BindServe(fl)
 	return cmd

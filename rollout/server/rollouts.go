@@ -48,6 +48,9 @@ type plan struct {
 	// (in the run spec's limits), and one that reaches it has more
 	// samples than an answer may hold.
 	capTurns bool
+	// match is the request's league match (Config.League), until the
+	// league is told how it went.
+	match *Match
 }
 
 // handleRollouts answers POST /v1/rollouts.
@@ -75,6 +78,7 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 		return 0, e
 	}
 	if e := s.place(p); e != nil {
+		s.voidMatch(p)
 		return 0, e
 	}
 	// The spec is echoed at debug level only: its canonical form and hash
@@ -90,6 +94,7 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 	setups := s.setups(p, count)
 	eps, inside := s.play(ctx, p, setups)
 	count.stop()
+	s.leaguePlayed(p, eps)
 	if e := s.checkSamples(p, eps, count); e != nil {
 		return 0, e
 	}
@@ -280,7 +285,7 @@ func (s *Server) decodeError(err error) *rollout.Error {
 // names the field and what is allowed. A request that passes every check
 // gets (and so creates) the service's instances of its stateful
 // allocators; it takes no ids yet (place does).
-func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
+func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 	if strings.TrimSpace(req.Scenario) == "" {
 		return nil, badRequest(rollout.CodeBadRequest, "scenario is required (known: %s)", strings.Join(s.cfg.Scenarios.Names(), ", "))
 	}
@@ -289,7 +294,7 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		return nil, badRequest(rollout.CodeUnknownScenario, "%v", err)
 	}
 	info := sc.Info()
-	p := &plan{req: req, n: max(req.N, 1)}
+	p = &plan{req: req, n: max(req.N, 1)}
 	if req.N < 0 || req.N > s.cfg.MaxEpisodesPerRequest {
 		return nil, badRequest(rollout.CodeBadRequest, "n = %d: must be between 1 and %d (0 means 1)", req.N, s.cfg.MaxEpisodesPerRequest)
 	}
@@ -319,10 +324,25 @@ func (s *Server) plan(req *rollout.Request) (*plan, *rollout.Error) {
 		}
 	}
 	p.capTurns = len(req.Emit) == 0 && p.limits.MaxTurns == 0
+	if s.cfg.League != nil {
+		if e := s.leagueMatch(req, info, p); e != nil {
+			return nil, e
+		}
+		matched := p // a refusal returns a nil plan
+		defer func() {
+			if e != nil {
+				s.voidMatch(matched)
+			}
+		}()
+		p.capTurns = false // the learner's turns only, unless emit says otherwise
+	}
 
 	spec, e := s.specOf(req, info, p)
 	if e != nil {
 		return nil, e
+	}
+	if p.match != nil {
+		leagueSpec(spec, p)
 	}
 	p.run, err = spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.makePolicy})
 	if err != nil {
@@ -473,6 +493,9 @@ func (s *Server) place(p *plan) *rollout.Error {
 // makePolicy is the service's runspec.Resolvers.Policies: Config.Policies
 // with the service's call recorder.
 func (s *Server) makePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+	if pol, ok, err := s.leaguePolicy(req); ok || err != nil {
+		return pol, ok, err
+	}
 	if s.cfg.Policies == nil {
 		return nil, false, nil
 	}

@@ -158,6 +158,10 @@ type Config struct {
 	// actors at once (LLM policies); their answers are applied in seat
 	// order all the same.
 	ParallelPolicies bool
+	// League, when set, plays every request as a match of a self-play
+	// league (troupe serve --league): the request's policy in the
+	// learner's role, the league's players in the others (see Matcher).
+	League Matcher
 	// Remote, when set, plays the episodes elsewhere (troupe workers on
 	// NATS JetStream) instead of in this process.
 	Remote Remote

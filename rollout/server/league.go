@@ -1,0 +1,149 @@
+package server
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/runspec"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Matcher is a self-play league behind the service (troupe serve
+// --league; package league's Service): every rollout request is a match
+// in which the request's policy, the model being trained, plays the
+// learner's role, and the league's matchmaking chooses the players of the
+// other roles. Implementations must be safe for concurrent use.
+type Matcher interface {
+	// Match draws the match of a request of n episodes of a scenario:
+	// the learner's role and each other role's opponent. An error refuses
+	// the request (400 bad_policy, with the error's text).
+	Match(info *env.Info, n int) (*Match, error)
+	// Played hands the league the match's episodes, in order, once they
+	// are played, to rate; eps nil: the request was refused after Match,
+	// and the match is void. An error is logged; the answer stands.
+	Played(m *Match, eps []*trajectories.Episode) error
+	// MakePolicy makes the opponents' policies that the scenario does not
+	// own (a learner snapshot, a model at another endpoint); ok false for
+	// a policy it does not know.
+	MakePolicy(req runspec.PolicyRequest) (p agents.Policy, ok bool, err error)
+}
+
+// Match is one league match: a rollout request's roles and players.
+type Match struct {
+	// Index is the league's number of the match; the request's N
+	// episodes are its matches Index to Index+N-1.
+	Index int64
+	N     int
+	// Learner is the learner's player name, LearnerRole its role.
+	Learner, LearnerRole string
+	// Opponents are the other roles' players, by role.
+	Opponents map[string]Opponent
+}
+
+// Opponent is a league player in one role of a match.
+type Opponent struct {
+	Player string
+	Policy runspec.Policy
+}
+
+// Metadata keys of a league match's samples.
+const (
+	// MetaLeagueMatch is the league's number of the sample's episode.
+	MetaLeagueMatch = "league_match"
+	// MetaLearner and MetaLearnerRole name the learner and its role.
+	MetaLearner     = "league_learner"
+	MetaLearnerRole = "league_learner_role"
+	// MetaOpponent names the opponent of a two-player match; MetaOpponents
+	// maps every other role to its player.
+	MetaOpponent  = "league_opponent"
+	MetaOpponents = "league_opponents"
+)
+
+// leagueMatch draws the request's match and puts its players into the
+// spec: the request names the learner's policy only (policy), every other
+// role is the league's, and, unless the request says whose turns it
+// wants, only the learner's are emitted.
+func (s *Server) leagueMatch(req *rollout.Request, info *env.Info, p *plan) *rollout.Error {
+	if len(req.Policies) > 0 {
+		return badRequest(rollout.CodeBadPolicy, "policies: the service plays a league (troupe serve --league), which chooses the player of every role: give the learner's policy as policy")
+	}
+	m, err := s.cfg.League.Match(info, p.n)
+	if err != nil {
+		return badRequest(rollout.CodeBadPolicy, "league: %v", err)
+	}
+	p.match = m
+	return nil
+}
+
+// leagueSpec puts the match's players into the request's spec.
+func leagueSpec(spec *runspec.Spec, p *plan) {
+	m := p.match
+	if spec.Policies == nil {
+		spec.Policies = map[string]runspec.Policy{}
+	}
+	for role, o := range m.Opponents {
+		spec.Policies[role] = o.Policy
+	}
+	if len(spec.Emit) == 0 {
+		spec.Emit = []string{m.LearnerRole}
+	}
+}
+
+// voidMatch tells the league that a request it matched was refused.
+func (s *Server) voidMatch(p *plan) {
+	if p == nil || p.match == nil {
+		return
+	}
+	if err := s.cfg.League.Played(p.match, nil); err != nil {
+		s.cfg.Logger.Error("league: a void match was not recorded", "match", p.match.Index, "error", err)
+	}
+	p.match = nil
+}
+
+// leaguePlayed hands the league the played episodes and names the
+// opponents in every sample's metadata.
+func (s *Server) leaguePlayed(p *plan, eps []*trajectories.Episode) {
+	m := p.match
+	if m == nil {
+		return
+	}
+	p.match = nil
+	if err := s.cfg.League.Played(m, eps); err != nil {
+		s.cfg.Logger.Error("league: the match's results were not recorded", "match", m.Index, "error", err)
+	}
+	opponents := make(map[string]any, len(m.Opponents))
+	for role, o := range m.Opponents {
+		opponents[role] = o.Player
+	}
+	for i, ep := range eps {
+		for k := range ep.Samples {
+			sm := &ep.Samples[k]
+			// A copy: a sample's Extra may be its turn's Notes.
+			extra := maps.Clone(sm.Metadata.Extra)
+			if extra == nil {
+				extra = make(map[string]any, 5)
+			}
+			extra[MetaLeagueMatch] = m.Index + int64(i)
+			extra[MetaLearner] = m.Learner
+			extra[MetaLearnerRole] = m.LearnerRole
+			extra[MetaOpponents] = opponents
+			if len(m.Opponents) == 1 {
+				for _, role := range slices.Collect(maps.Keys(m.Opponents)) {
+					extra[MetaOpponent] = m.Opponents[role].Player
+				}
+			}
+			sm.Metadata.Extra = extra
+		}
+	}
+}
+
+// leaguePolicy is the league's policy maker, asked before Config.Policies.
+func (s *Server) leaguePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+	if s.cfg.League == nil {
+		return nil, false, nil
+	}
+	return s.cfg.League.MakePolicy(req)
+}
