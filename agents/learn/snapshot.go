@@ -52,6 +52,15 @@ type StateSnapshot struct {
 	Values   []float64 `json:"values"`
 	Updates  int       `json:"updates"`
 	Baseline float64   `json:"baseline"`
+	// Trace is the unbiased step size's trace per action (ValueConfig's
+	// Unbiased), absent when the learner has none.
+	Trace []float64 `json:"trace,omitempty"`
+	// Greedy, Best and Switched are the row's lock-in bookkeeping (Lock):
+	// the greedy action after its first update (-1 before), the greedy
+	// action now, and whether it ever changed.
+	Greedy   int  `json:"greedy"`
+	Best     int  `json:"best"`
+	Switched bool `json:"switched,omitempty"`
 }
 
 // bookOf returns the storage of a learner this package made.
@@ -100,7 +109,8 @@ func TakeSnapshot(spec Spec, l Learner) (*Snapshot, error) {
 		a := AgentSnapshot{ID: id, States: make([]StateSnapshot, 0, len(t.rows))}
 		for n, r := range t.rows {
 			a.States = append(a.States, StateSnapshot{State: names[n], Legal: slices.Clone(r.legal),
-				Values: slices.Clone(r.values), Updates: r.updates, Baseline: r.baseline})
+				Values: slices.Clone(r.values), Updates: r.updates, Baseline: r.baseline,
+				Trace: slices.Clone(r.trace), Greedy: r.greedy, Best: r.best, Switched: r.switched})
 		}
 		slices.SortFunc(a.States, func(x, y StateSnapshot) int { return cmp.Compare(x.State, y.State) })
 		s.Agents = append(s.Agents, a)
@@ -185,6 +195,17 @@ func (s *Snapshot) Check() error {
 				return bad("%s: updates %d", where, st.Updates)
 			case !finite(st.Baseline):
 				return bad("%s: baseline %v", where, st.Baseline)
+			case st.Trace != nil && len(st.Trace) != len(st.Legal):
+				return bad("%s: %d trace entries for %d legal actions", where, len(st.Trace), len(st.Legal))
+			case st.Greedy < -1 || st.Greedy >= len(st.Legal):
+				return bad("%s: greedy action %d of %d", where, st.Greedy, len(st.Legal))
+			case st.Best < 0 || st.Best >= len(st.Legal):
+				return bad("%s: best action %d of %d", where, st.Best, len(st.Legal))
+			}
+			for _, o := range st.Trace {
+				if !finite(o) || o < 0 || o > 1 {
+					return bad("%s: trace %v: want a number in [0, 1]", where, o)
+				}
 			}
 			for _, v := range st.Values {
 				if !finite(v) {
@@ -223,7 +244,8 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 		b.agents[a.ID] = t
 		for _, st := range a.States {
 			n := b.state(st.State, true)
-			t.rows[n] = &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline}
+			t.rows[n] = &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline,
+				trace: slices.Clone(st.Trace), greedy: st.Greedy, best: st.Best, switched: st.Switched}
 		}
 	}
 	// The caches of the book's lookups start empty, as in a new learner.

@@ -77,6 +77,8 @@ func TestSnapshotRestoresTheLearner(t *testing.T) {
 
 			assert.Equal(t, trainTicTacToe(t, orig, 200, 300), trainTicTacToe(t, restored, 200, 300), "the restored learner plays as the original")
 			assert.Equal(t, string(snapshotBytes(t, spec, orig)), string(snapshotBytes(t, rspec, restored)), "and learns as it")
+			type locker interface{ Lock() learn.Lock }
+			assert.Equal(t, orig.(locker).Lock(), restored.(locker).Lock(), "and says the same of lock-in")
 		})
 	}
 }
