@@ -84,6 +84,8 @@ func (c *Client) setup(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
+		// An abandoned run's requests go with its results.
+		MaxAge: cfg.ResultsMaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", n.workStream, err)
@@ -106,20 +108,10 @@ func (c *Client) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", n.resStream, err)
 	}
-	if _, err = c.js.CreateOrUpdateConsumer(ctx, n.workStream, jetstream.ConsumerConfig{
-		Durable:     n.workers,
-		Description: "troupe workers",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		AckWait:     cfg.AckWait,
-		// Unlimited: a worker that gets a request past Config.MaxDeliver
-		// records it as failed. The server's own limit would leave it
-		// unrecorded, and the submitter waiting for it forever.
-		MaxDeliver:    -1,
-		MaxAckPending: cfg.MaxAckPending,
-		MaxWaiting:    1 << 14,
-		Replicas:      cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("consumer %s: %w", n.workers, err)
+	// Each run has a consumer of its own (runConsumer). The one shared
+	// consumer of protocol 1 would overlap them: it goes.
+	if err := c.js.DeleteConsumer(ctx, n.workStream, "workers"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("removing the shared consumer of protocol 1: %w", err)
 	}
 	c.runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      n.runsBucket,
@@ -127,6 +119,10 @@ func (c *Client) setup(ctx context.Context) error {
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
+		// An abandoned run's state goes with its results: every entry
+		// expires ResultsMaxAge after it was written, as its results do
+		// (a run must not last longer than that).
+		TTL: cfg.ResultsMaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", n.runsBucket, err)
@@ -143,6 +139,45 @@ func (c *Client) setup(ctx context.Context) error {
 		return fmt.Errorf("bucket %s: %w", n.aliveBucket, err)
 	}
 	return nil
+}
+
+// runConsumer creates, or finds, the durable consumer of run's requests,
+// with the run's own delivery settings: AckWait is how long a silent worker
+// keeps one of its episodes, MaxAckPending how many of them the fleet
+// holds at once. MaxDeliver is unlimited: a worker that gets a request
+// past the run's MaxDeliver records it as failed, which the server's own
+// limit would not.
+func (c *Client) runConsumer(ctx context.Context, run string, d delivery) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = c.js.CreateConsumer(ctx, c.n.workStream, c.consumerConfig(run, d))
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			// Created before, maybe with other settings by a submitter
+			// that registered the run: the stored ones rule, and the
+			// consumer keeps them.
+			cons, err = c.js.Consumer(ctx, c.n.workStream, c.n.consumer(run))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsrun: the consumer of run %s: %w", run, err)
+	}
+	return cons, nil
+}
+
+func (c *Client) consumerConfig(run string, d delivery) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.n.consumer(run),
+		Description:   "troupe: the requests of run " + run,
+		FilterSubject: c.n.workFilter(run),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: d.MaxAckPending,
+		MaxWaiting:    1 << 14,
+		Replicas:      c.cfg.Replicas,
+	}
 }
 
 // presenceTTL is how long a worker's presence key outlives its last
@@ -318,35 +353,6 @@ func (c *Client) purgeSubject(ctx context.Context, subject string) {
 	if err := c.results.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 		c.log.Debug("natsrun: purging a duplicate result", "subject", subject, "err", err)
 	}
-}
-
-// Purge removes everything the deployment holds about run: its queued
-// requests, stored results, done markers and spec. Workers that still hold
-// one of its episodes finish it and store a result nobody collects, which
-// ResultsMaxAge then removes.
-func (c *Client) Purge(ctx context.Context, run string) error {
-	if err := CheckRunID(run); err != nil {
-		return err
-	}
-	kvStream, err := c.js.Stream(ctx, "KV_"+c.n.runsBucket)
-	if err != nil {
-		return fmt.Errorf("natsrun: purge %s: %w", run, err)
-	}
-	for _, p := range []struct {
-		s       jetstream.Stream
-		subject string
-	}{
-		{c.work, c.n.workFilter(run)},
-		{c.results, c.n.resultFilter(run)},
-		{kvStream, "$KV." + c.n.runsBucket + "." + run + ".>"},
-	} {
-		if err := retry(ctx, func(ctx context.Context) error {
-			return p.s.Purge(ctx, jetstream.WithPurgeSubject(p.subject))
-		}); err != nil {
-			return fmt.Errorf("natsrun: purge %s: %s: %w", run, p.subject, err)
-		}
-	}
-	return nil
 }
 
 // retry calls f until it succeeds, fails for good, or ctx ends. Each call

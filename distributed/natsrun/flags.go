@@ -200,7 +200,11 @@ func (f *Flags) open(ctx context.Context, log *slog.Logger) (*nats.Conn, *Client
 	log.Info("natsrun: connecting", "nats", f.Conn)
 	nc, err := Connect(ctx, f.Conn,
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("natsrun: disconnected", "err", err)
+			// Closing the connection at the end of a run disconnects it
+			// too, with no error: that is no news.
+			if err != nil {
+				log.Warn("natsrun: disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("natsrun: reconnected", "server", nc.ConnectedUrlRedacted())

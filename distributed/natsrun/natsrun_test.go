@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -162,7 +163,7 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 
 	_, err = c.Start(ctx, "bad.id", rc.RunConfig, spec)
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
-	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: map[string]string{"nobody": "random"}})
+	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"nobody": "random"})})
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
 	assert.Contains(t, err.Error(), `role "nobody"`)
 }
@@ -184,7 +185,7 @@ func TestRunID(t *testing.T) {
 	b, _ = natsrun.RunID(rc.RunConfig, spec)
 	assert.NotEqual(t, a, b)
 	rc.Seed = 1
-	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: map[string]string{"player": "sleepy"}})
+	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "sleepy"})})
 	assert.NotEqual(t, a, b)
 }
 
@@ -294,7 +295,7 @@ func TestUnknownPolicyIsRejected(t *testing.T) {
 	rc, _ := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9})
 	var eps []*trajectories.Episode
 	rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
-	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: map[string]string{"player": "oracle"}}, trajectories.Flat)
+	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "oracle"})}, trajectories.Flat)
 	require.Len(t, eps, 2)
 	assert.Equal(t, natsrun.EndRejected, eps[0].End)
 	assert.Contains(t, eps[0].Err, `unknown policy "oracle" (scenario count has random, sleepy)`)
@@ -489,13 +490,16 @@ func TestNamedPolicies(t *testing.T) {
 	info := testscen.Count().Info()
 	params, err := info.ParseParams(nil)
 	require.NoError(t, err)
-	p, err := natsrun.NamedPolicies(info, params, "player", "random")
+	p, err := natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random"}})
 	require.NoError(t, err)
 	a, err := p.Act(context.Background(), &agents.Observation{Legal: []string{"x"}})
 	require.NoError(t, err)
 	assert.Equal(t, "x", a.Text)
-	_, err = natsrun.NamedPolicies(info, params, "player", "oracle")
+	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "oracle"}})
 	require.ErrorIs(t, err, natsrun.ErrUnknownPolicy)
+	// Settings it cannot honour are refused, not ignored.
+	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random", Settings: []byte(`{"temperature":0}`)}})
+	require.ErrorContains(t, err, "cannot honour its settings")
 }
 
 func TestConnOptionsNeverShowSecrets(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -159,7 +160,7 @@ func TestMaxDeliverRecordsFailure(t *testing.T) {
 	p.Params["crash_seed"] = strconv.FormatUint(doomed.Seed, 10)
 	rc, _ = plan(t, reg, p)
 	want := local(t, rc, trajectories.Flat)
-	spec := natsrun.Spec{Policies: map[string]string{"player": "crash"}}
+	spec := natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "crash"})}
 
 	// A supervisor keeps two workers alive, as systemd or Kubernetes would.
 	ctx, stop := context.WithCancel(context.Background())

@@ -25,16 +25,23 @@ type Stats struct {
 	GivenUp      int64  // requests live workers recorded as failed after MaxDeliver
 }
 
-// Stats reads the deployment's state: the work consumer's counts and the
+// Stats reads the deployment's state: the runs' consumers' counts and the
 // live workers' presence keys.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
-	work, err := c.js.Consumer(ctx, c.n.workStream, c.n.workers)
-	if err != nil {
+	// Every run has a consumer of its own: the deployment's counts are
+	// their sums.
+	cons := c.work.ListConsumers(ctx)
+	for info := range cons.Info() {
+		if _, ok := c.n.runOfConsumer(info.Name); ok {
+			s.Queued += info.NumPending
+			s.InFlight += info.NumAckPending
+			s.Redelivering += info.NumRedelivered
+		}
+	}
+	if err := cons.Err(); err != nil {
 		return s, fmt.Errorf("natsrun: stats: %w", err)
 	}
-	info := work.CachedInfo()
-	s.Queued, s.InFlight, s.Redelivering = info.NumPending, info.NumAckPending, info.NumRedelivered
 
 	keys, err := c.alive.ListKeys(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,18 +26,39 @@ import (
 	"github.com/troupe-rl/troupe/runspec"
 )
 
-// PolicyMaker builds the policy called name for one role of a scenario, on
-// a worker. NamedPolicies is the default.
-type PolicyMaker func(info *env.Info, params env.Params, role, name string) (agents.Policy, error)
+// PolicyRequest is what a worker's PolicyMaker is asked for: one role's
+// policy in a run, with the settings the run spec gives it and the run's
+// LLM endpoint.
+type PolicyRequest struct {
+	Info   *env.Info
+	Params env.Params
+	Role   string
+	// Policy is the run spec's policy of the role: its name and settings
+	// (an LLM's model and sampling), which the policy must honour exactly.
+	Policy runspec.Policy
+	// LLMEndpoint is the run's Spec.LLMEndpoint: a name the worker
+	// declares, or the URL of the run's own server.
+	LLMEndpoint string
+}
+
+// PolicyMaker builds the policy a run names for one role, on a worker. An
+// error means the worker cannot play the run (it lacks the policy, serves
+// another LLM endpoint, cannot honour a setting): the worker leaves the
+// run to others and says why. NamedPolicies is the default.
+type PolicyMaker func(PolicyRequest) (agents.Policy, error)
 
 // ErrUnknownPolicy is returned by NamedPolicies for a name the scenario
 // does not offer.
 var ErrUnknownPolicy = env.ErrUnknownPolicy
 
 // NamedPolicies makes the scenario's own named policies, and "random"
-// (env.Info.MakePolicy).
-func NamedPolicies(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-	return info.MakePolicy(params, role, name)
+// (env.Info.MakePolicy). They take no settings: a policy given some is
+// refused rather than played without them.
+func NamedPolicies(r PolicyRequest) (agents.Policy, error) {
+	if len(r.Policy.Settings) > 0 {
+		return nil, fmt.Errorf("policy %q of role %s: this worker cannot honour its settings %s", r.Policy.Name, r.Role, r.Policy.Settings)
+	}
+	return r.Info.MakePolicy(r.Params, r.Role, r.Policy.Name)
 }
 
 // WorkerConfig configures a Worker.
@@ -53,8 +75,8 @@ type WorkerConfig struct {
 	// context ends; what is still running then is cancelled and handed
 	// back to the queue for another worker. 0 hands them back at once.
 	Drain time.Duration
-	// Name identifies the worker in the metrics and in done markers; the
-	// default is HOSTNAME-PID.
+	// Name identifies the worker in the metrics, in done markers and in
+	// refusals; the default is HOSTNAME-PID.
 	Name string
 	// PollWait is how long one pull for work waits before it is renewed:
 	// how long Run may take to notice its context ended while idle. The
@@ -62,20 +84,35 @@ type WorkerConfig struct {
 	PollWait time.Duration
 }
 
-// Worker pulls episode requests from the work queue and plays them. See
-// Run.
+// Worker follows the deployment's runs and plays the requests of those it
+// can play exactly: their scenario registered, their versions its own,
+// their policies and settings (an LLM endpoint, sampling) ones it can
+// honour. It leaves the others to other workers, recording why, which
+// their submitters report. See Run.
 type Worker struct {
-	c        *Client
-	cfg      WorkerConfig
-	id       string
-	hb       time.Duration
-	work     jetstream.Consumer
-	execs    execCache
-	specs    sync.Map // run id -> *record
+	c     *Client
+	cfg   WorkerConfig
+	id    string
+	slots chan struct{} // a token per episode in hand or pull waiting
+	execs execCache
+
+	mu   sync.Mutex
+	runs map[string]*workerRun // the runs it plays, by id
+
+	pullers, handlers sync.WaitGroup
+
 	busy     atomic.Int64
 	counters struct {
-		played, failed, rejected, redelivered, skipped, handedBack, givenUp atomic.Int64
+		played, failed, rejected, redelivered, skipped, handedBack, givenUp, refused atomic.Int64
 	}
+}
+
+// workerRun is a run a worker plays.
+type workerRun struct {
+	ref  runRef
+	rec  *record
+	del  delivery
+	stop context.CancelFunc
 }
 
 // WorkerStats counts what a worker did since it started.
@@ -90,6 +127,7 @@ type WorkerStats struct {
 	Skipped     int64 // requests it found already done
 	HandedBack  int64 // requests it gave back unfinished (shutdown, storage trouble)
 	GivenUp     int64 // requests it recorded as failed after MaxDeliver deliveries
+	Refused     int64 // runs it cannot play and left to others
 }
 
 var nameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -111,13 +149,10 @@ func (c *Client) NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, erro
 		host, _ := os.Hostname()
 		cfg.Name = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	w := &Worker{c: c, cfg: cfg, id: nameRE.ReplaceAllString(cfg.Name, "_") + "-" + nuid.Next()}
-	var err error
-	if w.work, err = c.js.Consumer(ctx, c.n.workStream, c.n.workers); err != nil {
-		return nil, fmt.Errorf("natsrun: the work consumer: %w", err)
+	w := &Worker{
+		c: c, cfg: cfg, id: nameRE.ReplaceAllString(cfg.Name, "_") + "-" + nuid.Next(),
+		slots: make(chan struct{}, cfg.Concurrency), runs: map[string]*workerRun{},
 	}
-	// The consumer's own ack wait rules, whoever configured it.
-	w.hb = max(w.work.CachedInfo().Config.AckWait/3, 10*time.Millisecond)
 	w.execs.max = 64
 	return w, nil
 }
@@ -135,6 +170,7 @@ func (w *Worker) Stats() WorkerStats {
 		Skipped:     w.counters.skipped.Load(),
 		HandedBack:  w.counters.handedBack.Load(),
 		GivenUp:     w.counters.givenUp.Load(),
+		Refused:     w.counters.refused.Load(),
 	}
 }
 
@@ -142,29 +178,33 @@ func (w *Worker) Stats() WorkerStats {
 // gives the episodes in hand Drain to finish, hands back the rest and
 // returns nil. It acknowledges a request only after its episode is stored,
 // so a worker that dies (SIGKILL, a lost machine) loses nothing: its
-// requests go to another worker once AckWait passes without a heartbeat.
+// requests go to another worker once the run's ack wait passes without a
+// heartbeat.
 //
-// A request delivered more than MaxDeliver times (its workers kept dying
-// on it) is not played again: the worker that gets it next records it as
-// failed with the reason. The worker keeps a presence key that the
-// deployment's Stats count.
+// It follows the runs' specs: a run it can play it pulls from, through the
+// run's own consumer, with the run's own ack wait and max deliver; a run
+// it cannot play (see Worker) it never pulls from, and records why.
+//
+// A request delivered more than the run's MaxDeliver times (its workers
+// kept dying on it) is not played again: the worker that gets it next
+// records it as failed with the reason. The worker keeps a presence key
+// that the deployment's Stats count.
 func (w *Worker) Run(ctx context.Context) error {
 	// Episodes get their own context: the run's ending stops the pulling,
 	// not the playing, until Drain runs out.
 	epCtx, stopEpisodes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEpisodes()
 
-	var slots sync.WaitGroup
-	for range w.cfg.Concurrency {
-		slots.Go(func() { w.slot(ctx, epCtx) })
-	}
 	var aux sync.WaitGroup
 	aux.Go(func() { w.presence(ctx) })
+	aux.Go(func() { w.followRuns(ctx, epCtx) })
 	w.c.log.Info("natsrun: worker started", "worker", w.cfg.Name, "slots", w.cfg.Concurrency)
 
 	<-ctx.Done()
+	aux.Wait()
+	w.pullers.Wait() // no more pulls: what is in hand is all there is
 	drained := make(chan struct{})
-	go func() { slots.Wait(); close(drained) }()
+	go func() { w.handlers.Wait(); close(drained) }()
 	if w.cfg.Drain > 0 {
 		t := time.NewTimer(w.cfg.Drain)
 		select {
@@ -175,18 +215,153 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopEpisodes()
 	<-drained
-	aux.Wait()
 	w.c.log.Info("natsrun: worker stopped", "worker", w.cfg.Name, "played", w.counters.played.Load(), "handed_back", w.counters.handedBack.Load())
 	return nil
 }
 
-// slot pulls one request at a time and plays it, until ctx ends.
-func (w *Worker) slot(ctx, epCtx context.Context) {
+// followRuns watches the runs' specs and starts or stops playing each,
+// until ctx ends.
+func (w *Worker) followRuns(ctx, epCtx context.Context) {
 	for ctx.Err() == nil {
-		msg, err := w.work.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+		kw, err := w.c.runs.Watch(ctx, specFilter)
 		if err != nil {
-			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				w.c.log.Debug("natsrun: pulling work", "err", err)
+			if ctx.Err() == nil {
+				w.c.log.Debug("natsrun: watching the runs", "err", err)
+				pause(ctx, time.Second)
+			}
+			continue
+		}
+	follow:
+		for {
+			select {
+			case e, ok := <-kw.Updates():
+				if !ok {
+					break follow // the watcher died: a new one resumes
+				}
+				if e != nil {
+					w.follow(ctx, epCtx, e)
+				}
+			case <-ctx.Done():
+				break follow
+			}
+		}
+		_ = kw.Stop()
+	}
+	w.mu.Lock()
+	for id, r := range w.runs {
+		r.stop()
+		delete(w.runs, id)
+	}
+	w.mu.Unlock()
+}
+
+// follow starts playing the run a spec entry describes, if the worker can
+// play it, and stops playing a run whose spec is gone or replaced.
+func (w *Worker) follow(ctx, epCtx context.Context, e jetstream.KeyValueEntry) {
+	id, ok := runOfSpecKey(e.Key())
+	if !ok {
+		return
+	}
+	ref := runRef{id: id, rev: strconv.FormatUint(e.Revision(), 10)}
+	w.mu.Lock()
+	cur, known := w.runs[id]
+	if known && cur.ref == ref && e.Operation() == jetstream.KeyValuePut {
+		w.mu.Unlock()
+		return
+	}
+	if known {
+		cur.stop()
+		delete(w.runs, id)
+		w.execs.drop(id + "@")
+	}
+	w.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	st, err := decodeStoredRun(e.Value())
+	if err == nil {
+		err = w.canPlay(ref, &st.Run)
+	}
+	if err != nil {
+		w.refuse(ctx, ref, err)
+		return
+	}
+	rctx, stop := context.WithCancel(ctx)
+	r := &workerRun{ref: ref, rec: &st.Run, del: st.Delivery, stop: stop}
+	w.mu.Lock()
+	w.runs[id] = r
+	w.mu.Unlock()
+	w.pullers.Go(func() { w.pull(rctx, epCtx, r) })
+}
+
+// canPlay sets the run up as it will play it, which is the test: every
+// scenario, parameter and policy resolved, every setting honoured.
+func (w *Worker) canPlay(run runRef, rec *record) error {
+	_, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params})
+	return err
+}
+
+// refuse records that the worker cannot play run, and why, for the run's
+// submitter to report.
+func (w *Worker) refuse(ctx context.Context, run runRef, why error) {
+	w.counters.refused.Add(1)
+	w.c.log.Warn("natsrun: this worker cannot play the run; leaving it to others", "run", run, "worker", w.cfg.Name, "reason", why)
+	val, _ := json.Marshal(Refusal{Worker: w.cfg.Name, Reason: why.Error()})
+	if err := retry(ctx, func(ctx context.Context) error {
+		_, err := w.c.runs.Put(ctx, run.refusedKey(w.id), val)
+		return err
+	}); err != nil && ctx.Err() == nil {
+		w.c.log.Warn("natsrun: recording a refusal", "run", run, "err", err)
+	}
+}
+
+// pull takes the run's requests one free slot at a time and plays them,
+// until ctx ends (the worker stops, or the run is gone). A pull that finds
+// the run's queue empty makes it idle: it then asks the consumer's counts
+// every PollWait, holding no slot, so that runs with nothing queued do not
+// keep the slots from runs with work.
+func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
+	var cons jetstream.Consumer
+	idle := 0
+	for ctx.Err() == nil {
+		if cons == nil {
+			var err error
+			if cons, err = w.c.js.Consumer(ctx, w.c.n.workStream, w.c.n.consumer(r.ref.id)); err != nil {
+				// Not created yet, or cancelled: look again later.
+				cons = nil
+				pause(ctx, w.cfg.PollWait)
+				continue
+			}
+		}
+		if idle > 0 {
+			pause(ctx, w.cfg.PollWait)
+			info, err := cons.Info(ctx)
+			if err != nil {
+				cons = nil
+				continue
+			}
+			// Handed-back requests wait among the acknowledgements
+			// pending: those are looked for every third time.
+			if info.NumPending == 0 && (info.NumAckPending == 0 || idle%3 != 0) {
+				idle++
+				continue
+			}
+			idle = 0
+		}
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+		if err != nil {
+			<-w.slots
+			switch {
+			case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoMessages):
+				idle = 1
+			default:
+				w.c.log.Debug("natsrun: pulling work", "run", r.ref, "err", err)
+				cons = nil
 				pause(ctx, 100*time.Millisecond)
 			}
 			continue
@@ -195,11 +370,15 @@ func (w *Worker) slot(ctx, epCtx context.Context) {
 			// Pulled as the worker was stopping: give it straight back.
 			_ = msg.Nak()
 			w.counters.handedBack.Add(1)
+			<-w.slots
 			return
 		}
-		w.busy.Add(1)
-		w.handle(epCtx, msg)
-		w.busy.Add(-1)
+		w.handlers.Go(func() {
+			defer func() { <-w.slots }()
+			w.busy.Add(1)
+			defer w.busy.Add(-1)
+			w.handle(epCtx, r, msg)
+		})
 	}
 }
 
@@ -214,7 +393,7 @@ func pause(ctx context.Context, d time.Duration) {
 
 // handle plays one request and stores its episode, or records why it could
 // not, or hands it back.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -224,29 +403,24 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.counters.redelivered.Add(1)
 	}
 	id, idx, ok := w.c.n.parseWorkSubject(msg.Subject())
-	if !ok {
+	if !ok || id != r.ref.id {
 		w.c.log.Warn("natsrun: a request on a malformed subject was dropped", "subject", msg.Subject())
 		_ = msg.TermWithReason("malformed subject")
 		return
 	}
 	// Bookkeeping must outlive a shutdown (the episode in hand is finished
 	// or handed back, never dropped) but not hang it.
-	store, cancel := w.storeContext(ctx)
+	store, cancel := w.storeContext(ctx, r)
 	defer cancel()
-	run, rec, err := w.resolve(store, id, msg.Headers().Get(headerSpec))
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound) && meta.NumDelivered > uint64(w.c.cfg.MaxDeliver):
-		// Still no spec after MaxDeliver tries: the run was purged, and
-		// this request outlived it. Nobody waits for it.
-		w.c.log.Warn("natsrun: dropping a request of a run that no longer exists", "subject", msg.Subject())
-		_ = msg.TermWithReason("its run has no spec")
-		return
-	case err != nil:
-		w.handBack(store, msg, runRef{id: id}, idx, err)
+	run, rec := r.ref, r.rec
+	if rev := msg.Headers().Get(headerSpec); rev != "" && rev != run.rev {
+		// Queued under an earlier incarnation of the run, which was
+		// purged: nobody waits for it.
+		_ = msg.TermWithReason("its run was started again")
 		return
 	}
 	var req env.Request
-	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.Index != idx {
+	if err := decodeRequest(msg.Data(), &req); err != nil || req.Index != idx {
 		if err == nil {
 			err = fmt.Errorf("it names episode %d", req.Index)
 		}
@@ -264,7 +438,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 	}
-	if max := uint64(w.c.cfg.MaxDeliver); meta.NumDelivered > max {
+	if max := uint64(r.del.MaxDeliver); meta.NumDelivered > max {
 		w.giveUp(store, msg, run, req, meta.NumDelivered)
 		return
 	}
@@ -275,7 +449,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 
 	w.c.log.Debug("natsrun: playing", "run", run, "episode", idx, "delivery", meta.NumDelivered, "worker", w.cfg.Name)
-	stop := w.heartbeat(msg)
+	stop := w.heartbeat(msg, r.del.AckWait)
 	t0 := time.Now()
 	ep := exec.Execute(ctx, req)
 	t1 := time.Now()
@@ -285,7 +459,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.counters.handedBack.Add(1)
 		return
 	}
-	store, cancel = w.storeContext(ctx) // a fresh deadline: the episode took its time
+	store, cancel = w.storeContext(ctx, r) // a fresh deadline: the episode took its time
 	defer cancel()
 	won, err := w.c.commit(store, run, idx, ep, meta.NumDelivered, w.cfg.Name)
 	stop()
@@ -306,20 +480,29 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
-// storeContext bounds the bookkeeping around an episode: the retries of a
-// store that cannot reach the servers give up after twice the ack wait (a
-// minute at least), by which time another worker has the request anyway.
-func (w *Worker) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), max(2*w.c.cfg.AckWait, time.Minute))
+// decodeRequest reads a request strictly: a field this version does not
+// know is refused by name.
+func decodeRequest(data []byte, req *env.Request) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(req)
 }
 
-// heartbeat tells the server, every third of the ack wait, that msg is
-// still being worked on, until the returned function is called.
-func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+// storeContext bounds the bookkeeping around an episode: the retries of a
+// store that cannot reach the servers give up after twice the run's ack
+// wait (a minute at least), by which time another worker has the request
+// anyway.
+func (w *Worker) storeContext(ctx context.Context, r *workerRun) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), max(2*r.del.AckWait, time.Minute))
+}
+
+// heartbeat tells the server, every third of the run's ack wait, that msg
+// is still being worked on, until the returned function is called.
+func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(w.hb)
+		t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -334,7 +517,6 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	})
 	return func() { close(done); wg.Wait() }
 }
-
 // reject stores req's episode as failed (EndRejected) with the reason and
 // acknowledges the request: it could never be played.
 func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64, reason string) {
@@ -386,8 +568,8 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, run runRef, id
 
 // executor returns the executor of run's episodes of req's scenario and
 // parameters, building it on first use. Its errors are the reasons a
-// request can never be played: an unknown scenario or policy, bad
-// parameters.
+// request can never be played here: an unknown scenario or policy, bad
+// parameters, a setting or LLM endpoint the worker cannot honour.
 func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executor, error) {
 	key := run.String() + "\x00" + req.Scenario
 	for _, k := range slices.Sorted(maps.Keys(req.Params)) {
@@ -399,7 +581,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		spec := runspec.Spec{
 			Scenario:  req.Scenario,
 			Params:    req.Params,
-			Policies:  runspec.Named(rec.Policies),
+			Policies:  rec.Policies,
 			Emit:      rec.Emit,
 			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout}),
 			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
@@ -408,7 +590,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		res, err := spec.Resolve(runspec.Resolvers{
 			Scenarios: w.cfg.Registry,
 			Policies: func(pr runspec.PolicyRequest) (agents.Policy, bool, error) {
-				p, err := w.cfg.Policies(pr.Info, pr.Params, pr.Role, pr.Policy.Name)
+				p, err := w.cfg.Policies(PolicyRequest{Info: pr.Info, Params: pr.Params, Role: pr.Role, Policy: pr.Policy, LLMEndpoint: rec.LLMEndpoint})
 				return p, true, err
 			},
 		})
@@ -421,37 +603,14 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 	})
 }
 
-// resolve returns the run a request belongs to and its spec: the spec
-// revision the request names, or the run's latest when it names none (a
-// request queued by hand). Specs are cached: a revision never changes.
-func (w *Worker) resolve(ctx context.Context, id, revision string) (runRef, *record, error) {
-	rev, _ := strconv.ParseUint(revision, 10, 64)
-	if rev > 0 {
-		if r, ok := w.specs.Load(id + "@" + revision); ok {
-			return runRef{id, revision}, r.(*record), nil
-		}
-	}
-	rec, rev, err := w.c.spec(ctx, id, rev)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// The spec is stored before any request; a replica that lags may
-		// not have it yet, or the run was purged. Either way, not ours to
-		// fail: hand it back, and MaxDeliver ends it if it never appears.
-		return runRef{}, nil, fmt.Errorf("natsrun: run %s has no spec (purged, or not replicated yet): %w", id, err)
-	}
-	if err != nil {
-		return runRef{}, nil, err
-	}
-	run := runRef{id, strconv.FormatUint(rev, 10)}
-	w.specs.Store(run.String(), &rec)
-	return run, &rec, nil
-}
-
 // execCache keeps built executors, so that a run's episodes share one
-// engine pool and one set of policies. It holds at most max of them.
+// engine pool and one set of policies. It holds at most max of them,
+// dropping the oldest, and a run's when the worker stops playing it.
 type execCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]env.Executor
+	mu    sync.Mutex
+	max   int
+	m     map[string]env.Executor
+	order []string // keys, oldest first
 }
 
 func (c *execCache) get(key string, build func() (env.Executor, error)) (env.Executor, error) {
@@ -469,11 +628,38 @@ func (c *execCache) get(key string, build func() (env.Executor, error)) (env.Exe
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
+	if c.m == nil {
 		c.m = map[string]env.Executor{}
 	}
+	if _, ok := c.m[key]; !ok {
+		c.order = append(c.order, key)
+	}
 	c.m[key] = x
+	for len(c.order) > c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
 	return x, nil
+}
+
+// drop forgets the executors whose keys start with prefix (a run's).
+func (c *execCache) drop(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order = slices.DeleteFunc(c.order, func(k string) bool {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			delete(c.m, k)
+			return true
+		}
+		return false
+	})
+}
+
+// Len is how many executors the cache holds.
+func (c *execCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }
 
 // presence keeps the worker's key in the presence bucket fresh, and
