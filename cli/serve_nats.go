@@ -21,7 +21,7 @@ import (
 // distributed run whose episodes troupe workers play.
 type natsRemote struct {
 	client *natsrun.Client
-	llmURL string // the service's LLM server: its runs' endpoint
+	llmURL string       // the service's LLM server: its runs' endpoint
 	nonce  uint64       // tells this service's run ids from another's
 	runs   atomic.Int64 // numbers this service's runs
 }

@@ -177,6 +177,10 @@ func (c *Client) consumerConfig(run string, d delivery) jetstream.ConsumerConfig
 		MaxAckPending: d.MaxAckPending,
 		MaxWaiting:    1 << 14,
 		Replicas:      c.cfg.Replicas,
+		// An abandoned run's consumer goes once no worker pulls from it
+		// (its spec expired, or it was purged); a submitter collecting
+		// the run makes it again if it went while no worker was up.
+		InactiveThreshold: c.cfg.ResultsMaxAge,
 	}
 }
 

@@ -64,7 +64,9 @@ type Executor struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 
+	delivery delivery           // the run's, as stored
 	holder   string             // this submitter, in the run's lease
+	epoch    string             // the lease's first revision: tells this holder's requests from earlier ones
 	leaseRev atomic.Uint64      // the lease's revision: the fencing token
 	refusals map[string]Refusal // by worker id; guarded by mu
 
@@ -193,6 +195,8 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 		c: c, run: run, reqs: reqs, cfg: cfg, resumed: resumed,
 		ref:       runRef{id: run, rev: strconv.FormatUint(revision, 10)},
 		holder:    holder,
+		delivery:  stored.Delivery,
+		epoch:     strconv.FormatUint(leaseRev, 10),
 		doneRaw:   map[int64]marker{},
 		finished:  make([]bool, len(reqs)),
 		collected: make([]bool, len(reqs)),
@@ -256,7 +260,7 @@ func (c *Client) spec(ctx context.Context, run string, revision uint64) (storedR
 	if err != nil {
 		return storedRun{}, 0, fmt.Errorf("reading the spec of run %s: %w", run, err)
 	}
-	rec, err := decodeStoredRun(entry.Value())
+	rec, err := decodeStoredRun(entry.Value(), ours)
 	if err != nil {
 		return rec, 0, fmt.Errorf("run %s: %w", run, err)
 	}
@@ -471,7 +475,10 @@ func (x *Executor) requestMsg(idx int64) *nats.Msg {
 		panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
 	}
 	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, idx), Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+strconv.FormatInt(idx, 10))
+	// The epoch in the id: a request this holder queues again after an
+	// earlier holder's was removed (an interrupted run's queue is emptied)
+	// is not taken for that one by the duplicate window.
+	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+x.epoch+"."+strconv.FormatInt(idx, 10))
 	msg.Header.Set(headerSpec, x.ref.rev)
 	return msg
 }
@@ -663,6 +670,18 @@ func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error)
 	if failure := x.failure(); failure != nil {
 		return sum, failure
 	}
+	if ctx.Err() != nil {
+		// Interrupted: the workers need not play what nobody waits for.
+		// What they hold they finish and store, for a re-attach, which
+		// queues the rest again.
+		x.cancel(errClosed) // nothing more is queued
+		x.wg.Wait()
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if perr := x.c.work.Purge(pctx, jetstream.WithPurgeSubject(x.c.n.workFilter(x.run))); perr != nil {
+			x.c.log.Warn("natsrun: the run was interrupted but its queued requests could not be removed", "run", x.run, "err", perr)
+		}
+	}
 	if err == nil && sum.Episodes == len(x.reqs) && !x.c.cfg.KeepResults {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -714,6 +733,9 @@ func (x *Executor) keepLease() {
 		switch {
 		case err == nil:
 			x.leaseRev.Store(rev)
+			if _, err := x.c.runConsumer(x.ctx, x.run, x.delivery); err != nil && x.ctx.Err() == nil {
+				x.c.log.Warn("natsrun: the run's consumer", "run", x.run, "err", err)
+			}
 		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrCancelled):
 			x.c.log.Error("natsrun: the run cannot go on", "run", x.run, "err", err)
 			x.cancel(err)

@@ -36,10 +36,10 @@ type RunInfo struct {
 	Results  uint64 // result messages stored
 	// Holder is the submitter collecting the run, from its lease; empty
 	// when none holds it (it ended, or was killed and the lease lapsed).
-	Holder      string
+	Holder       string
 	LeaseRenewed time.Time // the holder's last renewal, by its clock
-	Cancelled   string    // why it was cancelled, when it was
-	Refusals    []Refusal // workers that cannot play it
+	Cancelled    string    // why it was cancelled, when it was
+	Refusals     []Refusal // workers that cannot play it
 }
 
 // Runs lists the runs the deployment holds, by id.
@@ -90,7 +90,7 @@ func (c *Client) Run(ctx context.Context, run string) (RunInfo, error) {
 	}
 	info.Revision = e.Revision()
 	info.Created = e.Created()
-	if st, err := decodeStoredRun(e.Value()); err != nil {
+	if st, err := decodeStoredRun(e.Value(), ours); err != nil {
 		info.Incompatible = err.Error()
 	} else {
 		info.Scenario, info.Episodes, info.Created = st.Run.Scenario, st.Run.Episodes, st.Created

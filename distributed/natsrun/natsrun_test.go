@@ -202,43 +202,59 @@ func submitterOnly(t *testing.T) *env.Registry {
 	return reg
 }
 
-// TestPoisonRunsEndFailed: a run no worker can set up ends with every
-// episode failed, with the reason, instead of being retried forever.
-func TestPoisonRunsEndFailed(t *testing.T) {
+// TestUnplayableRunStopsWithTheReasons: a run no live worker can set up
+// (a scenario they lack, parameters their scenario rejects, a policy they
+// do not have) is not played, nor recorded as failed: every worker leaves
+// it, and the submitter stops with ErrUnplayable naming each worker's
+// reason. Nothing is written; the run stays for a capable worker.
+func TestUnplayableRunStopsWithTheReasons(t *testing.T) {
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
-	worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	w1, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "w1"})
+	w2, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 1, Name: "w2"})
 	reg := submitterOnly(t)
 	for _, tc := range []struct {
+		name string
 		plan testscen.Plan
+		spec map[string]string
 		want string
 	}{
-		{testscen.Plan{Scenario: "ghost", Policy: "random", Episodes: 4, Seed: 1}, `unknown scenario "ghost"`},
-		{testscen.Plan{Scenario: "count", Params: map[string]string{"turns": "5000"}, Policy: "random", Episodes: 4, Seed: 1}, "count turns: 5000 is outside [1, 1000]"},
+		{"ghost", testscen.Plan{Scenario: "ghost", Policy: "random", Episodes: 4, Seed: 1}, nil, `unknown scenario "ghost"`},
+		{"params", testscen.Plan{Scenario: "count", Params: map[string]string{"turns": "5000"}, Policy: "random", Episodes: 4, Seed: 1}, nil, "count turns: 5000 is outside [1, 1000]"},
+		{"policy", testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9}, map[string]string{"player": "oracle"}, `unknown policy "oracle" (scenario count has random, sleepy)`},
 	} {
-		t.Run(tc.plan.Scenario, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			rc, spec := plan(t, reg, tc.plan)
-			var eps []*trajectories.Episode
-			rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
-			out, sum, st := remote(t, c, "poison-"+tc.plan.Scenario, rc, spec, trajectories.Flat)
-			// Every episode is in the file, as a placeholder with its reason.
-			samples, err := trajectories.ReadAll(strings.NewReader(out))
+			if tc.spec != nil {
+				spec = natsrun.Spec{Policies: runspec.Named(tc.spec)}
+			}
+			id := "unplayable-" + tc.name
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			x, err := c.Start(ctx, id, rc.RunConfig, spec)
 			require.NoError(t, err)
-			require.Len(t, samples, 4)
-			for i, s := range samples {
-				assert.True(t, trajectories.IsPlaceholder(&s))
-				assert.Equal(t, int64(i), s.RolloutID)
-				assert.Contains(t, s.Metadata.Error, tc.want)
-			}
-			assert.Equal(t, 4, sum.ByStatus[protocol.StatusFailed])
-			assert.Equal(t, int64(4), st.Failed)
-			require.Len(t, eps, 4)
-			for _, ep := range eps {
-				assert.Equal(t, natsrun.EndRejected, ep.End)
-				assert.Contains(t, ep.Err, tc.want)
-			}
+			defer x.Close()
+			var out bytes.Buffer
+			sum, err := x.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&out, trajectories.Flat)))
+			require.ErrorIs(t, err, natsrun.ErrUnplayable)
+			assert.Contains(t, err.Error(), "worker w1: ")
+			assert.Contains(t, err.Error(), "worker w2: ")
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Zero(t, sum.Episodes)
+			assert.Empty(t, out.String(), "nothing is written as failed")
+			st := x.Stats()
+			require.Len(t, st.Refusals, 2)
+			assert.Equal(t, "w1", st.Refusals[0].Worker)
+			assert.Contains(t, st.Refusals[0].Reason, tc.want)
+
+			info, err := c.Run(ctx, id)
+			require.NoError(t, err, "the run stays for a worker that can play it")
+			assert.Len(t, info.Refusals, 2)
+			assert.Zero(t, info.Done)
 		})
 	}
+	assert.Zero(t, w1.Stats().Played+w2.Stats().Played+w1.Stats().Rejected+w2.Stats().Rejected)
+	assert.Equal(t, int64(3), w1.Stats().Refused)
 }
 
 // TestPoisonRequestsAmongGoodOnes: requests a worker rejects end failed
@@ -285,20 +301,6 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 	ep := x.Execute(ctx, stray)
 	assert.Equal(t, natsrun.EndRejected, ep.End)
 	assert.Contains(t, ep.Err, "not one of the 8 requests")
-}
-
-func TestUnknownPolicyIsRejected(t *testing.T) {
-	srv, _ := embedded(t, "")
-	c := open(t, connect(t, srv), testConfig())
-	worker(t, c, natsrun.WorkerConfig{Concurrency: 1})
-	reg := testscen.Registry(testscen.Options{})
-	rc, _ := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9})
-	var eps []*trajectories.Episode
-	rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
-	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "oracle"})}, trajectories.Flat)
-	require.Len(t, eps, 2)
-	assert.Equal(t, natsrun.EndRejected, eps[0].End)
-	assert.Contains(t, eps[0].Err, `unknown policy "oracle" (scenario count has random, sleepy)`)
 }
 
 // TestHeartbeatsKeepLongEpisodes: an episode longer than the ack wait is

@@ -118,7 +118,7 @@ func (s *storedRun) encode() []byte {
 // decodeStoredRun reads a spec key's value strictly: a record of another
 // protocol is ErrIncompatible, naming the versions, and a field this
 // version does not know is refused by name rather than ignored.
-func decodeStoredRun(data []byte) (storedRun, error) {
+func decodeStoredRun(data []byte, v versions) (storedRun, error) {
 	var s storedRun
 	var probe struct {
 		Run struct {
@@ -130,9 +130,9 @@ func decodeStoredRun(data []byte) (storedRun, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return s, fmt.Errorf("%w: the run record is not JSON: %w", ErrIncompatible, err)
 	}
-	if p := probe.Run; p.Protocol != ProtocolVersion || p.Wire != wire.Version || p.Troupe != runspec.TroupeVersion {
+	if p := probe.Run; (versions{p.Protocol, p.Wire, p.Troupe}) != v {
 		return s, fmt.Errorf("%w: the run was submitted under protocol %d, wire %d, troupe %s; this process speaks protocol %d, wire %d, troupe %s",
-			ErrIncompatible, p.Protocol, p.Wire, p.Troupe, ProtocolVersion, wire.Version, runspec.TroupeVersion)
+			ErrIncompatible, p.Protocol, p.Wire, p.Troupe, v.protocol, v.wire, v.troupe)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -141,6 +141,16 @@ func decodeStoredRun(data []byte) (storedRun, error) {
 	}
 	return s, nil
 }
+
+// versions are what a process speaks: the protocol, the episode encoding
+// and troupe's run semantics.
+type versions struct {
+	protocol, wire int
+	troupe         string
+}
+
+// ours are this build's versions.
+var ours = versions{ProtocolVersion, wire.Version, runspec.TroupeVersion}
 
 // ErrIncompatible is wrapped by the reasons a worker gives for leaving a
 // run submitted by another version of troupe.

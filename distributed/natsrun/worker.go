@@ -90,9 +90,10 @@ type WorkerConfig struct {
 // honour. It leaves the others to other workers, recording why, which
 // their submitters report. See Run.
 type Worker struct {
-	c     *Client
-	cfg   WorkerConfig
-	id    string
+	c      *Client
+	cfg    WorkerConfig
+	id     string
+	speaks versions // ours, but in tests of older workers
 	slots chan struct{} // a token per episode in hand or pull waiting
 	execs execCache
 
@@ -151,7 +152,7 @@ func (c *Client) NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, erro
 	}
 	w := &Worker{
 		c: c, cfg: cfg, id: nameRE.ReplaceAllString(cfg.Name, "_") + "-" + nuid.Next(),
-		slots: make(chan struct{}, cfg.Concurrency), runs: map[string]*workerRun{},
+		slots: make(chan struct{}, cfg.Concurrency), runs: map[string]*workerRun{}, speaks: ours,
 	}
 	w.execs.max = 64
 	return w, nil
@@ -269,16 +270,14 @@ func (w *Worker) follow(ctx, epCtx context.Context, e jetstream.KeyValueEntry) {
 		w.mu.Unlock()
 		return
 	}
-	if known {
-		cur.stop()
-		delete(w.runs, id)
-		w.execs.drop(id + "@")
-	}
 	w.mu.Unlock()
+	if known {
+		w.forget(cur)
+	}
 	if e.Operation() != jetstream.KeyValuePut {
 		return
 	}
-	st, err := decodeStoredRun(e.Value())
+	st, err := decodeStoredRun(e.Value(), w.speaks)
 	if err == nil {
 		err = w.canPlay(ref, &st.Run)
 	}
@@ -327,8 +326,13 @@ func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
 		if cons == nil {
 			var err error
 			if cons, err = w.c.js.Consumer(ctx, w.c.n.workStream, w.c.n.consumer(r.ref.id)); err != nil {
-				// Not created yet, or cancelled: look again later.
+				// Not created yet, or cancelled, or the run is gone: its
+				// spec expired (which no watcher hears of) or was purged.
 				cons = nil
+				if w.gone(ctx, r) {
+					w.forget(r)
+					return
+				}
 				pause(ctx, w.cfg.PollWait)
 				continue
 			}
@@ -380,6 +384,26 @@ func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
 			w.handle(epCtx, r, msg)
 		})
 	}
+}
+
+// gone reports whether run r's spec is no longer the one the worker plays.
+func (w *Worker) gone(ctx context.Context, r *workerRun) bool {
+	e, err := w.c.runs.Get(ctx, specKey(r.ref.id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return true
+	}
+	return err == nil && strconv.FormatUint(e.Revision(), 10) != r.ref.rev
+}
+
+// forget stops playing run r, and drops its executors.
+func (w *Worker) forget(r *workerRun) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cur, ok := w.runs[r.ref.id]; ok && cur == r {
+		delete(w.runs, r.ref.id)
+	}
+	r.stop()
+	w.execs.drop(r.ref.id + "@")
 }
 
 func pause(ctx context.Context, d time.Duration) {
@@ -517,6 +541,7 @@ func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration) (stop func(
 	})
 	return func() { close(done); wg.Wait() }
 }
+
 // reject stores req's episode as failed (EndRejected) with the reason and
 // acknowledges the request: it could never be played.
 func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64, reason string) {
