@@ -876,7 +876,8 @@ func (x *Executor) ID() string { return x.run }
 // the same id picks the run up at once. Execute calls still waiting return
 // their episodes as interrupted.
 func (x *Executor) Close() error {
-	lost := x.failure() != nil
+	// A lease lost is another submitter's now: not ours to release.
+	lost := errors.Is(x.failure(), ErrLeaseLost)
 	x.cancel(errClosed)
 	x.wg.Wait()
 	if !lost {

@@ -103,6 +103,44 @@ func (f *Flags) BindWorker(fs *pflag.FlagSet) {
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", f.MetricsAddr, "serve the deployment's Prometheus metrics (queue depth, in flight, redeliveries, workers) at http://`host:port`/metrics")
 }
 
+// BindRuns defines troupe runs's flags on fs: the deployment's address,
+// credentials and prefix.
+func (f *Flags) BindRuns(fs *pflag.FlagSet) {
+	f.bindCommon(fs, "the deployment's NATS server `URLs` (comma-separated), or embedded for the server files in --nats-dir")
+	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
+}
+
+// OpenAdmin connects troupe runs to the deployment: with --nats embedded
+// it starts the server on --nats-dir, without a worker.
+func (f *Flags) OpenAdmin(ctx context.Context, log *slog.Logger) (*Deployment, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if f.Embedded() {
+		srv, err := StartEmbedded(EmbeddedOptions{Dir: f.Dir})
+		if err != nil {
+			return nil, err
+		}
+		nc, err := srv.Connect()
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		c, err := Open(ctx, nc, f.Config, WithLogger(log))
+		if err != nil {
+			nc.Close()
+			srv.Close()
+			return nil, err
+		}
+		return &Deployment{Client: c, Server: srv, close: func() { nc.Close(); srv.Close() }}, nil
+	}
+	nc, c, err := f.open(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployment{Client: c, close: nc.Close}, nil
+}
+
 // Embedded reports whether --nats asks for an in-process server.
 func (f *Flags) Embedded() bool { return f.Conn.URL == EmbeddedURL }
 

@@ -38,8 +38,12 @@ type RunInfo struct {
 	// when none holds it (it ended, or was killed and the lease lapsed).
 	Holder       string
 	LeaseRenewed time.Time // the holder's last renewal, by its clock
-	Cancelled    string    // why it was cancelled, when it was
-	Refusals     []Refusal // workers that cannot play it
+	// HolderLive: the holder renewed its lease within three TTLs (by this
+	// machine's clock), so it is taken to be alive; a killed submitter's
+	// lease stays until a re-attach takes it over.
+	HolderLive bool
+	Cancelled  string    // why it was cancelled, when it was
+	Refusals   []Refusal // workers that cannot play it
 }
 
 // Runs lists the runs the deployment holds, by id.
@@ -124,6 +128,7 @@ func (c *Client) Run(ctx context.Context, run string) (RunInfo, error) {
 		var l lease
 		if json.Unmarshal(le.Value(), &l) == nil {
 			info.Holder, info.LeaseRenewed = l.Holder, l.Since
+			info.HolderLive = time.Since(l.Since) < 3*l.TTL
 		}
 	}
 	if ce, err := c.runs.Get(ctx, cancelKey(run)); err == nil {

@@ -93,9 +93,9 @@ type Worker struct {
 	c      *Client
 	cfg    WorkerConfig
 	id     string
-	speaks versions // ours, but in tests of older workers
-	slots chan struct{} // a token per episode in hand or pull waiting
-	execs execCache
+	speaks versions      // ours, but in tests of older workers
+	slots  chan struct{} // a token per episode in hand or pull waiting
+	execs  execCache
 
 	mu   sync.Mutex
 	runs map[string]*workerRun // the runs it plays, by id
