@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -99,7 +100,9 @@ func (c *Client) setup(ctx context.Context) error {
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
 		MaxAge:      cfg.ResultsMaxAge,
-		Compression: jetstream.S2Compression,
+		// Results arrive S2-compressed (commit): compressing them again
+		// would cost the servers CPU for nothing.
+		Compression: jetstream.NoCompression,
 		// Direct gets return the raw message from any replica, instead of
 		// base64 in JSON from the leader. A replica that lags may not hold
 		// a result yet when its done marker is seen: fetch asks again.
@@ -193,8 +196,10 @@ const presenceTTL = 30 * time.Second
 type doneRecord struct {
 	Attempt    string          `json:"attempt"`
 	Seqs       []uint64        `json:"seqs"` // the chunks' stream sequences, in order
-	Size       int             `json:"size"`
-	CRC        uint32          `json:"crc"` // CRC-32C of the whole encoding
+	Size       int             `json:"size"`  // bytes stored, all chunks
+	CRC        uint32          `json:"crc"`   // CRC-32C of the bytes stored
+	Codec      string          `json:"codec"` // how the encoding is compressed: codecS2
+	Raw        int             `json:"raw"`   // the encoding's size, uncompressed
 	Status     protocol.Status `json:"status"`
 	Deliveries uint64          `json:"deliveries"` // times the request was handed out
 	Worker     string          `json:"worker"`
@@ -202,17 +207,23 @@ type doneRecord struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// codecS2 is the S2 block format (github.com/klauspost/compress/s2).
+const codecS2 = "s2"
+
 // commit stores ep as the result of episode idx of run, exactly once: the
 // chunks go to the results stream under a subject of their own attempt,
 // then a done marker is created, which only one attempt can do. It reports
 // whether this attempt's result is the one recorded. A losing attempt's
 // chunks are purged.
 func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.Record, deliveries uint64, worker string) (bool, error) {
-	data := wire.Encode(nil, ep)
+	raw := wire.Encode(nil, ep)
+	// S2 at the source: the bytes cross the network, the servers and their
+	// replicas once, compressed (an episode's JSON shrinks several times).
+	data := s2.EncodeBetter(nil, raw)
 	attempt := nuid.Next()
 	subject := c.n.resultSubject(run.id, idx, attempt)
 	rec := doneRecord{
-		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli),
+		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli), Codec: codecS2, Raw: len(raw),
 		Status: ep.Status, Deliveries: deliveries, Worker: worker,
 	}
 	parts := (len(data) + c.chunk - 1) / c.chunk
@@ -311,8 +322,22 @@ func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, er
 	if len(data) != rec.Size || crc32.Checksum(data, castagnoli) != rec.CRC {
 		return nil, fmt.Errorf("%w: result of %d bytes does not match its done marker (%d bytes)", ErrCorruptResult, len(data), rec.Size)
 	}
-	return wire.Decode(data)
+	if rec.Codec != codecS2 {
+		return nil, fmt.Errorf("%w: result compressed with %q, not %q", ErrCorruptResult, rec.Codec, codecS2)
+	}
+	if n, err := s2.DecodedLen(data); err != nil || n != rec.Raw || n > maxResult {
+		return nil, fmt.Errorf("%w: result of %d bytes does not decompress to %d bytes (%v)", ErrCorruptResult, len(data), rec.Raw, err)
+	}
+	raw, err := s2.Decode(nil, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptResult, err)
+	}
+	return wire.Decode(raw)
 }
+
+// maxResult bounds an episode's encoding: a done marker claiming more is
+// corrupt.
+const maxResult = 1 << 30
 
 // leaderGet reads message seq of the results stream from the stream's
 // leader.

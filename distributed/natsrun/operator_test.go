@@ -293,7 +293,7 @@ func TestInterruptedRunLeavesNothingQueued(t *testing.T) {
 func TestAbandonedRunsExpire(t *testing.T) {
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
-	cfg.DuplicateWindow, cfg.ResultsMaxAge = time.Second, 3*time.Second
+	cfg.DuplicateWindow, cfg.ResultsMaxAge = time.Second, 15*time.Second
 	c := open(t, connect(t, srv), cfg)
 	reg := testscen.Registry(testscen.Options{Delay: 10 * time.Millisecond})
 	w, _ := worker(t, c, natsrun.WorkerConfig{Registry: reg, Concurrency: 4})
