@@ -195,7 +195,7 @@ const presenceTTL = 30 * time.Second
 // lies in the results stream.
 type doneRecord struct {
 	Attempt    string          `json:"attempt"`
-	Seqs       []uint64        `json:"seqs"` // the chunks' stream sequences, in order
+	Seqs       []uint64        `json:"seqs"`  // the chunks' stream sequences, in order
 	Size       int             `json:"size"`  // bytes stored, all chunks
 	CRC        uint32          `json:"crc"`   // CRC-32C of the bytes stored
 	Codec      string          `json:"codec"` // how the encoding is compressed: codecS2
