@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ type Client struct {
 	alive   jetstream.KeyValue
 	log     *slog.Logger
 	chunk   int
+	inline  int // results up to this size ride in their done markers
 }
 
 // Option adjusts a Client.
@@ -65,6 +67,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Clie
 	if max := int(nc.MaxPayload()) - 4096; max > 0 && max < c.chunk {
 		c.chunk = max
 	}
+	c.inline = min(c.chunk, maxInline)
 	if err := retry(ctx, func(ctx context.Context) error { return c.setup(ctx) }); err != nil {
 		return nil, fmt.Errorf("natsrun: setting up %s streams: %w", cfg.Prefix, err)
 	}
@@ -194,12 +197,15 @@ const presenceTTL = 30 * time.Second
 // doneRecord is the value of a done marker: where the episode's encoding
 // lies in the results stream.
 type doneRecord struct {
-	Attempt    string          `json:"attempt"`
-	Seqs       []uint64        `json:"seqs"`  // the chunks' stream sequences, in order
-	Size       int             `json:"size"`  // bytes stored, all chunks
-	CRC        uint32          `json:"crc"`   // CRC-32C of the bytes stored
-	Codec      string          `json:"codec"` // how the encoding is compressed: codecS2
-	Raw        int             `json:"raw"`   // the encoding's size, uncompressed
+	Attempt string   `json:"attempt"`
+	Seqs    []uint64 `json:"seqs"`  // the chunks' stream sequences, in order
+	Size    int      `json:"size"`  // bytes stored, all chunks
+	CRC     uint32   `json:"crc"`   // CRC-32C of the bytes stored
+	Codec   string   `json:"codec"` // how the encoding is compressed: codecS2
+	Raw     int      `json:"raw"`   // the encoding's size, uncompressed
+	// Inline: the stored bytes follow the record in the marker's value,
+	// and Seqs is empty.
+	Inline     bool            `json:"inline,omitempty"`
 	Status     protocol.Status `json:"status"`
 	Deliveries uint64          `json:"deliveries"` // times the request was handed out
 	Worker     string          `json:"worker"`
@@ -226,30 +232,36 @@ func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.
 		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli), Codec: codecS2, Raw: len(raw),
 		Status: ep.Status, Deliveries: deliveries, Worker: worker,
 	}
-	parts := (len(data) + c.chunk - 1) / c.chunk
-	for k := 0; k < max(parts, 1); k++ {
-		part := data[k*c.chunk : min((k+1)*c.chunk, len(data))]
-		msg := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{}}
-		// The id makes a publish retried after a lost ack land once.
-		msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
-		msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
-		var ack *jetstream.PubAck
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
-			return err
-		})
-		if err != nil {
-			return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
+	var val []byte
+	if len(data) <= c.inline {
+		// Small enough to ride in the done marker itself: one write to
+		// store the episode, and the collector's watcher brings it along,
+		// with no read of the results stream.
+		rec.Inline = true
+		val = appendMarker(nil, &rec, data)
+	} else {
+		parts := (len(data) + c.chunk - 1) / c.chunk
+		for k := range parts {
+			part := data[k*c.chunk : min((k+1)*c.chunk, len(data))]
+			msg := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{}}
+			// The id makes a publish retried after a lost ack land once.
+			msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
+			msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
+			var ack *jetstream.PubAck
+			err := retry(ctx, func(ctx context.Context) error {
+				var err error
+				ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
+				return err
+			})
+			if err != nil {
+				return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
+			}
+			rec.Seqs = append(rec.Seqs, ack.Sequence)
 		}
-		rec.Seqs = append(rec.Seqs, ack.Sequence)
-	}
-	val, err := json.Marshal(rec)
-	if err != nil {
-		return false, fmt.Errorf("encoding done marker: %w", err)
+		val = appendMarker(nil, &rec, nil)
 	}
 	key := run.doneKey(idx)
-	err = retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		_, err := c.runs.Create(ctx, key, val)
 		return err
 	})
@@ -288,15 +300,49 @@ func (c *Client) doneRecord(ctx context.Context, run runRef, idx int64) (doneRec
 	if err != nil {
 		return rec, err
 	}
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+	rec, _, err = parseMarker(entry.Value())
+	if err != nil {
 		return rec, fmt.Errorf("done marker of episode %d of run %s: %w", idx, run, err)
 	}
 	return rec, nil
 }
 
-// fetch reads back the episode a done marker points at.
-func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, error) {
-	data := make([]byte, 0, rec.Size)
+// appendMarker appends a done marker's value: the record's JSON, and after
+// a newline the episode's stored bytes when they ride inline.
+func appendMarker(dst []byte, rec *doneRecord, inline []byte) []byte {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		panic(fmt.Sprintf("natsrun: encoding a done marker: %v", err)) // strings and numbers
+	}
+	dst = append(dst, b...)
+	if rec.Inline {
+		dst = append(dst, '\n')
+		dst = append(dst, inline...)
+	}
+	return dst
+}
+
+// parseMarker splits a done marker's value into its record and the
+// episode's inline bytes (nil when they are in the results stream).
+func parseMarker(val []byte) (doneRecord, []byte, error) {
+	var rec doneRecord
+	head, inline, _ := bytes.Cut(val, []byte{'\n'})
+	if err := json.Unmarshal(head, &rec); err != nil {
+		return rec, nil, err
+	}
+	if !rec.Inline {
+		inline = nil
+	}
+	return rec, inline, nil
+}
+
+// fetch reads back the episode a done marker points at: inline, or from
+// the results stream.
+func (c *Client) fetch(ctx context.Context, rec doneRecord, inline []byte) (*episode.Record, error) {
+	data := inline
+	if !rec.Inline {
+		data = make([]byte, 0, rec.Size)
+	}
 	for _, seq := range rec.Seqs {
 		var chunk []byte
 		err := retry(ctx, func(ctx context.Context) error {
@@ -334,6 +380,11 @@ func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, er
 	}
 	return wire.Decode(raw)
 }
+
+// maxInline is the largest result a done marker carries inline: larger
+// ones go to the results stream, so that watching a run's markers stays
+// light.
+const maxInline = 64 << 10
 
 // maxResult bounds an episode's encoding: a done marker claiming more is
 // corrupt.

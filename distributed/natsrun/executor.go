@@ -549,11 +549,11 @@ var errExpired = errors.New("natsrun: the result expired")
 // collect reads back the episode a done marker points at and checks that it
 // is req's. It returns errExpired, and no episode, when the result is gone.
 func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*episode.Record, error) {
-	var rec doneRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	rec, inline, err := parseMarker(raw)
+	if err != nil {
 		return failed(req, EndResultLost, fmt.Sprintf("natsrun: done marker of episode %d: %v", req.Index, err)), nil
 	}
-	ep, err := x.c.fetch(ctx, rec)
+	ep, err := x.c.fetch(ctx, rec, inline)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
