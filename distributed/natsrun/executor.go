@@ -227,9 +227,17 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 			return nil, fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
 		}
 		for subject := range info.State.Subjects {
-			if r, idx, ok := c.n.parseWorkSubject(subject); ok && r == run && idx < int64(len(reqs)) && !x.queued[idx] {
-				x.queued[idx] = true
-				x.stats.queuedAtStart.Add(1)
+			r, first, last, ok := c.n.parseWorkSubject(subject)
+			if !ok || r != run {
+				continue
+			}
+			// Some of a batch's episodes may have been done when it was
+			// queued: marked queued here, they are skipped either way.
+			for idx := first; idx <= min(last, int64(len(reqs))-1); idx++ {
+				if !x.queued[idx] {
+					x.queued[idx] = true
+					x.stats.queuedAtStart.Add(1)
+				}
 			}
 		}
 	}
@@ -398,7 +406,9 @@ func (x *Executor) claim(idx int64) (*marker, <-chan struct{}) {
 
 // want makes sure requests idx to idx+Ahead-1 get queued.
 func (x *Executor) want(idx int64) {
-	t := min(idx+int64(x.c.cfg.Ahead), int64(len(x.reqs)))
+	// Up to a whole batch: the requests of a batch are queued together.
+	b := int64(x.c.cfg.Batch)
+	t := min((idx+int64(x.c.cfg.Ahead)+b-1)/b*b, int64(len(x.reqs)))
 	for {
 		cur := x.target.Load()
 		if t <= cur || x.target.CompareAndSwap(cur, t) {
@@ -419,6 +429,7 @@ func (x *Executor) publish() {
 	type pending struct {
 		msg *nats.Msg
 		f   jetstream.PubAckFuture
+		n   int // requests in msg
 	}
 	next := int64(0)
 	batch := make([]pending, 0, 256)
@@ -433,26 +444,36 @@ func (x *Executor) publish() {
 			}
 		}
 		batch = batch[:0]
-		for end := min(target, next+int64(cap(batch))); next < end; next++ {
-			if x.skip(next) {
+		size := int64(x.c.cfg.Batch)
+		for end := min(target, next+int64(cap(batch))*size); next < end; {
+			// One message per batch of requests: the indexes of a batch
+			// are next's batch, those not done or queued.
+			stop := min((next/size+1)*size, end)
+			var idxs []int64
+			for ; next < stop; next++ {
+				if !x.skip(next) {
+					idxs = append(idxs, next)
+				}
+			}
+			if len(idxs) == 0 {
 				continue
 			}
-			msg := x.requestMsg(next)
+			msg := x.requestMsg(idxs)
 			f, err := x.c.js.PublishMsgAsync(msg)
 			if err != nil {
-				if !x.publishSync(msg) {
+				if !x.publishSync(msg, len(idxs)) {
 					return
 				}
 				continue
 			}
-			batch = append(batch, pending{msg, f})
+			batch = append(batch, pending{msg, f, len(idxs)})
 		}
 		for _, p := range batch {
 			select {
 			case <-p.f.Ok():
-				x.stats.published.Add(1)
+				x.stats.published.Add(int64(p.n))
 			case <-p.f.Err():
-				if !x.publishSync(p.msg) {
+				if !x.publishSync(p.msg, p.n) {
 					return
 				}
 			case <-x.ctx.Done():
@@ -468,24 +489,33 @@ func (x *Executor) skip(idx int64) bool {
 	return x.finished[idx] || x.collected[idx] || x.queued[idx]
 }
 
-func (x *Executor) requestMsg(idx int64) *nats.Msg {
-	data, err := json.Marshal(x.reqs[idx])
-	if err != nil {
-		// A Request is strings and numbers.
-		panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
+func (x *Executor) requestMsg(idxs []int64) *nats.Msg {
+	data := []byte{'['}
+	for i, idx := range idxs {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		b, err := json.Marshal(x.reqs[idx])
+		if err != nil {
+			// A Request is strings and numbers.
+			panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
+		}
+		data = append(data, b...)
 	}
-	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, idx), Data: data, Header: nats.Header{}}
+	data = append(data, ']')
+	first, last := idxs[0], idxs[len(idxs)-1]
+	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, first, last), Data: data, Header: nats.Header{}}
 	// The epoch in the id: a request this holder queues again after an
 	// earlier holder's was removed (an interrupted run's queue is emptied)
 	// is not taken for that one by the duplicate window.
-	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+x.epoch+"."+strconv.FormatInt(idx, 10))
+	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+x.epoch+"."+strconv.FormatInt(first, 10)+"."+strconv.FormatInt(last, 10))
 	msg.Header.Set(headerSpec, x.ref.rev)
 	return msg
 }
 
 // publishSync publishes msg, retrying until it is stored or the executor
 // closes; it reports whether it was stored.
-func (x *Executor) publishSync(msg *nats.Msg) bool {
+func (x *Executor) publishSync(msg *nats.Msg, n int) bool {
 	err := retry(x.ctx, func(ctx context.Context) error {
 		_, err := x.c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(x.c.n.workStream))
 		return err
@@ -496,7 +526,7 @@ func (x *Executor) publishSync(msg *nats.Msg) bool {
 		}
 		return false
 	}
-	x.stats.published.Add(1)
+	x.stats.published.Add(int64(n))
 	return true
 }
 
@@ -618,9 +648,9 @@ func (x *Executor) again(ctx context.Context, idx int64, revision uint64) error 
 	x.mu.Lock()
 	x.finished[idx], x.collected[idx] = false, false
 	x.mu.Unlock()
-	msg := x.requestMsg(idx)
+	msg := x.requestMsg([]int64{idx})
 	msg.Header.Set(jetstream.MsgIDHeader, msg.Header.Get(jetstream.MsgIDHeader)+".again."+strconv.FormatUint(revision, 10))
-	if !x.publishSync(msg) {
+	if !x.publishSync(msg, 1) {
 		return errors.New("the request could not be published")
 	}
 	return nil

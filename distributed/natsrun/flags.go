@@ -76,7 +76,13 @@ func (f *Flags) bindCommon(fs *pflag.FlagSet, urlHelp string) {
 	fs.IntVar(&c.MaxDeliver, "nats-max-deliver", c.MaxDeliver, "deliveries of an unfinished episode before it is recorded as failed")
 	fs.IntVar(&c.MaxAckPending, "nats-max-ack-pending", c.MaxAckPending, "episodes in hand over all workers; at least the sum of their --concurrency")
 	fs.IntVar(&c.ChunkSize, "nats-chunk-size", c.ChunkSize, "largest message a stored episode is split into, in bytes")
-	fs.DurationVar(&c.ResultsMaxAge, "nats-results-max-age", c.ResultsMaxAge, "how long the episodes of an unfinished run are kept for a re-attach")
+	fs.DurationVar(&c.ResultsMaxAge, "nats-results-max-age", c.ResultsMaxAge, "how long the state and episodes of an unfinished run are kept for a re-attach; an abandoned run's go after that")
+}
+
+// bindSubmitter defines the flags of a submitter (troupe run and troupe serve).
+func (f *Flags) bindSubmitter(fs *pflag.FlagSet) {
+	fs.IntVar(&f.Config.Batch, "nats-batch", f.Config.Batch, "episodes per work message, played one after another by one worker slot: 16 or more for scripted episodes (less broker work), 1 for LLM ones")
+	fs.DurationVar(&f.Config.LeaseTTL, "nats-lease", f.Config.LeaseTTL, "how long after this submitter's last sign of life another may take its run over (it renews every third of it)")
 }
 
 // BindRun defines troupe run's flags on fs, with f's values as defaults.
@@ -86,6 +92,7 @@ func (f *Flags) BindRun(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
 	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
 	fs.BoolVar(&f.Config.KeepResults, "nats-keep", f.Config.KeepResults, "keep a completed run's episodes in NATS (running it again then writes them without playing)")
+	f.bindSubmitter(fs)
 }
 
 // BindServe defines troupe serve's flags on fs: those of troupe run but
@@ -94,6 +101,7 @@ func (f *Flags) BindServe(fs *pflag.FlagSet) {
 	f.bindCommon(fs, "hand the episodes of rollout requests to troupe workers through NATS: server `URLs` (comma-separated), or embedded for an in-process server and worker")
 	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
 	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
+	f.bindSubmitter(fs)
 }
 
 // BindWorker defines troupe worker's flags on fs.

@@ -16,15 +16,20 @@ import (
 func TestSubjectsAndKeys(t *testing.T) {
 	n := newNames("troupe")
 	assert.Equal(t, "TROUPE_WORK", n.workStream)
-	subject := n.workSubject("run-1", 42)
-	run, idx, ok := n.parseWorkSubject(subject)
+	subject := n.workSubject("run-1", 42, 49)
+	run, first, last, ok := n.parseWorkSubject(subject)
 	require.True(t, ok)
 	assert.Equal(t, "run-1", run)
-	assert.Equal(t, int64(42), idx)
-	for _, bad := range []string{"troupe.work.run-1", "troupe.work.run.x", "troupe.work.run.-1", "other.work.run.1", "troupe.work.a.b.1"} {
-		_, _, ok := n.parseWorkSubject(bad)
+	assert.Equal(t, int64(42), first)
+	assert.Equal(t, int64(49), last)
+	for _, bad := range []string{"troupe.work.run-1", "troupe.work.run.x.1", "troupe.work.run.-1.1", "other.work.run.1.1", "troupe.work.a.b.1.1", "troupe.work.run.1", "troupe.work.run.5.4", "troupe.work.run.0.1024"} {
+		_, _, _, ok := n.parseWorkSubject(bad)
 		assert.False(t, ok, bad)
 	}
+	assert.Equal(t, "run_run-1", n.consumer("run-1"))
+	id, ok := n.runOfConsumer(n.consumer("run-1"))
+	assert.True(t, ok)
+	assert.Equal(t, "run-1", id)
 	r := runRef{id: "run-1", rev: "7"}
 	i, ok := r.parseDoneKey(r.doneKey(9))
 	require.True(t, ok)

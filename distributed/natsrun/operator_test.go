@@ -345,3 +345,34 @@ func TestWorkerCachesAreBounded(t *testing.T) {
 	}
 	eventually(t, "the worker to forget the completed runs", func() bool { return w.RunsFollowed() == 0 && w.ExecutorsCached() == 0 })
 }
+
+// TestBatchedRequests: with several episodes' requests in one work
+// message, the output is a local run's; a worker stopped in the middle of
+// a batch hands it back, and the worker that gets it next plays only the
+// episodes not yet stored.
+func TestBatchedRequests(t *testing.T) {
+	srv, _ := embedded(t, "")
+	cfg := testConfig()
+	cfg.Batch = 7
+	c := open(t, connect(t, srv), cfg)
+	reg := testscen.Registry(testscen.Options{Delay: 30 * time.Millisecond})
+	a, stopA := worker(t, c, natsrun.WorkerConfig{Registry: reg, Concurrency: 2})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 40, GroupSize: 4, Concurrency: 3, Seed: 17, Allocators: []string{"grpo"}})
+	want := local(t, rc, trajectories.Flat)
+	go func() {
+		eventually(t, "a few episodes", func() bool { return a.Stats().Played >= 3 })
+		stopA()
+	}()
+	result := make(chan string, 1)
+	var st natsrun.ExecutorStats
+	go func() {
+		got, _, s := remote(t, c, "batched", rc, spec, trajectories.Flat)
+		st = s
+		result <- got
+	}()
+	eventually(t, "a to stop", func() bool { return a.Stats().HandedBack > 0 })
+	b, _ := worker(t, c, natsrun.WorkerConfig{Registry: reg, Concurrency: 2})
+	require.Equal(t, want, <-result)
+	assert.Equal(t, int64(40), a.Stats().Played+b.Stats().Played, "every episode played once")
+	assert.Equal(t, int64(40), st.Published)
+}

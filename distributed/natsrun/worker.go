@@ -415,8 +415,10 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// handle plays one request and stores its episode, or records why it could
-// not, or hands it back.
+// handle plays the requests of one work message and stores their episodes,
+// or records why one could not be played, or hands the message back. It
+// acknowledges the message once every episode of it is stored; one handed
+// back comes again, and its episodes already stored are then skipped.
 func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -426,71 +428,98 @@ func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	if meta.NumDelivered > 1 {
 		w.counters.redelivered.Add(1)
 	}
-	id, idx, ok := w.c.n.parseWorkSubject(msg.Subject())
+	id, first, last, ok := w.c.n.parseWorkSubject(msg.Subject())
 	if !ok || id != r.ref.id {
 		w.c.log.Warn("natsrun: a request on a malformed subject was dropped", "subject", msg.Subject())
 		_ = msg.TermWithReason("malformed subject")
 		return
 	}
-	// Bookkeeping must outlive a shutdown (the episode in hand is finished
-	// or handed back, never dropped) but not hang it.
-	store, cancel := w.storeContext(ctx, r)
-	defer cancel()
-	run, rec := r.ref, r.rec
+	run := r.ref
 	if rev := msg.Headers().Get(headerSpec); rev != "" && rev != run.rev {
 		// Queued under an earlier incarnation of the run, which was
 		// purged: nobody waits for it.
 		_ = msg.TermWithReason("its run was started again")
 		return
 	}
-	var req env.Request
-	if err := decodeRequest(msg.Data(), &req); err != nil || req.Index != idx {
-		if err == nil {
-			err = fmt.Errorf("it names episode %d", req.Index)
+	// Bookkeeping must outlive a shutdown (the episode in hand is finished
+	// or handed back, never dropped) but not hang it.
+	store, cancel := w.storeContext(ctx, r)
+	defer cancel()
+	reqs, err := decodeRequests(msg.Data(), first, last)
+	if err != nil {
+		// Nothing of it can be trusted but its subject: each episode it
+		// names is recorded as rejected.
+		for idx := first; idx <= last; idx++ {
+			if err := w.reject(store, run, env.Request{Index: idx}, meta.NumDelivered, fmt.Sprintf("natsrun: undecodable request on %s: %v", msg.Subject(), err)); err != nil {
+				w.handBack(store, msg, run, idx, err)
+				return
+			}
 		}
-		req = env.Request{Index: idx}
-		w.reject(store, msg, run, req, meta.NumDelivered, fmt.Sprintf("natsrun: undecodable request on %s: %v", msg.Subject(), err))
+		_ = msg.Ack()
 		return
 	}
-	// A request handed out before may have been played by a worker that
-	// died before acknowledging it. (One handed out for the first time may
-	// be a re-queued duplicate, which the done marker's creation catches.)
-	if meta.NumDelivered > 1 {
-		if _, err := w.c.runs.Get(store, run.doneKey(idx)); err == nil {
-			w.counters.skipped.Add(1)
-			_ = msg.Ack()
+	stop := w.heartbeat(msg, r.del.AckWait)
+	defer stop()
+	for _, req := range reqs {
+		switch err := w.playOne(ctx, r, req, meta.NumDelivered); {
+		case errors.Is(err, errHandBack):
+			stop()
+			_ = msg.Nak()
+			w.counters.handedBack.Add(1)
+			return
+		case err != nil:
+			stop()
+			store, cancel := w.storeContext(ctx, r)
+			defer cancel()
+			w.handBack(store, msg, run, req.Index, err)
 			return
 		}
 	}
-	if max := uint64(r.del.MaxDeliver); meta.NumDelivered > max {
-		w.giveUp(store, msg, run, req, meta.NumDelivered)
-		return
-	}
-	exec, err := w.executor(run, rec, req)
-	if err != nil {
-		w.reject(store, msg, run, req, meta.NumDelivered, err.Error())
-		return
-	}
+	stop()
+	// A lost ack only means a redelivery that finds the episodes done.
+	_ = msg.Ack()
+}
 
-	w.c.log.Debug("natsrun: playing", "run", run, "episode", idx, "delivery", meta.NumDelivered, "worker", w.cfg.Name)
-	stop := w.heartbeat(msg, r.del.AckWait)
+// errHandBack is playOne's way to say that the worker is stopping and the
+// message goes back as it is.
+var errHandBack = errors.New("natsrun: handed back")
+
+// playOne plays one request of a message delivered deliveries times and
+// stores its episode (or its failure); it returns an error when it could
+// not store it (another try may), or errHandBack when the worker stops.
+func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, deliveries uint64) error {
+	run := r.ref
+	store, cancel := w.storeContext(ctx, r)
+	defer cancel()
+	// A request handed out before may have been played by a worker that
+	// died before acknowledging it. (One handed out for the first time may
+	// be a re-queued duplicate, which the done marker's creation catches.)
+	if deliveries > 1 {
+		if _, err := w.c.runs.Get(store, run.doneKey(req.Index)); err == nil {
+			w.counters.skipped.Add(1)
+			return nil
+		}
+	}
+	if deliveries > uint64(r.del.MaxDeliver) {
+		return w.giveUp(store, run, req, deliveries)
+	}
+	exec, err := w.executor(run, r.rec, req)
+	if err != nil {
+		return w.reject(store, run, req, deliveries, err.Error())
+	}
+	w.c.log.Debug("natsrun: playing", "run", run, "episode", req.Index, "delivery", deliveries, "worker", w.cfg.Name)
 	t0 := time.Now()
 	ep := exec.Execute(ctx, req)
 	t1 := time.Now()
 	if ep.End == env.EndInterrupted && ctx.Err() != nil {
-		stop()
-		_ = msg.Nak()
-		w.counters.handedBack.Add(1)
-		return
+		return errHandBack
 	}
 	store, cancel = w.storeContext(ctx, r) // a fresh deadline: the episode took its time
 	defer cancel()
-	won, err := w.c.commit(store, run, idx, ep, meta.NumDelivered, w.cfg.Name)
-	stop()
-	w.c.log.Debug("natsrun: played", "run", run, "episode", idx, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
+	won, err := w.c.commit(store, run, req.Index, ep, deliveries, w.cfg.Name)
+	w.c.log.Debug("natsrun: played", "run", run, "episode", req.Index, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
 	if err != nil {
-		w.handBack(store, msg, run, idx, err)
-		return
+		return err
 	}
 	if won {
 		w.counters.played.Add(1)
@@ -500,16 +529,27 @@ func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	} else {
 		w.counters.skipped.Add(1)
 	}
-	// A lost ack only means a redelivery that finds the episode done.
-	_ = msg.Ack()
+	return nil
 }
 
-// decodeRequest reads a request strictly: a field this version does not
-// know is refused by name.
-func decodeRequest(data []byte, req *env.Request) error {
+// decodeRequests reads a work message's requests strictly: a field this
+// version does not know is refused by name, and every request must be of
+// an episode in [first, last], once.
+func decodeRequests(data []byte, first, last int64) ([]env.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode(req)
+	var reqs []env.Request
+	if err := dec.Decode(&reqs); err != nil {
+		return nil, err
+	}
+	seen := map[int64]bool{}
+	for _, r := range reqs {
+		if r.Index < first || r.Index > last || seen[r.Index] {
+			return nil, fmt.Errorf("it names episode %d, not one of %d to %d once", r.Index, first, last)
+		}
+		seen[r.Index] = true
+	}
+	return reqs, nil
 }
 
 // storeContext bounds the bookkeeping around an episode: the retries of a
@@ -521,7 +561,7 @@ func (w *Worker) storeContext(ctx context.Context, r *workerRun) (context.Contex
 }
 
 // heartbeat tells the server, every third of the run's ack wait, that msg
-// is still being worked on, until the returned function is called.
+// is still being worked on, until the returned function is first called.
 func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -539,12 +579,13 @@ func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration) (stop func(
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-// reject stores req's episode as failed (EndRejected) with the reason and
-// acknowledges the request: it could never be played.
-func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64, reason string) {
+// reject stores req's episode as failed (EndRejected) with the reason: it
+// could never be played.
+func (w *Worker) reject(ctx context.Context, run runRef, req env.Request, deliveries uint64, reason string) error {
 	w.c.log.Warn("natsrun: request rejected", "run", run, "episode", req.Index, "reason", reason)
 	ep := failed(req, EndRejected, reason)
 	// Counted before the store: a submitter that sees the stored result and
@@ -552,15 +593,14 @@ func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req 
 	w.counters.rejected.Add(1)
 	if _, err := w.c.commit(ctx, run, req.Index, ep, deliveries, w.cfg.Name); err != nil {
 		w.counters.rejected.Add(-1)
-		w.handBack(ctx, msg, run, req.Index, err)
-		return
+		return err
 	}
-	_ = msg.Ack()
+	return nil
 }
 
 // giveUp stores req's episode as failed (EndMaxDeliver) after its
 // delivery number deliveries found it never finished.
-func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64) {
+func (w *Worker) giveUp(ctx context.Context, run runRef, req env.Request, deliveries uint64) error {
 	reason := fmt.Sprintf("natsrun: given up after %d deliveries: every worker that took it died, hung or handed it back before storing it", deliveries-1)
 	if e, err := w.c.runs.Get(ctx, run.errorKey(req.Index)); err == nil {
 		reason += "; last error: " + string(e.Value())
@@ -568,13 +608,12 @@ func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, run runRef, req 
 	w.c.log.Warn("natsrun: request given up", "run", run, "episode", req.Index, "deliveries", deliveries-1)
 	won, err := w.c.commit(ctx, run, req.Index, failed(req, EndMaxDeliver, reason), deliveries, w.cfg.Name)
 	if err != nil {
-		w.handBack(ctx, msg, run, req.Index, err)
-		return
+		return err
 	}
 	if won {
 		w.counters.givenUp.Add(1)
 	}
-	_ = msg.Ack()
+	return nil
 }
 
 // handBack returns a request to the queue after an error that another try
