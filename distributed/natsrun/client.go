@@ -339,11 +339,11 @@ func parseMarker(val []byte) (doneRecord, []byte, error) {
 // fetch reads back the episode a done marker points at: inline, or from
 // the results stream.
 func (c *Client) fetch(ctx context.Context, rec doneRecord, inline []byte) (*episode.Record, error) {
-	data := inline
+	data, seqs := inline, []uint64(nil)
 	if !rec.Inline {
-		data = make([]byte, 0, rec.Size)
+		data, seqs = make([]byte, 0, min(rec.Size, maxResult)), rec.Seqs
 	}
-	for _, seq := range rec.Seqs {
+	for _, seq := range seqs {
 		var chunk []byte
 		err := retry(ctx, func(ctx context.Context) error {
 			msg, err := c.results.GetMsg(ctx, seq)
