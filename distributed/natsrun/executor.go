@@ -68,6 +68,7 @@ type Executor struct {
 	holder   string             // this submitter, in the run's lease
 	epoch    string             // the lease's first revision: tells this holder's requests from earlier ones
 	leaseRev atomic.Uint64      // the lease's revision: the fencing token
+	stalled  atomic.Bool        // tests: renewals skipped, as by a stopped process
 	refusals map[string]Refusal // by worker id; guarded by mu
 
 	mu        sync.Mutex
@@ -697,20 +698,22 @@ func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error)
 	unhook := context.AfterFunc(x.ctx, func() { stop(context.Cause(x.ctx)) })
 	defer unhook()
 	sum, err := env.Run(rctx, x.cfg, out)
-	if failure := x.failure(); failure != nil {
-		return sum, failure
-	}
-	if ctx.Err() != nil {
-		// Interrupted: the workers need not play what nobody waits for.
-		// What they hold they finish and store, for a re-attach, which
-		// queues the rest again.
+	failure := x.failure()
+	if (failure != nil && !errors.Is(failure, ErrLeaseLost)) || (failure == nil && ctx.Err() != nil) {
+		// Stopped (interrupted, cancelled, unplayable) while the run's
+		// queue is still this submitter's: the workers need not play what
+		// nobody waits for. What they hold they finish and store, for a
+		// re-attach, which queues the rest again.
 		x.cancel(errClosed) // nothing more is queued
 		x.wg.Wait()
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if perr := x.c.work.Purge(pctx, jetstream.WithPurgeSubject(x.c.n.workFilter(x.run))); perr != nil {
-			x.c.log.Warn("natsrun: the run was interrupted but its queued requests could not be removed", "run", x.run, "err", perr)
+			x.c.log.Warn("natsrun: the run stopped but its queued requests could not be removed", "run", x.run, "err", perr)
 		}
+	}
+	if failure != nil {
+		return sum, failure
 	}
 	if err == nil && sum.Episodes == len(x.reqs) && !x.c.cfg.KeepResults {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -758,6 +761,9 @@ func (x *Executor) keepLease() {
 		case <-x.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if x.stalled.Load() {
+			continue
 		}
 		rev, err := x.c.renew(x.ctx, x.run, x.holder, x.leaseRev.Load())
 		switch {

@@ -100,3 +100,7 @@ func (c *Client) StoreSize(ctx context.Context) (kv, work, results uint64, consu
 	}
 	return kv, work, results, info.State.Consumers, nil
 }
+
+// Stall stops (true) or resumes (false) the executor's lease renewals, as
+// a process stopped (SIGSTOP) or cut off by a partition would.
+func (x *Executor) Stall(stalled bool) { x.stalled.Store(stalled) }

@@ -3,7 +3,6 @@ package natsrun_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -108,21 +107,20 @@ func TestSecondSubmitterIsRefused(t *testing.T) {
 	assert.False(t, st.Resumed)
 }
 
-// TestSilentSubmitterIsTakenOver: a submitter that goes silent (its
-// connection cut, as by a partition) loses its lease after the TTL; a
-// second one takes the run over and completes it, and the first, back,
-// stops with ErrLeaseLost instead of purging the run under the second.
+// TestSilentSubmitterIsTakenOver: a submitter that goes silent (stopped,
+// or cut off by a partition) loses its lease after the TTL; a second one
+// takes the run over and completes it with a local run's bytes, and the
+// first, back, stops with ErrLeaseLost at its next renewal instead of
+// collecting (and purging) under the second.
 func TestSilentSubmitterIsTakenOver(t *testing.T) {
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	reg := testscen.Registry(testscen.Options{Delay: 30 * time.Millisecond})
-	w := open(t, connect(t, srv), cfg)
-	worker(t, w, natsrun.WorkerConfig{Registry: reg, Concurrency: 2})
-	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 30, Concurrency: 1, Seed: 13})
+	a := open(t, connect(t, srv), cfg)
+	worker(t, a, natsrun.WorkerConfig{Registry: reg, Concurrency: 2})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 200, Concurrency: 1, Seed: 13})
 	want := local(t, rc, trajectories.Flat)
 
-	ncA := connect(t, srv)
-	a := open(t, ncA, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	xa, err := a.Start(ctx, "taken", rc.RunConfig, spec)
@@ -134,22 +132,30 @@ func TestSilentSubmitterIsTakenOver(t *testing.T) {
 		errA <- err
 	}()
 	eventually(t, "a few episodes", func() bool { return xa.Stats().Collected >= 3 })
-	ncA.Close() // a's renewals stop
+	xa.Stall(true)
 
 	b := open(t, connect(t, srv), cfg)
-	got, _, st := remote(t, b, "taken", rc, spec, trajectories.Flat)
-	require.Equal(t, want, got)
-	assert.True(t, st.Resumed)
+	xb, err := b.Start(ctx, "taken", rc.RunConfig, spec)
+	require.NoError(t, err, "a silent holder's lease is taken over")
+	defer xb.Close()
+	assert.True(t, xb.Stats().Resumed)
+	xa.Stall(false)
 	err = <-errA
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, natsrun.ErrLeaseLost) || errors.Is(err, context.Canceled) || err != nil)
+	require.ErrorIs(t, err, natsrun.ErrLeaseLost)
+	assert.Contains(t, err.Error(), "is now collected by submitter")
+
+	var got bytes.Buffer
+	sum, err := xb.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&got, trajectories.Flat)))
+	require.NoError(t, err)
+	assert.Equal(t, 200, sum.Episodes)
+	require.Equal(t, want, got.String())
 }
 
-// TestPurgeUnderASubmitterEndsIt: a run purged while its submitter
-// collects it (troupe runs purge) ends the submitter with ErrLeaseLost,
-// at its next lease renewal, instead of leaving it polling for results
-// that are gone.
-func TestPurgeUnderASubmitterEndsIt(t *testing.T) {
+// midRun plays a long run on a fresh deployment and, once a few episodes
+// are played, calls stop with the deployment's client; it returns the
+// client, the worker and the run's error.
+func midRun(t *testing.T, id string, stop func(c *natsrun.Client)) (*natsrun.Client, *natsrun.Worker, error) {
+	t.Helper()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	reg := testscen.Registry(testscen.Options{Delay: 50 * time.Millisecond})
@@ -157,14 +163,25 @@ func TestPurgeUnderASubmitterEndsIt(t *testing.T) {
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 200, Seed: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	x, err := c.Start(ctx, "purged", rc.RunConfig, spec)
+	x, err := c.Start(ctx, id, rc.RunConfig, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	go func() {
 		eventually(t, "a few episodes", func() bool { return w.Stats().Played >= 4 })
-		require.NoError(t, c.Purge(context.Background(), "purged"))
+		stop(c)
 	}()
 	_, err = x.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&bytes.Buffer{}, trajectories.Flat)))
+	return c, w, err
+}
+
+// TestPurgeUnderASubmitterEndsIt: a run purged while its submitter
+// collects it (troupe runs purge) ends the submitter with ErrLeaseLost,
+// at its next lease renewal, instead of leaving it polling for results
+// that are gone.
+func TestPurgeUnderASubmitterEndsIt(t *testing.T) {
+	_, w, err := midRun(t, "purged", func(c *natsrun.Client) {
+		require.NoError(t, c.Purge(context.Background(), "purged"))
+	})
 	require.ErrorIs(t, err, natsrun.ErrLeaseLost)
 	assert.Contains(t, err.Error(), "purged")
 	eventually(t, "the worker to stop playing the run", func() bool { return w.RunsFollowed() == 0 })
@@ -212,23 +229,12 @@ func TestRunsKeepTheirOwnDeliverySettings(t *testing.T) {
 // submitter stops with ErrCancelled, and a Start on it is refused until it
 // is purged, after which it runs anew.
 func TestCancelRemovesQueuedRequests(t *testing.T) {
-	srv, _ := embedded(t, "")
-	c := open(t, connect(t, srv), testConfig())
-	reg := testscen.Registry(testscen.Options{Delay: 50 * time.Millisecond})
-	w, _ := worker(t, c, natsrun.WorkerConfig{Registry: reg, Concurrency: 2})
-	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 100, Seed: 3})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	x, err := c.Start(ctx, "cancelled", rc.RunConfig, spec)
-	require.NoError(t, err)
-	defer x.Close()
-	go func() {
-		eventually(t, "a few episodes", func() bool { return w.Stats().Played >= 4 })
+	c, w, err := midRun(t, "cancelled", func(c *natsrun.Client) {
 		require.NoError(t, c.Cancel(context.Background(), "cancelled", "by the test"))
-	}()
-	_, err = x.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&bytes.Buffer{}, trajectories.Flat)))
+	})
 	require.ErrorIs(t, err, natsrun.ErrCancelled)
 	assert.Contains(t, err.Error(), "by the test")
+	ctx := context.Background()
 	info, err := c.Run(ctx, "cancelled")
 	require.NoError(t, err)
 	assert.Zero(t, info.Queued)
@@ -240,12 +246,13 @@ func TestCancelRemovesQueuedRequests(t *testing.T) {
 	played := w.Stats().Played
 	assert.Less(t, played, int64(20), "the workers played what they held, not the queue")
 
-	_, err = c.Start(ctx, "cancelled", rc.RunConfig, spec)
+	reg := testscen.Registry(testscen.Options{})
+	small, sspec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 3})
+	_, err = c.Start(ctx, "cancelled", small.RunConfig, sspec)
 	require.ErrorIs(t, err, natsrun.ErrCancelled)
 	require.NoError(t, c.Purge(ctx, "cancelled"))
 	_, err = c.Run(ctx, "cancelled")
 	require.ErrorIs(t, err, natsrun.ErrNoRun)
-	small, sspec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 3})
 	_, sum, _ := remote(t, c, "cancelled", small, sspec, trajectories.Flat)
 	assert.Equal(t, 3, sum.Episodes)
 }
