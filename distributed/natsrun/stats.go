@@ -15,9 +15,12 @@ import (
 
 // Stats is a deployment's state, for the metrics endpoint.
 type Stats struct {
-	Queued       uint64 // requests no worker has taken yet
-	InFlight     int    // requests taken and not yet finished
-	Redelivering int    // of the queued and in-flight, requests handed out more than once
+	// The work counts are of work messages, over every run: each carries
+	// the requests of up to its run's Config.Batch episodes (one by
+	// default).
+	Queued       uint64 // work messages no worker has taken yet
+	InFlight     int    // work messages taken and not yet finished
+	Redelivering int    // of the queued and in-flight, work messages handed out more than once
 	Workers      int    // live workers
 	Slots        int    // their concurrency, together
 	Busy         int64  // episodes they hold, as of their last refresh (every 10s)
