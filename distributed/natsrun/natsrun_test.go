@@ -79,16 +79,24 @@ func TestSameOutputAsALocalRun(t *testing.T) {
 	}
 }
 
-// TestLargeResultsTravelInChunks: a result larger than the chunk size,
-// compressed, is split into chunks and read back whole.
-func TestLargeResultsTravelInChunks(t *testing.T) {
+// chunkedRun is a deployment that keeps results, with the smallest chunk
+// size: results larger than a chunk go to the results stream (smaller
+// ones ride in their done markers), and p's run on it.
+func chunkedRun(t *testing.T, p testscen.Plan) (*natsrun.Client, *natsrun.Worker, runPlan, natsrun.Spec) {
+	t.Helper()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	cfg.KeepResults, cfg.ChunkSize = true, 1024
 	c := open(t, connect(t, srv), cfg)
-	reg := testscen.Registry(testscen.Options{})
-	worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
-	rc, spec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, GroupSize: 2, Seed: 3, Allocators: []string{"team", "difference"}})
+	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	rc, spec := plan(t, testscen.Registry(testscen.Options{}), p)
+	return c, w, rc, spec
+}
+
+// TestLargeResultsTravelInChunks: a result larger than the chunk size,
+// compressed, is split into chunks and read back whole.
+func TestLargeResultsTravelInChunks(t *testing.T) {
+	c, _, rc, spec := chunkedRun(t, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, GroupSize: 2, Seed: 3, Allocators: []string{"team", "difference"}})
 	want := local(t, rc, trajectories.Flat)
 	got, _, _ := remote(t, c, "chunked", rc, spec, trajectories.Flat)
 	require.Equal(t, want, got)
@@ -144,16 +152,10 @@ func TestKeptRunIsRewrittenWithoutPlaying(t *testing.T) {
 // expired (ResultsMaxAge) plays those episodes again instead of failing
 // them.
 func TestExpiredResultsArePlayedAgain(t *testing.T) {
-	srv, _ := embedded(t, "")
-	cfg := testConfig()
 	// Results larger than a chunk go to the results stream, which expires
 	// them on its own (smaller ones ride in their done markers, and
 	// expire with them).
-	cfg.KeepResults, cfg.ChunkSize = true, 1024
-	c := open(t, connect(t, srv), cfg)
-	reg := testscen.Registry(testscen.Options{})
-	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
-	rc, spec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, Seed: 4, Allocators: []string{"team"}})
+	c, w, rc, spec := chunkedRun(t, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, Seed: 4, Allocators: []string{"team"}})
 
 	first, _, _ := remote(t, c, "expired", rc, spec, trajectories.Flat)
 	require.NoError(t, c.PurgeResults(context.Background(), "expired"))
