@@ -315,7 +315,9 @@ func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter
 		// after a crash re-attaches to the same run.
 		id = natsrun.SpecRunID(p.spec.Spec.Scenario, p.spec.Hash())
 	}
-	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Logged by the run's goroutines, beside the progress reports: through
+	// the reporter, which writes one at a time.
+	logger := slog.New(slog.NewTextHandler(rep, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The embedded server's worker plays the run's own policies, the LLM
 	// one on the run's client included.
 	policies := func(r natsrun.PolicyRequest) (agents.Policy, error) {
