@@ -357,7 +357,7 @@ func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
 		case <-ctx.Done():
 			return
 		}
-		msg, err := cons.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+		msgs, err := w.fetch(cons)
 		if err != nil {
 			<-w.slots
 			switch {
@@ -370,20 +370,61 @@ func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
 			}
 			continue
 		}
-		if ctx.Err() != nil {
-			// Pulled as the worker was stopping: give it straight back.
-			_ = msg.Nak()
-			w.counters.handedBack.Add(1)
-			<-w.slots
-			return
+		for _, msg := range msgs {
+			// Each message holds a slot: fetch took one per message.
+			if ctx.Err() != nil {
+				// Pulled as the worker was stopping: give it straight back.
+				_ = msg.Nak()
+				w.counters.handedBack.Add(1)
+				<-w.slots
+				continue
+			}
+			w.handlers.Go(func() {
+				defer func() { <-w.slots }()
+				w.busy.Add(1)
+				defer w.busy.Add(-1)
+				w.handle(epCtx, r, msg)
+			})
 		}
-		w.handlers.Go(func() {
-			defer func() { <-w.slots }()
-			w.busy.Add(1)
-			defer w.busy.Add(-1)
-			w.handle(epCtx, r, msg)
-		})
 	}
+}
+
+// fetch pulls work for the slot the caller holds and for as many more as
+// are free at once: one pull request for several messages when the worker
+// has room, which spares the servers a request (and a subscription) per
+// message. It holds a slot for every message it returns, and none more.
+func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	extra := 0
+take:
+	for extra < cap(w.slots)-1 {
+		select {
+		case w.slots <- struct{}{}:
+			extra++
+		default:
+			break take
+		}
+	}
+	var msgs []jetstream.Msg
+	if extra > 0 {
+		// What is there now, at once; an empty queue falls back to the
+		// waiting pull below.
+		if batch, err := cons.FetchNoWait(1 + extra); err == nil {
+			for m := range batch.Messages() {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	for range extra + 1 - max(len(msgs), 1) {
+		<-w.slots
+	}
+	if len(msgs) > 0 {
+		return msgs, nil
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+	if err != nil {
+		return nil, err
+	}
+	return []jetstream.Msg{msg}, nil
 }
 
 // gone reports whether run r's spec is no longer the one the worker plays.
