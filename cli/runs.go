@@ -40,22 +40,11 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 			nf.ApplyEnv(a.lookupEnv())
 			logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			d, err := nf.OpenAdmin(cmd.Context(), logger)
-			switch {
-			case errors.Is(err, natsrun.ErrNoURL), errors.Is(err, natsrun.ErrBadConfig):
-				return &UsageError{Err: err}
-			case err != nil:
-				fmt.Fprintf(a.Stderr, "troupe: runs: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+			if err != nil {
+				return a.natsError("runs", err)
 			}
 			defer d.Close()
-			if err := f(cmd.Context(), d.Client, args); err != nil {
-				if ue, ok := errors.AsType[*UsageError](err); ok {
-					return ue
-				}
-				fmt.Fprintf(a.Stderr, "troupe: runs: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
-			}
-			return nil
+			return a.natsError("runs", f(cmd.Context(), d.Client, args))
 		}
 	}
 	var reason string
@@ -136,6 +125,23 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 	purge.Flags().BoolVar(&abandoned, "abandoned", false, "purge every run no live submitter holds (interrupted, killed)")
 	cmd.AddCommand(list, show, cancel, purge)
 	return cmd
+}
+
+// natsError is what a NATS command returns for err: a usage error for a
+// bad command line or configuration, else the error, printed, with exit
+// status 1; nil for nil.
+func (a *App) natsError(command string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ue, ok := errors.AsType[*UsageError](err); ok {
+		return ue
+	}
+	if errors.Is(err, natsrun.ErrNoURL) || errors.Is(err, natsrun.ErrBadConfig) {
+		return &UsageError{Err: err}
+	}
+	fmt.Fprintf(a.Stderr, "troupe: %s: %v\n", command, err)
+	return &exitError{code: ExitFailure, err: err}
 }
 
 // state is a run's state in a word.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -44,15 +43,7 @@ func (a *App) workerCommand() *cobra.Command {
 			}
 			defer client.Close()
 			logger := slog.New(slog.NewTextHandler(a.Stderr, nil))
-			err = nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg, endpoints...), concurrency, logger)
-			switch {
-			case errors.Is(err, natsrun.ErrNoURL), errors.Is(err, natsrun.ErrBadConfig):
-				return &UsageError{Err: err}
-			case err != nil:
-				fmt.Fprintf(a.Stderr, "troupe: worker: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
-			}
-			return nil
+			return a.natsError("worker", nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg, endpoints...), concurrency, logger))
 		},
 	}
 	nf.BindWorker(cmd.Flags())
