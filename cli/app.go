@@ -1,6 +1,6 @@
 // Package cli is the troupe command line: its commands (run, scenarios,
-// allocators, experiment, serve, worker, new, view, league), flags, progress display and
-// summaries. It is a package of its own so that tests drive it with their
+// allocators, experiment, serve, worker, runs, new, view, check, league),
+// flags, progress display and summaries. It is a package of its own so that tests drive it with their
 // own arguments, writers, registries and context, and so that a program
 // with scenarios of its own is the full troupe command in a few lines:
 //
@@ -213,7 +213,7 @@ THUDM/slime training Sample, one JSON object per line.
 	root.SetErr(a.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.newCommand(), a.viewCommand(), a.checkCommand(), a.leagueCommand())
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.workerCommand(), a.runsCommand(), a.newCommand(), a.viewCommand(), a.checkCommand(), a.leagueCommand())
 	return root
 }
 

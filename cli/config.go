@@ -41,6 +41,7 @@ type runFlags struct {
 	quiet           bool
 	onInvalid       string
 	llm             llm.Config // the "llm" policy's server and sampling
+	llmEndpoint     string     // --llm-endpoint: the workers' endpoint a distributed run's llm plays on
 	nats            natsrun.Flags
 	llmEnvErr       error         // a bad TROUPE_LLM_* variable, reported if "llm" is used
 	specFile        string        // --spec: the run spec file; "" runs the flags

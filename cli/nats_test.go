@@ -81,7 +81,7 @@ func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 	d, err := nf.OpenRun(t.Context(), scenarios.Builtin(), nil, 4, nil)
 	require.NoError(t, err)
 	defer d.Close()
-	remote, err := newNATSRemote(d.Client)
+	remote, err := newNATSRemote(d.Client, "")
 	require.NoError(t, err)
 
 	answer := func(r server.Remote) string {

@@ -75,6 +75,16 @@ func (r *reporter) printf(format string, args ...any) {
 	fmt.Fprintf(r.w, format, args...)
 }
 
+// Write writes p on the reporter's line, after the progress bar's: the
+// writer for logs of goroutines that run beside the progress reports (a
+// distributed run's).
+func (r *reporter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endLine()
+	return r.w.Write(p)
+}
+
 // finish ends the progress bar's line, if one is drawn.
 func (r *reporter) finish() {
 	r.mu.Lock()

@@ -130,6 +130,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-every", durable.DefaultEvery, "how often, at most, the progress file beside --out is written (what a kill can cost --resume)")
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
+	fl.StringVar(&f.llmEndpoint, "llm-endpoint", "", "with --nats: the `NAME` of the workers' LLM endpoint the llm policy plays on (troupe worker --llm-endpoint NAME); default: the run's own --llm-base-url, which workers must share")
 	f.nats.BindRun(fl)
 	return cmd
 }
@@ -168,6 +169,25 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	quiet := f.quiet
 	cfg := p.cfg
 	rep := newReporter(a.Stderr, a.Terminal != nil && a.Terminal(a.Stderr), quiet, cfg.Episodes)
+	// A distributed run is registered (or re-attached to) before the
+	// output is opened: a run id taken by another run, or a run another
+	// submitter collects, must not cost an existing file its contents.
+	var ns *natsSession
+	if f.nats.Conn.URL != "" {
+		var err error
+		if ns, err = a.startNATS(ctx, p, f, rep); err != nil {
+			for _, c := range p.closers {
+				c()
+			}
+			err = errors.Join(err, closeAllocators(p.allocators))
+			if errors.Is(err, natsrun.ErrNoURL) || errors.Is(err, natsrun.ErrBadConfig) {
+				return &UsageError{Err: err}
+			}
+			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+			return &exitError{code: ExitFailure, err: err}
+		}
+		defer ns.close()
+	}
 	files, err := openFiles(p, f, a.Stdout)
 	if err != nil {
 		if ue, ok := errors.AsType[*UsageError](err); ok {
@@ -207,7 +227,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 			Every: f.checkpointEvery,
 		}
 	}
-	sum, runErr := a.play(ctx, p, &f.nats, cfg, out, rep)
+	sum, runErr := play(ctx, ns, cfg, out)
 	for _, c := range p.closers {
 		c()
 	}
@@ -271,47 +291,68 @@ func closeAllocators(allocs []trajectories.Allocator) error {
 	return errors.Join(errs...)
 }
 
-// play runs the episodes: in this process, or, with --nats, by the workers
-// of a NATS JetStream deployment (an embedded server with --nats embedded),
-// collected back in the same order, so the output is the same bytes.
-func (a *App) play(ctx context.Context, p *plan, nf *natsrun.Flags, cfg env.RunConfig, out env.Output, rep *reporter) (env.Summary, error) {
-	if nf.Conn.URL == "" {
-		return env.Run(ctx, cfg, out)
-	}
+// natsSession is a distributed run's deployment and executor.
+type natsSession struct {
+	d *natsrun.Deployment
+	x *natsrun.Executor
+}
+
+func (s *natsSession) close() {
+	_ = s.x.Close()
+	s.d.Close()
+}
+
+// startNATS connects to the --nats deployment (an embedded server with
+// --nats embedded) and registers the run, or re-attaches to it: its id is
+// --run-id, else the run spec's hash, so the same command re-attaches.
+func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter) (*natsSession, error) {
+	nf := &f.nats
 	nf.ApplyEnv(a.lookupEnv())
-	spec := natsrun.SpecOf(p.spec)
+	spec := natsrun.SpecOf(p.spec, llmEndpointOf(p.spec.Spec.Policies, f.llmEndpoint, f.llm.BaseURL))
 	id := nf.RunID
 	if id == "" {
 		// The run's identity is its spec's: running the same command again
 		// after a crash re-attaches to the same run.
 		id = natsrun.SpecRunID(p.spec.Spec.Scenario, p.spec.Hash())
 	}
-	logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Logged by the run's goroutines, beside the progress reports: through
+	// the reporter, which writes one at a time.
+	logger := slog.New(slog.NewTextHandler(rep, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The embedded server's worker plays the run's own policies, the LLM
 	// one on the run's client included.
-	policies := func(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-		if name == llmPolicyName && p.llm != nil {
+	policies := func(r natsrun.PolicyRequest) (agents.Policy, error) {
+		if r.Policy.Name == llmPolicyName && p.llm != nil {
 			return p.llm.policy, nil
 		}
-		return info.MakePolicy(params, role, name)
+		return natsrun.NamedPolicies(r)
 	}
-	d, err := nf.OpenRun(ctx, a.Scenarios, policies, cfg.Concurrency, logger)
+	d, err := nf.OpenRun(ctx, a.Scenarios, policies, p.cfg.Concurrency, logger)
 	if err != nil {
-		return env.Summary{}, err
+		return nil, err
 	}
-	defer d.Close()
-	x, err := d.Client.Start(ctx, id, cfg, spec) // cfg carries Progress
+	x, err := d.Client.Start(ctx, id, p.cfg, spec)
 	if err != nil {
-		return env.Summary{}, err
+		d.Close()
+		return nil, err
 	}
-	defer x.Close()
 	if st := x.Stats(); st.Resumed {
-		rep.printf("troupe: re-attached to run %s: %d of %d episodes already done\n", id, st.DoneAtStart, cfg.Episodes)
+		rep.printf("troupe: re-attached to run %s: %d of %d episodes already done\n", id, st.DoneAtStart, p.cfg.Episodes)
 	} else {
 		rep.printf("troupe: run %s\n", id)
 	}
 	if d.Server != nil && d.Server.ClientURL() != "" {
 		rep.printf("troupe: workers can join with --nats %s\n", d.Server.ClientURL())
 	}
-	return x.Run(ctx, out)
+	return &natsSession{d: d, x: x}, nil
+}
+
+// play runs the episodes: in this process, or, with --nats, by the workers
+// of the deployment ns is registered with, collected back in the same
+// order, so the output is the same bytes.
+func play(ctx context.Context, ns *natsSession, cfg env.RunConfig, out env.Output) (env.Summary, error) {
+	if ns == nil {
+		return env.Run(ctx, cfg, out)
+	}
+	ns.x.StartAt(cfg.FirstGroup, cfg.Progress)
+	return ns.x.Run(ctx, out)
 }

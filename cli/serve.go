@@ -63,7 +63,7 @@ func (a *App) serveCommand() *cobra.Command {
 					return &UsageError{Err: err}
 				}
 				defer d.Close()
-				remote, err := newNATSRemote(d.Client)
+				remote, err := newNATSRemote(d.Client, llmCfg.BaseURL)
 				if err != nil {
 					return err
 				}

@@ -21,16 +21,17 @@ import (
 // distributed run whose episodes troupe workers play.
 type natsRemote struct {
 	client *natsrun.Client
+	llmURL string       // the service's LLM server: its runs' endpoint
 	nonce  uint64       // tells this service's run ids from another's
 	runs   atomic.Int64 // numbers this service's runs
 }
 
-func newNATSRemote(c *natsrun.Client) (*natsRemote, error) {
+func newNATSRemote(c *natsrun.Client, llmURL string) (*natsRemote, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	return &natsRemote{client: c, nonce: binary.LittleEndian.Uint64(b[:])}, nil
+	return &natsRemote{client: c, llmURL: llmURL, nonce: binary.LittleEndian.Uint64(b[:])}, nil
 }
 
 // Play implements server.Remote: it queues the request's episodes, with the
@@ -41,7 +42,7 @@ func (r *natsRemote) Play(ctx context.Context, rr server.RemoteRequest) []*traje
 	reqs := rr.Requests
 	id := fmt.Sprintf("serve-%x-%d", r.nonce, r.runs.Add(1))
 	eps := make([]*trajectories.Episode, len(reqs))
-	x, err := r.client.StartRequests(ctx, id, rr.Run.Config, natsrun.SpecOf(rr.Run), reqs)
+	x, err := r.client.StartRequests(ctx, id, rr.Run.Config, natsrun.SpecOf(rr.Run, llmEndpointOf(rr.Run.Spec.Policies, "", r.llmURL)), reqs)
 	if err != nil {
 		for i, req := range reqs {
 			eps[i] = &trajectories.Episode{Record: episode.Record{Scenario: req.Scenario, Params: req.Params, Seed: req.Seed, PolicySeed: req.PolicySeed,

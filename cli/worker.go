@@ -1,17 +1,19 @@
 package cli
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
-	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 )
 
 // workerCommand is `troupe worker`: it pulls the episode requests of
@@ -20,6 +22,7 @@ import (
 func (a *App) workerCommand() *cobra.Command {
 	nf := natsrun.DefaultFlags()
 	var concurrency int
+	var endpoints []string
 	llmCfg := llm.DefaultConfig()
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	cmd := &cobra.Command{
@@ -40,35 +43,67 @@ func (a *App) workerCommand() *cobra.Command {
 			}
 			defer client.Close()
 			logger := slog.New(slog.NewTextHandler(a.Stderr, nil))
-			err = nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg), concurrency, logger)
-			switch {
-			case errors.Is(err, natsrun.ErrNoURL), errors.Is(err, natsrun.ErrBadConfig):
-				return &UsageError{Err: err}
-			case err != nil:
-				fmt.Fprintf(a.Stderr, "troupe: worker: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
-			}
-			return nil
+			return a.natsError("worker", nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg, endpoints...), concurrency, logger))
 		},
 	}
 	nf.BindWorker(cmd.Flags())
 	llmCfg.BindFlags(cmd.Flags())
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 0, "episodes played at once; 0: one per CPU (LLM episodes: many more)")
+	cmd.Flags().StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME` of an LLM endpoint this worker's --llm-base-url serves: it plays the llm policy of runs that name it (troupe run --llm-endpoint NAME), and of runs whose own server is its --llm-base-url (repeatable)")
 	return cmd
 }
 
 // workerPolicies makes the policies a distributed run names: the
-// scenario's own, "random", and "llm" on the worker's --llm-* server (each
-// worker may use a server of its own: the machine's local one, say).
-func (a *App) workerPolicies(client *llm.Client, cfg llm.Config) natsrun.PolicyMaker {
-	return func(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-		if name != llmPolicyName {
-			return info.MakePolicy(params, role, name)
+// scenario's own, "random", and "llm" with the run's own model and
+// sampling (its spec's settings) on the worker's --llm-* server, when that
+// server is the run's LLM endpoint: one of the names the worker declares
+// (endpoints), or the run's server's URL when it is the worker's. A run
+// whose endpoint the worker does not serve, or whose settings it cannot
+// honour, it leaves to other workers, saying why.
+func (a *App) workerPolicies(client *llm.Client, cfg llm.Config, endpoints ...string) natsrun.PolicyMaker {
+	return func(r natsrun.PolicyRequest) (agents.Policy, error) {
+		if r.Policy.Name != llmPolicyName {
+			return natsrun.NamedPolicies(r)
 		}
-		sc, err := a.Scenarios.Lookup(info.Name)
+		if !servesEndpoint(r.LLMEndpoint, cfg.BaseURL, endpoints) {
+			serves := append([]string{cfg.BaseURL}, endpoints...)
+			if r.LLMEndpoint == "" {
+				return nil, fmt.Errorf("role %s plays llm, but the run names no LLM endpoint", r.Role)
+			}
+			return nil, fmt.Errorf("role %s plays llm on endpoint %s, which this worker does not serve (it serves %s; declare one with --llm-endpoint NAME)",
+				r.Role, r.LLMEndpoint, strings.Join(serves, ", "))
+		}
+		pcfg := cfg
+		if err := applyLLMSettings(&pcfg, r.Policy.Settings); err != nil {
+			return nil, fmt.Errorf("role %s: llm %w", r.Role, err)
+		}
+		sc, err := a.Scenarios.Lookup(r.Info.Name)
 		if err != nil {
 			return nil, err
 		}
-		return llm.NewPolicy(client, cfg, llm.ForScenario(sc, params)...)
+		return llm.NewPolicy(client, pcfg, llm.ForScenario(sc, r.Params)...)
 	}
+}
+
+// servesEndpoint reports whether a worker whose server is baseURL, and
+// which declares the names endpoints, serves the run's endpoint.
+func servesEndpoint(endpoint, baseURL string, endpoints []string) bool {
+	if endpoint == "" {
+		return false
+	}
+	if slices.Contains(endpoints, endpoint) {
+		return true
+	}
+	return strings.TrimRight(endpoint, "/") == strings.TrimRight(baseURL, "/")
+}
+
+// llmEndpointOf is a distributed run's Spec.LLMEndpoint: named, or the
+// run's own server's URL, when a role plays llm; empty when none does.
+func llmEndpointOf(policies map[string]runspec.Policy, named, baseURL string) string {
+	for _, p := range policies {
+		if p.Name == llmPolicyName {
+			return cmp.Or(named, baseURL)
+		}
+	}
+	return ""
 }

@@ -64,7 +64,13 @@ func playN(b *testing.B, c *natsrun.Client, rc runPlan, spec natsrun.Spec, n int
 //   - throughput: 8 worker slots, the queue kept full (Ahead 1024), over
 //     an in-process connection (no sockets) and over loopback TCP;
 //   - latency: one episode at a time (Ahead 1, one slot): ns/op is the
-//     round trip request -> worker -> result -> collector.
+//     round trip request -> worker -> result -> collector;
+//   - batch=16: the throughput cases with 16 episodes per work message
+//     (Config.Batch), as scripted runs are meant to be played.
+//
+// BenchmarkCluster's nodes=1 cases are the same workload against an
+// external nats-server process: compare their ep/s and all-cpu-µs/ep with
+// throughput/tcp's here, whose server is embedded.
 func BenchmarkBroker(b *testing.B) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(b, reg, testscen.Plan{Scenario: "count", Params: map[string]string{"turns": "2"}, Policy: "random", Seed: 1, Concurrency: 8, Allocators: []string{"team"}})
@@ -75,10 +81,13 @@ func BenchmarkBroker(b *testing.B) {
 		ahead int
 		slots int
 		conc  int
+		batch int
 	}{
 		{name: "local"},
 		{name: "throughput/inprocess", nats: true, ahead: 1024, slots: 8, conc: 8},
 		{name: "throughput/tcp", nats: true, tcp: true, ahead: 1024, slots: 8, conc: 8},
+		{name: "throughput/inprocess/batch=16", nats: true, ahead: 1024, slots: 8, conc: 8, batch: 16},
+		{name: "throughput/tcp/batch=16", nats: true, tcp: true, ahead: 1024, slots: 8, conc: 8, batch: 16},
 		{name: "latency/inprocess", nats: true, ahead: 1, slots: 1, conc: 1},
 		{name: "latency/tcp", nats: true, tcp: true, ahead: 1, slots: 1, conc: 1},
 	}
@@ -92,7 +101,7 @@ func BenchmarkBroker(b *testing.B) {
 					listen = "127.0.0.1:0"
 				}
 				srv, _ := embedded(b, listen)
-				cfg := natsrun.Config{Ahead: tc.ahead}
+				cfg := natsrun.Config{Ahead: tc.ahead, Batch: tc.batch}
 				if tc.tcp {
 					c = open(b, connectURL(b, srv.ClientURL()), cfg)
 					worker(b, open(b, connectURL(b, srv.ClientURL()), cfg), natsrun.WorkerConfig{Registry: reg, Concurrency: tc.slots})
@@ -182,8 +191,9 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // JetStream cluster with every stream and bucket replicated 3 times (R3).
 // The submitter and an 8-slot worker run in this process. Episodes are
 // small (count, 2 samples, ~2 KB encoded) or large (El Farol with 60
-// patrons, 60 samples, ~44 KB). servers-cpu-µs/ep is the servers' CPU per
-// episode, all nodes together; client-cpu-µs/ep this process's.
+// patrons, 60 samples, ~44 KB), one episode per work message or 16
+// (batch=16). servers-cpu-µs/ep is the servers' CPU per episode, all nodes
+// together; client-cpu-µs/ep this process's; all-cpu-µs/ep both.
 func BenchmarkCluster(b *testing.B) {
 	reg := testscen.Registry(testscen.Options{})
 	sizes := []struct {
@@ -195,27 +205,39 @@ func BenchmarkCluster(b *testing.B) {
 	}
 	for _, nodes := range []int{1, 3} {
 		for _, size := range sizes {
-			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, size.name), func(b *testing.B) {
-				cl := startCluster(b, nodes)
-				cfg := natsrun.Config{Replicas: nodes}
-				c := open(b, connectURL(b, cl.url()), cfg)
-				worker(b, open(b, connectURL(b, cl.url()), cfg), natsrun.WorkerConfig{Registry: reg, Concurrency: 8})
-				rc, spec := plan(b, reg, size.plan)
-				serversCPU := func() time.Duration {
-					var d time.Duration
-					for _, p := range cl.procs {
-						d += procCPU(b, p.cmd.Process.Pid)
-					}
-					return d
+			for _, batch := range []int{1, 16} {
+				name := fmt.Sprintf("nodes=%d/%s", nodes, size.name)
+				if batch > 1 {
+					name += fmt.Sprintf("/batch=%d", batch)
 				}
-				playN(b, c, rc, spec, 100) // warm up
-				b.ResetTimer()
-				cpu, scpu := cpuTime(b), serversCPU()
-				playN(b, c, rc, spec, b.N)
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ep/s")
-				b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "client-cpu-µs/ep")
-				b.ReportMetric(float64((serversCPU()-scpu).Microseconds())/float64(b.N), "servers-cpu-µs/ep")
-			})
+				clusterCase(b, name, nodes, batch, reg, size.plan)
+			}
 		}
 	}
+}
+
+func clusterCase(b *testing.B, name string, nodes, batch int, reg *env.Registry, p testscen.Plan) {
+	b.Run(name, func(b *testing.B) {
+		cl := startCluster(b, nodes)
+		cfg := natsrun.Config{Replicas: nodes, Batch: batch}
+		c := open(b, connectURL(b, cl.url()), cfg)
+		worker(b, open(b, connectURL(b, cl.url()), cfg), natsrun.WorkerConfig{Registry: reg, Concurrency: 8})
+		rc, spec := plan(b, reg, p)
+		serversCPU := func() time.Duration {
+			var d time.Duration
+			for _, p := range cl.procs {
+				d += procCPU(b, p.cmd.Process.Pid)
+			}
+			return d
+		}
+		playN(b, c, rc, spec, 100) // warm up
+		b.ResetTimer()
+		cpu, scpu := cpuTime(b), serversCPU()
+		playN(b, c, rc, spec, b.N)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ep/s")
+		client, servers := cpuTime(b)-cpu, serversCPU()-scpu
+		b.ReportMetric(float64(client.Microseconds())/float64(b.N), "client-cpu-µs/ep")
+		b.ReportMetric(float64(servers.Microseconds())/float64(b.N), "servers-cpu-µs/ep")
+		b.ReportMetric(float64((client+servers).Microseconds())/float64(b.N), "all-cpu-µs/ep")
+	})
 }

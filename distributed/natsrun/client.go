@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -34,6 +36,7 @@ type Client struct {
 	alive   jetstream.KeyValue
 	log     *slog.Logger
 	chunk   int
+	inline  int // results up to this size ride in their done markers
 }
 
 // Option adjusts a Client.
@@ -64,6 +67,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config, opts ...Option) (*Clie
 	if max := int(nc.MaxPayload()) - 4096; max > 0 && max < c.chunk {
 		c.chunk = max
 	}
+	c.inline = min(c.chunk, maxInline)
 	if err := retry(ctx, func(ctx context.Context) error { return c.setup(ctx) }); err != nil {
 		return nil, fmt.Errorf("natsrun: setting up %s streams: %w", cfg.Prefix, err)
 	}
@@ -84,6 +88,8 @@ func (c *Client) setup(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
+		// An abandoned run's requests go with its results.
+		MaxAge: cfg.ResultsMaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", n.workStream, err)
@@ -97,7 +103,9 @@ func (c *Client) setup(ctx context.Context) error {
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
 		MaxAge:      cfg.ResultsMaxAge,
-		Compression: jetstream.S2Compression,
+		// Results arrive S2-compressed (commit): compressing them again
+		// would cost the servers CPU for nothing.
+		Compression: jetstream.NoCompression,
 		// Direct gets return the raw message from any replica, instead of
 		// base64 in JSON from the leader. A replica that lags may not hold
 		// a result yet when its done marker is seen: fetch asks again.
@@ -106,20 +114,10 @@ func (c *Client) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", n.resStream, err)
 	}
-	if _, err = c.js.CreateOrUpdateConsumer(ctx, n.workStream, jetstream.ConsumerConfig{
-		Durable:     n.workers,
-		Description: "troupe workers",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		AckWait:     cfg.AckWait,
-		// Unlimited: a worker that gets a request past Config.MaxDeliver
-		// records it as failed. The server's own limit would leave it
-		// unrecorded, and the submitter waiting for it forever.
-		MaxDeliver:    -1,
-		MaxAckPending: cfg.MaxAckPending,
-		MaxWaiting:    1 << 14,
-		Replicas:      cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("consumer %s: %w", n.workers, err)
+	// Each run has a consumer of its own (runConsumer). The one shared
+	// consumer of protocol 1 would overlap them: it goes.
+	if err := c.js.DeleteConsumer(ctx, n.workStream, "workers"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("removing the shared consumer of protocol 1: %w", err)
 	}
 	c.runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      n.runsBucket,
@@ -127,6 +125,10 @@ func (c *Client) setup(ctx context.Context) error {
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
+		// An abandoned run's state goes with its results: every entry
+		// expires ResultsMaxAge after it was written, as its results do
+		// (a run must not last longer than that).
+		TTL: cfg.ResultsMaxAge,
 	})
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", n.runsBucket, err)
@@ -145,6 +147,49 @@ func (c *Client) setup(ctx context.Context) error {
 	return nil
 }
 
+// runConsumer creates, or finds, the durable consumer of run's requests,
+// with the run's own delivery settings: AckWait is how long a silent worker
+// keeps one of its episodes, MaxAckPending how many of them the fleet
+// holds at once. MaxDeliver is unlimited: a worker that gets a request
+// past the run's MaxDeliver records it as failed, which the server's own
+// limit would not.
+func (c *Client) runConsumer(ctx context.Context, run string, d delivery) (jetstream.Consumer, error) {
+	var cons jetstream.Consumer
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = c.js.CreateConsumer(ctx, c.n.workStream, c.consumerConfig(run, d))
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			// Created before, maybe with other settings by a submitter
+			// that registered the run: the stored ones rule, and the
+			// consumer keeps them.
+			cons, err = c.js.Consumer(ctx, c.n.workStream, c.n.consumer(run))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsrun: the consumer of run %s: %w", run, err)
+	}
+	return cons, nil
+}
+
+func (c *Client) consumerConfig(run string, d delivery) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.n.consumer(run),
+		Description:   "troupe: the requests of run " + run,
+		FilterSubject: c.n.workFilter(run),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: d.MaxAckPending,
+		MaxWaiting:    1 << 14,
+		Replicas:      c.cfg.Replicas,
+		// An abandoned run's consumer goes once no worker pulls from it
+		// (its spec expired, or it was purged); a submitter collecting
+		// the run makes it again if it went while no worker was up.
+		InactiveThreshold: c.cfg.ResultsMaxAge,
+	}
+}
+
 // presenceTTL is how long a worker's presence key outlives its last
 // refresh; workers refresh every presenceTTL/3.
 const presenceTTL = 30 * time.Second
@@ -152,10 +197,15 @@ const presenceTTL = 30 * time.Second
 // doneRecord is the value of a done marker: where the episode's encoding
 // lies in the results stream.
 type doneRecord struct {
-	Attempt    string          `json:"attempt"`
-	Seqs       []uint64        `json:"seqs"` // the chunks' stream sequences, in order
-	Size       int             `json:"size"`
-	CRC        uint32          `json:"crc"` // CRC-32C of the whole encoding
+	Attempt string   `json:"attempt"`
+	Seqs    []uint64 `json:"seqs"`  // the chunks' stream sequences, in order
+	Size    int      `json:"size"`  // bytes stored, all chunks
+	CRC     uint32   `json:"crc"`   // CRC-32C of the bytes stored
+	Codec   string   `json:"codec"` // how the encoding is compressed: codecS2
+	Raw     int      `json:"raw"`   // the encoding's size, uncompressed
+	// Inline: the stored bytes follow the record in the marker's value,
+	// and Seqs is empty.
+	Inline     bool            `json:"inline,omitempty"`
 	Status     protocol.Status `json:"status"`
 	Deliveries uint64          `json:"deliveries"` // times the request was handed out
 	Worker     string          `json:"worker"`
@@ -163,43 +213,55 @@ type doneRecord struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// codecS2 is the S2 block format (github.com/klauspost/compress/s2).
+const codecS2 = "s2"
+
 // commit stores ep as the result of episode idx of run, exactly once: the
 // chunks go to the results stream under a subject of their own attempt,
 // then a done marker is created, which only one attempt can do. It reports
 // whether this attempt's result is the one recorded. A losing attempt's
 // chunks are purged.
 func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.Record, deliveries uint64, worker string) (bool, error) {
-	data := wire.Encode(nil, ep)
+	raw := wire.Encode(nil, ep)
+	// S2 at the source: the bytes cross the network, the servers and their
+	// replicas once, compressed (an episode's JSON shrinks several times).
+	data := s2.EncodeBetter(nil, raw)
 	attempt := nuid.Next()
 	subject := c.n.resultSubject(run.id, idx, attempt)
 	rec := doneRecord{
-		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli),
+		Attempt: attempt, Size: len(data), CRC: crc32.Checksum(data, castagnoli), Codec: codecS2, Raw: len(raw),
 		Status: ep.Status, Deliveries: deliveries, Worker: worker,
 	}
-	parts := (len(data) + c.chunk - 1) / c.chunk
-	for k := 0; k < max(parts, 1); k++ {
-		part := data[k*c.chunk : min((k+1)*c.chunk, len(data))]
-		msg := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{}}
-		// The id makes a publish retried after a lost ack land once.
-		msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
-		msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
-		var ack *jetstream.PubAck
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
-			return err
-		})
-		if err != nil {
-			return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
+	var val []byte
+	if len(data) <= c.inline {
+		// Small enough to ride in the done marker itself: one write to
+		// store the episode, and the collector's watcher brings it along,
+		// with no read of the results stream.
+		rec.Inline = true
+		val = appendMarker(nil, &rec, data)
+	} else {
+		parts := (len(data) + c.chunk - 1) / c.chunk
+		for k := range parts {
+			part := data[k*c.chunk : min((k+1)*c.chunk, len(data))]
+			msg := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{}}
+			// The id makes a publish retried after a lost ack land once.
+			msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
+			msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
+			var ack *jetstream.PubAck
+			err := retry(ctx, func(ctx context.Context) error {
+				var err error
+				ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
+				return err
+			})
+			if err != nil {
+				return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
+			}
+			rec.Seqs = append(rec.Seqs, ack.Sequence)
 		}
-		rec.Seqs = append(rec.Seqs, ack.Sequence)
-	}
-	val, err := json.Marshal(rec)
-	if err != nil {
-		return false, fmt.Errorf("encoding done marker: %w", err)
+		val = appendMarker(nil, &rec, nil)
 	}
 	key := run.doneKey(idx)
-	err = retry(ctx, func(ctx context.Context) error {
+	err := retry(ctx, func(ctx context.Context) error {
 		_, err := c.runs.Create(ctx, key, val)
 		return err
 	})
@@ -238,16 +300,50 @@ func (c *Client) doneRecord(ctx context.Context, run runRef, idx int64) (doneRec
 	if err != nil {
 		return rec, err
 	}
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
+	rec, _, err = parseMarker(entry.Value())
+	if err != nil {
 		return rec, fmt.Errorf("done marker of episode %d of run %s: %w", idx, run, err)
 	}
 	return rec, nil
 }
 
-// fetch reads back the episode a done marker points at.
-func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, error) {
-	data := make([]byte, 0, rec.Size)
-	for _, seq := range rec.Seqs {
+// appendMarker appends a done marker's value: the record's JSON, and after
+// a newline the episode's stored bytes when they ride inline.
+func appendMarker(dst []byte, rec *doneRecord, inline []byte) []byte {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		panic(fmt.Sprintf("natsrun: encoding a done marker: %v", err)) // strings and numbers
+	}
+	dst = append(dst, b...)
+	if rec.Inline {
+		dst = append(dst, '\n')
+		dst = append(dst, inline...)
+	}
+	return dst
+}
+
+// parseMarker splits a done marker's value into its record and the
+// episode's inline bytes (nil when they are in the results stream).
+func parseMarker(val []byte) (doneRecord, []byte, error) {
+	var rec doneRecord
+	head, inline, _ := bytes.Cut(val, []byte{'\n'})
+	if err := json.Unmarshal(head, &rec); err != nil {
+		return rec, nil, err
+	}
+	if !rec.Inline {
+		inline = nil
+	}
+	return rec, inline, nil
+}
+
+// fetch reads back the episode a done marker points at: inline, or from
+// the results stream.
+func (c *Client) fetch(ctx context.Context, rec doneRecord, inline []byte) (*episode.Record, error) {
+	data, seqs := inline, []uint64(nil)
+	if !rec.Inline {
+		data, seqs = make([]byte, 0, min(rec.Size, maxResult)), rec.Seqs
+	}
+	for _, seq := range seqs {
 		var chunk []byte
 		err := retry(ctx, func(ctx context.Context) error {
 			msg, err := c.results.GetMsg(ctx, seq)
@@ -272,8 +368,27 @@ func (c *Client) fetch(ctx context.Context, rec doneRecord) (*episode.Record, er
 	if len(data) != rec.Size || crc32.Checksum(data, castagnoli) != rec.CRC {
 		return nil, fmt.Errorf("%w: result of %d bytes does not match its done marker (%d bytes)", ErrCorruptResult, len(data), rec.Size)
 	}
-	return wire.Decode(data)
+	if rec.Codec != codecS2 {
+		return nil, fmt.Errorf("%w: result compressed with %q, not %q", ErrCorruptResult, rec.Codec, codecS2)
+	}
+	if n, err := s2.DecodedLen(data); err != nil || n != rec.Raw || n > maxResult {
+		return nil, fmt.Errorf("%w: result of %d bytes does not decompress to %d bytes (%v)", ErrCorruptResult, len(data), rec.Raw, err)
+	}
+	raw, err := s2.Decode(nil, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptResult, err)
+	}
+	return wire.Decode(raw)
 }
+
+// maxInline is the largest result a done marker carries inline: larger
+// ones go to the results stream, so that watching a run's markers stays
+// light.
+const maxInline = 64 << 10
+
+// maxResult bounds an episode's encoding: a done marker claiming more is
+// corrupt.
+const maxResult = 1 << 30
 
 // leaderGet reads message seq of the results stream from the stream's
 // leader.
@@ -318,35 +433,6 @@ func (c *Client) purgeSubject(ctx context.Context, subject string) {
 	if err := c.results.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 		c.log.Debug("natsrun: purging a duplicate result", "subject", subject, "err", err)
 	}
-}
-
-// Purge removes everything the deployment holds about run: its queued
-// requests, stored results, done markers and spec. Workers that still hold
-// one of its episodes finish it and store a result nobody collects, which
-// ResultsMaxAge then removes.
-func (c *Client) Purge(ctx context.Context, run string) error {
-	if err := CheckRunID(run); err != nil {
-		return err
-	}
-	kvStream, err := c.js.Stream(ctx, "KV_"+c.n.runsBucket)
-	if err != nil {
-		return fmt.Errorf("natsrun: purge %s: %w", run, err)
-	}
-	for _, p := range []struct {
-		s       jetstream.Stream
-		subject string
-	}{
-		{c.work, c.n.workFilter(run)},
-		{c.results, c.n.resultFilter(run)},
-		{kvStream, "$KV." + c.n.runsBucket + "." + run + ".>"},
-	} {
-		if err := retry(ctx, func(ctx context.Context) error {
-			return p.s.Purge(ctx, jetstream.WithPurgeSubject(p.subject))
-		}); err != nil {
-			return fmt.Errorf("natsrun: purge %s: %s: %w", run, p.subject, err)
-		}
-	}
-	return nil
 }
 
 // retry calls f until it succeeds, fails for good, or ctx ends. Each call

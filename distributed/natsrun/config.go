@@ -52,6 +52,18 @@ type Config struct {
 	// purging them: a later Run with the same id then writes the same
 	// output again without playing anything.
 	KeepResults bool
+	// Batch is how many episodes' requests one work message carries, at
+	// most: a worker plays them one after the other in one slot. Scripted
+	// episodes (microseconds of game) cost the servers a fraction per
+	// episode with 16 or more; episodes that wait on an LLM want 1, so
+	// that every one goes to a free slot. Default 1, at most 1024.
+	Batch int
+	// LeaseTTL is how long a submitter's hold on a run outlives its last
+	// renewal (it renews every LeaseTTL/3). A second submitter on a run
+	// whose holder still renews is refused (ErrRunBusy); one whose holder
+	// went silent for LeaseTTL (it was killed) takes the run over. Default
+	// 15s.
+	LeaseTTL time.Duration
 }
 
 // ErrBadConfig is wrapped by errors about a Config, a run id, or options.
@@ -76,6 +88,8 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.DuplicateWindow, 10*time.Minute)
 	setDefault(&c.ResultsMaxAge, 7*24*time.Hour)
 	setDefault(&c.ChunkSize, 512<<10)
+	setDefault(&c.LeaseTTL, 15*time.Second)
+	setDefault(&c.Batch, 1)
 	switch {
 	case c.Replicas < 1 || c.Replicas > 5:
 		return c, fmt.Errorf("%w: replicas %d: want 1 to 5", ErrBadConfig, c.Replicas)
@@ -93,6 +107,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: results max age %v is shorter than the duplicate window %v", ErrBadConfig, c.ResultsMaxAge, c.DuplicateWindow)
 	case c.ChunkSize < 1024:
 		return c, fmt.Errorf("%w: chunk size %d: want at least 1024 bytes", ErrBadConfig, c.ChunkSize)
+	case c.Batch < 1 || c.Batch > maxBatch:
+		return c, fmt.Errorf("%w: batch %d: want 1 to %d", ErrBadConfig, c.Batch, maxBatch)
+	case c.LeaseTTL < 300*time.Millisecond:
+		return c, fmt.Errorf("%w: lease ttl %v: want at least 300ms", ErrBadConfig, c.LeaseTTL)
 	}
 	return c, nil
 }
@@ -104,6 +122,9 @@ func setDefault[T comparable](p *T, def T) {
 	}
 }
 
+// maxBatch bounds Config.Batch.
+const maxBatch = 1024
+
 // names are the subjects, streams, buckets and consumers of a deployment.
 type names struct {
 	prefix      string
@@ -111,7 +132,6 @@ type names struct {
 	resStream   string // finished episodes, chunked
 	runsBucket  string // run specs and done markers
 	aliveBucket string // worker presence
-	workers     string // durable consumer of workStream
 }
 
 func newNames(prefix string) names {
@@ -122,12 +142,24 @@ func newNames(prefix string) names {
 		resStream:   up + "_RESULTS",
 		runsBucket:  up + "_RUNS",
 		aliveBucket: up + "_WORKERS",
-		workers:     "workers",
 	}
 }
 
-func (n names) workSubject(run string, idx int64) string {
-	return n.prefix + ".work." + run + "." + strconv.FormatInt(idx, 10)
+// consumer names the durable consumer of one run's requests: each run has
+// its own, with the run's ack wait and back-pressure, so that no run's
+// settings reconfigure another's.
+func (n names) consumer(run string) string { return "run_" + run }
+
+// runOfConsumer is the run a consumer name belongs to.
+func (n names) runOfConsumer(name string) (string, bool) {
+	run, ok := strings.CutPrefix(name, "run_")
+	return run, ok && runIDRE.MatchString(run)
+}
+
+// workSubject is the subject of a work message holding requests of the
+// episodes first to last (not necessarily all of them).
+func (n names) workSubject(run string, first, last int64) string {
+	return n.prefix + ".work." + run + "." + strconv.FormatInt(first, 10) + "." + strconv.FormatInt(last, 10)
 }
 
 func (n names) workFilter(run string) string { return n.prefix + ".work." + run + ".>" }
@@ -138,24 +170,41 @@ func (n names) resultSubject(run string, idx int64, attempt string) string {
 
 func (n names) resultFilter(run string) string { return n.prefix + ".result." + run + ".>" }
 
-// parseWorkSubject splits PREFIX.work.RUN.IDX.
-func (n names) parseWorkSubject(subject string) (run string, idx int64, ok bool) {
+// parseWorkSubject splits PREFIX.work.RUN.FIRST.LAST.
+func (n names) parseWorkSubject(subject string) (run string, first, last int64, ok bool) {
 	rest, ok := strings.CutPrefix(subject, n.prefix+".work.")
 	if !ok {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	run, num, ok := strings.Cut(rest, ".")
-	if !ok || !runIDRE.MatchString(run) {
-		return "", 0, false
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !runIDRE.MatchString(parts[0]) {
+		return "", 0, 0, false
 	}
-	idx, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || idx < 0 {
-		return "", 0, false
+	first, err1 := strconv.ParseInt(parts[1], 10, 64)
+	last, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first || last-first >= maxBatch {
+		return "", 0, 0, false
 	}
-	return run, idx, true
+	return parts[0], first, last, true
 }
 
 func specKey(run string) string { return run + ".spec" }
+
+// specFilter matches every run's spec key.
+const specFilter = "*.spec"
+
+// runOfSpecKey is the run a spec key belongs to.
+func runOfSpecKey(key string) (string, bool) {
+	run, ok := strings.CutSuffix(key, ".spec")
+	return run, ok && runIDRE.MatchString(run)
+}
+
+// leaseKey holds the lease of the submitter collecting the run.
+func leaseKey(run string) string { return run + ".lease" }
+
+// cancelKey marks a run cancelled (troupe runs cancel): its submitter
+// stops, and no submitter re-attaches until it is purged.
+func cancelKey(run string) string { return run + ".cancelled" }
 
 // runRef names one incarnation of a run: its id and the revision of its
 // spec in the runs bucket. A run purged and started again under the same
@@ -178,6 +227,11 @@ func (r runRef) doneFilter() string { return r.id + "." + r.rev + ".done.*" }
 func (r runRef) errorKey(idx int64) string {
 	return r.id + "." + r.rev + ".error." + strconv.FormatInt(idx, 10)
 }
+
+// refusedKey records that a worker cannot play the run, and why.
+func (r runRef) refusedKey(worker string) string { return r.id + "." + r.rev + ".refused." + worker }
+
+func (r runRef) refusedFilter() string { return r.id + "." + r.rev + ".refused.*" }
 
 // parseDoneKey returns the episode index of a doneKey.
 func (r runRef) parseDoneKey(key string) (int64, bool) {

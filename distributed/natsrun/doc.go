@@ -14,25 +14,53 @@
 //
 // A deployment (named by Config.Prefix, "troupe" by default) is:
 //
-//   - TROUPE_WORK, a work-queue stream of requests, one message per
-//     episode on troupe.work.RUN.INDEX, published with message id
-//     RUN.REVISION.INDEX, so a request published twice (a lost ack, a
-//     re-attached submitter) is stored once. The durable pull consumer
-//     "workers" hands them out: MaxAckPending bounds the episodes in hand
-//     over the whole fleet (back-pressure), AckWait bounds how long a
-//     silent worker keeps one.
-//   - TROUPE_RESULTS, a stream of finished episodes' records, encoded by package
-//     distributed/wire and split into chunks of at most Config.ChunkSize
-//     (capped by the server's max_payload), on
+//   - TROUPE_WORK, a work-queue stream of requests on
+//     troupe.work.RUN.FIRST.LAST, each message a JSON array of the
+//     requests of up to Config.Batch episodes FIRST to LAST, published with
+//     message id RUN.REVISION.EPOCH.FIRST.LAST, so a message published twice
+//     (a lost ack) is stored once. Each run has a durable pull consumer of
+//     its own, run_RUN, with the run's AckWait (how long a silent worker
+//     keeps a message) and MaxAckPending (back-pressure over the fleet), so
+//     that no run's settings reconfigure another's.
+//   - TROUPE_RESULTS, a stream of finished episodes' records too large to
+//     ride in their done markers (over 64 KiB compressed), encoded by
+//     package distributed/wire, S2-compressed, and split into chunks of at
+//     most Config.ChunkSize (capped by the server's max_payload), on
 //     troupe.result.RUN.INDEX.ATTEMPT.
 //   - TROUPE_RUNS, a key-value bucket of run state: RUN.spec holds what
-//     workers need to play the run (Spec, the parameters, limits and
-//     seeds), and RUN.REVISION.done.INDEX marks an episode done, pointing
-//     at its chunks. REVISION is the spec's revision: a run purged and
-//     started again under the same id never mistakes an old marker for its
-//     own.
+//     workers need to play the run (its record: Spec, the parameters,
+//     limits, seeds and the versions it was submitted under; and its
+//     delivery settings), RUN.lease the submitter collecting it,
+//     RUN.REVISION.done.INDEX marks an episode done (holding the episode
+//     itself, or pointing at its chunks), RUN.REVISION.refused.WORKER why a
+//     worker cannot play the run, RUN.cancelled a cancellation. REVISION is
+//     the spec's revision: a run purged and started again under the same id
+//     never mistakes an old marker for its own.
 //   - TROUPE_WORKERS, a bucket of presence keys that live workers refresh,
-//     for Stats.
+//     for Stats and for telling when no live worker can play a run.
+//
+// Everything but the presence keys expires Config.ResultsMaxAge after it
+// was written, so that abandoned runs leave nothing behind.
+//
+// # Who plays a run
+//
+// A worker follows the runs' specs and plays a run only if it can play it
+// exactly: its scenario registered, its versions (ProtocolVersion,
+// wire.Version, runspec.TroupeVersion) the worker's own, its policies ones
+// the worker's PolicyMaker can make with the run's settings and LLM
+// endpoint. Otherwise it never pulls the run's requests and records a
+// Refusal, which the submitter logs by worker name; once every live worker
+// has refused the run, the submitter stops with ErrUnplayable naming each
+// one's reason.
+//
+// # One submitter at a time
+//
+// A submitter holds the run's lease and renews it every LeaseTTL/3 with an
+// update conditioned on the revision it last wrote (a fencing token). A
+// second submitter watches the lease for its TTL: renewed, it is refused
+// with ErrRunBusy; left alone, it takes the run over, and the old holder's
+// next renewal fails with ErrLeaseLost, which stops it. Only the holder
+// purges a completed run.
 //
 // # Exactly once
 //
@@ -50,24 +78,28 @@
 //   - a worker stops (SIGTERM): it stops pulling, gives its episodes
 //     WorkerConfig.Drain to finish, hands back the rest (Nak) and exits;
 //   - a request keeps killing its workers: once it has been handed out
-//     Config.MaxDeliver times, the next worker to get it records it as
+//     the run's MaxDeliver times, the next worker to get it records it as
 //     failed (EndMaxDeliver, with the last error a worker noted) instead of
 //     playing it; the server's own MaxDeliver would leave it unrecorded and
 //     the submitter waiting;
-//   - a request cannot be played at all (an unknown scenario or policy, bad
-//     parameters): the worker records it as failed at once (EndRejected,
-//     with the reason);
+//   - one request cannot be played (it names another scenario, or
+//     parameters of its own that are bad): the worker records it as failed
+//     at once (EndRejected, with the reason);
 //   - the submitter dies: the workers go on; Start with the same id
 //     re-attaches (troupe run's default id is SpecRunID, the scenario and
 //     the hash of the run's spec, package runspec; RunID is a digest of a
 //     RunConfig and Spec; either way the same command re-attaches), reads the done markers, does not queue
 //     again what is done or still queued, and env.Run writes the whole
-//     output again from the stored results;
+//     output again from the stored results (once the dead submitter's
+//     lease lapsed);
+//   - the submitter is interrupted: it removes the run's queued requests
+//     and gives its lease up; a re-attach queues them again;
 //   - a stored result expired (Config.ResultsMaxAge) before a submitter
 //     collected it: the episode is played again.
 //
 // A run that completes purges its requests, results and markers (unless
-// Config.KeepResults), so the streams hold only unfinished runs.
+// Config.KeepResults), so the streams hold only unfinished runs. Runs,
+// Run, Cancel and Purge are troupe runs list, show, cancel and purge.
 //
 // # Counterfactual replays
 //

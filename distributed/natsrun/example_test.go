@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -40,7 +41,7 @@ func ExampleStartLocal() {
 		Episodes: 20, GroupSize: 4, Seed: 7,
 	}
 	// Workers cannot receive Go values: the spec names the policies.
-	spec := natsrun.Spec{Policies: map[string]string{"x": "random", "o": "random"}}
+	spec := natsrun.Spec{Policies: runspec.Named(map[string]string{"x": "random", "o": "random"})}
 	id, _ := natsrun.RunID(cfg, spec)
 	x, err := local.Client.Start(ctx, id, cfg, spec)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,9 +60,16 @@ type Executor struct {
 	// play it with.
 	ref runRef
 
-	ctx    context.Context // lives until Close
-	cancel context.CancelFunc
+	ctx    context.Context // lives until Close, or until the run cannot go on
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+
+	delivery delivery           // the run's, as stored
+	holder   string             // this submitter, in the run's lease
+	epoch    string             // the lease's first revision: tells this holder's requests from earlier ones
+	leaseRev atomic.Uint64      // the lease's revision: the fencing token
+	stalled  atomic.Bool        // tests: renewals skipped, as by a stopped process
+	refusals map[string]Refusal // by worker id; guarded by mu
 
 	mu        sync.Mutex
 	doneRaw   map[int64]marker        // done markers seen, not yet collected
@@ -89,6 +98,9 @@ type ExecutorStats struct {
 	Collected     int64 // episodes it returned from the results
 	Redelivered   int64 // of those, episodes handed out more than once
 	Failed        int64 // of those, episodes a worker recorded as failed
+	// Refusals are the workers that found they cannot play the run, and
+	// why, sorted by worker; they left its requests to the others.
+	Refusals []Refusal
 }
 
 // pollEvery is how often a waiting Execute asks the bucket directly, in
@@ -138,43 +150,68 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 	if err != nil {
 		return nil, err
 	}
-	val := rec.encode()
+	if e, err := c.runs.Get(ctx, cancelKey(run)); err == nil {
+		return nil, fmt.Errorf("%w: run %s: %s; purge it (troupe runs purge %s) to run it again", ErrCancelled, run, e.Value(), run)
+	}
+	want := storedRun{Run: rec, Created: time.Now().UTC(), Delivery: delivery{
+		AckWait: c.cfg.AckWait, MaxDeliver: c.cfg.MaxDeliver, MaxAckPending: c.cfg.MaxAckPending,
+	}}
 	resumed := false
 	var revision uint64
 	err = retry(ctx, func(ctx context.Context) error {
 		var err error
-		revision, err = c.runs.Create(ctx, specKey(run), val)
+		revision, err = c.runs.Create(ctx, specKey(run), want.encode())
 		return err
 	})
+	stored := want
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
-		stored, rev, err := c.spec(ctx, run, 0)
+		var rev uint64
+		stored, rev, err = c.spec(ctx, run, 0)
 		if err != nil {
 			return nil, fmt.Errorf("natsrun: run %s: %w", run, err)
 		}
-		if !bytes.Equal(stored.encode(), val) {
-			return nil, fmt.Errorf("run %s: %w", run, rec.mismatch(&stored))
+		if !bytes.Equal(stored.Run.encode(), rec.encode()) {
+			return nil, fmt.Errorf("run %s: %w", run, rec.mismatch(&stored.Run))
+		}
+		if stored.Delivery != want.Delivery {
+			c.log.Warn("natsrun: the run keeps the delivery settings it was registered with", "run", run,
+				"ack_wait", stored.Delivery.AckWait, "max_deliver", stored.Delivery.MaxDeliver, "max_ack_pending", stored.Delivery.MaxAckPending)
 		}
 		resumed, revision = true, rev
 	case err != nil:
 		return nil, fmt.Errorf("natsrun: registering run %s: %w", run, err)
 	}
+	holder := newHolder()
+	leaseRev, err := c.acquire(ctx, run, holder)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.runConsumer(ctx, run, stored.Delivery); err != nil {
+		c.release(context.WithoutCancel(ctx), run, leaseRev)
+		return nil, err
+	}
 
 	x := &Executor{
 		c: c, run: run, reqs: reqs, cfg: cfg, resumed: resumed,
 		ref:       runRef{id: run, rev: strconv.FormatUint(revision, 10)},
+		holder:    holder,
+		delivery:  stored.Delivery,
+		epoch:     strconv.FormatUint(leaseRev, 10),
 		doneRaw:   map[int64]marker{},
 		finished:  make([]bool, len(reqs)),
 		collected: make([]bool, len(reqs)),
 		queued:    make([]bool, len(reqs)),
 		waiters:   map[int64]chan struct{}{},
+		refusals:  map[string]Refusal{},
 		kick:      make(chan struct{}, 1),
 		stale:     make(chan struct{}, 1),
 	}
+	x.leaseRev.Store(leaseRev)
 	x.cfg.Executor = x
-	x.ctx, x.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if err := x.watch(ctx); err != nil {
-		x.cancel()
+		x.Close()
 		return nil, err
 	}
 	if resumed {
@@ -195,15 +232,26 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 		// two counts are disjoint).
 		x.mu.Lock()
 		for subject := range info.State.Subjects {
-			if r, idx, ok := c.n.parseWorkSubject(subject); ok && r == run && idx < int64(len(reqs)) && !x.queued[idx] && !x.finished[idx] && !x.collected[idx] {
-				x.queued[idx] = true
-				x.stats.queuedAtStart.Add(1)
+			r, first, last, ok := c.n.parseWorkSubject(subject)
+			if !ok || r != run {
+				continue
+			}
+			// Some of a batch's episodes may have been done when it was
+			// queued: marked queued here, they are skipped either way.
+			// A done one is not counted as queued as well.
+			for idx := first; idx <= min(last, int64(len(reqs))-1); idx++ {
+				if !x.queued[idx] && !x.finished[idx] && !x.collected[idx] {
+					x.queued[idx] = true
+					x.stats.queuedAtStart.Add(1)
+				}
 			}
 		}
 		x.mu.Unlock()
 	}
-	x.wg.Add(1)
+	x.wg.Add(3)
 	go x.publish()
+	go x.keepLease()
+	go x.watchRefusals()
 	c.log.Info("natsrun: run started", "run", run, "episodes", len(reqs), "resumed", resumed, "done", x.stats.doneAtStart.Load())
 	return x, nil
 }
@@ -213,8 +261,7 @@ const headerSpec = "Troupe-Spec"
 
 // spec reads a run's stored record and its revision: the given revision,
 // or the latest when it is 0.
-func (c *Client) spec(ctx context.Context, run string, revision uint64) (record, uint64, error) {
-	var rec record
+func (c *Client) spec(ctx context.Context, run string, revision uint64) (storedRun, uint64, error) {
 	var entry jetstream.KeyValueEntry
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -226,10 +273,11 @@ func (c *Client) spec(ctx context.Context, run string, revision uint64) (record,
 		return err
 	})
 	if err != nil {
-		return rec, 0, fmt.Errorf("reading the spec of run %s: %w", run, err)
+		return storedRun{}, 0, fmt.Errorf("reading the spec of run %s: %w", run, err)
 	}
-	if err := json.Unmarshal(entry.Value(), &rec); err != nil {
-		return rec, 0, fmt.Errorf("decoding the spec of run %s: %w", run, err)
+	rec, err := decodeStoredRun(entry.Value(), ours)
+	if err != nil {
+		return rec, 0, fmt.Errorf("run %s: %w", run, err)
 	}
 	return rec, entry.Revision(), nil
 }
@@ -365,7 +413,9 @@ func (x *Executor) claim(idx int64) (*marker, <-chan struct{}) {
 
 // want makes sure requests idx to idx+Ahead-1 get queued.
 func (x *Executor) want(idx int64) {
-	t := min(idx+int64(x.c.cfg.Ahead), int64(len(x.reqs)))
+	// Up to a whole batch: the requests of a batch are queued together.
+	b := int64(x.c.cfg.Batch)
+	t := min((idx+int64(x.c.cfg.Ahead)+b-1)/b*b, int64(len(x.reqs)))
 	for {
 		cur := x.target.Load()
 		if t <= cur || x.target.CompareAndSwap(cur, t) {
@@ -386,6 +436,7 @@ func (x *Executor) publish() {
 	type pending struct {
 		msg *nats.Msg
 		f   jetstream.PubAckFuture
+		n   int // requests in msg
 	}
 	next := int64(0)
 	batch := make([]pending, 0, 256)
@@ -400,26 +451,36 @@ func (x *Executor) publish() {
 			}
 		}
 		batch = batch[:0]
-		for end := min(target, next+int64(cap(batch))); next < end; next++ {
-			if x.skip(next) {
+		size := int64(x.c.cfg.Batch)
+		for end := min(target, next+int64(cap(batch))*size); next < end; {
+			// One message per batch of requests: the indexes of a batch
+			// are next's batch, those not done or queued.
+			stop := min((next/size+1)*size, end)
+			var idxs []int64
+			for ; next < stop; next++ {
+				if !x.skip(next) {
+					idxs = append(idxs, next)
+				}
+			}
+			if len(idxs) == 0 {
 				continue
 			}
-			msg := x.requestMsg(next)
+			msg := x.requestMsg(idxs)
 			f, err := x.c.js.PublishMsgAsync(msg)
 			if err != nil {
-				if !x.publishSync(msg) {
+				if !x.publishSync(msg, len(idxs)) {
 					return
 				}
 				continue
 			}
-			batch = append(batch, pending{msg, f})
+			batch = append(batch, pending{msg, f, len(idxs)})
 		}
 		for _, p := range batch {
 			select {
 			case <-p.f.Ok():
-				x.stats.published.Add(1)
+				x.stats.published.Add(int64(p.n))
 			case <-p.f.Err():
-				if !x.publishSync(p.msg) {
+				if !x.publishSync(p.msg, p.n) {
 					return
 				}
 			case <-x.ctx.Done():
@@ -435,21 +496,33 @@ func (x *Executor) skip(idx int64) bool {
 	return x.finished[idx] || x.collected[idx] || x.queued[idx]
 }
 
-func (x *Executor) requestMsg(idx int64) *nats.Msg {
-	data, err := json.Marshal(x.reqs[idx])
-	if err != nil {
-		// A Request is strings and numbers.
-		panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
+func (x *Executor) requestMsg(idxs []int64) *nats.Msg {
+	data := []byte{'['}
+	for i, idx := range idxs {
+		if i > 0 {
+			data = append(data, ',')
+		}
+		b, err := json.Marshal(x.reqs[idx])
+		if err != nil {
+			// A Request is strings and numbers.
+			panic(fmt.Sprintf("natsrun: encoding a request: %v", err))
+		}
+		data = append(data, b...)
 	}
-	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, idx), Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+strconv.FormatInt(idx, 10))
+	data = append(data, ']')
+	first, last := idxs[0], idxs[len(idxs)-1]
+	msg := &nats.Msg{Subject: x.c.n.workSubject(x.run, first, last), Data: data, Header: nats.Header{}}
+	// The epoch in the id: a request this holder queues again after an
+	// earlier holder's was removed (an interrupted run's queue is emptied)
+	// is not taken for that one by the duplicate window.
+	msg.Header.Set(jetstream.MsgIDHeader, x.ref.id+"."+x.ref.rev+"."+x.epoch+"."+strconv.FormatInt(first, 10)+"."+strconv.FormatInt(last, 10))
 	msg.Header.Set(headerSpec, x.ref.rev)
 	return msg
 }
 
 // publishSync publishes msg, retrying until it is stored or the executor
 // closes; it reports whether it was stored.
-func (x *Executor) publishSync(msg *nats.Msg) bool {
+func (x *Executor) publishSync(msg *nats.Msg, n int) bool {
 	err := retry(x.ctx, func(ctx context.Context) error {
 		_, err := x.c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(x.c.n.workStream))
 		return err
@@ -460,7 +533,7 @@ func (x *Executor) publishSync(msg *nats.Msg) bool {
 		}
 		return false
 	}
-	x.stats.published.Add(1)
+	x.stats.published.Add(int64(n))
 	return true
 }
 
@@ -501,7 +574,7 @@ func (x *Executor) Execute(ctx context.Context, req env.Request) *episode.Record
 		case <-ctx.Done():
 			return interrupted(req, context.Cause(ctx))
 		case <-x.ctx.Done():
-			return interrupted(req, errors.New("natsrun: the executor was closed"))
+			return interrupted(req, context.Cause(x.ctx))
 		}
 	}
 }
@@ -513,11 +586,11 @@ var errExpired = errors.New("natsrun: the result expired")
 // collect reads back the episode a done marker points at and checks that it
 // is req's. It returns errExpired, and no episode, when the result is gone.
 func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*episode.Record, error) {
-	var rec doneRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	rec, inline, err := parseMarker(raw)
+	if err != nil {
 		return failed(req, EndResultLost, fmt.Sprintf("natsrun: done marker of episode %d: %v", req.Index, err)), nil
 	}
-	ep, err := x.c.fetch(ctx, rec)
+	ep, err := x.c.fetch(ctx, rec, inline)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -547,24 +620,44 @@ func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*e
 // again queues episode idx once more after its stored result expired: it
 // removes the done marker (unless a newer one replaced it) and publishes
 // the request under a message id of its own, which the duplicate window
-// cannot drop.
+// cannot drop. A marker that is gone with the run itself (purged under
+// this submitter) ends the run instead: nothing is there to collect.
 func (x *Executor) again(ctx context.Context, idx int64, revision uint64) error {
-	x.c.log.Warn("natsrun: a stored result expired; playing the episode again", "run", x.ref, "episode", idx)
 	err := retry(ctx, func(ctx context.Context) error {
 		return x.c.runs.Delete(ctx, x.ref.doneKey(idx), jetstream.LastRevision(revision))
 	})
-	x.mu.Lock()
-	x.finished[idx], x.collected[idx] = false, false
-	x.mu.Unlock()
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil // a newer marker replaced it: Execute's polling finds it
+		// The marker is not the one read: nats.go reports "wrong last
+		// sequence" as ErrKeyExists, whether a newer marker replaced it
+		// or the marker is gone.
+		e, gerr := x.c.runs.Get(ctx, x.ref.doneKey(idx))
+		switch {
+		case gerr == nil && e.Revision() != revision:
+			x.mu.Lock()
+			x.finished[idx], x.collected[idx] = false, false
+			x.mu.Unlock()
+			x.offer(e)
+			return nil
+		case gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound):
+			return gerr
+		}
+		if _, rev, serr := x.c.spec(ctx, x.run, 0); serr != nil || strconv.FormatUint(rev, 10) != x.ref.rev {
+			lost := fmt.Errorf("%w: run %s was purged while this submitter collected it", ErrLeaseLost, x.run)
+			x.cancel(lost)
+			return lost
+		}
+		err = nil // the marker alone is gone: play the episode again
 	}
 	if err != nil {
 		return err
 	}
-	msg := x.requestMsg(idx)
+	x.c.log.Warn("natsrun: a stored result expired; playing the episode again", "run", x.ref, "episode", idx)
+	x.mu.Lock()
+	x.finished[idx], x.collected[idx] = false, false
+	x.mu.Unlock()
+	msg := x.requestMsg([]int64{idx})
 	msg.Header.Set(jetstream.MsgIDHeader, msg.Header.Get(jetstream.MsgIDHeader)+".again."+strconv.FormatUint(revision, 10))
-	if !x.publishSync(msg) {
+	if !x.publishSync(msg, 1) {
 		return errors.New("the request could not be published")
 	}
 	return nil
@@ -600,12 +693,42 @@ func interrupted(req env.Request, cause error) *episode.Record {
 // purges the run's results and state, unless Config.KeepResults: a run that
 // completed is not resumed. A run cut short (ctx cancelled, a failed write,
 // FailFast) keeps them, for a re-attach by the same id.
+//
+// A run that cannot go on stops with the reason: ErrUnplayable when every
+// live worker refused it (naming each one's reason), ErrLeaseLost when
+// another submitter took it over or it was purged, ErrCancelled when it was
+// cancelled.
 func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error) {
-	sum, err := env.Run(ctx, x.cfg, out)
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	unhook := context.AfterFunc(x.ctx, func() { stop(context.Cause(x.ctx)) })
+	defer unhook()
+	sum, err := env.Run(rctx, x.cfg, out)
+	failure := x.failure()
+	if (failure != nil && !errors.Is(failure, ErrLeaseLost)) || (failure == nil && ctx.Err() != nil) {
+		// Stopped (interrupted, cancelled, unplayable) while the run's
+		// queue is still this submitter's: the workers need not play what
+		// nobody waits for. What they hold they finish and store, for a
+		// re-attach, which queues the rest again.
+		x.cancel(errClosed) // nothing more is queued
+		x.wg.Wait()
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if perr := x.c.work.Purge(pctx, jetstream.WithPurgeSubject(x.c.n.workFilter(x.run))); perr != nil {
+			x.c.log.Warn("natsrun: the run stopped but its queued requests could not be removed", "run", x.run, "err", perr)
+		}
+	}
+	if failure != nil {
+		return sum, failure
+	}
 	if err == nil && sum.Episodes == len(x.reqs) && !x.c.cfg.KeepResults {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if perr := x.c.Purge(pctx, x.run); perr != nil {
+		// Only the lease's holder purges: renewing it first makes sure no
+		// other submitter took the run over meanwhile.
+		if _, lerr := x.c.renew(pctx, x.run, x.holder, x.leaseRev.Load()); lerr != nil {
+			x.c.log.Warn("natsrun: the run is complete, but this submitter no longer holds it: not purging", "run", x.run, "err", lerr)
+		} else if perr := x.c.Purge(pctx, x.run); perr != nil {
 			// The output is complete; leftovers expire with ResultsMaxAge.
 			x.c.log.Warn("natsrun: the run is complete but its results could not be purged", "run", x.run, "err", perr)
 		}
@@ -613,8 +736,168 @@ func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error)
 	return sum, err
 }
 
+// StartAt makes Run start at group firstGroup (the groups before it were
+// written before: a resumed output) and report each written group to
+// progress. Neither shapes the episodes, so neither is part of the run's
+// record; call it before Run.
+func (x *Executor) StartAt(firstGroup int, progress func(env.Progress)) {
+	x.cfg.FirstGroup, x.cfg.Progress = firstGroup, progress
+}
+
+// errClosed is the cause of an executor's end by Close.
+var errClosed = errors.New("natsrun: the executor was closed")
+
+// failure is why the run cannot go on, or nil.
+func (x *Executor) failure() error {
+	if cause := context.Cause(x.ctx); cause != nil && !errors.Is(cause, errClosed) {
+		return cause
+	}
+	return nil
+}
+
+// keepLease renews the run's lease every third of its TTL. Losing it
+// (another submitter took the run over, or it was purged or cancelled)
+// ends the run with the reason.
+func (x *Executor) keepLease() {
+	defer x.wg.Done()
+	t := time.NewTicker(x.c.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if x.stalled.Load() {
+			continue
+		}
+		rev, err := x.c.renew(x.ctx, x.run, x.holder, x.leaseRev.Load())
+		switch {
+		case err == nil:
+			x.leaseRev.Store(rev)
+			if _, err := x.c.runConsumer(x.ctx, x.run, x.delivery); err != nil && x.ctx.Err() == nil {
+				x.c.log.Warn("natsrun: the run's consumer", "run", x.run, "err", err)
+			}
+		case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrCancelled):
+			x.c.log.Error("natsrun: the run cannot go on", "run", x.run, "err", err)
+			x.cancel(err)
+			return
+		case x.ctx.Err() == nil:
+			x.c.log.Warn("natsrun: renewing the run's lease", "run", x.run, "err", err)
+		}
+	}
+}
+
+// Refusal is a worker's reason for leaving a run to others: a scenario or
+// policy it does not have, an LLM endpoint it does not serve, a version it
+// does not speak.
+type Refusal struct {
+	Worker string `json:"worker"` // its name
+	Reason string `json:"reason"`
+}
+
+// ErrUnplayable ends a run that every live worker refused; the error names
+// each one's reason.
+var ErrUnplayable = errors.New("natsrun: no live worker can play the run")
+
+// watchRefusals follows the workers' refusals of the run, logs each by
+// name, and ends the run with ErrUnplayable once every live worker has
+// refused it (seen twice, pollEvery apart, so that a worker just starting
+// has its say). With no live worker at all the run waits for one.
+func (x *Executor) watchRefusals() {
+	defer x.wg.Done()
+	w, err := x.c.runs.Watch(x.ctx, x.ref.refusedFilter())
+	if err != nil {
+		if x.ctx.Err() == nil {
+			x.c.log.Warn("natsrun: watching workers' refusals", "run", x.run, "err", err)
+		}
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	strikes := 0
+	for {
+		select {
+		case <-x.ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var r Refusal
+			if json.Unmarshal(e.Value(), &r) != nil {
+				continue
+			}
+			id := e.Key()[len(x.ref.refusedFilter())-1:]
+			x.mu.Lock()
+			x.refusals[id] = r
+			x.mu.Unlock()
+			x.c.log.Warn("natsrun: a worker cannot play the run and leaves it to others", "run", x.run, "worker", r.Worker, "reason", r.Reason)
+		case <-t.C:
+			x.mu.Lock()
+			n := len(x.refusals)
+			x.mu.Unlock()
+			if n == 0 {
+				continue
+			}
+			live, err := x.c.liveWorkers(x.ctx)
+			if err != nil || len(live) == 0 {
+				strikes = 0
+				continue
+			}
+			x.mu.Lock()
+			all := true
+			for _, id := range live {
+				if _, ok := x.refusals[id]; !ok {
+					all = false
+				}
+			}
+			x.mu.Unlock()
+			if !all {
+				strikes = 0
+				continue
+			}
+			if strikes++; strikes < 2 {
+				continue
+			}
+			var why []string
+			for _, r := range x.Stats().Refusals {
+				why = append(why, "worker "+r.Worker+": "+r.Reason)
+			}
+			err = fmt.Errorf("%w: run %s: %s", ErrUnplayable, x.run, strings.Join(why, "; "))
+			x.c.log.Error("natsrun: the run cannot go on", "run", x.run, "err", err)
+			x.cancel(err)
+			return
+		}
+	}
+}
+
+// liveWorkers lists the ids of the workers whose presence keys are live.
+func (c *Client) liveWorkers(ctx context.Context) ([]string, error) {
+	keys, err := c.alive.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer func() { _ = keys.Stop() }()
+	var ids []string
+	for k := range keys.Keys() {
+		ids = append(ids, k)
+	}
+	return ids, nil
+}
+
 // Stats returns what the executor did so far.
 func (x *Executor) Stats() ExecutorStats {
+	x.mu.Lock()
+	refusals := slices.SortedFunc(maps.Values(x.refusals), func(a, b Refusal) int { return strings.Compare(a.Worker, b.Worker) })
+	x.mu.Unlock()
 	return ExecutorStats{
 		Resumed:       x.resumed,
 		DoneAtStart:   x.stats.doneAtStart.Load(),
@@ -623,17 +906,26 @@ func (x *Executor) Stats() ExecutorStats {
 		Collected:     x.stats.collected.Load(),
 		Redelivered:   x.stats.redelivered.Load(),
 		Failed:        x.stats.failed.Load(),
+		Refusals:      refusals,
 	}
 }
 
 // ID returns the run's id.
 func (x *Executor) ID() string { return x.run }
 
-// Close stops queuing requests and following done markers. Requests
-// already queued stay queued: a later Start with the same id picks the run
-// up. Execute calls still waiting return their episodes as interrupted.
+// Close stops queuing requests and following done markers, and gives the
+// run's lease up. Requests already queued stay queued: a later Start with
+// the same id picks the run up at once. Execute calls still waiting return
+// their episodes as interrupted.
 func (x *Executor) Close() error {
-	x.cancel()
+	// A lease lost is another submitter's now: not ours to release.
+	lost := errors.Is(x.failure(), ErrLeaseLost)
+	x.cancel(errClosed)
 	x.wg.Wait()
+	if !lost {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		x.c.release(ctx, x.run, x.leaseRev.Load())
+		cancel()
+	}
 	return nil
 }

@@ -55,3 +55,52 @@ func (c *Client) WorkStreamLeader(ctx context.Context) (string, error) {
 func (c *Client) PurgeResults(ctx context.Context, run string) error {
 	return c.results.Purge(ctx, jetstream.WithPurgeSubject(c.n.resultFilter(run)))
 }
+
+// NewOlderWorker is NewWorker for a worker built from an older troupe: it
+// speaks protocol version protocol.
+func (c *Client) NewOlderWorker(ctx context.Context, cfg WorkerConfig, protocol int) (*Worker, error) {
+	w, err := c.NewWorker(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w.speaks.protocol = protocol
+	return w, nil
+}
+
+// ExecutorsCached is how many executors the worker keeps.
+func (w *Worker) ExecutorsCached() int { return w.execs.Len() }
+
+// RunsFollowed is how many runs the worker plays.
+func (w *Worker) RunsFollowed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.runs)
+}
+
+// StoreSize is what the deployment's runs bucket, work stream and results
+// stream hold: messages and consumers.
+func (c *Client) StoreSize(ctx context.Context) (kv, work, results uint64, consumers int, err error) {
+	kvs, err := c.js.Stream(ctx, "KV_"+c.n.runsBucket)
+	if err != nil {
+		return
+	}
+	for _, s := range []struct {
+		st jetstream.Stream
+		n  *uint64
+	}{{kvs, &kv}, {c.work, &work}, {c.results, &results}} {
+		info, ierr := s.st.Info(ctx)
+		if ierr != nil {
+			return 0, 0, 0, 0, ierr
+		}
+		*s.n = info.State.Msgs
+	}
+	info, err := c.work.Info(ctx)
+	if err != nil {
+		return
+	}
+	return kv, work, results, info.State.Consumers, nil
+}
+
+// Stall stops (true) or resumes (false) the executor's lease renewals, as
+// a process stopped (SIGSTOP) or cut off by a partition would.
+func (x *Executor) Stall(stalled bool) { x.stalled.Store(stalled) }

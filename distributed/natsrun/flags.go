@@ -76,7 +76,13 @@ func (f *Flags) bindCommon(fs *pflag.FlagSet, urlHelp string) {
 	fs.IntVar(&c.MaxDeliver, "nats-max-deliver", c.MaxDeliver, "deliveries of an unfinished episode before it is recorded as failed")
 	fs.IntVar(&c.MaxAckPending, "nats-max-ack-pending", c.MaxAckPending, "episodes in hand over all workers; at least the sum of their --concurrency")
 	fs.IntVar(&c.ChunkSize, "nats-chunk-size", c.ChunkSize, "largest message a stored episode is split into, in bytes")
-	fs.DurationVar(&c.ResultsMaxAge, "nats-results-max-age", c.ResultsMaxAge, "how long the episodes of an unfinished run are kept for a re-attach")
+	fs.DurationVar(&c.ResultsMaxAge, "nats-results-max-age", c.ResultsMaxAge, "how long the state and episodes of an unfinished run are kept for a re-attach; an abandoned run's go after that")
+}
+
+// bindSubmitter defines the flags of a submitter (troupe run and troupe serve).
+func (f *Flags) bindSubmitter(fs *pflag.FlagSet) {
+	fs.IntVar(&f.Config.Batch, "nats-batch", f.Config.Batch, "episodes per work message, played one after another by one worker slot: 16 or more for scripted episodes (less broker work), 1 for LLM ones")
+	fs.DurationVar(&f.Config.LeaseTTL, "nats-lease", f.Config.LeaseTTL, "how long after this submitter's last sign of life another may take its run over (it renews every third of it)")
 }
 
 // BindRun defines troupe run's flags on fs, with f's values as defaults.
@@ -86,6 +92,7 @@ func (f *Flags) BindRun(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
 	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
 	fs.BoolVar(&f.Config.KeepResults, "nats-keep", f.Config.KeepResults, "keep a completed run's episodes in NATS (running it again then writes them without playing)")
+	f.bindSubmitter(fs)
 }
 
 // BindServe defines troupe serve's flags on fs: those of troupe run but
@@ -94,6 +101,7 @@ func (f *Flags) BindServe(fs *pflag.FlagSet) {
 	f.bindCommon(fs, "hand the episodes of rollout requests to troupe workers through NATS: server `URLs` (comma-separated), or embedded for an in-process server and worker")
 	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
 	fs.StringVar(&f.Listen, "nats-listen", f.Listen, "--nats embedded: also accept troupe workers on this `host:port`")
+	f.bindSubmitter(fs)
 }
 
 // BindWorker defines troupe worker's flags on fs.
@@ -101,6 +109,44 @@ func (f *Flags) BindWorker(fs *pflag.FlagSet) {
 	f.bindCommon(fs, "NATS server `URLs` (comma-separated)")
 	fs.DurationVar(&f.Drain, "drain", f.Drain, "on SIGTERM, how long the episodes in hand may finish before they are handed back")
 	fs.StringVar(&f.MetricsAddr, "metrics-addr", f.MetricsAddr, "serve the deployment's Prometheus metrics (queue depth, in flight, redeliveries, workers) at http://`host:port`/metrics")
+}
+
+// BindRuns defines troupe runs's flags on fs: the deployment's address,
+// credentials and prefix.
+func (f *Flags) BindRuns(fs *pflag.FlagSet) {
+	f.bindCommon(fs, "the deployment's NATS server `URLs` (comma-separated), or embedded for the server files in --nats-dir")
+	fs.StringVar(&f.Dir, "nats-dir", f.Dir, "--nats embedded: `directory` of the server's files")
+}
+
+// OpenAdmin connects troupe runs to the deployment: with --nats embedded
+// it starts the server on --nats-dir, without a worker.
+func (f *Flags) OpenAdmin(ctx context.Context, log *slog.Logger) (*Deployment, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if f.Embedded() {
+		srv, err := StartEmbedded(EmbeddedOptions{Dir: f.Dir})
+		if err != nil {
+			return nil, err
+		}
+		nc, err := srv.Connect()
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		c, err := Open(ctx, nc, f.Config, WithLogger(log))
+		if err != nil {
+			nc.Close()
+			srv.Close()
+			return nil, err
+		}
+		return &Deployment{Client: c, Server: srv, close: func() { nc.Close(); srv.Close() }}, nil
+	}
+	nc, c, err := f.open(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployment{Client: c, close: nc.Close}, nil
 }
 
 // Embedded reports whether --nats asks for an in-process server.
@@ -200,7 +246,11 @@ func (f *Flags) open(ctx context.Context, log *slog.Logger) (*nats.Conn, *Client
 	log.Info("natsrun: connecting", "nats", f.Conn)
 	nc, err := Connect(ctx, f.Conn,
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("natsrun: disconnected", "err", err)
+			// Closing the connection at the end of a run disconnects it
+			// too, with no error: that is no news.
+			if err != nil {
+				log.Warn("natsrun: disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("natsrun: reconnected", "server", nc.ConnectedUrlRedacted())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +17,20 @@ import (
 func TestSubjectsAndKeys(t *testing.T) {
 	n := newNames("troupe")
 	assert.Equal(t, "TROUPE_WORK", n.workStream)
-	subject := n.workSubject("run-1", 42)
-	run, idx, ok := n.parseWorkSubject(subject)
+	subject := n.workSubject("run-1", 42, 49)
+	run, first, last, ok := n.parseWorkSubject(subject)
 	require.True(t, ok)
 	assert.Equal(t, "run-1", run)
-	assert.Equal(t, int64(42), idx)
-	for _, bad := range []string{"troupe.work.run-1", "troupe.work.run.x", "troupe.work.run.-1", "other.work.run.1", "troupe.work.a.b.1"} {
-		_, _, ok := n.parseWorkSubject(bad)
+	assert.Equal(t, int64(42), first)
+	assert.Equal(t, int64(49), last)
+	for _, bad := range []string{"troupe.work.run-1", "troupe.work.run.x.1", "troupe.work.run.-1.1", "other.work.run.1.1", "troupe.work.a.b.1.1", "troupe.work.run.1", "troupe.work.run.5.4", "troupe.work.run.0.1024"} {
+		_, _, _, ok := n.parseWorkSubject(bad)
 		assert.False(t, ok, bad)
 	}
+	assert.Equal(t, "run_run-1", n.consumer("run-1"))
+	id, ok := n.runOfConsumer(n.consumer("run-1"))
+	assert.True(t, ok)
+	assert.Equal(t, "run-1", id)
 	r := runRef{id: "run-1", rev: "7"}
 	i, ok := r.parseDoneKey(r.doneKey(9))
 	require.True(t, ok)
@@ -73,4 +79,49 @@ func TestRetryStopsAtPermanentErrors(t *testing.T) {
 func TestRedactURLs(t *testing.T) {
 	assert.Equal(t, "nats://a:REDACTED@h:1,nats://REDACTED@h:2,nats://h:3", redactURLs("nats://a:secret@h:1,nats://tok@h:2,nats://h:3"))
 	assert.Equal(t, "REDACTED@h:%zz", redactURLs("user:pw@h:%zz"), "an unparsable URL keeps nothing before its @")
+}
+
+// TestRunRecordsAreReadStrictly: a run record of another version is
+// refused naming the versions, and one with a field this version does not
+// know is refused naming the field, rather than played without it.
+func TestRunRecordsAreReadStrictly(t *testing.T) {
+	good := storedRun{Run: record{Protocol: ProtocolVersion, Wire: ours.wire, Troupe: ours.troupe, Scenario: "count", Episodes: 2, GroupSize: 1}}
+	st, err := decodeStoredRun(good.encode(), ours)
+	require.NoError(t, err)
+	assert.Equal(t, "count", st.Run.Scenario)
+
+	older := ours
+	older.protocol--
+	_, err = decodeStoredRun(good.encode(), older)
+	require.ErrorIs(t, err, ErrIncompatible)
+	assert.Contains(t, err.Error(), "this process speaks protocol 1")
+
+	extra := strings.Replace(string(good.encode()), `"scenario":"count"`, `"scenario":"count","judge":"gpt"`, 1)
+	_, err = decodeStoredRun([]byte(extra), ours)
+	require.ErrorIs(t, err, ErrIncompatible)
+	assert.Contains(t, err.Error(), `unknown field "judge"`)
+
+	_, err = decodeRequests([]byte(`[{"scenario":"count","index":3,"colour":"red"}]`), 3, 3)
+	assert.ErrorContains(t, err, `unknown field "colour"`)
+	_, err = decodeRequests([]byte(`[{"scenario":"count","index":3},{"scenario":"count","index":3}]`), 3, 4)
+	assert.ErrorContains(t, err, "not one of 3 to 4 once")
+}
+
+// FuzzDecoders feeds the decoders of what other processes store (run
+// records, done markers, work messages) arbitrary bytes: they return an
+// error or a value, never panic.
+func FuzzDecoders(f *testing.F) {
+	good := storedRun{Run: record{Protocol: ProtocolVersion, Wire: ours.wire, Troupe: ours.troupe, Scenario: "count"}}
+	f.Add(good.encode())
+	f.Add(appendMarker(nil, &doneRecord{Attempt: "a", Inline: true, Codec: codecS2}, []byte("xyz")))
+	f.Add([]byte(`[{"scenario":"count","index":0}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeStoredRun(data, ours)
+		rec, inline, err := parseMarker(data)
+		if err == nil && rec.Inline && len(data) < 1<<16 {
+			c := &Client{}
+			_, _ = c.fetch(context.Background(), rec, inline)
+		}
+		_, _ = decodeRequests(data, 0, 10)
+	})
 }

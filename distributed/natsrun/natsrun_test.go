@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -73,9 +74,35 @@ func TestSameOutputAsALocalRun(t *testing.T) {
 			assert.Len(t, keys, tc.plan.Episodes, "one done marker per episode")
 			msgs, err := c.ResultMessages(ctx, run)
 			require.NoError(t, err)
-			assert.Greater(t, msgs, uint64(tc.plan.Episodes), "results larger than the chunk size must travel in chunks")
+			assert.Zero(t, msgs, "results smaller than a chunk ride in their done markers")
 		})
 	}
+}
+
+// chunkedRun is a deployment that keeps results, with the smallest chunk
+// size: results larger than a chunk go to the results stream (smaller
+// ones ride in their done markers), and p's run on it.
+func chunkedRun(t *testing.T, p testscen.Plan) (*natsrun.Client, *natsrun.Worker, runPlan, natsrun.Spec) {
+	t.Helper()
+	srv, _ := embedded(t, "")
+	cfg := testConfig()
+	cfg.KeepResults, cfg.ChunkSize = true, 1024
+	c := open(t, connect(t, srv), cfg)
+	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	rc, spec := plan(t, testscen.Registry(testscen.Options{}), p)
+	return c, w, rc, spec
+}
+
+// TestLargeResultsTravelInChunks: a result larger than the chunk size,
+// compressed, is split into chunks and read back whole.
+func TestLargeResultsTravelInChunks(t *testing.T) {
+	c, _, rc, spec := chunkedRun(t, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, GroupSize: 2, Seed: 3, Allocators: []string{"team", "difference"}})
+	want := local(t, rc, trajectories.Flat)
+	got, _, _ := remote(t, c, "chunked", rc, spec, trajectories.Flat)
+	require.Equal(t, want, got)
+	msgs, err := c.ResultMessages(context.Background(), "chunked")
+	require.NoError(t, err)
+	assert.Greater(t, msgs, uint64(6), "results larger than the chunk size travel in chunks")
 }
 
 // TestCompletedRunIsPurged: without KeepResults, a run that completes
@@ -125,13 +152,10 @@ func TestKeptRunIsRewrittenWithoutPlaying(t *testing.T) {
 // expired (ResultsMaxAge) plays those episodes again instead of failing
 // them.
 func TestExpiredResultsArePlayedAgain(t *testing.T) {
-	srv, _ := embedded(t, "")
-	cfg := testConfig()
-	cfg.KeepResults = true
-	c := open(t, connect(t, srv), cfg)
-	reg := testscen.Registry(testscen.Options{})
-	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
-	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 6, Seed: 4, Allocators: []string{"team"}})
+	// Results larger than a chunk go to the results stream, which expires
+	// them on its own (smaller ones ride in their done markers, and
+	// expire with them).
+	c, w, rc, spec := chunkedRun(t, testscen.Plan{Scenario: "elfarol", Policy: "random", Episodes: 6, Seed: 4, Allocators: []string{"team"}})
 
 	first, _, _ := remote(t, c, "expired", rc, spec, trajectories.Flat)
 	require.NoError(t, c.PurgeResults(context.Background(), "expired"))
@@ -162,7 +186,7 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 
 	_, err = c.Start(ctx, "bad.id", rc.RunConfig, spec)
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
-	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: map[string]string{"nobody": "random"}})
+	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"nobody": "random"})})
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
 	assert.Contains(t, err.Error(), `role "nobody"`)
 }
@@ -184,7 +208,7 @@ func TestRunID(t *testing.T) {
 	b, _ = natsrun.RunID(rc.RunConfig, spec)
 	assert.NotEqual(t, a, b)
 	rc.Seed = 1
-	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: map[string]string{"player": "sleepy"}})
+	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "sleepy"})})
 	assert.NotEqual(t, a, b)
 }
 
@@ -201,43 +225,59 @@ func submitterOnly(t *testing.T) *env.Registry {
 	return reg
 }
 
-// TestPoisonRunsEndFailed: a run no worker can set up ends with every
-// episode failed, with the reason, instead of being retried forever.
-func TestPoisonRunsEndFailed(t *testing.T) {
+// TestUnplayableRunStopsWithTheReasons: a run no live worker can set up
+// (a scenario they lack, parameters their scenario rejects, a policy they
+// do not have) is not played, nor recorded as failed: every worker leaves
+// it, and the submitter stops with ErrUnplayable naming each worker's
+// reason. Nothing is written; the run stays for a capable worker.
+func TestUnplayableRunStopsWithTheReasons(t *testing.T) {
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
-	worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	w1, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "w1"})
+	w2, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 1, Name: "w2"})
 	reg := submitterOnly(t)
 	for _, tc := range []struct {
+		name string
 		plan testscen.Plan
+		spec map[string]string
 		want string
 	}{
-		{testscen.Plan{Scenario: "ghost", Policy: "random", Episodes: 4, Seed: 1}, `unknown scenario "ghost"`},
-		{testscen.Plan{Scenario: "count", Params: map[string]string{"turns": "5000"}, Policy: "random", Episodes: 4, Seed: 1}, "count turns: 5000 is outside [1, 1000]"},
+		{"ghost", testscen.Plan{Scenario: "ghost", Policy: "random", Episodes: 4, Seed: 1}, nil, `unknown scenario "ghost"`},
+		{"params", testscen.Plan{Scenario: "count", Params: map[string]string{"turns": "5000"}, Policy: "random", Episodes: 4, Seed: 1}, nil, "count turns: 5000 is outside [1, 1000]"},
+		{"policy", testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9}, map[string]string{"player": "oracle"}, `unknown policy "oracle" (scenario count has random, sleepy)`},
 	} {
-		t.Run(tc.plan.Scenario, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			rc, spec := plan(t, reg, tc.plan)
-			var eps []*trajectories.Episode
-			rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
-			out, sum, st := remote(t, c, "poison-"+tc.plan.Scenario, rc, spec, trajectories.Flat)
-			// Every episode is in the file, as a placeholder with its reason.
-			samples, err := trajectories.ReadAll(strings.NewReader(out))
+			if tc.spec != nil {
+				spec = natsrun.Spec{Policies: runspec.Named(tc.spec)}
+			}
+			id := "unplayable-" + tc.name
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			x, err := c.Start(ctx, id, rc.RunConfig, spec)
 			require.NoError(t, err)
-			require.Len(t, samples, 4)
-			for i, s := range samples {
-				assert.True(t, trajectories.IsPlaceholder(&s))
-				assert.Equal(t, int64(i), s.RolloutID)
-				assert.Contains(t, s.Metadata.Error, tc.want)
-			}
-			assert.Equal(t, 4, sum.ByStatus[protocol.StatusFailed])
-			assert.Equal(t, int64(4), st.Failed)
-			require.Len(t, eps, 4)
-			for _, ep := range eps {
-				assert.Equal(t, natsrun.EndRejected, ep.End)
-				assert.Contains(t, ep.Err, tc.want)
-			}
+			defer x.Close()
+			var out bytes.Buffer
+			sum, err := x.Run(ctx, rc.out(t, trajectories.NewJSONLWriter(&out, trajectories.Flat)))
+			require.ErrorIs(t, err, natsrun.ErrUnplayable)
+			assert.Contains(t, err.Error(), "worker w1: ")
+			assert.Contains(t, err.Error(), "worker w2: ")
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Zero(t, sum.Episodes)
+			assert.Empty(t, out.String(), "nothing is written as failed")
+			st := x.Stats()
+			require.Len(t, st.Refusals, 2)
+			assert.Equal(t, "w1", st.Refusals[0].Worker)
+			assert.Contains(t, st.Refusals[0].Reason, tc.want)
+
+			info, err := c.Run(ctx, id)
+			require.NoError(t, err, "the run stays for a worker that can play it")
+			assert.Len(t, info.Refusals, 2)
+			assert.Zero(t, info.Done)
 		})
 	}
+	assert.Zero(t, w1.Stats().Played+w2.Stats().Played+w1.Stats().Rejected+w2.Stats().Rejected)
+	assert.Equal(t, int64(3), w1.Stats().Refused)
 }
 
 // TestPoisonRequestsAmongGoodOnes: requests a worker rejects end failed
@@ -284,20 +324,6 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 	ep := x.Execute(ctx, stray)
 	assert.Equal(t, natsrun.EndRejected, ep.End)
 	assert.Contains(t, ep.Err, "not one of the 8 requests")
-}
-
-func TestUnknownPolicyIsRejected(t *testing.T) {
-	srv, _ := embedded(t, "")
-	c := open(t, connect(t, srv), testConfig())
-	worker(t, c, natsrun.WorkerConfig{Concurrency: 1})
-	reg := testscen.Registry(testscen.Options{})
-	rc, _ := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 2, Seed: 9})
-	var eps []*trajectories.Episode
-	rc.observe = func(ep *trajectories.Episode) { eps = append(eps, ep) }
-	_, _, _ = remote(t, c, "nopolicy", rc, natsrun.Spec{Policies: map[string]string{"player": "oracle"}}, trajectories.Flat)
-	require.Len(t, eps, 2)
-	assert.Equal(t, natsrun.EndRejected, eps[0].End)
-	assert.Contains(t, eps[0].Err, `unknown policy "oracle" (scenario count has random, sleepy)`)
 }
 
 // TestHeartbeatsKeepLongEpisodes: an episode longer than the ack wait is
@@ -489,13 +515,16 @@ func TestNamedPolicies(t *testing.T) {
 	info := testscen.Count().Info()
 	params, err := info.ParseParams(nil)
 	require.NoError(t, err)
-	p, err := natsrun.NamedPolicies(info, params, "player", "random")
+	p, err := natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random"}})
 	require.NoError(t, err)
 	a, err := p.Act(context.Background(), &agents.Observation{Legal: []string{"x"}})
 	require.NoError(t, err)
 	assert.Equal(t, "x", a.Text)
-	_, err = natsrun.NamedPolicies(info, params, "player", "oracle")
+	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "oracle"}})
 	require.ErrorIs(t, err, natsrun.ErrUnknownPolicy)
+	// Settings it cannot honour are refused, not ignored.
+	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random", Settings: []byte(`{"temperature":0}`)}})
+	require.ErrorContains(t, err, "cannot honour its settings")
 }
 
 func TestConnOptionsNeverShowSecrets(t *testing.T) {

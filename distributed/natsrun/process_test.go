@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -126,7 +127,7 @@ func TestKilledSubmitterReattaches(t *testing.T) {
 	planJSON, err := json.Marshal(p)
 	require.NoError(t, err)
 	sub := start(t, true, testworkerBin(t), "submit", "-url", srv.ClientURL(), "-ack-wait", cfg.AckWait.String(),
-		"-max-deliver", strconv.Itoa(cfg.MaxDeliver), "-delay=30ms",
+		"-max-deliver", strconv.Itoa(cfg.MaxDeliver), "-delay=30ms", "-lease", cfg.LeaseTTL.String(),
 		"-run", "orphan", "-plan", string(planJSON), "-out", t.TempDir()+"/partial.jsonl")
 	eventually(t, "ten episodes played", func() bool { return w.Stats().Played >= 10 })
 	sub.signal(t, syscall.SIGKILL)
@@ -142,8 +143,9 @@ func TestKilledSubmitterReattaches(t *testing.T) {
 }
 
 // TestMaxDeliverRecordsFailure: an episode that kills every worker that
-// plays it is handed out MaxDeliver times, then recorded as failed with the
-// reason; the rest of the run completes.
+// plays it is handed out the run's MaxDeliver times (the submitter's, not
+// the workers' own), then recorded as failed with the reason; the rest of
+// the run completes.
 func TestMaxDeliverRecordsFailure(t *testing.T) {
 	skipShort(t)
 	srv, _ := embedded(t, "127.0.0.1:0")
@@ -159,7 +161,7 @@ func TestMaxDeliverRecordsFailure(t *testing.T) {
 	p.Params["crash_seed"] = strconv.FormatUint(doomed.Seed, 10)
 	rc, _ = plan(t, reg, p)
 	want := local(t, rc, trajectories.Flat)
-	spec := natsrun.Spec{Policies: map[string]string{"player": "crash"}}
+	spec := natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "crash"})}
 
 	// A supervisor keeps two workers alive, as systemd or Kubernetes would.
 	ctx, stop := context.WithCancel(context.Background())
@@ -169,7 +171,11 @@ func TestMaxDeliverRecordsFailure(t *testing.T) {
 	for i := range 2 {
 		crashes.Go(func() {
 			for ctx.Err() == nil {
-				w := start(t, true, bin, workerArgs(srv.ClientURL(), cfg, "-crash", "-concurrency=1", "-name=w"+strconv.Itoa(i))...)
+				// The workers' own max deliver is not the run's: the run's
+				// rules.
+				wcfg := cfg
+				wcfg.MaxDeliver = 7
+				w := start(t, true, bin, workerArgs(srv.ClientURL(), wcfg, "-crash", "-concurrency=1", "-name=w"+strconv.Itoa(i))...)
 				done := make(chan int, 1)
 				go func() { done <- w.wait() }()
 				select {

@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,61 +12,149 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-rl/troupe/distributed/wire"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
 // Spec names what a worker needs, besides the episode requests, to play a
 // run: the things a RunConfig holds as Go values (policies, the emit
-// filter), which cannot travel, named instead. Workers rebuild them from
-// their own scenario registry, resolving a run spec (package runspec) as
-// every runner does. SpecOf builds it from a resolved run spec, so that it
-// agrees with the spec's RunConfig by construction.
+// filter), which cannot travel, described instead. Workers rebuild them
+// from their own scenario registry, resolving a run spec (package runspec)
+// as every runner does. SpecOf builds it from a resolved run spec, so that
+// it agrees with the spec's RunConfig by construction.
 type Spec struct {
-	// Policies maps a role to the name of the policy it plays (one of the
-	// scenario's Info.PolicyNames, or a name the workers' PolicyMaker
-	// knows). Roles not named play the scenario's default policy, or
-	// random. They must name what the submitter's RunConfig.Policy plays:
-	// the submitter replays episodes with it for counterfactual credit.
-	Policies map[string]string `json:"policies,omitempty"`
+	// Policies maps a role to its policy: the name (one of the scenario's
+	// Info.PolicyNames, or a name the workers' PolicyMaker knows) and the
+	// settings the run spec gives it (an LLM's model and sampling). Roles
+	// not named play the scenario's default policy, or random. They must
+	// be what the submitter's RunConfig.Policy plays: the submitter
+	// replays episodes with it for counterfactual credit.
+	Policies map[string]runspec.Policy `json:"policies,omitempty"`
 	// Emit lists the roles whose turns become samples; empty means all.
 	// It must agree with RunConfig.Emit.
 	Emit []string `json:"emit,omitempty"`
+	// LLMEndpoint is where the run's LLM policies are served: the name of
+	// an endpoint that workers declare (troupe worker --llm-endpoint
+	// NAME), or the URL of the run's own server. A worker plays the run
+	// only if it serves that endpoint; the others leave it. Empty when no
+	// role plays an LLM.
+	LLMEndpoint string `json:"llm_endpoint,omitempty"`
 }
 
 // SpecOf is the Spec of a resolved run spec (package runspec): its roles'
-// policy names and its emitted roles, so that it agrees with the
-// resolved RunConfig by construction.
-func SpecOf(r *runspec.Resolved) Spec {
+// policies with their settings and its emitted roles, so that it agrees
+// with the resolved RunConfig by construction. endpoint is the run's
+// LLMEndpoint.
+func SpecOf(r *runspec.Resolved, endpoint string) Spec {
 	var emit []string
 	if len(r.Spec.Emit) > 0 {
 		emit = slices.Clone(r.Spec.Emit)
 	}
-	return Spec{Policies: maps.Clone(r.PolicyNames), Emit: emit}
+	return Spec{Policies: maps.Clone(r.Spec.Policies), Emit: emit, LLMEndpoint: endpoint}
 }
 
+// ProtocolVersion is the version of the deployment's layout and of what
+// submitters and workers say to each other through it (the run record,
+// requests, done markers, leases). A worker plays a run only if the run
+// was submitted under its own ProtocolVersion, wire.Version and
+// runspec.TroupeVersion; it leaves the others to workers that do.
+const ProtocolVersion = 2
+
 // record is a run as workers see it and as the runs bucket stores it: the
-// spec and everything of the RunConfig that shapes the episodes. Two
-// submitters with equal records are running the same run.
+// spec and everything of the RunConfig that shapes the episodes, and the
+// versions it was submitted under. Two submitters with equal records are
+// running the same run.
 type record struct {
-	Scenario         string            `json:"scenario"`
-	Params           map[string]string `json:"params"`
-	Policies         map[string]string `json:"policies,omitempty"`
-	Emit             []string          `json:"emit,omitempty"`
-	MaxSteps         int               `json:"max_steps,omitempty"`
-	MaxTurns         int               `json:"max_turns,omitempty"`
-	MaxMessages      int               `json:"max_messages,omitempty"`
-	Timeout          time.Duration     `json:"timeout,omitempty"`
-	InvalidMode      env.InvalidMode   `json:"invalid_mode,omitempty"`
-	InvalidPenalty   float64           `json:"invalid_penalty,omitempty"`
-	InvalidBonus     float64           `json:"invalid_bonus,omitempty"`
-	ParallelPolicies bool              `json:"parallel_policies,omitempty"`
-	Episodes         int               `json:"episodes"`
-	GroupSize        int               `json:"group_size"`
-	Seed             uint64            `json:"seed"`
-	RolloutIDBase    int64             `json:"rollout_id_base,omitempty"`
-	GroupIndexBase   int64             `json:"group_index_base,omitempty"`
+	Protocol         int                       `json:"protocol"`
+	Wire             int                       `json:"wire"`
+	Troupe           string                    `json:"troupe"`
+	Scenario         string                    `json:"scenario"`
+	Params           map[string]string         `json:"params"`
+	Policies         map[string]runspec.Policy `json:"policies,omitempty"`
+	LLMEndpoint      string                    `json:"llm_endpoint,omitempty"`
+	Emit             []string                  `json:"emit,omitempty"`
+	MaxSteps         int                       `json:"max_steps,omitempty"`
+	MaxTurns         int                       `json:"max_turns,omitempty"`
+	MaxMessages      int                       `json:"max_messages,omitempty"`
+	Timeout          time.Duration             `json:"timeout,omitempty"`
+	InvalidMode      env.InvalidMode           `json:"invalid_mode,omitempty"`
+	InvalidPenalty   float64                   `json:"invalid_penalty,omitempty"`
+	InvalidBonus     float64                   `json:"invalid_bonus,omitempty"`
+	ParallelPolicies bool                      `json:"parallel_policies,omitempty"`
+	Episodes         int                       `json:"episodes"`
+	GroupSize        int                       `json:"group_size"`
+	Seed             uint64                    `json:"seed"`
+	RolloutIDBase    int64                     `json:"rollout_id_base,omitempty"`
+	GroupIndexBase   int64                     `json:"group_index_base,omitempty"`
 }
+
+// delivery is how a run's requests are handed out: the settings of its
+// submitter's Config, fixed by the submitter that registered the run (a
+// later one, re-attaching, adopts them). They are the run's own: other
+// runs' workers and consumers do not see them.
+type delivery struct {
+	AckWait       time.Duration `json:"ack_wait"`
+	MaxDeliver    int           `json:"max_deliver"`
+	MaxAckPending int           `json:"max_ack_pending"`
+}
+
+// storedRun is the value of a run's spec key: its record, how its requests
+// are delivered, and when it was registered.
+type storedRun struct {
+	Run      record    `json:"run"`
+	Delivery delivery  `json:"delivery"`
+	Created  time.Time `json:"created"`
+}
+
+func (s *storedRun) encode() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("natsrun: encoding a run record: %v", err))
+	}
+	return b
+}
+
+// decodeStoredRun reads a spec key's value strictly: a record of another
+// protocol is ErrIncompatible, naming the versions, and a field this
+// version does not know is refused by name rather than ignored.
+func decodeStoredRun(data []byte, v versions) (storedRun, error) {
+	var s storedRun
+	var probe struct {
+		Run struct {
+			Protocol int    `json:"protocol"`
+			Wire     int    `json:"wire"`
+			Troupe   string `json:"troupe"`
+		} `json:"run"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return s, fmt.Errorf("%w: the run record is not JSON: %w", ErrIncompatible, err)
+	}
+	if p := probe.Run; (versions{p.Protocol, p.Wire, p.Troupe}) != v {
+		return s, fmt.Errorf("%w: the run was submitted under protocol %d, wire %d, troupe %s; this process speaks protocol %d, wire %d, troupe %s",
+			ErrIncompatible, p.Protocol, p.Wire, p.Troupe, v.protocol, v.wire, v.troupe)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("%w: the run record: %w", ErrIncompatible, err)
+	}
+	return s, nil
+}
+
+// versions are what a process speaks: the protocol, the episode encoding
+// and troupe's run semantics.
+type versions struct {
+	protocol, wire int
+	troupe         string
+}
+
+// ours are this build's versions.
+var ours = versions{ProtocolVersion, wire.Version, runspec.TroupeVersion}
+
+// ErrIncompatible is wrapped by the reasons a worker gives for leaving a
+// run submitted by another version of troupe.
+var ErrIncompatible = errors.New("natsrun: incompatible version")
 
 func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 	if cfg.Scenario == nil {
@@ -76,7 +165,7 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 		if info.Role(role) == nil {
 			return record{}, fmt.Errorf("%w: spec names a policy for role %q, which scenario %s does not have", ErrBadConfig, role, info.Name)
 		}
-		if spec.Policies[role] == "" {
+		if spec.Policies[role].Name == "" {
 			return record{}, fmt.Errorf("%w: spec names no policy for role %q", ErrBadConfig, role)
 		}
 	}
@@ -87,10 +176,23 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 	}
 	emit := slices.Clone(spec.Emit)
 	slices.Sort(emit)
+	var policies map[string]runspec.Policy
+	if len(spec.Policies) > 0 {
+		policies = map[string]runspec.Policy{}
+		for role, p := range spec.Policies {
+			// The settings' canonical form, as the run spec's hash sees it.
+			n := (&runspec.Spec{Policies: map[string]runspec.Policy{role: p}}).Normalized()
+			policies[role] = n.Policies[role]
+		}
+	}
 	return record{
+		Protocol:         ProtocolVersion,
+		Wire:             wire.Version,
+		Troupe:           runspec.TroupeVersion,
 		Scenario:         info.Name,
 		Params:           cfg.Params.Map(),
-		Policies:         spec.Policies,
+		Policies:         policies,
+		LLMEndpoint:      spec.LLMEndpoint,
 		Emit:             slices.Compact(emit),
 		MaxSteps:         cfg.Limits.MaxSteps,
 		MaxTurns:         cfg.Limits.MaxTurns,

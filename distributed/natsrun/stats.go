@@ -15,9 +15,12 @@ import (
 
 // Stats is a deployment's state, for the metrics endpoint.
 type Stats struct {
-	Queued       uint64 // requests no worker has taken yet
-	InFlight     int    // requests taken and not yet finished
-	Redelivering int    // of the queued and in-flight, requests handed out more than once
+	// The work counts are of work messages, over every run: each carries
+	// the requests of up to its run's Config.Batch episodes (one by
+	// default).
+	Queued       uint64 // work messages no worker has taken yet
+	InFlight     int    // work messages taken and not yet finished
+	Redelivering int    // of the queued and in-flight, work messages handed out more than once
 	Workers      int    // live workers
 	Slots        int    // their concurrency, together
 	Busy         int64  // episodes they hold, as of their last refresh (every 10s)
@@ -25,16 +28,23 @@ type Stats struct {
 	GivenUp      int64  // requests live workers recorded as failed after MaxDeliver
 }
 
-// Stats reads the deployment's state: the work consumer's counts and the
+// Stats reads the deployment's state: the runs' consumers' counts and the
 // live workers' presence keys.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
-	work, err := c.js.Consumer(ctx, c.n.workStream, c.n.workers)
-	if err != nil {
+	// Every run has a consumer of its own: the deployment's counts are
+	// their sums.
+	cons := c.work.ListConsumers(ctx)
+	for info := range cons.Info() {
+		if _, ok := c.n.runOfConsumer(info.Name); ok {
+			s.Queued += info.NumPending
+			s.InFlight += info.NumAckPending
+			s.Redelivering += info.NumRedelivered
+		}
+	}
+	if err := cons.Err(); err != nil {
 		return s, fmt.Errorf("natsrun: stats: %w", err)
 	}
-	info := work.CachedInfo()
-	s.Queued, s.InFlight, s.Redelivering = info.NumPending, info.NumAckPending, info.NumRedelivered
 
 	keys, err := c.alive.ListKeys(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,18 +26,39 @@ import (
 	"github.com/troupe-rl/troupe/runspec"
 )
 
-// PolicyMaker builds the policy called name for one role of a scenario, on
-// a worker. NamedPolicies is the default.
-type PolicyMaker func(info *env.Info, params env.Params, role, name string) (agents.Policy, error)
+// PolicyRequest is what a worker's PolicyMaker is asked for: one role's
+// policy in a run, with the settings the run spec gives it and the run's
+// LLM endpoint.
+type PolicyRequest struct {
+	Info   *env.Info
+	Params env.Params
+	Role   string
+	// Policy is the run spec's policy of the role: its name and settings
+	// (an LLM's model and sampling), which the policy must honour exactly.
+	Policy runspec.Policy
+	// LLMEndpoint is the run's Spec.LLMEndpoint: a name the worker
+	// declares, or the URL of the run's own server.
+	LLMEndpoint string
+}
+
+// PolicyMaker builds the policy a run names for one role, on a worker. An
+// error means the worker cannot play the run (it lacks the policy, serves
+// another LLM endpoint, cannot honour a setting): the worker leaves the
+// run to others and says why. NamedPolicies is the default.
+type PolicyMaker func(PolicyRequest) (agents.Policy, error)
 
 // ErrUnknownPolicy is returned by NamedPolicies for a name the scenario
 // does not offer.
 var ErrUnknownPolicy = env.ErrUnknownPolicy
 
 // NamedPolicies makes the scenario's own named policies, and "random"
-// (env.Info.MakePolicy).
-func NamedPolicies(info *env.Info, params env.Params, role, name string) (agents.Policy, error) {
-	return info.MakePolicy(params, role, name)
+// (env.Info.MakePolicy). They take no settings: a policy given some is
+// refused rather than played without them.
+func NamedPolicies(r PolicyRequest) (agents.Policy, error) {
+	if len(r.Policy.Settings) > 0 {
+		return nil, fmt.Errorf("policy %q of role %s: this worker cannot honour its settings %s", r.Policy.Name, r.Role, r.Policy.Settings)
+	}
+	return r.Info.MakePolicy(r.Params, r.Role, r.Policy.Name)
 }
 
 // WorkerConfig configures a Worker.
@@ -53,8 +75,8 @@ type WorkerConfig struct {
 	// context ends; what is still running then is cancelled and handed
 	// back to the queue for another worker. 0 hands them back at once.
 	Drain time.Duration
-	// Name identifies the worker in the metrics and in done markers; the
-	// default is HOSTNAME-PID.
+	// Name identifies the worker in the metrics, in done markers and in
+	// refusals; the default is HOSTNAME-PID.
 	Name string
 	// PollWait is how long one pull for work waits before it is renewed:
 	// how long Run may take to notice its context ended while idle. The
@@ -62,20 +84,36 @@ type WorkerConfig struct {
 	PollWait time.Duration
 }
 
-// Worker pulls episode requests from the work queue and plays them. See
-// Run.
+// Worker follows the deployment's runs and plays the requests of those it
+// can play exactly: their scenario registered, their versions its own,
+// their policies and settings (an LLM endpoint, sampling) ones it can
+// honour. It leaves the others to other workers, recording why, which
+// their submitters report. See Run.
 type Worker struct {
-	c        *Client
-	cfg      WorkerConfig
-	id       string
-	hb       time.Duration
-	work     jetstream.Consumer
-	execs    execCache
-	specs    sync.Map // run id -> *record
+	c      *Client
+	cfg    WorkerConfig
+	id     string
+	speaks versions      // ours, but in tests of older workers
+	slots  chan struct{} // a token per episode in hand or pull waiting
+	execs  execCache
+
+	mu   sync.Mutex
+	runs map[string]*workerRun // the runs it plays, by id
+
+	pullers, handlers sync.WaitGroup
+
 	busy     atomic.Int64
 	counters struct {
-		played, failed, rejected, redelivered, skipped, handedBack, givenUp atomic.Int64
+		played, failed, rejected, redelivered, skipped, handedBack, givenUp, refused atomic.Int64
 	}
+}
+
+// workerRun is a run a worker plays.
+type workerRun struct {
+	ref  runRef
+	rec  *record
+	del  delivery
+	stop context.CancelFunc
 }
 
 // WorkerStats counts what a worker did since it started.
@@ -90,6 +128,7 @@ type WorkerStats struct {
 	Skipped     int64 // requests it found already done
 	HandedBack  int64 // requests it gave back unfinished (shutdown, storage trouble)
 	GivenUp     int64 // requests it recorded as failed after MaxDeliver deliveries
+	Refused     int64 // runs it cannot play and left to others
 }
 
 var nameRE = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -111,13 +150,10 @@ func (c *Client) NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, erro
 		host, _ := os.Hostname()
 		cfg.Name = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	w := &Worker{c: c, cfg: cfg, id: nameRE.ReplaceAllString(cfg.Name, "_") + "-" + nuid.Next()}
-	var err error
-	if w.work, err = c.js.Consumer(ctx, c.n.workStream, c.n.workers); err != nil {
-		return nil, fmt.Errorf("natsrun: the work consumer: %w", err)
+	w := &Worker{
+		c: c, cfg: cfg, id: nameRE.ReplaceAllString(cfg.Name, "_") + "-" + nuid.Next(),
+		slots: make(chan struct{}, cfg.Concurrency), runs: map[string]*workerRun{}, speaks: ours,
 	}
-	// The consumer's own ack wait rules, whoever configured it.
-	w.hb = max(w.work.CachedInfo().Config.AckWait/3, 10*time.Millisecond)
 	w.execs.max = 64
 	return w, nil
 }
@@ -135,6 +171,7 @@ func (w *Worker) Stats() WorkerStats {
 		Skipped:     w.counters.skipped.Load(),
 		HandedBack:  w.counters.handedBack.Load(),
 		GivenUp:     w.counters.givenUp.Load(),
+		Refused:     w.counters.refused.Load(),
 	}
 }
 
@@ -142,29 +179,33 @@ func (w *Worker) Stats() WorkerStats {
 // gives the episodes in hand Drain to finish, hands back the rest and
 // returns nil. It acknowledges a request only after its episode is stored,
 // so a worker that dies (SIGKILL, a lost machine) loses nothing: its
-// requests go to another worker once AckWait passes without a heartbeat.
+// requests go to another worker once the run's ack wait passes without a
+// heartbeat.
 //
-// A request delivered more than MaxDeliver times (its workers kept dying
-// on it) is not played again: the worker that gets it next records it as
-// failed with the reason. The worker keeps a presence key that the
-// deployment's Stats count.
+// It follows the runs' specs: a run it can play it pulls from, through the
+// run's own consumer, with the run's own ack wait and max deliver; a run
+// it cannot play (see Worker) it never pulls from, and records why.
+//
+// A request delivered more than the run's MaxDeliver times (its workers
+// kept dying on it) is not played again: the worker that gets it next
+// records it as failed with the reason. The worker keeps a presence key
+// that the deployment's Stats count.
 func (w *Worker) Run(ctx context.Context) error {
 	// Episodes get their own context: the run's ending stops the pulling,
 	// not the playing, until Drain runs out.
 	epCtx, stopEpisodes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEpisodes()
 
-	var slots sync.WaitGroup
-	for range w.cfg.Concurrency {
-		slots.Go(func() { w.slot(ctx, epCtx) })
-	}
 	var aux sync.WaitGroup
 	aux.Go(func() { w.presence(ctx) })
+	aux.Go(func() { w.followRuns(ctx, epCtx) })
 	w.c.log.Info("natsrun: worker started", "worker", w.cfg.Name, "slots", w.cfg.Concurrency)
 
 	<-ctx.Done()
+	aux.Wait()
+	w.pullers.Wait() // no more pulls: what is in hand is all there is
 	drained := make(chan struct{})
-	go func() { slots.Wait(); close(drained) }()
+	go func() { w.handlers.Wait(); close(drained) }()
 	if w.cfg.Drain > 0 {
 		t := time.NewTimer(w.cfg.Drain)
 		select {
@@ -175,32 +216,235 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopEpisodes()
 	<-drained
-	aux.Wait()
 	w.c.log.Info("natsrun: worker stopped", "worker", w.cfg.Name, "played", w.counters.played.Load(), "handed_back", w.counters.handedBack.Load())
 	return nil
 }
 
-// slot pulls one request at a time and plays it, until ctx ends.
-func (w *Worker) slot(ctx, epCtx context.Context) {
+// followRuns watches the runs' specs and starts or stops playing each,
+// until ctx ends.
+func (w *Worker) followRuns(ctx, epCtx context.Context) {
 	for ctx.Err() == nil {
-		msg, err := w.work.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+		kw, err := w.c.runs.Watch(ctx, specFilter)
 		if err != nil {
-			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				w.c.log.Debug("natsrun: pulling work", "err", err)
+			if ctx.Err() == nil {
+				w.c.log.Debug("natsrun: watching the runs", "err", err)
+				pause(ctx, time.Second)
+			}
+			continue
+		}
+	follow:
+		for {
+			select {
+			case e, ok := <-kw.Updates():
+				if !ok {
+					break follow // the watcher died: a new one resumes
+				}
+				if e != nil {
+					w.follow(ctx, epCtx, e)
+				}
+			case <-ctx.Done():
+				break follow
+			}
+		}
+		_ = kw.Stop()
+	}
+	w.mu.Lock()
+	for id, r := range w.runs {
+		r.stop()
+		delete(w.runs, id)
+	}
+	w.mu.Unlock()
+}
+
+// follow starts playing the run a spec entry describes, if the worker can
+// play it, and stops playing a run whose spec is gone or replaced.
+func (w *Worker) follow(ctx, epCtx context.Context, e jetstream.KeyValueEntry) {
+	id, ok := runOfSpecKey(e.Key())
+	if !ok {
+		return
+	}
+	ref := runRef{id: id, rev: strconv.FormatUint(e.Revision(), 10)}
+	w.mu.Lock()
+	cur, known := w.runs[id]
+	if known && cur.ref == ref && e.Operation() == jetstream.KeyValuePut {
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	if known {
+		w.forget(cur)
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	st, err := decodeStoredRun(e.Value(), w.speaks)
+	if err == nil {
+		err = w.canPlay(ref, &st.Run)
+	}
+	if err != nil {
+		w.refuse(ctx, ref, err)
+		return
+	}
+	rctx, stop := context.WithCancel(ctx)
+	r := &workerRun{ref: ref, rec: &st.Run, del: st.Delivery, stop: stop}
+	w.mu.Lock()
+	w.runs[id] = r
+	w.mu.Unlock()
+	w.pullers.Go(func() { w.pull(rctx, epCtx, r) })
+}
+
+// canPlay sets the run up as it will play it, which is the test: every
+// scenario, parameter and policy resolved, every setting honoured.
+func (w *Worker) canPlay(run runRef, rec *record) error {
+	_, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params})
+	return err
+}
+
+// refuse records that the worker cannot play run, and why, for the run's
+// submitter to report.
+func (w *Worker) refuse(ctx context.Context, run runRef, why error) {
+	w.counters.refused.Add(1)
+	w.c.log.Warn("natsrun: this worker cannot play the run; leaving it to others", "run", run, "worker", w.cfg.Name, "reason", why)
+	val, _ := json.Marshal(Refusal{Worker: w.cfg.Name, Reason: why.Error()})
+	if err := retry(ctx, func(ctx context.Context) error {
+		_, err := w.c.runs.Put(ctx, run.refusedKey(w.id), val)
+		return err
+	}); err != nil && ctx.Err() == nil {
+		w.c.log.Warn("natsrun: recording a refusal", "run", run, "err", err)
+	}
+}
+
+// pull takes the run's requests one free slot at a time and plays them,
+// until ctx ends (the worker stops, or the run is gone). A pull that finds
+// the run's queue empty makes it idle: it then asks the consumer's counts
+// every PollWait, holding no slot, so that runs with nothing queued do not
+// keep the slots from runs with work.
+func (w *Worker) pull(ctx, epCtx context.Context, r *workerRun) {
+	var cons jetstream.Consumer
+	idle := 0
+	for ctx.Err() == nil {
+		if cons == nil {
+			var err error
+			if cons, err = w.c.js.Consumer(ctx, w.c.n.workStream, w.c.n.consumer(r.ref.id)); err != nil {
+				// Not created yet, or cancelled, or the run is gone: its
+				// spec expired (which no watcher hears of) or was purged.
+				cons = nil
+				if w.gone(ctx, r) {
+					w.forget(r)
+					return
+				}
+				pause(ctx, w.cfg.PollWait)
+				continue
+			}
+		}
+		if idle > 0 {
+			pause(ctx, w.cfg.PollWait)
+			info, err := cons.Info(ctx)
+			if err != nil {
+				cons = nil
+				continue
+			}
+			// Handed-back requests wait among the acknowledgements
+			// pending: those are looked for every third time.
+			if info.NumPending == 0 && (info.NumAckPending == 0 || idle%3 != 0) {
+				idle++
+				continue
+			}
+			idle = 0
+		}
+		select {
+		case w.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		msgs, err := w.fetch(cons)
+		if err != nil {
+			<-w.slots
+			switch {
+			case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoMessages):
+				idle = 1
+			default:
+				w.c.log.Debug("natsrun: pulling work", "run", r.ref, "err", err)
+				cons = nil
 				pause(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
-		if ctx.Err() != nil {
-			// Pulled as the worker was stopping: give it straight back.
-			_ = msg.Nak()
-			w.counters.handedBack.Add(1)
-			return
+		for _, msg := range msgs {
+			// Each message holds a slot: fetch took one per message.
+			if ctx.Err() != nil {
+				// Pulled as the worker was stopping: give it straight back.
+				_ = msg.Nak()
+				w.counters.handedBack.Add(1)
+				<-w.slots
+				continue
+			}
+			w.handlers.Go(func() {
+				defer func() { <-w.slots }()
+				w.busy.Add(1)
+				defer w.busy.Add(-1)
+				w.handle(epCtx, r, msg)
+			})
 		}
-		w.busy.Add(1)
-		w.handle(epCtx, msg)
-		w.busy.Add(-1)
 	}
+}
+
+// fetch pulls work for the slot the caller holds and for as many more as
+// are free at once: one pull request for several messages when the worker
+// has room, which spares the servers a request (and a subscription) per
+// message. It holds a slot for every message it returns, and none more.
+func (w *Worker) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	extra := 0
+take:
+	for extra < cap(w.slots)-1 {
+		select {
+		case w.slots <- struct{}{}:
+			extra++
+		default:
+			break take
+		}
+	}
+	var msgs []jetstream.Msg
+	if extra > 0 {
+		// What is there now, at once; an empty queue falls back to the
+		// waiting pull below.
+		if batch, err := cons.FetchNoWait(1 + extra); err == nil {
+			for m := range batch.Messages() {
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	for range extra + 1 - max(len(msgs), 1) {
+		<-w.slots
+	}
+	if len(msgs) > 0 {
+		return msgs, nil
+	}
+	msg, err := cons.Next(jetstream.FetchMaxWait(w.cfg.PollWait))
+	if err != nil {
+		return nil, err
+	}
+	return []jetstream.Msg{msg}, nil
+}
+
+// gone reports whether run r's spec is no longer the one the worker plays.
+func (w *Worker) gone(ctx context.Context, r *workerRun) bool {
+	e, err := w.c.runs.Get(ctx, specKey(r.ref.id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return true
+	}
+	return err == nil && strconv.FormatUint(e.Revision(), 10) != r.ref.rev
+}
+
+// forget stops playing run r, and drops its executors.
+func (w *Worker) forget(r *workerRun) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cur, ok := w.runs[r.ref.id]; ok && cur == r {
+		delete(w.runs, r.ref.id)
+	}
+	r.stop()
+	w.execs.drop(r.ref.id + "@")
 }
 
 func pause(ctx context.Context, d time.Duration) {
@@ -212,9 +456,11 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// handle plays one request and stores its episode, or records why it could
-// not, or hands it back.
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+// handle plays the requests of one work message and stores their episodes,
+// or records why one could not be played, or hands the message back. It
+// acknowledges the message once every episode of it is stored; one handed
+// back comes again, and its episodes already stored are then skipped.
+func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -223,83 +469,105 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	if meta.NumDelivered > 1 {
 		w.counters.redelivered.Add(1)
 	}
-	id, idx, ok := w.c.n.parseWorkSubject(msg.Subject())
-	if !ok {
+	id, first, last, ok := w.c.n.parseWorkSubject(msg.Subject())
+	if !ok || id != r.ref.id {
 		w.c.log.Warn("natsrun: a request on a malformed subject was dropped", "subject", msg.Subject())
 		_ = msg.TermWithReason("malformed subject")
 		return
 	}
+	run := r.ref
+	if rev := msg.Headers().Get(headerSpec); rev != "" && rev != run.rev {
+		// Queued under an earlier incarnation of the run, which was
+		// purged: nobody waits for it.
+		_ = msg.TermWithReason("its run was started again")
+		return
+	}
 	// Bookkeeping must outlive a shutdown (the episode in hand is finished
 	// or handed back, never dropped) but not hang it.
-	store, cancel := w.storeContext(ctx)
+	store, cancel := w.storeContext(ctx, r)
 	defer cancel()
-	run, rec, err := w.resolve(store, id, msg.Headers().Get(headerSpec))
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound) && meta.NumDelivered > uint64(w.c.cfg.MaxDeliver):
-		// Still no spec after MaxDeliver tries: the run was purged, and
-		// this request outlived it. Nobody waits for it.
-		w.c.log.Warn("natsrun: dropping a request of a run that no longer exists", "subject", msg.Subject())
-		_ = msg.TermWithReason("its run has no spec")
-		return
-	case err != nil:
-		w.handBack(store, msg, runRef{id: id}, idx, err)
-		return
-	}
-	var req env.Request
-	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.Index != idx {
-		if err == nil {
-			err = fmt.Errorf("it names episode %d", req.Index)
+	reqs, err := decodeRequests(msg.Data(), first, last)
+	if err != nil {
+		// Nothing of it can be trusted but its subject: each episode it
+		// names is recorded as rejected.
+		for idx := first; idx <= last; idx++ {
+			if err := w.reject(store, run, env.Request{Index: idx}, meta.NumDelivered, fmt.Sprintf("natsrun: undecodable request on %s: %v", msg.Subject(), err)); err != nil {
+				w.handBack(store, msg, run, idx, err)
+				return
+			}
 		}
-		req = env.Request{Index: idx}
-		w.reject(store, msg, run, req, meta.NumDelivered, fmt.Sprintf("natsrun: undecodable request on %s: %v", msg.Subject(), err))
+		_ = msg.Ack()
 		return
 	}
-	// A request handed out before may have been played by a worker that
-	// died before acknowledging it. (One handed out for the first time may
-	// be a re-queued duplicate, which the done marker's creation catches.)
-	if meta.NumDelivered > 1 {
-		if _, err := w.c.runs.Get(store, run.doneKey(idx)); err == nil {
-			w.counters.skipped.Add(1)
-			_ = msg.Ack()
+	stop := w.heartbeat(msg, r.del.AckWait)
+	defer stop()
+	for _, req := range reqs {
+		switch err := w.playOne(ctx, r, req, meta.NumDelivered); {
+		case errors.Is(err, errHandBack):
+			stop()
+			_ = msg.Nak()
+			w.counters.handedBack.Add(1)
+			return
+		case err != nil:
+			stop()
+			store, cancel := w.storeContext(ctx, r)
+			defer cancel()
+			w.handBack(store, msg, run, req.Index, err)
 			return
 		}
 	}
-	if max := uint64(w.c.cfg.MaxDeliver); meta.NumDelivered > max {
-		w.giveUp(store, msg, run, req, meta.NumDelivered)
-		return
-	}
-	exec, err := w.executor(run, rec, req)
-	if err != nil {
-		w.reject(store, msg, run, req, meta.NumDelivered, err.Error())
-		return
-	}
+	stop()
+	// A lost ack only means a redelivery that finds the episodes done.
+	_ = msg.Ack()
+}
 
-	w.c.log.Debug("natsrun: playing", "run", run, "episode", idx, "delivery", meta.NumDelivered, "worker", w.cfg.Name)
-	stop := w.heartbeat(msg)
+// errHandBack is playOne's way to say that the worker is stopping and the
+// message goes back as it is.
+var errHandBack = errors.New("natsrun: handed back")
+
+// playOne plays one request of a message delivered deliveries times and
+// stores its episode (or its failure); it returns an error when it could
+// not store it (another try may), or errHandBack when the worker stops.
+func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, deliveries uint64) error {
+	run := r.ref
+	store, cancel := w.storeContext(ctx, r)
+	defer cancel()
+	// A request handed out before may have been played by a worker that
+	// died before acknowledging it. (One handed out for the first time may
+	// be a re-queued duplicate, which the done marker's creation catches.)
+	if deliveries > 1 {
+		if _, err := w.c.runs.Get(store, run.doneKey(req.Index)); err == nil {
+			w.counters.skipped.Add(1)
+			return nil
+		}
+	}
+	if deliveries > uint64(r.del.MaxDeliver) {
+		return w.giveUp(store, run, req, deliveries)
+	}
+	exec, err := w.executor(run, r.rec, req)
+	if err != nil {
+		return w.reject(store, run, req, deliveries, err.Error())
+	}
+	w.c.log.Debug("natsrun: playing", "run", run, "episode", req.Index, "delivery", deliveries, "worker", w.cfg.Name)
 	t0 := time.Now()
 	ep := exec.Execute(ctx, req)
 	t1 := time.Now()
 	if ep.End == env.EndInterrupted && ctx.Err() != nil {
-		stop()
-		_ = msg.Nak()
-		w.counters.handedBack.Add(1)
-		return
+		return errHandBack
 	}
-	store, cancel = w.storeContext(ctx) // a fresh deadline: the episode took its time
+	store, cancel = w.storeContext(ctx, r) // a fresh deadline: the episode took its time
 	defer cancel()
 	// Counted before the result is stored, and taken back if it is not
 	// this worker's: a submitter that sees the result finds it in the
 	// worker's stats.
 	w.counters.played.Add(1)
-	won, err := w.c.commit(store, run, idx, ep, meta.NumDelivered, w.cfg.Name)
-	stop()
-	w.c.log.Debug("natsrun: played", "run", run, "episode", idx, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
+	won, err := w.c.commit(store, run, req.Index, ep, deliveries, w.cfg.Name)
+	w.c.log.Debug("natsrun: played", "run", run, "episode", req.Index, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
 	if err != nil || !won {
 		w.counters.played.Add(-1)
 	}
 	if err != nil {
-		w.handBack(store, msg, run, idx, err)
-		return
+		return err
 	}
 	if won {
 		if ep.Status == protocol.StatusFailed {
@@ -308,24 +576,44 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	} else {
 		w.counters.skipped.Add(1)
 	}
-	// A lost ack only means a redelivery that finds the episode done.
-	_ = msg.Ack()
+	return nil
+}
+
+// decodeRequests reads a work message's requests strictly: a field this
+// version does not know is refused by name, and every request must be of
+// an episode in [first, last], once.
+func decodeRequests(data []byte, first, last int64) ([]env.Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var reqs []env.Request
+	if err := dec.Decode(&reqs); err != nil {
+		return nil, err
+	}
+	seen := map[int64]bool{}
+	for _, r := range reqs {
+		if r.Index < first || r.Index > last || seen[r.Index] {
+			return nil, fmt.Errorf("it names episode %d, not one of %d to %d once", r.Index, first, last)
+		}
+		seen[r.Index] = true
+	}
+	return reqs, nil
 }
 
 // storeContext bounds the bookkeeping around an episode: the retries of a
-// store that cannot reach the servers give up after twice the ack wait (a
-// minute at least), by which time another worker has the request anyway.
-func (w *Worker) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), max(2*w.c.cfg.AckWait, time.Minute))
+// store that cannot reach the servers give up after twice the run's ack
+// wait (a minute at least), by which time another worker has the request
+// anyway.
+func (w *Worker) storeContext(ctx context.Context, r *workerRun) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), max(2*r.del.AckWait, time.Minute))
 }
 
-// heartbeat tells the server, every third of the ack wait, that msg is
-// still being worked on, until the returned function is called.
-func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+// heartbeat tells the server, every third of the run's ack wait, that msg
+// is still being worked on, until the returned function is first called.
+func (w *Worker) heartbeat(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(w.hb)
+		t := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -338,12 +626,13 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-// reject stores req's episode as failed (EndRejected) with the reason and
-// acknowledges the request: it could never be played.
-func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64, reason string) {
+// reject stores req's episode as failed (EndRejected) with the reason: it
+// could never be played.
+func (w *Worker) reject(ctx context.Context, run runRef, req env.Request, deliveries uint64, reason string) error {
 	w.c.log.Warn("natsrun: request rejected", "run", run, "episode", req.Index, "reason", reason)
 	ep := failed(req, EndRejected, reason)
 	// Counted before the store: a submitter that sees the stored result and
@@ -351,15 +640,14 @@ func (w *Worker) reject(ctx context.Context, msg jetstream.Msg, run runRef, req 
 	w.counters.rejected.Add(1)
 	if _, err := w.c.commit(ctx, run, req.Index, ep, deliveries, w.cfg.Name); err != nil {
 		w.counters.rejected.Add(-1)
-		w.handBack(ctx, msg, run, req.Index, err)
-		return
+		return err
 	}
-	_ = msg.Ack()
+	return nil
 }
 
 // giveUp stores req's episode as failed (EndMaxDeliver) after its
 // delivery number deliveries found it never finished.
-func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, run runRef, req env.Request, deliveries uint64) {
+func (w *Worker) giveUp(ctx context.Context, run runRef, req env.Request, deliveries uint64) error {
 	reason := fmt.Sprintf("natsrun: given up after %d deliveries: every worker that took it died, hung or handed it back before storing it", deliveries-1)
 	if e, err := w.c.runs.Get(ctx, run.errorKey(req.Index)); err == nil {
 		reason += "; last error: " + string(e.Value())
@@ -367,13 +655,12 @@ func (w *Worker) giveUp(ctx context.Context, msg jetstream.Msg, run runRef, req 
 	w.c.log.Warn("natsrun: request given up", "run", run, "episode", req.Index, "deliveries", deliveries-1)
 	won, err := w.c.commit(ctx, run, req.Index, failed(req, EndMaxDeliver, reason), deliveries, w.cfg.Name)
 	if err != nil {
-		w.handBack(ctx, msg, run, req.Index, err)
-		return
+		return err
 	}
 	if won {
 		w.counters.givenUp.Add(1)
 	}
-	_ = msg.Ack()
+	return nil
 }
 
 // handBack returns a request to the queue after an error that another try
@@ -392,8 +679,8 @@ func (w *Worker) handBack(ctx context.Context, msg jetstream.Msg, run runRef, id
 
 // executor returns the executor of run's episodes of req's scenario and
 // parameters, building it on first use. Its errors are the reasons a
-// request can never be played: an unknown scenario or policy, bad
-// parameters.
+// request can never be played here: an unknown scenario or policy, bad
+// parameters, a setting or LLM endpoint the worker cannot honour.
 func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executor, error) {
 	key := run.String() + "\x00" + req.Scenario
 	for _, k := range slices.Sorted(maps.Keys(req.Params)) {
@@ -405,7 +692,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		spec := runspec.Spec{
 			Scenario:  req.Scenario,
 			Params:    req.Params,
-			Policies:  runspec.Named(rec.Policies),
+			Policies:  rec.Policies,
 			Emit:      rec.Emit,
 			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout}),
 			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
@@ -414,7 +701,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		res, err := spec.Resolve(runspec.Resolvers{
 			Scenarios: w.cfg.Registry,
 			Policies: func(pr runspec.PolicyRequest) (agents.Policy, bool, error) {
-				p, err := w.cfg.Policies(pr.Info, pr.Params, pr.Role, pr.Policy.Name)
+				p, err := w.cfg.Policies(PolicyRequest{Info: pr.Info, Params: pr.Params, Role: pr.Role, Policy: pr.Policy, LLMEndpoint: rec.LLMEndpoint})
 				return p, true, err
 			},
 		})
@@ -427,37 +714,14 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 	})
 }
 
-// resolve returns the run a request belongs to and its spec: the spec
-// revision the request names, or the run's latest when it names none (a
-// request queued by hand). Specs are cached: a revision never changes.
-func (w *Worker) resolve(ctx context.Context, id, revision string) (runRef, *record, error) {
-	rev, _ := strconv.ParseUint(revision, 10, 64)
-	if rev > 0 {
-		if r, ok := w.specs.Load(id + "@" + revision); ok {
-			return runRef{id, revision}, r.(*record), nil
-		}
-	}
-	rec, rev, err := w.c.spec(ctx, id, rev)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// The spec is stored before any request; a replica that lags may
-		// not have it yet, or the run was purged. Either way, not ours to
-		// fail: hand it back, and MaxDeliver ends it if it never appears.
-		return runRef{}, nil, fmt.Errorf("natsrun: run %s has no spec (purged, or not replicated yet): %w", id, err)
-	}
-	if err != nil {
-		return runRef{}, nil, err
-	}
-	run := runRef{id, strconv.FormatUint(rev, 10)}
-	w.specs.Store(run.String(), &rec)
-	return run, &rec, nil
-}
-
 // execCache keeps built executors, so that a run's episodes share one
-// engine pool and one set of policies. It holds at most max of them.
+// engine pool and one set of policies. It holds at most max of them,
+// dropping the oldest, and a run's when the worker stops playing it.
 type execCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]env.Executor
+	mu    sync.Mutex
+	max   int
+	m     map[string]env.Executor
+	order []string // keys, oldest first
 }
 
 func (c *execCache) get(key string, build func() (env.Executor, error)) (env.Executor, error) {
@@ -475,11 +739,38 @@ func (c *execCache) get(key string, build func() (env.Executor, error)) (env.Exe
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
+	if c.m == nil {
 		c.m = map[string]env.Executor{}
 	}
+	if _, ok := c.m[key]; !ok {
+		c.order = append(c.order, key)
+	}
 	c.m[key] = x
+	for len(c.order) > c.max {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
 	return x, nil
+}
+
+// drop forgets the executors whose keys start with prefix (a run's).
+func (c *execCache) drop(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.order = slices.DeleteFunc(c.order, func(k string) bool {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			delete(c.m, k)
+			return true
+		}
+		return false
+	})
+}
+
+// Len is how many executors the cache holds.
+func (c *execCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }
 
 // presence keeps the worker's key in the presence bucket fresh, and

@@ -61,7 +61,7 @@ func main() {
 	matches := flag.Int64("matches", 60000, "training matches per run")
 	every := flag.Int64("every", 3000, "measure and snapshot every N matches")
 	seeds := flag.Int("seeds", 3, "runs per condition")
-	learner := flag.String("learner", "egreedy:alpha=0.3,epsilon=0.2", "the learner spec")
+	learner := flag.String("learner", "egreedy:alpha=0.3,epsilon=0.2,unbiased=0", "the learner spec (plain α steps from 0: the demonstration of docs/leagues.md)")
 	flag.Parse()
 	if err := run(*out, *matches, *every, *seeds, *learner); err != nil {
 		fmt.Fprintln(os.Stderr, "leaguedemo:", err)

@@ -226,10 +226,10 @@ func (p Plan) Output(sink trajectories.Sink) (*trajectories.Output, error) {
 }
 
 // Config builds the plan's run from reg, resolving it as a run spec
-// (package runspec) as every runner does, and the role-to-policy names a
+// (package runspec) as every runner does, and the role-to-policy map a
 // distributed run's spec needs. Its output stage is Output's. Episodes 0
 // (a benchmark's, set later) resolves as 1 and stays 0.
-func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error) {
+func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]runspec.Policy, error) {
 	sc, err := reg.Lookup(p.Scenario)
 	if err != nil {
 		return env.RunConfig{}, nil, err
@@ -248,5 +248,5 @@ func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]string, error
 	}
 	cfg := res.Config
 	cfg.Episodes, cfg.Concurrency = p.Episodes, p.Concurrency
-	return cfg, res.PolicyNames, nil
+	return cfg, res.Spec.Policies, nil
 }
