@@ -84,12 +84,12 @@ func BenchmarkBroker(b *testing.B) {
 		batch int
 	}{
 		{name: "local"},
-		{name: "throughput/inprocess", nats: true, ahead: 1024, slots: 8, conc: 8},
-		{name: "throughput/tcp", nats: true, tcp: true, ahead: 1024, slots: 8, conc: 8},
+		{name: "throughput/inprocess", nats: true, ahead: 1024, slots: 8, conc: 8, batch: 1},
+		{name: "throughput/tcp", nats: true, tcp: true, ahead: 1024, slots: 8, conc: 8, batch: 1},
 		{name: "throughput/inprocess/batch=16", nats: true, ahead: 1024, slots: 8, conc: 8, batch: 16},
 		{name: "throughput/tcp/batch=16", nats: true, tcp: true, ahead: 1024, slots: 8, conc: 8, batch: 16},
-		{name: "latency/inprocess", nats: true, ahead: 1, slots: 1, conc: 1},
-		{name: "latency/tcp", nats: true, tcp: true, ahead: 1, slots: 1, conc: 1},
+		{name: "latency/inprocess", nats: true, ahead: 1, slots: 1, conc: 1, batch: 1},
+		{name: "latency/tcp", nats: true, tcp: true, ahead: 1, slots: 1, conc: 1, batch: 1},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

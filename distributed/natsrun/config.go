@@ -56,7 +56,9 @@ type Config struct {
 	// most: a worker plays them one after the other in one slot. Scripted
 	// episodes (microseconds of game) cost the servers a fraction per
 	// episode with 16 or more; episodes that wait on an LLM want 1, so
-	// that every one goes to a free slot. Default 1, at most 1024.
+	// that every one goes to a free slot. 0, the default, chooses per
+	// run: 1 when a role plays an LLM (the run's Spec names an LLM
+	// endpoint), else AutoBatch. At most 1024.
 	Batch int
 	// LeaseTTL is how long a submitter's hold on a run outlives its last
 	// renewal (it renews every LeaseTTL/3). A second submitter on a run
@@ -89,7 +91,6 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ResultsMaxAge, 7*24*time.Hour)
 	setDefault(&c.ChunkSize, 512<<10)
 	setDefault(&c.LeaseTTL, 15*time.Second)
-	setDefault(&c.Batch, 1)
 	switch {
 	case c.Replicas < 1 || c.Replicas > 5:
 		return c, fmt.Errorf("%w: replicas %d: want 1 to 5", ErrBadConfig, c.Replicas)
@@ -107,8 +108,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: results max age %v is shorter than the duplicate window %v", ErrBadConfig, c.ResultsMaxAge, c.DuplicateWindow)
 	case c.ChunkSize < 1024:
 		return c, fmt.Errorf("%w: chunk size %d: want at least 1024 bytes", ErrBadConfig, c.ChunkSize)
-	case c.Batch < 1 || c.Batch > maxBatch:
-		return c, fmt.Errorf("%w: batch %d: want 1 to %d", ErrBadConfig, c.Batch, maxBatch)
+	case c.Batch < 0 || c.Batch > maxBatch:
+		return c, fmt.Errorf("%w: batch %d: want 0 (chosen per run) or 1 to %d", ErrBadConfig, c.Batch, maxBatch)
 	case c.LeaseTTL < 300*time.Millisecond:
 		return c, fmt.Errorf("%w: lease ttl %v: want at least 300ms", ErrBadConfig, c.LeaseTTL)
 	}
@@ -120,6 +121,22 @@ func setDefault[T comparable](p *T, def T) {
 	if *p == zero {
 		*p = def
 	}
+}
+
+// AutoBatch is the batch a run without LLM policies gets when
+// Config.Batch is 0: with 16 the servers' share per scripted episode is
+// about half of one message per episode (docs/scaling.md).
+const AutoBatch = 16
+
+// batchFor resolves Config.Batch for a run with spec.
+func (c Config) batchFor(spec Spec) int {
+	switch {
+	case c.Batch > 0:
+		return c.Batch
+	case spec.LLMEndpoint != "":
+		return 1
+	}
+	return AutoBatch
 }
 
 // maxBatch bounds Config.Batch.

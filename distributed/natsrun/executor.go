@@ -49,6 +49,7 @@ const (
 type Executor struct {
 	c       *Client
 	run     string
+	batch   int64 // requests per work message (Config.Batch, resolved)
 	reqs    []env.Request
 	cfg     env.RunConfig
 	engines env.EnginePool
@@ -193,7 +194,7 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 	}
 
 	x := &Executor{
-		c: c, run: run, reqs: reqs, cfg: cfg, resumed: resumed,
+		c: c, run: run, reqs: reqs, cfg: cfg, resumed: resumed, batch: int64(c.cfg.batchFor(spec)),
 		ref:       runRef{id: run, rev: strconv.FormatUint(revision, 10)},
 		holder:    holder,
 		delivery:  stored.Delivery,
@@ -414,7 +415,7 @@ func (x *Executor) claim(idx int64) (*marker, <-chan struct{}) {
 // want makes sure requests idx to idx+Ahead-1 get queued.
 func (x *Executor) want(idx int64) {
 	// Up to a whole batch: the requests of a batch are queued together.
-	b := int64(x.c.cfg.Batch)
+	b := x.batch
 	t := min((idx+int64(x.c.cfg.Ahead)+b-1)/b*b, int64(len(x.reqs)))
 	for {
 		cur := x.target.Load()
@@ -451,7 +452,7 @@ func (x *Executor) publish() {
 			}
 		}
 		batch = batch[:0]
-		size := int64(x.c.cfg.Batch)
+		size := x.batch
 		for end := min(target, next+int64(cap(batch))*size); next < end; {
 			// One message per batch of requests: the indexes of a batch
 			// are next's batch, those not done or queued.

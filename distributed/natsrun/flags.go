@@ -81,7 +81,7 @@ func (f *Flags) bindCommon(fs *pflag.FlagSet, urlHelp string) {
 
 // bindSubmitter defines the flags of a submitter (troupe run and troupe serve).
 func (f *Flags) bindSubmitter(fs *pflag.FlagSet) {
-	fs.IntVar(&f.Config.Batch, "nats-batch", f.Config.Batch, "episodes per work message, played one after another by one worker slot: 16 or more for scripted episodes (less broker work), 1 for LLM ones")
+	fs.IntVar(&f.Config.Batch, "nats-batch", f.Config.Batch, "episodes per work message, played one after another by one worker slot: 16 or more for scripted episodes (less broker work), 1 for LLM ones; 0 chooses (1 when a role plays an LLM, else 16)")
 	fs.DurationVar(&f.Config.LeaseTTL, "nats-lease", f.Config.LeaseTTL, "how long after this submitter's last sign of life another may take its run over (it renews every third of it)")
 }
 

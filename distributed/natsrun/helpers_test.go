@@ -162,7 +162,7 @@ func (p *proc) output() []string {
 // testConfig is a deployment tuned for fast tests: short ack wait, so a
 // dead worker's episodes come back within a second.
 func testConfig() natsrun.Config {
-	return natsrun.Config{AckWait: time.Second, MaxDeliver: 4, ChunkSize: 2048, DuplicateWindow: 2 * time.Minute, LeaseTTL: 1500 * time.Millisecond}
+	return natsrun.Config{AckWait: time.Second, MaxDeliver: 4, ChunkSize: 2048, DuplicateWindow: 2 * time.Minute, LeaseTTL: 1500 * time.Millisecond, Batch: 1}
 }
 
 // embedded starts an in-process server in a temporary directory.

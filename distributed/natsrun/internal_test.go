@@ -125,3 +125,18 @@ func FuzzDecoders(f *testing.F) {
 		_, _ = decodeRequests(data, 0, 10)
 	})
 }
+
+// TestBatchIsChosenPerRun: Config.Batch 0 gives LLM runs one episode per
+// work message and scripted ones AutoBatch; a set batch is kept.
+func TestBatchIsChosenPerRun(t *testing.T) {
+	llm := Spec{LLMEndpoint: "http://127.0.0.1:8080/v1"}
+	for _, c := range []struct {
+		batch int
+		spec  Spec
+		want  int
+	}{{0, Spec{}, AutoBatch}, {0, llm, 1}, {3, Spec{}, 3}, {3, llm, 3}} {
+		if got := (Config{Batch: c.batch}).batchFor(c.spec); got != c.want {
+			t.Errorf("batch %d, endpoint %q: %d, want %d", c.batch, c.spec.LLMEndpoint, got, c.want)
+		}
+	}
+}

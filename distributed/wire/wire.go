@@ -2,52 +2,53 @@
 // processes: a worker that played it and a collector that allocates its
 // credit, projects its samples (trajectories.Samples) and writes it out.
 //
-// The encoding is one JSON object holding the whole record, so that
-// Decode(Encode(rec)) is the same record and projects to the same samples,
-// byte for byte. What JSON cannot carry as it is travels exactly all the
-// same:
+// The encoding is binary, so that Decode(Encode(rec)) is the same record
+// and projects to the same samples, byte for byte, and so that a collector
+// decodes an episode in a fraction of what a JSON decoder takes:
 //
-//   - floats (scores, log-probs) are written as the shortest number that
-//     round-trips, and NaN, ±Inf as the strings "NaN", "+Inf", "-Inf";
-//   - a turn's notes travel as the JSON of each value; a value whose JSON
-//     does not survive a decode into an interface value unchanged (a
-//     struct's field order, an integer beyond 2^53) comes back as
-//     json.RawMessage holding the exact bytes it encoded to, so that the
-//     collector writes the same output; a value that does not encode
-//     arrives as the string the sample encoding writes for it;
-//   - strings that are not valid UTF-8 in the replay fields (actions,
-//     messages, seats, parameters, error): they are written empty and
-//     travel base64-encoded in "raw_strings", so that a counterfactual
-//     replay on the collector feeds the game the very bytes the policy
-//     answered.
+//   - a magic byte (0xB7, which no JSON text starts with) and the version,
+//     as an unsigned varint;
+//   - integers as varints (zig-zag for those that may be negative), seeds
+//     as unsigned varints, floats as their 8 IEEE-754 bytes (NaN, ±Inf and
+//     -0 travel as they are);
+//   - strings as a length and their bytes: invalid UTF-8 travels exactly,
+//     and the collector's output replaces it as a local run's does;
+//   - a slice or map as its length plus one, 0 for nil, so that nil and
+//     empty stay apart; a pointer as a presence byte;
+//   - a turn's notes as the JSON of each value; a value whose JSON does
+//     not survive a decode into an interface value unchanged (a struct's
+//     field order, an integer beyond 2^53) comes back as json.RawMessage
+//     holding the exact bytes it encoded to, so that the collector writes
+//     the same output; a value that does not encode arrives as the string
+//     the sample encoding writes for it.
 //
-// Other strings that are not valid UTF-8 (views, prompts, notes) arrive
-// with U+FFFD in place of the bad bytes, exactly as troupe's JSONL output
-// writes them. Record.Replay is a function and never travels: the collector
-// rebuilds it.
+// Record.Replay is a function and never travels: the collector rebuilds it.
 package wire
 
 import (
 	"bytes"
-	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// Version is the encoding's version, written as "v". Decode rejects others.
-// Version 1 carried the samples beside a record without the turns'
-// prompts, tokens and notes; version 2 had no state-machine transitions.
-const Version = 3
+// Version is the encoding's version, written after the magic byte. Decode
+// rejects others. Versions 1 to 3 were JSON: version 1 carried the samples
+// beside a record without the turns' prompts, tokens and notes; version 2
+// had no state-machine transitions.
+const Version = 4
+
+// magic opens every encoding: a byte no JSON text starts with, so that a
+// message of the JSON versions is told apart.
+const magic = 0xB7
 
 // ErrDecode is wrapped by every error Decode returns.
 var ErrDecode = errors.New("decode episode")
@@ -55,316 +56,170 @@ var ErrDecode = errors.New("decode episode")
 // Encode appends rec's encoding to dst and returns the extended buffer. The
 // encoding is deterministic: equal records encode to equal bytes.
 func Encode(dst []byte, ep *episode.Record) []byte {
-	var raws []rawString
-	// str appends s as a JSON string; a string that is not valid UTF-8 is
-	// written empty, its bytes noted in raws.
-	str := func(dst []byte, s, field string, at int, key string) []byte {
-		if utf8.ValidString(s) {
-			return protocol.AppendString(dst, s)
+	e := encoder{b: dst}
+	e.b = append(e.b, magic)
+	e.uvarint(Version)
+	e.str(ep.Scenario)
+	if e.count(ep.Params == nil, len(ep.Params)) {
+		for _, k := range slices.Sorted(maps.Keys(ep.Params)) {
+			e.str(k)
+			e.str(ep.Params[k])
 		}
-		raws = append(raws, rawString{Field: field, At: at, Key: key, B64: base64.StdEncoding.EncodeToString([]byte(s))})
-		return append(dst, `""`...)
 	}
-	dst = append(dst, `{"v":`...)
-	dst = strconv.AppendInt(dst, Version, 10)
-	dst = append(dst, `,"scenario":`...)
-	dst = str(dst, ep.Scenario, rawScenario, 0, "")
-	dst = append(dst, `,"params":`...)
-	if ep.Params == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '{')
-		for i, k := range slices.Sorted(maps.Keys(ep.Params)) {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			// A key that is not valid UTF-8 cannot be a declared
-			// parameter's name; it arrives with U+FFFD in its bad bytes.
-			dst = protocol.AppendString(dst, k)
-			dst = append(dst, ':')
-			dst = str(dst, ep.Params[k], rawParam, 0, k)
+	e.uvarint(ep.Seed)
+	e.uvarint(ep.PolicySeed)
+	e.varint(ep.Index)
+	e.varint(ep.RolloutID)
+	e.varint(ep.GroupIndex)
+	e.str(string(ep.Status))
+	e.str(ep.End)
+	e.str(ep.Err)
+	e.varint(int64(ep.Steps))
+	e.str(ep.Label)
+	if e.count(ep.Seats == nil, len(ep.Seats)) {
+		for _, s := range ep.Seats {
+			e.str(s.ID)
+			e.str(s.Role)
 		}
-		dst = append(dst, '}')
 	}
-	dst = append(dst, `,"seed":`...)
-	dst = strconv.AppendUint(dst, ep.Seed, 10)
-	dst = append(dst, `,"policy_seed":`...)
-	dst = strconv.AppendUint(dst, ep.PolicySeed, 10)
-	dst = append(dst, `,"index":`...)
-	dst = strconv.AppendInt(dst, ep.Index, 10)
-	dst = append(dst, `,"rollout_id":`...)
-	dst = strconv.AppendInt(dst, ep.RolloutID, 10)
-	dst = append(dst, `,"group_index":`...)
-	dst = strconv.AppendInt(dst, ep.GroupIndex, 10)
-	dst = append(dst, `,"status":`...)
-	dst = str(dst, string(ep.Status), rawStatus, 0, "")
-	dst = append(dst, `,"end":`...)
-	dst = str(dst, ep.End, rawEnd, 0, "")
-	dst = append(dst, `,"err":`...)
-	dst = str(dst, ep.Err, rawErr, 0, "")
-	dst = append(dst, `,"steps":`...)
-	dst = strconv.AppendInt(dst, int64(ep.Steps), 10)
-	if ep.Label != "" {
-		dst = append(dst, `,"label":`...)
-		dst = protocol.AppendString(dst, ep.Label)
-	}
-
-	dst = append(dst, `,"seats":`...)
-	if ep.Seats == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, s := range ep.Seats {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"id":`...)
-			dst = str(dst, s.ID, rawSeatID, i, "")
-			dst = append(dst, `,"role":`...)
-			dst = str(dst, s.Role, rawSeatRole, i, "")
-			dst = append(dst, '}')
-		}
-		dst = append(dst, ']')
-	}
-
-	// The turns travel with what replay needs (exactly) and what the record
-	// says of them.
-	dst = append(dst, `,"actions":`...)
-	if ep.Turns == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	if e.count(ep.Turns == nil, len(ep.Turns)) {
 		for i := range ep.Turns {
-			a := &ep.Turns[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"step":`...)
-			dst = strconv.AppendInt(dst, int64(a.Step), 10)
-			dst = append(dst, `,"agent":`...)
-			dst = strconv.AppendInt(dst, int64(a.Seat), 10)
-			dst = append(dst, `,"turn":`...)
-			dst = strconv.AppendInt(dst, int64(a.Turn), 10)
-			dst = append(dst, `,"action":`...)
-			dst = str(dst, a.Action, rawAction, i, "")
-			dst = appendTurn(dst, a)
-			dst = append(dst, '}')
+			e.turn(&ep.Turns[i])
 		}
-		dst = append(dst, ']')
 	}
-
-	dst = append(dst, `,"messages":`...)
-	if ep.Messages == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	if e.count(ep.Messages == nil, len(ep.Messages)) {
 		for i := range ep.Messages {
 			m := &ep.Messages[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"from":`...)
-			dst = str(dst, m.From, rawFrom, i, "")
-			dst = append(dst, `,"to":`...)
-			dst = str(dst, string(m.To), rawTo, i, "")
-			dst = append(dst, `,"kind":`...)
-			dst = str(dst, m.Kind, rawKind, i, "")
-			dst = append(dst, `,"payload":`...)
-			dst = str(dst, m.Payload, rawPayload, i, "")
-			dst = append(dst, `,"time":`...)
-			dst = strconv.AppendInt(dst, int64(m.Time), 10)
-			dst = append(dst, `,"seq":`...)
-			dst = strconv.AppendInt(dst, int64(m.Seq), 10)
-			if m.Quiet {
-				dst = append(dst, `,"quiet":true`...)
-			}
-			if m.Recipients != nil {
-				dst = append(dst, `,"recipients":[`...)
-				for j, r := range m.Recipients {
-					if j > 0 {
-						dst = append(dst, ',')
-					}
-					dst = strconv.AppendInt(dst, int64(r), 10)
-				}
-				dst = append(dst, ']')
-			}
-			dst = append(dst, '}')
+			e.str(m.From)
+			e.str(string(m.To))
+			e.str(m.Kind)
+			e.str(m.Payload)
+			e.varint(int64(m.Time))
+			e.varint(int64(m.Seq))
+			e.flag(m.Quiet)
+			e.ints(m.Recipients)
 		}
-		dst = append(dst, ']')
 	}
-
-	dst = append(dst, `,"transitions":`...)
-	if ep.Transitions == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	if e.count(ep.Transitions == nil, len(ep.Transitions)) {
 		for i := range ep.Transitions {
 			tr := &ep.Transitions[i]
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"step":`...)
-			dst = strconv.AppendInt(dst, int64(tr.Step), 10)
-			dst = append(dst, `,"seat":`...)
-			dst = strconv.AppendInt(dst, int64(tr.Seat), 10)
-			dst = append(dst, `,"event":`...)
-			dst = protocol.AppendString(dst, string(tr.Event))
-			dst = append(dst, `,"from":`...)
-			dst = protocol.AppendString(dst, string(tr.From))
-			dst = append(dst, `,"to":`...)
-			dst = protocol.AppendString(dst, string(tr.To))
-			dst = append(dst, '}')
+			e.varint(int64(tr.Step))
+			e.varint(int64(tr.Seat))
+			e.str(string(tr.Event))
+			e.str(string(tr.From))
+			e.str(string(tr.To))
 		}
-		dst = append(dst, ']')
 	}
-
-	dst = append(dst, `,"score":{"team":`...)
-	dst = appendFloat(dst, ep.Score.Team)
-	dst = append(dst, `,"agents":`...)
-	if ep.Score.Agents == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, v := range ep.Score.Agents {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendFloat(dst, v)
-		}
-		dst = append(dst, ']')
-	}
-	dst = append(dst, '}')
-
-	if len(raws) > 0 {
-		dst = append(dst, `,"raw_strings":`...)
-		b, err := json.Marshal(raws)
-		if err != nil {
-			panic(fmt.Sprintf("wire: encoding raw strings: %v", err)) // strings and ints
-		}
-		dst = append(dst, b...)
-	}
-	return append(dst, '}')
+	e.float(ep.Score.Team)
+	e.floats(ep.Score.Agents)
+	return e.b
 }
 
-// appendTurn appends the fields of turn a after its action: the record's
-// view of the turn. Its strings are written as the JSONL output writes them
-// (invalid UTF-8 becomes U+FFFD): unlike the action, the game never reads
-// them back.
-func appendTurn(dst []byte, a *episode.Turn) []byte {
-	if a.State != "" {
-		dst = append(dst, `,"state":`...)
-		dst = protocol.AppendString(dst, string(a.State))
-	}
-	dst = append(dst, `,"seed":`...)
-	dst = strconv.AppendUint(dst, a.Seed, 10)
-	if a.View != "" {
-		dst = append(dst, `,"view":`...)
-		dst = protocol.AppendString(dst, a.View)
-	}
-	if a.Legal != nil {
-		dst = append(dst, `,"legal":[`...)
-		for j, l := range a.Legal {
-			if j > 0 {
-				dst = append(dst, ',')
-			}
-			dst = protocol.AppendString(dst, l)
-		}
-		dst = append(dst, ']')
-	}
-	if a.Inbox != nil {
-		dst = append(dst, `,"inbox":[`...)
-		for j, k := range a.Inbox {
-			if j > 0 {
-				dst = append(dst, ',')
-			}
-			dst = strconv.AppendInt(dst, int64(k), 10)
-		}
-		dst = append(dst, ']')
-	}
-	if a.Completion != "" {
-		dst = append(dst, `,"completion":`...)
-		dst = protocol.AppendString(dst, a.Completion)
-	}
-	if a.Invalid != "" {
-		dst = append(dst, `,"invalid":`...)
-		dst = protocol.AppendString(dst, a.Invalid)
-	}
-	if a.Emit {
-		dst = append(dst, `,"emit":true`...)
-	}
-	if a.Prompt != nil {
-		dst = append(dst, `,"prompt":`...)
-		if a.Prompt.Messages == nil {
-			dst = protocol.AppendString(dst, a.Prompt.Text)
-		} else {
-			dst = append(dst, '[')
-			for j, m := range a.Prompt.Messages {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = append(dst, `{"role":`...)
-				dst = protocol.AppendString(dst, m.Role)
-				dst = append(dst, `,"content":`...)
-				dst = protocol.AppendString(dst, m.Content)
-				dst = append(dst, '}')
-			}
-			dst = append(dst, ']')
+// Prompt kinds: none, a plain string, a chat.
+const (
+	promptNone byte = iota
+	promptText
+	promptChat
+)
+
+func (e *encoder) turn(a *episode.Turn) {
+	e.varint(int64(a.Step))
+	e.varint(int64(a.Seat))
+	e.varint(int64(a.Turn))
+	e.str(string(a.State))
+	e.uvarint(a.Seed)
+	e.str(a.View)
+	if e.count(a.Legal == nil, len(a.Legal)) {
+		for _, l := range a.Legal {
+			e.str(l)
 		}
 	}
+	e.ints(a.Inbox)
+	e.str(a.Action)
+	e.str(a.Completion)
+	e.str(a.Invalid)
+	e.flag(a.Emit)
+	switch {
+	case a.Prompt == nil:
+		e.b = append(e.b, promptNone)
+	case a.Prompt.Messages == nil:
+		e.b = append(e.b, promptText)
+		e.str(a.Prompt.Text)
+	default:
+		e.b = append(e.b, promptChat)
+		e.uvarint(uint64(len(a.Prompt.Messages)))
+		for _, m := range a.Prompt.Messages {
+			e.str(m.Role)
+			e.str(m.Content)
+		}
+	}
+	e.flag(a.Tokens != nil)
 	if tk := a.Tokens; tk != nil {
-		dst = append(dst, `,"tokens":{"prompt":`...)
-		dst = appendInts(dst, tk.Prompt)
-		dst = append(dst, `,"response":`...)
-		dst = appendInts(dst, tk.Response)
-		dst = append(dst, `,"log_probs":`...)
-		if tk.LogProbs == nil {
-			dst = append(dst, "null"...)
-		} else {
-			dst = append(dst, '[')
-			for j, v := range tk.LogProbs {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendFloat(dst, v)
-			}
-			dst = append(dst, ']')
-		}
-		dst = append(dst, `,"loss_mask":`...)
-		dst = appendInts(dst, tk.LossMask)
-		dst = append(dst, '}')
+		e.ints(tk.Prompt)
+		e.ints(tk.Response)
+		e.floats(tk.LogProbs)
+		e.ints(tk.LossMask)
 	}
-	if a.Notes != nil {
-		dst = append(dst, `,"notes":{`...)
-		for j, k := range slices.Sorted(maps.Keys(a.Notes)) {
-			if j > 0 {
-				dst = append(dst, ',')
-			}
-			dst = protocol.AppendString(dst, k)
-			dst = append(dst, ':')
+	if e.count(a.Notes == nil, len(a.Notes)) {
+		for _, k := range slices.Sorted(maps.Keys(a.Notes)) {
+			e.str(k)
 			v, err := json.Marshal(a.Notes[k])
 			if err != nil {
 				// As the sample encoding writes it.
 				v = protocol.AppendString(nil, "unencodable: "+err.Error())
 			}
-			dst = append(dst, v...)
+			e.uvarint(uint64(len(v)))
+			e.b = append(e.b, v...)
 		}
-		dst = append(dst, '}')
 	}
-	return dst
 }
 
-func appendInts(dst []byte, v []int) []byte {
-	if v == nil {
-		return append(dst, "null"...)
+// encoder appends the encoding's items to b.
+type encoder struct{ b []byte }
+
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+
+func (e *encoder) flag(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
 	}
-	dst = append(dst, '[')
-	for j, x := range v {
-		if j > 0 {
-			dst = append(dst, ',')
+}
+
+func (e *encoder) str(s string) {
+	e.uvarint(uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+func (e *encoder) float(f float64) { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(f)) }
+
+// count writes a slice's or map's length plus one, 0 for nil, and reports
+// whether its elements follow.
+func (e *encoder) count(isNil bool, n int) bool {
+	if isNil {
+		e.uvarint(0)
+		return false
+	}
+	e.uvarint(uint64(n) + 1)
+	return true
+}
+
+func (e *encoder) ints(v []int) {
+	if e.count(v == nil, len(v)) {
+		for _, x := range v {
+			e.varint(int64(x))
 		}
-		dst = strconv.AppendInt(dst, int64(x), 10)
 	}
-	return append(dst, ']')
+}
+
+func (e *encoder) floats(v []float64) {
+	if e.count(v == nil, len(v)) {
+		for _, x := range v {
+			e.float(x)
+		}
+	}
 }
 
 // decodeNotes reads a turn's notes: each value as its plain Go value when
@@ -395,298 +250,292 @@ func decodeNotes(raw map[string]json.RawMessage) (map[string]any, error) {
 
 // Decode decodes a record Encode wrote. Replay is nil.
 func Decode(data []byte) (*episode.Record, error) {
-	var w wireEpisode
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	if len(data) > 0 && data[0] == '{' {
+		return nil, fmt.Errorf("%w: a JSON record (wire version 3 or older, from an older troupe); this build reads binary version %d", ErrDecode, Version)
 	}
-	if w.V == nil {
-		return nil, fmt.Errorf("%w: no version", ErrDecode)
+	if len(data) == 0 || data[0] != magic {
+		return nil, fmt.Errorf("%w: not an episode record (no magic byte)", ErrDecode)
 	}
-	if *w.V != Version {
-		return nil, fmt.Errorf("%w: version %d, this build reads version %d", ErrDecode, *w.V, Version)
+	d := decoder{b: data, off: 1}
+	if v := d.uvarint(); d.err == nil && v != Version {
+		return nil, fmt.Errorf("%w: version %d, this build reads version %d", ErrDecode, v, Version)
 	}
-	for _, r := range w.RawStrings {
-		if err := r.apply(&w); err != nil {
-			return nil, err
+	ep := &episode.Record{Scenario: d.str()}
+	if n, ok := d.count(2); ok {
+		ep.Params = make(map[string]string, n)
+		for range n {
+			k := d.str()
+			if _, dup := ep.Params[k]; dup && d.err == nil {
+				d.fail("parameter %q twice", k)
+			}
+			ep.Params[k] = d.str()
 		}
 	}
-	ep := &episode.Record{
-		Scenario:   w.Scenario,
-		Seed:       w.Seed,
-		PolicySeed: w.PolicySeed,
-		Index:      w.Index,
-		RolloutID:  w.RolloutID,
-		GroupIndex: w.GroupIndex,
-		Status:     protocol.Status(w.Status),
-		End:        w.End,
-		Err:        w.Err,
-		Steps:      w.Steps,
-		Label:      w.Label,
-		Score:      episode.Score{Team: float64(w.Score.Team)},
+	ep.Seed, ep.PolicySeed = d.uvarint(), d.uvarint()
+	ep.Index, ep.RolloutID, ep.GroupIndex = d.varint(), d.varint(), d.varint()
+	ep.Status, ep.End, ep.Err = protocol.Status(d.str()), d.str(), d.str()
+	ep.Steps = d.intn()
+	ep.Label = d.str()
+	if n, ok := d.count(2); ok {
+		ep.Seats = make([]episode.Seat, n)
+		for i := range ep.Seats {
+			ep.Seats[i] = episode.Seat{ID: d.short(), Role: d.short()}
+		}
+	}
+	if n, ok := d.count(12); ok {
+		ep.Turns = make([]episode.Turn, n)
+		for i := range ep.Turns {
+			d.turn(&ep.Turns[i], i)
+		}
+	}
+	if n, ok := d.count(8); ok {
+		ep.Messages = make([]episode.Message, n)
+		for i := range ep.Messages {
+			m := &ep.Messages[i]
+			m.From, m.To, m.Kind, m.Payload = d.short(), protocol.Address(d.short()), d.short(), d.str()
+			m.Time, m.Seq = d.intn(), d.intn()
+			m.Quiet = d.flag()
+			m.Recipients = d.ints()
+		}
+	}
+	if n, ok := d.count(5); ok {
+		ep.Transitions = make([]episode.Transition, n)
+		for i := range ep.Transitions {
+			tr := &ep.Transitions[i]
+			tr.Step, tr.Seat = d.intn(), d.intn()
+			tr.Event, tr.From, tr.To = agents.Event(d.short()), agents.State(d.short()), agents.State(d.short())
+			if d.err == nil && (tr.Seat < 0 || tr.Seat >= len(ep.Seats)) {
+				d.fail("transition %d names seat %d of %d", i, tr.Seat, len(ep.Seats))
+			}
+		}
+	}
+	ep.Score.Team = d.float()
+	ep.Score.Agents = d.floats()
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("%d bytes after the record", len(d.b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
 	}
 	if ep.Status != "" && !ep.Status.Valid() {
 		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
 	}
-	if w.Params != nil {
-		ep.Params = w.Params
-	}
-	if w.Seats != nil {
-		ep.Seats = make([]episode.Seat, len(w.Seats))
-		for i, s := range w.Seats {
-			ep.Seats[i] = episode.Seat{ID: s.ID, Role: s.Role}
-		}
-	}
-	if w.Actions != nil {
-		ep.Turns = make([]episode.Turn, len(w.Actions))
-		for i, a := range w.Actions {
-			t := &ep.Turns[i]
-			*t = episode.Turn{
-				Step: a.Step, Seat: a.Agent, Turn: a.Turn, Action: a.Action,
-				State: agents.State(a.State), Seed: a.Seed, View: a.View, Legal: a.Legal, Inbox: a.Inbox,
-				Completion: a.Completion, Invalid: a.Invalid, Emit: a.Emit,
-			}
-			if p := bytes.TrimSpace(a.Prompt); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-				t.Prompt = &protocol.Prompt{}
-				var err error
-				if p[0] == '"' {
-					err = json.Unmarshal(p, &t.Prompt.Text)
-				} else {
-					t.Prompt.Messages = []protocol.ChatMessage{}
-					err = json.Unmarshal(p, &t.Prompt.Messages)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("%w: prompt of turn %d: %w", ErrDecode, i, err)
-				}
-			}
-			if tk := a.Tokens; tk != nil {
-				t.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LossMask: tk.LossMask}
-				if tk.LogProbs != nil {
-					t.Tokens.LogProbs = make([]float64, len(tk.LogProbs))
-					for j, v := range tk.LogProbs {
-						t.Tokens.LogProbs[j] = float64(v)
-					}
-				}
-			}
-			var err error
-			if t.Notes, err = decodeNotes(a.Notes); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if w.Messages != nil {
-		ep.Messages = make([]episode.Message, len(w.Messages))
-		for i, m := range w.Messages {
-			ep.Messages[i] = episode.Message{
-				Message:    protocol.Message{From: m.From, To: protocol.Address(m.To), Kind: m.Kind, Payload: m.Payload, Time: m.Time, Seq: m.Seq, Quiet: m.Quiet},
-				Recipients: m.Recipients,
-			}
-		}
-	}
-	if w.Transitions != nil {
-		ep.Transitions = make([]episode.Transition, len(w.Transitions))
-		for i, tr := range w.Transitions {
-			if tr.Seat < 0 || tr.Seat >= len(ep.Seats) {
-				return nil, fmt.Errorf("%w: transition %d names seat %d of %d", ErrDecode, i, tr.Seat, len(ep.Seats))
-			}
-			ep.Transitions[i] = episode.Transition{Step: tr.Step, Seat: tr.Seat, Event: agents.Event(tr.Event), From: agents.State(tr.From), To: agents.State(tr.To)}
-		}
-	}
-	if w.Score.Agents != nil {
-		ep.Score.Agents = make([]float64, len(w.Score.Agents))
-		for i, v := range w.Score.Agents {
-			ep.Score.Agents[i] = float64(v)
-		}
-	}
 	return ep, nil
 }
 
-type wireEpisode struct {
-	V          *int              `json:"v"`
-	Scenario   string            `json:"scenario"`
-	Params     map[string]string `json:"params"`
-	Seed       uint64            `json:"seed"`
-	PolicySeed uint64            `json:"policy_seed"`
-	Index      int64             `json:"index"`
-	RolloutID  int64             `json:"rollout_id"`
-	GroupIndex int64             `json:"group_index"`
-	Status     string            `json:"status"`
-	End        string            `json:"end"`
-	Err        string            `json:"err"`
-	Steps      int               `json:"steps"`
-	Label      string            `json:"label"`
-	Seats      []struct {
-		ID   string `json:"id"`
-		Role string `json:"role"`
-	} `json:"seats"`
-	Actions []struct {
-		Step       int             `json:"step"`
-		Agent      int             `json:"agent"`
-		Turn       int             `json:"turn"`
-		Action     string          `json:"action"`
-		State      string          `json:"state"`
-		Seed       uint64          `json:"seed"`
-		View       string          `json:"view"`
-		Legal      []string        `json:"legal"`
-		Inbox      []int           `json:"inbox"`
-		Completion string          `json:"completion"`
-		Invalid    string          `json:"invalid"`
-		Emit       bool            `json:"emit"`
-		Prompt     json.RawMessage `json:"prompt"`
-		Tokens     *struct {
-			Prompt   []int    `json:"prompt"`
-			Response []int    `json:"response"`
-			LogProbs []wfloat `json:"log_probs"`
-			LossMask []int    `json:"loss_mask"`
-		} `json:"tokens"`
-		Notes map[string]json.RawMessage `json:"notes"`
-	} `json:"actions"`
-	Messages []struct {
-		From       string `json:"from"`
-		To         string `json:"to"`
-		Kind       string `json:"kind"`
-		Payload    string `json:"payload"`
-		Time       int    `json:"time"`
-		Seq        int    `json:"seq"`
-		Quiet      bool   `json:"quiet"`
-		Recipients []int  `json:"recipients"`
-	} `json:"messages"`
-	Transitions []struct {
-		Step  int    `json:"step"`
-		Seat  int    `json:"seat"`
-		Event string `json:"event"`
-		From  string `json:"from"`
-		To    string `json:"to"`
-	} `json:"transitions"`
-	Score struct {
-		Team   wfloat   `json:"team"`
-		Agents []wfloat `json:"agents"`
-	} `json:"score"`
-	RawStrings []rawString `json:"raw_strings"`
-}
-
-// Fields a raw string can restore.
-const (
-	rawScenario = "scenario"
-	rawParam    = "param" // Params[Key]
-	rawStatus   = "status"
-	rawEnd      = "end"
-	rawErr      = "err"
-	rawSeatID   = "seat_id"   // Seats[At].ID
-	rawSeatRole = "seat_role" // Seats[At].Role
-	rawAction   = "action"    // Actions[At].Action
-	rawFrom     = "from"      // Messages[At].From
-	rawTo       = "to"        // Messages[At].To
-	rawKind     = "kind"      // Messages[At].Kind
-	rawPayload  = "payload"   // Messages[At].Payload
-)
-
-// rawString restores a string of the episode that is not valid UTF-8,
-// which a JSON string cannot carry: it is written empty in its place, and
-// its bytes here.
-type rawString struct {
-	Field string `json:"f"`
-	At    int    `json:"i,omitempty"`
-	Key   string `json:"k,omitempty"`
-	B64   string `json:"b64"`
-}
-
-func (r *rawString) apply(w *wireEpisode) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: raw string %s %d: %s", ErrDecode, r.Field, r.At, fmt.Sprintf(format, args...))
+func (d *decoder) turn(t *episode.Turn, i int) {
+	t.Step, t.Seat, t.Turn = d.intn(), d.intn(), d.intn()
+	t.State = agents.State(d.short())
+	t.Seed = d.uvarint()
+	t.View = d.str()
+	if n, ok := d.count(1); ok {
+		t.Legal = make([]string, n)
+		for j := range t.Legal {
+			t.Legal[j] = d.short()
+		}
 	}
-	b, err := base64.StdEncoding.DecodeString(r.B64)
-	if err != nil {
-		return bad("b64: %v", err)
-	}
-	v := string(b)
-	in := func(n int) bool { return r.At >= 0 && r.At < n }
-	switch r.Field {
-	case rawScenario:
-		w.Scenario = v
-	case rawParam:
-		if _, ok := w.Params[r.Key]; !ok {
-			return bad("no parameter %q", r.Key)
+	t.Inbox = d.ints()
+	t.Action, t.Completion, t.Invalid = d.short(), d.str(), d.str()
+	t.Emit = d.flag()
+	switch kind := d.readByte(); kind {
+	case promptNone:
+	case promptText:
+		t.Prompt = &protocol.Prompt{Text: d.str()}
+	case promptChat:
+		n := d.uvarint()
+		if d.err == nil && n > uint64(d.left()/2) {
+			d.fail("turn %d: a chat of %d messages in %d bytes", i, n, d.left())
 		}
-		w.Params[r.Key] = v
-	case rawStatus:
-		w.Status = v
-	case rawEnd:
-		w.End = v
-	case rawErr:
-		w.Err = v
-	case rawSeatID, rawSeatRole:
-		if !in(len(w.Seats)) {
-			return bad("the episode has %d seats", len(w.Seats))
-		}
-		if r.Field == rawSeatID {
-			w.Seats[r.At].ID = v
-		} else {
-			w.Seats[r.At].Role = v
-		}
-	case rawAction:
-		if !in(len(w.Actions)) {
-			return bad("the episode has %d actions", len(w.Actions))
-		}
-		w.Actions[r.At].Action = v
-	case rawFrom, rawTo, rawKind, rawPayload:
-		if !in(len(w.Messages)) {
-			return bad("the episode has %d messages", len(w.Messages))
-		}
-		m := &w.Messages[r.At]
-		switch r.Field {
-		case rawFrom:
-			m.From = v
-		case rawTo:
-			m.To = v
-		case rawKind:
-			m.Kind = v
-		default:
-			m.Payload = v
+		t.Prompt = &protocol.Prompt{Messages: make([]protocol.ChatMessage, n)}
+		for j := range t.Prompt.Messages {
+			t.Prompt.Messages[j] = protocol.ChatMessage{Role: d.short(), Content: d.str()}
 		}
 	default:
-		return bad("unknown field")
-	}
-	return nil
-}
-
-// wfloat is a float64 that travels exactly: finite values as the shortest
-// JSON number that round-trips, NaN and infinities as "NaN", "+Inf", "-Inf".
-type wfloat float64
-
-func appendFloat(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, `"NaN"`...)
-	case math.IsInf(f, 1):
-		return append(dst, `"+Inf"`...)
-	case math.IsInf(f, -1):
-		return append(dst, `"-Inf"`...)
-	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-func (f wfloat) MarshalJSON() ([]byte, error) { return appendFloat(nil, float64(f)), nil }
-
-func (f *wfloat) UnmarshalJSON(data []byte) error {
-	if len(data) > 0 && data[0] == '"' {
-		switch string(data) {
-		case `"NaN"`:
-			*f = wfloat(math.NaN())
-		case `"+Inf"`:
-			*f = wfloat(math.Inf(1))
-		case `"-Inf"`:
-			*f = wfloat(math.Inf(-1))
-		default:
-			return fmt.Errorf("%s is not a number", data)
+		if d.err == nil {
+			d.fail("turn %d: prompt kind %d", i, kind)
 		}
+	}
+	if d.flag() {
+		t.Tokens = &agents.Tokens{Prompt: d.ints(), Response: d.ints(), LogProbs: d.floats(), LossMask: d.ints()}
+	}
+	if n, ok := d.count(2); ok {
+		raw := make(map[string]json.RawMessage, n)
+		for range n {
+			k := d.str()
+			v := d.bytes()
+			if _, dup := raw[k]; dup && d.err == nil {
+				d.fail("turn %d: note %q twice", i, k)
+			}
+			raw[k] = v
+		}
+		if d.err == nil {
+			var err error
+			if t.Notes, err = decodeNotes(raw); err != nil {
+				d.err = fmt.Errorf("turn %d: %w", i, err)
+			}
+		}
+	}
+}
+
+// decoder reads the encoding's items from b at off. The first error sticks:
+// every later read returns a zero value, so that Decode checks once.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+	// names interns the short strings that repeat through an episode
+	// (states, events, roles, legal actions), one allocation each.
+	names map[string]string
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	d.err = fmt.Errorf("%w: %s", ErrDecode, fmt.Sprintf(format, args...))
+}
+
+func (d *decoder) left() int { return len(d.b) - d.off }
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("a cut or overlong number at byte %d", d.off)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.fail("a cut or overlong number at byte %d", d.off)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// intn reads an int that must fit this platform's int.
+func (d *decoder) intn() int {
+	v := d.varint()
+	if int64(int(v)) != v && d.err == nil {
+		d.fail("%d at byte %d does not fit an int", v, d.off)
+	}
+	return int(v)
+}
+
+func (d *decoder) readByte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail("cut at byte %d", d.off)
+		return 0
+	}
+	d.off++
+	return d.b[d.off-1]
+}
+
+func (d *decoder) flag() bool {
+	switch b := d.readByte(); b {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		if d.err == nil {
+			d.fail("byte %d at %d is not a bool", b, d.off-1)
+		}
+		return false
+	}
+}
+
+// bytes reads a length and that many bytes, which it returns in place.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
 		return nil
 	}
-	// The decoder has checked that data is a JSON number, which
-	// ParseFloat reads exactly.
-	v, err := strconv.ParseFloat(string(data), 64)
-	if err != nil {
-		return fmt.Errorf("%s: %w", data, err)
+	if n > uint64(d.left()) {
+		d.fail("a string of %d bytes at byte %d, %d left", n, d.off, d.left())
+		return nil
 	}
-	*f = wfloat(v)
-	return nil
+	b := d.b[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return b
+}
+
+func (d *decoder) str() string { return string(d.bytes()) }
+
+// short reads a string that is likely to repeat, interned.
+func (d *decoder) short() string {
+	b := d.bytes()
+	if len(b) == 0 || len(b) > 32 {
+		return string(b)
+	}
+	if s, ok := d.names[string(b)]; ok {
+		return s
+	}
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
+	s := string(b)
+	d.names[s] = s
+	return s
+}
+
+func (d *decoder) float() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if d.left() < 8 {
+		d.fail("a cut float at byte %d", d.off)
+		return 0
+	}
+	d.off += 8
+	return math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off-8:]))
+}
+
+// count reads a slice's or map's length plus one: ok is false for nil. Each
+// element takes at least min bytes, so a count the rest cannot hold is an
+// error, not an allocation.
+func (d *decoder) count(min int) (n int, ok bool) {
+	c := d.uvarint()
+	if d.err != nil || c == 0 {
+		return 0, false
+	}
+	if c-1 > uint64(d.left()/min) {
+		d.fail("%d items at byte %d, %d bytes left", c-1, d.off, d.left())
+		return 0, false
+	}
+	return int(c - 1), true
+}
+
+func (d *decoder) ints() []int {
+	n, ok := d.count(1)
+	if !ok {
+		return nil
+	}
+	v := make([]int, n)
+	for i := range v {
+		v[i] = d.intn()
+	}
+	return v
+}
+
+func (d *decoder) floats() []float64 {
+	n, ok := d.count(8)
+	if !ok {
+		return nil
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = d.float()
+	}
+	return v
 }

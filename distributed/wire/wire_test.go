@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -52,7 +53,6 @@ func played(t testing.TB) []*episode.Record {
 func roundTrip(t testing.TB, ep *episode.Record) (*episode.Record, []byte) {
 	t.Helper()
 	data := wire.Encode(nil, ep)
-	require.True(t, json.Valid(data), "the encoding is not valid JSON: %s", data)
 	got, err := wire.Decode(data)
 	require.NoError(t, err)
 	return got, data
@@ -223,32 +223,44 @@ func TestNilAndEmptyStayApart(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
+	note := &episode.Record{Turns: []episode.Turn{{Notes: map[string]any{"flag": true}}}}
+	badNote := wire.Encode(nil, note)
+	k := bytes.Index(badNote, []byte("true"))
+	require.Positive(t, k)
+	badNote[k+3] = '!'
 	for name, c := range map[string]struct {
-		in, want string
+		in   []byte
+		want string
 	}{
-		"not json":          {`{"v":3,`, "unexpected end"},
-		"no version":        {`{}`, "no version"},
-		"old version":       {`{"v":1}`, "version 1"},
-		"bad status":        {`{"v":3,"status":"done"}`, `status "done"`},
-		"bad prompt":        {`{"v":3,"actions":[{"prompt":[1]}]}`, "prompt of turn 0"},
-		"bad note":          {`{"v":3,"actions":[{"notes":{"a":x}}]}`, "invalid character"},
-		"bad log prob":      {`{"v":3,"actions":[{"tokens":{"log_probs":["big"]}}]}`, `"big" is not a number`},
-		"bad float":         {`{"v":3,"score":{"team":"big"}}`, `"big" is not a number`},
-		"bad b64":           {`{"v":3,"raw_strings":[{"f":"err","b64":"%%"}]}`, "b64"},
-		"raw unknown field": {`{"v":3,"raw_strings":[{"f":"colour","b64":""}]}`, "unknown field"},
-		"raw action":        {`{"v":3,"actions":[],"raw_strings":[{"f":"action","i":2,"b64":""}]}`, "has 0 actions"},
-		"raw seat":          {`{"v":3,"raw_strings":[{"f":"seat_id","i":-1,"b64":""}]}`, "has 0 seats"},
-		"transition seat":   {`{"v":3,"transitions":[{"step":0,"seat":0,"event":"e","from":"a","to":"b"}]}`, "transition 0 names seat 0 of 0"},
-		"raw message":       {`{"v":3,"raw_strings":[{"f":"payload","b64":""}]}`, "has 0 messages"},
-		"raw param":         {`{"v":3,"params":{"a":"b"},"raw_strings":[{"f":"param","k":"c","b64":""}]}`, `no parameter "c"`},
-		"raw status":        {`{"v":3,"raw_strings":[{"f":"status","b64":"/w=="}]}`, "is not a slime status"},
-		"string object":     {`{"v":3,"err":{"x":"y"}}`, "cannot unmarshal object"},
+		"empty":           {nil, "no magic byte"},
+		"json":            {[]byte(`{"v":3,"scenario":"elfarol"}`), "a JSON record (wire version 3 or older"},
+		"no magic":        {[]byte{0x01, 4}, "no magic byte"},
+		"other version":   {[]byte{0xB7, 5}, "version 5, this build reads version 4"},
+		"cut version":     {[]byte{0xB7, 0x80}, "a cut or overlong number"},
+		"bad status":      {wire.Encode(nil, &episode.Record{Status: "done"}), `status "done"`},
+		"transition seat": {wire.Encode(nil, &episode.Record{Transitions: []episode.Transition{{Event: "e", From: "a", To: "b"}}}), "transition 0 names seat 0 of 0"},
+		"bad note":        {badNote, `note "flag"`},
+		"trailing bytes":  {append(wire.Encode(nil, &episode.Record{}), 0), "1 bytes after the record"},
+		"huge count":      {[]byte{0xB7, 4, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}, "items at byte"},
+		"huge string":     {[]byte{0xB7, 4, 0x7F}, "a string of 127 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := wire.Decode([]byte(c.in))
+			_, err := wire.Decode(c.in)
 			require.ErrorIs(t, err, wire.ErrDecode)
 			assert.Contains(t, err.Error(), c.want)
 		})
+	}
+}
+
+// TestDecodeRejectsEveryCut: no prefix of an encoding decodes, and none
+// panics or allocates beyond what it holds.
+func TestDecodeRejectsEveryCut(t *testing.T) {
+	for _, ep := range append(played(t)[:4], edgeEpisode()) {
+		data := wire.Encode(nil, ep)
+		for n := range len(data) {
+			_, err := wire.Decode(data[:n])
+			require.ErrorIs(t, err, wire.ErrDecode, "%s/%d cut at %d of %d bytes", ep.Scenario, ep.Index, n, len(data))
+		}
 	}
 }
 

@@ -38,6 +38,7 @@ func main() {
 	ackWait := fs.Duration("ack-wait", 0, "consumer ack wait")
 	maxDeliver := fs.Int("max-deliver", 0, "consumer max deliver")
 	leaseTTL := fs.Duration("lease", 0, "submitter lease TTL")
+	batch := fs.Int("batch", 1, "episodes per work message (submit; 0: chosen per run)")
 	concurrency := fs.Int("concurrency", 1, "worker slots")
 	delay := fs.Duration("delay", 0, "the sleepy policy's delay")
 	drain := fs.Duration("drain", 0, "worker drain time")
@@ -60,7 +61,7 @@ func main() {
 	nc, err := natsrun.Connect(ctx, natsrun.ConnOptions{URL: *url, Name: mode})
 	check(err)
 	defer nc.Close()
-	cfg := natsrun.Config{Prefix: *prefix, Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, LeaseTTL: *leaseTTL}
+	cfg := natsrun.Config{Prefix: *prefix, Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, LeaseTTL: *leaseTTL, Batch: *batch}
 	client, err := natsrun.Open(ctx, nc, cfg, natsrun.WithLogger(logger))
 	check(err)
 	reg := testscen.Registry(testscen.Options{Delay: *delay, Crash: *crash, LLM: *llmURL})
