@@ -559,21 +559,23 @@ func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, del
 	defer cancel()
 	// Counted before the result is stored, and taken back if it is not
 	// this worker's: a submitter that sees the result finds it in the
-	// worker's stats.
+	// worker's stats (played, and failed for a failed episode).
+	failed := int64(0)
+	if ep.Status == protocol.StatusFailed {
+		failed = 1
+	}
 	w.counters.played.Add(1)
+	w.counters.failed.Add(failed)
 	won, err := w.c.commit(store, run, req.Index, ep, deliveries, w.cfg.Name)
 	w.c.log.Debug("natsrun: played", "run", run, "episode", req.Index, "play", t1.Sub(t0), "store", time.Since(t1), "won", won)
 	if err != nil || !won {
 		w.counters.played.Add(-1)
+		w.counters.failed.Add(-failed)
 	}
 	if err != nil {
 		return err
 	}
-	if won {
-		if ep.Status == protocol.StatusFailed {
-			w.counters.failed.Add(1)
-		}
-	} else {
+	if !won {
 		w.counters.skipped.Add(1)
 	}
 	return nil
