@@ -27,7 +27,7 @@ serve --nats) registered and has not purged. A completed run purges itself;
 an interrupted or killed one stays, for a re-attach, until its age limit
 (--nats-results-max-age of its submitter's deployment) or troupe runs purge.
 
-  troupe runs list                 every run: episodes done, queued, in flight, its submitter
+  troupe runs list                 every run: episodes done, work messages queued and in flight, its submitter
   troupe runs show RUN             one run in full, with the workers that cannot play it and why
   troupe runs cancel RUN...        stop runs: their queued requests go, their submitters stop
   troupe runs purge RUN...         remove everything of runs (--abandoned: of every run no submitter holds)`,
@@ -82,7 +82,7 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 				if err := c.Cancel(ctx, id, reason); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.Stdout, "troupe: run %s cancelled: %d queued requests removed; %d episodes done stay until troupe runs purge %s\n", id, info.Queued, info.Done, id)
+				fmt.Fprintf(a.Stdout, "troupe: run %s cancelled: %d queued work messages removed; %d episodes done stay until troupe runs purge %s\n", id, info.Queued, info.Done, id)
 			}
 			return nil
 		}),
@@ -181,7 +181,7 @@ func writeRun(w io.Writer, r *natsrun.RunInfo) {
 	}
 	fmt.Fprintf(w, "scenario:    %s\n", r.Scenario)
 	fmt.Fprintf(w, "created:     %s\n", r.Created.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "episodes:    %d done of %d; %d queued, %d in flight; %d result messages stored\n", r.Done, r.Episodes, r.Queued, r.InFlight, r.Results)
+	fmt.Fprintf(w, "episodes:    %d done of %d; work messages: %d queued, %d in flight; %d result messages stored\n", r.Done, r.Episodes, r.Queued, r.InFlight, r.Results)
 	fmt.Fprintf(w, "delivery:    ack wait %v, max deliver %d, max ack pending %d\n", r.Delivery.AckWait, r.Delivery.MaxDeliver, r.Delivery.MaxAckPending)
 	if r.Holder != "" {
 		live := "silent: killed or cut off"

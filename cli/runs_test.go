@@ -130,7 +130,7 @@ func TestRunsCommand(t *testing.T) {
 	// A submitter cancelled by the operator stops with the reason.
 	done2 := make(chan result, 1)
 	go func() {
-		done2 <- invokeCtx(t.Context(), "run", "elfarol", "-n", "20", "--run-id", "doomed", "--nats", url, "-o", filepath.Join(dir, "b.jsonl"))
+		done2 <- invokeCtx(t.Context(), "run", "elfarol", "-n", "20", "--nats-batch", "1", "--run-id", "doomed", "--nats", url, "-o", filepath.Join(dir, "b.jsonl"))
 	}()
 	eventually(t, func() bool { return strings.Contains(list(), "doomed") })
 	show := invokeCtx(t.Context(), "runs", "show", "doomed", "--nats", url)
@@ -139,7 +139,7 @@ func TestRunsCommand(t *testing.T) {
 	assert.Contains(t, show.stdout, "delivery:    ack wait 30s, max deliver 5")
 	c := invokeCtx(t.Context(), "runs", "cancel", "doomed", "--reason", "wrong parameters", "--nats", url)
 	require.Equal(t, ExitOK, c.code, c.stderr)
-	assert.Contains(t, c.stdout, "run doomed cancelled: 20 queued requests removed")
+	assert.Contains(t, c.stdout, "run doomed cancelled: 20 queued work messages removed")
 	r = <-done2
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, "the run was cancelled: run doomed: wrong parameters")

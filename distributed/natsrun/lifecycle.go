@@ -31,8 +31,10 @@ type RunInfo struct {
 		MaxAckPending int
 	}
 	Done     int    // episodes recorded as done
-	Queued   uint64 // requests no worker has taken yet
-	InFlight int    // requests workers hold
+	// Queued and InFlight count work messages, each holding the requests
+	// of up to the run's batch of episodes (Config.Batch).
+	Queued   uint64 // work messages no worker has taken yet
+	InFlight int    // work messages workers hold
 	Results  uint64 // result messages stored
 	// Holder is the submitter collecting the run, from its lease; empty
 	// when none holds it (it ended, or was killed and the lease lapsed).
