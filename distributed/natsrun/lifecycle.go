@@ -30,7 +30,7 @@ type RunInfo struct {
 		MaxDeliver    int
 		MaxAckPending int
 	}
-	Done     int    // episodes recorded as done
+	Done int // episodes recorded as done
 	// Queued and InFlight count work messages, each holding the requests
 	// of up to the run's batch of episodes (Config.Batch).
 	Queued   uint64 // work messages no worker has taken yet
