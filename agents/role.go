@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/looplab/fsm"
 
@@ -563,6 +564,14 @@ func (t *table) event(ev Event) (int16, bool) {
 	if t.hasEventMap {
 		e, ok := t.byName[ev]
 		return e, ok
+	}
+	// A game fires the constants its role was declared with, whose bytes
+	// are the table's own: comparing pointers first finds them without a
+	// call to compare bytes.
+	for i, name := range t.events {
+		if len(name) == len(ev) && unsafe.StringData(string(name)) == unsafe.StringData(string(ev)) {
+			return int16(i), true
+		}
 	}
 	for i, name := range t.events {
 		if name == ev {

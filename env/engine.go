@@ -296,7 +296,6 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 		if mb, ok := e.bus.(*MemBus); ok && e.busArraysFree {
 			// A replay keeps no log: the last replay's arrays serve again.
 			log, recipients := mb.arrays()
-			clear(log)
 			mb.lend(log, recipients)
 		}
 		defer func() { e.busArraysFree = true }()
@@ -903,9 +902,8 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 		e.spans = append(e.spans, inboxSpan{turn: len(e.rec.Turns), lo: start, hi: len(e.inbox)})
 	}
 	// Built in place: copying a Turn, all pointers, costs write barriers.
-	// The array's elements past its length are zero (fresh, or cleared by
-	// recordPool.put), so extending the slice is enough, and the fields
-	// record leaves out (Inbox, Notes) stay zero until set.
+	// Every field is written: the array's elements past its length may
+	// hold a recycled record's turns (recordPool.put does not clear them).
 	e.lastTurn[i] = len(e.rec.Turns) + 1
 	if n := len(e.rec.Turns); n < cap(e.rec.Turns) {
 		e.rec.Turns = e.rec.Turns[:n+1]
@@ -917,6 +915,8 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 	t.View, t.Legal = view.Text, view.Legal
 	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
 	t.Emit = e.emit[i]
+	t.Inbox = nil // set by inboxes at the episode's end
+	t.Notes = nil
 	if len(a.Notes) > 0 {
 		t.Notes = maps.Clone(a.Notes)
 	}

@@ -35,7 +35,12 @@ func newRecord(setup *Setup) *record {
 }
 
 // recordPool holds records given back (LocalExecutor.Recycle), zeroed but
-// for their arrays, for the next episodes. It holds at most as many as
+// for their arrays, for the next episodes. The arrays are not cleared: the
+// next episode overwrites every element it uses whole (Engine.record writes
+// every field of a turn, appends write whole transitions and messages), so
+// clearing them would write each one twice. What the elements past the
+// next episode's lengths still point to stays reachable until overwritten:
+// at most the arrays of the records in the pool, which is bounded. It holds at most as many as
 // were in flight at once. The zero value is ready; a nil pool makes a
 // fresh record for every get.
 type recordPool struct {
@@ -68,11 +73,7 @@ func (p *recordPool) put(rec *episode.Record, key any) {
 		return
 	}
 	r := rp.owner
-	turns, transitions := rec.Turns, rec.Transitions
-	clear(turns)
-	clear(transitions)
-	clear(r.log)
-	r.rec = episode.Record{Turns: turns[:0], Transitions: transitions[:0]}
+	r.rec = episode.Record{Turns: rec.Turns[:0], Transitions: rec.Transitions[:0]}
 	r.rp = replay{}
 	// r.game stays, for the next episode's scenario to renew.
 	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]

@@ -47,7 +47,9 @@ func Intn(seed uint64, n int) int {
 	x := seed
 	for i := uint64(0); ; i++ {
 		hi, lo := bits.Mul64(x, bound)
-		if lo >= (-bound)%bound {
+		// The threshold (2^64 mod n) is below n: a low word at or above n
+		// is accepted without the division that computes it.
+		if lo >= bound || lo >= (-bound)%bound {
 			return int(hi)
 		}
 		x = splitmix(seed + i + 1)

@@ -54,6 +54,7 @@ package tictactoe
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync/atomic"
 
@@ -143,11 +144,12 @@ type Scenario struct {
 	info    *env.Info
 	seats   []env.Seat // shared, read-only, by every episode
 	results [2]string  // "x wins", "o wins": shared likewise
-	// views caches the view text of every position a game has reached,
-	// per mark to move, indexed like the solver (base 3). Games play at
+	// views caches the view of every position a game has reached, as
+	// its mover sees it, indexed like the solver (base 3): the text and
+	// the legal cells behind one pointer, one load per turn. Games play at
 	// most the 5,478 reachable positions, so the cache stays under a few
-	// MB; concurrent games that race to fill a slot store equal strings.
-	views *[2][19683]atomic.Pointer[string]
+	// MB; concurrent games that race to fill a slot store equal views.
+	views *[19683]atomic.Pointer[env.View]
 }
 
 // New returns the tic-tac-toe scenario.
@@ -155,7 +157,7 @@ func New() *Scenario {
 	return &Scenario{
 		seats:   []env.Seat{{ID: RoleX, Role: RoleX}, {ID: RoleO, Role: RoleO}},
 		results: [2]string{RoleX + " wins", RoleO + " wins"},
-		views:   new([2][19683]atomic.Pointer[string]),
+		views:   new([19683]atomic.Pointer[env.View]),
 		info: &env.Info{
 			Name:    "tictactoe",
 			Summary: "self-play tic-tac-toe: zero-sum, +1 win, -1 loss, 0 draw; team reward 0",
@@ -217,29 +219,33 @@ type game struct {
 	seats    []env.Seat
 	penalty  bool
 	board    board
-	winner   int                               // the seat that made a line, or -1
-	offender int                               // the seat that moved illegally, or -1
-	views    *[2][19683]atomic.Pointer[string] // the scenario's
+	winner   int                              // the seat that made a line, or -1
+	offender int                              // the seat that moved illegally, or -1
+	views    *[19683]atomic.Pointer[env.View] // the scenario's
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
 
 func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 
-// Observe returns the view of seat, to move, on the current board. Views
-// are shared: the legal list of each set of empty cells is made once
-// (legalOf), and the text of each position once, when a game first reaches
-// it (views), so a turn allocates nothing.
+// Observe returns the view of seat on the current board. Views are
+// shared: the legal list of each set of empty cells is made once
+// (legals), and the view of each position as its mover sees it once, when
+// a game first reaches it (views), so a turn allocates nothing. The seat
+// not to move, which the engine never asks, gets a view rendered afresh.
 func (g *game) Observe(seat int) env.View {
-	legal := legals[g.empty]
-	slot := &g.views[seat&1][g.pos]
-	text := slot.Load()
-	if text == nil {
-		t := viewText(seat, &g.board, legal)
-		slot.Store(&t)
-		text = &t
+	if seat != bits.OnesCount16(g.empty^(1<<9-1))&1 {
+		legal := legals[g.empty]
+		return env.View{Text: viewText(seat, &g.board, legal), Legal: legal}
 	}
-	return env.View{Text: *text, Legal: legal}
+	slot := &g.views[g.pos]
+	v := slot.Load()
+	if v == nil {
+		legal := legals[g.empty]
+		v = &env.View{Text: viewText(seat, &g.board, legal), Legal: legal}
+		slot.Store(v)
+	}
+	return *v
 }
 
 // legals[m] lists the cells of the 9-bit mask m (bit i: cell i empty), row

@@ -20,8 +20,12 @@ func TestIncrementalBoardState(t *testing.T) {
 			if g.pos != index(&g.board) {
 				t.Fatalf("episode %d turn %d: index %d, want %d", ep, turn, g.pos, index(&g.board))
 			}
-			if v := g.Observe(me); v.Text != viewText(me, &g.board, legalOf(&g.board)) {
-				t.Fatalf("episode %d turn %d: view %q", ep, turn, v.Text)
+			// The mover's view comes from the cache, the other seat's is
+			// rendered: both must be what the board shows to each.
+			for _, seat := range []int{me, 1 - me} {
+				if v := g.Observe(seat); v.Text != viewText(seat, &g.board, legalOf(&g.board)) {
+					t.Fatalf("episode %d turn %d: seat %d's view %q", ep, turn, seat, v.Text)
+				}
 			}
 			free := legalOf(&g.board)
 			cell, _ := ParseCell(free[seeds.Intn(seeds.Mix(uint64(ep), uint64(turn)), len(free))])

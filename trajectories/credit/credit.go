@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -116,14 +117,17 @@ func (Individual) Needs() Needs { return Needs{AgentScores: true} }
 
 // Allocate implements trajectories.Allocator.
 func (a Individual) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
 	for e, ep := range group {
 		if !finished(ep) {
 			continue
 		}
-		seats, err := sampleSeats(ep)
+		seats, err := sampleSeatsInto(sc.seats, ep)
 		if err != nil {
 			return err
 		}
+		sc.seats = seats
 		for s, i := range seats {
 			v, err := agentScore(ep, i)
 			if err != nil {
@@ -173,8 +177,17 @@ func sampleTimes(ep *trajectories.Episode) (steps, turns []int) {
 // read from the samples when they are projected, from the emitted turns
 // when not (a run whose sinks need no samples).
 func sampleSeats(ep *trajectories.Episode) ([]int, error) {
+	return sampleSeatsInto(nil, ep)
+}
+
+// sampleSeatsInto is sampleSeats, written into dst's array when it is
+// large enough.
+func sampleSeatsInto(dst []int, ep *trajectories.Episode) ([]int, error) {
 	if ep.Samples == nil {
-		out := make([]int, 0, ep.SampleCount())
+		out := dst[:0]
+		if cap(out) < ep.SampleCount() {
+			out = make([]int, 0, ep.SampleCount())
+		}
 		for k := range ep.Turns {
 			t := &ep.Turns[k]
 			if !t.Emit {
@@ -187,7 +200,11 @@ func sampleSeats(ep *trajectories.Episode) ([]int, error) {
 		}
 		return out, nil
 	}
-	out := make([]int, len(ep.Samples))
+	out := dst[:0]
+	if cap(out) < len(ep.Samples) {
+		out = make([]int, 0, len(ep.Samples))
+	}
+	out = out[:len(ep.Samples)]
 	if len(ep.Samples) == 0 {
 		return out, nil
 	}
@@ -203,4 +220,27 @@ func sampleSeats(ep *trajectories.Episode) ([]int, error) {
 		out[s] = i
 	}
 	return out, nil
+}
+
+// scratch holds the per-episode working arrays of an allocation (the
+// samples' seats, the seats to credit, the re-simulated values), reused
+// through scratchPool: an allocator called once per episode would
+// otherwise allocate several arrays the size of the episode's seats every
+// time, and a learning run's garbage collector would spend its time on
+// them. The pool holds no state that any result depends on.
+type scratch struct {
+	seats, who  []int
+	want        []bool
+	vals, share []float64
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// sized returns s with length n, reusing its array when it can; the
+// elements are not cleared.
+func sized[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }

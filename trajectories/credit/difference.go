@@ -166,31 +166,43 @@ func (l LeaveOneOut) Allocate(ctx context.Context, group []*trajectories.Episode
 // perAgent gives every agent with samples G(z) minus the team reward of
 // the counterfactual cf(out), out being the agent's seat alone.
 func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(out []int) episode.Counterfactual) error {
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
 	for e, ep := range group {
 		if !finished(ep) {
 			continue
 		}
-		seats, err := sampleSeats(ep)
+		seats, err := sampleSeatsInto(sc.seats, ep)
 		if err != nil {
 			return err
 		}
-		want := emitted(ep, seats)
-		who := make([]int, 0, len(ep.Seats))
+		sc.seats = seats
+		want := sized(sc.want, len(ep.Seats))
+		clear(want)
+		for _, i := range seats {
+			want[i] = true
+		}
+		sc.want = want
+		who := sc.who[:0]
 		for i := range want {
 			if want[i] {
 				who = append(who, i)
 			}
 		}
+		sc.who = who
 		if err := checkBudget(ep, len(who), sim); err != nil {
 			return err
 		}
 		// Each counterfactual's seat list is its stretch of who: nothing
 		// is allocated per agent.
-		vals, err := sim.run(ctx, ep, len(who), func(k int) episode.Counterfactual { return cf(who[k : k+1 : k+1]) })
+		vals, err := sim.runInto(ctx, sized(sc.vals, len(who)), ep, len(who), func(k int) episode.Counterfactual { return cf(who[k : k+1 : k+1]) })
 		if err != nil {
 			return err
 		}
-		share := make([]float64, len(ep.Seats))
+		sc.vals = vals
+		share := sized(sc.share, len(ep.Seats))
+		clear(share)
+		sc.share = share
 		for k, i := range who {
 			share[i] = ep.Score.Team - vals[k]
 		}

@@ -131,12 +131,16 @@ const clockEvery = 16
 // scenario that declares no absence) costs one replay. Neither the values
 // nor the error depend on how the work was split.
 func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
+	return s.runInto(ctx, make([]float64, n), ep, n, cf)
+}
+
+// runInto is run, writing the values into out, of length n.
+func (s Sim) runInto(ctx context.Context, out []float64, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
 	// An episode that cannot be replayed is an error even when it needs
 	// no replay, so that the allocator fails the same way on every episode.
 	if ep.Replay == nil {
 		return nil, fmt.Errorf("episode %d of %s: %w", ep.Index, ep.Scenario, ErrNoReplay)
 	}
-	out := make([]float64, n)
 	one := func(k int) error {
 		c := cf(k)
 		score, err := ep.Replay.Replay(ctx, c)
