@@ -80,13 +80,16 @@ func (s *Ints) Text(v int) string {
 // (no sign on non-negative numbers, no leading zeros, no spaces).
 func (s *Ints) Parse(text string) (int, error) {
 	v, err := digits(text)
-	if err != nil {
-		v, err = strconv.Atoi(text)
+	if err == nil {
+		// A run of digits is written as Legal writes it unless it has a
+		// leading zero: no need to compare it with the legal text.
+		if s.Contains(v) && (len(text) == 1 || text[0] != '0') {
+			return v, nil
+		}
+	} else if v, err = strconv.Atoi(text); err == nil && s.Contains(v) && s.legal[v-s.lo] == text {
+		return v, nil
 	}
-	if err != nil || !s.Contains(v) || s.legal[v-s.lo] != text {
-		return 0, fmt.Errorf("%w: %q is not an integer from %d to %d", ErrNotInSpace, text, s.lo, s.hi)
-	}
-	return v, nil
+	return 0, fmt.Errorf("%w: %q is not an integer from %d to %d", ErrNotInSpace, text, s.lo, s.hi)
 }
 
 // errNotDigits: digits leaves the text to strconv.

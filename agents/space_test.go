@@ -24,7 +24,7 @@ func TestIntRange(t *testing.T) {
 			t.Errorf("Parse(Text(%d)) = %d, %v", v, got, err)
 		}
 	}
-	for _, bad := range []string{"", "4", "-3", " 1", "01", "+1", "1.0", "x"} {
+	for _, bad := range []string{"", "4", "-3", " 1", "01", "00", "-0", "+1", "1.0", "x"} {
 		if v, err := s.Parse(bad); !errors.Is(err, agents.ErrNotInSpace) {
 			t.Errorf("Parse(%q) = %d, %v; want ErrNotInSpace", bad, v, err)
 		}

@@ -43,7 +43,9 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 	if !(cfg.Baseline >= 0 && cfg.Baseline <= 1) {
 		return nil, fmt.Errorf("%w: baseline %v: want a number in [0, 1]", ErrBadConfig, cfg.Baseline)
 	}
-	return &Gradient{rate: cfg.Rate, baseline: cfg.Baseline, book: newBook(cfg.Options, 0)}, nil
+	g := &Gradient{rate: cfg.Rate, baseline: cfg.Baseline, book: newBook(cfg.Options, 0)}
+	g.wholeRow = true
+	return g, nil
 }
 
 // Act implements agents.Policy: it samples an action from the softmax of

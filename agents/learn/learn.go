@@ -49,6 +49,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
@@ -150,18 +151,22 @@ type row struct {
 	best     int // the action of the largest value now (the first of equals)
 }
 
-// track notes the row's greedy action after an update of action a: only
-// an update of the best action can make another one best, or of another
-// action make it best, so the scan is rare.
-func (r *row) track(a int) {
+// track notes the row's greedy action after an update of action a, whose
+// value was old. When the update changed action a's value alone (whole
+// false: the action-value learners), only a fall of the best action's
+// value can make another one best, and only a rise of another's can make
+// it best, so the scan is rare. An update of the whole row (the gradient
+// learner's preferences) is scanned.
+func (r *row) track(a int, old float64, whole bool) {
 	switch {
-	case a == r.best:
+	case whole || (a == r.best && r.values[a] < old):
+		r.best = 0
 		for i, v := range r.values {
 			if v > r.values[r.best] || (v == r.values[r.best] && i < r.best) {
 				r.best = i
 			}
 		}
-	case r.values[a] > r.values[r.best] || (r.values[a] == r.values[r.best] && a < r.best):
+	case a != r.best && (r.values[a] > r.values[r.best] || (r.values[a] == r.values[r.best] && a < r.best)):
 		r.best = a
 	}
 	best := r.best
@@ -258,6 +263,9 @@ type book struct {
 	// its seats are usually the same.
 	seats  []episode.Seat
 	tables []*agentTable
+	// wholeRow says that an update changes every value of its row (the
+	// gradient learner's), not only the updated action's (see track).
+	wholeRow bool
 }
 
 func newBook(opts Options, init float64) book {
@@ -345,6 +353,18 @@ func sameStrings(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
+// indexOf is slices.Index for a turn's action among its row's legal
+// actions: the action a learner played is the legal string itself, whose
+// bytes compare by pointer; another copy of it is found by its bytes.
+func indexOf(legal []string, action string) int {
+	for i, s := range legal {
+		if len(s) == len(action) && unsafe.StringData(s) == unsafe.StringData(action) {
+			return i
+		}
+	}
+	return slices.Index(legal, action)
+}
+
 // learned is one turn as a learner reads it.
 type learned struct {
 	row    *row
@@ -386,8 +406,9 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 		}
 		l.reward = rewards[k]
 		k++
+		old := l.row.values[l.action]
 		update(l)
-		l.row.track(l.action)
+		l.row.track(l.action, old, b.wholeRow)
 	}
 	return nil
 }
@@ -422,7 +443,7 @@ func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) 
 	if r == nil {
 		return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownTurn, tab.id, key)
 	}
-	a := slices.Index(r.legal, t.Action)
+	a := indexOf(r.legal, t.Action)
 	if a < 0 {
 		return learned{}, fmt.Errorf("%w: agent %q played %q, not one of its legal actions %q", ErrUnknownTurn, tab.id, t.Action, r.legal)
 	}
