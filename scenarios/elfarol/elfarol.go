@@ -134,7 +134,17 @@ func (s *Scenario) New(p env.Params, _ uint64) (env.Game, error) {
 		view:   env.View{Text: "El Farol bar. Pick the night of this week you go out: a number from 0 to " + nights.Text(k-1) + ". Every night is best with " + strconv.FormatFloat(p.Float("capacity"), 'g', -1, 64) + " patrons; crowds and empty bars are both worse.", Legal: nights.Legal()},
 		choice: make([]int, n),
 		counts: make([]int, k),
+		phiOf:  unknown(n + 1),
 	}, nil
+}
+
+// unknown returns n NaNs: a memo of n values not computed yet.
+func unknown(n int) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = math.NaN()
+	}
+	return s
 }
 
 func (s *Scenario) shared(n, k int) ([]env.Seat, *agents.Ints) {
@@ -167,6 +177,22 @@ type game struct {
 	phi    []float64 // per night: φ(x_k), set by Score for Rescore
 	scored bool      // Score was called: phi is the episode's
 	agents []float64 // Score's agent scores
+	// phiOf[x] is φ(x) once computed, NaN before (φ never is): the
+	// game's memo of Utility, which Score and Rescore ask for the same
+	// few attendances episode after episode. It lives as long as the game
+	// (Renew keeps it, for the same size and capacity).
+	phiOf []float64
+}
+
+// utility is Utility(x, g.c), from the memo when it holds it: the same
+// value, bit for bit.
+func (g *game) utility(x int) float64 {
+	if v := g.phiOf[x]; v == v {
+		return v
+	}
+	v := Utility(float64(x), g.c)
+	g.phiOf[x] = v
+	return v
 }
 
 // Renew implements env.Renewer: a finished game of the same size and
@@ -231,7 +257,7 @@ func (g *game) Score() env.Score {
 	g.scored = true
 	team := 0.0
 	for k, x := range g.counts {
-		g.phi[k] = Utility(float64(x), g.c)
+		g.phi[k] = g.utility(x)
 		team += g.phi[k]
 	}
 	g.agents = resized(g.agents, len(g.seats))
@@ -321,7 +347,7 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 	team := 0.0
 	for night, x := range counts {
 		if x != g.counts[night] {
-			phi[night] = Utility(float64(x), g.c)
+			phi[night] = g.utility(x)
 		}
 		team += phi[night]
 	}
