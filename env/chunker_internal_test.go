@@ -16,7 +16,7 @@ func TestChunkerSizesChunksByTime(t *testing.T) {
 		t.Fatalf("before any group was timed: chunks of %d, want 1", k)
 	}
 	for range 10 {
-		c.took(10 * time.Microsecond) // 20 groups per chunkFor
+		c.took(10*time.Microsecond, 1) // 20 groups per chunkFor
 	}
 	if k := c.next(1000); k != 20 {
 		t.Fatalf("10 µs groups: chunks of %d, want 20", k)
@@ -28,13 +28,13 @@ func TestChunkerSizesChunksByTime(t *testing.T) {
 		t.Fatalf("3 groups left: chunks of %d, want 1", k)
 	}
 	for range 1000 {
-		c.took(time.Nanosecond)
+		c.took(time.Nanosecond, 1)
 	}
 	if k := c.next(1 << 20); k != maxChunk {
 		t.Fatalf("very short groups: chunks of %d, want %d", k, maxChunk)
 	}
 	slow := chunker{workers: 2}
-	slow.took(time.Second)
+	slow.took(time.Second, 1)
 	if k := slow.next(1000); k != 1 {
 		t.Fatalf("slow groups (an LLM's): chunks of %d, want 1", k)
 	}

@@ -210,6 +210,10 @@ type Engine struct {
 	// arrays belong to no record (the last episode was a replay), so the
 	// next replay may write over them.
 	busArraysFree bool
+	// spares are records taken from sparesOf for the next episodes (see
+	// spareRecord).
+	spares   []*record
+	sparesOf *recordPool
 }
 
 // NewEngine returns an engine with an in-process bus.
@@ -270,7 +274,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	var ep *episode.Record
 	var r *record
 	if setup.Counterfactual == nil {
-		r = newRecord(&setup)
+		r = e.newRecord(&setup)
 		e.arena = r
 		ep = &r.rec
 		if cap(ep.Turns) < e.turnHint {

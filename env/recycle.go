@@ -26,13 +26,41 @@ type record struct {
 
 // newRecord returns a record for an episode played with setup: from the
 // setup's pool when it holds one, else fresh.
-func newRecord(setup *Setup) *record {
-	r := setup.records.get()
+func (e *Engine) newRecord(setup *Setup) *record {
+	r := e.spareRecord(setup.records)
 	r.rp.setup = *setup
 	r.rp.owner = r
 	r.rec.Replay = &r.rp
 	return r
 }
+
+// spareRecord returns a record with zero fields and empty arrays from the
+// engine's spares, which it takes from p a few at a time, under one lock,
+// rather than one per episode. Spares of another pool go back to it.
+func (e *Engine) spareRecord(p *recordPool) *record {
+	if p == nil {
+		return &record{}
+	}
+	if e.sparesOf != p {
+		if e.sparesOf != nil {
+			e.sparesOf.give(e.spares)
+		}
+		e.spares, e.sparesOf = e.spares[:0], p
+	}
+	if len(e.spares) == 0 {
+		e.spares = p.take(e.spares, spareRecords)
+	}
+	if k := len(e.spares); k > 0 {
+		r := e.spares[k-1]
+		e.spares[k-1] = nil
+		e.spares = e.spares[:k-1]
+		return r
+	}
+	return &record{}
+}
+
+// spareRecords is how many records an engine takes from its pool at once.
+const spareRecords = 16
 
 // recordPool holds records given back (LocalExecutor.Recycle), zeroed but
 // for their arrays, for the next episodes. The arrays are not cleared: the
@@ -40,44 +68,49 @@ func newRecord(setup *Setup) *record {
 // every field of a turn, appends write whole transitions and messages), so
 // clearing them would write each one twice. What the elements past the
 // next episode's lengths still point to stays reachable until overwritten:
-// at most the arrays of the records in the pool, which is bounded. It holds at most as many as
-// were in flight at once. The zero value is ready; a nil pool makes a
-// fresh record for every get.
+// at most the arrays of the records in the pool and the engines' spares,
+// which are bounded. It holds at most as many records as were in flight
+// at once. The zero value is ready.
 type recordPool struct {
 	mu   sync.Mutex
 	free []*record
 }
 
-// get returns a record with zero fields and empty arrays.
-func (p *recordPool) get() *record {
-	if p != nil {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if k := len(p.free); k > 0 {
-			r := p.free[k-1]
-			p.free[k-1] = nil
-			p.free = p.free[:k-1]
-			return r
-		}
-	}
-	return &record{}
+// take moves up to n records from the pool to dst.
+func (p *recordPool) take(dst []*record, n int) []*record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := max(len(p.free)-n, 0)
+	dst = append(dst, p.free[k:]...)
+	clear(p.free[k:])
+	p.free = p.free[:k]
+	return dst
 }
 
-// put takes back rec, which no one uses any more, when an engine of this
-// package recorded it for the executor whose policyKey is key; other
+// give returns records taken and not used.
+func (p *recordPool) give(rs []*record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, rs...)
+}
+
+// put takes back recs, which no one uses any more, when an engine of this
+// package recorded them for the executor whose policyKey is key; other
 // records (another executor's, another process's) are left to the
 // collector, so that the games a Renewer is given are its own.
-func (p *recordPool) put(rec *episode.Record, key any) {
-	rp, ok := rec.Replay.(*replay)
-	if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
-		return
-	}
-	r := rp.owner
-	r.rec = episode.Record{Turns: rec.Turns[:0], Transitions: rec.Transitions[:0]}
-	r.rp = replay{}
-	// r.game stays, for the next episode's scenario to renew.
-	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
+func (p *recordPool) put(key any, recs ...*episode.Record) {
 	p.mu.Lock()
-	p.free = append(p.free, r)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	for _, rec := range recs {
+		rp, ok := rec.Replay.(*replay)
+		if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
+			continue
+		}
+		r := rp.owner
+		r.rec = episode.Record{Turns: rec.Turns[:0], Transitions: rec.Transitions[:0]}
+		r.rp = replay{}
+		// r.game stays, for the next episode's scenario to renew.
+		r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
+		p.free = append(p.free, r)
+	}
 }

@@ -62,6 +62,12 @@ type LocalExecutor struct {
 func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Record {
 	eng := x.engines.Get()
 	defer x.engines.Put(eng)
+	return x.executeOn(ctx, eng, req)
+}
+
+// executeOn is Execute on an engine of the caller's, one of x's engines
+// (Run's workers keep one each for the whole run).
+func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request) *episode.Record {
 	return eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,
 		Params:           x.Params,
@@ -86,7 +92,10 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 // write into it and the arrays behind it, and allocate none of them. A
 // record x did not play (another executor's, one decoded from another
 // process) is left alone, and so is one given back twice.
-func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(rec, x) }
+func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(x, rec) }
+
+// recycleAll is Recycle for many records at once.
+func (x *LocalExecutor) recycleAll(recs []*episode.Record) { x.records.put(x, recs...) }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
 // concurrency.
@@ -339,15 +348,16 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
 	}
 	exec := cfg.Executor
+	var own *LocalExecutor   // the executor Run made, whose workers keep an engine each
 	var local *LocalExecutor // the executor whose records Run recycles
 	if exec == nil {
-		local = &LocalExecutor{
+		own = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
 		}
-		exec = local
-		if r, ok := out.(RecyclingOutput); !ok || !r.Recycles() {
-			local = nil
+		exec = own
+		if r, ok := out.(RecyclingOutput); ok && r.Recycles() {
+			local = own
 		}
 	}
 	reqs := cfg.requests()
@@ -366,12 +376,18 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	chunks := chunker{workers: workers}
 	window := make(chan struct{}, 4*workers)
 	results := make(chan []group, 4*workers)
-	// play plays group gi into g, its episodes into eps (the chunk's).
-	play := func(gi int, g *group, eps []*episode.Record) {
+	// play plays group gi into g, its episodes into eps (the chunk's), on
+	// eng when Run made the executor (else exec chooses).
+	play := func(eng *Engine, gi int, g *group, eps []*episode.Record) {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
 		g.n, g.episodes = gi, eps[:0:hi-lo]
 		for i := lo; i < hi; i++ {
-			rec := exec.Execute(ctx, reqs.at(i))
+			var rec *episode.Record
+			if eng != nil {
+				rec = own.executeOn(ctx, eng, reqs.at(i))
+			} else {
+				rec = exec.Execute(ctx, reqs.at(i))
+			}
 			g.episodes = append(g.episodes, rec)
 			if rec.End == EndInterrupted {
 				g.cut = true
@@ -387,11 +403,22 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	var wg sync.WaitGroup
 	for range min(workers, nGroups-cfg.FirstGroup) {
 		wg.Go(func() {
+			// The worker's own engine, for the whole run: taking one from
+			// the executor's pool per episode costs two locks each.
+			var eng *Engine
+			if own != nil {
+				eng = own.engines.Get()
+				defer own.engines.Put(eng)
+			}
 			for span := range todo {
 				// One allocation each for the chunk's groups and their
 				// episodes, not one per group.
 				gs := make([]group, span[1]-span[0])
 				eps := make([]*episode.Record, min(span[1]*size, cfg.Episodes)-span[0]*size)
+				// The chunk is timed whole: a clock reading per group of
+				// a microsecond costs more than the chunker gains by it.
+				t0 := time.Now()
+				played := 0
 				for k := range gs {
 					gi := span[0] + k
 					if ctx.Err() != nil {
@@ -400,10 +427,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 						gs[k] = group{n: gi, cut: true}
 						continue
 					}
-					t0 := time.Now()
-					play(gi, &gs[k], eps[k*size:])
-					chunks.took(time.Since(t0))
+					play(eng, gi, &gs[k], eps[k*size:])
+					played++
 				}
+				chunks.took(time.Since(t0), played)
 				gs[len(gs)-1].last = true
 				results <- gs
 			}
@@ -438,6 +465,8 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// stopped: a group could not be written (cut, or its write failed):
 	// no later group may be, or the output would have a hole.
 	stopped := false
+	// recycle holds the written records not yet given back (local).
+	var recycle []*episode.Record
 	write := func(g *group) error {
 		if g.err != nil {
 			return g.err
@@ -479,9 +508,12 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			}
 		}
 		if local != nil {
-			// The output is done with the group (RecyclingOutput).
-			for _, ep := range g.episodes {
-				local.Recycle(ep)
+			// The output is done with the group (RecyclingOutput). The
+			// records go back a few groups at a time, under one lock.
+			recycle = append(recycle, g.episodes...)
+			if len(recycle) >= recycleBatch {
+				local.recycleAll(recycle)
+				recycle = recycle[:0]
 			}
 		}
 		if cfg.Progress != nil {
@@ -546,6 +578,9 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		for k := range gs {
 			receive(&gs[k])
 		}
+	}
+	if len(recycle) > 0 {
+		local.recycleAll(recycle)
 	}
 	// Whatever is left pending sits behind a group that never came back;
 	// it was interrupted, so it is not written.
@@ -631,11 +666,18 @@ type chunker struct {
 	nanos   atomic.Int64 // their time
 }
 
-// took records that a group took d.
-func (c *chunker) took(d time.Duration) {
-	c.groups.Add(1)
+// took records that n groups took d together.
+func (c *chunker) took(d time.Duration, n int) {
+	if n == 0 {
+		return
+	}
+	c.groups.Add(int64(n))
 	c.nanos.Add(int64(d))
 }
+
+// recycleBatch is about how many records Run gives back to its executor at
+// once.
+const recycleBatch = 32
 
 // next returns the size of the next chunk, with left groups to go.
 func (c *chunker) next(left int) int {
