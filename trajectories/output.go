@@ -58,9 +58,11 @@ type Output struct {
 	names      []string  // the allocators' names
 	namesErr   error     // two allocators share a name
 
-	mu      sync.Mutex
-	samples [][]protocol.Sample // zeroed sample arrays of written episodes
-	groups  []*outGroup         // groups written, for the next ones
+	// groups holds the groups written, for the next ones (recycle). A
+	// sync.Pool, not a locked list: the workers take groups and the
+	// runner's goroutine gives them back, and one lock for both cost each
+	// episode two trips of its cache line between the cores.
+	groups sync.Pool
 }
 
 // outGroup is one group on its way through an Output: its episodes and the
@@ -72,21 +74,18 @@ type outGroup struct {
 	ctx      context.Context // Finish's: a Sequential allocator runs in write
 	eps      []*Episode
 	episodes []Episode // backs eps
-	credit   creditArrays
-	write    func(k int) (int, error) // writeEpisode, made once
+	// samples are the zeroed sample arrays of the episodes written, by
+	// position in the group, for the same positions of the next group.
+	samples [][]protocol.Sample
+	credit  creditArrays
+	write   func(k int) (int, error) // writeEpisode, made once
 }
 
 // group returns a group for n episodes, recycled when one is free.
 func (o *Output) group(ctx context.Context, n int) *outGroup {
 	var g *outGroup
 	if o.recycle {
-		o.mu.Lock()
-		if k := len(o.groups); k > 0 {
-			g = o.groups[k-1]
-			o.groups[k-1] = nil
-			o.groups = o.groups[:k-1]
-		}
-		o.mu.Unlock()
+		g, _ = o.groups.Get().(*outGroup)
 	}
 	if g == nil {
 		g = &outGroup{o: o}
@@ -122,13 +121,11 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 	if err != nil || !o.recycle {
 		return n, err
 	}
-	o.forget(g.eps[k])
+	g.forget(k)
 	if k == len(g.eps)-1 {
 		clear(g.episodes)
 		g.ctx = nil
-		o.mu.Lock()
-		o.groups = append(o.groups, g)
-		o.mu.Unlock()
+		o.groups.Put(g)
 	}
 	return n, nil
 }
@@ -150,32 +147,31 @@ func (o *Output) Recycles() bool {
 	return o.recycle
 }
 
-// samplesBuf returns a zeroed array for n samples, recycled when one is
-// free.
-func (o *Output) samplesBuf() []protocol.Sample {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	k := len(o.samples)
-	if k == 0 {
+// samplesBuf returns a zeroed array for the samples of the group's
+// episode k, the one a former group's episode k left (forget), or nil.
+func (g *outGroup) samplesBuf(k int) []protocol.Sample {
+	if k >= len(g.samples) {
 		return nil
 	}
-	buf := o.samples[k-1]
-	o.samples[k-1] = nil
-	o.samples = o.samples[:k-1]
+	buf := g.samples[k]
+	g.samples[k] = nil
 	return buf
 }
 
-// forget gives back the samples' array of an episode written.
-func (o *Output) forget(ep *Episode) {
+// forget keeps the samples' array of the group's episode k, written, for
+// the same episode of the next group.
+func (g *outGroup) forget(k int) {
+	ep := g.eps[k]
 	buf := ep.Samples
 	ep.Samples = nil
 	if cap(buf) == 0 {
 		return
 	}
 	clear(buf)
-	o.mu.Lock()
-	o.samples = append(o.samples, buf[:0])
-	o.mu.Unlock()
+	for len(g.samples) <= k {
+		g.samples = append(g.samples, nil)
+	}
+	g.samples[k] = buf[:0]
 }
 
 func (o *Output) init() {
@@ -209,7 +205,7 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 		if o.project {
 			var buf []protocol.Sample
 			if o.recycle {
-				buf = o.samplesBuf()
+				buf = g.samplesBuf(i)
 			}
 			ep.Samples = samplesInto(buf, rec)
 		}
