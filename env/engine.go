@@ -140,6 +140,7 @@ type Setup struct {
 // Engine; an Engine runs one episode at a time.
 type Engine struct {
 	bus      Bus
+	mem      *MemBus // bus, when it is the in-process one
 	pool     map[*agents.Role][]*agents.Machine
 	setup    *Setup
 	info     *Info
@@ -222,8 +223,34 @@ func NewEngine() *Engine { return NewEngineWithBus(NewMemBus()) }
 // NewEngineWithBus returns an engine whose episodes use bus.
 func NewEngineWithBus(bus Bus) *Engine {
 	e := &Engine{bus: bus, pool: map[*agents.Role][]*agents.Machine{}}
+	e.mem, _ = bus.(*MemBus)
 	e.step.e = e
 	return e
+}
+
+// The bus calls of every step and turn go straight to an in-process bus,
+// where the compiler can inline them, rather than through the interface.
+
+func (e *Engine) deliver() {
+	if e.mem != nil {
+		e.mem.Deliver()
+		return
+	}
+	e.bus.Deliver()
+}
+
+func (e *Engine) mailbox(seat int) []protocol.Message {
+	if e.mem != nil {
+		return e.mem.Mailbox(seat)
+	}
+	return e.bus.Mailbox(seat)
+}
+
+func (e *Engine) send(m protocol.Message, time int) error {
+	if e.mem != nil {
+		return e.mem.Send(m, time)
+	}
+	return e.bus.Send(m, time)
 }
 
 // Errors an episode can record; they are wrapped in Record.Err's text and
@@ -397,14 +424,15 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	if err := game.Start(&e.step); err != nil {
 		return protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err)
 	}
-	e.bus.Deliver()
+	e.deliver()
 	lim := setup.Limits
 	turns := 0
+	timed := runCtx != ctx // Limits.Timeout: runCtx is ctx's child
 	for t := 1; ; t++ {
 		if ctx.Err() != nil {
 			return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
 		}
-		if runCtx.Err() != nil {
+		if timed && runCtx.Err() != nil {
 			return protocol.StatusTruncated, EndDeadline, nil
 		}
 		if e.ended {
@@ -452,7 +480,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		if err := game.Apply(&e.step, e.moves); err != nil {
 			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
 		}
-		e.bus.Deliver()
+		e.deliver()
 		e.rec.Steps = t
 		if lim.MaxMessages > 0 && len(e.bus.Log()) > lim.MaxMessages && !e.ended {
 			return protocol.StatusTruncated, EndMaxMessages, nil
@@ -780,7 +808,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		} else {
 			*v = game.Observe(i)
 		}
-		mail := e.bus.Mailbox(i)
+		mail := e.mailbox(i)
 		// Field by field, in place: a composite literal is built aside and
 		// copied, pointers and all.
 		o := &e.obs[k]

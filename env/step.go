@@ -37,7 +37,7 @@ func (s *Step) Send(from string, to protocol.Address, kind, payload string) erro
 // Post puts m on the bus as Send does, with its From, To, Kind, Payload and
 // Quiet as given; the bus stamps its Time and Seq.
 func (s *Step) Post(m protocol.Message) error {
-	return s.e.bus.Send(m, s.time)
+	return s.e.send(m, s.time)
 }
 
 // Inform sends a quiet private message from the environment to one seat
@@ -156,7 +156,7 @@ func (s *Step) Active(seat int) bool { return !s.e.absent[seat] && !s.e.machines
 // The Async schedule acts on it; quiet messages wait in the mailbox until
 // the seat acts for another reason.
 func (s *Step) HasMail(seat int) bool {
-	mail := s.e.bus.Mailbox(seat)
+	mail := s.e.mailbox(seat)
 	for k := s.e.cursor[seat]; k < len(mail); k++ {
 		if !mail[k].Quiet {
 			return true

@@ -156,8 +156,10 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 	for _, ep := range group {
 		total += ep.SampleCount()
 	}
-	credits := grown(buf.credits, len(group))
-	headers := grown(buf.headers, len(group)*(len(allocs)+1))
+	// Credits and headers are written whole below; values are cleared,
+	// since an allocator leaves an unfinished episode's at zero.
+	credits := grow(buf.credits, len(group))
+	headers := grow(buf.headers, len(group)*(len(allocs)+1))
 	values := grown(buf.values, len(allocs)*total)
 	buf.credits, buf.headers, buf.values = credits, headers, values
 	for e, ep := range group {

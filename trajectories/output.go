@@ -122,8 +122,10 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 		return n, err
 	}
 	g.forget(k)
+	// What Finish may leave unset goes; the record is written whole by
+	// the next Finish (what it points to stays reachable until then).
+	g.episodes[k].Credit, g.episodes[k].prepared = nil, nil
 	if k == len(g.eps)-1 {
-		clear(g.episodes)
 		g.ctx = nil
 		o.groups.Put(g)
 	}
