@@ -1,6 +1,7 @@
 package env
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/troupe-rl/troupe/episode"
@@ -48,7 +49,7 @@ func (e *Engine) spareRecord(p *recordPool) *record {
 		e.spares, e.sparesOf = e.spares[:0], p
 	}
 	if len(e.spares) == 0 {
-		e.spares = p.take(e.spares, spareRecords)
+		e.spares = p.take(e.spares, spareRecords, spareTurns)
 	}
 	if k := len(e.spares); k > 0 {
 		r := e.spares[k-1]
@@ -59,8 +60,13 @@ func (e *Engine) spareRecord(p *recordPool) *record {
 	return &record{}
 }
 
-// spareRecords is how many records an engine takes from its pool at once.
-const spareRecords = 16
+// spareRecords and spareTurns bound the records an engine takes from its
+// pool at once: up to 16, and no more than hold 256 turns (a record of a
+// long episode is large, and one in the cache beats several out of it).
+const (
+	spareRecords = 16
+	spareTurns   = 256
+)
 
 // recordPool holds records given back (LocalExecutor.Recycle), zeroed but
 // for their arrays, for the next episodes. The arrays are not cleared: the
@@ -76,14 +82,23 @@ type recordPool struct {
 	free []*record
 }
 
-// take moves up to n records from the pool to dst.
-func (p *recordPool) take(dst []*record, n int) []*record {
+// take moves up to n records from the pool to dst, the most recently
+// given back first, and stops after the one that brings their turns'
+// capacity to turns.
+func (p *recordPool) take(dst []*record, n, turns int) []*record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := max(len(p.free)-n, 0)
-	dst = append(dst, p.free[k:]...)
-	clear(p.free[k:])
-	p.free = p.free[:k]
+	held, start := 0, len(dst)
+	for k := len(p.free) - 1; k >= 0 && n > 0 && held < turns; k-- {
+		r := p.free[k]
+		p.free[k] = nil
+		p.free = p.free[:k]
+		held += cap(r.rec.Turns)
+		n--
+		dst = append(dst, r)
+	}
+	// The engine takes its spares from the end: the most recent first.
+	slices.Reverse(dst[start:])
 	return dst
 }
 

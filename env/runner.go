@@ -465,8 +465,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// stopped: a group could not be written (cut, or its write failed):
 	// no later group may be, or the output would have a hole.
 	stopped := false
-	// recycle holds the written records not yet given back (local).
+	// recycle holds the written records not yet given back (local), and
+	// recycleTurns their turns.
 	var recycle []*episode.Record
+	recycleTurns := 0
 	write := func(g *group) error {
 		if g.err != nil {
 			return g.err
@@ -511,9 +513,12 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			// The output is done with the group (RecyclingOutput). The
 			// records go back a few groups at a time, under one lock.
 			recycle = append(recycle, g.episodes...)
-			if len(recycle) >= recycleBatch {
+			for _, ep := range g.episodes {
+				recycleTurns += len(ep.Turns)
+			}
+			if len(recycle) >= recycleBatch || recycleTurns >= recycleBatchTurns {
 				local.recycleAll(recycle)
-				recycle = recycle[:0]
+				recycle, recycleTurns = recycle[:0], 0
 			}
 		}
 		if cfg.Progress != nil {
@@ -675,9 +680,14 @@ func (c *chunker) took(d time.Duration, n int) {
 	c.nanos.Add(int64(d))
 }
 
-// recycleBatch is about how many records Run gives back to its executor at
-// once.
-const recycleBatch = 32
+// recycleBatch and recycleBatchTurns bound the records Run gives back to
+// its executor at once: a few dozen records of short episodes, and only a
+// few of long ones, whose arrays held back meanwhile would push the hot
+// ones out of the caches.
+const (
+	recycleBatch      = 32
+	recycleBatchTurns = 256
+)
 
 // next returns the size of the next chunk, with left groups to go.
 func (c *chunker) next(left int) int {
