@@ -11,8 +11,8 @@ import (
 )
 
 // Observation is everything an agent may see when it is asked to act. The
-// environment owns it: a Policy must not keep it, or any slice in it, after
-// Act returns.
+// environment owns it: a Policy must not change it, nor keep it or any
+// slice in it after Act returns (the engine records the turn from it).
 type Observation struct {
 	Agent string // the acting agent's id
 	Role  string // its role

@@ -195,7 +195,6 @@ type Engine struct {
 	offenders []int // seats whose invalid answers ended the episode
 	step      Step
 	obs       []agents.Observation
-	views     []View
 	moves     []Move
 	errs      []error
 	current   Game
@@ -791,10 +790,9 @@ func (e *Engine) who(actors []int) string {
 // leaves the moves in e.moves.
 func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	n := len(actors)
-	// obs, views and moves are written whole below: not cleared first,
+	// obs and moves are written whole below: not cleared first,
 	// which for pointerful elements costs a write barrier per word.
 	e.obs = grow(e.obs, n)
-	e.views = grow(e.views, n)
 	e.moves = grow(e.moves, n)
 	// errs is all nil between steps (cleared when a step fails), so it is
 	// not cleared at every step: that too costs a write barrier per word.
@@ -802,11 +800,11 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// Every actor observes the state before any of them acts.
 	byState := e.byState
 	for k, i := range actors {
-		v := &e.views[k]
+		var v View
 		if byState != nil {
-			*v = byState.ObserveIn(i, e.machines[i].State())
+			v = byState.ObserveIn(i, e.machines[i].State())
 		} else {
-			*v = game.Observe(i)
+			v = game.Observe(i)
 		}
 		mail := e.mailbox(i)
 		// Field by field, in place: a composite literal is built aside and
@@ -840,7 +838,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	}
 	for k, i := range actors {
 		if e.setup.Counterfactual == nil {
-			e.record(i, &e.obs[k], &e.moves[k].Action, e.views[k])
+			e.record(i, &e.obs[k], &e.moves[k].Action)
 		}
 		e.turns[i]++
 		if e.moves[k].Action.Invalid != "" {
@@ -925,7 +923,7 @@ func (e *Engine) inboxes(r *record) {
 }
 
 // record appends the turn to the episode's record.
-func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view View) {
+func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action) {
 	if len(obs.Inbox) > 0 {
 		start := len(e.inbox)
 		for k := range obs.Inbox {
@@ -944,7 +942,7 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action, view V
 	}
 	t := &e.rec.Turns[len(e.rec.Turns)-1]
 	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
-	t.View, t.Legal = view.Text, view.Legal
+	t.View, t.Legal = obs.View, obs.Legal
 	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
 	t.Emit = e.emit[i]
 	t.Inbox = nil // set by inboxes at the episode's end
