@@ -183,7 +183,10 @@ func sampleSeats(ep *trajectories.Episode) ([]int, error) {
 // sampleSeatsInto is sampleSeats, written into dst's array when it is
 // large enough.
 func sampleSeatsInto(dst []int, ep *trajectories.Episode) ([]int, error) {
-	if ep.Samples == nil {
+	// Projected samples are the emitted turns, in order (Samples): the
+	// turns say their seats without a map from agent to seat. Samples
+	// without their turns (read back from a file) name their agents.
+	if ep.Samples == nil || (len(ep.Turns) > 0 && ep.Record.Emitted() == len(ep.Samples)) {
 		out := dst[:0]
 		if cap(out) < ep.SampleCount() {
 			out = make([]int, 0, ep.SampleCount())
