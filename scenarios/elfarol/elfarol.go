@@ -184,8 +184,9 @@ type game struct {
 	phiOf []float64
 }
 
-// utility is Utility(x, g.c), from the memo when it holds it: the same
-// value, bit for bit.
+// utility is Utility(x, g.c), from the memo when it holds it (the same
+// value, bit for bit), and memoised when not. Only Score, which the engine
+// calls on its own goroutine during the episode, fills the memo.
 func (g *game) utility(x int) float64 {
 	if v := g.phiOf[x]; v == v {
 		return v
@@ -193,6 +194,15 @@ func (g *game) utility(x int) float64 {
 	v := Utility(float64(x), g.c)
 	g.phiOf[x] = v
 	return v
+}
+
+// utilityOf is utility that leaves the memo as it is: Rescore's, which the
+// allocators call concurrently on the finished game.
+func (g *game) utilityOf(x int) float64 {
+	if v := g.phiOf[x]; v == v {
+		return v
+	}
+	return Utility(float64(x), g.c)
 }
 
 // Renew implements env.Renewer: a finished game of the same size and
@@ -347,7 +357,7 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 	team := 0.0
 	for night, x := range counts {
 		if x != g.counts[night] {
-			phi[night] = g.utility(x)
+			phi[night] = g.utilityOf(x)
 		}
 		team += phi[night]
 	}

@@ -2,12 +2,15 @@ package elfarol
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
@@ -149,4 +152,44 @@ func TestRescoreDeclinesWhatItCannotWorkOut(t *testing.T) {
 	unscored := &game{c: 1, choice: []int{0}, counts: []int{1}}
 	_, ok := unscored.Rescore(episode.Counterfactual{Null: []int{0}})
 	assert.False(t, ok, "a game not yet scored")
+}
+
+// TestRescoreLeavesTheGameAlone checks env.Rescorer's rule that Rescore
+// does not change the game: the allocators rescore one finished game from
+// several goroutines. Every patron moved home and to every night, on 8
+// goroutines at once, answers what one goroutine alone does, and the game
+// (its memo of φ included) is as it was; under the race detector, any
+// write Rescore made would be reported.
+func TestRescoreLeavesTheGameAlone(t *testing.T) {
+	w := playWeek(t, 40, 5, 3, 11)
+	before := *w.game
+	memo := slices.Clone(w.game.phiOf)
+	var cfs []episode.Counterfactual
+	for i := range 40 {
+		cfs = append(cfs, episode.Counterfactual{Null: []int{i}, TeamOnly: true})
+		for night := range 5 {
+			cfs = append(cfs, episode.Counterfactual{Replace: map[int]string{i: strconv.Itoa(night)}, TeamOnly: true})
+		}
+	}
+	want := make([]env.Score, len(cfs))
+	for k, cf := range cfs {
+		s, ok := w.game.Rescore(cf)
+		require.True(t, ok)
+		want[k] = s
+	}
+	var g errgroup.Group
+	for range 8 {
+		g.Go(func() error {
+			for k, cf := range cfs {
+				if s, _ := w.game.Rescore(cf); s.Team != want[k].Team {
+					return fmt.Errorf("counterfactual %d: %+v, alone %+v", k, s, want[k])
+				}
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	assert.Equal(t, before.counts, w.game.counts)
+	assert.Equal(t, before.choice, w.game.choice)
+	assert.True(t, slices.EqualFunc(memo, w.game.phiOf, func(a, b float64) bool { return a == b || (a != a && b != b) }), "Rescore changed the memo of φ")
 }
