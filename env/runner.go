@@ -131,8 +131,8 @@ type RunConfig struct {
 
 	// Executor plays the episodes; nil plays them in this process.
 	Executor Executor
-	// Progress, when set, is called after every group written, from the
-	// goroutine that called Run.
+	// Progress, when set, is called after every group written, by the
+	// worker that wrote it: one call at a time, in the order of the groups.
 	Progress func(Progress)
 }
 
@@ -153,10 +153,10 @@ type Output interface {
 	// (allocating credit, encoding) belongs here.
 	//
 	// The function it returns writes the group's episode k and returns how
-	// many samples it wrote (for Progress and Summary). Run calls it later
-	// on its own goroutine, groups in episode order, for k = 0, 1, ... in
-	// turn; it stops at the first error, and after an episode that failed
-	// under FailFast. So the call for k = 0 is where work that must see
+	// many samples it wrote (for Progress and Summary). Run calls it later,
+	// one call at a time (on whichever worker's goroutine writes the
+	// group), groups in episode order, for k = 0, 1, ... in turn; it stops
+	// at the first error, and after an episode that failed under FailFast. So the call for k = 0 is where work that must see
 	// the groups one at a time, in output order, goes (a Sequential
 	// allocator's). An error of Finish is the group's: it stops the run
 	// when the group's turn to be written comes.
@@ -370,12 +370,31 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	defer cancel(nil)
 
 	// Groups go to the workers in chunks of consecutive groups (chunker),
-	// so that short episodes do not cost a hand-off between goroutines
-	// each. window bounds the chunks started but not yet written: a few
-	// per worker (each slot is freed by the chunk's last group).
+	// so that short episodes do not cost a hand-off each. No goroutine
+	// hands work to another: each worker takes its next chunk itself
+	// (take), plays it, and hands the chunk's groups to the writing side
+	// (deliver), and the worker that finds the next group to write ready
+	// writes it and every ready group after it, while the others play on.
+	// One worker writes at a time, groups in order. (A writer goroutine of
+	// its own, and one that handed out the chunks, cost each chunk a
+	// wake-up on the other core: on two cores that doubled the CPU time of
+	// a run of short episodes.) ahead bounds the chunks taken but not yet
+	// written, a few per worker (each is freed by its last group); a
+	// worker waits for room only when it is that far ahead of the writing.
 	chunks := chunker{workers: workers}
-	window := make(chan struct{}, 4*workers)
-	results := make(chan []group, 4*workers)
+	maxAhead := 4 * workers
+	var (
+		mu      sync.Mutex
+		room    = sync.NewCond(&mu) // a chunk was freed, or the run stops
+		nextGi  = cfg.FirstGroup    // the next group to hand out
+		ahead   int                 // chunks taken and not yet freed
+		writing bool                // a worker is writing
+	)
+	defer context.AfterFunc(ctx, func() {
+		mu.Lock()
+		room.Broadcast()
+		mu.Unlock()
+	})()
 	// play plays group gi into g, its episodes into eps (the chunk's), on
 	// eng when Run made the executor (else exec chooses).
 	play := func(eng *Engine, gi int, g *group, eps []*episode.Record) {
@@ -396,70 +415,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		g.write, g.err = out.Finish(ctx, g.episodes)
 	}
-	// A fixed pool of workers takes the chunks from todo: one goroutine
-	// per worker for the whole run, so that its stack, grown once by the
-	// first episode, is not grown again (and copied) for every group.
-	todo := make(chan [2]int)
-	var wg sync.WaitGroup
-	for range min(workers, nGroups-cfg.FirstGroup) {
-		wg.Go(func() {
-			// The worker's own engine, for the whole run: taking one from
-			// the executor's pool per episode costs two locks each.
-			var eng *Engine
-			if own != nil {
-				eng = own.engines.Get()
-				defer own.engines.Put(eng)
-			}
-			for span := range todo {
-				// One allocation each for the chunk's groups and their
-				// episodes, not one per group.
-				gs := make([]group, span[1]-span[0])
-				eps := make([]*episode.Record, min(span[1]*size, cfg.Episodes)-span[0]*size)
-				// The chunk is timed whole: a clock reading per group of
-				// a microsecond costs more than the chunker gains by it.
-				t0 := time.Now()
-				played := 0
-				for k := range gs {
-					gi := span[0] + k
-					if ctx.Err() != nil {
-						// Cancelled while this group waited for a worker: it
-						// never started (no episodes), and is not written.
-						gs[k] = group{n: gi, cut: true}
-						continue
-					}
-					play(eng, gi, &gs[k], eps[k*size:])
-					played++
-				}
-				chunks.took(time.Since(t0), played)
-				gs[len(gs)-1].last = true
-				results <- gs
-			}
-		})
-	}
-	go func() {
-		for gi := cfg.FirstGroup; gi < nGroups; {
-			select {
-			case window <- struct{}{}:
-			case <-ctx.Done():
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			k := chunks.next(nGroups - gi)
-			todo <- [2]int{gi, gi + k}
-			gi += k
-		}
-		close(todo)
-		wg.Wait()
-		close(results)
-	}()
 
 	var runErr error
 	// pending holds the groups back from the workers and not yet written,
-	// at n % len(pending): the window bounds them to fewer than that.
-	pending := make([]*group, 4*workers*maxChunk)
-	held := 0 // the groups in pending
+	// at n % len(pending): ahead bounds them to fewer than that. It, next
+	// (the next group to write), stopped, interrupted and runErr are mu's;
+	// sum, the tallies and recycle belong to the writing worker.
+	pending := make([]*group, maxAhead*maxChunk)
 	next := cfg.FirstGroup
+	interrupted := 0 // episodes played and not written
 	var statuses tally[protocol.Status, int]
 	var roles tally[string, RoleScore]
 	// stopped: a group could not be written (cut, or its write failed):
@@ -526,27 +490,54 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		return failed
 	}
-	// free gives back the window slot of g's chunk once its last group is
-	// handled.
+	// free gives back g's chunk's place once its last group is handled;
+	// the caller holds mu.
 	free := func(g *group) {
 		if g.last {
-			<-window
+			ahead--
+			room.Signal()
 		}
 	}
-	// drop counts a group that is not written.
+	// drop counts a group that is not written; the caller holds mu.
 	drop := func(g *group) {
-		sum.Interrupted += len(g.episodes)
+		interrupted += len(g.episodes)
 		free(g)
 	}
-	// receive takes one group back from a worker: it writes it, and the
-	// groups pending behind it, when its turn has come.
-	receive := func(g *group) {
-		if stopped {
-			drop(g) // drained, so the workers can finish
+	// take hands the calling worker its next chunk, [lo, hi), once it is
+	// not too far ahead of the writing; false when there is none to take.
+	take := func() (lo, hi int, ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ahead >= maxAhead && ctx.Err() == nil && !stopped {
+			room.Wait()
+		}
+		if ctx.Err() != nil || stopped || nextGi >= nGroups {
+			return 0, 0, false
+		}
+		lo = nextGi
+		nextGi += chunks.next(nGroups - nextGi)
+		ahead++
+		return lo, nextGi, true
+	}
+	// deliver takes a chunk's groups back from the worker that played
+	// them, and writes them, and the groups pending behind them, when
+	// their turn has come and no other worker is writing; that one writes
+	// them otherwise.
+	deliver := func(gs []group) {
+		mu.Lock()
+		defer mu.Unlock()
+		for k := range gs {
+			g := &gs[k]
+			if stopped {
+				drop(g) // drained, so the workers can finish
+				continue
+			}
+			pending[g.n%len(pending)] = g
+		}
+		if writing {
 			return
 		}
-		pending[g.n%len(pending)] = g
-		held++
+		writing = true
 		for !stopped {
 			slot := &pending[next%len(pending)]
 			g := *slot
@@ -554,7 +545,6 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				break
 			}
 			*slot = nil
-			held--
 			next++
 			if g.cut {
 				stopped = true
@@ -562,12 +552,16 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				break
 			}
 			free(g)
-			if err := write(g); err != nil {
+			mu.Unlock()
+			err := write(g)
+			mu.Lock()
+			if err != nil {
 				runErr = err
 				stopped = true
 				cancel(err)
 			}
 		}
+		writing = false
 		if stopped {
 			// Behind the gap: played, perhaps whole, and not written.
 			for k, g := range pending {
@@ -576,26 +570,64 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 					pending[k] = nil
 				}
 			}
-			held = 0
+			room.Broadcast()
 		}
 	}
-	for gs := range results {
-		for k := range gs {
-			receive(&gs[k])
-		}
+	// A fixed pool of workers: one goroutine per worker for the whole
+	// run, so that its stack, grown once by the first episode, is not
+	// grown again (and copied) for every group.
+	var wg sync.WaitGroup
+	for range min(workers, nGroups-cfg.FirstGroup) {
+		wg.Go(func() {
+			// The worker's own engine, for the whole run: taking one from
+			// the executor's pool per episode costs two locks each.
+			var eng *Engine
+			if own != nil {
+				eng = own.engines.Get()
+				defer own.engines.Put(eng)
+			}
+			for {
+				lo, hi, ok := take()
+				if !ok {
+					return
+				}
+				// One allocation each for the chunk's groups and their
+				// episodes, not one per group.
+				gs := make([]group, hi-lo)
+				eps := make([]*episode.Record, min(hi*size, cfg.Episodes)-lo*size)
+				// The chunk is timed whole: a clock reading per group of
+				// a microsecond costs more than the chunker gains by it.
+				t0 := time.Now()
+				played := 0
+				for k := range gs {
+					gi := lo + k
+					if ctx.Err() != nil {
+						// Cancelled before this group started: it has no
+						// episodes, and is not written.
+						gs[k] = group{n: gi, cut: true}
+						continue
+					}
+					play(eng, gi, &gs[k], eps[k*size:])
+					played++
+				}
+				chunks.took(time.Since(t0), played)
+				gs[len(gs)-1].last = true
+				deliver(gs)
+			}
+		})
 	}
+	wg.Wait()
 	if len(recycle) > 0 {
 		local.recycleAll(recycle)
 	}
 	// Whatever is left pending sits behind a group that never came back;
 	// it was interrupted, so it is not written.
-	if held > 0 {
-		for _, g := range pending {
-			if g != nil {
-				sum.Interrupted += len(g.episodes)
-			}
+	for _, g := range pending {
+		if g != nil {
+			interrupted += len(g.episodes)
 		}
 	}
+	sum.Interrupted += interrupted
 	statuses.into(sum.ByStatus)
 	roles.into(sum.RoleScores)
 	if err := out.Flush(); err != nil && runErr == nil {

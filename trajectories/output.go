@@ -34,12 +34,13 @@ type Output struct {
 	Allocators []Allocator
 	Format     RewardFormat // how the allocators' values become rewards
 	IndexBase  int64        // the index of the first sample written
-	// Observe, when set, sees every episode right after Sink, on the
-	// runner's goroutine, with its samples projected and rewarded.
+	// Observe, when set, sees every episode right after Sink, when the
+	// runner writes it (one episode at a time, in order), with its samples
+	// projected and rewarded.
 	Observe func(ep *Episode)
 	// ObserveCredit, when set, sees every episode's record and the credit
 	// the allocators gave it (nil without allocators) right after Observe,
-	// on the runner's goroutine: what a learner reads. It needs no
+	// one episode at a time, in order: what a learner reads. It needs no
 	// samples, so it makes the Output project none (with a sink that
 	// needs none, and no Observe), and it must keep nothing of rec or c
 	// once it returns: the runner may then reuse the record's arrays. An
@@ -59,9 +60,9 @@ type Output struct {
 	namesErr   error     // two allocators share a name
 
 	// groups holds the groups written, for the next ones (recycle). A
-	// sync.Pool, not a locked list: the workers take groups and the
-	// runner's goroutine gives them back, and one lock for both cost each
-	// episode two trips of its cache line between the cores.
+	// sync.Pool, not a locked list: the workers take groups as they finish
+	// them and give them back as they write them, and one lock for all
+	// cost each episode two trips of its cache line between the cores.
 	groups sync.Pool
 }
 
