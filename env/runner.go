@@ -338,6 +338,10 @@ type group struct {
 // even groups that finished: Summary.Interrupted counts every episode that
 // was played, whole or not, and not written. Under FailFast, the group of
 // the first failed episode is written whole, then the run stops.
+//
+// The workers write the groups themselves (whichever finds the next group
+// ready), one at a time: a panic of the output stops the run, and Run
+// panics with it on the caller's goroutine once the workers are done.
 func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	start := time.Now()
 	sum := Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
@@ -490,6 +494,22 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		return failed
 	}
+	// writeOrPanic is write, on a worker: a panic of the output (a sink's,
+	// an Observe's) stops the run, and Run panics with it once the
+	// workers are done, on the caller's goroutine, as it would if Run
+	// wrote there itself.
+	var panicked any
+	writeOrPanic := func(g *group) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				mu.Lock()
+				panicked = p
+				mu.Unlock()
+				err = fmt.Errorf("the output panicked: %v", p)
+			}
+		}()
+		return write(g)
+	}
 	// free gives back g's chunk's place once its last group is handled;
 	// the caller holds mu.
 	free := func(g *group) {
@@ -553,7 +573,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			}
 			free(g)
 			mu.Unlock()
-			err := write(g)
+			err := writeOrPanic(g)
 			mu.Lock()
 			if err != nil {
 				runErr = err
@@ -617,6 +637,9 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		})
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 	if len(recycle) > 0 {
 		local.recycleAll(recycle)
 	}

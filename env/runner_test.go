@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -221,6 +222,26 @@ func TestRunSinkErrorStopsTheRun(t *testing.T) {
 	require.ErrorIs(t, err, full)
 	assert.ErrorContains(t, err, "episode 2")
 	assert.Equal(t, 3, n, "nothing is written after the failure")
+}
+
+// TestRunPanicsWithItsOutput checks that a panicking output (a sink, an
+// Observe) panics Run on its caller's goroutine, where the caller can
+// recover it, although the workers write the groups: nothing is written
+// after it, and the workers are done when Run panics.
+func TestRunPanicsWithItsOutput(t *testing.T) {
+	cfg := elfarolConfig(t, nil)
+	cfg.Episodes, cfg.Concurrency = 40, 4
+	var n atomic.Int32
+	sink := trajectories.SinkFunc(func(*trajectories.Episode) error {
+		if n.Add(1) == 5 {
+			panic("the sink broke")
+		}
+		return nil
+	})
+	assert.PanicsWithValue(t, "the sink broke", func() {
+		_, _ = env.Run(context.Background(), cfg, teamOut(sink))
+	})
+	assert.Equal(t, int32(5), n.Load(), "nothing is written after the panic")
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
