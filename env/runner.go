@@ -156,9 +156,9 @@ type Output interface {
 	// many samples it wrote (for Progress and Summary). Run calls it later,
 	// one call at a time (on whichever worker's goroutine writes the
 	// group), groups in episode order, for k = 0, 1, ... in turn; it stops
-	// at the first error, and after an episode that failed under FailFast. So the call for k = 0 is where work that must see
-	// the groups one at a time, in output order, goes (a Sequential
-	// allocator's). An error of Finish is the group's: it stops the run
+	// at the first error, and after an episode that failed under FailFast.
+	// So the call for k = 0 is where work that must see the groups one at
+	// a time, in output order, goes (a Sequential allocator's). An error of Finish is the group's: it stops the run
 	// when the group's turn to be written comes.
 	Finish(ctx context.Context, group []*episode.Record) (write func(k int) (samples int, err error), err error)
 	// Flush is called once, when Run returns, whatever way it ends.
