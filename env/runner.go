@@ -479,12 +479,13 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		}
 		if local != nil {
 			// The output is done with the group (RecyclingOutput). The
-			// records go back a few groups at a time, under one lock.
+			// records go back a chunk at a time, under one lock, or sooner
+			// when the chunk's records are many or large.
 			recycle = append(recycle, g.episodes...)
 			for _, ep := range g.episodes {
 				recycleTurns += len(ep.Turns)
 			}
-			if len(recycle) >= recycleBatch || recycleTurns >= recycleBatchTurns {
+			if g.last || len(recycle) >= recycleBatch || recycleTurns >= recycleBatchTurns {
 				local.recycleAll(recycle)
 				recycle, recycleTurns = recycle[:0], 0
 			}
