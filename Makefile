@@ -33,10 +33,10 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench fuzz clean llama browser
+.PHONY: help run build test lint bench bench-compare fuzz clean llama browser
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-7s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 run: ## self-play El Farol offline; samples to out/elfarol.jsonl
 	$(GO) run ./cmd/troupe run elfarol --episodes $(EPISODES) --seed 1 --out $(OUT)/elfarol.jsonl
@@ -66,6 +66,9 @@ lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	else \
 		echo "staticcheck: could not be installed from the module proxy; skipped"; \
 	fi
+
+bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., BASE=, N=, ROUNDS=)
+	tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
 
 bench: ## run every benchmark once; results also in out/bench.txt
 	@mkdir -p $(dir $(BENCHOUT))
