@@ -52,7 +52,8 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 // the preferences. An observation without legal actions is an error
 // wrapping agents.ErrNoLegalActions.
 func (l *Gradient) Act(_ context.Context, obs *agents.Observation) (agents.Action, error) {
-	return l.act(obs, func(r *row) int { return sampleSoftmax(r.values, 1, obs.Float64(streamExplore)) })
+	// The softmax of the preferences is Boltzmann's at temperature 1.
+	return l.act(obs, Boltzmann{Temperature: 1})
 }
 
 // Learn implements Learner.

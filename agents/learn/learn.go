@@ -467,15 +467,23 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 	return slices.Clone(r.legal), slices.Clone(r.values), true
 }
 
-// act picks an action for obs with choose, under b.mu.
-func (b *book) act(obs *agents.Observation, choose func(r *row) int) (agents.Action, error) {
+// act picks an action for obs with sel, under b.mu.
+func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, err := b.actRow(obs)
 	if err != nil {
 		return agents.Action{}, err
 	}
-	return agents.Action{Text: r.legal[choose(r)]}, nil
+	// ε-greedy, the default, is called directly: through the interface
+	// it costs a call that cannot be inlined and a copy of its value.
+	var a int
+	if eg, ok := sel.(EpsilonGreedy); ok {
+		a = eg.Select(r.values, obs)
+	} else {
+		a = sel.Select(r.values, obs)
+	}
+	return agents.Action{Text: r.legal[a]}, nil
 }
 
 // Seed streams of a turn (Observation.Float64/Intn) that learners draw

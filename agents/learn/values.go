@@ -154,21 +154,7 @@ func NewValues(cfg ValueConfig) (*Values, error) {
 // An observation without legal actions is an error wrapping
 // agents.ErrNoLegalActions.
 func (l *Values) Act(_ context.Context, obs *agents.Observation) (agents.Action, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, err := l.actRow(obs)
-	if err != nil {
-		return agents.Action{}, err
-	}
-	// ε-greedy, the default, is called directly: through the interface
-	// it costs a call that cannot be inlined and a copy of its value.
-	var a int
-	if eg, ok := l.sel.(EpsilonGreedy); ok {
-		a = eg.Select(r.values, obs)
-	} else {
-		a = l.sel.Select(r.values, obs)
-	}
-	return agents.Action{Text: r.legal[a]}, nil
+	return l.act(obs, l.sel)
 }
 
 // Learn implements Learner.
