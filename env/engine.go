@@ -315,7 +315,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 			e.transitionHint = hint(e.transitionHint, len(ep.Transitions))
 		}()
 		e.setup = &r.rp.setup
-		if mb, ok := e.bus.(*MemBus); ok {
+		if mb := e.mem; mb != nil {
 			mb.lend(r.log, r.recipients)
 		}
 	} else {
@@ -323,7 +323,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 		ep = &e.scratch
 		e.replaying = setup
 		e.setup = &e.replaying
-		if mb, ok := e.bus.(*MemBus); ok && e.busArraysFree {
+		if mb := e.mem; mb != nil && e.busArraysFree {
 			// A replay keeps no log: the last replay's arrays serve again.
 			log, recipients := mb.arrays()
 			mb.lend(log, recipients)
@@ -365,7 +365,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 		// recipients they would have reached.
 		e.bus.Deliver()
 		ep.Messages = e.bus.Log()
-		if mb, ok := e.bus.(*MemBus); ok {
+		if mb := e.mem; mb != nil {
 			r.log, r.recipients = mb.arrays()
 		}
 		e.busArraysFree = false

@@ -177,11 +177,7 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 			return err
 		}
 		sc.seats = seats
-		want := sized(sc.want, len(ep.Seats))
-		clear(want)
-		for _, i := range seats {
-			want[i] = true
-		}
+		want := emittedInto(sc.want, ep, seats)
 		sc.want = want
 		who := sc.who[:0]
 		for i := range want {

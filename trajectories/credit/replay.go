@@ -270,7 +270,14 @@ func describe(ep *trajectories.Episode, cf episode.Counterfactual) string {
 // emitted returns, per seat, whether it has samples: the seats whose
 // credit is worth a re-simulation.
 func emitted(ep *trajectories.Episode, seats []int) []bool {
-	out := make([]bool, len(ep.Seats))
+	return emittedInto(nil, ep, seats)
+}
+
+// emittedInto is emitted, written into dst's array when it is large
+// enough.
+func emittedInto(dst []bool, ep *trajectories.Episode, seats []int) []bool {
+	out := sized(dst, len(ep.Seats))
+	clear(out)
 	for _, i := range seats {
 		out[i] = true
 	}
