@@ -167,46 +167,61 @@ func (b *MemBus) Leave(seat int, channel string) {
 
 // Send implements Bus.
 func (b *MemBus) Send(m protocol.Message, time int) error {
-	if m.From != protocol.EnvSender {
-		if _, ok := b.seatOf(m.From); !ok {
-			return fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, m.From)
+	return b.post(m.From, m.To, m.Kind, m.Payload, m.Quiet, time)
+}
+
+// post is Send with the message's fields as arguments: the engine's
+// steps send through it, and the message is built only once, in place in
+// the log, rather than as a value copied from call to call.
+func (b *MemBus) post(from string, to protocol.Address, kind, payload string, quiet bool, time int) error {
+	if from != protocol.EnvSender {
+		if _, ok := b.seatOf(from); !ok {
+			return fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, from)
 		}
 	}
 	start := len(b.recipients)
 	switch {
-	case m.To.IsBroadcast():
+	case to.IsBroadcast():
 		for i, id := range b.ids {
-			if !sameString(id, m.From) {
+			if !sameString(id, from) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
-	case strings.HasPrefix(string(m.To), "#"):
-		name, _ := m.To.ChannelName()
+	case strings.HasPrefix(string(to), "#"):
+		name, _ := to.ChannelName()
 		members, ok := b.channels[name]
 		if !ok {
-			return fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(m.From), name)
+			return fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(from), name)
 		}
 		for _, i := range members {
-			if !sameString(b.ids[i], m.From) {
+			if !sameString(b.ids[i], from) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
 	default:
-		i, ok := b.seatOf(string(m.To))
+		i, ok := b.seatOf(string(to))
 		if !ok {
-			return fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(m.From), m.To)
+			return fmt.Errorf("%w: %s sends to %q, which is not an agent of this episode", ErrBadMessage, sender(from), to)
 		}
 		b.recipients = append(b.recipients, i)
 	}
-	m.Time = time
-	m.Seq = len(b.log)
+	n := len(b.log)
+	if n < cap(b.log) {
+		b.log = b.log[:n+1]
+	} else {
+		b.log = append(b.log, episode.Message{})
+	}
+	// Every field is written: the element may hold a recycled record's
+	// message.
+	m := &b.log[n]
+	m.From, m.To, m.Kind, m.Payload, m.Quiet = from, to, kind, payload, quiet
+	m.Time, m.Seq = time, n
 	// Recipients are nil until some message of the episode had one, as
 	// when the array was allocated by the first append.
-	var to []int
+	m.Recipients = nil
 	if len(b.recipients) > 0 {
-		to = b.recipients[start:len(b.recipients):len(b.recipients)]
+		m.Recipients = b.recipients[start:len(b.recipients):len(b.recipients)]
 	}
-	b.log = append(b.log, episode.Message{Message: m, Recipients: to})
 	return nil
 }
 
@@ -237,9 +252,21 @@ func sender(from string) string {
 // Deliver implements Bus.
 func (b *MemBus) Deliver() {
 	for k := b.queue; k < len(b.log); k++ {
-		m := &b.log[k]
-		for _, i := range m.Recipients {
-			b.mail[i] = append(b.mail[i], m.Message)
+		m := &b.log[k].Message
+		for _, i := range b.log[k].Recipients {
+			// Copied in place, field by field: an appended value is
+			// copied to the stack first.
+			box := b.mail[i]
+			n := len(box)
+			if n < cap(box) {
+				box = box[:n+1]
+			} else {
+				box = append(box, protocol.Message{})
+			}
+			d := &box[n]
+			d.From, d.To, d.Kind, d.Payload = m.From, m.To, m.Kind, m.Payload
+			d.Time, d.Seq, d.Quiet = m.Time, m.Seq, m.Quiet
+			b.mail[i] = box
 		}
 	}
 	b.queue = len(b.log)

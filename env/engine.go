@@ -245,11 +245,11 @@ func (e *Engine) mailbox(seat int) []protocol.Message {
 	return e.bus.Mailbox(seat)
 }
 
-func (e *Engine) send(m protocol.Message, time int) error {
+func (e *Engine) send(from string, to protocol.Address, kind, payload string, quiet bool, time int) error {
 	if e.mem != nil {
-		return e.mem.Send(m, time)
+		return e.mem.post(from, to, kind, payload, quiet, time)
 	}
-	return e.bus.Send(m, time)
+	return e.bus.Send(protocol.Message{From: from, To: to, Kind: kind, Payload: payload, Quiet: quiet}, time)
 }
 
 // Errors an episode can record; they are wrapped in Record.Err's text and

@@ -314,6 +314,16 @@ type group struct {
 	err      error                    // Output.Finish's error
 	cut      bool                     // interrupted, or never started: the group is not written
 	last     bool                     // the last group of its chunk, which holds a window slot
+	chunk    *chunk                   // the last group's: its chunk, to reuse once written
+}
+
+// chunk holds the groups a worker plays at once and their episodes. A
+// chunk whose groups were all written serves again (Run's spare chunks):
+// a run of short episodes allocates nothing per chunk, so the collector
+// does not run, and neither do its write barriers.
+type chunk struct {
+	groups   []group
+	episodes []*episode.Record
 }
 
 // Run plays the configured episodes and writes them to out in episode
@@ -393,6 +403,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		nextGi  = cfg.FirstGroup    // the next group to hand out
 		ahead   int                 // chunks taken and not yet freed
 		writing bool                // a worker is writing
+		spare   []*chunk            // chunks written whole, to reuse
 	)
 	defer context.AfterFunc(ctx, func() {
 		mu.Lock()
@@ -403,7 +414,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// eng when Run made the executor (else exec chooses).
 	play := func(eng *Engine, gi int, g *group, eps []*episode.Record) {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
-		g.n, g.episodes = gi, eps[:0:hi-lo]
+		*g = group{n: gi, episodes: eps[: 0 : hi-lo]} // a spare chunk's group holds the last run's
 		for i := lo; i < hi; i++ {
 			var rec *episode.Record
 			if eng != nil {
@@ -526,19 +537,26 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	}
 	// take hands the calling worker its next chunk, [lo, hi), once it is
 	// not too far ahead of the writing; false when there is none to take.
-	take := func() (lo, hi int, ok bool) {
+	take := func() (lo, hi int, c *chunk, ok bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for ahead >= maxAhead && ctx.Err() == nil && !stopped {
 			room.Wait()
 		}
 		if ctx.Err() != nil || stopped || nextGi >= nGroups {
-			return 0, 0, false
+			return 0, 0, nil, false
 		}
 		lo = nextGi
 		nextGi += chunks.next(nGroups - nextGi)
 		ahead++
-		return lo, nextGi, true
+		if k := len(spare); k > 0 {
+			c = spare[k-1]
+			spare[k-1] = nil
+			spare = spare[:k-1]
+		} else {
+			c = new(chunk)
+		}
+		return lo, nextGi, c, true
 	}
 	// deliver takes a chunk's groups back from the worker that played
 	// them, and writes them, and the groups pending behind them, when
@@ -581,6 +599,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				stopped = true
 				cancel(err)
 			}
+			if g.last && err == nil {
+				// Its chunk is written whole: no one reads it any more.
+				spare = append(spare, g.chunk)
+			}
 		}
 		writing = false
 		if stopped {
@@ -608,14 +630,16 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				defer own.engines.Put(eng)
 			}
 			for {
-				lo, hi, ok := take()
+				lo, hi, c, ok := take()
 				if !ok {
 					return
 				}
-				// One allocation each for the chunk's groups and their
-				// episodes, not one per group.
-				gs := make([]group, hi-lo)
-				eps := make([]*episode.Record, min(hi*size, cfg.Episodes)-lo*size)
+				// The chunk's groups and their episodes: a spare chunk's
+				// arrays when they are large enough, else one allocation
+				// each, not one per group.
+				c.groups = grow(c.groups, hi-lo)
+				c.episodes = grow(c.episodes, min(hi*size, cfg.Episodes)-lo*size)
+				gs, eps := c.groups, c.episodes
 				// The chunk is timed whole: a clock reading per group of
 				// a microsecond costs more than the chunker gains by it.
 				t0 := time.Now()
@@ -632,7 +656,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 					played++
 				}
 				chunks.took(time.Since(t0), played)
-				gs[len(gs)-1].last = true
+				gs[len(gs)-1].last, gs[len(gs)-1].chunk = true, c
 				deliver(gs)
 			}
 		})

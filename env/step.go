@@ -31,13 +31,13 @@ func (s *Step) Seats() []Seat { return s.e.seats }
 // Bus for the channel rules. A bad sender or address returns an error
 // wrapping ErrBadMessage, naming both.
 func (s *Step) Send(from string, to protocol.Address, kind, payload string) error {
-	return s.Post(protocol.Message{From: from, To: to, Kind: kind, Payload: payload})
+	return s.e.send(from, to, kind, payload, false, s.time)
 }
 
 // Post puts m on the bus as Send does, with its From, To, Kind, Payload and
 // Quiet as given; the bus stamps its Time and Seq.
 func (s *Step) Post(m protocol.Message) error {
-	return s.e.send(m, s.time)
+	return s.e.send(m.From, m.To, m.Kind, m.Payload, m.Quiet, s.time)
 }
 
 // Inform sends a quiet private message from the environment to one seat
@@ -48,13 +48,13 @@ func (s *Step) Post(m protocol.Message) error {
 // acts only when something else wakes it. Under the other schedules, which
 // never wake agents by mail, Inform is Tell.
 func (s *Step) Inform(seat int, kind, payload string) error {
-	return s.Post(protocol.Message{From: protocol.EnvSender, To: protocol.To(s.e.seats[seat].ID), Kind: kind, Payload: payload, Quiet: true})
+	return s.e.send(protocol.EnvSender, protocol.To(s.e.seats[seat].ID), kind, payload, true, s.time)
 }
 
 // InformAll broadcasts a quiet message from the environment to every
 // agent: Announce without waking anyone (see Inform).
 func (s *Step) InformAll(kind, payload string) error {
-	return s.Post(protocol.Message{From: protocol.EnvSender, To: protocol.Broadcast, Kind: kind, Payload: payload, Quiet: true})
+	return s.e.send(protocol.EnvSender, protocol.Broadcast, kind, payload, true, s.time)
 }
 
 // Tell sends a private message from the environment to one seat: the way to
@@ -98,7 +98,16 @@ func (s *Step) Fire(seat int, ev agents.Event) error {
 		if err := m.Fire(ev); err != nil {
 			return err
 		}
-		rec.Transitions = append(rec.Transitions, episode.Transition{Step: s.time, Seat: seat, Event: ev, From: from, To: m.State()})
+		// Written in place, field by field: an appended literal is built
+		// aside and copied, pointers and all.
+		n := len(rec.Transitions)
+		if n < cap(rec.Transitions) {
+			rec.Transitions = rec.Transitions[:n+1]
+		} else {
+			rec.Transitions = append(rec.Transitions, episode.Transition{})
+		}
+		t := &rec.Transitions[n]
+		t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, m.State()
 		return nil
 	}
 	// The transition's place in the record is taken before the machine
