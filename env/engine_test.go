@@ -584,3 +584,35 @@ func TestRecycleReusesOnlyItsOwnRecords(t *testing.T) {
 	other := a.Execute(ctx, env.Request{})
 	assert.NotSame(t, turns, &other.Turns[0], "a record given back twice serves once")
 }
+
+// TestPolicyPanicLeavesTheEngineClean checks a simultaneous step in which
+// one policy fails and a later one panics, asked in turn and in parallel:
+// the episode fails naming the panicking agent, and the same engine then
+// plays a clean episode with nothing of the failed step's left over.
+func TestPolicyPanicLeavesTheEngineClean(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 100, relayHooks{}, nil)
+	faulty := agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+		switch obs.Agent {
+		case "a":
+			return agents.Action{}, errors.New("a is broken")
+		case "b":
+			panic("b's bug")
+		}
+		return agents.Action{Text: "1"}, nil
+	})
+	for _, parallel := range []bool{false, true} {
+		eng := env.NewEngine()
+		setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(faulty), ParallelPolicies: parallel}
+		setup.Limits.MaxSteps = 2
+		ep := eng.Run(context.Background(), setup)
+		assert.Equal(t, protocol.StatusFailed, ep.Status, "parallel=%v", parallel)
+		assert.Equal(t, env.EndGameError, ep.End)
+		assert.Contains(t, ep.Err, `agent "b": policy panicked: b's bug`)
+
+		setup.Policy = env.SamePolicy(agents.Replay("1", "1"))
+		ep = eng.Run(context.Background(), setup)
+		assert.Equal(t, protocol.StatusTruncated, ep.Status, "parallel=%v: %s", parallel, ep.Err)
+		assert.Empty(t, ep.Err)
+		assert.Len(t, ep.Turns, 6)
+	}
+}

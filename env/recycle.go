@@ -55,9 +55,18 @@ func (e *Engine) spareRecord(p *recordPool) *record {
 		r := e.spares[k-1]
 		e.spares[k-1] = nil
 		e.spares = e.spares[:k-1]
+		r.reset()
 		return r
 	}
 	return &record{}
+}
+
+// reset empties a record given back: zero fields and empty arrays. The
+// game stays, for the next episode's scenario to renew.
+func (r *record) reset() {
+	r.rec = episode.Record{Turns: r.rec.Turns[:0], Transitions: r.rec.Transitions[:0]}
+	r.rp = replay{}
+	r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
 }
 
 // spareRecords and spareTurns bound the records an engine takes from its
@@ -68,8 +77,8 @@ const (
 	spareTurns   = 256
 )
 
-// recordPool holds records given back (LocalExecutor.Recycle), zeroed but
-// for their arrays, for the next episodes. The arrays are not cleared: the
+// recordPool holds records given back (LocalExecutor.Recycle), for the
+// next episodes, which reset them first. The arrays are not cleared: the
 // next episode overwrites every element it uses whole (Engine.record writes
 // every field of a turn, appends write whole transitions and messages), so
 // clearing them would write each one twice. What the elements past the
@@ -121,11 +130,11 @@ func (p *recordPool) put(key any, recs ...*episode.Record) {
 		if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
 			continue
 		}
-		r := rp.owner
-		r.rec = episode.Record{Turns: rec.Turns[:0], Transitions: rec.Transitions[:0]}
-		r.rp = replay{}
-		// r.game stays, for the next episode's scenario to renew.
-		r.log, r.recipients, r.inbox = r.log[:0], r.recipients[:0], r.inbox[:0]
-		p.free = append(p.free, r)
+		// Cleared by the engine that takes it (reset), not here: the
+		// record's memory then moves once, to the core that writes it
+		// next, rather than to this one and back. Its Replay goes now,
+		// which marks it given back: a second Recycle skips it.
+		rec.Replay = nil
+		p.free = append(p.free, rp.owner)
 	}
 }
