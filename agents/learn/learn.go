@@ -149,25 +149,68 @@ type row struct {
 	greedy   int
 	switched bool
 	best     int // the action of the largest value now (the first of equals)
+	ties     int // how many actions have that value (1: best alone)
+}
+
+// newRow returns a row of the legal actions, every value init.
+func newRow(legal []string, init float64) *row {
+	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, ties: len(legal)}
+	for i := range r.values {
+		r.values[i] = init
+	}
+	return r
+}
+
+// scan sets best and ties from the values.
+func (r *row) scan() {
+	r.best, r.ties = 0, 1
+	for i := 1; i < len(r.values); i++ {
+		switch v := r.values[i]; {
+		case v > r.values[r.best]:
+			r.best, r.ties = i, 1
+		case v == r.values[r.best]:
+			r.ties++
+		}
+	}
+}
+
+// greedyAction is Greedy(r.values, obs), from the best action and ties
+// that track keeps rather than a scan: the same action for the same seed.
+func (r *row) greedyAction(obs *agents.Observation) int {
+	if r.ties == 1 {
+		return r.best
+	}
+	return Greedy(r.values, obs)
 }
 
 // track notes the row's greedy action after an update of action a, whose
-// value was old. When the update changed action a's value alone (whole
-// false: the action-value learners), only a fall of the best action's
-// value can make another one best, and only a rise of another's can make
-// it best, so the scan is rare. An update of the whole row (the gradient
-// learner's preferences) is scanned.
+// value was old, and keeps best and ties up to date. When the update
+// changed action a's value alone (whole false: the action-value learners),
+// only a fall of the best action's value can make another one best, so
+// the scan is rare; a rise or fall of another one moves best or ties by
+// itself. An update of the whole row (the gradient learner's preferences)
+// is scanned.
 func (r *row) track(a int, old float64, whole bool) {
 	switch {
 	case whole || (a == r.best && r.values[a] < old):
-		r.best = 0
-		for i, v := range r.values {
-			if v > r.values[r.best] || (v == r.values[r.best] && i < r.best) {
-				r.best = i
-			}
+		r.scan()
+	case a == r.best:
+		if r.values[a] > old {
+			r.ties = 1 // above the actions it was tied with
 		}
-	case a != r.best && (r.values[a] > r.values[r.best] || (r.values[a] == r.values[r.best] && a < r.best)):
-		r.best = a
+	default:
+		v, top := r.values[a], r.values[r.best]
+		switch {
+		case v > top:
+			r.best, r.ties = a, 1
+		case v == top && old != top:
+			r.ties++
+			if a < r.best {
+				r.best = a
+			}
+		case v < top && old == top:
+			r.ties-- // it was tied with best, after it
+		}
 	}
 	best := r.best
 	switch {
@@ -230,6 +273,58 @@ type agentTable struct {
 	// act in the same order episode after episode, so Act finds the next
 	// table here without hashing its id.
 	next *agentTable
+	// played holds, by turn number, what Act chose in the agent's latest
+	// episode, for Learn to find a turn's row without rendering and
+	// looking up its prompt again (see playedRow).
+	played []playedTurn
+}
+
+// playedTurn is one turn Act played: its observation's view, which had no
+// messages, and the row and action chosen.
+type playedTurn struct {
+	view   string
+	row    *row
+	action int
+}
+
+// remember notes that Act played action a of row r at the turn of obs.
+// Only a turn without messages is noted: its prompt is its view, so a
+// recorded turn whose view is the same string (the same bytes at the same
+// address) had the same prompt, hence the same state and row. A turn
+// with messages is looked up at Learn.
+func (t *agentTable) remember(obs *agents.Observation, r *row, a int) {
+	if obs.Turn < len(t.played) {
+		t.played = t.played[:obs.Turn] // a new episode (or a replayed turn)
+	}
+	if len(obs.Inbox) > 0 || obs.Turn != len(t.played) {
+		return
+	}
+	t.played = append(t.played, playedTurn{view: obs.View, row: r, action: a})
+}
+
+// playedRow returns the row and action of recorded turn rt when Act noted
+// them (remember): the same turn number, no messages, the same view
+// string, and the action the row's legal string itself. Otherwise false,
+// and Learn looks the turn up. A turn of a concurrent episode that
+// matches had the same prompt and action, so its row is the same.
+func (t *agentTable) playedRow(rt *episode.Turn) (learned, bool) {
+	if rt.Turn < 0 || rt.Turn >= len(t.played) || len(rt.Inbox) > 0 {
+		return learned{}, false
+	}
+	p := &t.played[rt.Turn]
+	if !samePointer(p.view, rt.View) {
+		return learned{}, false
+	}
+	if a := p.row.legal[p.action]; !samePointer(a, rt.Action) {
+		return learned{}, false
+	}
+	return learned{row: p.row, action: p.action}, true
+}
+
+// samePointer reports whether a and b are the same string: the same bytes
+// at the same address.
+func samePointer(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 func (t *agentTable) find(state int) *row {
@@ -318,9 +413,9 @@ func (b *book) table(agent string) *agentTable {
 
 // actRow returns the row of the observation's agent and state, creating it
 // with the observation's legal actions. The caller holds b.mu.
-func (b *book) actRow(obs *agents.Observation) (*row, error) {
+func (b *book) actRow(obs *agents.Observation) (*agentTable, *row, error) {
 	if len(obs.Legal) == 0 {
-		return nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, agents.ErrNoLegalActions)
+		return nil, nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, agents.ErrNoLegalActions)
 	}
 	t := b.table(obs.Agent)
 	key := b.opts.state(episode.RenderObservation(obs.View, obs.Inbox))
@@ -330,18 +425,15 @@ func (b *book) actRow(obs *agents.Observation) (*row, error) {
 		// The view's own slice, which its game never changes (env.View)
 		// and usually hands out again: sameStrings then compares one
 		// pointer.
-		r = &row{legal: obs.Legal, values: make([]float64, len(obs.Legal)), greedy: -1}
-		for i := range r.values {
-			r.values[i] = b.init
-		}
+		r = newRow(obs.Legal, b.init)
 		t.rows[state] = r
 		t.lastState, t.last = state, r
-		return r, nil
+		return t, r, nil
 	}
 	if !sameStrings(r.legal, obs.Legal) {
-		return nil, fmt.Errorf("agent %q state %.60q: %w: %q, then %q", obs.Agent, key, ErrLegalChanged, r.legal, obs.Legal)
+		return nil, nil, fmt.Errorf("agent %q state %.60q: %w: %q, then %q", obs.Agent, key, ErrLegalChanged, r.legal, obs.Legal)
 	}
-	return r, nil
+	return t, r, nil
 }
 
 // sameStrings is slices.Equal, quick when the scenario shares one slice
@@ -417,11 +509,32 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 // yet (read does), reusing the previous episode's when its seats were the
 // same. The caller holds b.mu.
 func (b *book) seatTables(seats []episode.Seat) []*agentTable {
-	if !slices.Equal(seats, b.seats) {
+	if !sameSeats(seats, b.seats) {
 		b.seats = slices.Clone(seats)
 		b.tables = make([]*agentTable, len(seats))
 	}
 	return b.tables
+}
+
+// sameSeats is slices.Equal for seats, quick when the game hands out the
+// same strings every episode (El Farol's hundred patrons): their bytes
+// compare by address.
+func sameSeats(a, b []episode.Seat) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameText(a[i].ID, b[i].ID) || !sameText(a[i].Role, b[i].Role) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameText is a == b, without a call to compare bytes when they are the
+// same string.
+func sameText(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) (learned, error) {
@@ -434,6 +547,9 @@ func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) 
 			return learned{}, fmt.Errorf("%w: agent %q, which it never played", ErrUnknownTurn, rec.Seats[t.Seat].ID)
 		}
 		tables[t.Seat] = tab
+	}
+	if l, ok := tab.playedRow(t); ok {
+		return l, nil
 	}
 	key := b.opts.state(rec.TextPrompt(t))
 	var r *row
@@ -471,18 +587,24 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, err := b.actRow(obs)
+	t, r, err := b.actRow(obs)
 	if err != nil {
 		return agents.Action{}, err
 	}
 	// ε-greedy, the default, is called directly: through the interface
 	// it costs a call that cannot be inlined and a copy of its value.
+	// Its greedy action comes from the row (greedyAction), not a scan.
 	var a int
 	if eg, ok := sel.(EpsilonGreedy); ok {
-		a = eg.Select(r.values, obs)
+		if eg.Epsilon > 0 && obs.Float64(streamExplore) < eg.Epsilon {
+			a = obs.Intn(streamRandom, len(r.values))
+		} else {
+			a = r.greedyAction(obs)
+		}
 	} else {
 		a = sel.Select(r.values, obs)
 	}
+	t.remember(obs, r, a)
 	return agents.Action{Text: r.legal[a]}, nil
 }
 
