@@ -291,6 +291,19 @@ func resized(s []float64, n int) []float64 {
 	return s
 }
 
+// teamWith is G with the attendance of night k (none when k < 0) moved by
+// delta, summed over the nights as Rescore sums them.
+func (g *game) teamWith(k, delta int) float64 {
+	team := 0.0
+	for night, phi := range g.phi {
+		if night == k {
+			phi = g.utilityOf(g.counts[k] + delta)
+		}
+		team += phi
+	}
+	return team
+}
+
 // Rescore implements env.Rescorer. Every patron acts once, all at the same
 // step, so a frozen counterfactual moves only the patrons it names: the
 // attendance is the recorded one with those patrons moved (absent and null
@@ -306,6 +319,20 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 		return env.Score{}, false
 	}
 	n := len(g.choice)
+	if cf.TeamOnly && len(cf.Replace) == 0 && len(cf.Absent)+len(cf.Null) == 1 {
+		// One patron sent home, the difference reward's counterfactual:
+		// only its night's attendance changes.
+		i := 0
+		if len(cf.Absent) == 1 {
+			i = cf.Absent[0]
+		} else {
+			i = cf.Null[0]
+		}
+		if i < 0 || i >= n {
+			return env.Score{}, false
+		}
+		return env.Score{Team: g.teamWith(g.choice[i], -1)}, true
+	}
 	// Weeks of up to 16 nights and 1024 patrons need no allocation.
 	var countBuf [16]int
 	var seenBuf [16]uint64

@@ -142,6 +142,8 @@ func TestRescoreDeclinesWhatItCannotWorkOut(t *testing.T) {
 	for _, cf := range []episode.Counterfactual{
 		{Null: []int{10}},
 		{Absent: []int{-1}},
+		{Null: []int{10}, TeamOnly: true}, // one patron, the difference reward's
+		{Absent: []int{-1}, TeamOnly: true},
 		{Replace: map[int]string{12: "0"}},
 		{Null: []int{0}, Resimulate: true},
 		{Reseed: map[int]uint64{0: 1}},
