@@ -506,7 +506,7 @@ func (e *Engine) seat(seats []Seat) error {
 	if len(seats) == 0 {
 		return fmt.Errorf("%w: the game has no seats", ErrBadSeats)
 	}
-	if !sameSeats(seats, e.checked) || e.info != e.checkedInfo {
+	if !episode.SameSeats(seats, e.checked) || e.info != e.checkedInfo {
 		// A fresh ids slice, never reused for other seats: the bus may
 		// keep it (MemBus.Reset skips its index when given the same one).
 		ids := make([]string, len(seats))
@@ -639,22 +639,8 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 	return nil
 }
 
-// sameSeats reports whether a and b are the same seats. A game that hands
-// out the same seats every episode (El Farol's hundred patrons) hands out
-// the same strings, so comparing their pointers first spares the engine a
-// call to compare bytes per id and role.
-func sameSeats(a, b []Seat) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameString(a[i].ID, b[i].ID) || !sameString(a[i].Role, b[i].Role) {
-			return false
-		}
-	}
-	return true
-}
-
+// sameString is a == b, without a call to compare the bytes when they are
+// the same string: ids and roles handed out again, usually.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

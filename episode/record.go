@@ -1,6 +1,8 @@
 package episode
 
 import (
+	"unsafe"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -10,6 +12,27 @@ import (
 type Seat struct {
 	ID   string
 	Role string
+}
+
+// SameSeats reports whether a and b are the same seats in the same order:
+// slices.Equal, quick when a game hands out the same strings every episode
+// (El Farol's hundred patrons), whose bytes then compare by address.
+func SameSeats(a, b []Seat) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameString(a[i].ID, b[i].ID) || !sameString(a[i].Role, b[i].Role) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameString is a == b without a call to compare the bytes of one string
+// with themselves.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // Score is a scenario's verdict on a finished episode: the team reward G and,

@@ -186,16 +186,27 @@ type CreditStats struct {
 	Std     float64 `json:"std"`
 }
 
-// creditTally accumulates CreditStats.
+// creditTally accumulates CreditStats. The sums are per agent, kept by
+// place (ids) rather than in maps by id: the seats of a cell's episodes
+// are the same episode after episode, so each episode's seats are mapped
+// to places once (slots), not a hash per turn.
 type creditTally struct {
-	sum, count map[string]float64
+	ids        []string       // the agents, in order of their first sample
+	sum, count []float64      // per agent, as ids
+	index      map[string]int // id → place in ids
+	seats      []episode.Seat // the latest episode's seats (a copy)
+	slots      []int          // their places in ids, -1 until they have a sample
 	n          int
 	mean, m2   float64 // Welford's running mean and sum of squares
 }
 
 func (t *creditTally) add(rec *episode.Record, values []float64) {
-	if t.sum == nil {
-		t.sum, t.count = map[string]float64{}, map[string]float64{}
+	if !episode.SameSeats(rec.Seats, t.seats) {
+		t.seats = slices.Clone(rec.Seats)
+		t.slots = slices.Repeat([]int{-1}, len(rec.Seats))
+	}
+	if t.index == nil {
+		t.index = map[string]int{}
 	}
 	s := 0
 	for i := range rec.Turns {
@@ -205,9 +216,20 @@ func (t *creditTally) add(rec *episode.Record, values []float64) {
 		}
 		v := values[s]
 		s++
-		id := rec.Seats[tr.Seat].ID
-		t.sum[id] += v
-		t.count[id]++
+		k := t.slots[tr.Seat]
+		if k < 0 {
+			id := rec.Seats[tr.Seat].ID
+			var ok bool
+			if k, ok = t.index[id]; !ok {
+				k = len(t.ids)
+				t.index[id] = k
+				t.ids = append(t.ids, id)
+				t.sum, t.count = append(t.sum, 0), append(t.count, 0)
+			}
+			t.slots[tr.Seat] = k
+		}
+		t.sum[k] += v
+		t.count[k]++
 		t.n++
 		d := v - t.mean
 		t.mean += d / float64(t.n)
@@ -219,9 +241,10 @@ func (t *creditTally) stats() *CreditStats {
 	if t.n == 0 {
 		return nil
 	}
-	cs := &CreditStats{Agents: slices.Sorted(maps.Keys(t.sum)), Samples: t.n}
+	cs := &CreditStats{Agents: slices.Sorted(maps.Keys(t.index)), Samples: t.n}
 	for _, a := range cs.Agents {
-		cs.Mean = append(cs.Mean, t.sum[a]/t.count[a])
+		k := t.index[a]
+		cs.Mean = append(cs.Mean, t.sum[k]/t.count[k])
 	}
 	if t.n > 1 {
 		cs.Std = math.Sqrt(t.m2 / float64(t.n-1))

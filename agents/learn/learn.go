@@ -509,32 +509,11 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 // yet (read does), reusing the previous episode's when its seats were the
 // same. The caller holds b.mu.
 func (b *book) seatTables(seats []episode.Seat) []*agentTable {
-	if !sameSeats(seats, b.seats) {
+	if !episode.SameSeats(seats, b.seats) {
 		b.seats = slices.Clone(seats)
 		b.tables = make([]*agentTable, len(seats))
 	}
 	return b.tables
-}
-
-// sameSeats is slices.Equal for seats, quick when the game hands out the
-// same strings every episode (El Farol's hundred patrons): their bytes
-// compare by address.
-func sameSeats(a, b []episode.Seat) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameText(a[i].ID, b[i].ID) || !sameText(a[i].Role, b[i].Role) {
-			return false
-		}
-	}
-	return true
-}
-
-// sameText is a == b, without a call to compare bytes when they are the
-// same string.
-func sameText(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) (learned, error) {
