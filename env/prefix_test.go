@@ -103,14 +103,17 @@ func TestRunFromAGroupContinuesTheRun(t *testing.T) {
 }
 
 // TestRequestIsTheListsEntry: Request(i) is Requests()[i], for the
-// executors that take the list.
+// executors that take the list, and Requester()(i), for those that make
+// them one by one.
 func TestRequestIsTheListsEntry(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
 	cfg.GroupSize, cfg.RolloutIDBase, cfg.GroupIndexBase = 3, 100, 7
 	reqs := cfg.Requests()
 	require.Len(t, reqs, cfg.Episodes)
+	request := cfg.Requester()
 	for i, r := range reqs {
 		require.Equal(t, r, cfg.Request(i))
+		require.Equal(t, r, request(i))
 	}
 	assert.Equal(t, int64(7+13), reqs[39].GroupIndex)
 	assert.Equal(t, int64(139), reqs[39].RolloutID)

@@ -253,13 +253,19 @@ func (c *RunConfig) Request(i int) Request {
 // (Request): for executors that hand a run out whole. Run itself never
 // builds the list.
 func (c *RunConfig) Requests() []Request {
-	rs := c.requests()
+	at := c.Requester()
 	reqs := make([]Request, c.Episodes)
 	for i := range reqs {
-		reqs[i] = rs.at(i)
+		reqs[i] = at(i)
 	}
 	return reqs
 }
+
+// Requester returns Request as a function whose requests share one copy of
+// the run's parameters: for a caller that makes them one by one, as Run
+// does, without the list (Requests) or a copy of the parameters per
+// request (Request). The configuration must not change while it is used.
+func (c *RunConfig) Requester() func(i int) Request { return c.requests().at }
 
 // requester makes a run's requests; the parameters map is shared by all of
 // them, as it is never changed.

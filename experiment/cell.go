@@ -352,7 +352,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if diag != nil {
 		after = diag.group
 	}
-	err = playInTurn(ctx, exec, out, run.Requests(), after)
+	err = playInTurn(ctx, exec, out, run.Episodes, run.Requester(), after)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
@@ -370,38 +370,40 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	return cell, nil
 }
 
-// playInTurn plays the requests group by group (the runs of requests that
-// share a GroupIndex), each group played whole, then handed to out (Finish,
+// playInTurn plays requests 0 to n-1 (request(i)) group by group (the runs
+// of requests that share a GroupIndex), each group played whole, then handed to out (Finish,
 // then the write of each of its episodes) before the next is played, and
 // stops at the first episode that did not finish, as a run with FailFast
 // does, and when ctx is cancelled. After each group is written, after (when
 // set) sees it, before its records are recycled.
-func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, reqs []env.Request, after func(context.Context, []*episode.Record) error) error {
+func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, n int, request func(i int) env.Request, after func(context.Context, []*episode.Record) error) error {
 	// An output that recycles keeps nothing of a group once written: the
 	// records go back to the executor, and the group slice serves again.
 	r, ok := out.(env.RecyclingOutput)
 	recycles := ok && r.Recycles()
 	var group []*episode.Record
-	for lo := 0; lo < len(reqs); {
-		hi := lo + 1
-		for hi < len(reqs) && reqs[hi].GroupIndex == reqs[lo].GroupIndex {
-			hi++
-		}
+	// The requests are made one at a time, never listed: a cell's memory
+	// does not grow with its episodes. next is the first request of the
+	// group after the current one.
+	next := request(0)
+	for i := 0; i < n; {
 		if !recycles {
 			group = nil
 		}
 		group = group[:0]
-		for _, req := range reqs[lo:hi] {
+		for gi := next.GroupIndex; i < n && next.GroupIndex == gi; {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			rec := exec.Execute(ctx, req)
+			rec := exec.Execute(ctx, next)
 			if rec.End == env.EndInterrupted {
 				return context.Cause(ctx)
 			}
 			group = append(group, rec)
+			if i++; i < n {
+				next = request(i)
+			}
 		}
-		lo = hi
 		write, err := out.Finish(ctx, group)
 		if err != nil {
 			return err
