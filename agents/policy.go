@@ -94,6 +94,29 @@ type Policy interface {
 	Act(ctx context.Context, obs *Observation) (Action, error)
 }
 
+// BatchPolicy is a Policy that can also answer several observations in
+// one call. The engine calls ActBatch for the actors of a step that share
+// the policy (consecutive seats given the same value, such as one learner
+// for El Farol's hundred patrons) when it asks them one after the other,
+// which spares a call per agent and, for a policy that locks (the
+// learners of agents/learn), a lock per agent. It still calls Act for a
+// lone actor, for policies asked in parallel (Setup.ParallelPolicies) and
+// in counterfactual replays. A policy with nothing to share between the
+// answers gains nothing: the batch's answers are copied once more, into
+// the step's moves.
+//
+// A BatchPolicy must be comparable (a pointer, say), which is how the
+// engine finds the seats that share it.
+type BatchPolicy interface {
+	Policy
+	// ActBatch answers every observation as Act would, in order: it sets
+	// acts[k] and errs[k] (nil when Act would succeed) to what
+	// Act(ctx, &obs[k]) returns after Act was called for obs[0] to
+	// obs[k-1]. The episodes must not depend on which of the two the
+	// engine calls. The three slices have the same length.
+	ActBatch(ctx context.Context, obs []Observation, acts []Action, errs []error)
+}
+
 // PolicyFunc adapts a function to Policy.
 type PolicyFunc func(ctx context.Context, obs *Observation) (Action, error)
 

@@ -22,6 +22,11 @@
 // environment asks an agent for a move only in one of them, so a game's
 // turn-taking is the agents' states, not a field of its own.
 //
+// A Policy answers one observation (Act); a BatchPolicy also answers the
+// agents of a step that share it in one call (ActBatch), as the learners
+// of agents/learn do, which spares them a call and a lock per agent in a
+// game of many agents.
+//
 // Finite action spaces are values too: IntRange(0, 10) and
 // Enum("cooperate", "defect") give a view's legal list once (Legal), read a
 // move's text as a number (Parse, ErrNotInSpace) and write one back (Text),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -158,7 +159,13 @@ type Engine struct {
 	// seats, asked for policyKey's episodes (seatPolicies); policies are
 	// the policies of this episode: base, or cfPolicies, base changed by
 	// the counterfactual, with frozen as the replayed seats' policies.
-	base       []agents.Policy
+	base []agents.Policy
+	// batch numbers the runs of consecutive seats whose base policy is one
+	// agents.BatchPolicy (the number is the run's first seat), -1 for the
+	// other seats: act asks each run's actors of a step in one call.
+	batch      []int
+	batched    bool            // some seat's policy is a BatchPolicy
+	acts       []agents.Action // a batch's answers, before they go to moves
 	cfPolicies []agents.Policy
 	frozen     []frozen
 	// policyKey and emitKey are the Setup.policyKey that base and emit
@@ -620,10 +627,19 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 	if key == nil || key != e.policyKey {
 		e.policyKey = nil
 		e.base = resize(e.base, n)
+		e.batch = resize(e.batch, n)
+		e.batched = false
 		for i, s := range seats {
 			e.base[i] = e.setup.Policy(s)
 			if e.base[i] == nil {
 				return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
+			}
+			e.batch[i] = -1
+			if _, ok := e.base[i].(agents.BatchPolicy); ok && reflect.TypeOf(e.base[i]).Comparable() {
+				e.batch[i], e.batched = i, true
+				if i > 0 && e.batch[i-1] >= 0 && e.base[i-1] == e.base[i] {
+					e.batch[i] = e.batch[i-1]
+				}
 			}
 		}
 		e.policyKey = key
@@ -772,8 +788,9 @@ func (e *Engine) who(actors []int) string {
 	return "[" + strings.Join(ids, ", ") + "]"
 }
 
-// act observes every actor, asks their policies, records the turns and
-// leaves the moves in e.moves.
+// act observes every actor, asks their policies (those that share an
+// agents.BatchPolicy in one call), records the turns and leaves the moves
+// in e.moves.
 func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	n := len(actors)
 	// obs and moves are written whole below: not cleared first,
@@ -810,6 +827,23 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			g.Go(func() error { e.askFrom(ctx, actors, k, k+1); return nil })
 		}
 		_ = g.Wait()
+	} else if batch := e.batch; e.batched && e.setup.Counterfactual == nil && n > 1 {
+		// Each run of actors that share a BatchPolicy is asked in one
+		// call; the others one by one. A replay's policies are not base's.
+		for k := 0; k < n; {
+			b, j := batch[actors[k]], k+1
+			for j < n && batch[actors[j]] == b {
+				j++
+			}
+			if b >= 0 && j-k > 1 {
+				e.askBatch(ctx, actors, k, j)
+				k = j
+				continue
+			}
+			for k < j {
+				k = e.askFrom(ctx, actors, k, j)
+			}
+		}
 	} else {
 		for k := 0; k < n; {
 			k = e.askFrom(ctx, actors, k, n)
@@ -857,6 +891,26 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 		mv.Seat, mv.Action = actors[next], a
 	}
 	return end
+}
+
+// askBatch asks actors[k:end], which share a BatchPolicy, for their moves
+// in one call, as askFrom asks them one by one. A panic is the first
+// actor's error: the batch has no other to blame.
+func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.errs[k] = fmt.Errorf("agent %q (asked with %d others): %w: %v", e.obs[k].Agent, end-k-1, ErrPolicyPanic, r)
+		}
+	}()
+	e.acts = grow(e.acts, end-k)
+	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts, e.errs[k:end])
+	for m := k; m < end; m++ {
+		if err := e.errs[m]; err != nil {
+			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
+		}
+		mv := &e.moves[m]
+		mv.Seat, mv.Action = actors[m], e.acts[m-k]
+	}
 }
 
 // invalidScore scores an episode ended by invalid answers under

@@ -56,6 +56,12 @@ func (l *Gradient) Act(_ context.Context, obs *agents.Observation) (agents.Actio
 	return l.act(obs, Boltzmann{Temperature: 1})
 }
 
+// ActBatch implements agents.BatchPolicy: Act for each observation, under
+// one lock.
+func (l *Gradient) ActBatch(_ context.Context, obs []agents.Observation, acts []agents.Action, errs []error) {
+	l.actBatch(obs, acts, errs, Boltzmann{Temperature: 1})
+}
+
 // Learn implements Learner.
 func (l *Gradient) Learn(rec *episode.Record, credit *trajectories.Credit) error {
 	return l.learn(rec, credit, func(s learned) {

@@ -38,7 +38,9 @@
 // # Concurrency
 //
 // Act and Learn are safe for concurrent use: a learner holds one mutex,
-// taken for each Act and for each Learn. Concurrent episodes then see
+// taken for each Act and for each Learn. The learners are
+// agents.BatchPolicy values too: the engine asks the agents of a step that
+// share one in one ActBatch, under one lock. Concurrent episodes then see
 // whatever was learned so far, which depends on timing: safe, but not
 // reproducible.
 package learn
@@ -566,6 +568,21 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.actLocked(obs, sel)
+}
+
+// actBatch is act for each of obs in turn, under one lock
+// (agents.BatchPolicy).
+func (b *book) actBatch(obs []agents.Observation, acts []agents.Action, errs []error, sel Selector) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range obs {
+		acts[k], errs[k] = b.actLocked(&obs[k], sel)
+	}
+}
+
+// actLocked is act; the caller holds b.mu.
+func (b *book) actLocked(obs *agents.Observation, sel Selector) (agents.Action, error) {
 	t, r, err := b.actRow(obs)
 	if err != nil {
 		return agents.Action{}, err

@@ -422,3 +422,53 @@ func TestConcurrentAgentsDoNotRace(t *testing.T) {
 		assert.Greater(t, q[0]+q[1], 0.0)
 	}
 }
+
+// actOnly hides a learner's ActBatch: the engine then asks it agent by
+// agent.
+type actOnly struct{ learn.Learner }
+
+func (p actOnly) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+	return p.Learner.Act(ctx, obs)
+}
+
+// TestActBatchIsAct trains each learner twice on the same bandit, whose
+// five players share it and act at the same step: once asked in one
+// batch per step (agents.BatchPolicy, as the engine does), once agent by
+// agent through Act. The actions, hence the values learned, must be the
+// same.
+func TestActBatchIsAct(t *testing.T) {
+	for _, spec := range []string{"egreedy:epsilon=0.3", "boltzmann:temperature=0.5", "reinforce"} {
+		run := func(hide bool) ([]string, []float64) {
+			s, err := learn.Parse(spec)
+			require.NoError(t, err)
+			l, err := s.New(learn.Options{})
+			require.NoError(t, err)
+			require.Implements(t, (*agents.BatchPolicy)(nil), l)
+			var p learn.Learner = l
+			if hide {
+				p = actOnly{l}
+			}
+			eps := train(t, newBandit([]float64{0.3, 0.5, 0.4}, "s", "s", "t", "t", "s"), p, credit.Team{}, 60)
+			var actions []string
+			for _, ep := range eps {
+				for _, s := range ep.Samples {
+					actions = append(actions, s.Response)
+				}
+			}
+			var q []float64
+			switch l := l.(type) {
+			case *learn.Values:
+				_, q, _ = l.Values("p4", "s")
+			case *learn.Gradient:
+				_, q, _ = l.Policy("p4", "s")
+			}
+			require.NotEmpty(t, q)
+			return actions, q
+		}
+		batched, qBatched := run(false)
+		single, qSingle := run(true)
+		assert.Equal(t, single, batched, spec)
+		assert.Equal(t, qSingle, qBatched, spec)
+		assert.Len(t, batched, 300)
+	}
+}

@@ -157,6 +157,12 @@ func (l *Values) Act(_ context.Context, obs *agents.Observation) (agents.Action,
 	return l.act(obs, l.sel)
 }
 
+// ActBatch implements agents.BatchPolicy: Act for each observation, under
+// one lock.
+func (l *Values) ActBatch(_ context.Context, obs []agents.Observation, acts []agents.Action, errs []error) {
+	l.actBatch(obs, acts, errs, l.sel)
+}
+
 // Learn implements Learner.
 func (l *Values) Learn(rec *episode.Record, credit *trajectories.Credit) error {
 	return l.learn(rec, credit, func(s learned) {
