@@ -102,8 +102,7 @@ type Policy interface {
 // learners of agents/learn), a lock per agent. It still calls Act for a
 // lone actor, for policies asked in parallel (Setup.ParallelPolicies) and
 // in counterfactual replays. A policy with nothing to share between the
-// answers gains nothing: the batch's answers are copied once more, into
-// the step's moves.
+// answers gains little: the random policy, which has no lock, is not one.
 //
 // A BatchPolicy must be comparable (a pointer, say), which is how the
 // engine finds the seats that share it.

@@ -165,7 +165,7 @@ type Engine struct {
 	// other seats: act asks each run's actors of a step in one call.
 	batch      []int
 	batched    bool            // some seat's policy is a BatchPolicy
-	acts       []agents.Action // a batch's answers, before they go to moves
+	acts       []agents.Action // the step's actions, which moves point to
 	cfPolicies []agents.Policy
 	frozen     []frozen
 	// policyKey and emitKey are the Setup.policyKey that base and emit
@@ -797,6 +797,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// which for pointerful elements costs a write barrier per word.
 	e.obs = grow(e.obs, n)
 	e.moves = grow(e.moves, n)
+	e.acts = grow(e.acts, n)
 	// errs is all nil between steps (cleared when a step fails), so it is
 	// not cleared at every step: that too costs a write barrier per word.
 	e.errs = grow(e.errs, n)
@@ -858,7 +859,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	}
 	for k, i := range actors {
 		if e.setup.Counterfactual == nil {
-			e.record(i, &e.obs[k], &e.moves[k].Action)
+			e.record(i, &e.obs[k], e.moves[k].Action)
 		}
 		e.turns[i]++
 		if e.moves[k].Action.Invalid != "" {
@@ -884,11 +885,12 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 	}()
 	for next = k; next < end; next++ {
 		a, err := e.policies[actors[next]].Act(ctx, &e.obs[next])
+		e.acts[next] = a
 		if err != nil {
 			e.errs[next] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[next].Agent, e.obs[next].Role, e.obs[next].Turn, err)
 		}
 		mv := &e.moves[next]
-		mv.Seat, mv.Action = actors[next], a
+		mv.Seat, mv.Action = actors[next], &e.acts[next]
 	}
 	return end
 }
@@ -902,14 +904,13 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 			e.errs[k] = fmt.Errorf("agent %q (asked with %d others): %w: %v", e.obs[k].Agent, end-k-1, ErrPolicyPanic, r)
 		}
 	}()
-	e.acts = grow(e.acts, end-k)
-	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts, e.errs[k:end])
+	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
 	for m := k; m < end; m++ {
 		if err := e.errs[m]; err != nil {
 			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
 		}
 		mv := &e.moves[m]
-		mv.Seat, mv.Action = actors[m], e.acts[m-k]
+		mv.Seat, mv.Action = actors[m], &e.acts[m]
 	}
 }
 

@@ -74,10 +74,12 @@ type View struct {
 	Legal []string
 }
 
-// Move is one agent's answer at a step.
+// Move is one agent's answer at a step. Its Action is the engine's, valid
+// during the Apply it is given to: a game reads it there, and keeps what
+// it needs (the text, usually) rather than the pointer.
 type Move struct {
 	Seat   int
-	Action agents.Action
+	Action *agents.Action
 }
 
 // IsLegal reports whether the move's text is one of legal. A nil legal list
