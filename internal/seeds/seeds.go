@@ -21,14 +21,31 @@ func Mix(parent uint64, path ...uint64) uint64 {
 // loop. (Their three and five SplitMix64 rounds are too many for the
 // compiler to inline them.)
 func Mix1(parent, a uint64) uint64 {
-	return splitmix(splitmix(parent ^ splitmix(a+0x9e3779b97f4a7c15)))
+	return splitmix(splitmix(parent ^ key(a)))
 }
 
 // Mix2 is Mix(parent, a, b); see Mix1.
 func Mix2(parent, a, b uint64) uint64 {
-	x := splitmix(parent ^ splitmix(a+0x9e3779b97f4a7c15))
-	return splitmix(splitmix(x ^ splitmix(b+0x9e3779b97f4a7c15)))
+	x := splitmix(parent ^ key(a))
+	return splitmix(splitmix(x ^ key(b)))
 }
+
+// key is a path element's contribution to Mix, splitmix(p + γ): looked up
+// for the small numbers per-turn seeds are made of (seats, turns, streams).
+func key(p uint64) uint64 {
+	if p < uint64(len(keys)) {
+		return keys[p]
+	}
+	return splitmix(p + 0x9e3779b97f4a7c15)
+}
+
+// keys[p] is splitmix(p + γ). Read-only once built.
+var keys = func() (k [256]uint64) {
+	for p := range k {
+		k[p] = splitmix(uint64(p) + 0x9e3779b97f4a7c15)
+	}
+	return k
+}()
 
 func splitmix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
