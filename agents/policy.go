@@ -104,8 +104,8 @@ type Policy interface {
 // in counterfactual replays. A policy with nothing to share between the
 // answers gains little: the random policy, which has no lock, is not one.
 //
-// A BatchPolicy must be comparable (a pointer, say), which is how the
-// engine finds the seats that share it.
+// Only a comparable BatchPolicy (a pointer, say) is asked in batches:
+// comparing is how the engine finds the seats that share it.
 type BatchPolicy interface {
 	Policy
 	// ActBatch answers every observation as Act would, in order: it sets

@@ -420,7 +420,8 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// eng when Run made the executor (else exec chooses).
 	play := func(eng *Engine, gi int, g *group, eps []*episode.Record) {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
-		*g = group{n: gi, episodes: eps[: 0 : hi-lo]} // a spare chunk's group holds the last run's
+		// Whole: a spare chunk's group still holds what it held before.
+		*g = group{n: gi, episodes: eps[: 0 : hi-lo]}
 		for i := lo; i < hi; i++ {
 			var rec *episode.Record
 			if eng != nil {
