@@ -67,8 +67,8 @@ lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 		echo "staticcheck: could not be installed from the module proxy; skipped"; \
 	fi
 
-bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., BASE=, N=, ROUNDS=)
-	tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
+bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=)
+	tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
 
 bench: ## run every benchmark once; results also in out/bench.txt
 	@mkdir -p $(dir $(BENCHOUT))
