@@ -205,14 +205,10 @@ func (b *MemBus) post(from string, to protocol.Address, kind, payload string, qu
 		}
 		b.recipients = append(b.recipients, i)
 	}
+	// Every field is written, in place (extend): the element may hold a
+	// recycled record's message.
 	n := len(b.log)
-	if n < cap(b.log) {
-		b.log = b.log[:n+1]
-	} else {
-		b.log = append(b.log, episode.Message{})
-	}
-	// Every field is written: the element may hold a recycled record's
-	// message.
+	b.log = extend(b.log)
 	m := &b.log[n]
 	m.From, m.To, m.Kind, m.Payload, m.Quiet = from, to, kind, payload, quiet
 	m.Time, m.Seq = time, n
@@ -254,16 +250,10 @@ func (b *MemBus) Deliver() {
 	for k := b.queue; k < len(b.log); k++ {
 		m := &b.log[k].Message
 		for _, i := range b.log[k].Recipients {
-			// Copied in place, field by field: an appended value is
-			// copied to the stack first.
-			box := b.mail[i]
-			n := len(box)
-			if n < cap(box) {
-				box = box[:n+1]
-			} else {
-				box = append(box, protocol.Message{})
-			}
-			d := &box[n]
+			// Copied in place, field by field (extend): an appended value
+			// is copied to the stack first.
+			box := extend(b.mail[i])
+			d := &box[len(box)-1]
 			d.From, d.To, d.Kind, d.Payload = m.From, m.To, m.Kind, m.Payload
 			d.Time, d.Seq, d.Quiet = m.Time, m.Seq, m.Quiet
 			b.mail[i] = box

@@ -682,6 +682,18 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
+// extend returns s one element longer, reusing its array when it can. The
+// new element is left as the array held it (a recycled record's, say): the
+// caller writes every field of it, in place, where appending a literal
+// would build it aside and copy it, pointers and all.
+func extend[T any](s []T) []T {
+	if n := len(s); n < cap(s) {
+		return s[:n+1]
+	}
+	var zero T
+	return append(s, zero)
+}
+
 func resize[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n)
@@ -976,11 +988,7 @@ func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action) {
 	// Every field is written: the array's elements past its length may
 	// hold a recycled record's turns (recordPool.put does not clear them).
 	e.lastTurn[i] = len(e.rec.Turns) + 1
-	if n := len(e.rec.Turns); n < cap(e.rec.Turns) {
-		e.rec.Turns = e.rec.Turns[:n+1]
-	} else {
-		e.rec.Turns = append(e.rec.Turns, episode.Turn{})
-	}
+	e.rec.Turns = extend(e.rec.Turns)
 	t := &e.rec.Turns[len(e.rec.Turns)-1]
 	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
 	t.View, t.Legal = obs.View, obs.Legal

@@ -98,15 +98,9 @@ func (s *Step) Fire(seat int, ev agents.Event) error {
 		if err := m.Fire(ev); err != nil {
 			return err
 		}
-		// Written in place, field by field: an appended literal is built
-		// aside and copied, pointers and all.
-		n := len(rec.Transitions)
-		if n < cap(rec.Transitions) {
-			rec.Transitions = rec.Transitions[:n+1]
-		} else {
-			rec.Transitions = append(rec.Transitions, episode.Transition{})
-		}
-		t := &rec.Transitions[n]
+		// Written in place, field by field (extend).
+		rec.Transitions = extend(rec.Transitions)
+		t := &rec.Transitions[len(rec.Transitions)-1]
 		t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, m.State()
 		return nil
 	}
