@@ -111,8 +111,11 @@ type BatchPolicy interface {
 	// ActBatch answers every observation as Act would, in order: it sets
 	// acts[k] and errs[k] (nil when Act would succeed) to what
 	// Act(ctx, &obs[k]) returns after Act was called for obs[0] to
-	// obs[k-1]. The episodes must not depend on which of the two the
-	// engine calls. The three slices have the same length.
+	// obs[k-1], errs[k] once obs[k] is answered. The episodes must not
+	// depend on which of the two the engine calls: when ActBatch panics,
+	// the engine blames the first observation whose errs slot it had not
+	// set, as if Act had panicked there, and asks the ones after it with
+	// Act. The three slices have the same length.
 	ActBatch(ctx context.Context, obs []Observation, acts []Action, errs []error)
 }
 

@@ -3,7 +3,6 @@ package env_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -118,8 +117,8 @@ func TestBatchPoliciesAreAskedOncePerStep(t *testing.T) {
 }
 
 // TestBatchPolicyFailures: an error in a batch is its agent's, named as
-// Act's would be; a panic fails the episode and names the batch's first
-// agent.
+// Act's would be; a panic is the agent the policy was answering, and the
+// agents after it are asked with Act, as when the engine asks one by one.
 func TestBatchPolicyFailures(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
 	run := func(p agents.Policy) *episode.Record {
@@ -129,7 +128,61 @@ func TestBatchPolicyFailures(t *testing.T) {
 	assert.Equal(t, env.EndPolicyError, rec.End)
 	assert.Equal(t, `agent "b" (role "p") turn 0: no answer`, rec.Err)
 
-	rec = run(&batcher{panics: "b"})
+	panics := &batcher{panics: "b"}
+	rec = run(panics)
 	assert.Equal(t, env.EndGameError, rec.End)
-	assert.Equal(t, fmt.Sprintf("agent %q (asked with 2 others): policy panicked: batch bug", "a"), rec.Err)
+	assert.Equal(t, `agent "b": policy panicked: batch bug`, rec.Err)
+	assert.Equal(t, []string{"act c"}, panics.log, "c, after the panic, is asked with Act")
+	one := &batcher{panics: "b"}
+	byAct := run(agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+		if obs.Agent == one.panics {
+			panic("batch bug")
+		}
+		return one.Act(ctx, obs)
+	}))
+	assert.Equal(t, byAct.Err, rec.Err, "the episode Act alone plays")
+	assert.Equal(t, []string{"act a", "act c"}, one.log)
+}
+
+// quiet is a BatchPolicy that answers nothing at all: it leaves acts and
+// errs as it found them.
+type quiet struct{ batcher }
+
+func (*quiet) ActBatch(context.Context, []agents.Observation, []agents.Action, []error) {}
+
+// TestBatchPolicyThatAnswersNothing: an errs slot the policy left unset
+// is its agent's error, not a silent empty move.
+func TestBatchPolicyThatAnswersNothing(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
+	rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(&quiet{})})
+	assert.Equal(t, env.EndPolicyError, rec.End)
+	assert.Contains(t, rec.Err, `agent "a" (role "p") turn 0: the batch policy gave no answer`)
+}
+
+// mixed is a comparable type whose values may not compare: seats that
+// share one holding a sliceBatch must be asked one by one, not compared
+// (which would panic).
+type mixed struct{ agents.BatchPolicy }
+
+// sliceBatch is a BatchPolicy by value with a slice in it: not comparable.
+type sliceBatch struct {
+	log  *batcher
+	tags []string
+}
+
+func (p sliceBatch) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+	return p.log.Act(ctx, obs)
+}
+
+func (p sliceBatch) ActBatch(ctx context.Context, obs []agents.Observation, acts []agents.Action, errs []error) {
+	p.log.ActBatch(ctx, obs, acts, errs)
+}
+
+func TestUncomparableBatchPoliciesAreAskedOneByOne(t *testing.T) {
+	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
+	log := &batcher{}
+	p := mixed{sliceBatch{log: log, tags: []string{"x"}}}
+	rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(p)})
+	assert.Empty(t, rec.Err)
+	assert.Equal(t, []string{"act a", "act b", "act c", "act a", "act b", "act c"}, log.log)
 }

@@ -635,7 +635,9 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 				return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
 			}
 			e.batch[i] = -1
-			if _, ok := e.base[i].(agents.BatchPolicy); ok && reflect.TypeOf(e.base[i]).Comparable() {
+			// The value, not only its type, must compare: a struct
+			// holding an interface may hold an uncomparable one.
+			if _, ok := e.base[i].(agents.BatchPolicy); ok && reflect.ValueOf(e.base[i]).Comparable() {
 				e.batch[i], e.batched = i, true
 				if i > 0 && e.batch[i-1] >= 0 && e.base[i-1] == e.base[i] {
 					e.batch[i] = e.batch[i-1]
@@ -891,7 +893,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next int) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.errs[next] = fmt.Errorf("agent %q: %w: %v", e.obs[next].Agent, ErrPolicyPanic, r)
+			e.errs[next] = e.policyPanic(next, r)
 			next++
 		}
 	}()
@@ -908,22 +910,56 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 }
 
 // askBatch asks actors[k:end], which share a BatchPolicy, for their moves
-// in one call, as askFrom asks them one by one. A panic is the first
-// actor's error: the batch has no other to blame.
+// in one call, with the outcome askFrom would have: when the policy
+// panics, the actor it was answering (the first whose error slot it had
+// not set) is named, and the actors after it are asked one by one.
 func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
-	defer func() {
-		if r := recover(); r != nil {
-			e.errs[k] = fmt.Errorf("agent %q (asked with %d others): %w: %v", e.obs[k].Agent, end-k-1, ErrPolicyPanic, r)
-		}
-	}()
-	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
 	for m := k; m < end; m++ {
-		if err := e.errs[m]; err != nil {
-			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
-		}
+		e.errs[m] = errUnanswered
+	}
+	p, r := e.callBatch(ctx, actors, k, end)
+	for m := k; m < end; m++ {
 		mv := &e.moves[m]
 		mv.Seat, mv.Action = actors[m], &e.acts[m]
 	}
+	for m := k; m < p; m++ {
+		if err := e.errs[m]; err != nil { // errUnanswered too: a slot the policy left
+			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
+		}
+	}
+	if p == end {
+		return
+	}
+	e.errs[p] = e.policyPanic(p, r)
+	clear(e.errs[p+1 : end])
+	for m := p + 1; m < end; {
+		m = e.askFrom(ctx, actors, m, end)
+	}
+}
+
+// errUnanswered marks the error slots of a batch that its policy has not
+// set yet (askBatch): a slot it leaves so is that agent's error.
+var errUnanswered = errors.New("the batch policy gave no answer")
+
+// callBatch calls the BatchPolicy of actors[k:end]. It returns end, or,
+// when the policy panicked, the index of the actor it was answering and
+// what it panicked with.
+func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int, r any) {
+	defer func() {
+		if r = recover(); r != nil {
+			p = k
+			for p < end-1 && e.errs[p] != errUnanswered {
+				p++
+			}
+		}
+	}()
+	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
+	return end, nil
+}
+
+// policyPanic is the error of actor k's policy, which panicked with r.
+func (e *Engine) policyPanic(k int, r any) error {
+	return fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
 }
 
 // invalidScore scores an episode ended by invalid answers under

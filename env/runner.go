@@ -169,8 +169,9 @@ type Output interface {
 // Recycles reports true, the Output promises to keep no reference to a
 // group's records, nor to anything they hold (their Turns and Messages
 // arrays, the turns' Inbox and the messages' Recipients, their Replay),
-// once the write function of the group's last episode returned, and Run
-// then reuses the records and those arrays for later episodes of the run.
+// nor to the group slice Finish was given, once the write function of the
+// group's last episode returned, and Run then reuses the records, those
+// arrays and the slice's for later episodes of the run.
 // (The strings, maps and other slices the turns and messages point to are
 // not reused: a game's or a policy's values are never written over.) Run
 // recycles only the records its own executor played (RunConfig.Executor
@@ -326,7 +327,10 @@ type group struct {
 // chunk holds the groups a worker plays at once and their episodes. A
 // chunk whose groups were all written serves again (Run's spare chunks):
 // a run of short episodes allocates nothing per chunk, so the collector
-// does not run, and neither do its write barriers.
+// does not run, and neither do its write barriers. The episodes array,
+// whose stretches are the groups Output.Finish is given, serves again only
+// when the output keeps none of them (RecyclingOutput); any other Output
+// may keep its groups.
 type chunk struct {
 	groups   []group
 	episodes []*episode.Record
@@ -370,13 +374,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	exec := cfg.Executor
 	var own *LocalExecutor   // the executor Run made, whose workers keep an engine each
 	var local *LocalExecutor // the executor whose records Run recycles
+	r, recycles := out.(RecyclingOutput)
+	recycles = recycles && r.Recycles()
 	if exec == nil {
 		own = &LocalExecutor{
 			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
 			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
 		}
 		exec = own
-		if r, ok := out.(RecyclingOutput); ok && r.Recycles() {
+		if recycles {
 			local = own
 		}
 	}
@@ -642,10 +648,15 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 					return
 				}
 				// The chunk's groups and their episodes: a spare chunk's
-				// arrays when they are large enough, else one allocation
+				// arrays when they are large enough (the episodes' only
+				// for an output that keeps no group), else one allocation
 				// each, not one per group.
 				c.groups = grow(c.groups, hi-lo)
-				c.episodes = grow(c.episodes, min(hi*size, cfg.Episodes)-lo*size)
+				if n := min(hi*size, cfg.Episodes) - lo*size; recycles {
+					c.episodes = grow(c.episodes, n)
+				} else {
+					c.episodes = make([]*episode.Record, n)
+				}
 				gs, eps := c.groups, c.episodes
 				// The chunk is timed whole: a clock reading per group of
 				// a microsecond costs more than the chunker gains by it.

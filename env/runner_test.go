@@ -439,3 +439,43 @@ func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
 		})
 	}
 }
+
+// keeper is an Output that keeps the groups it is given and reads them
+// at Flush: one that does not recycle may (RecyclingOutput).
+type keeper struct {
+	mu     sync.Mutex
+	groups [][]*episode.Record
+	seen   map[int64]int
+}
+
+func (k *keeper) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.groups = append(k.groups, group)
+	return func(int) (int, error) { return 0, nil }, nil
+}
+
+func (k *keeper) Flush() error {
+	k.seen = map[int64]int{}
+	for _, g := range k.groups {
+		for _, rec := range g {
+			k.seen[rec.Index]++
+		}
+	}
+	return nil
+}
+
+// TestOutputsMayKeepTheirGroups: Run reuses its chunks' arrays of records
+// only for an output that keeps no group; another still finds, at Flush,
+// every episode once in the groups it kept.
+func TestOutputsMayKeepTheirGroups(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
+	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = 400, 2, 2
+	out := &keeper{}
+	_, err := env.Run(context.Background(), cfg, out)
+	require.NoError(t, err)
+	assert.Len(t, out.seen, 400)
+	for i, n := range out.seen {
+		assert.Equal(t, 1, n, "episode %d", i)
+	}
+}

@@ -282,45 +282,40 @@ type agentTable struct {
 }
 
 // playedTurn is one turn Act played: its observation's view, which had no
-// messages, and the row and action chosen.
+// messages, and the row it chose from.
 type playedTurn struct {
-	view   string
-	row    *row
-	action int
+	view string
+	row  *row
 }
 
-// remember notes that Act played action a of row r at the turn of obs.
-// Only a turn without messages is noted: its prompt is its view, so a
-// recorded turn whose view is the same string (the same bytes at the same
-// address) had the same prompt, hence the same state and row. A turn
-// with messages is looked up at Learn.
-func (t *agentTable) remember(obs *agents.Observation, r *row, a int) {
+// remember notes that Act chose from row r at the turn of obs. Only a turn
+// without messages is noted: its prompt is its view, so a recorded turn
+// whose view is the same string (the same bytes at the same address) had
+// the same prompt, hence the same state and row. A turn with messages is
+// looked up at Learn.
+func (t *agentTable) remember(obs *agents.Observation, r *row) {
 	if obs.Turn < len(t.played) {
 		t.played = t.played[:obs.Turn] // a new episode (or a replayed turn)
 	}
 	if len(obs.Inbox) > 0 || obs.Turn != len(t.played) {
 		return
 	}
-	t.played = append(t.played, playedTurn{view: obs.View, row: r, action: a})
+	t.played = append(t.played, playedTurn{view: obs.View, row: r})
 }
 
-// playedRow returns the row and action of recorded turn rt when Act noted
-// them (remember): the same turn number, no messages, the same view
-// string, and the action the row's legal string itself. Otherwise false,
-// and Learn looks the turn up. A turn of a concurrent episode that
-// matches had the same prompt and action, so its row is the same.
-func (t *agentTable) playedRow(rt *episode.Turn) (learned, bool) {
+// playedRow returns the row of recorded turn rt when Act noted it
+// (remember): the same turn number, no messages, the same view string.
+// Otherwise nil, and Learn looks the turn's prompt up. A turn of a
+// concurrent episode that matches had the same prompt, so its row is the
+// same.
+func (t *agentTable) playedRow(rt *episode.Turn) *row {
 	if rt.Turn < 0 || rt.Turn >= len(t.played) || len(rt.Inbox) > 0 {
-		return learned{}, false
+		return nil
 	}
-	p := &t.played[rt.Turn]
-	if !samePointer(p.view, rt.View) {
-		return learned{}, false
+	if p := &t.played[rt.Turn]; samePointer(p.view, rt.View) {
+		return p.row
 	}
-	if a := p.row.legal[p.action]; !samePointer(a, rt.Action) {
-		return learned{}, false
-	}
-	return learned{row: p.row, action: p.action}, true
+	return nil
 }
 
 // samePointer reports whether a and b are the same string: the same bytes
@@ -529,17 +524,18 @@ func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) 
 		}
 		tables[t.Seat] = tab
 	}
-	if l, ok := tab.playedRow(t); ok {
-		return l, nil
-	}
-	key := b.opts.state(rec.TextPrompt(t))
-	var r *row
-	if state := b.state(key, false); state >= 0 {
-		r = tab.find(state)
-	}
+	r := tab.playedRow(t)
 	if r == nil {
-		return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownTurn, tab.id, key)
+		key := b.opts.state(rec.TextPrompt(t))
+		if state := b.state(key, false); state >= 0 {
+			r = tab.find(state)
+		}
+		if r == nil {
+			return learned{}, fmt.Errorf("%w: agent %q in state %.60q, in which it never acted", ErrUnknownTurn, tab.id, key)
+		}
 	}
+	// The action is found in the row as before, whichever way the row
+	// was: the first legal string that is the action's.
 	a := indexOf(r.legal, t.Action)
 	if a < 0 {
 		return learned{}, fmt.Errorf("%w: agent %q played %q, not one of its legal actions %q", ErrUnknownTurn, tab.id, t.Action, r.legal)
@@ -600,7 +596,7 @@ func (b *book) actLocked(obs *agents.Observation, sel Selector) (agents.Action, 
 	} else {
 		a = sel.Select(r.values, obs)
 	}
-	t.remember(obs, r, a)
+	t.remember(obs, r)
 	return agents.Action{Text: r.legal[a]}, nil
 }
 

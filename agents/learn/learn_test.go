@@ -472,3 +472,53 @@ func TestActBatchIsAct(t *testing.T) {
 		assert.Len(t, batched, 300)
 	}
 }
+
+// TestPanicInBatchIsPanicInAct: a State function that panics for one
+// agent's prompt fails the episode the same way, and leaves the same rows,
+// whether the engine asks the learner in a batch or agent by agent: the
+// agents after the panicking one are still asked.
+func TestPanicInBatchIsPanicInAct(t *testing.T) {
+	run := func(hide bool) (string, bool) {
+		l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.1, Options: learn.Options{State: func(p string) string {
+			if p == "t" {
+				panic("bad state")
+			}
+			return p
+		}}})
+		require.NoError(t, err)
+		var p agents.Policy = l
+		if hide {
+			p = actOnly{l}
+		}
+		sc := newBandit([]float64{1, 2}, "s", "t", "u")
+		params, err := sc.Info().ParseParams(nil)
+		require.NoError(t, err)
+		rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params, PolicySeed: 1, Policy: env.SamePolicy(p)})
+		_, _, ok := l.Values("p2", "u")
+		return rec.Err, ok
+	}
+	errAct, rowAct := run(true)
+	errBatch, rowBatch := run(false)
+	assert.Contains(t, errAct, `agent "p1": policy panicked: bad state`)
+	assert.Equal(t, errAct, errBatch)
+	assert.True(t, rowAct)
+	assert.Equal(t, rowAct, rowBatch, "p2, after the panic, is asked")
+}
+
+// TestDuplicateLegalActionsLearnTheFirst: with a legal list that repeats a
+// string (one literal, one address), Learn credits the first entry equal
+// to the action played, as it always has, whichever entry Act drew.
+func TestDuplicateLegalActionsLearnTheFirst(t *testing.T) {
+	role := &agents.Role{Name: "player", Initial: "ready", Events: fsm.Events{agents.Edge("ready", "pull", "done")}, Terminal: []agents.State{"done"}}
+	info := &env.Info{Name: "dup", Summary: "d", Doc: "d", Schedule: env.Simultaneous, Roles: []*agents.Role{role}}
+	b := &bandit{payoff: []float64{1, 1}, arms: []string{"x", "x"}, views: []string{"s"}}
+	sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
+		return &banditGame{bandit: b, pulled: make([]int, 1), seats: []env.Seat{{ID: "p0", Role: "player"}}}, nil
+	})
+	l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5, Select: learn.EpsilonGreedy{Epsilon: 1}})
+	require.NoError(t, err)
+	train(t, sc, l, credit.Individual{}, 40)
+	_, q, _ := l.Values("p0", "s")
+	assert.InDelta(t, 1, q[0], 1e-9)
+	assert.Zero(t, q[1], "the second x is never credited")
+}
