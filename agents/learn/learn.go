@@ -97,7 +97,9 @@ var (
 // Options are what every learner shares.
 type Options struct {
 	// State maps a turn's prompt to the state the learner keeps values
-	// for. Nil uses the whole prompt.
+	// for. Nil uses the whole prompt. It must be a function of the prompt
+	// alone: Act and Learn map the same prompt, and Learn does not map a
+	// turn's prompt again when Act already found its row.
 	State func(prompt string) string
 	// RewardKey names the allocator whose credit a learner reads, as the
 	// credit names it (trajectories.Credit.Allocators: the allocator's
