@@ -33,7 +33,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare fuzz clean llama browser
+.PHONY: help run build test lint bench bench-compare bench-instructions fuzz clean llama browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	else \
 		echo "staticcheck: could not be installed from the module proxy; skipped"; \
 	fi
+
+bench-instructions: ## instructions per iteration at BASE and in the working tree, under callgrind (BENCH=..., PKG=, BASE=, N=)
+	tools/bench/instructions.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),1000)" "$(or $(BENCH),TicTacToe/discard)"
 
 bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=)
 	tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
