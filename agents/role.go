@@ -40,10 +40,10 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/looplab/fsm"
 
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -574,7 +574,7 @@ func (t *table) event(ev Event) (int16, bool) {
 	// are the table's own: comparing pointers first finds them without a
 	// call to compare bytes.
 	for i, name := range t.events {
-		if len(name) == len(ev) && unsafe.StringData(string(name)) == unsafe.StringData(string(ev)) {
+		if strcmp.Same(string(name), string(ev)) {
 			return int16(i), true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -183,7 +184,7 @@ func (b *MemBus) post(from string, to protocol.Address, kind, payload string, qu
 	switch {
 	case to.IsBroadcast():
 		for i, id := range b.ids {
-			if !sameString(id, from) {
+			if !strcmp.Equal(id, from) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
@@ -194,7 +195,7 @@ func (b *MemBus) post(from string, to protocol.Address, kind, payload string, qu
 			return fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(from), name)
 		}
 		for _, i := range members {
-			if !sameString(b.ids[i], from) {
+			if !strcmp.Equal(b.ids[i], from) {
 				b.recipients = append(b.recipients, i)
 			}
 		}
@@ -227,7 +228,7 @@ func (b *MemBus) post(from string, to protocol.Address, kind, payload string, qu
 func (b *MemBus) seatOf(id string) (int, bool) {
 	if len(b.ids) <= 8 {
 		for i, s := range b.ids {
-			if sameString(s, id) {
+			if strcmp.Equal(s, id) {
 				return i, true
 			}
 		}

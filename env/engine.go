@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -655,12 +654,6 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 		e.emitKey = key
 	}
 	return nil
-}
-
-// sameString is a == b, without a call to compare the bytes when they are
-// the same string: ids and roles handed out again, usually.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // splitBySeat lists each seat's recorded actions in turn order.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -484,7 +485,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				var role string
 				var rs *RoleScore
 				for i, v := range ep.Score.Agents {
-					if r := ep.Seats[i].Role; i == 0 || !sameString(r, role) {
+					if r := ep.Seats[i].Role; i == 0 || !strcmp.Equal(r, role) {
 						role, rs = r, roles.at(r)
 					}
 					rs.Sum += v
@@ -724,7 +725,7 @@ func (t *tally[K, V]) at(k K) *V {
 		}
 	} else {
 		for i := range t.keys {
-			if sameString(string(t.keys[i]), string(k)) {
+			if strcmp.Equal(string(t.keys[i]), string(k)) {
 				return &t.vals[i]
 			}
 		}

@@ -1,9 +1,8 @@
 package episode
 
 import (
-	"unsafe"
-
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -22,17 +21,11 @@ func SameSeats(a, b []Seat) bool {
 		return false
 	}
 	for i := range a {
-		if !sameString(a[i].ID, b[i].ID) || !sameString(a[i].Role, b[i].Role) {
+		if !strcmp.Equal(a[i].ID, b[i].ID) || !strcmp.Equal(a[i].Role, b[i].Role) {
 			return false
 		}
 	}
 	return true
-}
-
-// sameString is a == b without a call to compare the bytes of one string
-// with themselves.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // Score is a scenario's verdict on a finished episode: the team reward G and,

@@ -51,10 +51,10 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -314,16 +314,10 @@ func (t *agentTable) playedRow(rt *episode.Turn) *row {
 	if rt.Turn < 0 || rt.Turn >= len(t.played) || len(rt.Inbox) > 0 {
 		return nil
 	}
-	if p := &t.played[rt.Turn]; samePointer(p.view, rt.View) {
+	if p := &t.played[rt.Turn]; strcmp.Same(p.view, rt.View) {
 		return p.row
 	}
 	return nil
-}
-
-// samePointer reports whether a and b are the same string: the same bytes
-// at the same address.
-func samePointer(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 func (t *agentTable) find(state int) *row {
@@ -449,7 +443,7 @@ func sameStrings(a, b []string) bool {
 // bytes compare by pointer; another copy of it is found by its bytes.
 func indexOf(legal []string, action string) int {
 	for i, s := range legal {
-		if len(s) == len(action) && unsafe.StringData(s) == unsafe.StringData(action) {
+		if strcmp.Same(s, action) {
 			return i
 		}
 	}
