@@ -24,12 +24,7 @@ shift $((OPTIND - 1))
 [ $# -eq 1 ] || { sed -n '2,15p' "$0"; exit 2; }
 bench=$1
 [ -x /usr/bin/time ] || { echo "compare.sh: needs GNU time at /usr/bin/time (Debian: apt-get install time)" >&2; exit 1; }
-root=$(git rev-parse --show-toplevel)
-tmp=$(mktemp -d)
-trap 'git -C "$root" worktree remove --force "$tmp/base" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-git -C "$root" worktree add -q --detach "$tmp/base" "$base"
-(cd "$tmp/base" && go test -c -o "$tmp/A.test" "$pkg")
-(cd "$root" && go test -c -o "$tmp/B.test" "$pkg")
+. "$(dirname "$0")/pair.sh"
 cpu() { /usr/bin/time -f '%U %S' "$1" -test.run '^$' -test.bench "$bench" -test.benchtime "${n}x" -test.cpu "$cpus" 2>&1 >/dev/null | tail -1 | awk '{print $1 + $2}'; }
 as=() bs=()
 for r in $(seq "$rounds"); do

@@ -31,12 +31,7 @@ shift $((OPTIND - 1))
 bench=$1
 command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
 	{ echo "instructions.sh: needs valgrind (Debian: apt-get install valgrind)" >&2; exit 1; }
-root=$(git rev-parse --show-toplevel)
-tmp=$(mktemp -d)
-trap 'git -C "$root" worktree remove --force "$tmp/base" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-git -C "$root" worktree add -q --detach "$tmp/base" "$base"
-(cd "$tmp/base" && go test -c -o "$tmp/A.test" "$pkg")
-(cd "$root" && go test -c -o "$tmp/B.test" "$pkg")
+. "$(dirname "$0")/pair.sh"
 count() { # count BINARY ITERATIONS: the program's instructions
 	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$tmp/out" \
 		"$1" -test.run '^$' -test.bench "$bench" -test.benchtime "$2x" >/dev/null 2>&1
