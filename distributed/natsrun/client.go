@@ -80,7 +80,7 @@ func (c *Client) Config() Config { return c.cfg }
 func (c *Client) setup(ctx context.Context) error {
 	cfg, n := c.cfg, c.n
 	var err error
-	c.work, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	c.work, err = c.ensureStream(ctx, jetstream.StreamConfig{
 		Name:        n.workStream,
 		Description: "troupe: episode requests waiting for a worker",
 		Subjects:    []string{n.prefix + ".work.>"},
@@ -94,7 +94,7 @@ func (c *Client) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", n.workStream, err)
 	}
-	c.results, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	c.results, err = c.ensureStream(ctx, jetstream.StreamConfig{
 		Name:        n.resStream,
 		Description: "troupe: finished episodes, one or more chunks each",
 		Subjects:    []string{n.prefix + ".result.>"},
@@ -119,7 +119,7 @@ func (c *Client) setup(ctx context.Context) error {
 	if err := c.js.DeleteConsumer(ctx, n.workStream, "workers"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("removing the shared consumer of protocol 1: %w", err)
 	}
-	c.runs, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	c.runs, err = c.ensureKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      n.runsBucket,
 		Description: "troupe: run specs and which episodes are done",
 		History:     1,
@@ -133,7 +133,7 @@ func (c *Client) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", n.runsBucket, err)
 	}
-	c.alive, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	c.alive, err = c.ensureKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      n.aliveBucket,
 		Description: "troupe: live workers (each refreshes its key; silent ones expire)",
 		History:     1,
@@ -145,6 +145,30 @@ func (c *Client) setup(ctx context.Context) error {
 		return fmt.Errorf("bucket %s: %w", n.aliveBucket, err)
 	}
 	return nil
+}
+
+// ensureStream creates the stream, or finds it as cfg says, and updates it
+// only when its configuration differs (another ResultsMaxAge, say).
+// CreateOrUpdateStream updates it every time, even to the same
+// configuration, and a stream update that meets a consumer being created
+// is a data race inside nats-server (v2.15.2: fileStore.UpdateConfig
+// against ConsumerStore), which every client that connects while a run
+// starts would set off.
+func (c *Client) ensureStream(ctx context.Context, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := c.js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return c.js.UpdateStream(ctx, cfg)
+	}
+	return s, err
+}
+
+// ensureKeyValue is ensureStream for a bucket.
+func (c *Client) ensureKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := c.js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return c.js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, err
 }
 
 // runConsumer creates, or finds, the durable consumer of run's requests,
