@@ -79,6 +79,18 @@ func (s *Ints) Text(v int) string {
 // Parse reads text as an integer of the range, written as Legal writes it
 // (no sign on non-negative numbers, no leading zeros, no spaces).
 func (s *Ints) Parse(text string) (int, error) {
+	// One digit, the usual move of a small space, is read inline: Parse
+	// is on every move's path, once in the game and again in its metrics.
+	if len(text) == 1 {
+		if v := int(text[0] - '0'); v <= 9 && s.Contains(v) {
+			return v, nil
+		}
+	}
+	return s.parse(text)
+}
+
+// parse is Parse for anything but one digit of the range.
+func (s *Ints) parse(text string) (int, error) {
 	v, err := digits(text)
 	if err == nil {
 		// A run of digits is written as Legal writes it unless it has a

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -909,12 +910,10 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	for m := k; m < end; m++ {
 		e.errs[m] = errUnanswered
-	}
-	p, r := e.callBatch(ctx, actors, k, end)
-	for m := k; m < end; m++ {
 		mv := &e.moves[m]
 		mv.Seat, mv.Action = actors[m], &e.acts[m]
 	}
+	p, r := e.callBatch(ctx, actors, k, end)
 	for m := k; m < p; m++ {
 		if err := e.errs[m]; err != nil { // errUnanswered too: a slot the policy left
 			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
@@ -1122,6 +1121,39 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 		return ep.Score, nil
 	}
 	return Score{}, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
+}
+
+// ReplayOneOut implements episode.OneOutReplayer: a finished game that is
+// an OneOutRescorer answers for all the seats at once, after the checks
+// Replay makes of each of those counterfactuals. Anything else is false,
+// and the caller replays them one by one.
+func (r *replay) ReplayOneOut(null bool, seats []int, team []float64) bool {
+	g, ok := r.done.(OneOutRescorer)
+	if !ok || len(team) != len(seats) {
+		return false
+	}
+	spec := r.setup.Scenario.Info().Counterfactual
+	if null {
+		// A role's seats usually follow each other: its check is made
+		// once per run of them.
+		checked := ""
+		for k, i := range seats {
+			if i < 0 || i >= len(r.seats) {
+				return false
+			}
+			role := r.seats[i].Role
+			if k > 0 && strcmp.Equal(role, checked) {
+				continue
+			}
+			if !spec.HasNullAction(role) {
+				return false
+			}
+			checked = role
+		}
+	} else if spec == nil || !spec.AbsentOK {
+		return false
+	}
+	return rescoreOneOut(g, null, seats, team)
 }
 
 // emitNone emits no turn: replays record none.

@@ -63,3 +63,32 @@ func rescore(game Game, cf episode.Counterfactual, seats int) (score Score, ok b
 	}
 	return score, true, nil
 }
+
+// OneOutRescorer is an optional interface of a Rescorer: it answers at
+// once the counterfactuals that each take one seat out, which difference
+// rewards and leave-one-out ask for every agent (episode.OneOutReplayer).
+// A game that knows what one seat's leaving changes (El Farol: one night's
+// attendance) answers them in O(seats) where one Rescore each costs
+// O(seats) calls and checks.
+type OneOutRescorer interface {
+	Rescorer
+	// RescoreOneOut writes into team[k] the team reward Rescore gives the
+	// counterfactual {Null: {seats[k]}} when null is set, else {Absent:
+	// {seats[k]}}, with TeamOnly set: the same value, bit for bit. It
+	// reports false when Rescore would answer false for any of them
+	// (including a seat out of range). It is called under the conditions
+	// Rescore is, and must not change the game either. len(team) is
+	// len(seats).
+	RescoreOneOut(null bool, seats []int, team []float64) bool
+}
+
+// rescoreOneOut asks g for the one-out counterfactuals of seats; a panic
+// is false, and the replays one by one then report it (rescore).
+func rescoreOneOut(g OneOutRescorer, null bool, seats []int, team []float64) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return g.RescoreOneOut(null, seats, team)
+}

@@ -85,3 +85,60 @@ func TestRescoreReportsBrokenRescorers(t *testing.T) {
 	assert.ErrorContains(t, err, "1 agent scores for 2 seats")
 	assert.False(t, ok)
 }
+
+// oneOutGame is a sumGame that also answers one-out counterfactuals.
+type oneOutGame struct {
+	sumGame
+	oneOut int // RescoreOneOut calls
+	panics bool
+}
+
+func (g *oneOutGame) RescoreOneOut(_ bool, seats []int, team []float64) bool {
+	g.oneOut++
+	if g.panics {
+		panic("boom")
+	}
+	for k, i := range seats {
+		if i < 0 || i > 1 {
+			return false
+		}
+		team[k] = g.moves[1-i]
+	}
+	return true
+}
+
+// infoScenario is a Scenario of which a replayer reads the Info only.
+type infoScenario struct{ info *Info }
+
+func (s infoScenario) Info() *Info                      { return s.info }
+func (s infoScenario) New(Params, uint64) (Game, error) { return nil, nil }
+
+func TestReplayOneOutChecksWhatReplayChecks(t *testing.T) {
+	spec := &CounterfactualSpec{NullAction: map[string]string{"p": "0"}, AbsentOK: true}
+	replayer := func(g Game, spec *CounterfactualSpec) *replay {
+		return &replay{setup: Setup{Scenario: infoScenario{&Info{Name: "sum", Counterfactual: spec}}}, seats: (&sumGame{}).Seats(), done: g}
+	}
+	g := &oneOutGame{sumGame: sumGame{moves: []float64{2, 3}}}
+	team := make([]float64, 2)
+	for _, null := range []bool{false, true} {
+		require.True(t, replayer(g, spec).ReplayOneOut(null, []int{1, 0}, team))
+		assert.Equal(t, []float64{2, 3}, team)
+	}
+	calls := g.oneOut
+
+	// What Replay would refuse, and games that cannot answer, are false
+	// without asking the game: the replays one by one say why.
+	assert.False(t, replayer(g, &CounterfactualSpec{NullAction: spec.NullAction}).ReplayOneOut(false, []int{0}, team[:1]), "absence not declared")
+	assert.False(t, replayer(g, &CounterfactualSpec{AbsentOK: true}).ReplayOneOut(true, []int{0}, team[:1]), "no null action")
+	assert.False(t, replayer(g, nil).ReplayOneOut(true, []int{0}, team[:1]), "no counterfactual spec")
+	assert.False(t, replayer(g, spec).ReplayOneOut(true, []int{2}, team[:1]), "a seat out of range")
+	assert.False(t, replayer(g, spec).ReplayOneOut(true, []int{0}, team), "a team of another length")
+	assert.Equal(t, calls, g.oneOut)
+	assert.False(t, replayer(&g.sumGame, spec).ReplayOneOut(true, []int{0}, team[:1]), "a Rescorer only")
+	assert.False(t, replayer(nil, spec).ReplayOneOut(true, []int{0}, team[:1]), "an episode that must be replayed")
+
+	// The game's own false, and its panic, are false too.
+	assert.False(t, replayer(g, spec).ReplayOneOut(false, []int{-1}, team[:1]))
+	g.panics = true
+	assert.False(t, replayer(g, spec).ReplayOneOut(false, []int{0}, team[:1]))
+}

@@ -47,6 +47,24 @@ type Replayer interface {
 	Replay(ctx context.Context, cf Counterfactual) (Score, error)
 }
 
+// OneOutReplayer is an optional interface of a Replayer: it scores, in one
+// call, the frozen counterfactuals that each take one seat out of the
+// coalition, which difference rewards and leave-one-out ask for every agent
+// of every episode. A replayer whose game can answer them all at once
+// (env.OneOutRescorer) saves building, validating and dispatching one
+// Counterfactual per agent.
+type OneOutReplayer interface {
+	// ReplayOneOut writes into team[k], for every k, the team reward that
+	// Replay gives the counterfactual {Null: {seats[k]}} when null is set,
+	// {Absent: {seats[k]}} otherwise, with TeamOnly set and Resimulate not:
+	// the same value, bit for bit. It reports false when it cannot answer
+	// every one of them so, for whatever reason (a seat out of range, a
+	// role without a null action, a game that must be replayed); team then
+	// holds nothing meaningful, and the caller replays them one by one,
+	// which also reports what was wrong. len(team) is len(seats).
+	ReplayOneOut(null bool, seats []int, team []float64) bool
+}
+
 // ReplayerFunc adapts a function to Replayer.
 type ReplayerFunc func(ctx context.Context, cf Counterfactual) (Score, error)
 

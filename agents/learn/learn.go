@@ -98,8 +98,10 @@ var (
 type Options struct {
 	// State maps a turn's prompt to the state the learner keeps values
 	// for. Nil uses the whole prompt. It must be a function of the prompt
-	// alone: Act and Learn map the same prompt, and Learn does not map a
-	// turn's prompt again when Act already found its row.
+	// alone: Act and Learn map the same prompt, Act does not map it again
+	// while consecutive observations without messages share one view
+	// string, and Learn does not map a turn's prompt again when Act
+	// already found its row.
 	State func(prompt string) string
 	// RewardKey names the allocator whose credit a learner reads, as the
 	// credit names it (trajectories.Credit.Allocators: the allocator's
@@ -154,15 +156,38 @@ type row struct {
 	switched bool
 	best     int // the action of the largest value now (the first of equals)
 	ties     int // how many actions have that value (1: best alone)
+	// distinct says that no two legal actions are the same text: the
+	// index Act chose is then the one Learn must find (playedIndex).
+	distinct bool
 }
 
 // newRow returns a row of the legal actions, every value init.
 func newRow(legal []string, init float64) *row {
-	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, ties: len(legal)}
+	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, ties: len(legal), distinct: distinct(legal)}
 	for i := range r.values {
 		r.values[i] = init
 	}
 	return r
+}
+
+// distinct reports whether no two of legal are the same text.
+func distinct(legal []string) bool {
+	if len(legal) > 64 {
+		seen := make(map[string]bool, len(legal))
+		for _, s := range legal {
+			if seen[s] {
+				return false
+			}
+			seen[s] = true
+		}
+		return true
+	}
+	for i, s := range legal {
+		if slices.Contains(legal[i+1:], s) {
+			return false
+		}
+	}
+	return true
 }
 
 // scan sets best and ties from the values.
@@ -284,10 +309,11 @@ type agentTable struct {
 }
 
 // playedTurn is one turn Act played: its observation's view, which had no
-// messages, and the row it chose from.
+// messages, the row it chose from and the action it chose.
 type playedTurn struct {
-	view string
-	row  *row
+	view   string
+	row    *row
+	action int
 }
 
 // remember notes that Act chose from row r at the turn of obs. Only a turn
@@ -295,14 +321,14 @@ type playedTurn struct {
 // whose view is the same string (the same bytes at the same address) had
 // the same prompt, hence the same state and row. A turn with messages is
 // looked up at Learn.
-func (t *agentTable) remember(obs *agents.Observation, r *row) {
+func (t *agentTable) remember(obs *agents.Observation, r *row, action int) {
 	if obs.Turn < len(t.played) {
 		t.played = t.played[:obs.Turn] // a new episode (or a replayed turn)
 	}
 	if len(obs.Inbox) > 0 || obs.Turn != len(t.played) {
 		return
 	}
-	t.played = append(t.played, playedTurn{view: obs.View, row: r})
+	t.played = append(t.played, playedTurn{view: obs.View, row: r, action: action})
 }
 
 // playedRow returns the row of recorded turn rt when Act noted it
@@ -310,14 +336,26 @@ func (t *agentTable) remember(obs *agents.Observation, r *row) {
 // Otherwise nil, and Learn looks the turn's prompt up. A turn of a
 // concurrent episode that matches had the same prompt, so its row is the
 // same.
-func (t *agentTable) playedRow(rt *episode.Turn) *row {
+func (t *agentTable) playedRow(rt *episode.Turn) *playedTurn {
 	if rt.Turn < 0 || rt.Turn >= len(t.played) || len(rt.Inbox) > 0 {
 		return nil
 	}
 	if p := &t.played[rt.Turn]; strcmp.Same(p.view, rt.View) {
-		return p.row
+		return p
 	}
 	return nil
+}
+
+// playedIndex is the index of the recorded action of a turn whose row Act
+// noted (playedRow): the noted one when the record holds the very string
+// Act answered (the same bytes) and the row's legal actions are distinct,
+// so that no earlier one is the same text; otherwise -1, and the action
+// is looked up (indexOf).
+func (p *playedTurn) playedIndex(action string) int {
+	if r := p.row; r.distinct && strcmp.Same(r.legal[p.action], action) {
+		return p.action
+	}
+	return -1
 }
 
 func (t *agentTable) find(state int) *row {
@@ -344,6 +382,12 @@ type book struct {
 	states    map[string]int
 	lastKey   string
 	lastState int
+	// view and viewState are the view of the latest Act without messages
+	// and its state (-1: none): the agents of a step that see the same
+	// view string, without messages, have the same prompt, so Act
+	// neither renders nor looks it up again.
+	view      string
+	viewState int
 	// acted is the table of the latest Act.
 	acted *agentTable
 	// seats and tables are the seats of the latest episode learned and
@@ -357,16 +401,18 @@ type book struct {
 }
 
 func newBook(opts Options, init float64) book {
-	return book{opts: opts, init: init, agents: map[string]*agentTable{}, states: map[string]int{}, lastState: -1}
+	return book{opts: opts, init: init, agents: map[string]*agentTable{}, states: map[string]int{}, lastState: -1, viewState: -1}
 }
 
 // state returns the number of state key, numbering it when create is set;
 // -1 when it is new and create is not.
 func (b *book) state(key string, create bool) int {
-	if b.lastState >= 0 && b.lastKey == key {
-		// The caller's copy from now on: the agents after it in the step
-		// share its bytes, which compare by pointer.
-		b.lastKey = key
+	if b.lastState >= 0 && strcmp.Equal(b.lastKey, key) {
+		if !strcmp.Same(b.lastKey, key) {
+			// The caller's copy from now on: the agents after it in
+			// the step share its bytes, which compare by address.
+			b.lastKey = key
+		}
 		return b.lastState
 	}
 	n, ok := b.states[key]
@@ -384,11 +430,11 @@ func (b *book) state(key string, create bool) int {
 // table returns agent's table, making it if need be.
 func (b *book) table(agent string) *agentTable {
 	if p := b.acted; p != nil {
-		if p.next != nil && p.next.id == agent {
+		if p.next != nil && strcmp.Equal(p.next.id, agent) {
 			b.acted = p.next
 			return p.next
 		}
-		if p.id == agent {
+		if strcmp.Equal(p.id, agent) {
 			return p
 		}
 	}
@@ -410,9 +456,24 @@ func (b *book) actRow(obs *agents.Observation) (*agentTable, *row, error) {
 	if len(obs.Legal) == 0 {
 		return nil, nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, agents.ErrNoLegalActions)
 	}
-	t := b.table(obs.Agent)
-	key := b.opts.state(episode.RenderObservation(obs.View, obs.Inbox))
-	state := b.state(key, true)
+	// The table after the previous Act's, as in table, without the call.
+	t := b.acted
+	if t != nil && t.next != nil && strcmp.Same(t.next.id, obs.Agent) {
+		t = t.next
+		b.acted = t
+	} else {
+		t = b.table(obs.Agent)
+	}
+	var state int
+	if len(obs.Inbox) == 0 && b.viewState >= 0 && strcmp.Same(obs.View, b.view) {
+		state = b.viewState
+	} else {
+		state = b.state(b.opts.state(episode.RenderObservation(obs.View, obs.Inbox)), true)
+		b.view, b.viewState = "", -1
+		if len(obs.Inbox) == 0 {
+			b.view, b.viewState = obs.View, state
+		}
+	}
 	r := t.find(state)
 	if r == nil {
 		// The view's own slice, which its game never changes (env.View)
@@ -424,6 +485,7 @@ func (b *book) actRow(obs *agents.Observation) (*agentTable, *row, error) {
 		return t, r, nil
 	}
 	if !sameStrings(r.legal, obs.Legal) {
+		key := b.opts.state(episode.RenderObservation(obs.View, obs.Inbox))
 		return nil, nil, fmt.Errorf("agent %q state %.60q: %w: %q, then %q", obs.Agent, key, ErrLegalChanged, r.legal, obs.Legal)
 	}
 	return t, r, nil
@@ -485,9 +547,21 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 		if !t.Emit {
 			continue
 		}
-		l, err := b.read(rec, tables, t)
-		if err != nil {
-			return fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+		// The usual case, which read also handles but through a call:
+		// the seat's table is known, and Act noted the turn (playedRow,
+		// playedIndex).
+		var l learned
+		if uint(t.Seat) < uint(len(tables)) && tables[t.Seat] != nil {
+			if p := tables[t.Seat].playedRow(t); p != nil {
+				if a := p.playedIndex(t.Action); a >= 0 {
+					l = learned{row: p.row, action: a}
+				}
+			}
+		}
+		if l.row == nil {
+			if l, err = b.read(rec, tables, t); err != nil {
+				return fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+			}
 		}
 		l.reward = rewards[k]
 		k++
@@ -509,6 +583,8 @@ func (b *book) seatTables(seats []episode.Seat) []*agentTable {
 	return b.tables
 }
 
+// read is the row and action of turn t, whose seat's table it looks up
+// when tables has none yet.
 func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) (learned, error) {
 	if t.Seat < 0 || t.Seat >= len(tables) {
 		return learned{}, fmt.Errorf("%w: the turn names seat %d of %d", ErrUnknownTurn, t.Seat, len(tables))
@@ -520,8 +596,13 @@ func (b *book) read(rec *episode.Record, tables []*agentTable, t *episode.Turn) 
 		}
 		tables[t.Seat] = tab
 	}
-	r := tab.playedRow(t)
-	if r == nil {
+	var r *row
+	if p := tab.playedRow(t); p != nil {
+		if a := p.playedIndex(t.Action); a >= 0 {
+			return learned{row: p.row, action: a}, nil
+		}
+		r = p.row
+	} else {
 		key := b.opts.state(rec.TextPrompt(t))
 		if state := b.state(key, false); state >= 0 {
 			r = tab.find(state)
@@ -560,7 +641,9 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.actLocked(obs, sel)
+	var a agents.Action
+	err := b.actInto(obs, &a, newChooser(sel))
+	return a, err
 }
 
 // actBatch is act for each of obs in turn, under one lock
@@ -568,32 +651,48 @@ func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error)
 func (b *book) actBatch(obs []agents.Observation, acts []agents.Action, errs []error, sel Selector) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	c := newChooser(sel)
 	for k := range obs {
-		acts[k], errs[k] = b.actLocked(&obs[k], sel)
+		errs[k] = b.actInto(&obs[k], &acts[k], c)
 	}
 }
 
-// actLocked is act; the caller holds b.mu.
-func (b *book) actLocked(obs *agents.Observation, sel Selector) (agents.Action, error) {
+// chooser is a Selector, with ε-greedy's parameter taken out of it once
+// for all the observations of a batch: ε-greedy, the default, is called
+// directly, because through the interface it costs a call that cannot be
+// inlined and a copy of its value, and its greedy action comes from the
+// row (greedyAction), not a scan.
+type chooser struct {
+	sel     Selector
+	greedy  bool    // sel is an EpsilonGreedy
+	epsilon float64 // its Epsilon
+}
+
+func newChooser(sel Selector) chooser {
+	eg, ok := sel.(EpsilonGreedy)
+	return chooser{sel: sel, greedy: ok, epsilon: eg.Epsilon}
+}
+
+// actInto is act, writing the action into a (every field: the caller's
+// buffer may hold an earlier answer); the caller holds b.mu.
+func (b *book) actInto(obs *agents.Observation, a *agents.Action, c chooser) error {
 	t, r, err := b.actRow(obs)
 	if err != nil {
-		return agents.Action{}, err
+		*a = agents.Action{}
+		return err
 	}
-	// ε-greedy, the default, is called directly: through the interface
-	// it costs a call that cannot be inlined and a copy of its value.
-	// Its greedy action comes from the row (greedyAction), not a scan.
-	var a int
-	if eg, ok := sel.(EpsilonGreedy); ok {
-		if eg.Epsilon > 0 && obs.Float64(streamExplore) < eg.Epsilon {
-			a = obs.Intn(streamRandom, len(r.values))
-		} else {
-			a = r.greedyAction(obs)
-		}
-	} else {
-		a = sel.Select(r.values, obs)
+	var i int
+	switch {
+	case !c.greedy:
+		i = c.sel.Select(r.values, obs)
+	case c.epsilon > 0 && obs.Float64(streamExplore) < c.epsilon:
+		i = obs.Intn(streamRandom, len(r.values))
+	default:
+		i = r.greedyAction(obs)
 	}
-	t.remember(obs, r)
-	return agents.Action{Text: r.legal[a]}, nil
+	t.remember(obs, r, i)
+	*a = agents.Action{Text: r.legal[i]}
+	return nil
 }
 
 // Seed streams of a turn (Observation.Float64/Intn) that learners draw

@@ -522,3 +522,74 @@ func TestDuplicateLegalActionsLearnTheFirst(t *testing.T) {
 	assert.InDelta(t, 1, q[0], 1e-9)
 	assert.Zero(t, q[1], "the second x is never credited")
 }
+
+// TestLearnReadsActionsByTheirText: Learn finds the action Act noted when
+// the record holds the very string Act answered, and looks it up when the
+// record holds a copy (a record read back from a file, say): the two
+// learn the same values.
+func TestLearnReadsActionsByTheirText(t *testing.T) {
+	sc := newBandit([]float64{0.2, 0.9, 0.5}, "s", "s")
+	p, err := sc.Info().ParseParams(nil)
+	require.NoError(t, err)
+	noted, err := learn.NewValues(learn.ValueConfig{Alpha: 0.3, Select: learn.EpsilonGreedy{Epsilon: 0.3}})
+	require.NoError(t, err)
+	copied, err := learn.NewValues(learn.ValueConfig{Alpha: 0.3, Select: learn.EpsilonGreedy{Epsilon: 0.3}})
+	require.NoError(t, err)
+	for i := range 60 {
+		var eps [2]*trajectories.Episode
+		for k, l := range []*learn.Values{noted, copied} {
+			eps[k] = trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
+				Scenario: sc, Params: p, PolicySeed: uint64(7 + i), Index: int64(i), Policy: env.SamePolicy(l),
+			}))
+			require.Empty(t, eps[k].Err)
+			require.NoError(t, trajectories.Allocate(context.Background(), eps[k:k+1], []trajectories.Allocator{credit.Individual{}}, trajectories.RewardScalar))
+		}
+		require.NoError(t, noted.Learn(&eps[0].Record, eps[0].Credit))
+		rec := eps[1].Record
+		rec.Turns = append([]episode.Turn(nil), rec.Turns...)
+		for j := range rec.Turns {
+			rec.Turns[j].Action = strings.Clone(rec.Turns[j].Action)
+		}
+		require.NoError(t, copied.Learn(&rec, eps[1].Credit))
+	}
+	for _, agent := range []string{"p0", "p1"} {
+		_, want, ok := noted.Values(agent, "s")
+		require.True(t, ok)
+		_, got, _ := copied.Values(agent, "s")
+		assert.Equal(t, want, got, agent)
+		assert.NotEqual(t, []float64{0, 0, 0}, got, agent)
+	}
+}
+
+// TestActMapsEachPrompt: Act keeps the state of the latest view it mapped
+// for the observations after it; a view with messages, another view, or
+// the same text in another string are each mapped to their own prompt's
+// state, whatever came before.
+func TestActMapsEachPrompt(t *testing.T) {
+	var mapped []string
+	l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5, Options: learn.Options{State: func(p string) string {
+		mapped = append(mapped, p)
+		return strings.ToUpper(p)
+	}}})
+	require.NoError(t, err)
+	legal := []string{"a", "b"}
+	view := "view"
+	mail := []protocol.Message{{From: "p1", To: "p0", Kind: "say", Payload: "hi", Time: 1}}
+	withMail := episode.RenderObservation(view, mail)
+	for _, obs := range []agents.Observation{
+		{Agent: "p0", View: view, Legal: legal},
+		{Agent: "p1", View: view, Legal: legal},                // the same string: not mapped again
+		{Agent: "p2", View: view, Legal: legal, Inbox: mail},   // messages: its own prompt
+		{Agent: "p3", View: view, Legal: legal},                // after it, mapped again
+		{Agent: "p4", View: "other", Legal: legal},             // another view
+		{Agent: "p5", View: strings.Clone(view), Legal: legal}, // the same text, another string
+	} {
+		_, err := l.Act(context.Background(), &obs)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{view, withMail, view, "other", view}, mapped)
+	for agent, state := range map[string]string{"p0": "VIEW", "p1": "VIEW", "p2": strings.ToUpper(withMail), "p3": "VIEW", "p4": "OTHER", "p5": "VIEW"} {
+		_, _, ok := l.Values(agent, state)
+		assert.True(t, ok, "%s in %q", agent, state)
+	}
+}

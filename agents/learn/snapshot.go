@@ -245,12 +245,13 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 		for _, st := range a.States {
 			n := b.state(st.State, true)
 			t.rows[n] = &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline,
-				trace: slices.Clone(st.Trace), greedy: st.Greedy, switched: st.Switched}
+				trace: slices.Clone(st.Trace), greedy: st.Greedy, switched: st.Switched, distinct: distinct(st.Legal)}
 			t.rows[n].scan() // best and ties: from the values, whatever Best says
 		}
 	}
 	// The caches of the book's lookups start empty, as in a new learner.
 	b.lastKey, b.lastState, b.acted = "", -1, nil
+	b.view, b.viewState = "", -1
 	return l, spec, nil
 }
 

@@ -195,3 +195,45 @@ func TestRescoreLeavesTheGameAlone(t *testing.T) {
 	assert.Equal(t, before.choice, w.game.choice)
 	assert.True(t, slices.EqualFunc(memo, w.game.phiOf, func(a, b float64) bool { return a == b || (a != a && b != b) }), "Rescore changed the memo of φ")
 }
+
+// TestRescoreOneOutIsRescore checks env.OneOutRescorer's contract: each
+// seat's value is Rescore's for that seat alone out, bit for bit, absent or
+// null, whatever the seats asked and their order, and through the
+// episode's replayer too; a bad seat, or a game not scored, is false.
+func TestRescoreOneOutIsRescore(t *testing.T) {
+	for _, tc := range []struct {
+		n, k int
+		c    float64
+	}{{1, 1, 1}, {12, 3, 2}, {40, 7, 6}, {90, 70, 4.5}} {
+		w := playWeek(t, tc.n, tc.k, tc.c, 5)
+		every := make([]int, tc.n)
+		for i := range every {
+			every[i] = i
+		}
+		rng := rand.New(rand.NewPCG(3, uint64(tc.n)))
+		some := []int{tc.n - 1, 0, tc.n - 1, rng.IntN(tc.n), rng.IntN(tc.n)}
+		for _, seats := range [][]int{every, some, nil} {
+			for _, null := range []bool{false, true} {
+				team := make([]float64, len(seats))
+				require.True(t, w.game.RescoreOneOut(null, seats, team))
+				viaReplayer := make([]float64, len(seats))
+				require.True(t, w.ep.Replay.(episode.OneOutReplayer).ReplayOneOut(null, seats, viaReplayer))
+				for j, i := range seats {
+					cf := episode.Counterfactual{Absent: []int{i}, TeamOnly: true}
+					if null {
+						cf = episode.Counterfactual{Null: []int{i}, TeamOnly: true}
+					}
+					want, ok := w.game.Rescore(cf)
+					require.True(t, ok)
+					assert.Equal(t, want.Team, team[j], "seat %d null=%v", i, null)
+					assert.Equal(t, want.Team, viaReplayer[j], "seat %d null=%v, replayer", i, null)
+				}
+			}
+		}
+		assert.False(t, w.game.RescoreOneOut(true, []int{0, tc.n}, make([]float64, 2)))
+		assert.False(t, w.game.RescoreOneOut(false, []int{-1}, make([]float64, 1)))
+		assert.False(t, w.ep.Replay.(episode.OneOutReplayer).ReplayOneOut(true, []int{tc.n}, make([]float64, 1)))
+	}
+	unscored := &game{c: 1, choice: []int{0}, counts: []int{1}}
+	assert.False(t, unscored.RescoreOneOut(true, []int{0}, make([]float64, 1)), "a game not yet scored")
+}

@@ -70,9 +70,7 @@ func (d Difference) Needs() Needs { return Needs{Replay: true, Null: !d.Average}
 // Allocate implements trajectories.Allocator.
 func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	if !d.Average {
-		return perAgent(ctx, d.Sim, group, dst, func(out []int) episode.Counterfactual {
-			return d.Sim.without(Null, out)
-		})
+		return perAgent(ctx, d.Sim, Null, group, dst)
 	}
 	for e, ep := range group {
 		if !finished(ep) {
@@ -158,14 +156,15 @@ func (l LeaveOneOut) Needs() Needs { return l.Out.needs() }
 
 // Allocate implements trajectories.Allocator.
 func (l LeaveOneOut) Allocate(ctx context.Context, group []*trajectories.Episode, dst [][]float64) error {
-	return perAgent(ctx, l.Sim, group, dst, func(out []int) episode.Counterfactual {
-		return l.Sim.without(l.Out, out)
-	})
+	return perAgent(ctx, l.Sim, l.Out, group, dst)
 }
 
 // perAgent gives every agent with samples G(z) minus the team reward of
-// the counterfactual cf(out), out being the agent's seat alone.
-func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [][]float64, cf func(out []int) episode.Counterfactual) error {
+// the counterfactual in which its seat alone is out (sim.without(out, ·)).
+// A frozen episode whose replayer answers them all at once
+// (episode.OneOutReplayer) is asked so; otherwise, or when it cannot,
+// each is replayed.
+func perAgent(ctx context.Context, sim Sim, out Presence, group []*trajectories.Episode, dst [][]float64) error {
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	for e, ep := range group {
@@ -189,13 +188,17 @@ func perAgent(ctx context.Context, sim Sim, group []*trajectories.Episode, dst [
 		if err := checkBudget(ep, len(who), sim); err != nil {
 			return err
 		}
-		// Each counterfactual's seat list is its stretch of who: nothing
-		// is allocated per agent.
-		vals, err := sim.runInto(ctx, sized(sc.vals, len(who)), ep, len(who), func(k int) episode.Counterfactual { return cf(who[k : k+1 : k+1]) })
-		if err != nil {
-			return err
-		}
+		vals := sized(sc.vals, len(who))
 		sc.vals = vals
+		if oo, ok := ep.Replay.(episode.OneOutReplayer); !ok || sim.Resimulate || !oo.ReplayOneOut(out == Null, who, vals) {
+			// Each counterfactual's seat list is its stretch of who:
+			// nothing is allocated per agent.
+			if _, err := sim.runInto(ctx, vals, ep, len(who), func(k int) episode.Counterfactual { return sim.without(out, who[k:k+1:k+1]) }); err != nil {
+				return err
+			}
+		} else if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		share := sized(sc.share, len(ep.Seats))
 		clear(share)
 		sc.share = share

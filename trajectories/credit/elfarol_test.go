@@ -235,3 +235,35 @@ func TestCOMAFitsItsBudgetAndSaysSo(t *testing.T) {
 		assert.Contains(t, err.Error(), "episode 4 of elfarol needs")
 	}
 }
+
+// TestOneOutReplaysAreReplays checks that the allocators that take one
+// agent out at a time give, through a replayer that answers them all at
+// once (episode.OneOutReplayer, El Farol's), what they give when every
+// counterfactual is replayed on its own, bit for bit.
+func TestOneOutReplaysAreReplays(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		w := playBar(t, 60, 7, 6, seed)
+		_, ok := w.ep.Replay.(episode.OneOutReplayer)
+		require.True(t, ok, "El Farol's replayer answers one-out counterfactuals at once")
+		oneByOne := *w.ep
+		replayer := w.ep.Replay
+		calls := 0
+		oneByOne.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
+			calls++
+			return replayer.Replay(ctx, cf)
+		})
+		for _, a := range []trajectories.Allocator{
+			credit.Difference{},
+			credit.LeaveOneOut{},
+			credit.LeaveOneOut{Out: credit.Null},
+		} {
+			calls = 0
+			want, err := allocate(a, &oneByOne)
+			require.NoError(t, err, a.Name())
+			assert.Equal(t, 60, calls, a.Name())
+			got, err := allocate(a, w.ep)
+			require.NoError(t, err, a.Name())
+			assert.Equal(t, want, got, a.Name())
+		}
+	}
+}
