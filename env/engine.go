@@ -809,26 +809,30 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// errs is all nil between steps (cleared when a step fails), so it is
 	// not cleared at every step: that too costs a write barrier per word.
 	e.errs = grow(e.errs, n)
-	// Every actor observes the state before any of them acts.
-	byState := e.byState
+	// Every actor observes the state before any of them acts. The
+	// engine's slices are read into locals once: the writes through o
+	// would otherwise make the compiler load them again for every actor.
+	byState, seats, machines, turns, cursor, obs := e.byState, e.seats, e.machines, e.turns, e.cursor, e.obs[:n]
+	now := e.step.time
 	for k, i := range actors {
+		state := machines[i].State()
 		var v View
 		if byState != nil {
-			v = byState.ObserveIn(i, e.machines[i].State())
+			v = byState.ObserveIn(i, state)
 		} else {
 			v = game.Observe(i)
 		}
 		mail := e.mailbox(i)
 		// Field by field, in place: a composite literal is built aside and
 		// copied, pointers and all.
-		o := &e.obs[k]
-		o.Agent, o.Role = e.seats[i].ID, e.seats[i].Role
-		o.State = e.machines[i].State()
-		o.Turn, o.Step = e.turns[i], e.step.time
+		o := &obs[k]
+		o.Agent, o.Role = seats[i].ID, seats[i].Role
+		o.State = state
+		o.Turn, o.Step = turns[i], now
 		o.View, o.Legal = v.Text, v.Legal
-		o.Inbox, o.Seen = mail[e.cursor[i]:], mail
+		o.Inbox, o.Seen = mail[cursor[i]:], mail
 		o.Seed = e.turnSeed(i)
-		e.cursor[i] = len(mail)
+		cursor[i] = len(mail)
 	}
 	if e.setup.ParallelPolicies && n > 1 {
 		var g errgroup.Group
@@ -865,12 +869,12 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			return err
 		}
 	}
+	if e.setup.Counterfactual == nil {
+		e.record(actors)
+	}
 	for k, i := range actors {
-		if e.setup.Counterfactual == nil {
-			e.record(i, &e.obs[k], e.moves[k].Action)
-		}
-		e.turns[i]++
-		if e.moves[k].Action.Invalid != "" {
+		turns[i]++
+		if e.acts[k].Invalid != "" {
 			e.offenders = append(e.offenders, i)
 		}
 	}
@@ -1003,29 +1007,35 @@ func (e *Engine) inboxes(r *record) {
 	}
 }
 
-// record appends the turn to the episode's record.
-func (e *Engine) record(i int, obs *agents.Observation, a *agents.Action) {
-	if len(obs.Inbox) > 0 {
-		start := len(e.inbox)
-		for k := range obs.Inbox {
-			e.inbox = append(e.inbox, obs.Inbox[k].Seq)
+// record appends the turns of the step's actors to the episode's record:
+// their observations (e.obs) and answers (e.acts), in order.
+func (e *Engine) record(actors []int) {
+	// The turns are written in place, in one stretch grown at once:
+	// copying a Turn, all pointers, costs write barriers. Every field is
+	// written: the array's elements past its length may hold a recycled
+	// record's turns (recordPool.put does not clear them).
+	first := len(e.rec.Turns)
+	e.rec.Turns = slices.Grow(e.rec.Turns, len(actors))[:first+len(actors)]
+	turns, obs, acts, emit, lastTurn := e.rec.Turns[first:], e.obs[:len(actors)], e.acts[:len(actors)], e.emit, e.lastTurn
+	for k, i := range actors {
+		o, a, t := &obs[k], &acts[k], &turns[k]
+		if len(o.Inbox) > 0 {
+			start := len(e.inbox)
+			for m := range o.Inbox {
+				e.inbox = append(e.inbox, o.Inbox[m].Seq)
+			}
+			e.spans = append(e.spans, inboxSpan{turn: first + k, lo: start, hi: len(e.inbox)})
 		}
-		e.spans = append(e.spans, inboxSpan{turn: len(e.rec.Turns), lo: start, hi: len(e.inbox)})
-	}
-	// Built in place: copying a Turn, all pointers, costs write barriers.
-	// Every field is written: the array's elements past its length may
-	// hold a recycled record's turns (recordPool.put does not clear them).
-	e.lastTurn[i] = len(e.rec.Turns) + 1
-	e.rec.Turns = extend(e.rec.Turns)
-	t := &e.rec.Turns[len(e.rec.Turns)-1]
-	t.Seat, t.Step, t.Turn, t.State, t.Seed = i, obs.Step, obs.Turn, obs.State, obs.Seed
-	t.View, t.Legal = obs.View, obs.Legal
-	t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
-	t.Emit = e.emit[i]
-	t.Inbox = nil // set by inboxes at the episode's end
-	t.Notes = nil
-	if len(a.Notes) > 0 {
-		t.Notes = maps.Clone(a.Notes)
+		lastTurn[i] = first + k + 1
+		t.Seat, t.Step, t.Turn, t.State, t.Seed = i, o.Step, o.Turn, o.State, o.Seed
+		t.View, t.Legal = o.View, o.Legal
+		t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
+		t.Emit = emit[i]
+		t.Inbox = nil // set by inboxes at the episode's end
+		t.Notes = nil
+		if len(a.Notes) > 0 {
+			t.Notes = maps.Clone(a.Notes)
+		}
 	}
 }
 

@@ -642,7 +642,8 @@ func (b *book) act(obs *agents.Observation, sel Selector) (agents.Action, error)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var a agents.Action
-	err := b.actInto(obs, &a, newChooser(sel))
+	c := newChooser(sel)
+	err := b.actInto(obs, &a, &c)
 	return a, err
 }
 
@@ -653,7 +654,7 @@ func (b *book) actBatch(obs []agents.Observation, acts []agents.Action, errs []e
 	defer b.mu.Unlock()
 	c := newChooser(sel)
 	for k := range obs {
-		errs[k] = b.actInto(&obs[k], &acts[k], c)
+		errs[k] = b.actInto(&obs[k], &acts[k], &c)
 	}
 }
 
@@ -675,7 +676,7 @@ func newChooser(sel Selector) chooser {
 
 // actInto is act, writing the action into a (every field: the caller's
 // buffer may hold an earlier answer); the caller holds b.mu.
-func (b *book) actInto(obs *agents.Observation, a *agents.Action, c chooser) error {
+func (b *book) actInto(obs *agents.Observation, a *agents.Action, c *chooser) error {
 	t, r, err := b.actRow(obs)
 	if err != nil {
 		*a = agents.Action{}
