@@ -20,7 +20,7 @@ import (
 
 // benchEpisodes plays n episodes of one group with random policies,
 // through a LocalExecutor so that their re-simulations reuse engines, as
-// in a run. Each episode's Replay counts its calls into replays.
+// in a run. Each episode's Replay counts its replays into replays.
 func benchEpisodes(b *testing.B, sc env.Scenario, kv map[string]string, emit env.EmitFilter, n int, replays *atomic.Int64) []*trajectories.Episode {
 	b.Helper()
 	p, err := sc.Info().ParseParams(kv)
@@ -34,14 +34,28 @@ func benchEpisodes(b *testing.B, sc env.Scenario, kv map[string]string, emit env
 		if ep.Err != "" {
 			b.Fatal(ep.Err)
 		}
-		inner := ep.Replay
-		ep.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
-			replays.Add(1)
-			return inner.Replay(ctx, cf)
-		})
+		ep.Replay = countingReplayer{inner: ep.Replay, replays: replays}
 		eps[i] = ep
 	}
 	return eps
+}
+
+// countingReplayer counts the replays of inner. The one-out
+// counterfactuals it answers at once (episode.OneOutReplayer), it passes
+// on uncounted: they are no replays.
+type countingReplayer struct {
+	inner   episode.Replayer
+	replays *atomic.Int64
+}
+
+func (c countingReplayer) Replay(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
+	c.replays.Add(1)
+	return c.inner.Replay(ctx, cf)
+}
+
+func (c countingReplayer) ReplayOneOut(null bool, seats []int, team []float64) bool {
+	oo, ok := c.inner.(episode.OneOutReplayer)
+	return ok && oo.ReplayOneOut(null, seats, team)
 }
 
 // benchAllocator times allocation over groups of eps, reporting the cost
