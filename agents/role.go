@@ -608,21 +608,39 @@ func (m *Machine) Fire(ev Event) error {
 	t := m.t
 	from := m.state
 	e, ok := t.event(ev)
-	if !ok {
-		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.UnknownEventError{Event: string(ev)}}
-	}
-	if m.leaving {
-		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.InTransitionError{Event: string(ev)}}
+	if !ok || m.leaving {
+		return m.refused(ev, ok)
 	}
 	to := t.next[int(from)*len(t.events)+int(e)]
 	if to < 0 {
-		return &TransitionError{Agent: m.agent, Role: m.role.Name, State: t.states[from], Event: ev, Err: fsm.InvalidEventError{Event: string(ev), State: string(t.states[from])}}
+		return m.refused(ev, ok)
 	}
 	if !t.hasCallbacks {
 		m.state = to
 		return nil
 	}
 	return m.fireWithCallbacks(e, from, to)
+}
+
+// refused is the error of a Fire of ev that the machine refuses: ev is not
+// one of the role's events (known false), callbacks are running, or the
+// current state does not allow it. It is made apart from Fire, whose frame
+// it would otherwise enlarge for every transition (hence noinline: the
+// compiler would inline it back).
+//
+//go:noinline
+func (m *Machine) refused(ev Event, known bool) error {
+	state := m.t.states[m.state]
+	var err error
+	switch {
+	case !known:
+		err = fsm.UnknownEventError{Event: string(ev)}
+	case m.leaving:
+		err = fsm.InTransitionError{Event: string(ev)}
+	default:
+		err = fsm.InvalidEventError{Event: string(ev), State: string(state)}
+	}
+	return &TransitionError{Agent: m.agent, Role: m.role.Name, State: state, Event: ev, Err: err}
 }
 
 func (m *Machine) fireWithCallbacks(e, from, to int16) error {

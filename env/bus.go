@@ -82,8 +82,12 @@ type MemBus struct {
 	index    map[string]int
 	channels map[string][]int // members in seat order
 	mail     [][]protocol.Message
-	queue    int // log[queue:] is not yet delivered
-	log      []episode.Message
+	// filled lists the seats whose mailboxes got mail this episode, the
+	// ones Reset empties: a game of a hundred seats that sends nothing
+	// (El Farol) has none to empty.
+	filled []int
+	queue  int // log[queue:] is not yet delivered
+	log    []episode.Message
 	// recipients backs the log's Recipients: one array per episode,
 	// sliced, rather than one per message.
 	recipients []int
@@ -115,13 +119,14 @@ func (b *MemBus) Reset(ids []string) {
 	}
 	b.ids = ids
 	clear(b.channels)
+	for _, i := range b.filled {
+		b.mail[i] = b.mail[i][:0]
+	}
+	b.filled = b.filled[:0]
 	if cap(b.mail) < len(ids) {
 		b.mail = make([][]protocol.Message, len(ids))
 	}
 	b.mail = b.mail[:len(ids)]
-	for i := range b.mail {
-		b.mail[i] = b.mail[i][:0]
-	}
 	b.queue = 0
 	// The previous episode keeps its log and its recipients; the next one
 	// writes into lent arrays (lend) or new ones.
@@ -253,6 +258,9 @@ func (b *MemBus) Deliver() {
 		for _, i := range b.log[k].Recipients {
 			// Copied in place, field by field (extend): an appended value
 			// is copied to the stack first.
+			if len(b.mail[i]) == 0 {
+				b.filled = append(b.filled, i)
+			}
 			box := extend(b.mail[i])
 			d := &box[len(box)-1]
 			d.From, d.To, d.Kind, d.Payload = m.From, m.To, m.Kind, m.Payload

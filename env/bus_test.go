@@ -254,3 +254,24 @@ func TestQuietMessagesInformWithoutWaking(t *testing.T) {
 		})
 	}
 }
+
+// TestResetEmptiesEveryMailbox: the mail of one episode is gone at the
+// next, whatever the number of seats in between.
+func TestResetEmptiesEveryMailbox(t *testing.T) {
+	b := env.NewMemBus()
+	b.Reset([]string{"a", "b", "c", "d"})
+	require.NoError(t, b.Send(protocol.Message{From: "a", To: protocol.Broadcast, Kind: "k"}, 1))
+	require.NoError(t, b.Send(protocol.Message{From: "b", To: "d", Kind: "k"}, 1))
+	b.Deliver()
+	require.Len(t, b.Mailbox(3), 2)
+	for _, ids := range [][]string{{"a", "b"}, {"a", "b", "c", "d", "e"}, {"a", "b", "c", "d"}} {
+		b.Reset(ids)
+		for i := range ids {
+			assert.Empty(t, b.Mailbox(i), "seat %d of %v", i, ids)
+		}
+	}
+	require.NoError(t, b.Send(protocol.Message{From: "c", To: "a", Kind: "k"}, 1))
+	b.Deliver()
+	assert.Len(t, b.Mailbox(0), 1)
+	assert.Empty(t, b.Mailbox(3))
+}

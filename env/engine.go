@@ -813,7 +813,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// engine's slices are read into locals once: the writes through o
 	// would otherwise make the compiler load them again for every actor.
 	byState, seats, machines, turns, cursor, obs := e.byState, e.seats, e.machines, e.turns, e.cursor, e.obs[:n]
-	now := e.step.time
+	now, policySeed, replay := e.step.time, e.setup.PolicySeed, e.setup.Counterfactual != nil
 	for k, i := range actors {
 		state := machines[i].State()
 		var v View
@@ -831,7 +831,12 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		o.Turn, o.Step = turns[i], now
 		o.View, o.Legal = v.Text, v.Legal
 		o.Inbox, o.Seen = mail[cursor[i]:], mail
-		o.Seed = e.turnSeed(i)
+		// The turn's seed: from the policy seed, the seat and the turn,
+		// salted for seats a counterfactual reseeds.
+		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
+		if replay {
+			o.Seed = e.reseed(i, o.Seed)
+		}
 		cursor[i] = len(mail)
 	}
 	if e.setup.ParallelPolicies && n > 1 {
@@ -973,15 +978,15 @@ func (e *Engine) invalidScore() Score {
 	return score
 }
 
-// turnSeed is seat i's seed for its current turn: derived from the policy
-// seed, the seat and the turn, and salted for seats a counterfactual
-// reseeds.
-func (e *Engine) turnSeed(i int) uint64 {
-	seed := seeds.Mix2(e.setup.PolicySeed, uint64(i), uint64(e.turns[i]))
-	if cf := e.setup.Counterfactual; cf != nil {
-		if salt, ok := cf.Reseed[i]; ok {
-			seed = seeds.Mix1(seed, salt)
-		}
+// reseed is seed, seat i's for its turn, salted when the counterfactual
+// reseeds the seat. A turn's seed is derived from the policy seed, the seat
+// and the turn (act does it inline), then reseeded.
+func (e *Engine) reseed(i int, seed uint64) uint64 {
+	if e.setup.Counterfactual == nil {
+		return seed
+	}
+	if salt, ok := e.setup.Counterfactual.Reseed[i]; ok {
+		return seeds.Mix1(seed, salt)
 	}
 	return seed
 }

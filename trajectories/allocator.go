@@ -144,6 +144,7 @@ type creditArrays struct {
 	credits []Credit
 	headers [][]float64
 	values  []float64
+	counts  []int // each episode's samples, counted once
 }
 
 // allocateInto is allocate, writing the credits into buf's arrays when buf
@@ -152,9 +153,14 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 	if buf == nil {
 		buf = &creditArrays{}
 	}
+	// Each episode's samples are counted once: counting them reads every
+	// turn.
+	counts := grow(buf.counts, len(group))
+	buf.counts = counts
 	total := 0
-	for _, ep := range group {
-		total += ep.SampleCount()
+	for e, ep := range group {
+		counts[e] = ep.SampleCount()
+		total += counts[e]
 	}
 	// Credits and headers are written whole below; values are cleared,
 	// since an allocator leaves an unfinished episode's at zero.
@@ -162,11 +168,11 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 	headers := grow(buf.headers, len(group)*(len(allocs)+1))
 	values := grown(buf.values, len(allocs)*total)
 	buf.credits, buf.headers, buf.values = credits, headers, values
-	for e, ep := range group {
+	for e := range group {
 		credits[e] = Credit{Allocators: names, Values: headers[e*len(allocs) : (e+1)*len(allocs) : (e+1)*len(allocs)]}
 		// One stretch of values for every allocator's values of the
 		// episode.
-		n := ep.SampleCount()
+		n := counts[e]
 		all := values[:len(allocs)*n]
 		values = values[len(allocs)*n:]
 		for i := range allocs {

@@ -54,6 +54,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -677,16 +678,31 @@ func newChooser(sel Selector) chooser {
 // actInto is act, writing the action into a (every field: the caller's
 // buffer may hold an earlier answer); the caller holds b.mu.
 func (b *book) actInto(obs *agents.Observation, a *agents.Action, c *chooser) error {
-	t, r, err := b.actRow(obs)
-	if err != nil {
-		*a = agents.Action{}
-		return err
+	// The usual case first, which actRow also handles but through a call:
+	// the agent after the previous one (table), the same view without
+	// messages (so the same state), the row's legal actions the same
+	// slice as the observation's (sameStrings).
+	var r *row
+	t := b.acted
+	if t != nil && t.next != nil && strcmp.Same(t.next.id, obs.Agent) && len(obs.Inbox) == 0 && b.viewState >= 0 && strcmp.Same(obs.View, b.view) {
+		if next := t.next.find(b.viewState); next != nil && len(next.legal) == len(obs.Legal) && len(obs.Legal) > 0 && &next.legal[0] == &obs.Legal[0] {
+			t, r = t.next, next
+			b.acted = t
+		}
+	}
+	if r == nil {
+		var err error
+		if t, r, err = b.actRow(obs); err != nil {
+			*a = agents.Action{}
+			return err
+		}
 	}
 	var i int
 	switch {
 	case !c.greedy:
 		i = c.sel.Select(r.values, obs)
-	case c.epsilon > 0 && obs.Float64(streamExplore) < c.epsilon:
+	// obs.Float64(streamExplore), without its call.
+	case c.epsilon > 0 && seeds.Float64(seeds.Mix1(obs.Seed, streamExplore)) < c.epsilon:
 		i = obs.Intn(streamRandom, len(r.values))
 	default:
 		i = r.greedyAction(obs)

@@ -31,8 +31,12 @@ func (s *Scenario) EpisodeMetrics(p env.Params, rec *episode.Record, dst []float
 	clear(dst)
 	home := len(dst) - 1
 	for i := range rec.Turns {
-		night, err := nights.Parse(rec.Turns[i].Action)
-		if err != nil || night < 0 || night >= home {
+		action := rec.Turns[i].Action
+		night, ok := digitNight(action, home)
+		if !ok {
+			night = nightIn(nights, action)
+		}
+		if night < 0 || night >= home {
 			dst[home]++
 			continue
 		}

@@ -187,9 +187,11 @@ func sampleSeatsInto(dst []int, ep *trajectories.Episode) ([]int, error) {
 	// turns say their seats without a map from agent to seat. Samples
 	// without their turns (read back from a file) name their agents.
 	if ep.Samples == nil || (len(ep.Turns) > 0 && ep.Record.Emitted() == len(ep.Samples)) {
+		// At most a seat per turn: sized without counting the emitted
+		// ones, which reads every turn.
 		out := dst[:0]
-		if cap(out) < ep.SampleCount() {
-			out = make([]int, 0, ep.SampleCount())
+		if cap(out) < len(ep.Turns) {
+			out = make([]int, 0, len(ep.Turns))
 		}
 		for k := range ep.Turns {
 			t := &ep.Turns[k]
