@@ -1,6 +1,9 @@
 package episode
 
 import (
+	"bytes"
+	"unsafe"
+
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
@@ -20,12 +23,25 @@ func SameSeats(a, b []Seat) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	if len(a) == 0 || sameWords(a, b) {
+		return true
+	}
 	for i := range a {
 		if !strcmp.Equal(a[i].ID, b[i].ID) || !strcmp.Equal(a[i].Role, b[i].Role) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameWords reports whether a and b, of one length, hold the same string
+// headers, word for word: then every ID and Role is the same string, at the
+// same address. One vectorised comparison of the arrays' memory is much
+// quicker than comparing the seats one by one, which an engine and a
+// learner do for every episode.
+func sameWords(a, b []Seat) bool {
+	size := len(a) * int(unsafe.Sizeof(Seat{}))
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }
 
 // Score is a scenario's verdict on a finished episode: the team reward G and,

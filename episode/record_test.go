@@ -1,6 +1,8 @@
 package episode_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/troupe-rl/troupe/episode"
@@ -34,5 +36,32 @@ func TestTextPromptRendersTheInboxFromTheLog(t *testing.T) {
 	}
 	if _, ok := rec.AgentScore(0); ok {
 		t.Error("AgentScore of a record without agent scores")
+	}
+}
+
+// TestSameSeats: the same seats in the same order, whether their strings
+// are the same ones or copies; anything else is not.
+func TestSameSeats(t *testing.T) {
+	seats := []episode.Seat{{ID: "a", Role: "r"}, {ID: "bb", Role: "r"}, {ID: "c", Role: "s"}}
+	copied := make([]episode.Seat, len(seats))
+	for i, s := range seats {
+		copied[i] = episode.Seat{ID: strings.Clone(s.ID), Role: strings.Clone(s.Role)}
+	}
+	for _, c := range []struct {
+		a, b []episode.Seat
+		want bool
+	}{
+		{seats, seats, true},
+		{seats, slices.Clone(seats), true},
+		{seats, copied, true},
+		{nil, []episode.Seat{}, true},
+		{seats, seats[:2], false},
+		{seats, []episode.Seat{{ID: "a", Role: "r"}, {ID: "bb", Role: "r"}, {ID: "c", Role: "r"}}, false},
+		{seats, []episode.Seat{{ID: "a", Role: "r"}, {ID: "b", Role: "r"}, {ID: "c", Role: "s"}}, false},
+		{seats, []episode.Seat{seats[1], seats[0], seats[2]}, false},
+	} {
+		if got := episode.SameSeats(c.a, c.b); got != c.want {
+			t.Errorf("SameSeats(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
 	}
 }
