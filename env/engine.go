@@ -1015,27 +1015,27 @@ func (e *Engine) inboxes(r *record) {
 // record appends the turns of the step's actors to the episode's record:
 // their observations (e.obs) and answers (e.acts), in order.
 func (e *Engine) record(actors []int) {
-	// The turns are written in place, in one stretch grown at once:
-	// copying a Turn, all pointers, costs write barriers. Every field is
-	// written: the array's elements past its length may hold a recycled
-	// record's turns (recordPool.put does not clear them).
-	first := len(e.rec.Turns)
-	e.rec.Turns = slices.Grow(e.rec.Turns, len(actors))[:first+len(actors)]
-	turns, obs, acts, emit, lastTurn := e.rec.Turns[first:], e.obs[:len(actors)], e.acts[:len(actors)], e.emit, e.lastTurn
+	// The turns are written in place: copying a Turn, all pointers, costs
+	// write barriers. Every field is written: the array's elements past
+	// its length may hold a recycled record's turns (recordPool.put does
+	// not clear them).
+	rec := e.rec
 	for k, i := range actors {
-		o, a, t := &obs[k], &acts[k], &turns[k]
+		o, a := &e.obs[k], &e.acts[k]
 		if len(o.Inbox) > 0 {
 			start := len(e.inbox)
 			for m := range o.Inbox {
 				e.inbox = append(e.inbox, o.Inbox[m].Seq)
 			}
-			e.spans = append(e.spans, inboxSpan{turn: first + k, lo: start, hi: len(e.inbox)})
+			e.spans = append(e.spans, inboxSpan{turn: len(rec.Turns), lo: start, hi: len(e.inbox)})
 		}
-		lastTurn[i] = first + k + 1
+		rec.Turns = extend(rec.Turns)
+		e.lastTurn[i] = len(rec.Turns)
+		t := &rec.Turns[len(rec.Turns)-1]
 		t.Seat, t.Step, t.Turn, t.State, t.Seed = i, o.Step, o.Turn, o.State, o.Seed
 		t.View, t.Legal = o.View, o.Legal
 		t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
-		t.Emit = emit[i]
+		t.Emit = e.emit[i]
 		t.Inbox = nil // set by inboxes at the episode's end
 		t.Notes = nil
 		if len(a.Notes) > 0 {
