@@ -606,6 +606,26 @@ func (t *table) event(ev Event) (int16, bool) {
 // runs. Without callbacks, Fire is a table lookup and allocates nothing.
 func (m *Machine) Fire(ev Event) error {
 	t := m.t
+	if !t.hasEventMap && !t.hasCallbacks && !m.leaving {
+		// The usual transition, with no call: a role without callbacks
+		// whose game fires the constant it declared (its bytes are the
+		// table's own, event's first loop).
+		for i, name := range t.events {
+			if strcmp.Same(string(name), string(ev)) {
+				if to := t.next[int(m.state)*len(t.events)+i]; to >= 0 {
+					m.state = to
+					return nil
+				}
+				break
+			}
+		}
+	}
+	return m.fire(ev)
+}
+
+// fire is Fire's general path: any event string, callbacks, refusals.
+func (m *Machine) fire(ev Event) error {
+	t := m.t
 	from := m.state
 	e, ok := t.event(ev)
 	if !ok || m.leaving {

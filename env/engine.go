@@ -774,17 +774,18 @@ func (e *Engine) anyActive() bool {
 // seat order. Under async, a seat of a role that declares no acting states
 // is ready only with unread mail: the messages make it act.
 func (e *Engine) ready(async bool) []int {
-	e.named = e.named[:0]
+	named, absent := e.named[:0], e.absent
 	for i, m := range e.machines {
-		if e.absent[i] || !m.Acting() {
+		if absent[i] || !m.Acting() {
 			continue
 		}
 		if async && !m.Role().DeclaresActing() && !e.step.HasMail(i) {
 			continue
 		}
-		e.named = append(e.named, i)
+		named = append(named, i)
 	}
-	return e.named
+	e.named = named
+	return named
 }
 
 // who describes the seats of actors and their states, for an error.
@@ -1015,27 +1016,34 @@ func (e *Engine) inboxes(r *record) {
 // record appends the turns of the step's actors to the episode's record:
 // their observations (e.obs) and answers (e.acts), in order.
 func (e *Engine) record(actors []int) {
-	// The turns are written in place: copying a Turn, all pointers, costs
-	// write barriers. Every field is written: the array's elements past
-	// its length may hold a recycled record's turns (recordPool.put does
-	// not clear them).
+	// The turns are written in place, in one stretch grown at once:
+	// copying a Turn, all pointers, costs write barriers. Every field is
+	// written: the array's elements past its length may hold a recycled
+	// record's turns (recordPool.put does not clear them). The slices are
+	// read into locals, which the writes through t would otherwise make
+	// the compiler load again for every actor, but not resliced: a step
+	// of one actor (a board game's) would pay more for the reslicing.
 	rec := e.rec
+	first, n := len(rec.Turns), len(rec.Turns)+len(actors)
+	if n > cap(rec.Turns) {
+		rec.Turns = slices.Grow(rec.Turns, len(actors))
+	}
+	rec.Turns = rec.Turns[:n]
+	turns, obs, acts, emit, lastTurn := rec.Turns, e.obs, e.acts, e.emit, e.lastTurn
 	for k, i := range actors {
-		o, a := &e.obs[k], &e.acts[k]
+		o, a, t := &obs[k], &acts[k], &turns[first+k]
 		if len(o.Inbox) > 0 {
 			start := len(e.inbox)
 			for m := range o.Inbox {
 				e.inbox = append(e.inbox, o.Inbox[m].Seq)
 			}
-			e.spans = append(e.spans, inboxSpan{turn: len(rec.Turns), lo: start, hi: len(e.inbox)})
+			e.spans = append(e.spans, inboxSpan{turn: first + k, lo: start, hi: len(e.inbox)})
 		}
-		rec.Turns = extend(rec.Turns)
-		e.lastTurn[i] = len(rec.Turns)
-		t := &rec.Turns[len(rec.Turns)-1]
+		lastTurn[i] = first + k + 1
 		t.Seat, t.Step, t.Turn, t.State, t.Seed = i, o.Step, o.Turn, o.State, o.Seed
 		t.View, t.Legal = o.View, o.Legal
 		t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
-		t.Emit = e.emit[i]
+		t.Emit = emit[i]
 		t.Inbox = nil // set by inboxes at the episode's end
 		t.Notes = nil
 		if len(a.Notes) > 0 {

@@ -157,6 +157,11 @@ type row struct {
 	switched bool
 	best     int // the action of the largest value now (the first of equals)
 	ties     int // how many actions have that value (1: best alone)
+	// second, when secondOK, is the largest value of the other actions
+	// (-Inf for a row of one): a fall of the best value that stays above
+	// it leaves best as it is, without a scan.
+	second   float64
+	secondOK bool
 	// distinct says that no two legal actions are the same text: the
 	// index Act chose is then the one Learn must find (playedIndex).
 	distinct bool
@@ -164,10 +169,11 @@ type row struct {
 
 // newRow returns a row of the legal actions, every value init.
 func newRow(legal []string, init float64) *row {
-	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, ties: len(legal), distinct: distinct(legal)}
+	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, distinct: distinct(legal)}
 	for i := range r.values {
 		r.values[i] = init
 	}
+	r.scan()
 	return r
 }
 
@@ -191,17 +197,23 @@ func distinct(legal []string) bool {
 	return true
 }
 
-// scan sets best and ties from the values.
+// scan sets best, ties and second from the values.
 func (r *row) scan() {
 	r.best, r.ties = 0, 1
+	second := math.Inf(-1)
 	for i := 1; i < len(r.values); i++ {
 		switch v := r.values[i]; {
 		case v > r.values[r.best]:
+			second = r.values[r.best]
 			r.best, r.ties = i, 1
 		case v == r.values[r.best]:
+			second = v
 			r.ties++
+		case v > second:
+			second = v
 		}
 	}
+	r.second, r.secondOK = second, true
 }
 
 // greedyAction is Greedy(r.values, obs), from the best action and ties
@@ -214,32 +226,51 @@ func (r *row) greedyAction(obs *agents.Observation) int {
 }
 
 // track notes the row's greedy action after an update of action a, whose
-// value was old, and keeps best and ties up to date. When the update
-// changed action a's value alone (whole false: the action-value learners),
-// only a fall of the best action's value can make another one best, so
-// the scan is rare; a rise or fall of another one moves best or ties by
-// itself. An update of the whole row (the gradient learner's preferences)
-// is scanned.
+// value was old, and keeps best, ties and second up to date. When the
+// update changed action a's value alone (whole false: the action-value
+// learners), only a fall of the best action's value below another one's
+// can make that one best: second, the largest of the others, says whether
+// it did, so the scan is rare; a rise or fall of another action moves
+// best, ties or second by itself. An update of the whole row (the
+// gradient learner's preferences) is scanned.
 func (r *row) track(a int, old float64, whole bool) {
+	v := r.values[a]
 	switch {
-	case whole || (a == r.best && r.values[a] < old):
+	case whole:
 		r.scan()
 	case a == r.best:
-		if r.values[a] > old {
+		switch {
+		case v > old:
 			r.ties = 1 // above the actions it was tied with
+		case v == old:
+		case r.secondOK && v > r.second:
+			r.ties = 1 // fell, but stays above every other action
+		default:
+			r.scan()
 		}
 	default:
-		v, top := r.values[a], r.values[r.best]
+		top := r.values[r.best]
 		switch {
 		case v > top:
 			r.best, r.ties = a, 1
+			r.second, r.secondOK = top, true
 		case v == top && old != top:
 			r.ties++
 			if a < r.best {
 				r.best = a
 			}
+			r.second, r.secondOK = top, true
 		case v < top && old == top:
 			r.ties-- // it was tied with best, after it
+			// With another action still tied, the others' largest is
+			// top; without, it is not known until the next scan.
+			r.second, r.secondOK = top, r.ties > 1
+		case v == old:
+		case !r.secondOK:
+		case v > r.second:
+			r.second = v
+		case old == r.second && v < old:
+			r.secondOK = false // it may have been the largest of the others
 		}
 	}
 	best := r.best

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"math"
 	"testing"
 
 	"github.com/troupe-rl/troupe/internal/seeds"
@@ -8,10 +9,17 @@ import (
 
 // TestTrackIsTheScan checks row.track, which scans a row only when an
 // update may have moved its best action, and keeps the count of actions
-// tied with it, against a full scan after every
+// tied with it and the others' largest value, against a full scan after every
 // update: random updates of one action (whole false), and of every value of
 // the row (whole true, the gradient learner's).
 func TestTrackIsTheScan(t *testing.T) {
+	known, updates := 0, 0
+	defer func() {
+		// The cache must be of use, not only right: known most of the time.
+		if known < updates/2 {
+			t.Errorf("the others' largest was known after %d of %d updates", known, updates)
+		}
+	}()
 	for _, whole := range []bool{false, true} {
 		for trial := range 200 {
 			n := 1 + seeds.Intn(seeds.Mix(uint64(trial), 0), 6)
@@ -43,6 +51,19 @@ func TestTrackIsTheScan(t *testing.T) {
 				if r.best != want || r.ties != ties {
 					t.Fatalf("whole=%v trial %d update %d: best %d of %d tied, the scan says %d of %d (values %v)", whole, trial, u, r.best, r.ties, want, ties, r.values)
 				}
+				second := math.Inf(-1)
+				for i, v := range r.values {
+					if i != want {
+						second = max(second, v)
+					}
+				}
+				if r.secondOK && r.second != second {
+					t.Fatalf("whole=%v trial %d update %d: the others' largest is %v, the scan says %v (values %v, best %d)", whole, trial, u, r.second, second, r.values, want)
+				}
+				if r.secondOK {
+					known++
+				}
+				updates++
 			}
 		}
 	}
