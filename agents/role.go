@@ -607,9 +607,9 @@ func (t *table) event(ev Event) (int16, bool) {
 func (m *Machine) Fire(ev Event) error {
 	t := m.t
 	if !t.hasEventMap && !t.hasCallbacks && !m.leaving {
-		// The usual transition, with no call: a role without callbacks
-		// whose game fires the constant it declared (its bytes are the
-		// table's own, event's first loop).
+		// The usual transition, without a call: a role without
+		// callbacks, and a game that fires the constant its role
+		// declared, whose bytes are the table's own (event's first loop).
 		for i, name := range t.events {
 			if strcmp.Same(string(name), string(ev)) {
 				if to := t.next[int(m.state)*len(t.events)+i]; to >= 0 {

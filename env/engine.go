@@ -1147,7 +1147,7 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 }
 
 // ReplayOneOut implements episode.OneOutReplayer: a finished game that is
-// an OneOutRescorer answers for all the seats at once, after the checks
+// a OneOutRescorer answers for all the seats at once, after the checks
 // Replay makes of each of those counterfactuals. Anything else is false,
 // and the caller replays them one by one.
 func (r *replay) ReplayOneOut(null bool, seats []int, team []float64) bool {

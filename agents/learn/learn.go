@@ -488,14 +488,7 @@ func (b *book) actRow(obs *agents.Observation) (*agentTable, *row, error) {
 	if len(obs.Legal) == 0 {
 		return nil, nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, agents.ErrNoLegalActions)
 	}
-	// The table after the previous Act's, as in table, without the call.
-	t := b.acted
-	if t != nil && t.next != nil && strcmp.Same(t.next.id, obs.Agent) {
-		t = t.next
-		b.acted = t
-	} else {
-		t = b.table(obs.Agent)
-	}
+	t := b.table(obs.Agent)
 	var state int
 	if len(obs.Inbox) == 0 && b.viewState >= 0 && strcmp.Same(obs.View, b.view) {
 		state = b.viewState
