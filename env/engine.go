@@ -823,7 +823,6 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		} else {
 			v = game.Observe(i)
 		}
-		mail := e.mailbox(i)
 		// Field by field, in place: a composite literal is built aside and
 		// copied, pointers and all.
 		o := &obs[k]
@@ -831,14 +830,18 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		o.State = state
 		o.Turn, o.Step = turns[i], now
 		o.View, o.Legal = v.Text, v.Legal
-		o.Inbox, o.Seen = mail[cursor[i]:], mail
+		if mail := e.mailbox(i); len(mail) == 0 {
+			o.Inbox, o.Seen = mail, mail // and the cursor is at 0
+		} else {
+			o.Inbox, o.Seen = mail[cursor[i]:], mail
+			cursor[i] = len(mail)
+		}
 		// The turn's seed: from the policy seed, the seat and the turn,
 		// salted for seats a counterfactual reseeds.
 		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
-		cursor[i] = len(mail)
 	}
 	if e.setup.ParallelPolicies && n > 1 {
 		var g errgroup.Group
