@@ -43,9 +43,7 @@ func NewGradient(cfg GradientConfig) (*Gradient, error) {
 	if !(cfg.Baseline >= 0 && cfg.Baseline <= 1) {
 		return nil, fmt.Errorf("%w: baseline %v: want a number in [0, 1]", ErrBadConfig, cfg.Baseline)
 	}
-	g := &Gradient{rate: cfg.Rate, baseline: cfg.Baseline, book: newBook(cfg.Options, 0)}
-	g.wholeRow = true
-	return g, nil
+	return &Gradient{rate: cfg.Rate, baseline: cfg.Baseline, book: newBook(cfg.Options, 0)}, nil
 }
 
 // Act implements agents.Policy: it samples an action from the softmax of
@@ -64,23 +62,28 @@ func (l *Gradient) ActBatch(_ context.Context, obs []agents.Observation, acts []
 
 // Learn implements Learner.
 func (l *Gradient) Learn(rec *episode.Record, credit *trajectories.Credit) error {
-	return l.learn(rec, credit, func(s learned) {
-		r := s.row
-		pi := l.policy(r.values)
-		adv := s.reward - r.baseline
-		for b := range r.values {
-			grad := -pi[b]
-			if b == s.action {
-				grad++
+	return l.learn(rec, credit, func(turns []learned) {
+		for i := range turns {
+			s := &turns[i]
+			r := s.row
+			old := r.values[s.action]
+			pi := l.policy(r.values)
+			adv := s.reward - r.baseline
+			for b := range r.values {
+				grad := -pi[b]
+				if b == s.action {
+					grad++
+				}
+				r.values[b] += l.rate * adv * grad
 			}
-			r.values[b] += l.rate * adv * grad
+			r.updates++
+			step := l.baseline
+			if step == 0 {
+				step = 1 / float64(r.updates)
+			}
+			r.baseline += step * (s.reward - r.baseline)
+			r.track(s.action, old, true) // every preference moved
 		}
-		r.updates++
-		step := l.baseline
-		if step == 0 {
-			step = 1 / float64(r.updates)
-		}
-		r.baseline += step * (s.reward - r.baseline)
 	})
 }
 

@@ -427,9 +427,8 @@ type book struct {
 	// its seats are usually the same.
 	seats  []episode.Seat
 	tables []*agentTable
-	// wholeRow says that an update changes every value of its row (the
-	// gradient learner's), not only the updated action's (see track).
-	wholeRow bool
+	// turns is readAll's buffer, reused from episode to episode.
+	turns []learned
 }
 
 func newBook(opts Options, init float64) book {
@@ -544,9 +543,13 @@ type learned struct {
 	reward float64
 }
 
-// learn calls update for every emitted turn of a finished episode, in
-// order, holding b.mu.
-func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(learned)) error {
+// learn reads every emitted turn of a finished episode, in order, into
+// the row, action and reward it updates, and calls apply with them, holding
+// b.mu. The turns are read first and applied after, so that the learner's
+// update loop makes no call but track: in Go, every call in a loop costs
+// its live values a spill. When a turn cannot be read, apply gets the
+// turns before it, and learn returns the error.
+func (b *book) learn(rec *episode.Record, c *trajectories.Credit, apply func(turns []learned)) error {
 	if !rec.Finished() {
 		return nil
 	}
@@ -565,8 +568,21 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	turns, err := b.readAll(rec, rewards)
+	apply(turns)
+	return err
+}
+
+// readAll reads the emitted turns of rec, whose rewards are given, into
+// b.turns, and returns them: all of them, or those before the first that
+// cannot be read, and its error. The caller holds b.mu.
+func (b *book) readAll(rec *episode.Record, rewards []float64) ([]learned, error) {
 	tables := b.seatTables(rec.Seats)
-	k := 0
+	out := b.turns[:0]
+	if cap(out) < len(rewards) {
+		out = make([]learned, 0, len(rewards))
+		b.turns = out
+	}
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
 		if !t.Emit {
@@ -584,17 +600,15 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, update func(le
 			}
 		}
 		if l.row == nil {
+			var err error
 			if l, err = b.read(rec, tables, t); err != nil {
-				return fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+				return out, fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
 			}
 		}
-		l.reward = rewards[k]
-		k++
-		old := l.row.values[l.action]
-		update(l)
-		l.row.track(l.action, old, b.wholeRow)
+		l.reward = rewards[len(out)]
+		out = append(out, l)
 	}
-	return nil
+	return out, nil
 }
 
 // seatTables returns the table of each of seats, nil where not looked up

@@ -593,3 +593,32 @@ func TestActMapsEachPrompt(t *testing.T) {
 		assert.True(t, ok, "%s in %q", agent, state)
 	}
 }
+
+// TestLearnKeepsTheTurnsBeforeABadOne: Learn's contract, a turn the
+// learner did not act for is an error and the turns before it have been
+// learned, for both kinds of learner.
+func TestLearnKeepsTheTurnsBeforeABadOne(t *testing.T) {
+	sc := newBandit([]float64{1, 2}, "s", "s")
+	p, err := sc.Info().ParseParams(nil)
+	require.NoError(t, err)
+	values, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5})
+	require.NoError(t, err)
+	gradient, err := learn.NewGradient(learn.GradientConfig{Rate: 0.5})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		l       learn.Learner
+		read    func(agent, state string) ([]string, []float64, bool)
+		initial []float64
+	}{{values, values.Values, []float64{0, 0}}, {gradient, gradient.Policy, []float64{0.5, 0.5}}} {
+		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(c.l)}))
+		require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
+		require.Equal(t, 1, ep.Turns[1].Seat)
+		ep.Turns[1].Action = "arm9"
+		err := c.l.Learn(&ep.Record, ep.Credit)
+		require.ErrorIs(t, err, learn.ErrUnknownTurn)
+		_, q0, _ := c.read("p0", "s")
+		_, q1, _ := c.read("p1", "s")
+		assert.NotEqual(t, c.initial, q0, "the turn before the bad one is learned")
+		assert.Equal(t, c.initial, q1, "the bad turn is not")
+	}
+}

@@ -165,19 +165,26 @@ func (l *Values) ActBatch(_ context.Context, obs []agents.Observation, acts []ag
 
 // Learn implements Learner.
 func (l *Values) Learn(rec *episode.Record, credit *trajectories.Credit) error {
-	return l.learn(rec, credit, func(s learned) {
-		q := &s.row.values[s.action]
-		step := l.alpha
-		if l.unbiased {
-			if s.row.trace == nil {
-				s.row.trace = make([]float64, len(s.row.values))
+	return l.learn(rec, credit, func(turns []learned) {
+		alpha, unbiased := l.alpha, l.unbiased
+		for i := range turns {
+			s := &turns[i]
+			r := s.row
+			q := &r.values[s.action]
+			old := *q
+			step := alpha
+			if unbiased {
+				if r.trace == nil {
+					r.trace = make([]float64, len(r.values))
+				}
+				o := &r.trace[s.action]
+				*o += alpha * (1 - *o)
+				step /= *o
 			}
-			o := &s.row.trace[s.action]
-			*o += l.alpha * (1 - *o)
-			step /= *o
+			*q += step * (s.reward - *q)
+			r.updates++
+			r.track(s.action, old, false)
 		}
-		*q += step * (s.reward - *q)
-		s.row.updates++
 	})
 }
 
