@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -421,4 +422,34 @@ func TestParseAxis(t *testing.T) {
 		_, err := experiment.ParseAxis(bad)
 		assert.ErrorIs(t, err, experiment.ErrBadConfig, bad)
 	}
+}
+
+// TestRunWritesResultsOfSeedsThatAllDifferAlike: two allocators whose
+// seeds all differ by the same amount have an infinite Cohen's d_z, which
+// used to make results.json unwritable ("json: unsupported value: -Inf")
+// and the whole experiment fail at its end. It is written null there, and
+// as -Inf in the CSV and the report.
+func TestRunWritesResultsOfSeedsThatAllDifferAlike(t *testing.T) {
+	dir := t.TempDir()
+	spec, err := learn.Parse("egreedy")
+	require.NoError(t, err)
+	res, err := experiment.Run(context.Background(), experiment.Config{
+		Scenario:   committee.New(),
+		Axes:       []experiment.Axis{{Param: "uninformed", Values: []string{"1"}}},
+		Allocators: []string{"team", "difference"},
+		Learner:    spec,
+		Learn:      []string{committee.RoleAdviser},
+		Policies:   map[string]string{committee.RoleDecider: "scripted"},
+		Seeds:      2,
+		Seed:       1,
+		Episodes:   100,
+		Parallel:   1,
+		Out:        dir,
+	})
+	require.NoError(t, err)
+	require.Len(t, res.Comparisons, 1)
+	require.True(t, math.IsInf(float64(res.Comparisons[0].D), 0), "this grid's seeds differ alike: d_z %v", res.Comparisons[0].D)
+	files := outputs(t, dir)
+	assert.Contains(t, string(files["results.json"]), `"cohen_dz": null`)
+	assert.Contains(t, string(files["comparisons.csv"]), "Inf")
 }

@@ -324,7 +324,7 @@ func (p *plan) comparisonsCSV(res *Result) ([]byte, error) {
 		per := k * (k - 1) / 2
 		for i, c := range res.Comparisons {
 			rec := append(p.lead(i/max(per, 1), -1), res.Metric, c.A, c.B, strconv.Itoa(c.N), ftoa(c.Diff), ftoa(c.CILow), ftoa(c.CIHigh),
-				strconv.Itoa(c.Wins), strconv.Itoa(c.Ties), ftoa(c.PT), ftoa(c.PSign), ftoa(c.PHolm), ftoa(c.D))
+				strconv.Itoa(c.Wins), strconv.Itoa(c.Ties), ftoa(c.PT), ftoa(c.PSign), ftoa(c.PHolm), ftoa(float64(c.D)))
 			if err := emit(rec); err != nil {
 				return err
 			}

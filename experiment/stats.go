@@ -90,9 +90,10 @@ type Comparison struct {
 	PSign float64 `json:"p_sign_flip"`
 	PHolm float64 `json:"p_holm"`
 	// D is Cohen's d_z: mean(d)/sd(d), the effect in units of the seeds'
-	// spread of differences (±Inf when every seed differs by the same
-	// non-zero amount, 0 when none differs).
-	D float64 `json:"cohen_dz"`
+	// spread of differences: ±Inf when every seed differs by the same
+	// non-zero amount (written null in JSON, "+Inf" in CSV), 0 when none
+	// differs.
+	D Number `json:"cohen_dz"`
 }
 
 // compare compares a with b, seed by seed.
@@ -115,9 +116,9 @@ func compare(a, b []float64, seed uint64) Comparison {
 	c.PT, c.D = pairedT(st), 0
 	switch {
 	case st.Std > 0:
-		c.D = st.Mean / st.Std
+		c.D = Number(st.Mean / st.Std)
 	case st.Mean != 0:
-		c.D = math.Copysign(math.Inf(1), st.Mean)
+		c.D = Number(math.Copysign(math.Inf(1), st.Mean))
 	}
 	c.PSign = signFlip(d, seed)
 	return c

@@ -1,11 +1,13 @@
 package experiment
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStudentTMatchesTables(t *testing.T) {
@@ -68,14 +70,14 @@ func TestCompareAndHolm(t *testing.T) {
 	assert.Equal(t, 4, c.Wins)
 	assert.InDelta(t, 0.1375, c.Diff, 1e-12)
 	sd := summarise([]float64{0.2, 0.05, 0.25, 0.05}).Std
-	assert.InDelta(t, 0.1375/sd, c.D, 1e-12)
+	assert.InDelta(t, 0.1375/sd, float64(c.D), 1e-12)
 	assert.Equal(t, 2.0/16, c.PSign)
 	assert.True(t, c.CILow > 0 && c.CIHigh > c.CILow)
 	tstat := 0.1375 / (sd / 2)
 	assert.InDelta(t, studentTwoSided(tstat, 3), c.PT, 1e-12)
 
 	same := compare(a, a, 3)
-	assert.Equal(t, 0.0, same.D)
+	assert.Equal(t, Number(0), same.D)
 	assert.Equal(t, 1.0, same.PT)
 	assert.Equal(t, 4, same.Ties)
 
@@ -85,4 +87,20 @@ func TestCompareAndHolm(t *testing.T) {
 	assert.InDelta(t, 0.06, cs[2].PHolm, 1e-12)
 	assert.InDelta(t, 0.06, cs[1].PHolm, 1e-12, "step-down p-values never decrease")
 	assert.False(t, math.IsNaN(cs[1].PHolm))
+}
+
+// TestEveryComparisonEncodes: seeds that all differ by the same amount
+// have an infinite d_z, which JSON cannot hold: it is written null, and
+// the rest of the comparison as usual.
+func TestEveryComparisonEncodes(t *testing.T) {
+	c := compare([]float64{1, 2, 3}, []float64{0.5, 1.5, 2.5}, 1)
+	assert.True(t, math.IsInf(float64(c.D), 1))
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"cohen_dz":null`)
+	assert.Contains(t, string(b), `"diff":0.5`)
+	c = compare([]float64{0, 1}, []float64{1, 2}, 1)
+	assert.True(t, math.IsInf(float64(c.D), -1))
+	_, err = json.Marshal(c)
+	require.NoError(t, err)
 }
