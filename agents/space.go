@@ -79,14 +79,24 @@ func (s *Ints) Text(v int) string {
 // Parse reads text as an integer of the range, written as Legal writes it
 // (no sign on non-negative numbers, no leading zeros, no spaces).
 func (s *Ints) Parse(text string) (int, error) {
-	// One digit, the usual move of a small space, is read inline: Parse
-	// is on every move's path, once in the game and again in its metrics.
-	if len(text) == 1 {
-		if v := int(text[0] - '0'); v <= 9 && s.Contains(v) {
-			return v, nil
-		}
+	if v, ok := s.Digit(text); ok {
+		return v, nil
 	}
 	return s.parse(text)
+}
+
+// Digit is Parse for the usual move of a small space, one decimal digit:
+// text's value and true when text is one digit of the range, false for
+// any other text (which Parse may still accept). It inlines where Parse is
+// a call, for the loops that read every agent's move (a game's Apply, its
+// metrics): they ask Digit first, and Parse only when it says false.
+func (s *Ints) Digit(text string) (int, bool) {
+	if len(text) == 1 {
+		if v := int(text[0]) - '0'; uint(v) <= 9 && s.Contains(v) {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // parse is Parse for anything but one digit of the range.

@@ -89,6 +89,9 @@ func FuzzIntsParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		v, err := s.Parse(text)
+		if d, ok := s.Digit(text); ok && (err != nil || d != v) {
+			t.Fatalf("Digit(%q) = %d, Parse = %d, %v", text, d, v, err)
+		}
 		if err != nil {
 			// Every number of the range in its canonical form is accepted.
 			if n, aerr := strconv.Atoi(text); aerr == nil && s.Contains(n) && strconv.Itoa(n) == text {
@@ -113,4 +116,24 @@ func ExampleIntRange() {
 	// 11 10
 	// 7 <nil>
 	// not a legal action: "eleven" is not an integer from 0 to 10
+}
+
+// TestDigitIsParse: Digit reads a one-digit text of the range as Parse
+// does, says false for everything else, and is true for every one-digit
+// number of the range, which is what makes it worth asking first.
+func TestDigitIsParse(t *testing.T) {
+	for _, s := range []*agents.Ints{agents.IntRange(0, 0), agents.IntRange(0, 6), agents.IntRange(0, 9), agents.IntRange(0, 99), agents.IntRange(-5, 3), agents.IntRange(4, 20)} {
+		texts := []string{"", "home", "-1", "+1", "07", "00", " 3", "3 ", "１", "a", "/", ":", "10", "99", "100"}
+		for c := range 256 {
+			texts = append(texts, string(rune(c)))
+		}
+		for _, text := range texts {
+			d, ok := s.Digit(text)
+			v, err := s.Parse(text)
+			inRange := len(text) == 1 && text[0] >= '0' && text[0] <= '9' && s.Contains(int(text[0]-'0'))
+			if ok != inRange || (ok && (err != nil || d != v)) {
+				t.Errorf("%d..%d: Digit(%q) = %d, %v; Parse = %d, %v", s.Lo(), s.Hi(), text, d, ok, v, err)
+			}
+		}
+	}
 }

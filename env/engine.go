@@ -849,7 +849,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			g.Go(func() error { e.askFrom(ctx, actors, k, k+1); return nil })
 		}
 		_ = g.Wait()
-	} else if batch := e.batch; e.batched && e.setup.Counterfactual == nil && n > 1 {
+	} else if batch := e.batch; e.batched && !replay && n > 1 {
 		// Each run of actors that share a BatchPolicy is asked in one
 		// call; the others one by one. A replay's policies are not base's.
 		for k := 0; k < n; {
@@ -878,7 +878,7 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			return err
 		}
 	}
-	if e.setup.Counterfactual == nil {
+	if !replay {
 		e.record(actors)
 	}
 	for k, i := range actors {

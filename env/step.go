@@ -87,32 +87,23 @@ func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 // is what moves the turn: the engine asks the agents whose states are
 // acting ones.
 func (s *Step) Fire(seat int, ev agents.Event) error {
-	e := s.e
-	m := e.machines[seat]
-	if e.setup.Counterfactual != nil || m.HasCallbacks() {
-		return s.fireSlow(m, seat, ev)
-	}
-	// Nothing can fire in between: the transition is recorded after.
-	from := m.State()
-	if err := m.Fire(ev); err != nil {
-		return err
-	}
-	// Written in place, field by field (extend).
-	rec := e.rec
-	rec.Transitions = extend(rec.Transitions)
-	t := &rec.Transitions[len(rec.Transitions)-1]
-	t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, m.State()
-	return nil
-}
-
-// fireSlow is Fire in a replay, which records no transition, and for a
-// role with callbacks, which may fire again while it moves: apart from
-// Fire, whose frame it would otherwise enlarge for every transition.
-func (s *Step) fireSlow(m *agents.Machine, seat int, ev agents.Event) error {
+	m := s.e.machines[seat]
 	if s.e.setup.Counterfactual != nil {
 		return m.Fire(ev) // a replay records no transition
 	}
 	rec := s.e.rec
+	if !m.HasCallbacks() {
+		// Nothing can fire in between: the transition is recorded after.
+		from := m.State()
+		if err := m.Fire(ev); err != nil {
+			return err
+		}
+		// Written in place, field by field (extend).
+		rec.Transitions = extend(rec.Transitions)
+		t := &rec.Transitions[len(rec.Transitions)-1]
+		t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, m.State()
+		return nil
+	}
 	// The transition's place in the record is taken before the machine
 	// moves: a callback that fires again (an enter_ moving on) comes after
 	// it, as it happens after it.

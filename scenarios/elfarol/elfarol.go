@@ -232,7 +232,9 @@ func (g *game) Observe(int) env.View { return g.view }
 
 func (g *game) Apply(s *env.Step, moves []env.Move) error {
 	for _, m := range moves {
-		night, ok := digitNight(m.Action.Text, len(g.counts))
+		// Digit inlines where nightOf is a call: one digit is every
+		// answer in a week of up to ten nights.
+		night, ok := g.nights.Digit(m.Action.Text)
 		if !ok {
 			night = g.nightOf(m.Action.Text)
 		}
@@ -257,32 +259,12 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 
 // nightOf returns the night an answer names, or -1 (home) for the null
 // action and anything else that is not a night 0..K-1 as Legal writes it.
-func (g *game) nightOf(text string) int { return nightIn(g.nights, text) }
-
-// nightIn is the night of nights (0..K-1) that text names as Legal writes
-// it, or -1.
-func nightIn(nights *agents.Ints, text string) int {
-	if night, ok := digitNight(text, nights.Len()); ok {
-		return night
-	}
-	night, err := nights.Parse(text)
+func (g *game) nightOf(text string) int {
+	night, err := g.nights.Parse(text)
 	if err != nil {
 		return -1
 	}
 	return night
-}
-
-// digitNight is the night a one-digit answer names in a week of k nights
-// (every answer, in a week of up to ten); false for any other answer. It
-// inlines, where Parse is a call: the loops over every patron's answer
-// (Apply, EpisodeMetrics) ask it first.
-func digitNight(text string, k int) (int, bool) {
-	if len(text) == 1 {
-		if d := int(text[0]) - '0'; uint(d) <= 9 && d < k {
-			return d, true
-		}
-	}
-	return 0, false
 }
 
 func (g *game) Score() env.Score {

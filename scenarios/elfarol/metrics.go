@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 )
@@ -28,19 +27,17 @@ func (s *Scenario) MetricNames(p env.Params) []string {
 // whose answer named each night, the others staying home, as the game
 // does, and ranks the nights.
 func (s *Scenario) EpisodeMetrics(p env.Params, rec *episode.Record, dst []float64) {
+	_, nights := s.shared(p.Int("agents"), p.Int("nights"))
 	clear(dst)
 	home := len(dst) - 1
-	// The space of nights is looked up (under the scenario's lock, which
-	// concurrent cells share) only for an answer that is not one digit.
-	var nights *agents.Ints
 	for i := range rec.Turns {
-		action := rec.Turns[i].Action
-		night, ok := digitNight(action, home)
+		// As Apply reads an answer: Digit first, which inlines.
+		night, ok := nights.Digit(rec.Turns[i].Action)
 		if !ok {
-			if nights == nil {
-				_, nights = s.shared(p.Int("agents"), p.Int("nights"))
+			var err error
+			if night, err = nights.Parse(rec.Turns[i].Action); err != nil {
+				night = -1
 			}
-			night = nightIn(nights, action)
 		}
 		if night < 0 || night >= home {
 			dst[home]++

@@ -237,22 +237,3 @@ func TestRescoreOneOutIsRescore(t *testing.T) {
 	unscored := &game{c: 1, choice: []int{0}, counts: []int{1}}
 	assert.False(t, unscored.RescoreOneOut(true, []int{0}, make([]float64, 1)), "a game not yet scored")
 }
-
-// TestNightInIsParse: the night an answer names, with one digit read
-// inline, is the one Ints.Parse reads, for every answer and week length.
-func TestNightInIsParse(t *testing.T) {
-	for _, k := range []int{1, 7, 10, 12, 100} {
-		nights := agents.IntRange(0, k-1)
-		answers := []string{"", "home", "-1", "+1", "07", "00", " 3", "3 ", "１", "a", "/", ":", "10", "99", "100"}
-		for v := range k + 3 {
-			answers = append(answers, strconv.Itoa(v))
-		}
-		for _, text := range answers {
-			want := -1
-			if v, err := nights.Parse(text); err == nil {
-				want = v
-			}
-			assert.Equal(t, want, nightIn(nights, text), "%q in %d nights", text, k)
-		}
-	}
-}
