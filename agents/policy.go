@@ -39,11 +39,15 @@ type Observation struct {
 
 // Intn returns a uniform integer in [0, n) drawn from the turn's seed and the
 // stream number k, so one turn can draw several independent numbers.
-func (o *Observation) Intn(k uint64, n int) int { return seeds.Intn(seeds.Mix1(o.Seed, k), n) }
+func (o *Observation) Intn(k uint64, n int) int {
+	return seeds.Intn(seeds.MixKeyed(o.Seed, seeds.Key(k)), n) // seeds.Mix1, inline
+}
 
 // Float64 returns a uniform float in [0, 1) drawn from the turn's seed and the
 // stream number k.
-func (o *Observation) Float64(k uint64) float64 { return seeds.Float64(seeds.Mix1(o.Seed, k)) }
+func (o *Observation) Float64(k uint64) float64 {
+	return seeds.Float64(seeds.MixKeyed(o.Seed, seeds.Key(k))) // seeds.Mix1, inline
+}
 
 // Tokens is what an LLM policy knows about the tokens behind its answer.
 // Prompt then Response make up the sample's tokens. LogProbs, when non-nil,

@@ -605,22 +605,36 @@ func (t *table) event(ev Event) (int16, bool) {
 // looplab's fsm.InvalidEventError or fsm.UnknownEventError; no callback
 // runs. Without callbacks, Fire is a table lookup and allocates nothing.
 func (m *Machine) Fire(ev Event) error {
-	t := m.t
-	if !t.hasEventMap && !t.hasCallbacks && !m.leaving {
-		// The usual transition, without a call: a role without
-		// callbacks, and a game that fires the constant its role
-		// declared, whose bytes are the table's own (event's first loop).
-		for i, name := range t.events {
-			if strcmp.Same(string(name), string(ev)) {
-				if to := t.next[int(m.state)*len(t.events)+i]; to >= 0 {
-					m.state = to
-					return nil
-				}
-				break
-			}
-		}
+	if _, _, ok := m.Move(ev); ok {
+		return nil
 	}
 	return m.fire(ev)
+}
+
+// Move is Fire's usual transition, without a call to Fire, for the
+// environment that records each transition: a role without callbacks, and
+// a game that fires the constant its role declared, whose bytes are the
+// table's own (event's first loop). Then it moves the machine and returns
+// the states it left and entered, and true. Otherwise it changes nothing
+// and returns false: the caller fires ev with Fire, which takes the
+// general path (any event string, callbacks, refusals).
+func (m *Machine) Move(ev Event) (from, to State, ok bool) {
+	t := m.t
+	if t.hasEventMap || t.hasCallbacks || m.leaving {
+		return "", "", false
+	}
+	for i, name := range t.events {
+		if strcmp.Same(string(name), string(ev)) {
+			next := t.next[int(m.state)*len(t.events)+i]
+			if next < 0 {
+				break
+			}
+			from = t.states[m.state]
+			m.state = next
+			return from, t.states[next], true
+		}
+	}
+	return "", "", false
 }
 
 // fire is Fire's general path: any event string, callbacks, refusals.

@@ -87,7 +87,26 @@ func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 // is what moves the turn: the engine asks the agents whose states are
 // acting ones.
 func (s *Step) Fire(seat int, ev agents.Event) error {
-	m := s.e.machines[seat]
+	e := s.e
+	m := e.machines[seat]
+	if e.setup.Counterfactual == nil {
+		// The usual transition (agents.Machine.Move): nothing fires in
+		// between, and it is recorded after, in place, field by field
+		// (extend).
+		if from, to, ok := m.Move(ev); ok {
+			rec := e.rec
+			rec.Transitions = extend(rec.Transitions)
+			t := &rec.Transitions[len(rec.Transitions)-1]
+			t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, to
+			return nil
+		}
+	}
+	return s.fire(m, seat, ev)
+}
+
+// fire is Fire's general path: a replay, which records no transition; an
+// event Move leaves to Machine.Fire; callbacks.
+func (s *Step) fire(m *agents.Machine, seat int, ev agents.Event) error {
 	if s.e.setup.Counterfactual != nil {
 		return m.Fire(ev) // a replay records no transition
 	}
@@ -98,10 +117,7 @@ func (s *Step) Fire(seat int, ev agents.Event) error {
 		if err := m.Fire(ev); err != nil {
 			return err
 		}
-		// Written in place, field by field (extend).
-		rec.Transitions = extend(rec.Transitions)
-		t := &rec.Transitions[len(rec.Transitions)-1]
-		t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, m.State()
+		rec.Transitions = append(rec.Transitions, episode.Transition{Step: s.time, Seat: seat, Event: ev, From: from, To: m.State()})
 		return nil
 	}
 	// The transition's place in the record is taken before the machine

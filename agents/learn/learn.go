@@ -740,7 +740,7 @@ func (b *book) actInto(obs *agents.Observation, a *agents.Action, c *chooser) er
 	case !c.greedy:
 		i = c.sel.Select(r.values, obs)
 	// obs.Float64(streamExplore), without its call.
-	case c.epsilon > 0 && seeds.Float64(seeds.Mix1(obs.Seed, streamExplore)) < c.epsilon:
+	case c.epsilon > 0 && seeds.Float64(seeds.MixKeyed(obs.Seed, seeds.Key(streamExplore))) < c.epsilon:
 		i = obs.Intn(streamRandom, len(r.values))
 	default:
 		i = r.greedyAction(obs)

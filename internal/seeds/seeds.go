@@ -18,21 +18,24 @@ func Mix(parent uint64, path ...uint64) uint64 {
 
 // Mix1 is Mix(parent, a), and Mix2 is Mix(parent, a, b), for the hot
 // paths that derive a seed per turn: without the variadic slice and its
-// loop. (Their three and five SplitMix64 rounds are too many for the
-// compiler to inline them.)
-func Mix1(parent, a uint64) uint64 {
-	return splitmix(splitmix(parent ^ key(a)))
-}
+// loop. Neither inlines (Mix1's key lookup with its fallback and two
+// SplitMix64 rounds are too much for the compiler's budget, Mix2's five
+// rounds more so); MixKeyed does.
+func Mix1(parent, a uint64) uint64 { return MixKeyed(parent, Key(a)) }
+
+// MixKeyed is Mix1(parent, a) for k = Key(a): small enough to inline, where
+// Mix1, with the lookup of the key, is not. Hot paths that draw the same
+// stream turn after turn take its key once, or look it up inline.
+func MixKeyed(parent, k uint64) uint64 { return splitmix(splitmix(parent ^ k)) }
 
 // Mix2 is Mix(parent, a, b); see Mix1.
 func Mix2(parent, a, b uint64) uint64 {
-	x := splitmix(parent ^ key(a))
-	return splitmix(splitmix(x ^ key(b)))
+	return MixKeyed(splitmix(parent^Key(a)), Key(b))
 }
 
-// key is a path element's contribution to Mix, splitmix(p + γ): looked up
+// Key is a path element's contribution to Mix, splitmix(p + γ): looked up
 // for the small numbers per-turn seeds are made of (seats, turns, streams).
-func key(p uint64) uint64 {
+func Key(p uint64) uint64 {
 	if p < uint64(len(keys)) {
 		return keys[p]
 	}

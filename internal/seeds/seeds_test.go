@@ -69,12 +69,16 @@ func TestFloat64InUnitInterval(t *testing.T) {
 }
 
 // TestMix1AndMix2AreMix checks the per-turn forms against Mix, for path
-// elements in and out of their table of keys (below 256).
+// elements in and out of their table of keys (below 256), and MixKeyed with
+// Key against Mix1.
 func TestMix1AndMix2AreMix(t *testing.T) {
 	for _, v := range []uint64{0, 1, 2, 0x9e3779b97f4a7c15, 1 << 63, ^uint64(0), 12345678901234567} {
 		for _, a := range []uint64{0, 1, 7, 255, 256, 257, 1000, ^uint64(0)} {
 			if got, want := Mix1(v, a), Mix(v, a); got != want {
 				t.Fatalf("Mix1(%d, %d) = %d, Mix gives %d", v, a, got, want)
+			}
+			if got, want := MixKeyed(v, Key(a)), Mix(v, a); got != want {
+				t.Fatalf("MixKeyed(%d, Key(%d)) = %d, Mix gives %d", v, a, got, want)
 			}
 			for _, b := range []uint64{0, 3, 255, 256, 1 << 40} {
 				if got, want := Mix2(v, a, b), Mix(v, a, b); got != want {
