@@ -180,16 +180,21 @@ func (b *MemBus) Send(m protocol.Message, time int) error {
 // steps send through it, and the message is built only once, in place in
 // the log, rather than as a value copied from call to call.
 func (b *MemBus) post(from string, to protocol.Address, kind, payload string, quiet bool, time int) error {
+	// self is the sender's seat, which a broadcast or channel message
+	// does not reach; -1 for the environment.
+	self := -1
 	if from != protocol.EnvSender {
-		if _, ok := b.seatOf(from); !ok {
+		i, ok := b.seatOf(from)
+		if !ok {
 			return fmt.Errorf("%w: sender %q is not an agent of this episode", ErrBadMessage, from)
 		}
+		self = i
 	}
 	start := len(b.recipients)
 	switch {
 	case to.IsBroadcast():
-		for i, id := range b.ids {
-			if !strcmp.Equal(id, from) {
+		for i := range b.ids {
+			if i != self {
 				b.recipients = append(b.recipients, i)
 			}
 		}
@@ -200,7 +205,7 @@ func (b *MemBus) post(from string, to protocol.Address, kind, payload string, qu
 			return fmt.Errorf("%w: %s sends to channel %q, which has never had a member (Join it first)", ErrBadMessage, sender(from), name)
 		}
 		for _, i := range members {
-			if !strcmp.Equal(b.ids[i], from) {
+			if i != self {
 				b.recipients = append(b.recipients, i)
 			}
 		}

@@ -898,7 +898,13 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 // method, not a closure: a closure that the parallel branch hands to
 // goroutines would be allocated at every step.
 func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next int) {
+	// asked says that no policy panicked, without the call to recover
+	// that finds it out.
+	asked := false
 	defer func() {
+		if asked {
+			return
+		}
 		if r := recover(); r != nil {
 			e.errs[next] = e.policyPanic(next, r)
 			next++
@@ -913,6 +919,7 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 		mv := &e.moves[next]
 		mv.Seat, mv.Action = actors[next], &e.acts[next]
 	}
+	asked = true
 	return end
 }
 

@@ -128,6 +128,15 @@ func (a Individual) Allocate(_ context.Context, group []*trajectories.Episode, d
 			return err
 		}
 		sc.seats = seats
+		// sampleSeatsInto checked the seats against ep.Seats: when every
+		// seat has its score, none is looked up with a check of its own.
+		if agents := ep.Score.Agents; len(agents) == len(ep.Seats) {
+			out := dst[e][:len(seats)]
+			for s, i := range seats {
+				out[s] = agents[i]
+			}
+			continue
+		}
 		for s, i := range seats {
 			v, err := agentScore(ep, i)
 			if err != nil {
