@@ -9,6 +9,11 @@ EPISODES  ?= 1000
 # make bench: time per benchmark, and where the results go.
 BENCHTIME ?= 1s
 BENCHOUT  ?= $(OUT)/bench.txt
+# The CPU profile that guides the compiler (PGO): `go build ./cmd/troupe`
+# applies it by itself, and make bench passes it to the test binaries, so
+# that they measure the code the troupe command runs. make pgo remakes it;
+# PGO=off measures the code without it.
+PGO       ?= cmd/troupe/default.pgo
 # make fuzz: time per fuzz target, and the bound on minimising each new
 # input (Go's default, 60s, can spend a whole FUZZTIME minimising one).
 FUZZTIME  ?= 10s
@@ -33,7 +38,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare bench-instructions fuzz clean llama browser
+.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -67,16 +72,19 @@ lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 		echo "staticcheck: could not be installed from the module proxy; skipped"; \
 	fi
 
-bench-instructions: ## instructions per iteration at BASE and in the working tree, under callgrind (BENCH=..., PKG=, BASE=, N=)
-	tools/bench/instructions.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),1000)" "$(or $(BENCH),TicTacToe/discard)"
+bench-instructions: ## instructions per iteration at BASE and in the working tree, under callgrind (BENCH=..., PKG=, BASE=, N=, PGO=)
+	PGO="$(PGO)" tools/bench/instructions.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),1000)" "$(or $(BENCH),TicTacToe/discard)"
 
-bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=)
-	tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
+bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=, PGO=)
+	PGO="$(PGO)" tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
 
 bench: ## run every benchmark once; results also in out/bench.txt
 	@mkdir -p $(dir $(BENCHOUT))
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+	$(GO) test -pgo=$(PGO) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
 	@echo "benchmark results written to $(BENCHOUT)"
+
+pgo: ## profile the benchmarks' workloads into cmd/troupe/default.pgo, the profile that guides the compiler
+	tools/bench/pgo.sh cmd/troupe/default.pgo
 
 fuzz: ## run each Fuzz target for FUZZTIME
 	@targets="$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names = names " " $$1; next } /^ok/ { n = split(names, f, " "); for (i = 1; i <= n; i++) print $$2, f[i]; names = "" }')"; \
