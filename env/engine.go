@@ -115,6 +115,10 @@ type Setup struct {
 	// ParallelPolicies asks the policies of a step's actors concurrently
 	// (LLM calls). Their answers are applied in seat order all the same.
 	ParallelPolicies bool
+	// ObserveEachSeat observes every actor with Game.Observe even when the
+	// scenario declares Info.PublicView: episodes must not change with it
+	// (envtest.Check runs both ways to verify the claim).
+	ObserveEachSeat bool
 	// Counterfactual, when set, re-runs a recorded episode differently
 	// (see episode.Counterfactual); Recorded holds the original turns.
 	// A counterfactual run records no turns: only its outcome and score.
@@ -208,6 +212,8 @@ type Engine struct {
 	// scheduler and byState are current's optional interfaces, or nil.
 	scheduler Scheduler
 	byState   StateObserver
+	// public says that current is observed once per step (Info.PublicView).
+	public bool
 	// arena is the record of the episode being played, with its arrays;
 	// nil in a replay.
 	arena *record
@@ -423,6 +429,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	e.current = game
 	e.scheduler, _ = game.(Scheduler)
 	e.byState, _ = game.(StateObserver)
+	e.public = e.info.PublicView && e.byState == nil && !setup.ObserveEachSeat
 	if err := e.seat(game.Seats()); err != nil {
 		return protocol.StatusFailed, EndGameError, err
 	}
@@ -814,13 +821,18 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// engine's slices are read into locals once: the writes through o
 	// would otherwise make the compiler load them again for every actor.
 	byState, seats, machines, turns, cursor, obs := e.byState, e.seats, e.machines, e.turns, e.cursor, e.obs[:n]
-	now, policySeed, replay := e.step.time, e.setup.PolicySeed, e.setup.Counterfactual != nil
+	now, policySeed, replay, public := e.step.time, e.setup.PolicySeed, e.setup.Counterfactual != nil, e.public
+	var v View // the step's view, when it is public
+	if public {
+		v = game.Observe(actors[0])
+	}
 	for k, i := range actors {
 		state := machines[i].State()
-		var v View
-		if byState != nil {
+		switch {
+		case public:
+		case byState != nil:
 			v = byState.ObserveIn(i, state)
-		} else {
+		default:
 			v = game.Observe(i)
 		}
 		// Field by field, in place: a composite literal is built aside and

@@ -92,6 +92,27 @@ func TestSimultaneousActorsObserveBeforeAnyMove(t *testing.T) {
 	assert.Equal(t, "total 3\nMessages:\n[t=1] b -> * (add): 1\n[t=1] c -> * (add): 1", second.Prompt.Text)
 }
 
+// TestPublicViewObservesOncePerStep: a scenario whose view is public is
+// observed once per step, for the first actor, and the episode is the one
+// observed seat by seat (Setup.ObserveEachSeat).
+func TestPublicViewObservesOncePerStep(t *testing.T) {
+	var once, each []string
+	public := relayScenario(env.Simultaneous, 100, relayHooks{public: true}, &once)
+	got := runOne(t, public, agents.Replay("1", "1"), func(s *env.Setup) { s.Limits.MaxSteps = 2 })
+	assert.Equal(t, []string{
+		"observe a total=0", "apply a 1", "apply b 1", "apply c 1",
+		"observe a total=3", "apply a 1", "apply b 1", "apply c 1",
+	}, once)
+	seatBySeat := relayScenario(env.Simultaneous, 100, relayHooks{public: true}, &each)
+	want := runOne(t, seatBySeat, agents.Replay("1", "1"), func(s *env.Setup) {
+		s.Limits.MaxSteps = 2
+		s.ObserveEachSeat = true
+	})
+	assert.Len(t, each, 12, "every actor observed: %q", each)
+	assert.Equal(t, trajectories.Transcript(want), trajectories.Transcript(got))
+	assert.Equal(t, want.Score, got.Score)
+}
+
 func TestAsyncConversationEndsQuiescent(t *testing.T) {
 	// a opens; every message gets one answer from each recipient until the
 	// game stops sending.

@@ -27,7 +27,8 @@ type Game interface {
 	// initial events.
 	Start(s *Step) error
 	// Observe renders what seat sees now, and its legal actions (a
-	// StateObserver's ObserveIn is called instead, with seat's state).
+	// StateObserver's ObserveIn is called instead, with seat's state; a
+	// scenario with Info.PublicView is observed once per step).
 	Observe(seat int) View
 	// Apply applies the step's moves, given in seat order. It validates
 	// them (an illegal move is the scenario's to punish, not an error),

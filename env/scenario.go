@@ -135,6 +135,14 @@ type Info struct {
 	// DefaultPolicy names the policy every role plays when the user names
 	// none; empty means "random".
 	DefaultPolicy string
+	// PublicView says that at every step all seats see the same view:
+	// Game.Observe returns the same View whatever the seat (a public
+	// board, El Farol's week). The engine then observes the game once per
+	// step, for its first actor, and gives every actor that view, rather
+	// than calling Observe once per actor. envtest.Check verifies the
+	// claim: its episodes with Setup.ObserveEachSeat are the same. A game
+	// that is a StateObserver is observed seat by seat all the same.
+	PublicView bool
 	// Counterfactual, when set, says what "absent" and "null action" mean
 	// for the scenario's roles; counterfactual allocators need it.
 	Counterfactual *CounterfactualSpec

@@ -33,6 +33,7 @@ type relayHooks struct {
 	noEnd     bool // never call End
 	badEvent  bool // fire an event the state does not allow
 	scoreless bool
+	public    bool // the scenario declares Info.PublicView
 }
 
 var relayRole = &agents.Role{
@@ -49,9 +50,10 @@ func relayScenario(schedule env.Schedule, target int, hooks relayHooks, log *[]s
 	info := &env.Info{
 		Name:     "relay",
 		Summary:  "test game",
-		Schedule: schedule,
-		Roles:    []*agents.Role{relayRole},
-		Params:   []env.ParamSpec{env.Int("seats", 3, 1, 26, "number of seats")},
+		Schedule:   schedule,
+		PublicView: hooks.public,
+		Roles:      []*agents.Role{relayRole},
+		Params:     []env.ParamSpec{env.Int("seats", 3, 1, 26, "number of seats")},
 		Counterfactual: &env.CounterfactualSpec{
 			NullAction: map[string]string{"p": "0"},
 			AbsentOK:   true,

@@ -59,6 +59,7 @@ var (
 	ErrCounterfactual   = errors.New("envtest: counterfactual replay failed")
 	ErrCredit           = errors.New("envtest: counterfactual allocator failed")
 	ErrConcurrency      = errors.New("envtest: output depends on concurrency")
+	ErrPublicView       = errors.New("envtest: the scenario declares a public view, but its seats see different views")
 )
 
 // defaultSeeds is how many scenario seeds (1, 2, ...) Check plays when
@@ -298,6 +299,9 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 	if got := trajectories.Transcript(runEpisode(ctx, setup)); got != want {
 		return fmt.Errorf("%w: the second play differs: %s", ErrNondeterministic, FirstDifference(want, got))
 	}
+	if err := checkPublicView(ctx, sc, setup, ep); err != nil {
+		return err
+	}
 	replay := setup
 	replay.Policy = recorded(ep)
 	if want, got := gameTranscript(ep), gameTranscript(runEpisode(ctx, replay)); got != want {
@@ -305,6 +309,30 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 			ErrReplay, FirstDifference(want, got))
 	}
 	return checkReplayer(ctx, sc, ep, opts)
+}
+
+// checkPublicView checks the claim of a scenario that declares
+// Info.PublicView: the episode played with every actor observed on its
+// own (Setup.ObserveEachSeat) is the same, view for view and legal action
+// for legal action.
+func checkPublicView(ctx context.Context, sc env.Scenario, setup env.Setup, ep *trajectories.Episode) error {
+	if !sc.Info().PublicView {
+		return nil
+	}
+	each := setup
+	each.ObserveEachSeat = true
+	got := runEpisode(ctx, each)
+	for k := range min(len(ep.Turns), len(got.Turns)) {
+		t, u := &ep.Turns[k], &got.Turns[k]
+		if t.View != u.View || !slices.Equal(t.Legal, u.Legal) {
+			return fmt.Errorf("%w: at step %d, seat %d (%s) sees %q with legal actions %q, not the step's first actor's %q with %q",
+				ErrPublicView, u.Step, u.Seat, ep.Seats[u.Seat].ID, u.View, u.Legal, t.View, t.Legal)
+		}
+	}
+	if want, got := trajectories.Transcript(ep), trajectories.Transcript(got); got != want {
+		return fmt.Errorf("%w: the episode with every seat observed differs: %s", ErrPublicView, FirstDifference(want, got))
+	}
+	return nil
 }
 
 // checkTransitions checks that the record's transitions tell each seat's

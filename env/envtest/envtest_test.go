@@ -47,8 +47,11 @@ func newCoins(bug string) *coins {
 			Name:     "coins",
 			Summary:  "match your coins",
 			Schedule: env.Simultaneous,
-			Roles:    []*agents.Role{player},
-			Params:   []env.ParamSpec{env.Int("players", 2, 1, 10, "players")},
+			// Every player sees the same table, except under the
+			// "private view" and "private legal" bugs.
+			PublicView: true,
+			Roles:      []*agents.Role{player},
+			Params:     []env.ParamSpec{env.Int("players", 2, 1, 10, "players")},
 			Policies: map[string]env.PolicyMaker{
 				"heads": func(env.Params, string) (agents.Policy, error) {
 					return agents.Scripted(func(*agents.Observation) string { return "heads" }), nil
@@ -89,7 +92,13 @@ type coinGame struct {
 func (g *coinGame) Seats() []env.Seat     { return g.seats }
 func (g *coinGame) Start(*env.Step) error { return nil }
 func (g *coinGame) Next(*env.Step) []int  { return nil }
-func (g *coinGame) Observe(int) env.View {
+func (g *coinGame) Observe(seat int) env.View {
+	switch {
+	case g.c.bug == "private view":
+		return env.View{Text: fmt.Sprintf("%s, player %d", g.view(), seat), Legal: []string{"heads", "tails"}}
+	case g.c.bug == "private legal" && seat > 0:
+		return env.View{Text: g.view(), Legal: []string{"tails", "heads"}}
+	}
 	return env.View{Text: g.view(), Legal: []string{"heads", "tails"}}
 }
 func (g *coinGame) view() string { return "show heads or tails" + g.counter() }
@@ -189,6 +198,10 @@ func TestVerifyCatchesBrokenScenarios(t *testing.T) {
 		{bug: "reserved note", want: envtest.ErrSample},
 		{bug: "unstable info", want: envtest.ErrInfo},
 		{bug: "absent crash", want: envtest.ErrCounterfactual},
+		// A view said to be public that is not: the text, or only the
+		// order of the legal actions.
+		{bug: "private view", want: envtest.ErrPublicView},
+		{bug: "private legal", want: envtest.ErrPublicView},
 		// Only the new checks see these: the empty coalition, replayed by
 		// itself; a coalition of one of three, which only Shapley replays;
 		// an empty coalition worth something else at every replay, which

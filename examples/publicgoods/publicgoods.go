@@ -36,7 +36,7 @@ var citizen = &agents.Role{
 func Scenario() env.Scenario {
 	return env.Define(&env.Info{
 		Name: "publicgoods", Summary: "contribute to a pot multiplied by r and shared equally, round after round",
-		Schedule: env.Simultaneous, Roles: []*agents.Role{citizen},
+		Schedule: env.Simultaneous, Roles: []*agents.Role{citizen}, PublicView: true,
 		Params: []env.ParamSpec{
 			env.Int("citizens", 4, 2, 1000, "number of citizens N"),
 			env.Int("rounds", 5, 1, 100, "rounds played"),

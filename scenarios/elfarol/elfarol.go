@@ -85,7 +85,9 @@ func New() *Scenario {
 		Summary:  "N patrons pick one of K nights; G = Σ_k x_k·e^(-x_k/c) rewards spreading out to capacity c",
 		Doc:      "Simultaneous, one step per episode (one week). Each patron answers with a night number 0..K-1. An answer that is not a night counts as staying home and is noted as illegal in the sample's metadata. Team reward G = Σ_k φ(x_k), φ(x) = x·e^(-x/c); each patron's score is φ of its night's attendance (0 at home).",
 		Schedule: env.Simultaneous,
-		Roles:    []*agents.Role{patron},
+		// Every patron sees the same week: observed once per step.
+		PublicView: true,
+		Roles:      []*agents.Role{patron},
 		Params: []env.ParamSpec{
 			env.Int("agents", 60, 1, 1_000_000, "number of patrons N"),
 			env.Int("nights", 7, 1, 1000, "nights in a week K"),
