@@ -12,7 +12,7 @@ set -euo pipefail
 out=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go test -pgo=off -run '^$' -bench 'ElFarolGrid$' -benchtime 8x \
+go test -pgo=off -run '^$' -bench 'ElFarolGrid$' -benchtime 20x \
 	-cpuprofile "$tmp/grid.pprof" -o "$tmp/experiment.test" ./experiment >/dev/null
 go test -pgo=off -run '^$' -bench 'Scenarios|ElFarol100/(jsonl|discard)|TicTacToe/(jsonl|discard)' -benchtime 1s \
 	-cpuprofile "$tmp/runs.pprof" -o "$tmp/bench.test" ./internal/bench >/dev/null
