@@ -48,8 +48,8 @@ var relayRole = &agents.Role{
 
 func relayScenario(schedule env.Schedule, target int, hooks relayHooks, log *[]string) env.Scenario {
 	info := &env.Info{
-		Name:     "relay",
-		Summary:  "test game",
+		Name:       "relay",
+		Summary:    "test game",
 		Schedule:   schedule,
 		PublicView: hooks.public,
 		Roles:      []*agents.Role{relayRole},
