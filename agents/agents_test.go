@@ -408,3 +408,43 @@ func BenchmarkLooplabEvent(b *testing.B) {
 		}
 	}
 }
+
+// TestMoveIsFiresUsualTransition: Move takes the transitions Fire takes
+// without callbacks, for the role's own event constants, and leaves
+// everything else (a refusal, an event string of other bytes, a role with
+// callbacks) unchanged for Fire.
+func TestMoveIsFiresUsualTransition(t *testing.T) {
+	require.NoError(t, door.Validate())
+	events := []agents.Event{}
+	for _, d := range door.Events {
+		events = append(events, agents.Event(d.Name))
+	}
+	for _, start := range []agents.State{"closed", "open", "broken"} {
+		for _, ev := range events {
+			moved, fired := door.NewMachine("m"), door.NewMachine("f")
+			require.NoError(t, moved.SetState(start))
+			require.NoError(t, fired.SetState(start))
+			from, to, ok := moved.Move(ev)
+			err := fired.Fire(ev)
+			assert.Equal(t, err == nil, ok, "%s from %s", ev, start)
+			assert.Equal(t, fired.State(), moved.State(), "%s from %s", ev, start)
+			if ok {
+				assert.Equal(t, start, from)
+				assert.Equal(t, fired.State(), to)
+			}
+			// The same event in other bytes is Fire's to find.
+			copied := door.NewMachine("c")
+			require.NoError(t, copied.SetState(start))
+			_, _, ok = copied.Move(agents.Event(string([]byte(ev))))
+			assert.False(t, ok)
+			assert.Equal(t, start, copied.State())
+		}
+	}
+	withCallbacks := &agents.Role{Name: "r", Initial: "a", Events: fsm.Events{agents.Edge("a", "go", "b")},
+		Callbacks: agents.Callbacks{"enter_b": func(agents.Transition) error { return nil }}}
+	require.NoError(t, withCallbacks.Validate())
+	m := withCallbacks.NewMachine("m")
+	_, _, ok := m.Move("go")
+	assert.False(t, ok, "a role with callbacks is Fire's")
+	assert.Equal(t, agents.State("a"), m.State())
+}
