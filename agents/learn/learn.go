@@ -118,9 +118,9 @@ func (o Options) state(prompt string) string {
 	return o.State(prompt)
 }
 
-// rewards returns the values of the allocator RewardKey names in c, one
-// per emitted turn of an episode that has n.
-func (o Options) rewards(c *trajectories.Credit, n int) ([]float64, error) {
+// rewards returns the values of the allocator RewardKey names in c: one
+// per emitted turn of the episode, which the caller checks.
+func (o Options) rewards(c *trajectories.Credit) ([]float64, error) {
 	a := 0
 	if o.RewardKey != "" {
 		a = -1
@@ -133,9 +133,6 @@ func (o Options) rewards(c *trajectories.Credit, n int) ([]float64, error) {
 	}
 	if c == nil || a >= len(c.Values) {
 		return nil, fmt.Errorf("%w: the episode has no credit", ErrNoReward)
-	}
-	if v := c.Values[a]; len(v) != n {
-		return nil, fmt.Errorf("%w: the credit has %d values for %d emitted turns", ErrNoReward, len(v), n)
 	}
 	return c.Values[a], nil
 }
@@ -553,12 +550,11 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, apply func(tur
 	if !rec.Finished() {
 		return nil
 	}
-	n := rec.Emitted()
-	if n == 0 {
-		return nil
-	}
-	rewards, err := b.opts.rewards(c, n)
+	rewards, err := b.opts.rewards(c)
 	if err != nil {
+		if rec.Emitted() == 0 {
+			return nil // nothing to learn, and no credit needed
+		}
 		return fmt.Errorf("episode %d: %w", rec.Index, err)
 	}
 	for k, v := range rewards {
@@ -568,25 +564,35 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, apply func(tur
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	turns, err := b.readAll(rec, rewards)
+	// The emitted turns are counted as they are read: an episode whose
+	// credit has another number of values learns nothing.
+	turns, n, err := b.readAll(rec, rewards)
+	if n != len(rewards) {
+		return fmt.Errorf("episode %d: %w: the credit has %d values for %d emitted turns", rec.Index, ErrNoReward, len(rewards), n)
+	}
 	apply(turns)
 	return err
 }
 
-// readAll reads the emitted turns of rec, whose rewards are given, into
-// b.turns, and returns them: all of them, or those before the first that
-// cannot be read, and its error. The caller holds b.mu.
-func (b *book) readAll(rec *episode.Record, rewards []float64) ([]learned, error) {
+// readAll reads the emitted turns of rec into b.turns, each with its
+// reward, and returns them: all of them, or those before the first that
+// cannot be read, and its error. n is the number of emitted turns, all of
+// them: when it is not len(rewards), the turns returned are not to be
+// learned. The caller holds b.mu.
+func (b *book) readAll(rec *episode.Record, rewards []float64) (out []learned, n int, err error) {
 	tables := b.seatTables(rec.Seats)
-	out := b.turns[:0]
-	if cap(out) < len(rewards) {
-		out = make([]learned, 0, len(rewards))
-		b.turns = out
+	if cap(b.turns) < len(rewards) {
+		b.turns = make([]learned, len(rewards))
 	}
+	// Written by index, not appended: as many as rewards, or fewer.
+	out = b.turns[:len(rewards)]
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
 		if !t.Emit {
 			continue
+		}
+		if n == len(out) {
+			return out[:n], n + emittedFrom(rec, i), nil // more turns than rewards
 		}
 		// The usual case, which read also handles but through a call:
 		// the seat's table is known, and Act noted the turn (playedRow,
@@ -600,15 +606,26 @@ func (b *book) readAll(rec *episode.Record, rewards []float64) ([]learned, error
 			}
 		}
 		if l.row == nil {
-			var err error
 			if l, err = b.read(rec, tables, t); err != nil {
-				return out, fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+				return out[:n], n + emittedFrom(rec, i), fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
 			}
 		}
-		l.reward = rewards[len(out)]
-		out = append(out, l)
+		l.reward = rewards[n]
+		out[n] = l
+		n++
 	}
-	return out, nil
+	return out[:n], n, nil
+}
+
+// emittedFrom counts the emitted turns of rec from its turn i on.
+func emittedFrom(rec *episode.Record, i int) int {
+	n := 0
+	for k := i; k < len(rec.Turns); k++ {
+		if rec.Turns[k].Emit {
+			n++
+		}
+	}
+	return n
 }
 
 // seatTables returns the table of each of seats, nil where not looked up

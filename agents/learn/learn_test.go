@@ -622,3 +622,29 @@ func TestLearnKeepsTheTurnsBeforeABadOne(t *testing.T) {
 		assert.Equal(t, c.initial, q1, "the bad turn is not")
 	}
 }
+
+// TestLearnNothingFromCreditOfAnotherLength: credit with fewer or more
+// values than the episode has emitted turns teaches nothing, not even the
+// turns before a bad one.
+func TestLearnNothingFromCreditOfAnotherLength(t *testing.T) {
+	sc := newBandit([]float64{1, 2}, "s", "s")
+	p, err := sc.Info().ParseParams(nil)
+	require.NoError(t, err)
+	l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5})
+	require.NoError(t, err)
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
+	require.Len(t, ep.Turns, 2)
+	for _, values := range [][]float64{{1}, {1, 1, 1}} {
+		c := &trajectories.Credit{Allocators: []string{"team"}, Values: [][]float64{values}}
+		err := l.Learn(&ep.Record, c)
+		require.ErrorIs(t, err, learn.ErrNoReward)
+		assert.ErrorContains(t, err, fmt.Sprintf("the credit has %d values for 2 emitted turns", len(values)))
+		ep.Turns[1].Action = "arm9" // a bad turn after a good one
+		require.ErrorIs(t, l.Learn(&ep.Record, c), learn.ErrNoReward)
+		ep.Turns[1].Action = ep.Samples[1].Response
+		for _, agent := range []string{"p0", "p1"} {
+			_, q, _ := l.Values(agent, "s")
+			assert.Equal(t, []float64{0, 0}, q, agent)
+		}
+	}
+}
