@@ -89,27 +89,24 @@ func (s *Step) Leave(seat int, channel string) { s.e.bus.Leave(seat, channel) }
 func (s *Step) Fire(seat int, ev agents.Event) error {
 	e := s.e
 	m := e.machines[seat]
-	if e.setup.Counterfactual == nil {
-		// The usual transition (agents.Machine.Move): nothing fires in
-		// between, and it is recorded after, in place, field by field
-		// (extend).
-		if from, to, ok := m.Move(ev); ok {
-			rec := e.rec
-			rec.Transitions = extend(rec.Transitions)
-			t := &rec.Transitions[len(rec.Transitions)-1]
-			t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, to
-			return nil
-		}
+	if e.setup.Counterfactual != nil {
+		return m.Fire(ev) // a replay records no transition
+	}
+	// The usual transition (agents.Machine.Move): nothing fires in
+	// between, and it is recorded after, in place, field by field (extend).
+	if from, to, ok := m.Move(ev); ok {
+		rec := e.rec
+		rec.Transitions = extend(rec.Transitions)
+		t := &rec.Transitions[len(rec.Transitions)-1]
+		t.Step, t.Seat, t.Event, t.From, t.To = s.time, seat, ev, from, to
+		return nil
 	}
 	return s.fire(m, seat, ev)
 }
 
-// fire is Fire's general path: a replay, which records no transition; an
-// event Move leaves to Machine.Fire; callbacks.
+// fire is Fire's general path, outside replays: an event Move leaves to
+// Machine.Fire, and callbacks.
 func (s *Step) fire(m *agents.Machine, seat int, ev agents.Event) error {
-	if s.e.setup.Counterfactual != nil {
-		return m.Fire(ev) // a replay records no transition
-	}
 	rec := s.e.rec
 	if !m.HasCallbacks() {
 		// Nothing can fire in between: the transition is recorded after.

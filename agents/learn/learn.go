@@ -592,7 +592,7 @@ func (b *book) readAll(rec *episode.Record, rewards []float64) (out []learned, n
 			continue
 		}
 		if n == len(out) {
-			return out[:n], n + emittedFrom(rec, i), nil // more turns than rewards
+			return out[:n], rec.Emitted(), nil // more turns than rewards
 		}
 		// The usual case, which read also handles but through a call:
 		// the seat's table is known, and Act noted the turn (playedRow,
@@ -607,7 +607,7 @@ func (b *book) readAll(rec *episode.Record, rewards []float64) (out []learned, n
 		}
 		if l.row == nil {
 			if l, err = b.read(rec, tables, t); err != nil {
-				return out[:n], n + emittedFrom(rec, i), fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
+				return out[:n], rec.Emitted(), fmt.Errorf("episode %d turn %d (seat %d turn %d): %w", rec.Index, i, t.Seat, t.Turn, err)
 			}
 		}
 		l.reward = rewards[n]
@@ -615,17 +615,6 @@ func (b *book) readAll(rec *episode.Record, rewards []float64) (out []learned, n
 		n++
 	}
 	return out[:n], n, nil
-}
-
-// emittedFrom counts the emitted turns of rec from its turn i on.
-func emittedFrom(rec *episode.Record, i int) int {
-	n := 0
-	for k := i; k < len(rec.Turns); k++ {
-		if rec.Turns[k].Emit {
-			n++
-		}
-	}
-	return n
 }
 
 // seatTables returns the table of each of seats, nil where not looked up
