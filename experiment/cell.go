@@ -329,6 +329,9 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		}
 		if metricer != nil {
 			metricer.EpisodeMetrics(pt.params, rec, metric)
+			if err := env.CheckMetrics(cell.MetricNames, metric); err != nil {
+				return err
+			}
 			for m, v := range metric {
 				cell.Metrics[m] = append(cell.Metrics[m], v)
 			}

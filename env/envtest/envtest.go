@@ -11,7 +11,8 @@
 // Check plays every parameter set with every named policy over several
 // seeds and asserts that the scenario's Info is valid and stable, its roles'
 // diagrams render, every episode completes by its own rules with finite
-// scores, every sample passes protocol.ValidateRollout, an episode is the
+// scores (and finite episode metrics, for an env.EpisodeMetricer), every
+// sample passes protocol.ValidateRollout, an episode is the
 // same when played twice, when replayed from its recorded actions and when
 // re-simulated by its Replayer, counterfactual replays work where the
 // scenario declares them (each seat absent or playing its null action, and
@@ -60,6 +61,7 @@ var (
 	ErrCredit           = errors.New("envtest: counterfactual allocator failed")
 	ErrConcurrency      = errors.New("envtest: output depends on concurrency")
 	ErrPublicView       = errors.New("envtest: the scenario declares a public view, but its seats see different views")
+	ErrMetrics          = errors.New("envtest: bad episode metrics")
 )
 
 // defaultSeeds is how many scenario seeds (1, 2, ...) Check plays when
@@ -295,6 +297,9 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 	if err := checkTransitions(sc.Info(), &ep.Record); err != nil {
 		return err
 	}
+	if err := checkMetrics(sc, p, &ep.Record); err != nil {
+		return err
+	}
 	want := trajectories.Transcript(ep)
 	if got := trajectories.Transcript(runEpisode(ctx, setup)); got != want {
 		return fmt.Errorf("%w: the second play differs: %s", ErrNondeterministic, FirstDifference(want, got))
@@ -309,6 +314,27 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl play, s
 			ErrReplay, FirstDifference(want, got))
 	}
 	return checkReplayer(ctx, sc, ep, opts)
+}
+
+// checkMetrics checks the episode metrics of a scenario that has them
+// (env.EpisodeMetricer): finite numbers, one per name.
+func checkMetrics(sc env.Scenario, p env.Params, rec *episode.Record) (err error) {
+	m, ok := sc.(env.EpisodeMetricer)
+	if !ok {
+		return nil
+	}
+	names := m.MetricNames(p)
+	metrics := make([]float64, len(names))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: EpisodeMetrics panicked with %d names: %v", ErrMetrics, len(names), r)
+		}
+	}()
+	m.EpisodeMetrics(p, rec, metrics)
+	if err := env.CheckMetrics(names, metrics); err != nil {
+		return fmt.Errorf("%w: %w", ErrMetrics, err)
+	}
+	return nil
 }
 
 // checkPublicView checks the claim of a scenario that declares

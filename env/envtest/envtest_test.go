@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // coins is a small well-behaved scenario: two players each show heads or
@@ -78,6 +79,22 @@ func (c *coins) New(p env.Params, seed uint64) (env.Game, error) {
 		g.seats[i] = env.Seat{ID: fmt.Sprintf("p%d", i), Role: "player"}
 	}
 	return g, nil
+}
+
+// MetricNames and EpisodeMetrics make coins an env.EpisodeMetricer: the
+// team's score, or, with the "nan metric" bug, NaN, and with "long
+// metrics", a value more than it names.
+func (c *coins) MetricNames(env.Params) []string { return []string{"matched"} }
+
+func (c *coins) EpisodeMetrics(_ env.Params, rec *episode.Record, dst []float64) {
+	switch c.bug {
+	case "nan metric":
+		dst[0] = math.NaN()
+	case "long metrics":
+		dst[1] = 1
+	default:
+		dst[0] = rec.Score.Team
+	}
 }
 
 type coinGame struct {
@@ -194,6 +211,8 @@ func TestVerifyCatchesBrokenScenarios(t *testing.T) {
 		{bug: "nondeterministic", want: envtest.ErrNondeterministic},
 		{bug: "apply error", want: envtest.ErrEpisode},
 		{bug: "nan score", want: envtest.ErrScore},
+		{bug: "nan metric", want: envtest.ErrMetrics},
+		{bug: "long metrics", want: envtest.ErrMetrics},
 		{bug: "short scores", want: envtest.ErrEpisode}, // the engine fails the episode
 		{bug: "reserved note", want: envtest.ErrSample},
 		{bug: "unstable info", want: envtest.ErrInfo},
