@@ -78,9 +78,14 @@ bench-instructions: ## instructions per iteration at BASE and in the working tre
 bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=, PGO=)
 	PGO="$(PGO)" tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
 
-bench: ## run every benchmark once; results also in out/bench.txt
+bench: ## run every benchmark once, and the El Farol grid's pure-Python yardstick; results also in out/bench.txt
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -pgo=$(PGO) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+	@if command -v python3 >/dev/null; then \
+		echo "python3 tools/bench/elfarol_grid.py"; python3 tools/bench/elfarol_grid.py | tee -a $(BENCHOUT); \
+	else \
+		echo "python3 not found: the grid's pure-Python yardstick (tools/bench/elfarol_grid.py) skipped"; \
+	fi
 	@echo "benchmark results written to $(BENCHOUT)"
 
 pgo: ## profile the benchmarks' workloads into cmd/troupe/default.pgo, the profile that guides the compiler
