@@ -526,12 +526,41 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 const hexDigits = "0123456789abcdef"
 
+// plain8 reports whether the eight bytes of x, a word read from a string,
+// are all printable ASCII other than '"' and '\\': bytes a JSON string
+// holds as they are. Each test is a word-wide one that sets the top bit of
+// a byte it finds (exactly: a byte is found if and only if the test says
+// so): below 0x20, equal to '"' or to '\\' (zero after an XOR), or 0x80
+// and above.
+func plain8(x uint64) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	q, b := x^'"'*ones, x^'\\'*ones
+	return ((x-0x20*ones)&^x|(q-ones)&^q|(b-ones)&^b|x)&tops == 0
+}
+
+// word8 returns the eight bytes of s at i, the first in the low byte: one
+// load, which the compiler makes of the eight.
+func word8(s string, i int) uint64 {
+	w := s[i : i+8]
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
 // appendString writes s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
 // the output is always valid JSON and valid UTF-8.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a second look: prompts
+		// are mostly plain ASCII, and a byte-by-byte test was a fifth of
+		// the CPU time of writing tic-tac-toe's samples.
+		for i+8 <= len(s) && plain8(word8(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -116,6 +117,35 @@ func TestExportedAppendersAreTheEncoders(t *testing.T) {
 	for _, f := range []float64{0, -1.5, 1e-7, 1e21, 3.141592653589793} {
 		if got, want := string(AppendFloat(nil, f)), string(appendFloat(nil, f)); got != want {
 			t.Errorf("AppendFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+}
+
+// TestPlain8FindsEveryByteThatNeedsALook puts every byte value at every
+// position of an otherwise plain word, and checks plain8 against the
+// byte-by-byte rule of appendString; and appendString against encoding/json
+// on strings long enough for its eight-byte runs, with the byte at every
+// offset.
+func TestPlain8FindsEveryByteThatNeedsALook(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			want := c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\'
+			if got := plain8(word8(string(w), 0)); got != want {
+				t.Fatalf("byte %#x at %d: plain8 %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+	for _, c := range []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\xff", "\u2028"} {
+		for at := range 20 {
+			s := strings.Repeat("x", at) + c + strings.Repeat("y", 19-at)
+			std, err := json.Marshal(s)
+			require.NoError(t, err)
+			var fromOurs, fromStd string
+			require.NoError(t, json.Unmarshal(appendString(nil, s), &fromOurs))
+			require.NoError(t, json.Unmarshal(std, &fromStd))
+			require.Equal(t, fromStd, fromOurs, "appendString(%q)", s)
 		}
 	}
 }
