@@ -528,10 +528,10 @@ const hexDigits = "0123456789abcdef"
 
 // plain8 reports whether the eight bytes of x, a word read from a string,
 // are all printable ASCII other than '"' and '\\': bytes a JSON string
-// holds as they are. Each test is a word-wide one that sets the top bit of
-// a byte it finds (exactly: a byte is found if and only if the test says
-// so): below 0x20, equal to '"' or to '\\' (zero after an XOR), or 0x80
-// and above.
+// holds as they are. Each test is a word-wide one that sets top bits where
+// it finds a byte, and sets some if and only if the word holds one: a byte
+// below 0x20, equal to '"' or to '\\' (zero after an XOR), or 0x80 and
+// above.
 func plain8(x uint64) bool {
 	const ones, tops = 0x0101010101010101, 0x8080808080808080
 	q, b := x^'"'*ones, x^'\\'*ones

@@ -225,7 +225,8 @@ func (g *game) Start(s *env.Step) error { return s.Fire(0, YourTurn) }
 // shared: the legal list of each set of empty cells is made once
 // (legals), and the text of each position as its mover sees it once, on
 // the first episode (viewTable), so a turn allocates nothing. The seat
-// not to move, which the engine never asks, gets a view rendered afresh.
+// not to move, which the engine never asks, gets a view rendered afresh,
+// as does a finished board, which the table does not hold.
 func (g *game) Observe(seat int) env.View {
 	legal := legals[g.empty]
 	if seat == bits.OnesCount16(g.empty^(1<<9-1))&1 {
