@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -272,6 +273,7 @@ var (
 	ErrNoActor     = errors.New("the game named no agent to act")
 	ErrGamePanic   = errors.New("game panicked")
 	ErrPolicyPanic = errors.New("policy panicked")
+	ErrBadScore    = errors.New("bad score")
 )
 
 // RunEpisode runs one episode with a fresh engine.
@@ -405,6 +407,16 @@ func (e *Engine) score() (score Score, err error) {
 	score = e.current.Score()
 	if score.Agents != nil && len(score.Agents) != len(e.seats) {
 		return Score{}, fmt.Errorf("%w: Score has %d agent scores for %d seats", ErrBadSeats, len(score.Agents), len(e.seats))
+	}
+	// A reward that is not a number fails the episode here, named, rather
+	// than every mean and every learner it would reach downstream.
+	if math.IsNaN(score.Team) || math.IsInf(score.Team, 0) {
+		return Score{}, fmt.Errorf("%w: the team reward is %v", ErrBadScore, score.Team)
+	}
+	for i, v := range score.Agents {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return Score{}, fmt.Errorf("%w: seat %d (%s) scored %v", ErrBadScore, i, e.seats[i].ID, v)
+		}
 	}
 	return score, nil
 }

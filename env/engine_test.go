@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -231,6 +232,8 @@ func TestFailuresAreRecordedNotPanicked(t *testing.T) {
 		{"two actors in a sequential game", relayHooks{next: func(*env.Step) []int { return []int{0, 1} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 2 agents"},
 		{"no actor", relayHooks{next: func(*env.Step) []int { return []int{} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "sequential game named 0 agents to act, want 1"},
 		{"seat out of range", relayHooks{next: func(*env.Step) []int { return []int{9} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "named seat 9 of 3"},
+		{"team reward not a number", relayHooks{score: func() env.Score { return env.Score{Team: math.NaN()} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "bad score: the team reward is NaN"},
+		{"agent score infinite", relayHooks{score: func() env.Score { return env.Score{Team: 1, Agents: []float64{0, math.Inf(1), 0}} }}, agents.Random(), protocol.StatusFailed, env.EndGameError, "bad score: seat 1 (b) scored +Inf"},
 		{"bad send", relayHooks{start: func(s *env.Step) error { return s.Send("a", "zed", "k", "") }}, agents.Random(), protocol.StatusFailed, env.EndGameError, `agent "a" sends to "zed", which is not an agent`},
 	}
 	for _, c := range cases {

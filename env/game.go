@@ -37,7 +37,9 @@ type Game interface {
 	// error means the game itself is broken; the episode then fails.
 	Apply(s *Step, moves []Move) error
 	// Score scores the episode. It is called once, after the last step,
-	// for completed and truncated episodes.
+	// for completed and truncated episodes. Its rewards are finite
+	// numbers: one that is NaN or infinite fails the episode
+	// (ErrBadScore), as a wrong number of agent scores does (ErrBadSeats).
 	Score() Score
 }
 

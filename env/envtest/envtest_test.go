@@ -210,7 +210,7 @@ func TestVerifyCatchesBrokenScenarios(t *testing.T) {
 	}{
 		{bug: "nondeterministic", want: envtest.ErrNondeterministic},
 		{bug: "apply error", want: envtest.ErrEpisode},
-		{bug: "nan score", want: envtest.ErrScore},
+		{bug: "nan score", want: envtest.ErrEpisode}, // the engine fails the episode (env.ErrBadScore)
 		{bug: "nan metric", want: envtest.ErrMetrics},
 		{bug: "long metrics", want: envtest.ErrMetrics},
 		{bug: "short scores", want: envtest.ErrEpisode}, // the engine fails the episode
