@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -47,6 +48,11 @@ func AnySequential(allocs []Allocator) bool {
 // ErrDuplicateAllocator is returned by Allocate when two allocators share a
 // name: their values would overwrite each other in a dict reward.
 var ErrDuplicateAllocator = errors.New("two allocators with one name")
+
+// ErrBadCredit reports an allocator that gave a sample a reward that is
+// not a finite number: written as JSON null, it would reach a trainer as
+// no reward at all.
+var ErrBadCredit = errors.New("credit is not a finite number")
 
 // Noter is implemented by allocators that report facts about how they
 // allocated an episode, such as an estimate cut short by its budget.
@@ -194,6 +200,13 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 		}
 		if err != nil {
 			return fmt.Errorf("allocator %s: %w", a.Name(), err)
+		}
+		for e, values := range dst {
+			for k, v := range values {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return fmt.Errorf("allocator %s: %w: sample %d of episode %d got %v", a.Name(), ErrBadCredit, k, group[e].Index, v)
+				}
+			}
 		}
 		for e, m := range notes {
 			if len(m) == 0 {

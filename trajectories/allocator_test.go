@@ -3,6 +3,7 @@ package trajectories_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -124,6 +125,21 @@ func TestAllocatePassesContext(t *testing.T) {
 	cancel()
 	err := trajectories.Allocate(cancelled, fxEpisodes(1), []trajectories.Allocator{a}, trajectories.RewardScalar)
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// TestAllocateRejectsCreditThatIsNotANumber: an allocator that gives a
+// sample NaN or an infinity fails the group, naming itself, the sample and
+// the episode, rather than writing a reward of null.
+func TestAllocateRejectsCreditThatIsNotANumber(t *testing.T) {
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		broken := fnAllocator{name: "broken", fn: func(_ context.Context, _ []*trajectories.Episode, dst [][]float64) error {
+			dst[1][2] = bad
+			return nil
+		}}
+		err := trajectories.Allocate(context.Background(), fxEpisodes(3, 3), []trajectories.Allocator{broken}, trajectories.RewardScalar)
+		require.ErrorIs(t, err, trajectories.ErrBadCredit)
+		assert.Regexp(t, `allocator broken: .*: sample 2 of episode \d+ got `, err.Error())
+	}
 }
 
 func TestAllocateErrorNamesAllocator(t *testing.T) {
