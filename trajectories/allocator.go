@@ -17,7 +17,8 @@ import (
 // Allocate receives one group of episodes (the episodes that share a
 // GroupIndex; a single episode when the run has no groups) and writes, for
 // every episode e and every sample s of it (its s-th emitted turn), the
-// reward into dst[e][s]. dst is sized by the caller. An episode's samples
+// reward into dst[e][s], a finite number (NaN or an infinity fails the
+// group with ErrBadCredit). dst is sized by the caller. An episode's samples
 // may not be projected (Samples nil, see RecordOnly): an allocator reads
 // the record, and the samples' seats and times from the emitted turns then.
 // Allocate must not change the episodes.
