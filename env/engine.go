@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/protocol"
@@ -410,12 +410,14 @@ func (e *Engine) score() (score Score, err error) {
 	}
 	// A reward that is not a number fails the episode here, named, rather
 	// than every mean and every learner it would reach downstream.
-	if math.IsNaN(score.Team) || math.IsInf(score.Team, 0) {
+	if !finite.Is(score.Team) {
 		return Score{}, fmt.Errorf("%w: the team reward is %v", ErrBadScore, score.Team)
 	}
-	for i, v := range score.Agents {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return Score{}, fmt.Errorf("%w: seat %d (%s) scored %v", ErrBadScore, i, e.seats[i].ID, v)
+	if !finite.All(score.Agents) {
+		for i, v := range score.Agents {
+			if !finite.Is(v) {
+				return Score{}, fmt.Errorf("%w: seat %d (%s) scored %v", ErrBadScore, i, e.seats[i].ID, v)
+			}
 		}
 	}
 	return score, nil

@@ -3,9 +3,9 @@ package env
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 )
 
 // EpisodeMetricer is implemented by scenarios that describe a finished
@@ -32,8 +32,11 @@ var ErrMetric = errors.New("episode metric is not a finite number")
 // NaN or infinite: averaged with the others, it would make every mean it
 // enters meaningless, and JSON has no such number.
 func CheckMetrics(names []string, metrics []float64) error {
+	if finite.All(metrics) {
+		return nil
+	}
 	for m, v := range metrics {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if !finite.Is(v) {
 			return fmt.Errorf("%w: %s is %v", ErrMetric, names[m], v)
 		}
 	}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/internal/finite"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -203,8 +203,11 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 			return fmt.Errorf("allocator %s: %w", a.Name(), err)
 		}
 		for e, values := range dst {
+			if finite.All(values) {
+				continue
+			}
 			for k, v := range values {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
+				if !finite.Is(v) {
 					return fmt.Errorf("allocator %s: %w: sample %d of episode %d got %v", a.Name(), ErrBadCredit, k, group[e].Index, v)
 				}
 			}
