@@ -15,7 +15,7 @@ func TestIntRange(t *testing.T) {
 	if got, want := fmt.Sprint(s.Legal()), "[-2 -1 0 1 2 3]"; got != want {
 		t.Fatalf("Legal() = %s, want %s", got, want)
 	}
-	if &s.Legal()[0] != &s.Legal()[0] || s.Len() != 6 || s.Lo() != -2 || s.Hi() != 3 {
+	if first, again := s.Legal(), s.Legal(); &first[0] != &again[0] || s.Len() != 6 || s.Lo() != -2 || s.Hi() != 3 {
 		t.Fatalf("Legal is not cached, or bounds are wrong")
 	}
 	for v := -2; v <= 3; v++ {

@@ -17,10 +17,6 @@ import (
 // a, b, c: the script runs, then the bus delivers, and the test compares
 // each message's recipients and every mailbox.
 func TestChannelRules(t *testing.T) {
-	type send struct {
-		from string
-		to   protocol.Address
-	}
 	for _, tc := range []struct {
 		name string
 		// script acts on the bus; send posts one message and returns its

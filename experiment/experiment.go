@@ -71,7 +71,7 @@ func ParseAxis(s string) (Axis, error) {
 	name, list, ok := strings.Cut(s, "=")
 	name = strings.TrimSpace(name)
 	if !ok || name == "" || strings.TrimSpace(list) == "" {
-		return Axis{}, fmt.Errorf("%w: grid axis %q: want param=v1,v2,...", ErrBadConfig, s)
+		return Axis{}, fmt.Errorf("%w: grid axis %q: want param=v1[,v2...]", ErrBadConfig, s)
 	}
 	a := Axis{Param: name}
 	for v := range strings.SplitSeq(list, ",") {

@@ -46,7 +46,7 @@ func KnownOptimum(scenario string) (Optimum, bool) {
 // nights.
 func ElFarolOptimum(n, k int, c float64) (float64, error) {
 	if n < 0 || k < 1 || !(c > 0) || math.IsInf(c, 0) {
-		return 0, fmt.Errorf("El Farol optimum: want agents >= 0, nights >= 1, capacity > 0; got %d, %d, %v", n, k, c)
+		return 0, fmt.Errorf("the optimum of El Farol: want agents >= 0, nights >= 1, capacity > 0; got %d, %d, %v", n, k, c)
 	}
 	phi := make([]float64, n+1)
 	for x := range phi {

@@ -92,7 +92,7 @@ func (p *plan) manifest() ([]byte, error) {
 	}
 	m.Grid = []manifestAxis{}
 	for _, a := range p.cfg.Axes {
-		m.Grid = append(m.Grid, manifestAxis{a.Param, a.Values})
+		m.Grid = append(m.Grid, manifestAxis(a))
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	return append(data, '\n'), err

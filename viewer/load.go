@@ -101,9 +101,3 @@ func (c *cache) put(k cacheKey, ep *Episode) {
 		delete(c.items, last.Value.(*cacheItem).key)
 	}
 }
-
-func (c *cache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestMixIsAFunctionOfItsPath(t *testing.T) {
-	if Mix(1, 2, 3) != Mix(1, 2, 3) {
+	if a, b := Mix(1, 2, 3), Mix(1, 2, 3); a != b {
 		t.Fatal("Mix is not deterministic")
 	}
 	seen := map[uint64][]uint64{}

@@ -325,7 +325,7 @@ func (g *game) RescoreOneOut(_ bool, seats []int, team []float64) bool {
 	// byNight[k] that without a patron at home; NaN until worked out.
 	// Weeks of up to 63 nights need no allocation.
 	var buf [64]float64
-	byNight := buf[:0]
+	var byNight []float64
 	if k < len(buf) {
 		byNight = buf[:k+1]
 	} else {
