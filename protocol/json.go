@@ -522,8 +522,6 @@ func appendFloat(dst []byte, f float64) []byte {
 	return dst
 }
 
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
 const hexDigits = "0123456789abcdef"
 
 // plain8 reports whether the eight bytes of x, a word read from a string,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/troupe-rl/troupe/internal/finite"
 )
 
 // Status is a Sample's lifecycle state, written in lower case exactly as
@@ -221,7 +223,7 @@ func (s *Sample) Validate() error {
 			return bad("rollout_log_probs has %d entries, response_length is %d", len(s.RolloutLogProbs), s.ResponseLength)
 		}
 		for i, lp := range s.RolloutLogProbs {
-			if !finite(lp) || lp > 0 {
+			if !finite.Is(lp) || lp > 0 {
 				return bad("rollout_log_probs[%d] = %v is not a log-probability", i, lp)
 			}
 			if s.LossMask != nil && s.LossMask[i] == 0 && lp != 0 {
@@ -231,17 +233,17 @@ func (s *Sample) Validate() error {
 	}
 	switch s.Reward.Kind {
 	case RewardScalar:
-		if !finite(s.Reward.Value) {
+		if !finite.Is(s.Reward.Value) {
 			return bad("reward %v is not finite", s.Reward.Value)
 		}
 	case RewardDict:
 		for _, k := range slices.Sorted(maps.Keys(s.Reward.Dict)) {
-			if !finite(s.Reward.Dict[k]) {
+			if !finite.Is(s.Reward.Dict[k]) {
 				return bad("reward[%q] = %v is not finite", k, s.Reward.Dict[k])
 			}
 		}
 	}
-	if !finite(s.Metadata.TeamReward) {
+	if !finite.Is(s.Metadata.TeamReward) {
 		return bad("metadata team_reward %v is not finite", s.Metadata.TeamReward)
 	}
 	for k := range s.Metadata.Extra {

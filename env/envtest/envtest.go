@@ -39,6 +39,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -52,7 +53,6 @@ var (
 	ErrInfo             = errors.New("envtest: bad scenario definition")
 	ErrPolicy           = errors.New("envtest: policy cannot be built")
 	ErrEpisode          = errors.New("envtest: episode did not complete")
-	ErrScore            = errors.New("envtest: bad score")
 	ErrSample           = errors.New("envtest: bad sample")
 	ErrTransitions      = errors.New("envtest: the record's transitions do not match its turns")
 	ErrNondeterministic = errors.New("envtest: same seed, different episode")
@@ -415,21 +415,11 @@ func checkOutcome(ep *trajectories.Episode, opts Options) error {
 	default:
 		return fmt.Errorf("%w: %s (%s) after %d steps: %s", ErrEpisode, ep.Status, ep.End, ep.Steps, ep.Err)
 	}
-	if !finite(ep.Score.Team) {
-		return fmt.Errorf("%w: team reward %v", ErrScore, ep.Score.Team)
-	}
-	if ep.Score.Agents != nil && len(ep.Score.Agents) != len(ep.Seats) {
-		return fmt.Errorf("%w: %d agent scores for %d seats", ErrScore, len(ep.Score.Agents), len(ep.Seats))
-	}
-	for i, v := range ep.Score.Agents {
-		if !finite(v) {
-			return fmt.Errorf("%w: seat %d (%s) scored %v", ErrScore, i, ep.Seats[i].ID, v)
-		}
-	}
+	// A score that is not finite, or has the wrong number of agent
+	// scores, has already failed the episode (env.ErrBadScore,
+	// env.ErrBadSeats).
 	return nil
 }
-
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // checkSamples validates the samples as the runner would write them
 // (numbered), and their agreement with the episode.
@@ -542,7 +532,7 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 			if err != nil {
 				return fmt.Errorf("%w: seat %d (%s) %+v: %w", ErrCounterfactual, i, ep.Seats[i].ID, cf, err)
 			}
-			if !finite(score.Team) {
+			if !finite.Is(score.Team) {
 				return fmt.Errorf("%w: seat %d (%s) %+v: team reward %v", ErrCounterfactual, i, ep.Seats[i].ID, cf, score.Team)
 			}
 		}
@@ -561,14 +551,14 @@ func allSeats(n int) []int {
 // finiteScore checks that a replay's score is finite, with one agent score
 // per seat or none.
 func finiteScore(score env.Score, seats int) error {
-	if !finite(score.Team) {
+	if !finite.Is(score.Team) {
 		return fmt.Errorf("team reward %v", score.Team)
 	}
 	if score.Agents != nil && len(score.Agents) != seats {
 		return fmt.Errorf("%d agent scores for %d seats", len(score.Agents), seats)
 	}
 	for i, v := range score.Agents {
-		if !finite(v) {
+		if !finite.Is(v) {
 			return fmt.Errorf("seat %d scored %v", i, v)
 		}
 	}
@@ -652,7 +642,7 @@ func checkCredit(ctx context.Context, sc env.Scenario, p env.Params, pl play, op
 			share := make([]float64, len(ep.Seats))
 			has := make([]bool, len(ep.Seats))
 			for k, v := range dst[0] {
-				if !finite(v) {
+				if !finite.Is(v) {
 					return fmt.Errorf("%w: seed %d: %s: sample %d got %v", ErrCredit, seed, c.a.Name(), k, v)
 				}
 				i := ep.Turns[k].Seat
