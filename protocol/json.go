@@ -2,14 +2,18 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/troupe-rl/troupe/internal/strcmp"
 )
 
 // AppendJSON appends s as one JSON object, with no trailing newline, and
@@ -34,21 +38,45 @@ func (s *Sample) AppendJSONAfterIndex(dst []byte) []byte {
 	return s.appendAfterIndex(dst, nil)
 }
 
-// Encoder is AppendJSONAfterIndex with a memory: it remembers how it
-// encoded the last prompt text, scenario, role, state, allocator and end
-// strings, the last seed and rewards, and a few agent scores, and copies
-// those bytes when the next
-// sample has the same value (the samples of an episode mostly do), instead
-// of escaping the string or formatting the float again. The bytes are
-// those AppendJSONAfterIndex writes. The zero value is ready; an Encoder
-// is not safe for concurrent use.
+// Encoder is AppendJSONAfterIndex with a memory: it remembers the last
+// prompt text, role and state, the last rollout id and rewards, a few agent
+// scores, and two stretches of fields that are the same for every sample
+// of an episode (from the status to the episode index, and from the
+// allocator to the end), and copies their encoded bytes when the next
+// sample has the same values (the samples of an episode mostly do),
+// instead of escaping the strings or formatting the numbers again; a
+// string's bytes from its second sample in a row on. The bytes are those
+// AppendJSONAfterIndex writes. The zero value is ready; an Encoder is not
+// safe for concurrent use.
 type Encoder struct {
 	strs   [nStrSlots]strMemo
 	floats [nFloatSlots]floatMemo
-	seed   floatMemo // bits holds the seed
+	// rolloutID holds the rollout id in its bits.
+	rolloutID floatMemo
+	head      headMemo
+	tail      tailMemo
 	// scores remembers agent scores, by a hash of their bits: a game with
 	// few outcomes (El Farol's nights) gives its agents few distinct ones.
 	scores [nScoreSlots]floatMemo
+}
+
+// headMemo is the encoding of a status and of the metadata's scenario,
+// seed and episode (appendHead).
+type headMemo struct {
+	status, scenario string
+	seed             uint64
+	episode          int64
+	enc              []byte
+	ok               bool
+}
+
+// tailMemo is the encoding of the metadata's allocator, text_only and end
+// (appendTail).
+type tailMemo struct {
+	allocator, end string
+	textOnly       bool
+	enc            []byte
+	ok             bool
 }
 
 const nScoreSlots = 16
@@ -64,11 +92,8 @@ func (e *Encoder) AppendAfterIndex(dst []byte, s *Sample) []byte {
 // The fields an Encoder remembers, one slot each.
 const (
 	slotPrompt = iota
-	slotScenario
 	slotRole
 	slotState
-	slotAllocator
-	slotEnd
 	nStrSlots
 )
 
@@ -79,12 +104,18 @@ const (
 	nFloatSlots
 )
 
+// strMemo is a slot's string: the latest one written (seen), and its
+// encoding once it came twice in a row (ok). The encoding is kept only
+// for a string that repeats: a prompt of a board game is new at every
+// turn, and copying each one aside cost more than encoding it again.
 type strMemo struct {
-	s   string
-	enc []byte
-	ok  bool
+	s    string
+	enc  []byte
+	seen bool // s is the slot's latest string
+	ok   bool // enc is s's encoding
 }
 
+// floatMemo is a number's encoding, by the number's bits.
 type floatMemo struct {
 	bits uint64
 	enc  []byte
@@ -99,12 +130,16 @@ func (e *Encoder) str(dst []byte, slot int, s string) []byte {
 		return appendString(dst, s)
 	}
 	m := &e.strs[slot]
-	if m.ok && m.s == s {
+	if !m.seen || !strcmp.Equal(m.s, s) {
+		m.s, m.seen, m.ok = s, true, false
+		return appendString(dst, s)
+	}
+	if m.ok {
 		return append(dst, m.enc...)
 	}
 	start := len(dst)
 	dst = appendString(dst, s)
-	m.s, m.enc, m.ok = s, append(m.enc[:0], dst[start:]...), true
+	m.enc, m.ok = append(m.enc[:0], dst[start:]...), true
 	return dst
 }
 
@@ -123,18 +158,75 @@ func (e *Encoder) float(dst []byte, slot int, f float64) []byte {
 	return dst
 }
 
-// uint appends the seed v in decimal, remembered.
-func (e *Encoder) uint(dst []byte, v uint64) []byte {
+// rollout appends the rollout id v in decimal, remembered.
+func (e *Encoder) rollout(dst []byte, v int64) []byte {
 	if e == nil {
-		return strconv.AppendUint(dst, v, 10)
+		return appendInt(dst, v)
 	}
-	m := &e.seed
-	if m.ok && m.bits == v {
+	m := &e.rolloutID
+	if m.ok && m.bits == uint64(v) {
 		return append(dst, m.enc...)
 	}
 	start := len(dst)
-	dst = strconv.AppendUint(dst, v, 10)
-	m.bits, m.enc, m.ok = v, append(m.enc[:0], dst[start:]...), true
+	dst = appendInt(dst, v)
+	m.bits, m.enc, m.ok = uint64(v), append(m.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// appendHead writes a sample's status and its metadata up to the episode
+// index: `"completed","metadata":{"scenario":"elfarol","seed":1,"episode":0`.
+func appendHead(dst []byte, status Status, m *Metadata) []byte {
+	dst = appendString(dst, string(status))
+	dst = append(dst, `,"metadata":{"scenario":`...)
+	dst = appendString(dst, m.Scenario)
+	dst = append(dst, `,"seed":`...)
+	dst = strconv.AppendUint(dst, m.Seed, 10)
+	dst = append(dst, `,"episode":`...)
+	return appendInt(dst, m.Episode)
+}
+
+// headOf appends appendHead's bytes, remembered.
+func (e *Encoder) headOf(dst []byte, status Status, m *Metadata) []byte {
+	if e == nil {
+		return appendHead(dst, status, m)
+	}
+	h := &e.head
+	if h.ok && h.seed == m.Seed && h.episode == m.Episode && strcmp.Equal(h.status, string(status)) && strcmp.Equal(h.scenario, m.Scenario) {
+		return append(dst, h.enc...)
+	}
+	start := len(dst)
+	dst = appendHead(dst, status, m)
+	h.status, h.scenario, h.seed, h.episode = string(status), m.Scenario, m.Seed, m.Episode
+	h.enc, h.ok = append(h.enc[:0], dst[start:]...), true
+	return dst
+}
+
+// appendTail writes the metadata's allocator, text_only and end:
+// `,"allocator":"team","text_only":true,"end":"terminated"`.
+func appendTail(dst []byte, m *Metadata) []byte {
+	dst = append(dst, `,"allocator":`...)
+	dst = appendString(dst, m.Allocator)
+	if m.TextOnly {
+		dst = append(dst, `,"text_only":true,"end":`...)
+	} else {
+		dst = append(dst, `,"text_only":false,"end":`...)
+	}
+	return appendString(dst, m.End)
+}
+
+// tailOf appends appendTail's bytes, remembered.
+func (e *Encoder) tailOf(dst []byte, m *Metadata) []byte {
+	if e == nil {
+		return appendTail(dst, m)
+	}
+	t := &e.tail
+	if t.ok && t.textOnly == m.TextOnly && strcmp.Equal(t.allocator, m.Allocator) && strcmp.Equal(t.end, m.End) {
+		return append(dst, t.enc...)
+	}
+	start := len(dst)
+	dst = appendTail(dst, m)
+	t.allocator, t.end, t.textOnly = m.Allocator, m.End, m.TextOnly
+	t.enc, t.ok = append(t.enc[:0], dst[start:]...), true
 	return dst
 }
 
@@ -156,7 +248,7 @@ func (e *Encoder) score(dst []byte, f float64) []byte {
 
 func (s *Sample) appendAfterIndex(dst []byte, e *Encoder) []byte {
 	dst = append(dst, `"rollout_id":`...)
-	dst = strconv.AppendInt(dst, s.RolloutID, 10)
+	dst = e.rollout(dst, s.RolloutID)
 	dst = append(dst, `,"prompt":`...)
 	if s.Prompt.Messages != nil {
 		dst = append(dst, '[')
@@ -174,24 +266,32 @@ func (s *Sample) appendAfterIndex(dst []byte, e *Encoder) []byte {
 	} else {
 		dst = e.str(dst, slotPrompt, s.Prompt.Text)
 	}
-	dst = append(dst, `,"tokens":[`...)
-	for i, t := range s.Tokens {
-		if i > 0 {
-			dst = append(dst, ',')
+	// The keys and the values that are constants are appended in runs,
+	// a run per append: a text-only sample's tokens, label, loss mask
+	// and log-probs are all empty, and an append of a short constant
+	// costs about what encoding a short string does.
+	if len(s.Tokens) == 0 {
+		dst = append(dst, `,"tokens":[],"response":`...)
+	} else {
+		dst = append(dst, `,"tokens":[`...)
+		for i, t := range s.Tokens {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(t), 10)
 		}
-		dst = strconv.AppendInt(dst, int64(t), 10)
+		dst = append(dst, `],"response":`...)
 	}
-	dst = append(dst, `],"response":`...)
 	dst = appendString(dst, s.Response)
 	dst = append(dst, `,"response_length":`...)
-	dst = strconv.AppendInt(dst, int64(s.ResponseLength), 10)
-	dst = append(dst, `,"label":`...)
+	dst = appendInt(dst, int64(s.ResponseLength))
 	if s.Label.IsNull() {
-		dst = append(dst, "null"...)
+		dst = append(dst, `,"label":null,"reward":`...)
 	} else {
+		dst = append(dst, `,"label":`...)
 		dst = append(dst, s.Label.raw...)
+		dst = append(dst, `,"reward":`...)
 	}
-	dst = append(dst, `,"reward":`...)
 	switch s.Reward.Kind {
 	case RewardScalar:
 		dst = e.float(dst, slotReward, s.Reward.Value)
@@ -209,37 +309,40 @@ func (s *Sample) appendAfterIndex(dst []byte, e *Encoder) []byte {
 	default:
 		dst = append(dst, "null"...)
 	}
-	dst = append(dst, `,"loss_mask":`...)
-	if s.LossMask == nil {
-		dst = append(dst, "null"...)
+	if s.LossMask == nil && s.RolloutLogProbs == nil && !s.RemoveSample {
+		dst = append(dst, `,"loss_mask":null,"rollout_log_probs":null,"remove_sample":false,"status":`...)
 	} else {
-		dst = append(dst, '[')
-		for i, m := range s.LossMask {
-			if i > 0 {
-				dst = append(dst, ',')
+		dst = append(dst, `,"loss_mask":`...)
+		if s.LossMask == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, '[')
+			for i, m := range s.LossMask {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = strconv.AppendInt(dst, int64(m), 10)
 			}
-			dst = strconv.AppendInt(dst, int64(m), 10)
+			dst = append(dst, ']')
 		}
-		dst = append(dst, ']')
-	}
-	dst = append(dst, `,"rollout_log_probs":`...)
-	if s.RolloutLogProbs == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, lp := range s.RolloutLogProbs {
-			if i > 0 {
-				dst = append(dst, ',')
+		dst = append(dst, `,"rollout_log_probs":`...)
+		if s.RolloutLogProbs == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, '[')
+			for i, lp := range s.RolloutLogProbs {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendFloat(dst, lp)
 			}
-			dst = appendFloat(dst, lp)
+			dst = append(dst, ']')
 		}
-		dst = append(dst, ']')
+		dst = append(dst, `,"remove_sample":`...)
+		dst = strconv.AppendBool(dst, s.RemoveSample)
+		dst = append(dst, `,"status":`...)
 	}
-	dst = append(dst, `,"remove_sample":`...)
-	dst = strconv.AppendBool(dst, s.RemoveSample)
-	dst = append(dst, `,"status":`...)
-	dst = appendString(dst, string(s.Status))
-	dst = append(dst, `,"metadata":`...)
+	dst = e.headOf(dst, s.Status, &s.Metadata)
 	dst = s.Metadata.appendJSON(dst, &s.Reward, e)
 	return append(dst, '}')
 }
@@ -257,21 +360,17 @@ func rawReward(r *Reward) (float64, bool) {
 	return 0, false
 }
 
+// appendJSON writes the metadata after its episode index (appendHead
+// wrote what comes before), to its closing brace.
 func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
-	dst = append(dst, `{"scenario":`...)
-	dst = e.str(dst, slotScenario, m.Scenario)
-	dst = append(dst, `,"seed":`...)
-	dst = e.uint(dst, m.Seed)
-	dst = append(dst, `,"episode":`...)
-	dst = strconv.AppendInt(dst, m.Episode, 10)
 	dst = append(dst, `,"agent":`...)
 	dst = appendString(dst, m.Agent)
 	dst = append(dst, `,"role":`...)
 	dst = e.str(dst, slotRole, m.Role)
 	dst = append(dst, `,"turn":`...)
-	dst = strconv.AppendInt(dst, int64(m.Turn), 10)
+	dst = appendInt(dst, int64(m.Turn))
 	dst = append(dst, `,"step":`...)
-	dst = strconv.AppendInt(dst, int64(m.Step), 10)
+	dst = appendInt(dst, int64(m.Step))
 	dst = append(dst, `,"state":`...)
 	dst = e.str(dst, slotState, m.State)
 	dst = append(dst, `,"team_reward":`...)
@@ -284,12 +383,7 @@ func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
 		dst = append(dst, `,"agent_score":`...)
 		dst = e.score(dst, *m.AgentScore)
 	}
-	dst = append(dst, `,"allocator":`...)
-	dst = e.str(dst, slotAllocator, m.Allocator)
-	dst = append(dst, `,"text_only":`...)
-	dst = strconv.AppendBool(dst, m.TextOnly)
-	dst = append(dst, `,"end":`...)
-	dst = e.str(dst, slotEnd, m.End)
+	dst = e.tailOf(dst, m)
 	if m.Error != "" {
 		dst = append(dst, `,"error":`...)
 		dst = appendString(dst, m.Error)
@@ -524,16 +618,33 @@ func appendFloat(dst []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// plain8 reports whether the eight bytes of x, a word read from a string,
-// are all printable ASCII other than '"' and '\\': bytes a JSON string
-// holds as they are. Each test is a word-wide one that sets top bits where
-// it finds a byte, and sets some if and only if the word holds one: a byte
-// below 0x20, equal to '"' or to '\\' (zero after an XOR), or 0x80 and
-// above.
-func plain8(x uint64) bool {
+// appendInt is strconv.AppendInt in base 10, inlined for the one-digit
+// numbers (a turn, a step, a short response's length) most samples hold.
+func appendInt(dst []byte, v int64) []byte {
+	if uint64(v) < 10 {
+		return append(dst, byte('0'+v))
+	}
+	return appendInt10(dst, v)
+}
+
+// appendInt10 is strconv.AppendInt in base 10: a call of its own, which
+// keeps appendInt within the inliner's budget.
+//
+//go:noinline
+func appendInt10(dst []byte, v int64) []byte { return strconv.AppendInt(dst, v, 10) }
+
+// needsLook returns, for the eight bytes of x (a word read from a string,
+// the first in the low byte), the top bit of each byte that a JSON string
+// cannot hold as it is: 0x80 and above (x's own top bit), below 0x20 (the
+// subtraction wraps), '"' or '\\' (zero after the XOR, which the
+// subtraction of one wraps). The other tests may set the top bit of a
+// byte of 0x80 and above, which its own already sets. The lowest set bit is
+// exact: the subtractions borrow only upward, and only out of a byte that
+// needs a look, so a bit can be set falsely only above one.
+func needsLook(x uint64) uint64 {
 	const ones, tops = 0x0101010101010101, 0x8080808080808080
 	q, b := x^'"'*ones, x^'\\'*ones
-	return ((x-0x20*ones)&^x|(q-ones)&^q|(b-ones)&^b|x)&tops == 0
+	return (x | (x - 0x20*ones) | (q - ones) | (b - ones)) & tops
 }
 
 // word8 returns the eight bytes of s at i, the first in the low byte: one
@@ -546,60 +657,82 @@ func word8(s string, i int) uint64 {
 
 // appendString writes s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
 // the output is always valid JSON and valid UTF-8.
+//
+// It writes into dst's spare capacity, grown first for a stretch of s at
+// a time (escapeStretch bytes, whose output is at most six bytes each, and
+// a word more), so that nothing in the loop calls append or memmove: a
+// word of s is stored whole before it is looked at, and the bytes from
+// the first one that needs a look (needsLook's lowest bit) on are written
+// again. Prompts are mostly plain ASCII with a newline every few dozen
+// bytes; a byte-by-byte loop was a fifth of the CPU time of writing
+// tic-tac-toe's samples, and copying the plain runs between escapes (a
+// memmove call each) half of what was left.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a second look: prompts
-		// are mostly plain ASCII, and a byte-by-byte test was a fifth of
-		// the CPU time of writing tic-tac-toe's samples.
-		for i+8 <= len(s) && plain8(word8(s, i)) {
-			i += 8
+	i := 0
+	for i < len(s) {
+		end := min(len(s), i+escapeStretch)
+		if room := 6*(end-i) + 8; cap(dst)-len(dst) < room {
+			dst = slices.Grow(dst, room)
 		}
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+		out, j := dst[:cap(dst)], len(dst)
+		for i < end {
+			if i+8 <= len(s) {
+				w := word8(s, i)
+				binary.LittleEndian.PutUint64(out[j:], w)
+				m := needsLook(w)
+				if m == 0 {
+					i, j = i+8, j+8
+					continue
+				}
+				k := bits.TrailingZeros64(m) >> 3
+				i, j = i+k, j+k
+			}
+			c := s[i]
+			if c < utf8.RuneSelf {
 				i++
+				if c >= 0x20 && c != '"' && c != '\\' {
+					out[j] = c
+					j++
+					continue
+				}
+				out[j] = '\\'
+				switch c {
+				case '"', '\\':
+					out[j+1] = c
+				case '\n':
+					out[j+1] = 'n'
+				case '\r':
+					out[j+1] = 'r'
+				case '\t':
+					out[j+1] = 't'
+				default:
+					j += copy(out[j+1:], "u00") + 1
+					out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&0xf]
+				}
+				j += 2
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				j += copy(out[j:], `\ufffd`)
+			case r == '\u2028' || r == '\u2029':
+				// Valid JSON, but they break JavaScript's line parsing.
+				j += copy(out[j:], `\u202`)
+				out[j] = hexDigits[r&0xf]
+				j++
 			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				j += copy(out[j:], s[i:i+size])
 			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
 			i += size
-			start = i
-			continue
 		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript line parsing.
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
+		dst = out[:j]
 	}
-	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// escapeStretch is how many bytes of a string appendString escapes into
+// the room it grew at once: a long string does not make it reserve six
+// times its length.
+const escapeStretch = 4096

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -121,31 +122,48 @@ func TestExportedAppendersAreTheEncoders(t *testing.T) {
 	}
 }
 
-// TestPlain8FindsEveryByteThatNeedsALook puts every byte value at every
-// position of an otherwise plain word, and checks plain8 against the
-// byte-by-byte rule of appendString; and appendString against encoding/json
-// on strings long enough for its eight-byte runs, with the byte at every
-// offset.
-func TestPlain8FindsEveryByteThatNeedsALook(t *testing.T) {
+// TestNeedsLookFindsTheFirstByteThatNeedsOne puts every byte value at every
+// position of an otherwise plain word, alone and below every other byte
+// value, and checks that needsLook's lowest bit is the byte-by-byte rule of
+// appendString; and appendString against encoding/json on strings of every
+// length up to three words, with the byte at every offset, so that the
+// word-wide runs and the last word's tail both meet it.
+func TestNeedsLookFindsTheFirstByteThatNeedsOne(t *testing.T) {
+	look := func(c int) bool { return c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' }
+	first := func(m uint64) int { return bits.TrailingZeros64(m) / 8 } // 8: none
 	for pos := range 8 {
 		for c := range 256 {
 			w := []byte("abcdefgh")
 			w[pos] = byte(c)
-			want := c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\'
-			if got := plain8(word8(string(w), 0)); got != want {
-				t.Fatalf("byte %#x at %d: plain8 %v, want %v", c, pos, got, want)
+			want := 8
+			if look(c) {
+				want = pos
+			}
+			if got := first(needsLook(word8(string(w), 0))); got != want {
+				t.Fatalf("byte %#x at %d: first byte to look at %d, want %d", c, pos, got, want)
+			}
+			for above := pos + 1; above < 8 && look(c); above++ {
+				for d := range 256 {
+					w[above] = byte(d)
+					if got := first(needsLook(word8(string(w), 0))); got != pos {
+						t.Fatalf("byte %#x at %d, %#x at %d: first byte to look at %d, want %d", c, pos, d, above, got, pos)
+					}
+				}
+				w[above] = 'a' + byte(above)
 			}
 		}
 	}
-	for _, c := range []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\xff", "\u2028"} {
-		for at := range 20 {
-			s := strings.Repeat("x", at) + c + strings.Repeat("y", 19-at)
-			std, err := json.Marshal(s)
-			require.NoError(t, err)
-			var fromOurs, fromStd string
-			require.NoError(t, json.Unmarshal(appendString(nil, s), &fromOurs))
-			require.NoError(t, json.Unmarshal(std, &fromStd))
-			require.Equal(t, fromStd, fromOurs, "appendString(%q)", s)
+	for _, c := range []string{"\"", "\\", "\n", "\x00", "\x1f", "\x7f", "é", "\xff", "\u2028", "\n\n"} {
+		for n := range 25 {
+			for at := 0; at+len(c) <= n; at++ {
+				s := strings.Repeat("x", at) + c + strings.Repeat("y", n-at-len(c))
+				std, err := json.Marshal(s)
+				require.NoError(t, err)
+				var fromOurs, fromStd string
+				require.NoError(t, json.Unmarshal(appendString(nil, s), &fromOurs))
+				require.NoError(t, json.Unmarshal(std, &fromStd))
+				require.Equal(t, fromStd, fromOurs, "appendString(%q)", s)
+			}
 		}
 	}
 }

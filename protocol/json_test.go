@@ -601,8 +601,9 @@ func TestUnmarshalNaNNotAccepted(t *testing.T) {
 
 // TestEncoderMatchesAppendJSONAfterIndex encodes a sequence of samples
 // that share some fields and differ in others (the same string in new
-// memory, -0 and +0, NaN, a changed prompt) through one Encoder: every
-// encoding equals AppendJSONAfterIndex's.
+// memory, -0 and +0, NaN, a changed prompt, the next episode, another
+// allocator, status or scenario) through one Encoder: every encoding
+// equals AppendJSONAfterIndex's.
 func TestEncoderMatchesAppendJSONAfterIndex(t *testing.T) {
 	var samples []protocol.Sample
 	for _, f := range fixtures() {
@@ -624,7 +625,13 @@ func TestEncoderMatchesAppendJSONAfterIndex(t *testing.T) {
 	g := f
 	other := -0.25
 	g.Metadata.AgentScore = &other
-	samples = append(samples, a, b, c, c, d, e, e, a, f, g, f, g)
+	h := g
+	h.RolloutID, h.Metadata.Episode = g.RolloutID+1, g.Metadata.Episode+1 // the next episode's
+	i := h
+	i.Metadata.Allocator, i.Metadata.TextOnly = "difference:c=null", !h.Metadata.TextOnly
+	j := i
+	j.Status, j.Metadata.Scenario = protocol.StatusTruncated, "other"
+	samples = append(samples, a, b, c, c, d, e, e, a, f, g, f, g, h, h, g, i, i, j, j, i)
 	for k := range 40 { // more distinct scores than the encoder keeps
 		h := f
 		v := float64(k%20) / 7

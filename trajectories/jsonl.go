@@ -44,11 +44,20 @@ const flushThreshold = 1 << 20
 type JSONLWriter struct {
 	lineWriter
 	layout Layout
+	// head is the start of a line up to its index, `{"group_index":G,
+	// "index":`, for group index group; digits is the latest index
+	// written, last, in decimal. The samples of an episode share their
+	// group index and are numbered consecutively, so WriteEpisode formats
+	// the head once an episode and counts the digits up.
+	head   []byte
+	group  int64
+	digits []byte
+	last   int64
 }
 
 // NewJSONLWriter returns a writer of samples to w in the given layout.
 func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
-	return &JSONLWriter{lineWriter: lineWriter{w: w, what: "samples"}, layout: layout}
+	return &JSONLWriter{lineWriter: lineWriter{w: w, what: "samples"}, layout: layout, last: -2}
 }
 
 // lineWriter buffers whole lines and writes them out in one Write call,
@@ -150,10 +159,20 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 		if jw.layout == Nested && i > 0 {
 			jw.buf = append(jw.buf, ',')
 		}
-		jw.buf = append(jw.buf, `{"group_index":`...)
-		jw.buf = strconv.AppendInt(jw.buf, s.GroupIndex, 10)
-		jw.buf = append(jw.buf, `,"index":`...)
-		jw.buf = strconv.AppendInt(jw.buf, s.Index, 10)
+		if len(jw.head) == 0 || s.GroupIndex != jw.group {
+			jw.head = append(jw.head[:0], `{"group_index":`...)
+			jw.head = strconv.AppendInt(jw.head, s.GroupIndex, 10)
+			jw.head = append(jw.head, `,"index":`...)
+			jw.group = s.GroupIndex
+		}
+		jw.buf = append(jw.buf, jw.head...)
+		if s.Index == jw.last+1 && s.Index > 0 {
+			jw.digits = countUp(jw.digits)
+		} else {
+			jw.digits = strconv.AppendInt(jw.digits[:0], s.Index, 10)
+		}
+		jw.last = s.Index
+		jw.buf = append(jw.buf, jw.digits...)
 		jw.buf = append(jw.buf, ',')
 		jw.buf = append(jw.buf, p.bytes[start:p.ends[i]]...)
 		start = p.ends[i]
@@ -166,6 +185,20 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 		jw.buf = append(jw.buf, ']', '\n')
 	}
 	return nil
+}
+
+// countUp returns d, the decimal digits of a positive number, counted up
+// by one: in place, and a digit longer past a run of nines.
+func countUp(d []byte) []byte {
+	for k := len(d) - 1; k >= 0; k-- {
+		if d[k] != '9' {
+			d[k]++
+			return d
+		}
+		d[k] = '0'
+	}
+	d[0] = '1'
+	return append(d, '0')
 }
 
 // Forgets implements Forgetter: WriteEpisode copies the encoded bytes.

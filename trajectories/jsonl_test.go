@@ -159,12 +159,15 @@ func TestJSONLWriterStitchesIndexes(t *testing.T) {
 				}
 				jw.Prepare(ep)
 			}
-			next := int64(1000)
+			// Counted up across a digit (the writer counts in decimal
+			// digits), then down, from 0 and over a gap, in two groups.
+			index := []int64{998, 999, 1000, 9, 0}
+			group := []int64{9, 9, 9, 10, 10}
+			k := 0
 			for _, ep := range eps {
 				for i := range ep.Samples {
-					ep.Samples[i].Index = next
-					ep.Samples[i].GroupIndex = 9
-					next++
+					ep.Samples[i].Index, ep.Samples[i].GroupIndex = index[k], group[k]
+					k++
 				}
 				require.NoError(t, jw.WriteEpisode(ep))
 			}
@@ -174,8 +177,8 @@ func TestJSONLWriterStitchesIndexes(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, all, 5)
 			for i, s := range all {
-				assert.Equal(t, int64(1000+i), s.Index)
-				assert.Equal(t, int64(9), s.GroupIndex)
+				assert.Equal(t, index[i], s.Index)
+				assert.Equal(t, group[i], s.GroupIndex)
 			}
 			flat, _ := fxSamplesOf(eps)
 			assert.Equal(t, flat, all)
