@@ -134,6 +134,10 @@ func (e *Encoder) str(dst []byte, slot int, s string) []byte {
 		m.s, m.seen, m.ok = s, true, false
 		return appendString(dst, s)
 	}
+	// The caller's copy from now on: the samples after it share its
+	// bytes (an episode's prompt, say, made anew each episode), which
+	// compare by address.
+	m.s = s
 	if m.ok {
 		return append(dst, m.enc...)
 	}
@@ -192,6 +196,7 @@ func (e *Encoder) headOf(dst []byte, status Status, m *Metadata) []byte {
 	}
 	h := &e.head
 	if h.ok && h.seed == m.Seed && h.episode == m.Episode && strcmp.Equal(h.status, string(status)) && strcmp.Equal(h.scenario, m.Scenario) {
+		h.status, h.scenario = string(status), m.Scenario // compared by address next (str)
 		return append(dst, h.enc...)
 	}
 	start := len(dst)
@@ -221,6 +226,7 @@ func (e *Encoder) tailOf(dst []byte, m *Metadata) []byte {
 	}
 	t := &e.tail
 	if t.ok && t.textOnly == m.TextOnly && strcmp.Equal(t.allocator, m.Allocator) && strcmp.Equal(t.end, m.End) {
+		t.allocator, t.end = m.Allocator, m.End // compared by address next (str)
 		return append(dst, t.enc...)
 	}
 	start := len(dst)
