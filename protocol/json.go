@@ -196,7 +196,7 @@ func (e *Encoder) headOf(dst []byte, status Status, m *Metadata) []byte {
 	}
 	h := &e.head
 	if h.ok && h.seed == m.Seed && h.episode == m.Episode && strcmp.Equal(h.status, string(status)) && strcmp.Equal(h.scenario, m.Scenario) {
-		h.status, h.scenario = string(status), m.Scenario // compared by address next (str)
+		h.status, h.scenario = string(status), m.Scenario // compared by address next, as in str
 		return append(dst, h.enc...)
 	}
 	start := len(dst)
@@ -226,7 +226,7 @@ func (e *Encoder) tailOf(dst []byte, m *Metadata) []byte {
 	}
 	t := &e.tail
 	if t.ok && t.textOnly == m.TextOnly && strcmp.Equal(t.allocator, m.Allocator) && strcmp.Equal(t.end, m.End) {
-		t.allocator, t.end = m.Allocator, m.End // compared by address next (str)
+		t.allocator, t.end = m.Allocator, m.End // compared by address next, as in str
 		return append(dst, t.enc...)
 	}
 	start := len(dst)
