@@ -104,15 +104,15 @@ const (
 	nFloatSlots
 )
 
-// strMemo is a slot's string: the latest one written (seen), and its
-// encoding once it came twice in a row (ok). The encoding is kept only
-// for a string that repeats: a prompt of a board game is new at every
-// turn, and copying each one aside cost more than encoding it again.
+// strMemo is a slot's string: the latest one written (the zero value
+// stands for ""), and its encoding once it came twice in a row (ok). The
+// encoding is kept only for a string that repeats: a prompt of a board
+// game is new at every turn, and copying each one aside cost more than
+// encoding it again.
 type strMemo struct {
-	s    string
-	enc  []byte
-	seen bool // s is the slot's latest string
-	ok   bool // enc is s's encoding
+	s   string
+	enc []byte
+	ok  bool // enc is s's encoding
 }
 
 // floatMemo is a number's encoding, by the number's bits.
@@ -130,8 +130,8 @@ func (e *Encoder) str(dst []byte, slot int, s string) []byte {
 		return appendString(dst, s)
 	}
 	m := &e.strs[slot]
-	if !m.seen || !strcmp.Equal(m.s, s) {
-		m.s, m.seen, m.ok = s, true, false
+	if !strcmp.Equal(m.s, s) {
+		m.s, m.ok = s, false
 		return appendString(dst, s)
 	}
 	// The caller's copy from now on: the samples after it share its

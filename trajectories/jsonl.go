@@ -46,7 +46,7 @@ type JSONLWriter struct {
 	layout Layout
 	// head is the start of a line up to its index, `{"group_index":G,
 	// "index":`, for group index group; digits is the latest index
-	// written, last, in decimal. The samples of an episode share their
+	// written, last, in decimal (empty before the first). The samples of an episode share their
 	// group index and are numbered consecutively, so WriteEpisode formats
 	// the head once an episode and counts the digits up.
 	head   []byte
@@ -57,7 +57,7 @@ type JSONLWriter struct {
 
 // NewJSONLWriter returns a writer of samples to w in the given layout.
 func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
-	return &JSONLWriter{lineWriter: lineWriter{w: w, what: "samples"}, layout: layout, last: -2}
+	return &JSONLWriter{lineWriter: lineWriter{w: w, what: "samples"}, layout: layout}
 }
 
 // lineWriter buffers whole lines and writes them out in one Write call,
@@ -166,7 +166,9 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 			jw.group = s.GroupIndex
 		}
 		jw.buf = append(jw.buf, jw.head...)
-		if s.Index == jw.last+1 && s.Index > 0 {
+		// Counted up only from a positive number's digits (last, once
+		// written, and not a negative one, nor the wrap past MaxInt64).
+		if len(jw.digits) > 0 && s.Index > 0 && s.Index == jw.last+1 {
 			jw.digits = countUp(jw.digits)
 		} else {
 			jw.digits = strconv.AppendInt(jw.digits[:0], s.Index, 10)

@@ -159,9 +159,11 @@ func TestJSONLWriterStitchesIndexes(t *testing.T) {
 				}
 				jw.Prepare(ep)
 			}
-			// Counted up across a digit (the writer counts in decimal
-			// digits), then down, from 0 and over a gap, in two groups.
-			index := []int64{998, 999, 1000, 9, 0}
+			// 1 first (the zero writer's last is 0, but it has no digits
+			// to count up), then over a gap, counted up across a digit
+			// (the writer counts in decimal digits), then down, to 0, in
+			// two groups.
+			index := []int64{1, 999, 1000, 9, 0}
 			group := []int64{9, 9, 9, 10, 10}
 			k := 0
 			for _, ep := range eps {
