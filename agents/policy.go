@@ -63,21 +63,9 @@ type Tokens struct {
 // Action is a policy's answer.
 type Action struct {
 	// Text is the action as the scenario reads it (a legal action's name, an
-	// utterance, a JSON object), and the sample's response unless
-	// Completion is set.
+	// utterance, a JSON object), and the sample's response unless the
+	// Generation has a Completion.
 	Text string
-	// Completion is what a model wrote, decoded from the tokens it sampled,
-	// when that differs from Text (an LLM's fenced JSON object around the
-	// move it names, a tool call). It becomes the sample's response, which
-	// reward models, filters and logs read, and Text moves to the sample's
-	// metadata under "action". Empty means the response is Text.
-	Completion string
-	// Tokens is set by policies that know the token ids behind Text; nil
-	// makes the sample text-only.
-	Tokens *Tokens
-	// Prompt, when set, replaces the rendered observation as the sample's
-	// prompt: an LLM policy records the chat it actually sent.
-	Prompt *protocol.Prompt
 	// Invalid, when non-empty, says why the answer is not a valid action
 	// (unparseable output, a schema violation, an illegal choice) after
 	// whatever retries the policy made. The environment records it in the
@@ -88,6 +76,29 @@ type Action struct {
 	// attempts, finish reason, token counts). The engine merges them into
 	// the sample's metadata; keys must not be troupe's own metadata keys.
 	Notes map[string]any
+	// Generation is what a model policy knows of how it generated the
+	// answer: the chat it sent, what it wrote, its tokens. nil for a policy
+	// that chooses without a model (scripted, random, learned), whose sample
+	// is text-only, its prompt the rendered observation and its response
+	// Text.
+	Generation *Generation
+}
+
+// Generation is how a model produced an answer.
+type Generation struct {
+	// Completion is what the model wrote, decoded from the tokens it
+	// sampled, when that differs from the Action's Text (an LLM's fenced
+	// JSON object around the move it names, a tool call). It becomes the
+	// sample's response, which reward models, filters and logs read, and
+	// Text moves to the sample's metadata under "action". Empty means the
+	// response is Text.
+	Completion string
+	// Prompt, when set, replaces the rendered observation as the sample's
+	// prompt: the chat the policy actually sent.
+	Prompt *protocol.Prompt
+	// Tokens are the token ids behind the prompt and the response; nil
+	// makes the sample text-only.
+	Tokens *Tokens
 }
 
 // Policy chooses an agent's action. Act is called with the environment's

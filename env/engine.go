@@ -1078,7 +1078,10 @@ func (e *Engine) record(actors []int) {
 		lastTurn[i] = first + k + 1
 		t.Seat, t.Step, t.Turn, t.State, t.Seed = i, o.Step, o.Turn, o.State, o.Seed
 		t.View, t.Legal = o.View, o.Legal
-		t.Action, t.Completion, t.Prompt, t.Tokens, t.Invalid = a.Text, a.Completion, a.Prompt, a.Tokens, a.Invalid
+		t.Action, t.Generation, t.Invalid = a.Text, a.Generation, a.Invalid
+		if g := a.Generation; g != nil && *g == (agents.Generation{}) {
+			t.Generation = nil // says nothing: recorded as no generation, as decoders read it back
+		}
 		t.Emit = emit[i]
 		t.Inbox = nil // set by inboxes at the episode's end
 		t.Notes = nil

@@ -285,7 +285,7 @@ func TestNotesAndEmitFilter(t *testing.T) {
 
 func TestTokensBecomeTrainedSample(t *testing.T) {
 	pol := agents.PolicyFunc(func(_ context.Context, o *agents.Observation) (agents.Action, error) {
-		return agents.Action{Text: "3", Tokens: &agents.Tokens{Prompt: []int{5, 6}, Response: []int{7, 8}, LogProbs: []float64{-0.5, -0.25}}}, nil
+		return agents.Action{Text: "3", Generation: &agents.Generation{Tokens: &agents.Tokens{Prompt: []int{5, 6}, Response: []int{7, 8}, LogProbs: []float64{-0.5, -0.25}}}}, nil
 	})
 	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
 	require.Len(t, ep.Samples, 1)
@@ -447,7 +447,7 @@ func TestActionNotesReachTheSample(t *testing.T) {
 func TestCompletionIsTheResponseAndTheMoveIsKept(t *testing.T) {
 	const wrote = "I will say three.\n```json\n{\"action\": \"3\"}\n```"
 	pol := agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
-		return agents.Action{Text: "3", Completion: wrote}, nil
+		return agents.Action{Text: "3", Generation: &agents.Generation{Completion: wrote}}, nil
 	})
 	ep := runOne(t, relayScenario(env.Sequential, 3, relayHooks{}, nil), pol, nil)
 	require.Len(t, ep.Samples, 1)

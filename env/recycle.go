@@ -23,12 +23,16 @@ type record struct {
 	// game is the episode's game, for the scenario to renew (Renewer)
 	// once the record is given back.
 	game Game
+	// maker is the engine that recorded it last, whose core's cache holds
+	// its memory: the pool gives it back to that engine first.
+	maker *Engine
 }
 
 // newRecord returns a record for an episode played with setup: from the
 // setup's pool when it holds one, else fresh.
 func (e *Engine) newRecord(setup *Setup) *record {
 	r := e.spareRecord(setup.records)
+	r.maker = e
 	r.rp.setup = *setup
 	r.rp.owner = r
 	r.rec.Replay = &r.rp
@@ -49,7 +53,7 @@ func (e *Engine) spareRecord(p *recordPool) *record {
 		e.spares, e.sparesOf = e.spares[:0], p
 	}
 	if len(e.spares) == 0 {
-		e.spares = p.take(e.spares, spareRecords, spareTurns)
+		e.spares = p.take(e, e.spares, spareRecords, spareTurns)
 	}
 	if k := len(e.spares); k > 0 {
 		r := e.spares[k-1]
@@ -88,23 +92,42 @@ const (
 // at once. The zero value is ready.
 type recordPool struct {
 	mu   sync.Mutex
-	free []*record
+	free map[*Engine][]*record // by the engine that recorded them last
 }
 
 // take moves up to n records from the pool to dst, the most recently
 // given back first, and stops after the one that brings their turns'
-// capacity to turns.
-func (p *recordPool) take(dst []*record, n, turns int) []*record {
+// capacity to turns. It takes e's own records first: their memory is in
+// the cache of the core that wrote it, where another engine's would have
+// to move.
+func (p *recordPool) take(e *Engine, dst []*record, n, turns int) []*record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	held, start := 0, len(dst)
-	for k := len(p.free) - 1; k >= 0 && n > 0 && held < turns; k-- {
-		r := p.free[k]
-		p.free[k] = nil
-		p.free = p.free[:k]
-		held += cap(r.rec.Turns)
-		n--
-		dst = append(dst, r)
+	from := func(k *Engine) {
+		free := p.free[k]
+		for len(free) > 0 && n > 0 && held < turns {
+			r := free[len(free)-1]
+			free[len(free)-1] = nil
+			free = free[:len(free)-1]
+			held += cap(r.rec.Turns)
+			n--
+			dst = append(dst, r)
+		}
+		if len(free) == 0 {
+			delete(p.free, k) // which would keep an engine gone alive
+		} else {
+			p.free[k] = free
+		}
+	}
+	from(e)
+	for k := range p.free {
+		if n == 0 || held >= turns {
+			break
+		}
+		if k != e {
+			from(k)
+		}
 	}
 	// The engine takes its spares from the end: the most recent first.
 	slices.Reverse(dst[start:])
@@ -115,7 +138,17 @@ func (p *recordPool) take(dst []*record, n, turns int) []*record {
 func (p *recordPool) give(rs []*record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.free = append(p.free, rs...)
+	for _, r := range rs {
+		p.add(r)
+	}
+}
+
+// add puts r with the records of its maker; the caller holds p.mu.
+func (p *recordPool) add(r *record) {
+	if p.free == nil {
+		p.free = map[*Engine][]*record{}
+	}
+	p.free[r.maker] = append(p.free[r.maker], r)
 }
 
 // put takes back recs, which no one uses any more, when an engine of this
@@ -135,6 +168,6 @@ func (p *recordPool) put(key any, recs ...*episode.Record) {
 		// next, rather than to this one and back. Its Replay goes now,
 		// which marks it given back: a second Recycle skips it.
 		rec.Replay = nil
-		p.free = append(p.free, rp.owner)
+		p.add(rp.owner)
 	}
 }

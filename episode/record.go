@@ -84,16 +84,12 @@ type Turn struct {
 	// delivery order.
 	Inbox []int
 
-	// Action is the move the game read; Completion what a model wrote
-	// around it, when that differs (agents.Action.Completion).
-	Action     string
-	Completion string
-	// Prompt is the chat a policy recorded having sent (an LLM's); nil
-	// when the prompt is the rendered observation.
-	Prompt *protocol.Prompt
-	// Tokens are the policy's token ids and log-probs; nil for text-only
-	// policies.
-	Tokens *agents.Tokens
+	// Action is the move the game read.
+	Action string
+	// Generation is how a model policy produced the answer (its chat,
+	// what it wrote around the move, its tokens); nil for policies without
+	// a model.
+	Generation *agents.Generation
 	// Invalid says why the answer was invalid (agents.Action.Invalid).
 	Invalid string
 	// Notes are the policy's notes about the answer and the facts the
@@ -101,6 +97,16 @@ type Turn struct {
 	Notes map[string]any
 	// Emit says whether the turn becomes a training sample.
 	Emit bool
+}
+
+// Generated returns what t's Generation points to, and the zero
+// Generation (no completion, prompt or tokens) when it is nil: for readers
+// that treat the two alike.
+func (t *Turn) Generated() agents.Generation {
+	if t.Generation == nil {
+		return agents.Generation{}
+	}
+	return *t.Generation
 }
 
 // Record is one finished episode.

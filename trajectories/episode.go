@@ -107,18 +107,19 @@ func samplesInto(buf []protocol.Sample, rec *episode.Record) []protocol.Sample {
 			// place (Allocate merges its notes into a copy).
 			s.Metadata.Extra = t.Notes
 		}
-		if t.Completion != "" {
+		g := t.Generated()
+		if g.Completion != "" {
 			// The response is what the model wrote; the move the game read
 			// from it is kept beside it.
-			s.Response = t.Completion
+			s.Response = g.Completion
 			s.Metadata.Action = t.Action
 		}
-		if t.Prompt != nil {
-			s.Prompt = *t.Prompt
+		if g.Prompt != nil {
+			s.Prompt = *g.Prompt
 		} else {
 			s.Prompt = protocol.TextPrompt(rec.TextPrompt(t))
 		}
-		if tk := t.Tokens; tk != nil && len(tk.Response) > 0 {
+		if tk := g.Tokens; tk != nil && len(tk.Response) > 0 {
 			s.Tokens = make([]int, 0, len(tk.Prompt)+len(tk.Response))
 			s.Tokens = append(append(s.Tokens, tk.Prompt...), tk.Response...)
 			s.ResponseLength = len(tk.Response)

@@ -266,9 +266,10 @@ func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte,
 	}
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
+		g := t.Generated()
 		tl := turnLine{
 			Seat: t.Seat, Step: t.Step, Turn: t.Turn, State: string(t.State), Seed: t.Seed,
-			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Action: t.Action, Completion: t.Completion,
+			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Action: t.Action, Completion: g.Completion,
 			Invalid: t.Invalid, Notes: t.Notes, Emit: t.Emit,
 		}
 		if tl.Inbox == nil {
@@ -277,11 +278,11 @@ func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte,
 		if tl.Notes == nil {
 			tl.Notes = map[string]any{}
 		}
-		if t.Prompt != nil {
-			p := promptLine(*t.Prompt)
+		if g.Prompt != nil {
+			p := promptLine(*g.Prompt)
 			tl.Prompt = &p
 		}
-		if tk := t.Tokens; tk != nil {
+		if tk := g.Tokens; tk != nil {
 			tl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
 		}
 		l.Turns[i] = tl
@@ -391,7 +392,7 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		}
 		t := episode.Turn{
 			Seat: tl.Seat, Step: tl.Step, Turn: tl.Turn, State: agents.State(tl.State), Seed: tl.Seed,
-			View: tl.View, Legal: tl.Legal, Action: tl.Action, Completion: tl.Completion,
+			View: tl.View, Legal: tl.Legal, Action: tl.Action,
 			Invalid: tl.Invalid, Emit: tl.Emit,
 		}
 		if len(tl.Inbox) > 0 {
@@ -400,12 +401,16 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		if len(tl.Notes) > 0 {
 			t.Notes = tl.Notes
 		}
+		g := agents.Generation{Completion: tl.Completion}
 		if tl.Prompt != nil {
 			p := protocol.Prompt(*tl.Prompt)
-			t.Prompt = &p
+			g.Prompt = &p
 		}
 		if tk := tl.Tokens; tk != nil {
-			t.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
+			g.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
+		}
+		if g != (agents.Generation{}) {
+			t.Generation = &g
 		}
 		rec.Turns[i] = t
 	}

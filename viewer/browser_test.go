@@ -667,12 +667,13 @@ func checkLLMTurns(t *testing.T, b *browser, rec *episode.Record) {
 	require.Len(t, turns, len(rec.Turns))
 	llm := 0
 	for k, tn := range rec.Turns {
-		if tn.Tokens == nil {
+		g := tn.Generated()
+		if g.Tokens == nil {
 			continue
 		}
 		llm++
-		assert.Len(t, tn.Tokens.LogProbs, turns[k].Cells, "turn %d: a cell per response token", k)
-		assert.Equal(t, len(tn.Prompt.Messages), turns[k].Chat, "turn %d: the chat that was sent", k)
+		assert.Len(t, g.Tokens.LogProbs, turns[k].Cells, "turn %d: a cell per response token", k)
+		assert.Equal(t, len(g.Prompt.Messages), turns[k].Chat, "turn %d: the chat that was sent", k)
 		assert.Contains(t, turns[k].Tokens, fmt.Sprintf("completion %v", tn.Notes["llm_completion_tokens"]), "turn %d", k)
 		if r, ok := tn.Notes["llm_rejected"].([]any); ok {
 			assert.Len(t, turns[k].Rejected, len(r), "turn %d: the refused answers", k)
@@ -703,10 +704,13 @@ func hostileFiles(t *testing.T, dir string) (string, string) {
 		Scenario: h(0), Params: map[string]string{h(1): h(2)}, Status: "failed", End: h(3), Err: h(4), Label: h(5), Steps: 2,
 		Seats: []episode.Seat{{ID: h(0), Role: h(1)}, {ID: h(2), Role: h(3)}},
 		Turns: []episode.Turn{
-			{Seat: 0, Step: 0, State: agents.State(h(4)), View: h(5), Legal: []string{h(0), h(1)}, Action: h(0), Completion: h(2),
-				Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{{Role: h(3), Content: h(4)}}}, Invalid: h(5),
-				Notes: map[string]any{h(0): h(1), "llm_rejected": []any{h(2), h(3)}}, Emit: true,
-				Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2, 3}, LogProbs: []float64{-0.1, -2}}},
+			{Seat: 0, Step: 0, State: agents.State(h(4)), View: h(5), Legal: []string{h(0), h(1)}, Action: h(0), Invalid: h(5),
+				Generation: &agents.Generation{
+					Completion: h(2),
+					Prompt:     &protocol.Prompt{Messages: []protocol.ChatMessage{{Role: h(3), Content: h(4)}}},
+					Tokens:     &agents.Tokens{Prompt: []int{1}, Response: []int{2, 3}, LogProbs: []float64{-0.1, -2}},
+				},
+				Notes: map[string]any{h(0): h(1), "llm_rejected": []any{h(2), h(3)}}, Emit: true},
 			{Seat: 1, Step: 1, State: agents.State(h(5)), Inbox: []int{0}, Action: h(1), Emit: true},
 		},
 		Messages: []episode.Message{

@@ -155,20 +155,21 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 	k := 0
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
+		g := t.Generated()
 		tv := TurnView{
 			N: i, Seat: t.Seat, Agent: rec.Seats[t.Seat].ID, Role: rec.Seats[t.Seat].Role,
 			Step: t.Step, Turn: t.Turn, State: string(t.State), Emit: t.Emit, Sample: -1,
-			View: t.View, Inbox: t.Inbox, Legal: t.Legal, Action: t.Action, Completion: t.Completion, Invalid: t.Invalid,
+			View: t.View, Inbox: t.Inbox, Legal: t.Legal, Action: t.Action, Completion: g.Completion, Invalid: t.Invalid,
 		}
-		if t.Prompt != nil && t.Prompt.Messages != nil {
-			tv.Chat = t.Prompt.Messages
-		} else if t.Prompt != nil {
-			tv.Prompt = t.Prompt.Text
+		if g.Prompt != nil && g.Prompt.Messages != nil {
+			tv.Chat = g.Prompt.Messages
+		} else if g.Prompt != nil {
+			tv.Prompt = g.Prompt.Text
 		} else {
 			tv.Prompt = rec.TextPrompt(t)
 		}
 		tv.setNotes(t.Notes)
-		if tk := t.Tokens; tk != nil {
+		if tk := g.Tokens; tk != nil {
 			tv.PromptIDs, tv.ResponseIDs, tv.LogProbs = len(tk.Prompt), len(tk.Response), tk.LogProbs
 		}
 		if t.Emit {

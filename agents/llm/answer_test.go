@@ -120,12 +120,12 @@ func TestInvalidAnswerIsAskedAgain(t *testing.T) {
 		reqs := srv.Requests()
 		require.Len(t, reqs, 2)
 		assert.Equal(t, int64(requestSeed(4, 1)), *reqs[1].Seed, "a re-ask samples with the next seed")
-		msgs := a.Prompt.Messages
+		msgs := a.Generation.Prompt.Messages
 		require.Len(t, msgs, 4)
 		assert.Equal(t, protocol.ChatMessage{Role: RoleAssistant, Content: `{"move": 42}`}, msgs[2])
 		assert.Equal(t, RoleUser, msgs[3].Role)
 		assert.True(t, strings.HasPrefix(msgs[3].Content, `Your answer was rejected: the object has no "action" field (it has: move). Answer with a JSON object`), msgs[3].Content)
-		assert.Equal(t, llmtest.PromptIDs(reqs[1].Messages), a.Tokens.Prompt, "the tokens are the accepted attempt's")
+		assert.Equal(t, llmtest.PromptIDs(reqs[1].Messages), a.Generation.Tokens.Prompt, "the tokens are the accepted attempt's")
 	})
 }
 
@@ -140,7 +140,7 @@ func TestInvalidAnswerWithoutFeedbackResamples(t *testing.T) {
 		require.Len(t, reqs, 2)
 		assert.Equal(t, reqs[0].Messages, reqs[1].Messages)
 		assert.NotEqual(t, *reqs[0].Seed, *reqs[1].Seed)
-		assert.Len(t, turn.Prompt.Messages, 2)
+		assert.Len(t, turn.Generation.Prompt.Messages, 2)
 	})
 }
 
@@ -159,8 +159,8 @@ func TestStillInvalidAfterRetries(t *testing.T) {
 		assert.Equal(t, `invalid answer: "e9" is not a legal action; legal: a1, b2`, a.Invalid)
 		assert.Equal(t, 4, turn.Notes["llm_attempts"])
 		assert.Len(t, turn.Notes["llm_rejected"], 4)
-		require.NotNil(t, a.Tokens)
-		assert.Equal(t, llmtest.CompletionIDs(`{"action":"e9"}`), a.Tokens.Response)
+		require.NotNil(t, a.Generation.Tokens)
+		assert.Equal(t, llmtest.CompletionIDs(`{"action":"e9"}`), a.Generation.Tokens.Response)
 		assert.Equal(t, 4, srv.Stats().Chat)
 	})
 }
@@ -176,7 +176,7 @@ func TestCutOffAnswerSaysSo(t *testing.T) {
 		assert.Contains(t, turn.Invalid, "cut off at the token limit")
 		assert.Equal(t, "length", turn.Notes["llm_finish_reason"])
 		assert.Equal(t, `{"action"`, turn.Text, "an unreadable answer is passed on as it is")
-		assert.Len(t, turn.Tokens.Response, 3)
+		assert.Len(t, turn.Generation.Tokens.Response, 3)
 	})
 }
 
@@ -197,7 +197,7 @@ func TestTextFormat(t *testing.T) {
 		f := srv.Requests()[0].Fields()
 		assert.NotContains(t, f, "response_format")
 		assert.NotContains(t, f, "tools")
-		last := turn.Prompt.Messages[len(turn.Prompt.Messages)-1]
+		last := turn.Generation.Prompt.Messages[len(turn.Generation.Prompt.Messages)-1]
 		assert.True(t, strings.HasSuffix(last.Content, "Answer with exactly one of: a1, b2, and nothing else."), last.Content)
 	})
 }

@@ -199,7 +199,7 @@ func TestBrokenAnswersAreRetried(t *testing.T) {
 				turn, err := inProcess(t, srv, testConfig(KindVLLM)).Act(t.Context(), board(1, "a1", "b2"))
 				require.NoError(t, err)
 				assert.Equal(t, 2, turn.Notes["llm_retries"])
-				assert.NotNil(t, turn.Tokens)
+				assert.NotNil(t, turn.Generation.Tokens)
 				assert.Equal(t, 2, srv.Stats().Faults[f.Name()])
 			})
 		})

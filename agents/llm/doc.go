@@ -34,10 +34,10 @@
 // # Responses
 //
 // Action.Text is the move the scenario reads (a legal action's name, a
-// JSON object); Action.Completion, set when it differs, is what the model
-// wrote, which the engine makes the sample's response (and Text its
-// metadata "action"). The note llm_response_source says where it comes
-// from:
+// JSON object); Action.Generation.Completion, set when it differs, is
+// what the model wrote, which the engine makes the sample's response (and
+// Text its metadata "action"). The note llm_response_source says where it
+// comes from:
 //
 //	detokenize  llamacpp with token ids: POST /detokenize of the
 //	            completion's ids, less a trailing end-of-generation token:

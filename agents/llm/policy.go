@@ -156,12 +156,12 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 			rejected = append(rejected, perr.Error())
 		}
 		if perr == nil || attempt >= p.invalidRetries {
-			a := agents.Action{Text: text, Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat},
-				Notes: p.notes(comp, attempt+1, retries, rejected)}
+			g := &agents.Generation{Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat}}
+			a := agents.Action{Text: text, Generation: g, Notes: p.notes(comp, attempt+1, retries, rejected)}
 			resp, source := p.response(comp)
 			a.Notes["llm_response_source"] = source
 			if resp != text {
-				a.Completion = resp
+				g.Completion = resp
 			}
 			if perr != nil {
 				a.Invalid = perr.Error()

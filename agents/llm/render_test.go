@@ -50,7 +50,7 @@ func TestSystemPrompts(t *testing.T) {
 		system := func(p *Policy) string {
 			turn, err := p.Act(t.Context(), o)
 			require.NoError(t, err)
-			return turn.Prompt.Messages[0].Content
+			return turn.Generation.Prompt.Messages[0].Content
 		}
 		assert.Equal(t, "You are the agent x, in the role x.", system(inProcess(t, srv, cfg)))
 		withScenario := system(inProcess(t, srv, cfg, WithScenario(info)))
@@ -71,11 +71,11 @@ func TestPerRoleRendererAndAnswer(t *testing.T) {
 		p := inProcess(t, srv, testConfig(KindVLLM), WithRenderer("o", fixed), WithAnswer("o", ObjectAnswer([]byte(`{"type":"object"}`), "any object", nil)))
 		turn, err := p.Act(t.Context(), &agents.Observation{Agent: "o1", Role: "o", View: "v"})
 		require.NoError(t, err)
-		assert.Equal(t, "custom o1\n\nAnswer with any object, and nothing else.", turn.Prompt.Messages[1].Content)
+		assert.Equal(t, "custom o1\n\nAnswer with any object, and nothing else.", turn.Generation.Prompt.Messages[1].Content)
 		assert.Equal(t, "{}", turn.Text, "DefaultBrain answers a schema without an action field with {}")
 		turn, err = p.Act(t.Context(), &agents.Observation{Agent: "x1", Role: "x", View: "v", Legal: []string{"a1"}})
 		require.NoError(t, err)
-		assert.Equal(t, "v\n\nAnswer with a JSON object {\"action\": A} where A is one of: a1, and nothing else.", turn.Prompt.Messages[1].Content)
+		assert.Equal(t, "v\n\nAnswer with a JSON object {\"action\": A} where A is one of: a1, and nothing else.", turn.Generation.Prompt.Messages[1].Content)
 		assert.Equal(t, "a1", turn.Text)
 	})
 }

@@ -117,23 +117,23 @@ func TestServerTokens(t *testing.T) {
 			turn, err := overNetwork(t, srv, testConfig(kind)).Act(t.Context(), obs)
 			require.NoError(t, err)
 			a := turn
-			require.NotNil(t, a.Tokens, "text-only: %v", turn.Notes["llm_text_only"])
+			require.NotNil(t, a.Generation.Tokens, "text-only: %v", turn.Notes["llm_text_only"])
 			sent := srv.Requests()[0].Messages
-			require.Len(t, a.Prompt.Messages, len(sent))
-			for i, m := range a.Prompt.Messages {
+			require.Len(t, a.Generation.Prompt.Messages, len(sent))
+			for i, m := range a.Generation.Prompt.Messages {
 				assert.Equal(t, llmtest.Message{Role: m.Role, Content: m.Content}, sent[i], "the recorded prompt is the chat sent")
 			}
-			assert.Equal(t, llmtest.PromptIDs(sent), a.Tokens.Prompt)
+			assert.Equal(t, llmtest.PromptIDs(sent), a.Generation.Tokens.Prompt)
 			reply := `{"action":"` + a.Text + `"}`
-			assert.Equal(t, llmtest.CompletionIDs(reply), a.Tokens.Response)
-			require.Len(t, a.Tokens.LogProbs, len(a.Tokens.Response))
-			for i, id := range a.Tokens.Response {
-				assert.Equal(t, llmtest.LogProb(id, i), a.Tokens.LogProbs[i])
+			assert.Equal(t, llmtest.CompletionIDs(reply), a.Generation.Tokens.Response)
+			require.Len(t, a.Generation.Tokens.LogProbs, len(a.Generation.Tokens.Response))
+			for i, id := range a.Generation.Tokens.Response {
+				assert.Equal(t, llmtest.LogProb(id, i), a.Generation.Tokens.LogProbs[i])
 			}
-			assert.Nil(t, a.Tokens.LossMask, "every response token is sampled")
+			assert.Nil(t, a.Generation.Tokens.LossMask, "every response token is sampled")
 			assert.NotContains(t, turn.Notes, "llm_text_only")
-			assert.Equal(t, len(a.Tokens.Prompt), turn.Notes["llm_prompt_tokens"])
-			assert.Equal(t, len(a.Tokens.Response), turn.Notes["llm_completion_tokens"])
+			assert.Equal(t, len(a.Generation.Tokens.Prompt), turn.Notes["llm_prompt_tokens"])
+			assert.Equal(t, len(a.Generation.Tokens.Response), turn.Notes["llm_completion_tokens"])
 			if kind == KindLlamaCpp {
 				st := srv.Stats()
 				assert.Equal(t, 1, st.ApplyTemplate)
@@ -169,7 +169,7 @@ func TestTextOnly(t *testing.T) {
 			}
 			turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(1, "a1", "b2"))
 			require.NoError(t, err)
-			assert.Nil(t, turn.Tokens)
+			assert.Nil(t, turn.Generation.Tokens)
 			assert.Contains(t, turn.Notes["llm_text_only"], tc.why)
 			assert.Contains(t, []string{"a1", "b2"}, turn.Text)
 		})
@@ -332,7 +332,7 @@ func TestLlamaCppToolChoice(t *testing.T) {
 	assert.Contains(t, string(f["tools"]), `"name":"act"`)
 }
 
-// TestResponseIsWhatTheModelWrote: Action.Completion is the model's text
+// TestResponseIsWhatTheModelWrote: Action.Generation.Completion is the model's text
 // (llama.cpp: /detokenize of the completion ids, less the end token; other
 // kinds: the message content) and Text the move read from it.
 func TestResponseIsWhatTheModelWrote(t *testing.T) {
@@ -347,15 +347,15 @@ func TestResponseIsWhatTheModelWrote(t *testing.T) {
 			assert.Empty(t, turn.Invalid)
 			assert.Equal(t, "b2", turn.Text)
 			if kind == KindLlamaCpp {
-				require.NotNil(t, turn.Tokens)
-				assert.Equal(t, llmtest.ImEnd, turn.Tokens.Response[len(turn.Tokens.Response)-1], "the end token is trained")
-				assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Completion)
-				assert.Equal(t, llmtest.Detokenize(turn.Tokens.Response[:len(turn.Tokens.Response)-1]), turn.Completion)
+				require.NotNil(t, turn.Generation.Tokens)
+				assert.Equal(t, llmtest.ImEnd, turn.Generation.Tokens.Response[len(turn.Generation.Tokens.Response)-1], "the end token is trained")
+				assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Generation.Completion)
+				assert.Equal(t, llmtest.Detokenize(turn.Generation.Tokens.Response[:len(turn.Generation.Tokens.Response)-1]), turn.Generation.Completion)
 				assert.Equal(t, ResponseDetokenized, turn.Notes["llm_response_source"])
 				assert.Equal(t, 1, srv.Stats().Detokenize)
 				return
 			}
-			assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Completion)
+			assert.Equal(t, "\n\t{\"action\": \"b2\"}", turn.Generation.Completion)
 			assert.Equal(t, ResponseContent, turn.Notes["llm_response_source"])
 		})
 	}
@@ -378,6 +378,6 @@ func TestResponseOfAToolCall(t *testing.T) {
 	cfg.Format = FormatTool
 	turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(5, "a1", "b2"))
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"name":"act","arguments":{"action":"`+turn.Text+`"}}`, turn.Completion)
+	assert.JSONEq(t, `{"name":"act","arguments":{"action":"`+turn.Text+`"}}`, turn.Generation.Completion)
 	assert.Equal(t, ResponseToolCall, turn.Notes["llm_response_source"])
 }

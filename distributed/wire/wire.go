@@ -135,26 +135,27 @@ func (e *encoder) turn(a *episode.Turn) {
 		}
 	}
 	e.ints(a.Inbox)
+	g := a.Generated()
 	e.str(a.Action)
-	e.str(a.Completion)
+	e.str(g.Completion)
 	e.str(a.Invalid)
 	e.flag(a.Emit)
 	switch {
-	case a.Prompt == nil:
+	case g.Prompt == nil:
 		e.b = append(e.b, promptNone)
-	case a.Prompt.Messages == nil:
+	case g.Prompt.Messages == nil:
 		e.b = append(e.b, promptText)
-		e.str(a.Prompt.Text)
+		e.str(g.Prompt.Text)
 	default:
 		e.b = append(e.b, promptChat)
-		e.uvarint(uint64(len(a.Prompt.Messages)))
-		for _, m := range a.Prompt.Messages {
+		e.uvarint(uint64(len(g.Prompt.Messages)))
+		for _, m := range g.Prompt.Messages {
 			e.str(m.Role)
 			e.str(m.Content)
 		}
 	}
-	e.flag(a.Tokens != nil)
-	if tk := a.Tokens; tk != nil {
+	e.flag(g.Tokens != nil)
+	if tk := g.Tokens; tk != nil {
 		e.ints(tk.Prompt)
 		e.ints(tk.Response)
 		e.floats(tk.LogProbs)
@@ -335,20 +336,21 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 		}
 	}
 	t.Inbox = d.ints()
-	t.Action, t.Completion, t.Invalid = d.short(), d.str(), d.str()
+	var g agents.Generation
+	t.Action, g.Completion, t.Invalid = d.short(), d.str(), d.str()
 	t.Emit = d.flag()
 	switch kind := d.readByte(); kind {
 	case promptNone:
 	case promptText:
-		t.Prompt = &protocol.Prompt{Text: d.str()}
+		g.Prompt = &protocol.Prompt{Text: d.str()}
 	case promptChat:
 		n := d.uvarint()
 		if d.err == nil && n > uint64(d.left()/2) {
 			d.fail("turn %d: a chat of %d messages in %d bytes", i, n, d.left())
 		}
-		t.Prompt = &protocol.Prompt{Messages: make([]protocol.ChatMessage, n)}
-		for j := range t.Prompt.Messages {
-			t.Prompt.Messages[j] = protocol.ChatMessage{Role: d.short(), Content: d.str()}
+		g.Prompt = &protocol.Prompt{Messages: make([]protocol.ChatMessage, n)}
+		for j := range g.Prompt.Messages {
+			g.Prompt.Messages[j] = protocol.ChatMessage{Role: d.short(), Content: d.str()}
 		}
 	default:
 		if d.err == nil {
@@ -356,7 +358,10 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 		}
 	}
 	if d.flag() {
-		t.Tokens = &agents.Tokens{Prompt: d.ints(), Response: d.ints(), LogProbs: d.floats(), LossMask: d.ints()}
+		g.Tokens = &agents.Tokens{Prompt: d.ints(), Response: d.ints(), LogProbs: d.floats(), LossMask: d.ints()}
+	}
+	if g != (agents.Generation{}) {
+		t.Generation = &g
 	}
 	if n, ok := d.count(2); ok {
 		raw := make(map[string]json.RawMessage, n)

@@ -146,8 +146,10 @@ func edgeEpisode() *episode.Record {
 		Turns: []episode.Turn{
 			{
 				Step: 1, Seat: 0, Turn: 0, Action: "\xc3\x28", Emit: true,
-				Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{}},
-				Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2, 3}, LossMask: []int{1, 0}, LogProbs: []float64{math.Inf(-1), -0.25}},
+				Generation: &agents.Generation{
+					Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{}},
+					Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2, 3}, LossMask: []int{1, 0}, LogProbs: []float64{math.Inf(-1), -0.25}},
+				},
 				Notes: map[string]any{
 					"struct": ordered{Z: 1, A: 2},
 					"big":    uint64(1<<63 + 1),
@@ -156,7 +158,7 @@ func edgeEpisode() *episode.Record {
 					"nan":    math.NaN(),
 				},
 			},
-			{Step: 1, Seat: 1, Turn: 0, Action: "line\nbreak\ttab\x01", Emit: true, Prompt: &protocol.Prompt{}, Tokens: &agents.Tokens{}, Notes: map[string]any{}},
+			{Step: 1, Seat: 1, Turn: 0, Action: "line\nbreak\ttab\x01", Emit: true, Generation: &agents.Generation{Prompt: &protocol.Prompt{}, Tokens: &agents.Tokens{}}, Notes: map[string]any{}},
 		},
 		Messages: []episode.Message{
 			{Message: protocol.Message{From: "a", To: protocol.Channel("x"), Kind: "k", Payload: "p\xfe", Time: 1, Seq: 0}, Recipients: []int{1}},
@@ -186,25 +188,25 @@ func TestRoundTripOfEdgeCases(t *testing.T) {
 	assert.Equal(t, 5e-324, got.Score.Agents[2])
 
 	require.Len(t, got.Turns, 2)
-	a := got.Turns[0]
-	assert.Equal(t, ep.Turns[0].Action, a.Action, "an action's bytes must survive")
+	a := got.Turns[0].Generated()
+	assert.Equal(t, ep.Turns[0].Action, got.Turns[0].Action, "an action's bytes must survive")
 	require.NotNil(t, a.Prompt)
 	assert.NotNil(t, a.Prompt.Messages, "an empty chat prompt became a text prompt")
 	require.NotNil(t, a.Tokens)
-	assert.Equal(t, ep.Turns[0].Tokens.Prompt, a.Tokens.Prompt)
-	assert.Equal(t, ep.Turns[0].Tokens.LossMask, a.Tokens.LossMask)
+	assert.Equal(t, ep.Turns[0].Generation.Tokens.Prompt, a.Tokens.Prompt)
+	assert.Equal(t, ep.Turns[0].Generation.Tokens.LossMask, a.Tokens.LossMask)
 	assert.True(t, math.IsInf(a.Tokens.LogProbs[0], -1))
 	assert.Equal(t, -0.25, a.Tokens.LogProbs[1])
-	assert.Equal(t, json.RawMessage(`{"z":1,"a":2}`), a.Notes["struct"], "the struct's field order must survive")
-	assert.Equal(t, json.RawMessage(`9223372036854775809`), a.Notes["big"], "an integer beyond 2^53 must survive")
-	assert.Equal(t, true, a.Notes["flag"], "a plain value comes back as its plain Go value")
-	assert.Equal(t, []any{"a", 1.5}, a.Notes["list"])
-	assert.Contains(t, a.Notes["nan"], "unencodable", "a note that does not encode arrives as the sample encoding writes it")
+	assert.Equal(t, json.RawMessage(`{"z":1,"a":2}`), got.Turns[0].Notes["struct"], "the struct's field order must survive")
+	assert.Equal(t, json.RawMessage(`9223372036854775809`), got.Turns[0].Notes["big"], "an integer beyond 2^53 must survive")
+	assert.Equal(t, true, got.Turns[0].Notes["flag"], "a plain value comes back as its plain Go value")
+	assert.Equal(t, []any{"a", 1.5}, got.Turns[0].Notes["list"])
+	assert.Contains(t, got.Turns[0].Notes["nan"], "unencodable", "a note that does not encode arrives as the sample encoding writes it")
 
 	b := got.Turns[1]
 	assert.Equal(t, ep.Turns[1].Action, b.Action)
-	assert.Equal(t, &protocol.Prompt{}, b.Prompt)
-	assert.Equal(t, &agents.Tokens{}, b.Tokens)
+	assert.Equal(t, &protocol.Prompt{}, b.Generated().Prompt)
+	assert.Equal(t, &agents.Tokens{}, b.Generated().Tokens)
 	assert.Equal(t, map[string]any{}, b.Notes)
 }
 
@@ -212,7 +214,7 @@ func TestNilAndEmptyStayApart(t *testing.T) {
 	empty := &episode.Record{
 		Params:   map[string]string{},
 		Seats:    []episode.Seat{},
-		Turns:    []episode.Turn{{Legal: []string{}, Inbox: []int{}, Tokens: &agents.Tokens{Prompt: []int{}, Response: []int{}, LogProbs: []float64{}, LossMask: []int{}}}},
+		Turns:    []episode.Turn{{Legal: []string{}, Inbox: []int{}, Generation: &agents.Generation{Tokens: &agents.Tokens{Prompt: []int{}, Response: []int{}, LogProbs: []float64{}, LossMask: []int{}}}}},
 		Messages: []episode.Message{},
 		Score:    episode.Score{Agents: []float64{}},
 	}
@@ -321,12 +323,15 @@ func llmEpisode() *episode.Record {
 			tk.LogProbs = append(tk.LogProbs, -float64(i%97)/37)
 		}
 		ep.Turns = append(ep.Turns, episode.Turn{
-			Step: turn + 1, Turn: turn, Action: "accept", Completion: `{"action":"accept"}`, Emit: true,
-			Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{
-				{Role: "system", Content: strings.Repeat("You are a careful negotiator. ", 100)},
-				{Role: "user", Content: strings.Repeat("The other side offered 40 for the lamp. ", 75)},
-			}},
-			Tokens: tk,
+			Step: turn + 1, Turn: turn, Action: "accept", Emit: true,
+			Generation: &agents.Generation{
+				Completion: `{"action":"accept"}`,
+				Prompt: &protocol.Prompt{Messages: []protocol.ChatMessage{
+					{Role: "system", Content: strings.Repeat("You are a careful negotiator. ", 100)},
+					{Role: "user", Content: strings.Repeat("The other side offered 40 for the lamp. ", 75)},
+				}},
+				Tokens: tk,
+			},
 		})
 	}
 	return ep

@@ -132,7 +132,7 @@ func (g *coinGame) Apply(s *env.Step, moves []env.Move) error {
 	}
 	for _, m := range moves {
 		g.shown[m.Seat] = m.Action.Text
-		if m.Action.Tokens != nil && g.c.bug == "peeks at tokens" {
+		if m.Action.Generation != nil && m.Action.Generation.Tokens != nil && g.c.bug == "peeks at tokens" {
 			g.peeked = true
 		}
 		if g.c.bug == "reserved note" {
@@ -199,7 +199,7 @@ func TestVerifyPassesAGoodScenario(t *testing.T) {
 
 // tokens is a policy that reports token ids, as an LLM policy does.
 var tokens = agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
-	return agents.Action{Text: "tails", Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2}}}, nil
+	return agents.Action{Text: "tails", Generation: &agents.Generation{Tokens: &agents.Tokens{Prompt: []int{1}, Response: []int{2}}}}, nil
 })
 
 func TestVerifyCatchesBrokenScenarios(t *testing.T) {

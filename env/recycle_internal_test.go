@@ -1,0 +1,59 @@
+package env
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/troupe-rl/troupe/episode"
+)
+
+// An engine takes back the records it made before any other engine's, and
+// another's only when its own run out; a list emptied goes from the pool,
+// so that an engine given nothing back is not kept alive by it.
+func TestRecordPoolGivesAnEngineItsOwnRecordsFirst(t *testing.T) {
+	var p recordPool
+	a, b := NewEngine(), NewEngine()
+	made := func(e *Engine, n int) []*record {
+		rs := make([]*record, n)
+		for i := range rs {
+			rs[i] = &record{maker: e}
+		}
+		return rs
+	}
+	ofA, ofB := made(a, 3), made(b, 3)
+	p.give(append(append([]*record{}, ofB[:2]...), ofA...))
+	p.give(ofB[2:])
+
+	got := p.take(a, nil, 2, 1<<30)
+	require.Len(t, got, 2)
+	// The most recent is at the end, where the engine takes its spares.
+	assert.Equal(t, []*record{ofA[1], ofA[2]}, got)
+
+	got = p.take(a, nil, 3, 1<<30)
+	require.Len(t, got, 3)
+	assert.Same(t, ofA[0], got[len(got)-1], "a's last own record comes first, then b's")
+	assert.Same(t, a, got[2].maker)
+	assert.Same(t, b, got[0].maker)
+	assert.Same(t, b, got[1].maker)
+	_, kept := p.free[a]
+	assert.False(t, kept, "a's emptied list went from the pool")
+
+	got = p.take(b, nil, 3, 1<<30)
+	require.Len(t, got, 1, "b has one record left")
+	assert.Same(t, b, got[0].maker)
+	assert.Empty(t, p.free)
+}
+
+// take stops at the record that brings the turns' capacity to the bound.
+func TestRecordPoolTakeStopsAtTheTurnsBound(t *testing.T) {
+	var p recordPool
+	e := NewEngine()
+	for range 4 {
+		r := &record{maker: e}
+		r.rec.Turns = make([]episode.Turn, 0, 100)
+		p.give([]*record{r})
+	}
+	assert.Len(t, p.take(e, nil, 16, 150), 2, "100 turns, then 200: past 150")
+	assert.Len(t, p.free[e], 2)
+}
