@@ -54,6 +54,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/internal/strcmp"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -557,9 +558,11 @@ func (b *book) learn(rec *episode.Record, c *trajectories.Credit, apply func(tur
 		}
 		return fmt.Errorf("episode %d: %w", rec.Index, err)
 	}
-	for k, v := range rewards {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("episode %d emitted turn %d: %w: the reward is %v", rec.Index, k, ErrNoReward, v)
+	if !finite.All(rewards) {
+		for k, v := range rewards {
+			if !finite.Is(v) {
+				return fmt.Errorf("episode %d emitted turn %d: %w: the reward is %v", rec.Index, k, ErrNoReward, v)
+			}
 		}
 	}
 	b.mu.Lock()

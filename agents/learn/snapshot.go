@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 )
 
 // SnapshotFormat is the format of a learner snapshot file.
@@ -193,7 +193,7 @@ func (s *Snapshot) Check() error {
 				return bad("%s: %d values for %d legal actions", where, len(st.Values), len(st.Legal))
 			case st.Updates < 0:
 				return bad("%s: updates %d", where, st.Updates)
-			case !finite(st.Baseline):
+			case !finite.Is(st.Baseline):
 				return bad("%s: baseline %v", where, st.Baseline)
 			case st.Trace != nil && len(st.Trace) != len(st.Legal):
 				return bad("%s: %d trace entries for %d legal actions", where, len(st.Trace), len(st.Legal))
@@ -203,12 +203,12 @@ func (s *Snapshot) Check() error {
 				return bad("%s: best action %d of %d", where, st.Best, len(st.Legal))
 			}
 			for _, o := range st.Trace {
-				if !finite(o) || o < 0 || o > 1 {
+				if !finite.Is(o) || o < 0 || o > 1 {
 					return bad("%s: trace %v: want a number in [0, 1]", where, o)
 				}
 			}
 			for _, v := range st.Values {
-				if !finite(v) {
+				if !finite.Is(v) {
 					return bad("%s: value %v", where, v)
 				}
 			}
@@ -216,8 +216,6 @@ func (s *Snapshot) Check() error {
 	}
 	return nil
 }
-
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // Restore builds the learner s was taken from, with everything it had
 // learned, and opts (which must hold the State function it was trained

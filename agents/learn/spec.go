@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/troupe-rl/troupe/internal/finite"
 )
 
 // ErrUnknownLearner is returned by Parse for a name it does not know.
@@ -120,7 +121,7 @@ func Parse(spec string) (Spec, error) {
 	}
 	for k, v := range s.text {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		if err != nil || !finite.Is(f) {
 			return bad("%s=%q is not a finite number", k, v)
 		}
 		s.values[k] = f

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/finite"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -132,7 +133,7 @@ func NewValues(cfg ValueConfig) (*Values, error) {
 	if !(cfg.Alpha > 0 && cfg.Alpha <= 1) {
 		return nil, fmt.Errorf("%w: alpha %v: want a number in (0, 1]", ErrBadConfig, cfg.Alpha)
 	}
-	if math.IsNaN(cfg.Init) || math.IsInf(cfg.Init, 0) {
+	if !finite.Is(cfg.Init) {
 		return nil, fmt.Errorf("%w: init %v: want a finite number", ErrBadConfig, cfg.Init)
 	}
 	switch s := cfg.Select.(type) {
