@@ -205,6 +205,9 @@ type Engine struct {
 	emit      []bool
 	ended     bool
 	offenders []int // seats whose invalid answers ended the episode
+	// asking is set while askOne waits for a policy's answer: a panic that
+	// play recovers meanwhile is the policy's.
+	asking bool
 	step      Step
 	obs       []agents.Observation
 	moves     []Move
@@ -434,6 +437,12 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			// No stack trace: it names goroutines, and episodes must be
 			// byte-identical whatever goroutine ran them.
 			err = fmt.Errorf("%w: %v", ErrGamePanic, r)
+			if e.asking {
+				// A lone actor's policy (askOne), as act would have
+				// returned its panic.
+				e.asking = false
+				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r))
+			}
 		}
 	}()
 	game, err := e.newGame(setup)
@@ -491,15 +500,7 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		}
 		turns += len(actors)
 		if err := e.act(runCtx, game, actors); err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
-			case runCtx.Err() != nil:
-				return protocol.StatusTruncated, EndDeadline, nil
-			case errors.Is(err, ErrPolicyPanic):
-				return protocol.StatusFailed, EndGameError, err
-			}
-			return protocol.StatusAborted, EndPolicyError, err
+			return e.askFailed(ctx, runCtx, err)
 		}
 		if len(e.offenders) > 0 && setup.Invalid.Mode == InvalidEnd {
 			return protocol.StatusCompleted, EndInvalid, nil
@@ -513,6 +514,21 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			return protocol.StatusTruncated, EndMaxMessages, nil
 		}
 	}
+}
+
+// askFailed is how an episode ends whose policies failed to answer with
+// err: interrupted, out of time, a game error for a policy that panicked,
+// else a policy error.
+func (e *Engine) askFailed(ctx, runCtx context.Context, err error) (protocol.Status, string, error) {
+	switch {
+	case ctx.Err() != nil:
+		return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
+	case runCtx.Err() != nil:
+		return protocol.StatusTruncated, EndDeadline, nil
+	case errors.Is(err, ErrPolicyPanic):
+		return protocol.StatusFailed, EndGameError, err
+	}
+	return protocol.StatusAborted, EndPolicyError, err
 }
 
 // newGame makes the episode's game: the finished game of the record the
@@ -892,6 +908,8 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 				k = e.askFrom(ctx, actors, k, j)
 			}
 		}
+	} else if n == 1 {
+		e.askOne(ctx, actors[0])
 	} else {
 		for k := 0; k < n; {
 			k = e.askFrom(ctx, actors, k, n)
@@ -947,6 +965,22 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 	}
 	asked = true
 	return end
+}
+
+// askOne is askFrom for a lone actor, seat i (a board game's step), without
+// its deferred recover, which would cost every turn more than the rest of
+// the call: a panic of the policy goes up to play's, which makes of it
+// what act would have returned (asking says it was the policy's).
+func (e *Engine) askOne(ctx context.Context, i int) {
+	e.asking = true
+	a, err := e.policies[i].Act(ctx, &e.obs[0])
+	e.asking = false
+	e.acts[0] = a
+	if err != nil {
+		e.errs[0] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[0].Agent, e.obs[0].Role, e.obs[0].Turn, err)
+	}
+	mv := &e.moves[0]
+	mv.Seat, mv.Action = i, &e.acts[0]
 }
 
 // askBatch asks actors[k:end], which share a BatchPolicy, for their moves

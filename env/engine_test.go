@@ -640,3 +640,34 @@ func TestPolicyPanicLeavesTheEngineClean(t *testing.T) {
 		assert.Len(t, ep.Turns, 6)
 	}
 }
+
+// TestLonePolicyPanicLeavesTheEngineClean: in a sequential game a lone
+// actor's policy is asked without a recover of its own (askOne), so that
+// its panic reaches the episode's. It still fails the episode as a policy
+// panic naming the agent, the same engine then plays a clean episode, and
+// a panic of the game after it is the game's.
+func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
+	sc := relayScenario(env.Sequential, 3, relayHooks{}, nil)
+	eng := env.NewEngine()
+	setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+		if obs.Agent == "b" {
+			panic("b's bug")
+		}
+		return agents.Action{Text: "1"}, nil
+	}))}
+	ep := eng.Run(context.Background(), setup)
+	assert.Equal(t, protocol.StatusFailed, ep.Status)
+	assert.Equal(t, env.EndGameError, ep.End)
+	assert.Equal(t, `agent "b": policy panicked: b's bug`, ep.Err)
+	assert.Len(t, ep.Turns, 1, "a's turn, not b's")
+
+	setup.Policy = env.SamePolicy(agents.Random())
+	ep = eng.Run(context.Background(), setup)
+	assert.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
+
+	bad := relayScenario(env.Sequential, 3, relayHooks{panicAt: 2}, nil)
+	setup.Scenario, setup.Params = bad, params(t, bad, nil)
+	ep = eng.Run(context.Background(), setup)
+	assert.Equal(t, protocol.StatusFailed, ep.Status)
+	assert.Equal(t, "game panicked: relay: boom", ep.Err, "the game's panic, not a policy's")
+}

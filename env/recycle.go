@@ -91,8 +91,18 @@ const (
 // which are bounded. It holds at most as many records as were in flight
 // at once. The zero value is ready.
 type recordPool struct {
-	mu   sync.Mutex
-	free map[*Engine][]*record // by the engine that recorded them last
+	mu sync.Mutex
+	// by holds the records by the engine that recorded them last: a few
+	// engines (a run's workers), searched in turn, which costs less than
+	// a map's hashing for every record given back.
+	by []madeBy
+}
+
+// madeBy is the records of one engine in a recordPool, in the order they
+// were given back.
+type madeBy struct {
+	maker *Engine
+	free  []*record
 }
 
 // take moves up to n records from the pool to dst, the most recently
@@ -104,8 +114,8 @@ func (p *recordPool) take(e *Engine, dst []*record, n, turns int) []*record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	held, start := 0, len(dst)
-	from := func(k *Engine) {
-		free := p.free[k]
+	from := func(k int) {
+		free := p.by[k].free
 		for len(free) > 0 && n > 0 && held < turns {
 			r := free[len(free)-1]
 			free[len(free)-1] = nil
@@ -114,41 +124,59 @@ func (p *recordPool) take(e *Engine, dst []*record, n, turns int) []*record {
 			n--
 			dst = append(dst, r)
 		}
-		if len(free) == 0 {
-			delete(p.free, k) // which would keep an engine gone alive
-		} else {
-			p.free[k] = free
-		}
+		p.by[k].free = free
 	}
-	from(e)
-	for k := range p.free {
+	if k := p.of(e); k >= 0 {
+		from(k)
+	}
+	for k := range p.by {
 		if n == 0 || held >= turns {
 			break
 		}
-		if k != e {
-			from(k)
-		}
+		from(k)
 	}
+	// An engine with nothing in the pool goes from it, which would keep
+	// an engine gone alive.
+	p.by = slices.DeleteFunc(p.by, func(m madeBy) bool { return len(m.free) == 0 })
 	// The engine takes its spares from the end: the most recent first.
 	slices.Reverse(dst[start:])
 	return dst
+}
+
+// of returns the index of e's records in p.by, or -1; the caller holds
+// p.mu.
+func (p *recordPool) of(e *Engine) int {
+	for k := range p.by {
+		if p.by[k].maker == e {
+			return k
+		}
+	}
+	return -1
 }
 
 // give returns records taken and not used.
 func (p *recordPool) give(rs []*record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	k := -1
 	for _, r := range rs {
-		p.add(r)
+		k = p.add(r, k)
 	}
 }
 
-// add puts r with the records of its maker; the caller holds p.mu.
-func (p *recordPool) add(r *record) {
-	if p.free == nil {
-		p.free = map[*Engine][]*record{}
+// add puts r with the records of its maker, whose index in p.by is k
+// when k is not -1 and p.by[k] is r's maker's, and returns that index for
+// the next record (given back with r, usually by the same engine). The
+// caller holds p.mu.
+func (p *recordPool) add(r *record, k int) int {
+	if k < 0 || p.by[k].maker != r.maker {
+		if k = p.of(r.maker); k < 0 {
+			k = len(p.by)
+			p.by = append(p.by, madeBy{maker: r.maker})
+		}
 	}
-	p.free[r.maker] = append(p.free[r.maker], r)
+	p.by[k].free = append(p.by[k].free, r)
+	return k
 }
 
 // put takes back recs, which no one uses any more, when an engine of this
@@ -158,6 +186,7 @@ func (p *recordPool) add(r *record) {
 func (p *recordPool) put(key any, recs ...*episode.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	k := -1
 	for _, rec := range recs {
 		rp, ok := rec.Replay.(*replay)
 		if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
@@ -168,6 +197,6 @@ func (p *recordPool) put(key any, recs ...*episode.Record) {
 		// next, rather than to this one and back. Its Replay goes now,
 		// which marks it given back: a second Recycle skips it.
 		rec.Replay = nil
-		p.add(rp.owner)
+		k = p.add(rp.owner, k)
 	}
 }

@@ -36,13 +36,12 @@ func TestRecordPoolGivesAnEngineItsOwnRecordsFirst(t *testing.T) {
 	assert.Same(t, a, got[2].maker)
 	assert.Same(t, b, got[0].maker)
 	assert.Same(t, b, got[1].maker)
-	_, kept := p.free[a]
-	assert.False(t, kept, "a's emptied list went from the pool")
+	assert.Negative(t, p.of(a), "a's emptied list went from the pool")
 
 	got = p.take(b, nil, 3, 1<<30)
 	require.Len(t, got, 1, "b has one record left")
 	assert.Same(t, b, got[0].maker)
-	assert.Empty(t, p.free)
+	assert.Empty(t, p.by)
 }
 
 // take stops at the record that brings the turns' capacity to the bound.
@@ -55,5 +54,5 @@ func TestRecordPoolTakeStopsAtTheTurnsBound(t *testing.T) {
 		p.give([]*record{r})
 	}
 	assert.Len(t, p.take(e, nil, 16, 150), 2, "100 turns, then 200: past 150")
-	assert.Len(t, p.free[e], 2)
+	assert.Len(t, p.by[p.of(e)].free, 2)
 }
