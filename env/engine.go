@@ -207,12 +207,12 @@ type Engine struct {
 	offenders []int // seats whose invalid answers ended the episode
 	// asking is set while askOne waits for a policy's answer: a panic that
 	// play recovers meanwhile is the policy's.
-	asking bool
-	step      Step
-	obs       []agents.Observation
-	moves     []Move
-	errs      []error
-	current   Game
+	asking  bool
+	step    Step
+	obs     []agents.Observation
+	moves   []Move
+	errs    []error
+	current Game
 	// scheduler and byState are current's optional interfaces, or nil.
 	scheduler Scheduler
 	byState   StateObserver
