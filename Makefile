@@ -78,9 +78,12 @@ bench-instructions: ## instructions per iteration at BASE and in the working tre
 bench-compare: ## the same work's CPU time at BASE and in the working tree, alternating (BENCH=..., PKG=, BASE=, N=, ROUNDS=, PGO=)
 	PGO="$(PGO)" tools/bench/compare.sh -b "$(or $(BASE),HEAD)" -p "$(or $(PKG),./internal/bench)" -n "$(or $(N),100000)" -r "$(or $(ROUNDS),6)" "$(or $(BENCH),TicTacToe/discard)"
 
-bench: ## run every benchmark once, and the El Farol grid's pure-Python yardstick; results also in out/bench.txt
+bench: ## run every benchmark once, the engine's targets again on one core, and the El Farol grid's pure-Python yardstick; results also in out/bench.txt
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -pgo=$(PGO) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+	@# One core, as OpenSpiel's benchmark and the Python loop run: a CPU-second
+	@# buys troupe less on two (README, Benchmarks).
+	$(GO) test -pgo=$(PGO) -run '^$$' -bench 'ElFarol100|TicTacToe|ElFarolGrid$$' -benchmem -benchtime $(BENCHTIME) -cpu 1 ./internal/bench ./experiment | tee -a $(BENCHOUT)
 	@if command -v python3 >/dev/null; then \
 		echo "python3 tools/bench/elfarol_grid.py"; python3 tools/bench/elfarol_grid.py | tee -a $(BENCHOUT); \
 	else \
