@@ -80,7 +80,8 @@ type Action struct {
 	// answer: the chat it sent, what it wrote, its tokens. nil for a policy
 	// that chooses without a model (scripted, random, learned), whose sample
 	// is text-only, its prompt the rendered observation and its response
-	// Text.
+	// Text. The episode's record keeps the pointer: neither the policy nor
+	// the game may change what it points to once Act has returned.
 	Generation *Generation
 }
 

@@ -432,15 +432,18 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	e.ended = false
 	e.offenders = e.offenders[:0]
 	defer func() {
+		// Cleared whether or not anything panicked: a policy that calls
+		// runtime.Goexit (t.FailNow) leaves askOne without a panic.
+		asking := e.asking
+		e.asking = false
 		if r := recover(); r != nil {
 			status, end = protocol.StatusFailed, EndGameError
 			// No stack trace: it names goroutines, and episodes must be
 			// byte-identical whatever goroutine ran them.
 			err = fmt.Errorf("%w: %v", ErrGamePanic, r)
-			if e.asking {
+			if asking {
 				// A lone actor's policy (askOne), as act would have
 				// returned its panic.
-				e.asking = false
 				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r))
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -670,4 +671,26 @@ func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
 	ep = eng.Run(context.Background(), setup)
 	assert.Equal(t, protocol.StatusFailed, ep.Status)
 	assert.Equal(t, "game panicked: relay: boom", ep.Err, "the game's panic, not a policy's")
+}
+
+// TestPolicyGoexitLeavesNoPolicyBlame: a lone actor's policy that leaves
+// by runtime.Goexit (a test's FailNow) does not leave the engine thinking
+// it is still asking: a game panic of the next episode is the game's.
+func TestPolicyGoexitLeavesNoPolicyBlame(t *testing.T) {
+	sc := relayScenario(env.Sequential, 3, relayHooks{}, nil)
+	eng := env.NewEngine()
+	setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+		runtime.Goexit()
+		return agents.Action{}, nil
+	}))}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		eng.Run(context.Background(), setup)
+	}()
+	<-done
+	bad := relayScenario(env.Sequential, 3, relayHooks{start: func(*env.Step) error { panic("start boom") }}, nil)
+	setup.Scenario, setup.Params, setup.Policy = bad, params(t, bad, nil), env.SamePolicy(agents.Random())
+	ep := eng.Run(context.Background(), setup)
+	assert.Equal(t, "game panicked: start boom", ep.Err)
 }

@@ -32,7 +32,11 @@ type record struct {
 // setup's pool when it holds one, else fresh.
 func (e *Engine) newRecord(setup *Setup) *record {
 	r := e.spareRecord(setup.records)
-	r.maker = e
+	if setup.records != nil {
+		// Only a pooled record goes back to a pool; another would keep
+		// the engine alive for nothing as long as it is held.
+		r.maker = e
+	}
 	r.rp.setup = *setup
 	r.rp.owner = r
 	r.rec.Replay = &r.rp

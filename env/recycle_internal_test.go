@@ -56,3 +56,11 @@ func TestRecordPoolTakeStopsAtTheTurnsBound(t *testing.T) {
 	assert.Len(t, p.take(e, nil, 16, 150), 2, "100 turns, then 200: past 150")
 	assert.Len(t, p.by[p.of(e)].free, 2)
 }
+
+// A record made without a pool names no maker: nothing gives it back to
+// one, and its maker would keep the engine alive as long as the record.
+func TestOnlyPooledRecordsNameTheirMaker(t *testing.T) {
+	e := NewEngine()
+	assert.Nil(t, e.newRecord(&Setup{}).maker)
+	assert.Same(t, e, e.newRecord(&Setup{records: &recordPool{}}).maker)
+}

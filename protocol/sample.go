@@ -129,8 +129,9 @@ type Metadata struct {
 	End        string   // why the episode ended: see env.EndReason
 	Error      string   // what went wrong, for aborted and failed episodes
 	// Action is the move the game read from the turn, when the response is
-	// a model's completion that says more than the move (agents.Action's
-	// Completion); empty, and not written, when the response is the move.
+	// a model's completion that says more than the move (the Completion of
+	// agents.Action's Generation); empty, and not written, when the response
+	// is the move.
 	Action string
 
 	Extra map[string]any
