@@ -961,7 +961,7 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 		a, err := e.policies[actors[next]].Act(ctx, &e.obs[next])
 		e.acts[next] = a
 		if err != nil {
-			e.errs[next] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[next].Agent, e.obs[next].Role, e.obs[next].Turn, err)
+			e.errs[next] = e.policyError(next, err)
 		}
 		mv := &e.moves[next]
 		mv.Seat, mv.Action = actors[next], &e.acts[next]
@@ -980,7 +980,7 @@ func (e *Engine) askOne(ctx context.Context, i int) {
 	e.asking = false
 	e.acts[0] = a
 	if err != nil {
-		e.errs[0] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[0].Agent, e.obs[0].Role, e.obs[0].Turn, err)
+		e.errs[0] = e.policyError(0, err)
 	}
 	mv := &e.moves[0]
 	mv.Seat, mv.Action = i, &e.acts[0]
@@ -999,7 +999,7 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	p, r := e.callBatch(ctx, actors, k, end)
 	for m := k; m < p; m++ {
 		if err := e.errs[m]; err != nil { // errUnanswered too: a slot the policy left
-			e.errs[m] = fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[m].Agent, e.obs[m].Role, e.obs[m].Turn, err)
+			e.errs[m] = e.policyError(m, err)
 		}
 	}
 	if p == end {
@@ -1030,6 +1030,11 @@ func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int
 	}()
 	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
 	return end, nil
+}
+
+// policyError is the error err of actor k's policy, naming the actor.
+func (e *Engine) policyError(k int, err error) error {
+	return fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
 }
 
 // policyPanic is the error of actor k's policy, which panicked with r.
@@ -1115,10 +1120,8 @@ func (e *Engine) record(actors []int) {
 		lastTurn[i] = first + k + 1
 		t.Seat, t.Step, t.Turn, t.State, t.Seed = i, o.Step, o.Turn, o.State, o.Seed
 		t.View, t.Legal = o.View, o.Legal
-		t.Action, t.Generation, t.Invalid = a.Text, a.Generation, a.Invalid
-		if g := a.Generation; g != nil && *g == (agents.Generation{}) {
-			t.Generation = nil // says nothing: recorded as no generation, as decoders read it back
-		}
+		t.Action, t.Invalid = a.Text, a.Invalid
+		t.SetGeneration(a.Generation)
 		t.Emit = emit[i]
 		t.Inbox = nil // set by inboxes at the episode's end
 		t.Notes = nil

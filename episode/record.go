@@ -99,6 +99,17 @@ type Turn struct {
 	Emit bool
 }
 
+// SetGeneration records g as t's Generation: nil when g is nil or says
+// nothing (no completion, prompt or tokens), so that a turn recorded by the
+// engine and one decoded from any of its encodings, which write the two
+// alike, are equal.
+func (t *Turn) SetGeneration(g *agents.Generation) {
+	if g != nil && *g == (agents.Generation{}) {
+		g = nil
+	}
+	t.Generation = g
+}
+
 // Generated returns what t's Generation points to, and the zero
 // Generation (no completion, prompt or tokens) when it is nil: for readers
 // that treat the two alike.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -63,5 +64,27 @@ func TestSameSeats(t *testing.T) {
 		if got := episode.SameSeats(c.a, c.b); got != c.want {
 			t.Errorf("SameSeats(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// A turn records a Generation that says nothing as none, as its decoders
+// read it back, and keeps one that says something as it was given.
+func TestSetGenerationRecordsAnEmptyOneAsNone(t *testing.T) {
+	var turn episode.Turn
+	turn.SetGeneration(&agents.Generation{})
+	if turn.Generation != nil {
+		t.Fatalf("an empty generation was recorded: %+v", turn.Generation)
+	}
+	g := &agents.Generation{Completion: "{\"action\":\"b2\"}"}
+	turn.SetGeneration(g)
+	if turn.Generation != g {
+		t.Fatalf("recorded %p, want the policy's %p", turn.Generation, g)
+	}
+	if got := turn.Generated(); got != *g {
+		t.Fatalf("Generated() = %+v, want %+v", got, *g)
+	}
+	turn.SetGeneration(nil)
+	if turn.Generation != nil || turn.Generated() != (agents.Generation{}) {
+		t.Fatalf("nil was not recorded as none: %+v", turn.Generation)
 	}
 }

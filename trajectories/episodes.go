@@ -409,9 +409,7 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		if tk := tl.Tokens; tk != nil {
 			g.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
 		}
-		if g != (agents.Generation{}) {
-			t.Generation = &g
-		}
+		t.SetGeneration(&g)
 		rec.Turns[i] = t
 	}
 	if l.Messages != nil {

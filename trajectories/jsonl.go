@@ -46,9 +46,10 @@ type JSONLWriter struct {
 	layout Layout
 	// head is the start of a line up to its index, `{"group_index":G,
 	// "index":`, for group index group; digits is the latest index
-	// written, last, in decimal (empty before the first). The samples of an episode share their
-	// group index and are numbered consecutively, so WriteEpisode formats
-	// the head once an episode and counts the digits up.
+	// written, last, in decimal (empty before the first). The samples of
+	// an episode share their group index and are numbered consecutively,
+	// so WriteEpisode formats the head once an episode and counts the
+	// digits up.
 	head   []byte
 	group  int64
 	digits []byte

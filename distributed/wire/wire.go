@@ -360,9 +360,7 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 	if d.flag() {
 		g.Tokens = &agents.Tokens{Prompt: d.ints(), Response: d.ints(), LogProbs: d.floats(), LossMask: d.ints()}
 	}
-	if g != (agents.Generation{}) {
-		t.Generation = &g
-	}
+	t.SetGeneration(&g)
 	if n, ok := d.count(2); ok {
 		raw := make(map[string]json.RawMessage, n)
 		for range n {
