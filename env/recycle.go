@@ -103,7 +103,8 @@ type recordPool struct {
 }
 
 // madeBy is the records of one engine in a recordPool, in the order they
-// were given back.
+// were given back; an empty list whose maker is nil is held for the next
+// engine that gives records back.
 type madeBy struct {
 	maker *Engine
 	free  []*record
@@ -139,9 +140,16 @@ func (p *recordPool) take(e *Engine, dst []*record, n, turns int) []*record {
 		}
 		from(k)
 	}
-	// An engine with nothing in the pool goes from it, which would keep
-	// an engine gone alive.
-	p.by = slices.DeleteFunc(p.by, func(m madeBy) bool { return len(m.free) == 0 })
+	// An engine with nothing left in the pool is forgotten, which would
+	// keep an engine gone alive; its list's array stays, for the next
+	// engine that gives records back (add): a pool that dropped it would
+	// allocate one per chunk of records in a steady run, enough garbage to
+	// keep the collector, and its write barriers, running.
+	for k := range p.by {
+		if len(p.by[k].free) == 0 {
+			p.by[k].maker = nil
+		}
+	}
 	// The engine takes its spares from the end: the most recent first.
 	slices.Reverse(dst[start:])
 	return dst
@@ -175,8 +183,13 @@ func (p *recordPool) give(rs []*record) {
 func (p *recordPool) add(r *record, k int) int {
 	if k < 0 || p.by[k].maker != r.maker {
 		if k = p.of(r.maker); k < 0 {
-			k = len(p.by)
-			p.by = append(p.by, madeBy{maker: r.maker})
+			// A list no engine holds (take forgot its engine), else a
+			// new one.
+			if k = p.of(nil); k < 0 {
+				k = len(p.by)
+				p.by = append(p.by, madeBy{})
+			}
+			p.by[k].maker = r.maker
 		}
 	}
 	p.by[k].free = append(p.by[k].free, r)

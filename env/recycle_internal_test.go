@@ -9,7 +9,7 @@ import (
 )
 
 // An engine takes back the records it made before any other engine's, and
-// another's only when its own run out; a list emptied goes from the pool,
+// another's only when its own run out; a list emptied forgets its engine,
 // so that an engine given nothing back is not kept alive by it.
 func TestRecordPoolGivesAnEngineItsOwnRecordsFirst(t *testing.T) {
 	var p recordPool
@@ -41,7 +41,40 @@ func TestRecordPoolGivesAnEngineItsOwnRecordsFirst(t *testing.T) {
 	got = p.take(b, nil, 3, 1<<30)
 	require.Len(t, got, 1, "b has one record left")
 	assert.Same(t, b, got[0].maker)
-	assert.Empty(t, p.by)
+	for _, m := range p.by {
+		assert.Nil(t, m.maker, "an emptied list names no engine")
+		assert.Empty(t, m.free)
+	}
+}
+
+// A pool in a steady run allocates nothing: the lists its engines empty
+// keep their arrays for the next records given back, whoever made them.
+func TestRecordPoolReusesEmptiedLists(t *testing.T) {
+	var p recordPool
+	engines := []*Engine{NewEngine(), NewEngine()}
+	rs := make([]*record, 8)
+	for i := range rs {
+		rs[i] = &record{maker: engines[i%2]}
+	}
+	var spare []*record
+	taken := 0
+	cycle := func() {
+		p.give(rs)
+		for _, e := range engines {
+			spare = p.take(e, spare[:0], 4, 1<<30)
+			taken += len(spare)
+		}
+	}
+	cycle() // the pool's lists are made
+	assert.Zero(t, testing.AllocsPerRun(100, cycle))
+	assert.Equal(t, 8*102, taken, "every record given back is taken")
+	// A new engine's records take a list another one emptied.
+	lists := len(p.by)
+	for i := range rs {
+		rs[i].maker = NewEngine()
+	}
+	p.give(rs[:1])
+	assert.Len(t, p.by, lists)
 }
 
 // take stops at the record that brings the turns' capacity to the bound.
