@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/internal/strcmp"
+	"github.com/troupe-rl/troupe/internal/worker"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -150,8 +151,10 @@ type Output interface {
 	// order, every one played to its end (a group cut short by an
 	// interruption is never finished). Run calls it on the worker that
 	// played the group, as soon as it was played: concurrently for
-	// different groups, in no set order. The work that may run so
-	// (allocating credit, encoding) belongs here.
+	// different groups, in no set order, with a context that carries the
+	// worker's number (a cache hint: troupe's Output keeps the arrays it
+	// reuses per worker). The work that may run so (allocating credit,
+	// encoding) belongs here.
 	//
 	// The function it returns writes the group's episode k and returns how
 	// many samples it wrote (for Progress and Summary). Run calls it later,
@@ -159,8 +162,9 @@ type Output interface {
 	// group), groups in episode order, for k = 0, 1, ... in turn; it stops
 	// at the first error, and after an episode that failed under FailFast.
 	// So the call for k = 0 is where work that must see the groups one at
-	// a time, in output order, goes (a Sequential allocator's). An error of Finish is the group's: it stops the run
-	// when the group's turn to be written comes.
+	// a time, in output order, goes (a Sequential allocator's). An error of
+	// Finish is the group's: it stops the run when the group's turn to be
+	// written comes.
 	Finish(ctx context.Context, group []*episode.Record) (write func(k int) (samples int, err error), err error)
 	// Flush is called once, when Run returns, whatever way it ends.
 	Flush() error
@@ -424,8 +428,9 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 		mu.Unlock()
 	})()
 	// play plays group gi into g, its episodes into eps (the chunk's), on
-	// eng when Run made the executor (else exec chooses).
-	play := func(eng *Engine, gi int, g *group, eps []*episode.Record) {
+	// eng when Run made the executor (else exec chooses), and finishes it
+	// with wctx, the context of the worker playing it.
+	play := func(eng *Engine, wctx context.Context, gi int, g *group, eps []*episode.Record) {
 		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
 		// Whole: a spare chunk's group still holds what it held before.
 		*g = group{n: gi, episodes: eps[: 0 : hi-lo]}
@@ -442,7 +447,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 				return
 			}
 		}
-		g.write, g.err = out.Finish(ctx, g.episodes)
+		g.write, g.err = out.Finish(wctx, g.episodes)
 	}
 
 	var runErr error
@@ -634,7 +639,10 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	// run, so that its stack, grown once by the first episode, is not
 	// grown again (and copied) for every group.
 	var wg sync.WaitGroup
-	for range min(workers, nGroups-cfg.FirstGroup) {
+	for w := range min(workers, nGroups-cfg.FirstGroup) {
+		// The worker's number, in the context its groups are finished
+		// with: an Output keeps what it reuses per worker (internal/worker).
+		wctx := worker.With(ctx, w)
 		wg.Go(func() {
 			// The worker's own engine, for the whole run: taking one from
 			// the executor's pool per episode costs two locks each.
@@ -671,7 +679,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 						gs[k] = group{n: gi, cut: true}
 						continue
 					}
-					play(eng, gi, &gs[k], eps[k*size:])
+					play(eng, wctx, gi, &gs[k], eps[k*size:])
 					played++
 				}
 				chunks.took(time.Since(t0), played)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/worker"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -26,7 +28,8 @@ import (
 // an Output keeps nothing of an episode once it has written it, and says
 // so to the runner (Recycles, which implements env.RecyclingOutput): the
 // runner then reuses the records' Turns arrays, and the Output the
-// samples' array, for later episodes.
+// samples' array, for later episodes: each worker's groups (the worker
+// number Finish's context carries, internal/worker) for its own next ones.
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {
@@ -59,11 +62,23 @@ type Output struct {
 	names      []string  // the allocators' names
 	namesErr   error     // two allocators share a name
 
-	// groups holds the groups written, for the next ones (recycle). A
-	// sync.Pool, not a locked list: the workers take groups as they finish
-	// them and give them back as they write them, and one lock for all
-	// cost each episode two trips of its cache line between the cores.
-	groups sync.Pool
+	// lists holds the groups written, for the next ones (recycle): one
+	// list per worker (internal/worker), whose groups go back to it
+	// whichever worker wrote them. A group's arrays are then rewritten by
+	// the core that wrote them last, where a pool shared by the workers
+	// (one sync.Pool) handed half of them to the other core with every
+	// line of their memory. Read with Load, grown under listsMu.
+	lists   atomic.Pointer[[]*groupList]
+	listsMu sync.Mutex
+}
+
+// groupList is the groups written of one worker, for its next Finish.
+type groupList struct {
+	mu   sync.Mutex
+	free []*outGroup
+	// Its own cache line: the workers' lists are allocated one after the
+	// other, and each is locked by its worker and whichever one writes.
+	_ [64]byte
 }
 
 // outGroup is one group on its way through an Output: its episodes and the
@@ -80,15 +95,28 @@ type outGroup struct {
 	samples [][]protocol.Sample
 	credit  creditArrays
 	write   func(k int) (int, error) // writeEpisode, made once
+	list    *groupList               // where it goes once written (recycle)
 }
 
-// group returns a group for n episodes, recycled when one is free.
+// group returns a group for n episodes, recycled from the list of ctx's
+// worker when one is free.
 func (o *Output) group(ctx context.Context, n int) *outGroup {
 	var g *outGroup
 	if o.recycle {
-		g, _ = o.groups.Get().(*outGroup)
-	}
-	if g == nil {
+		l := o.list(worker.Of(ctx))
+		l.mu.Lock()
+		if k := len(l.free); k > 0 {
+			g = l.free[k-1]
+			l.free[k-1] = nil
+			l.free = l.free[:k-1]
+		}
+		l.mu.Unlock()
+		if g == nil {
+			g = &outGroup{o: o, list: l}
+			g.write = g.writeEpisode
+		}
+		g.reuse()
+	} else {
 		g = &outGroup{o: o}
 		g.write = g.writeEpisode
 	}
@@ -119,18 +147,53 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 			err = o.groupSink.EndGroup()
 		}
 	}
-	if err != nil || !o.recycle {
+	if err != nil || !o.recycle || k < len(g.eps)-1 {
 		return n, err
 	}
-	g.forget(k)
-	// What Finish may leave unset goes; the record is written whole by
-	// the next Finish (what it points to stays reachable until then).
-	g.episodes[k].Credit, g.episodes[k].prepared = nil, nil
-	if k == len(g.eps)-1 {
-		g.ctx = nil
-		o.groups.Put(g)
-	}
+	// Written whole: back to its worker's list, untouched. That worker
+	// empties it when it takes it (reuse), on its own core, rather than
+	// this one, which may be the other's.
+	l := g.list
+	l.mu.Lock()
+	l.free = append(l.free, g)
+	l.mu.Unlock()
 	return n, nil
+}
+
+// list returns worker k's list of groups, making the lists up to it the
+// first time it asks.
+func (o *Output) list(k int) *groupList {
+	if ls := o.lists.Load(); ls != nil && k < len(*ls) {
+		return (*ls)[k]
+	}
+	o.listsMu.Lock()
+	defer o.listsMu.Unlock()
+	var ls []*groupList
+	if p := o.lists.Load(); p != nil {
+		ls = *p
+	}
+	if k < len(ls) {
+		return ls[k]
+	}
+	// A new slice, not ls grown in place: other workers read the old
+	// one without the lock.
+	grown := append(make([]*groupList, 0, k+1), ls...)
+	for len(grown) <= k {
+		grown = append(grown, &groupList{})
+	}
+	o.lists.Store(&grown)
+	return grown[k]
+}
+
+// reuse empties a group taken back from its list: each episode's samples'
+// array goes aside for the same episode of this group (forget), and what
+// Finish may leave unset goes. The records are written whole by Finish
+// (what the old ones point to stays reachable until then).
+func (g *outGroup) reuse() {
+	for k := range g.eps {
+		g.forget(k)
+		g.episodes[k].Credit, g.episodes[k].prepared = nil, nil
+	}
 }
 
 // grow returns s with length n, reusing its array when it can; the caller
