@@ -59,6 +59,10 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) ## gofmt check, go v
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@# The go.mod files of the whole module graph, which a build alone does
+	@# not fetch: cli's TestNewScenarioBuildsTestsAndRuns builds a module of
+	@# its own offline (GOPROXY=off), and resolving its graph reads them.
+	$(GO) list -m all >/dev/null
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
 	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(GO) test $(RACE) -timeout 20m ./...
 
