@@ -455,7 +455,9 @@ func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor
 	for _, role := range p.learners {
 		spec.Policies[role] = runspec.Policy{Name: learnerPolicy}
 	}
-	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg, Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
+	// The plan's allocator registry: the spec names none, and the default
+	// one would be built again for every cell.
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg, Allocators: p.registry, Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
 		if req.Policy.Name != learnerPolicy {
 			return nil, false, nil
 		}
