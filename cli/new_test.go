@@ -59,12 +59,10 @@ func TestNewScenarioBuildsTestsAndRuns(t *testing.T) {
 	require.NoError(t, err)
 
 	// The module: troupe alone, replaced by this checkout. Its own
-	// requirements come from troupe's go.mod through the replacement, and
-	// their go.mod files are read only as the build needs them, so a
-	// fresh module cache that holds what troupe's build used holds them:
-	// listing troupe's requirements here would make the go command read
-	// the go.mod of each, including modules no Linux build downloads
-	// (nats-server's Windows-only go-tpm), which GOPROXY=off cannot fetch.
+	// requirements come from troupe's go.mod through the replacement;
+	// resolving them reads the go.mod files of troupe's whole module
+	// graph (below), not only those troupe's build read. Listing troupe's
+	// requirements here would not spare that.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/mygame\n\ngo 1.26\n\nrequire github.com/troupe-rl/troupe v0.0.0\n\nreplace github.com/troupe-rl/troupe => "+root+"\n"), 0o644))
 	gosum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	require.NoError(t, err)

@@ -186,17 +186,19 @@ func (f *forgetful) Flush() error   { return nil }
 func (f *forgetful) Recycles() bool { return true }
 
 // runMallocs returns the heap allocations of a run of episodes of
-// counting on one worker, to an output that recycles the records.
+// counting on one worker, to an output that recycles the records and
+// allocates nothing itself: what the run allocates is the runner's and
+// the engine's.
 func runMallocs(t *testing.T, episodes int) uint64 {
 	t.Helper()
 	sc := renewedCounting{countingScenario()}
 	p, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
 	cfg := env.RunConfig{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Episodes: episodes, Concurrency: 1, Seed: 1}
-	out := newForgetful()
+	o := newForgetful()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	sum, err := env.Run(context.Background(), cfg, out)
+	sum, err := env.Run(context.Background(), cfg, o)
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	require.Equal(t, episodes, sum.Scored)
@@ -212,6 +214,8 @@ func TestRecyclingRunAllocatesNothingPerEpisode(t *testing.T) {
 	if testing.CoverMode() != "" {
 		t.Skip("coverage instrumentation counts differently")
 	}
+	// On one worker the count is exact. (On two, the warm-up depends on
+	// timing: 1,000–5,000 allocations, bounded but too loose for a test.)
 	short, long := runMallocs(t, 500), runMallocs(t, 5000)
 	assert.LessOrEqual(t, int64(long)-int64(short), int64(20),
 		"allocations of a run of 500 episodes, %d, and of 5,000, %d", short, long)

@@ -171,12 +171,13 @@ type Output interface {
 }
 
 // RecyclingOutput is an Output that can give the records back: when
-// Recycles reports true, the Output promises to keep no reference to a
-// group's records, nor to anything they hold (their Turns and Messages
+// Recycles reports true, the Output promises to read and write nothing of
+// a group's records, nor of anything they hold (their Turns and Messages
 // arrays, the turns' Inbox and the messages' Recipients, their Replay),
-// nor to the group slice Finish was given, once the write function of the
-// group's last episode returned, and Run then reuses the records, those
-// arrays and the slice's for later episodes of the run.
+// nor of the group slice Finish was given, once the write function of the
+// group's last episode returned (a pointer it still holds to them it only
+// overwrites later), and Run then reuses the records, those arrays and the
+// slice's for later episodes of the run.
 // (The strings, maps and other slices the turns and messages point to are
 // not reused: a game's or a policy's values are never written over.) Run
 // recycles only the records its own executor played (RunConfig.Executor

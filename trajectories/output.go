@@ -25,11 +25,14 @@ import (
 //
 // When Observe is nil and the sink forgets what it wrote (Forgetter: the
 // JSONL writers and Discard do; ObserveCredit keeps nothing by contract),
-// an Output keeps nothing of an episode once it has written it, and says
-// so to the runner (Recycles, which implements env.RecyclingOutput): the
-// runner then reuses the records' Turns arrays, and the Output the
-// samples' array, for later episodes: each worker's groups (the worker
-// number Finish's context carries, internal/worker) for its own next ones.
+// an Output reads and writes nothing of an episode once it has written it,
+// and says so to the runner (Recycles, which implements
+// env.RecyclingOutput): the runner then reuses the records' Turns arrays,
+// and the Output the samples' array, for later episodes: each worker's
+// groups (the worker number Finish's context carries, internal/worker) for
+// its own next ones. A written group still points to its episodes' copies
+// of the records and to their samples until its worker takes it back, at
+// most as many groups as a worker had in flight at once.
 //
 // An Output numbers the samples of one run: use a new one for each run.
 type Output struct {
