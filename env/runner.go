@@ -175,8 +175,8 @@ type Output interface {
 // a group's records, nor of anything they hold (their Turns and Messages
 // arrays, the turns' Inbox and the messages' Recipients, their Replay),
 // nor of the group slice Finish was given, once the write function of the
-// group's last episode returned (a pointer it still holds to them it only
-// overwrites later), and Run then reuses the records, those arrays and the
+// group's last episode returned (pointers to them it may still hold, and
+// only overwrite), and Run then reuses the records, those arrays and the
 // slice's for later episodes of the run.
 // (The strings, maps and other slices the turns and messages point to are
 // not reused: a game's or a policy's values are never written over.) Run
