@@ -17,8 +17,9 @@ func With(ctx context.Context, k int) context.Context {
 	return context.WithValue(ctx, key{}, k)
 }
 
-// Of returns the worker number ctx carries, or 0 when it carries none.
+// Of returns the worker number ctx carries, or 0 when it carries none (or
+// a negative one).
 func Of(ctx context.Context) int {
 	k, _ := ctx.Value(key{}).(int)
-	return k
+	return max(k, 0)
 }

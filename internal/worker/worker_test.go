@@ -16,6 +16,9 @@ func TestOfReadsWhatWithCarries(t *testing.T) {
 	if got := worker.Of(w); got != 3 {
 		t.Errorf("worker.Of(worker.With(ctx, 3)) = %d", got)
 	}
+	if got := worker.Of(worker.With(ctx, -1)); got != 0 {
+		t.Errorf("a negative number: %d, want 0", got)
+	}
 	// A context derived from a worker's carries its number.
 	child, cancel := context.WithCancel(w)
 	defer cancel()
