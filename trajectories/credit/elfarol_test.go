@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -247,9 +248,11 @@ func TestOneOutReplaysAreReplays(t *testing.T) {
 		require.True(t, ok, "El Farol's replayer answers one-out counterfactuals at once")
 		oneByOne := *w.ep
 		replayer := w.ep.Replay
-		calls := 0
+		// Counted atomically: the allocators replay the counterfactuals
+		// concurrently (Sim's fan-out).
+		var calls atomic.Int64
 		oneByOne.Replay = episode.ReplayerFunc(func(ctx context.Context, cf episode.Counterfactual) (episode.Score, error) {
-			calls++
+			calls.Add(1)
 			return replayer.Replay(ctx, cf)
 		})
 		for _, a := range []trajectories.Allocator{
@@ -257,10 +260,10 @@ func TestOneOutReplaysAreReplays(t *testing.T) {
 			credit.LeaveOneOut{},
 			credit.LeaveOneOut{Out: credit.Null},
 		} {
-			calls = 0
+			calls.Store(0)
 			want, err := allocate(a, &oneByOne)
 			require.NoError(t, err, a.Name())
-			assert.Equal(t, 60, calls, a.Name())
+			assert.Equal(t, int64(60), calls.Load(), a.Name())
 			got, err := allocate(a, w.ep)
 			require.NoError(t, err, a.Name())
 			assert.Equal(t, want, got, a.Name())
