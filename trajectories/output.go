@@ -105,23 +105,16 @@ type outGroup struct {
 // worker when one is free.
 func (o *Output) group(ctx context.Context, n int) *outGroup {
 	var g *outGroup
+	var l *groupList // nil: the group is not recycled
 	if o.recycle {
-		l := o.list(worker.Of(ctx))
-		l.mu.Lock()
-		if k := len(l.free); k > 0 {
-			g = l.free[k-1]
-			l.free[k-1] = nil
-			l.free = l.free[:k-1]
-		}
-		l.mu.Unlock()
-		if g == nil {
-			g = &outGroup{o: o, list: l}
-			g.write = g.writeEpisode
-		}
-		g.reuse()
-	} else {
-		g = &outGroup{o: o}
+		l = o.list(worker.Of(ctx))
+		g = l.take()
+	}
+	if g == nil {
+		g = &outGroup{o: o, list: l}
 		g.write = g.writeEpisode
+	} else {
+		g.reuse()
 	}
 	g.ctx = ctx
 	g.eps = grow(g.eps, n)
@@ -156,11 +149,28 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 	// Written whole: back to its worker's list, untouched. That worker
 	// empties it when it takes it (reuse), on its own core, rather than
 	// this one, which may be the other's.
-	l := g.list
+	g.list.put(g)
+	return n, nil
+}
+
+// take returns the group given back last, or nil.
+func (l *groupList) take() *outGroup {
+	var g *outGroup
+	l.mu.Lock()
+	if k := len(l.free); k > 0 {
+		g = l.free[k-1]
+		l.free[k-1] = nil
+		l.free = l.free[:k-1]
+	}
+	l.mu.Unlock()
+	return g
+}
+
+// put gives back g, written whole.
+func (l *groupList) put(g *outGroup) {
 	l.mu.Lock()
 	l.free = append(l.free, g)
 	l.mu.Unlock()
-	return n, nil
 }
 
 // list returns worker k's list of groups, making the lists up to it the
