@@ -314,5 +314,15 @@ func (in *Info) Validate() error {
 // env.
 type Seat = episode.Seat
 
+// Numbered returns n seats of role, whose IDs are the role's name and
+// their number: "citizen-0" to "citizen-(n-1)" for role "citizen".
+func Numbered(role string, n int) []Seat {
+	seats := make([]Seat, n)
+	for i := range seats {
+		seats[i] = Seat{ID: role + "-" + strconv.Itoa(i), Role: role}
+	}
+	return seats
+}
+
 // Score is an alias of episode.Score.
 type Score = episode.Score

@@ -1,6 +1,7 @@
 package env_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,4 +149,15 @@ func TestMemBusDeliveryOrder(t *testing.T) {
 	assert.Len(t, log, 4, "the previous episode keeps its log")
 	assert.Empty(t, b.Log())
 	assert.Empty(t, b.Mailbox(0))
+}
+
+func TestNumbered(t *testing.T) {
+	seats := env.Numbered("citizen", 3)
+	want := []env.Seat{{ID: "citizen-0", Role: "citizen"}, {ID: "citizen-1", Role: "citizen"}, {ID: "citizen-2", Role: "citizen"}}
+	if !slices.Equal(seats, want) {
+		t.Errorf("Numbered: %v, want %v", seats, want)
+	}
+	if len(env.Numbered("x", 0)) != 0 {
+		t.Error("Numbered(x, 0) has seats")
+	}
 }

@@ -170,10 +170,7 @@ func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	}
 	g.options, g.advice = agents.Enum(names[1:]...), agents.Enum(names...)
 	advisers := informed + uninformed
-	for i := range advisers {
-		g.seats = append(g.seats, env.Seat{ID: "adviser-" + strconv.Itoa(i), Role: RoleAdviser})
-	}
-	g.seats = append(g.seats, env.Seat{ID: DeciderID, Role: RoleDecider})
+	g.seats = append(env.Numbered(RoleAdviser, advisers), env.Seat{ID: DeciderID, Role: RoleDecider})
 	g.decider = advisers
 	g.right = rand.New(rand.NewPCG(seed, 0x636f_6d6d_6974_7465)).IntN(options)
 	g.briefedView = env.View{Text: "Committee. You are an adviser and were briefed with the right option (see the brief). " +

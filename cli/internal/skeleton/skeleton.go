@@ -70,11 +70,8 @@ func Scenario() env.Scenario {
 			"follow": func(env.Params, string) (agents.Policy, error) { return colours.Scripted(follow), nil },
 		},
 	}, func(p env.Params, _ uint64) (env.Game, error) {
-		g := &game{rounds: p.Int("rounds"), score: env.Score{Agents: make([]float64, p.Int("players"))}}
-		for i := range g.score.Agents {
-			g.seats = append(g.seats, env.Seat{ID: fmt.Sprintf("player-%d", i), Role: player.Name})
-		}
-		return g, nil
+		n := p.Int("players")
+		return &game{rounds: p.Int("rounds"), seats: env.Numbered(player.Name, n), score: env.Score{Agents: make([]float64, n)}}, nil
 	})
 }
 
