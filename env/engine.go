@@ -396,7 +396,7 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 			done = e.current
 		}
 		r.rp.seats, r.rp.recorded, r.rp.done = e.seats, ep.Turns, done
-		r.game = e.current
+		r.game, r.gameOf = e.current, e.info
 	}
 	return ep
 }
@@ -535,13 +535,13 @@ func (e *Engine) askFailed(ctx, runCtx context.Context, err error) (protocol.Sta
 }
 
 // newGame makes the episode's game: the finished game of the record the
-// episode writes into, renewed, when the record was given back and the
-// scenario is a Renewer; else a new one.
+// episode writes into, renewed, when the record was given back, its game
+// is this scenario's and the scenario is a Renewer; else a new one.
 func (e *Engine) newGame(setup *Setup) (Game, error) {
 	if r := e.arena; r != nil && r.game != nil {
-		old := r.game
-		r.game = nil
-		if rn, ok := setup.Scenario.(Renewer); ok {
+		old, of := r.game, r.gameOf
+		r.game, r.gameOf = nil, nil
+		if rn, ok := setup.Scenario.(Renewer); ok && of == e.info {
 			return rn.Renew(old, setup.Params, setup.Seed)
 		}
 	}

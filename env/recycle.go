@@ -11,7 +11,7 @@ import (
 // the arrays behind the record's slices: its turns, transitions and message
 // log, the messages' recipients and the turns' inbox positions. A record
 // given back (LocalExecutor.Recycle) goes to its executor's recordPool
-// whole, and the next episode that takes it writes into the same arrays: an
+// (its Reuse's) whole, and the next episode that takes it writes into the same arrays: an
 // episode of a recycling run allocates none of them once the pool is warm.
 type record struct {
 	rec episode.Record
@@ -21,8 +21,11 @@ type record struct {
 	recipients []int             // backs the log's Recipients
 	inbox      []int             // backs the turns' Inbox
 	// game is the episode's game, for the scenario to renew (Renewer)
-	// once the record is given back.
-	game Game
+	// once the record is given back, and gameOf that scenario's Info:
+	// executors of other scenarios may share the pool (Reuse), and a
+	// Renewer renews only its own games.
+	game   Game
+	gameOf *Info
 	// maker is the engine that recorded it last, whose core's cache holds
 	// its memory: the pool gives it back to that engine first.
 	maker *Engine
@@ -197,16 +200,15 @@ func (p *recordPool) add(r *record, k int) int {
 }
 
 // put takes back recs, which no one uses any more, when an engine of this
-// package recorded them for the executor whose policyKey is key; other
-// records (another executor's, another process's) are left to the
-// collector, so that the games a Renewer is given are its own.
-func (p *recordPool) put(key any, recs ...*episode.Record) {
+// package recorded them in a record of this pool; other records (another
+// executor's, another process's) are left to the collector.
+func (p *recordPool) put(recs ...*episode.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := -1
 	for _, rec := range recs {
 		rp, ok := rec.Replay.(*replay)
-		if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.policyKey != key {
+		if !ok || rp.owner == nil || &rp.owner.rec != rec || rp.setup.records != p {
 			continue
 		}
 		// Cleared by the engine that takes it (reset), not here: the

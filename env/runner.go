@@ -53,23 +53,53 @@ type LocalExecutor struct {
 	Invalid          InvalidRule
 	Emit             EmitFilter
 	ParallelPolicies bool
+	// Reuse, when set, holds the executor's engines and the records given
+	// back to it, shared with the executors before and after it (see
+	// Reuse); nil, the executor's own.
+	Reuse *Reuse
 
+	own Reuse
+}
+
+// Reuse is what LocalExecutors that play one scenario one after another
+// may share, so that each finds warm what the one before it allocated: the
+// engines, with their state machines and buffers, and the records given
+// back (Recycle), with the arrays behind them. An experiment plays each of
+// its cells with a fresh executor, all the cells of one parameter point
+// with one Reuse. Executors that share one may differ in everything but
+// their scenario: an engine asks a new executor's Policy and Emit again,
+// and a Renewer is given only games of its own scenario, to renew when
+// their parameters are the new ones. It is safe for concurrent use, but
+// executors that run at once then trade engines, and each asks its
+// policies again for an engine another one used last: it is for executors
+// that run in turn. The zero value is ready.
+type Reuse struct {
 	engines EnginePool
 	// records holds the records given back (Recycle) for later episodes.
 	records recordPool
 }
 
+// reuse is the engines and records x plays with.
+func (x *LocalExecutor) reuse() *Reuse {
+	if x.Reuse != nil {
+		return x.Reuse
+	}
+	return &x.own
+}
+
 // Execute implements Executor: it plays the episode and returns its record.
 // The request's Scenario and Params must be the executor's own.
 func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Record {
-	eng := x.engines.Get()
-	defer x.engines.Put(eng)
+	engines := &x.reuse().engines
+	eng := engines.Get()
+	defer engines.Put(eng)
 	return x.executeOn(ctx, eng, req)
 }
 
 // executeOn is Execute on an engine of the caller's, one of x's engines
 // (Run's workers keep one each for the whole run).
 func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request) *episode.Record {
+	r := x.reuse()
 	return eng.Run(ctx, Setup{
 		Scenario:         x.Scenario,
 		Params:           x.Params,
@@ -83,8 +113,8 @@ func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request)
 		Invalid:          x.Invalid,
 		Emit:             x.Emit,
 		ParallelPolicies: x.ParallelPolicies,
-		Engines:          &x.engines,
-		records:          &x.records,
+		Engines:          &r.engines,
+		records:          &r.records,
 		policyKey:        x,
 	})
 }
@@ -92,12 +122,13 @@ func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request)
 // Recycle gives back a record that x played and that nothing uses any
 // more, nor anything it holds (see RecyclingOutput): x's later episodes
 // write into it and the arrays behind it, and allocate none of them. A
-// record x did not play (another executor's, one decoded from another
-// process) is left alone, and so is one given back twice.
-func (x *LocalExecutor) Recycle(rec *episode.Record) { x.records.put(x, rec) }
+// record x did not play (another executor's, unless the two share a Reuse;
+// one decoded from another process) is left alone, and so is one given
+// back twice.
+func (x *LocalExecutor) Recycle(rec *episode.Record) { x.reuse().records.put(rec) }
 
 // recycleAll is Recycle for many records at once.
-func (x *LocalExecutor) recycleAll(recs []*episode.Record) { x.records.put(x, recs...) }
+func (x *LocalExecutor) recycleAll(recs []*episode.Record) { x.reuse().records.put(recs...) }
 
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
 // concurrency.
@@ -649,8 +680,9 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 			// the executor's pool per episode costs two locks each.
 			var eng *Engine
 			if own != nil {
-				eng = own.engines.Get()
-				defer own.engines.Put(eng)
+				engines := &own.reuse().engines
+				eng = engines.Get()
+				defer engines.Put(eng)
 			}
 			for {
 				lo, hi, c, ok := take()

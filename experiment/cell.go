@@ -347,7 +347,9 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		}
 		return nil
 	}
-	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}
+	reuse := p.takeReuse(c.point)
+	defer p.giveReuse(c.point, reuse)
+	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...), Reuse: reuse}
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
 	run := env.RunConfig{Scenario: cfg.Scenario, Params: pt.params, Episodes: cfg.Episodes, Seed: c.runSeed}
 	run.GroupSize = p.group()

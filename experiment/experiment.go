@@ -221,6 +221,36 @@ type plan struct {
 	allocs []string
 	window int
 	cells  []*cellPlan
+	// reuse holds, per point, the env.Reuse of that point's cells that
+	// are not playing: a cell takes one, or makes one, and gives it back
+	// when done. The cells of a point are played largest first, one after
+	// another on each worker, and each finds the engines and records the
+	// one before it warmed, rather than making garbage of its own.
+	reuseMu sync.Mutex
+	reuse   map[int][]*env.Reuse
+}
+
+// takeReuse returns an idle Reuse of point, or a new one.
+func (p *plan) takeReuse(point int) *env.Reuse {
+	p.reuseMu.Lock()
+	defer p.reuseMu.Unlock()
+	free := p.reuse[point]
+	if len(free) == 0 {
+		return &env.Reuse{}
+	}
+	r := free[len(free)-1]
+	p.reuse[point] = free[:len(free)-1]
+	return r
+}
+
+// giveReuse gives back a Reuse taken by a cell of point.
+func (p *plan) giveReuse(point int, r *env.Reuse) {
+	p.reuseMu.Lock()
+	defer p.reuseMu.Unlock()
+	if p.reuse == nil {
+		p.reuse = map[int][]*env.Reuse{}
+	}
+	p.reuse[point] = append(p.reuse[point], r)
 }
 
 type cellPlan struct {
