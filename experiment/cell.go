@@ -295,11 +295,19 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if err != nil {
 		return nil, err
 	}
-	cell := &Cell{
-		CellConfig: c.id,
-		Team:       make([]float64, 0, cfg.Episodes),
-		Reward:     make([]float64, 0, cfg.Episodes),
+	// The series are carved from the cell's array (allocSeries), each of
+	// capacity Episodes: an append past it would not reach the next.
+	series := c.series
+	c.series = nil
+	next := func() []float64 {
+		if len(series) < cfg.Episodes {
+			return make([]float64, 0, cfg.Episodes)
+		}
+		s := series[:0:cfg.Episodes]
+		series = series[cfg.Episodes:]
+		return s
 	}
+	cell := &Cell{CellConfig: c.id, Team: next(), Reward: next()}
 	if pt.known {
 		cell.Optimum = &pt.optimum
 	}
@@ -314,7 +322,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		metric = make([]float64, len(cell.MetricNames))
 		cell.Metrics = make([][]float64, len(cell.MetricNames))
 		for m := range cell.Metrics {
-			cell.Metrics[m] = make([]float64, 0, cfg.Episodes)
+			cell.Metrics[m] = next()
 		}
 	}
 	var tally creditTally

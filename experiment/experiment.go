@@ -261,6 +261,36 @@ type cellPlan struct {
 	id           CellConfig
 	file         string // name in Out/cells
 	done         *Cell  // read back from Out
+	// series is the array the cell's per-episode series are carved from
+	// (allocSeries), nil until it is to be played.
+	series []float64
+}
+
+// allocSeries gives the cells to play the array their per-episode series
+// take (Team, Reward and one per episode metric), one array for them all,
+// allocated before any is played. Every cell keeps its series to the end of
+// the run, which reads them for its rows and report, so one array takes no
+// more memory than one per cell, at the run's peak; and the collector,
+// which paces itself by the live heap, sees the results' memory from the
+// start, rather than collecting more often while it grows.
+func (p *plan) allocSeries(cells []*cellPlan) {
+	metricer, _ := p.cfg.Scenario.(env.EpisodeMetricer)
+	size := func(c *cellPlan) int {
+		n := 2
+		if metricer != nil {
+			n += len(metricer.MetricNames(p.points[c.point].params))
+		}
+		return n * p.cfg.Episodes
+	}
+	total := 0
+	for _, c := range cells {
+		total += size(c)
+	}
+	all := make([]float64, total)
+	for _, c := range cells {
+		n := size(c)
+		c.series, all = all[:n:n], all[n:]
+	}
 }
 
 func newPlan(cfg Config) (*plan, error) {
@@ -497,6 +527,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// on when it runs.
 	slices.SortStableFunc(todo, func(a, b *cellPlan) int { return cmp.Compare(p.points[b.point].seats, p.points[a.point].seats) })
 
+	p.allocSeries(todo)
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0))))

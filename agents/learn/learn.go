@@ -167,12 +167,18 @@ type row struct {
 
 // newRow returns a row of the legal actions, every value init.
 func newRow(legal []string, init float64) *row {
-	r := &row{legal: legal, values: make([]float64, len(legal)), greedy: -1, distinct: distinct(legal)}
+	r := &row{}
+	r.init(legal, init)
+	return r
+}
+
+// init makes r, a zero row, a row of the legal actions, every value init.
+func (r *row) init(legal []string, init float64) {
+	*r = row{legal: legal, values: make([]float64, len(legal)), greedy: -1, distinct: distinct(legal)}
 	for i := range r.values {
 		r.values[i] = init
 	}
 	r.scan()
-	return r
 }
 
 // distinct reports whether no two of legal are the same text.
@@ -308,7 +314,7 @@ func (b *book) Lock() Lock {
 	defer b.mu.Unlock()
 	var l Lock
 	for _, t := range b.agents {
-		for _, r := range t.rows {
+		for _, r := range t.rows.all {
 			if r.greedy >= 0 {
 				l.Rows++
 				if r.switched {
@@ -325,7 +331,7 @@ func (b *book) Lock() Lock {
 // state turn after turn, episode after episode.
 type agentTable struct {
 	id        string
-	rows      map[int]*row
+	rows      stateRows
 	lastState int
 	last      *row
 	// next is the agent that acted after this one the last time: agents
@@ -392,11 +398,79 @@ func (t *agentTable) find(state int) *row {
 	if t.last != nil && t.lastState == state {
 		return t.last
 	}
-	r := t.rows[state]
+	r := t.rows.get(state)
 	if r != nil {
 		t.lastState, t.last = state, r
 	}
 	return r
+}
+
+// stateRows is an agent's rows by state number: the first one in place,
+// the others in a map made for the second. The agents of a many-agent
+// scenario often see one state each (El Farol's patrons, the week's one
+// view), and a map per agent would be most of what a learner allocates.
+type stateRows struct {
+	firstState int
+	first      *row
+	// own is the first row's memory: one allocation with the table.
+	own  row
+	more map[int]*row
+}
+
+// get returns the row of state, or nil.
+func (s *stateRows) get(state int) *row {
+	if s.first != nil && s.firstState == state {
+		return s.first
+	}
+	return s.more[state]
+}
+
+// add makes the row of state, which has none, with the legal actions and
+// every value init, and returns it.
+func (s *stateRows) add(state int, legal []string, init float64) *row {
+	if s.first == nil {
+		s.own.init(legal, init)
+		s.firstState, s.first = state, &s.own
+		return s.first
+	}
+	if s.more == nil {
+		s.more = map[int]*row{}
+	}
+	r := newRow(legal, init)
+	s.more[state] = r
+	return r
+}
+
+// set makes r the row of state.
+func (s *stateRows) set(state int, r *row) {
+	if s.first == nil || s.firstState == state {
+		s.firstState, s.first = state, r
+		return
+	}
+	if s.more == nil {
+		s.more = map[int]*row{}
+	}
+	s.more[state] = r
+}
+
+// len returns the number of rows.
+func (s *stateRows) len() int {
+	if s.first == nil {
+		return 0
+	}
+	return 1 + len(s.more)
+}
+
+// all yields every row with its state, in no particular order.
+func (s *stateRows) all(yield func(state int, r *row) bool) {
+	if s.first == nil || !yield(s.firstState, s.first) {
+		return
+	}
+	for state, r := range s.more {
+		if !yield(state, r) {
+			return
+		}
+	}
 }
 
 // book is the per-agent, per-state storage both learners share, with the
@@ -469,7 +543,7 @@ func (b *book) table(agent string) *agentTable {
 	}
 	t := b.agents[agent]
 	if t == nil {
-		t = &agentTable{id: agent, rows: map[int]*row{}}
+		t = &agentTable{id: agent}
 		b.agents[agent] = t
 	}
 	if b.acted != nil {
@@ -501,8 +575,7 @@ func (b *book) actRow(obs *agents.Observation) (*agentTable, *row, error) {
 		// The view's own slice, which its game never changes (env.View)
 		// and usually hands out again: sameStrings then compares one
 		// pointer.
-		r = newRow(obs.Legal, b.init)
-		t.rows[state] = r
+		r = t.rows.add(state, obs.Legal, b.init)
 		t.lastState, t.last = state, r
 		return t, r, nil
 	}
@@ -678,7 +751,7 @@ func (b *book) values(agent, state string) ([]string, []float64, bool) {
 	if t == nil || !ok {
 		return nil, nil, false
 	}
-	r := t.rows[n]
+	r := t.rows.get(n)
 	if r == nil {
 		return nil, nil, false
 	}

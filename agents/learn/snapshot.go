@@ -106,8 +106,8 @@ func TakeSnapshot(spec Spec, l Learner) (*Snapshot, error) {
 	s := &Snapshot{Format: SnapshotFormat, Learner: spec.String(), Agents: make([]AgentSnapshot, 0, len(b.agents))}
 	for _, id := range slices.Sorted(maps.Keys(b.agents)) {
 		t := b.agents[id]
-		a := AgentSnapshot{ID: id, States: make([]StateSnapshot, 0, len(t.rows))}
-		for n, r := range t.rows {
+		a := AgentSnapshot{ID: id, States: make([]StateSnapshot, 0, t.rows.len())}
+		for n, r := range t.rows.all {
 			a.States = append(a.States, StateSnapshot{State: names[n], Legal: slices.Clone(r.legal),
 				Values: slices.Clone(r.values), Updates: r.updates, Baseline: r.baseline,
 				Trace: slices.Clone(r.trace), Greedy: r.greedy, Best: r.best, Switched: r.switched})
@@ -238,13 +238,13 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 		return nil, Spec{}, err
 	}
 	for _, a := range s.Agents {
-		t := &agentTable{id: a.ID, rows: make(map[int]*row, len(a.States))}
+		t := &agentTable{id: a.ID}
 		b.agents[a.ID] = t
 		for _, st := range a.States {
-			n := b.state(st.State, true)
-			t.rows[n] = &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline,
+			r := &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline,
 				trace: slices.Clone(st.Trace), greedy: st.Greedy, switched: st.Switched, distinct: distinct(st.Legal)}
-			t.rows[n].scan() // best and ties: from the values, whatever Best says
+			r.scan() // best and ties: from the values, whatever Best says
+			t.rows.set(b.state(st.State, true), r)
 		}
 	}
 	// The caches of the book's lookups start empty, as in a new learner.
