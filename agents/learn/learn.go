@@ -243,12 +243,16 @@ func (r *row) track(a int, old float64, whole bool) {
 	case whole:
 		r.scan()
 	case a == r.best:
+		// Asked first, the question whose answer rarely changes: an
+		// update of the best action usually leaves it above every other,
+		// whether it rose or fell; which of the two is a coin toss that
+		// would cost a mispredicted branch in most updates.
 		switch {
+		case r.secondOK && v > r.second:
+			r.ties = 1 // above every other action
 		case v > old:
 			r.ties = 1 // above the actions it was tied with
 		case v == old:
-		case r.secondOK && v > r.second:
-			r.ties = 1 // fell, but stays above every other action
 		default:
 			r.scan()
 		}
@@ -277,13 +281,12 @@ func (r *row) track(a int, old float64, whole bool) {
 			r.secondOK = false // it may have been the largest of the others
 		}
 	}
-	best := r.best
-	switch {
-	case r.greedy < 0:
-		r.greedy = best
-	case best != r.greedy:
-		r.switched = true
+	if r.greedy < 0 {
+		r.greedy = r.best
 	}
+	// Once switched, a row stays so: the branch on it is predictable,
+	// where one on best != greedy is not.
+	r.switched = r.switched || r.best != r.greedy
 }
 
 // Lock is what a learner says of lock-in: of the rows (agent and state)
