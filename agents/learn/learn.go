@@ -141,25 +141,27 @@ func (o Options) rewards(c *trajectories.Credit) ([]float64, error) {
 // row is what a learner knows of one agent in one state: the legal
 // actions and one number per action (an action value, or a preference).
 type row struct {
-	legal    []string
-	values   []float64
-	updates  int     // rewards learned in this state
-	baseline float64 // REINFORCE: mean reward so far
+	// The fields Act reads come first, then those Learn updates: 128
+	// bytes, two cache lines where the row starts on one (agentTable).
+	legal  []string
+	values []float64
+	best   int // the action of the largest value now (the first of equals)
+	ties   int // how many actions have that value (1: best alone)
 	// trace is, per action, the unbiased step-size trace ō of Values
 	// with Unbiased (nil otherwise).
 	trace []float64
+	// second, when secondOK, is the largest value of the other actions
+	// (-Inf for a row of one): a fall of the best value that stays above
+	// it leaves best as it is, without a scan.
+	second float64
 	// greedy is the action of the largest value (the first of equals)
 	// after the row's first update, -1 before; switched is set when a
 	// later update made another action the greedy one (see Lock).
 	greedy   int
-	switched bool
-	best     int // the action of the largest value now (the first of equals)
-	ties     int // how many actions have that value (1: best alone)
-	// second, when secondOK, is the largest value of the other actions
-	// (-Inf for a row of one): a fall of the best value that stays above
-	// it leaves best as it is, without a scan.
-	second   float64
+	updates  int     // rewards learned in this state
+	baseline float64 // REINFORCE: mean reward so far
 	secondOK bool
+	switched bool
 	// distinct says that no two legal actions are the same text: the
 	// index Act chose is then the one Learn must find (playedIndex).
 	distinct bool
@@ -333,18 +335,20 @@ func (b *book) Lock() Lock {
 // last row used is cached: most scenarios ask an agent about the same
 // state turn after turn, episode after episode.
 type agentTable struct {
-	id        string
-	rows      stateRows
-	lastState int
-	last      *row
+	// The first cache line: what Act reads of every table, the next
+	// one's id and the cached row.
+	id string
 	// next is the agent that acted after this one the last time: agents
 	// act in the same order episode after episode, so Act finds the next
 	// table here without hashing its id.
-	next *agentTable
+	next      *agentTable
+	last      *row
+	lastState int
 	// played holds, by turn number, what Act chose in the agent's latest
 	// episode, for Learn to find a turn's row without rendering and
 	// looking up its prompt again (see playedRow).
 	played []playedTurn
+	rows   stateRows
 }
 
 // playedTurn is one turn Act played: its observation's view, which had no
@@ -415,9 +419,10 @@ func (t *agentTable) find(state int) *row {
 type stateRows struct {
 	firstState int
 	first      *row
+	more       map[int]*row
+	_          [40]byte // own on a cache line of its own: a table is 256 bytes
 	// own is the first row's memory: one allocation with the table.
-	own  row
-	more map[int]*row
+	own row
 }
 
 // get returns the row of state, or nil.

@@ -3,6 +3,7 @@ package learn
 import (
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/troupe-rl/troupe/internal/seeds"
 )
@@ -66,5 +67,25 @@ func TestTrackIsTheScan(t *testing.T) {
 				updates++
 			}
 		}
+	}
+}
+
+// A table is four cache lines, its first row the last two: Act reads the
+// first line of every agent's table and its row, Learn the row, so a
+// field added or moved that spreads them over more lines costs every turn
+// a cache miss or two. (Allocations of 256 bytes start on a 256-byte
+// boundary, hence on a cache line.)
+func TestTableLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is a 64-bit machine's")
+	}
+	if s := unsafe.Sizeof(row{}); s != 128 {
+		t.Errorf("a row is %d bytes, want 128", s)
+	}
+	if s := unsafe.Sizeof(agentTable{}); s != 256 {
+		t.Errorf("a table is %d bytes, want 256", s)
+	}
+	if o := unsafe.Offsetof(agentTable{}.rows) + unsafe.Offsetof(stateRows{}.own); o != 128 {
+		t.Errorf("a table's first row is at offset %d, want 128", o)
 	}
 }
