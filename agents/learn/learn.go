@@ -148,7 +148,8 @@ type row struct {
 	best   int // the action of the largest value now (the first of equals)
 	ties   int // how many actions have that value (1: best alone)
 	// trace is, per action, the unbiased step-size trace ō of Values
-	// with Unbiased (nil otherwise).
+	// with Unbiased (nil otherwise, and until the row's first update; see
+	// traceOf).
 	trace []float64
 	// second, when secondOK, is the largest value of the other actions
 	// (-Inf for a row of one): a fall of the best value that stays above
@@ -176,11 +177,30 @@ func newRow(legal []string, init float64) *row {
 
 // init makes r, a zero row, a row of the legal actions, every value init.
 func (r *row) init(legal []string, init float64) {
-	*r = row{legal: legal, values: make([]float64, len(legal)), greedy: -1, distinct: distinct(legal)}
+	*r = row{legal: legal, values: valuesWithRoom(len(legal)), greedy: -1, distinct: distinct(legal)}
 	for i := range r.values {
 		r.values[i] = init
 	}
 	r.scan()
+}
+
+// valuesWithRoom returns n zero values whose array has room for the
+// trace after them, zeros too (traceOf): an update reads both, and one
+// array is fewer cache lines than two. Every row's values are made so.
+func valuesWithRoom(n int) []float64 { return make([]float64, n, 2*n) }
+
+// traceOf returns r's trace, all zeros at first: the room after the
+// values in their array (valuesWithRoom), or a new array for values made
+// otherwise.
+func (r *row) traceOf() []float64 {
+	if r.trace == nil {
+		if n := len(r.values); cap(r.values) >= 2*n {
+			r.trace = r.values[n : 2*n : 2*n]
+		} else {
+			r.trace = make([]float64, n)
+		}
+	}
+	return r.trace
 }
 
 // distinct reports whether no two of legal are the same text.

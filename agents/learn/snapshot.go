@@ -241,7 +241,7 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 		t := &agentTable{id: a.ID}
 		b.agents[a.ID] = t
 		for _, st := range a.States {
-			r := &row{legal: slices.Clone(st.Legal), values: slices.Clone(st.Values), updates: st.Updates, baseline: st.Baseline,
+			r := &row{legal: slices.Clone(st.Legal), values: append(valuesWithRoom(len(st.Values))[:0], st.Values...), updates: st.Updates, baseline: st.Baseline,
 				trace: slices.Clone(st.Trace), greedy: st.Greedy, switched: st.Switched, distinct: distinct(st.Legal)}
 			r.scan() // best and ties: from the values, whatever Best says
 			t.rows.set(b.state(st.State, true), r)

@@ -175,10 +175,7 @@ func (l *Values) Learn(rec *episode.Record, credit *trajectories.Credit) error {
 			old := *q
 			step := alpha
 			if unbiased {
-				if r.trace == nil {
-					r.trace = make([]float64, len(r.values))
-				}
-				o := &r.trace[s.action]
+				o := &r.traceOf()[s.action]
 				*o += alpha * (1 - *o)
 				step /= *o
 			}
