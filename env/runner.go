@@ -61,18 +61,20 @@ type LocalExecutor struct {
 	own Reuse
 }
 
-// Reuse is what LocalExecutors that play one scenario one after another
-// may share, so that each finds warm what the one before it allocated: the
-// engines, with their state machines and buffers, and the records given
-// back (Recycle), with the arrays behind them. An experiment plays each of
-// its cells with a fresh executor, all the cells of one parameter point
-// with one Reuse. Executors that share one may differ in everything but
-// their scenario: an engine asks a new executor's Policy and Emit again,
-// and a Renewer is given only games of its own scenario, to renew when
-// their parameters are the new ones. It is safe for concurrent use, but
-// executors that run at once then trade engines, and each asks its
-// policies again for an engine another one used last: it is for executors
-// that run in turn. The zero value is ready.
+// Reuse is what LocalExecutors that play one after another may share, so
+// that each finds warm what the one before it allocated: the engines, with
+// their state machines and buffers, and the records given back (Recycle),
+// with the arrays behind them. An experiment plays each of its cells with
+// a fresh executor, and the cells of a parameter point in turn with one
+// Reuse (one per cell of the point playing at the same time). Executors
+// that share one may differ in everything: an engine asks a new executor's
+// Policy and Emit again, and a Renewer is given only games of its own
+// scenario, to renew when their parameters are the new ones; what they
+// reuse is worth most when they play one scenario with parameters of one
+// size. It is safe for concurrent use, but executors that run at once
+// then trade engines, and each asks its policies again for an engine
+// another one used last: it is for executors that run in turn. The zero
+// value is ready.
 type Reuse struct {
 	engines EnginePool
 	// records holds the records given back (Recycle) for later episodes.

@@ -315,7 +315,8 @@ func (in *Info) Validate() error {
 type Seat = episode.Seat
 
 // Numbered returns n seats of role, whose IDs are the role's name and
-// their number: "citizen-0" to "citizen-(n-1)" for role "citizen".
+// their number: "citizen-0" to "citizen-(n-1)" for role "citizen". A
+// negative n panics, as make does.
 func Numbered(role string, n int) []Seat {
 	seats := make([]Seat, n)
 	for i := range seats {

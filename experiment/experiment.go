@@ -223,11 +223,27 @@ type plan struct {
 	cells  []*cellPlan
 	// reuse holds, per point, the env.Reuse of that point's cells that
 	// are not playing: a cell takes one, or makes one, and gives it back
-	// when done. The cells of a point are played largest first, one after
+	// when done. The cells are played largest point first, one after
 	// another on each worker, and each finds the engines and records the
-	// one before it warmed, rather than making garbage of its own.
+	// one before it warmed, rather than making garbage of its own. left
+	// counts the cells of each point still to play (countCells): once a
+	// point's last is done its Reuse values go, with the engines, records
+	// and the last cell's policies they hold, so that the run's memory at
+	// its peak is one point's, as when each cell made its own.
 	reuseMu sync.Mutex
 	reuse   map[int][]*env.Reuse
+	left    map[int]int
+}
+
+// countCells notes the cells to play, whose points' Reuse values are
+// released after their last cell (giveReuse).
+func (p *plan) countCells(cells []*cellPlan) {
+	p.reuseMu.Lock()
+	defer p.reuseMu.Unlock()
+	p.reuse, p.left = map[int][]*env.Reuse{}, map[int]int{}
+	for _, c := range cells {
+		p.left[c.point]++
+	}
 }
 
 // takeReuse returns an idle Reuse of point, or a new one.
@@ -243,10 +259,18 @@ func (p *plan) takeReuse(point int) *env.Reuse {
 	return r
 }
 
-// giveReuse gives back a Reuse taken by a cell of point.
+// giveReuse gives back a Reuse taken by a cell of point, which is done:
+// kept for the point's next cell, or dropped after its last.
 func (p *plan) giveReuse(point int, r *env.Reuse) {
 	p.reuseMu.Lock()
 	defer p.reuseMu.Unlock()
+	if p.left == nil {
+		p.left = map[int]int{} // no count: each cell's Reuse goes with it
+	}
+	if p.left[point]--; p.left[point] <= 0 {
+		delete(p.reuse, point)
+		return
+	}
 	if p.reuse == nil {
 		p.reuse = map[int][]*env.Reuse{}
 	}
@@ -528,6 +552,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	slices.SortStableFunc(todo, func(a, b *cellPlan) int { return cmp.Compare(p.points[b.point].seats, p.points[a.point].seats) })
 
 	p.allocSeries(todo)
+	p.countCells(todo)
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, cmp.Or(cfg.Parallel, runtime.GOMAXPROCS(0))))

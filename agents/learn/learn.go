@@ -848,7 +848,9 @@ func (b *book) actInto(obs *agents.Observation, a *agents.Action, c *chooser) er
 	var i int
 	switch {
 	case !c.greedy:
-		i = c.sel.Select(r.values, obs)
+		// Without the room behind them, which holds the trace
+		// (valuesWithRoom): a Selector that appended would overwrite it.
+		i = c.sel.Select(r.values[:len(r.values):len(r.values)], obs)
 	// obs.Float64(streamExplore), without its call.
 	case c.epsilon > 0 && seeds.Float64(seeds.MixKeyed(obs.Seed, seeds.Key(streamExplore))) < c.epsilon:
 		i = obs.Intn(streamRandom, len(r.values))

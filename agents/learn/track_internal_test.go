@@ -88,4 +88,28 @@ func TestTableLayout(t *testing.T) {
 	if o := unsafe.Offsetof(agentTable{}.rows) + unsafe.Offsetof(stateRows{}.own); o != 128 {
 		t.Errorf("a table's first row is at offset %d, want 128", o)
 	}
+	// What Act reads: of a table, the id, next, the cached row and its
+	// state, and where it notes the turn; of a row, the legal actions,
+	// the values, best and ties.
+	for name, end := range map[string]uintptr{
+		"id":        unsafe.Offsetof(agentTable{}.id) + unsafe.Sizeof(agentTable{}.id),
+		"next":      unsafe.Offsetof(agentTable{}.next) + unsafe.Sizeof(agentTable{}.next),
+		"last":      unsafe.Offsetof(agentTable{}.last) + unsafe.Sizeof(agentTable{}.last),
+		"lastState": unsafe.Offsetof(agentTable{}.lastState) + unsafe.Sizeof(agentTable{}.lastState),
+		"played":    unsafe.Offsetof(agentTable{}.played) + unsafe.Sizeof(agentTable{}.played),
+	} {
+		if end > 64 {
+			t.Errorf("a table's %s ends at byte %d, past its first cache line", name, end)
+		}
+	}
+	for name, end := range map[string]uintptr{
+		"legal":  unsafe.Offsetof(row{}.legal) + unsafe.Sizeof(row{}.legal),
+		"values": unsafe.Offsetof(row{}.values) + unsafe.Sizeof(row{}.values),
+		"best":   unsafe.Offsetof(row{}.best) + unsafe.Sizeof(row{}.best),
+		"ties":   unsafe.Offsetof(row{}.ties) + unsafe.Sizeof(row{}.ties),
+	} {
+		if end > 64 {
+			t.Errorf("a row's %s ends at byte %d, past its first cache line", name, end)
+		}
+	}
 }

@@ -47,7 +47,12 @@ func TestBuildsOutsideTheRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rollouts) != 3 || len(rollouts[0]) != 20 {
-		t.Errorf("%d rollouts, want 3 of 20 samples", len(rollouts))
+	if len(rollouts) != 3 {
+		t.Fatalf("%d rollouts, want 3", len(rollouts))
+	}
+	for i, r := range rollouts {
+		if len(r) != 20 { // four citizens, five rounds
+			t.Errorf("rollout %d: %d samples, want 20", i, len(r))
+		}
 	}
 }
