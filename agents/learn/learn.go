@@ -436,6 +436,7 @@ func (t *agentTable) find(state int) *row {
 // the others in a map made for the second. The agents of a many-agent
 // scenario often see one state each (El Farol's patrons, the week's one
 // view), and a map per agent would be most of what a learner allocates.
+// It is not to be copied: its first row may be its own.
 type stateRows struct {
 	firstState int
 	first      *row
