@@ -228,8 +228,8 @@ type plan struct {
 	// one before it warmed, rather than making garbage of its own. left
 	// counts the cells of each point still to play (countCells): once a
 	// point's last is done its Reuse values go, with the engines, records
-	// and the last cell's policies they hold, so that the run's memory at
-	// its peak is one point's, as when each cell made its own.
+	// and the last cell's policies they hold, so that the run holds the
+	// engines of the points playing only, as when each cell made its own.
 	reuseMu sync.Mutex
 	reuse   map[int][]*env.Reuse
 	left    map[int]int
