@@ -2,7 +2,9 @@ package env_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,10 +19,20 @@ import (
 // back once read, and returns what each one's seats played and scored.
 func playInTurn(t *testing.T, x *env.LocalExecutor, n int) []string {
 	t.Helper()
+	got, err := played(x, n)
+	require.NoError(t, err)
+	return got
+}
+
+// played is playInTurn for any goroutine: an episode that did not
+// complete is its error.
+func played(x *env.LocalExecutor, n int) ([]string, error) {
 	var got []string
 	for i := range n {
 		rec := x.Execute(context.Background(), env.Request{Seed: uint64(i), PolicySeed: uint64(100 + i), Index: int64(i)})
-		require.Equal(t, protocol.StatusCompleted, rec.Status, rec.Err)
+		if rec.Status != protocol.StatusCompleted {
+			return got, fmt.Errorf("episode %d %s: %s", i, rec.Status, rec.Err)
+		}
 		s := strconv.FormatFloat(rec.Score.Team, 'g', -1, 64) + ":"
 		for _, tr := range rec.Turns {
 			s += tr.Action
@@ -28,7 +40,7 @@ func playInTurn(t *testing.T, x *env.LocalExecutor, n int) []string {
 		got = append(got, s)
 		x.Recycle(rec)
 	}
-	return got
+	return got, nil
 }
 
 func countingParams(t *testing.T, sc env.Scenario, turns int) env.Params {
@@ -135,4 +147,26 @@ func TestARecordGoesBackOnlyWhereItCameFrom(t *testing.T) {
 	assert.NotNil(t, rec.Replay, "y took a record of x's Reuse")
 	x.Recycle(rec)
 	assert.Nil(t, rec.Replay, "x did not take its own record back")
+}
+
+// Executors that share a Reuse may run at once: they trade engines and
+// records, and each still plays what it plays alone (go test -race checks
+// the sharing).
+func TestAReuseIsSafeForConcurrentUse(t *testing.T) {
+	sc := renewedCounting{countingScenario()}
+	reuse := &env.Reuse{}
+	want := playInTurn(t, &env.LocalExecutor{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick)}, 50)
+	p := countingParams(t, sc, 10)
+	got, errs := make([][]string, 4), make([]error, 4)
+	var wg sync.WaitGroup
+	for k := range got {
+		wg.Go(func() {
+			got[k], errs[k] = played(&env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Reuse: reuse}, 50)
+		})
+	}
+	wg.Wait()
+	for k := range got {
+		require.NoError(t, errs[k], "executor %d", k)
+		assert.Equal(t, want, got[k], "executor %d", k)
+	}
 }
