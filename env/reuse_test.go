@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestExecutorsSharingAReusePlayAsAlone(t *testing.T) {
 	for k := range alone {
 		assert.Equal(t, playInTurn(t, alone[k], 20), playInTurn(t, shared[k], 20), "executor %d", k)
 	}
-	assert.Equal(t, "20:"+repeat("3", 20), playInTurn(t, shared[1], 1)[0], "the second executor's policy plays")
+	assert.Equal(t, "20:"+strings.Repeat("3", 20), playInTurn(t, shared[1], 1)[0], "the second executor's policy plays")
 
 	if testing.CoverMode() != "" {
 		return // coverage instrumentation counts differently
@@ -92,14 +93,6 @@ func TestExecutorsSharingAReusePlayAsAlone(t *testing.T) {
 	assert.Equal(t, warm5, warm10, "an executor sharing a warm Reuse allocates nothing per episode")
 	assert.LessOrEqual(t, warm5, 3.0, "a few for the executor and its PolicyFor")
 	assert.Greater(t, fresh, 20.0, "alone, an executor makes its engine, records and games")
-}
-
-func repeat(s string, n int) string {
-	out := ""
-	for range n {
-		out += s
-	}
-	return out
 }
 
 // otherCounting is another scenario of the counting game, renewed too,

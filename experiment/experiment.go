@@ -271,10 +271,7 @@ func (p *plan) giveReuse(point int, r *env.Reuse) {
 		delete(p.reuse, point)
 		return
 	}
-	if p.reuse == nil {
-		p.reuse = map[int][]*env.Reuse{}
-	}
-	p.reuse[point] = append(p.reuse[point], r)
+	p.reuse[point] = append(p.reuse[point], r) // countCells made the map
 }
 
 type cellPlan struct {
@@ -299,20 +296,21 @@ type cellPlan struct {
 // start, rather than collecting more often while it grows.
 func (p *plan) allocSeries(cells []*cellPlan) {
 	metricer, _ := p.cfg.Scenario.(env.EpisodeMetricer)
-	size := func(c *cellPlan) int {
+	sizes := make([]int, len(p.points)) // per point: its cells' series
+	for k := range p.points {
 		n := 2
 		if metricer != nil {
-			n += len(metricer.MetricNames(p.points[c.point].params))
+			n += len(metricer.MetricNames(p.points[k].params))
 		}
-		return n * p.cfg.Episodes
+		sizes[k] = n * p.cfg.Episodes
 	}
 	total := 0
 	for _, c := range cells {
-		total += size(c)
+		total += sizes[c.point]
 	}
 	all := make([]float64, total)
 	for _, c := range cells {
-		n := size(c)
+		n := sizes[c.point]
 		c.series, all = all[:n:n], all[n:]
 	}
 }

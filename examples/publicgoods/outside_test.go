@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -31,11 +32,11 @@ func TestBuildsOutsideTheRepository(t *testing.T) {
 		"main.go":             {Data: src},
 		"publicgoods_test.go": {Data: tests},
 	})
-	if out := m.Go("test", "-count=1", "."); !bytes.Contains([]byte(out), []byte("ok")) {
+	if out := m.Go("test", "-count=1", "."); !strings.Contains(out, "ok") {
 		t.Errorf("go test: %s", out)
 	}
 	out := m.Go("run", ".", "run", "publicgoods", "--episodes", "3", "--policy", "reciprocator", "--out", "pg.jsonl")
-	if !bytes.Contains([]byte(out), []byte("publicgoods: 3 episodes, 60 samples")) {
+	if !strings.Contains(out, "publicgoods: 3 episodes, 60 samples") {
 		t.Errorf("go run: %s", out)
 	}
 	f, err := os.Open(filepath.Join(m.Dir, "pg.jsonl"))
