@@ -13,7 +13,7 @@ import (
 // elFarolGrid is the El Farol grid: 4 sizes × 3 rewards × 3 seeds ×
 // 1,000 weeks, about 3.4 million agent-turns, the command of
 // docs/experiments/elfarol.md.
-func elFarolGrid(b *testing.B, out string) experiment.Config {
+func elFarolGrid(b testing.TB, out string) experiment.Config {
 	spec, err := learn.Parse("egreedy")
 	if err != nil {
 		b.Fatal(err)
