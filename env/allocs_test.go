@@ -102,7 +102,7 @@ func episodeAllocs(t *testing.T, turns int, talk bool) float64 {
 	p, err := sc.Info().ParseParams(kv)
 	require.NoError(t, err)
 	eng := env.NewEngine()
-	setup := env.Setup{Scenario: sc, Params: p, Seed: 1, PolicySeed: 2, Policy: env.SamePolicy(pick)}
+	setup := env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Seed: 1, PolicySeed: 2}
 	ctx := context.Background()
 	for range 3 {
 		ep := eng.Run(ctx, setup)
@@ -144,7 +144,7 @@ func BenchmarkEngineCounting(b *testing.B) {
 			p, err := sc.Info().ParseParams(map[string]string{"turns": "1000", "talk": talk})
 			require.NoError(b, err)
 			eng := env.NewEngine()
-			setup := env.Setup{Scenario: sc, Params: p, Seed: 1, PolicySeed: 2, Policy: env.SamePolicy(pick)}
+			setup := env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Seed: 1, PolicySeed: 2}
 			b.ReportAllocs()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
@@ -194,7 +194,7 @@ func runMallocs(t *testing.T, episodes int) uint64 {
 	sc := renewedCounting{countingScenario()}
 	p, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
-	cfg := env.RunConfig{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Episodes: episodes, Concurrency: 1, Seed: 1}
+	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Episodes: episodes, Concurrency: 1, Seed: 1}
 	o := newForgetful()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

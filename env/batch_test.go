@@ -61,7 +61,7 @@ func (p *batcher) ActBatch(_ context.Context, obs []agents.Observation, acts []a
 func TestBatchPoliciesAreAskedOncePerStep(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
 	play := func(pf env.PolicyFor, mod func(*env.Setup)) *episode.Record {
-		s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: pf}
+		s := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: pf}, Seed: 7, PolicySeed: 11}
 		if mod != nil {
 			mod(&s)
 		}
@@ -122,7 +122,7 @@ func TestBatchPoliciesAreAskedOncePerStep(t *testing.T) {
 func TestBatchPolicyFailures(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
 	run := func(p agents.Policy) *episode.Record {
-		return env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(p)})
+		return env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(p)}, Seed: 7, PolicySeed: 11})
 	}
 	rec := run(&batcher{fail: "b"})
 	assert.Equal(t, env.EndPolicyError, rec.End)
@@ -154,7 +154,7 @@ func (*quiet) ActBatch(context.Context, []agents.Observation, []agents.Action, [
 // is its agent's error, not a silent empty move.
 func TestBatchPolicyThatAnswersNothing(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
-	rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(&quiet{})})
+	rec := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(&quiet{})}, Seed: 7, PolicySeed: 11})
 	assert.Equal(t, env.EndPolicyError, rec.End)
 	assert.Contains(t, rec.Err, `agent "a" (role "p") turn 0: the batch policy gave no answer`)
 }
@@ -182,7 +182,7 @@ func TestUncomparableBatchPoliciesAreAskedOneByOne(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 6, relayHooks{}, nil)
 	log := &batcher{}
 	p := mixed{sliceBatch{log: log, tags: []string{"x"}}}
-	rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(p)})
+	rec := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(p)}, Seed: 7, PolicySeed: 11})
 	assert.Empty(t, rec.Err)
 	assert.Equal(t, []string{"act a", "act b", "act c", "act a", "act b", "act c"}, log.log)
 }

@@ -21,14 +21,14 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// Limits bound an episode. A zero field means no limit. Hitting a limit
-// truncates the episode (status truncated), which is distinct from the
-// rules terminating it (status completed).
+// Limits bound an episode, counted inside it: a zero field means no limit.
+// Hitting a limit truncates the episode (status truncated), which is
+// distinct from the rules terminating it (status completed). Wall time is
+// not counted inside an episode: it is its driver's (Play.Timeout).
 type Limits struct {
-	MaxSteps    int           // logical steps
-	MaxTurns    int           // agent turns, all agents together
-	MaxMessages int           // messages sent on the bus
-	Timeout     time.Duration // wall time
+	MaxSteps    int // logical steps
+	MaxTurns    int // agent turns, all agents together
+	MaxMessages int // messages sent on the bus
 }
 
 // Why an episode ended, as written to episode.Record.End (and each sample's
@@ -40,7 +40,7 @@ const (
 	EndMaxSteps    = "max_steps"      // Limits.MaxSteps
 	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
 	EndMaxMessages = "max_messages"   // Limits.MaxMessages
-	EndDeadline    = "deadline"       // Limits.Timeout
+	EndDeadline    = "deadline"       // Play.Timeout
 	EndInterrupted = "interrupted"    // the run was cancelled
 	EndPolicyError = "policy_error"   // a policy returned an error
 	EndGameError   = "game_error"     // the scenario broke a rule of its own or panicked
@@ -97,17 +97,25 @@ func EmitRoles(roles ...string) EmitFilter {
 	return func(seat Seat) bool { return slices.Contains(roles, seat.Role) }
 }
 
-// Setup is everything one episode needs.
-type Setup struct {
-	Scenario   Scenario
-	Params     Params
-	Seed       uint64 // scenario seed
-	PolicySeed uint64 // root of every turn's policy seed
-
-	Index, RolloutID, GroupIndex int64
-
+// Play describes how episodes are played: the scenario and its
+// parameters, who plays each seat, what bounds an episode and judges an
+// invalid answer, whose turns become samples, and how the policies are
+// asked. It is the one description of play: Setup (one episode),
+// LocalExecutor and RunConfig embed it, and a run spec resolves into one
+// (package runspec).
+type Play struct {
+	Scenario Scenario
+	Params   Params
+	// Policy chooses each seat's policy. A stepped Episode, whose moves
+	// come from its driver, asks it only for the counterfactual replays of
+	// its record; it may be nil there.
 	Policy PolicyFor
+	// Limits bound an episode in steps, turns and messages.
 	Limits Limits
+	// Timeout bounds an episode's wall time (0: none). It is the driver's
+	// clock, read between steps: an episode cut by it ends truncated with
+	// end "deadline", and is not reproducible.
+	Timeout time.Duration
 	// Invalid is the rule for invalid answers; the zero value passes them
 	// to the game.
 	Invalid InvalidRule
@@ -116,6 +124,17 @@ type Setup struct {
 	// ParallelPolicies asks the policies of a step's actors concurrently
 	// (LLM calls). Their answers are applied in seat order all the same.
 	ParallelPolicies bool
+}
+
+// Setup is everything one episode needs: how it is played, its seeds and
+// its identity in the run.
+type Setup struct {
+	Play
+	Seed       uint64 // scenario seed
+	PolicySeed uint64 // root of every turn's policy seed
+
+	Index, RolloutID, GroupIndex int64
+
 	// ObserveEachSeat observes every actor with Game.Observe even when the
 	// scenario declares Info.PublicView: episodes must not change with it
 	// (envtest.Check runs both ways to verify the claim).
@@ -204,6 +223,7 @@ type Engine struct {
 	spans     []inboxSpan
 	emit      []bool
 	ended     bool
+	played    int   // turns asked for so far, all seats together (Limits.MaxTurns)
 	offenders []int // seats whose invalid answers ended the episode
 	// asking is set while askOne waits for a policy's answer: a panic that
 	// play recovers meanwhile is the policy's.
@@ -309,16 +329,43 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 // run is Run, except that a counterfactual replay's record is the engine's
 // scratch record, valid until the engine's next episode: a replayer reads
 // its score and drops it, and allocates nothing for it.
+//
+// It is the standard driver of the engine's stepped episode: open, begin,
+// then decide, observe, ask and apply step after step, and finish (the
+// phases Episode drives from outside), with the policies asked in between
+// and the wall clock (Limits' Timeout, ctx) read before every step.
 func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
+	ep := e.open(&setup)
+	defer e.release()
+	runCtx := ctx
+	if setup.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, setup.Timeout)
+		defer cancel()
+	}
+	var status protocol.Status
+	var end string
+	var err error
+	if setup.Policy == nil {
+		status, end, err = protocol.StatusFailed, EndGameError, fmt.Errorf("%w: no policy", ErrBadSeats)
+	} else {
+		status, end, err = e.play(ctx, runCtx)
+	}
+	e.finish(status, end, err)
+	return ep
+}
+
+// open readies the engine for the episode of setup and returns its record,
+// empty: the stepped episode's first phase.
+func (e *Engine) open(setup *Setup) *episode.Record {
 	info := setup.Scenario.Info()
 	// The record and its replayer, which holds the episode's setup (the
 	// engine reads it through e.setup meanwhile), are one allocation, or
 	// none when the run recycles records. A replay records no replayer and
 	// keeps its setup in the engine.
 	var ep *episode.Record
-	var r *record
 	if setup.Counterfactual == nil {
-		r = e.newRecord(&setup)
+		r := e.newRecord(setup)
 		e.arena = r
 		ep = &r.rec
 		if cap(ep.Turns) < e.turnHint {
@@ -328,10 +375,6 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 			ep.Transitions = make([]episode.Transition, 0, e.transitionHint)
 		}
 		e.inbox, e.spans = e.inbox[:0], e.spans[:0]
-		defer func() {
-			e.turnHint = hint(e.turnHint, len(ep.Turns))
-			e.transitionHint = hint(e.transitionHint, len(ep.Transitions))
-		}()
 		e.setup = &r.rp.setup
 		if mb := e.mem; mb != nil {
 			mb.lend(r.log, r.recipients)
@@ -339,30 +382,32 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	} else {
 		e.scratch = episode.Record{}
 		ep = &e.scratch
-		e.replaying = setup
+		e.replaying = *setup
 		e.setup = &e.replaying
 		if mb := e.mem; mb != nil && e.busArraysFree {
 			// A replay keeps no log: the last replay's arrays serve again.
 			log, recipients := mb.arrays()
 			mb.lend(log, recipients)
 		}
-		defer func() { e.busArraysFree = true }()
 	}
 	ep.Scenario, ep.Params, ep.Seed, ep.PolicySeed = info.Name, setup.Params.raw, setup.Seed, setup.PolicySeed
 	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
 	e.info, e.rec = info, ep
-	defer func() {
-		e.setup, e.rec, e.current, e.scheduler, e.byState, e.arena = nil, nil, nil, nil, nil, nil
-		e.replaying = Setup{}
-	}()
+	return ep
+}
 
-	runCtx := ctx
-	if setup.Limits.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, setup.Limits.Timeout)
-		defer cancel()
-	}
-	status, end, err := e.play(ctx, runCtx)
+// release forgets the episode the engine played, once its record is
+// finished: the engine keeps only what serves its next episodes.
+func (e *Engine) release() {
+	e.setup, e.rec, e.current, e.scheduler, e.byState, e.arena = nil, nil, nil, nil, nil, nil
+	e.replaying = Setup{}
+}
+
+// finish ends the episode with the outcome its last phase gave (status,
+// end and err), scores it, and completes its record: the message log, the
+// turns' inboxes, the label and the replayer.
+func (e *Engine) finish(status protocol.Status, end string, err error) {
+	ep := e.rec
 	ep.Status, ep.End = status, end
 	if err != nil {
 		ep.Err = err.Error()
@@ -377,28 +422,32 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 			ep.Score = score
 		}
 	}
-	if setup.Counterfactual == nil {
-		e.inboxes(r)
-		// Messages still queued (sent in a step that failed) get the
-		// recipients they would have reached.
-		e.bus.Deliver()
-		ep.Messages = e.bus.Log()
-		if mb := e.mem; mb != nil {
-			r.log, r.recipients = mb.arrays()
-		}
-		e.busArraysFree = false
-		ep.Label = e.label()
-		// A game that ended by its own rules can answer frozen
-		// counterfactuals from its final state (Rescorer): the replayer
-		// keeps it for that.
-		var done Game
-		if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent || ep.End == EndNoSeats) {
-			done = e.current
-		}
-		r.rp.seats, r.rp.recorded, r.rp.done = e.seats, ep.Turns, done
-		r.game, r.gameOf = e.current, e.info
+	if e.setup.Counterfactual != nil {
+		e.busArraysFree = true
+		return
 	}
-	return ep
+	r := e.arena
+	e.inboxes(r)
+	// Messages still queued (sent in a step that failed) get the
+	// recipients they would have reached.
+	e.bus.Deliver()
+	ep.Messages = e.bus.Log()
+	if mb := e.mem; mb != nil {
+		r.log, r.recipients = mb.arrays()
+	}
+	e.busArraysFree = false
+	ep.Label = e.label()
+	// A game that ended by its own rules can answer frozen
+	// counterfactuals from its final state (Rescorer): the replayer
+	// keeps it for that.
+	var done Game
+	if ep.Status == protocol.StatusCompleted && (ep.End == EndTerminated || ep.End == EndQuiescent || ep.End == EndNoSeats) {
+		done = e.current
+	}
+	r.rp.seats, r.rp.recorded, r.rp.done = e.seats, ep.Turns, done
+	r.game, r.gameOf = e.current, e.info
+	e.turnHint = hint(e.turnHint, len(ep.Turns))
+	e.transitionHint = hint(e.transitionHint, len(ep.Transitions))
 }
 
 func (e *Engine) score() (score Score, err error) {
@@ -427,20 +476,13 @@ func (e *Engine) score() (score Score, err error) {
 }
 
 func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end string, err error) {
-	setup := e.setup
-	e.current, e.seats = nil, nil
-	e.ended = false
-	e.offenders = e.offenders[:0]
 	defer func() {
 		// Cleared whether or not anything panicked: a policy that calls
 		// runtime.Goexit (t.FailNow) leaves askOne without a panic.
 		asking := e.asking
 		e.asking = false
 		if r := recover(); r != nil {
-			status, end = protocol.StatusFailed, EndGameError
-			// No stack trace: it names goroutines, and episodes must be
-			// byte-identical whatever goroutine ran them.
-			err = fmt.Errorf("%w: %v", ErrGamePanic, r)
+			status, end, err = gamePanic(r)
 			if asking {
 				// A lone actor's policy (askOne), as act would have
 				// returned its panic.
@@ -448,6 +490,53 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			}
 		}
 	}()
+	if status, end, err = e.begin(); status != "" {
+		return status, end, err
+	}
+	timed := runCtx != ctx // Timeout: runCtx is ctx's child
+	for {
+		if ctx.Err() != nil {
+			return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
+		}
+		if timed && runCtx.Err() != nil {
+			return protocol.StatusTruncated, EndDeadline, nil
+		}
+		actors, status, end, err := e.decide()
+		if status != "" {
+			return status, end, err
+		}
+		e.observe(actors)
+		if err := e.ask(runCtx, actors); err != nil {
+			return e.askFailed(ctx, runCtx, err)
+		}
+		if status, end, err := e.apply(actors); status != "" {
+			return status, end, err
+		}
+	}
+}
+
+// gamePanic is the outcome of an episode whose game panicked with r.
+func gamePanic(r any) (protocol.Status, string, error) {
+	// No stack trace: it names goroutines, and episodes must be
+	// byte-identical whatever goroutine ran them.
+	return protocol.StatusFailed, EndGameError, fmt.Errorf("%w: %v", ErrGamePanic, r)
+}
+
+// The phases of a stepped episode, which play (the standard driver) and
+// Episode (a driver outside) call in this order: begin; then decide,
+// observe and apply, step after step, with the moves asked in between;
+// then finish. Each returns an empty status while the episode goes on, and
+// its outcome once it is over. None recovers a panic of the game: the
+// driver does, once around them all.
+
+// begin makes the game, seats its agents and starts it (logical time 0).
+func (e *Engine) begin() (protocol.Status, string, error) {
+	setup := e.setup
+	e.current, e.seats = nil, nil
+	e.ended = false
+	e.played = 0
+	e.offenders = e.offenders[:0]
+	e.step.time = 0
 	game, err := e.newGame(setup)
 	if err != nil {
 		return protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err)
@@ -459,64 +548,77 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	if err := e.seat(game.Seats()); err != nil {
 		return protocol.StatusFailed, EndGameError, err
 	}
-	e.step.time = 0
 	if err := game.Start(&e.step); err != nil {
 		return protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err)
 	}
 	e.deliver()
-	lim := setup.Limits
-	turns := 0
-	timed := runCtx != ctx // Limits.Timeout: runCtx is ctx's child
-	for t := 1; ; t++ {
-		if ctx.Err() != nil {
-			return protocol.StatusAborted, EndInterrupted, context.Cause(ctx)
+	return "", "", nil
+}
+
+// decide starts the next step: it ends the episode when the rules ended it,
+// nobody can act or a limit is reached, and otherwise returns the step's
+// actors, in seat order.
+func (e *Engine) decide() ([]int, protocol.Status, string, error) {
+	if e.ended {
+		return nil, protocol.StatusCompleted, EndTerminated, nil
+	}
+	if !e.anyActive() {
+		// Nobody can act: every seat is absent (the empty coalition
+		// of a counterfactual) or in a terminal state. The episode is
+		// over by itself, and Score scores it as it stands, so v(∅) is
+		// the score of the game with no moves played.
+		return nil, protocol.StatusCompleted, EndNoSeats, nil
+	}
+	lim := e.setup.Limits
+	t := e.step.time + 1
+	if lim.MaxSteps > 0 && t > lim.MaxSteps {
+		return nil, protocol.StatusTruncated, EndMaxSteps, nil
+	}
+	e.step.time = t
+	actors, err := e.actors(e.current)
+	if err != nil {
+		return nil, protocol.StatusFailed, EndGameError, err
+	}
+	if len(actors) == 0 {
+		if e.info.Schedule == Async {
+			return nil, protocol.StatusCompleted, EndQuiescent, nil
 		}
-		if timed && runCtx.Err() != nil {
-			return protocol.StatusTruncated, EndDeadline, nil
-		}
-		if e.ended {
-			return protocol.StatusCompleted, EndTerminated, nil
-		}
-		if !e.anyActive() {
-			// Nobody can act: every seat is absent (the empty coalition
-			// of a counterfactual) or in a terminal state. The episode is
-			// over by itself, and Score scores it as it stands, so v(∅) is
-			// the score of the game with no moves played.
-			return protocol.StatusCompleted, EndNoSeats, nil
-		}
-		if lim.MaxSteps > 0 && t > lim.MaxSteps {
-			return protocol.StatusTruncated, EndMaxSteps, nil
-		}
-		e.step.time = t
-		actors, err := e.actors(game)
-		if err != nil {
-			return protocol.StatusFailed, EndGameError, err
-		}
-		if len(actors) == 0 {
-			if e.info.Schedule == Async {
-				return protocol.StatusCompleted, EndQuiescent, nil
-			}
-			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: %w and did not end the episode", t, ErrNoActor)
-		}
-		if lim.MaxTurns > 0 && turns+len(actors) > lim.MaxTurns {
-			return protocol.StatusTruncated, EndMaxTurns, nil
-		}
-		turns += len(actors)
-		if err := e.act(runCtx, game, actors); err != nil {
-			return e.askFailed(ctx, runCtx, err)
-		}
-		if len(e.offenders) > 0 && setup.Invalid.Mode == InvalidEnd {
-			return protocol.StatusCompleted, EndInvalid, nil
-		}
-		if err := game.Apply(&e.step, e.moves); err != nil {
-			return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
-		}
-		e.deliver()
-		e.rec.Steps = t
-		if lim.MaxMessages > 0 && len(e.bus.Log()) > lim.MaxMessages && !e.ended {
-			return protocol.StatusTruncated, EndMaxMessages, nil
+		return nil, protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: %w and did not end the episode", t, ErrNoActor)
+	}
+	if lim.MaxTurns > 0 && e.played+len(actors) > lim.MaxTurns {
+		return nil, protocol.StatusTruncated, EndMaxTurns, nil
+	}
+	e.played += len(actors)
+	return actors, "", "", nil
+}
+
+// apply records the step's turns (the actors' observations, e.obs, and
+// answers, e.acts), applies their moves (e.moves) with the game's rules,
+// and delivers the messages they caused.
+func (e *Engine) apply(actors []int) (protocol.Status, string, error) {
+	if e.setup.Counterfactual == nil {
+		e.record(actors)
+	}
+	turns := e.turns
+	for k, i := range actors {
+		turns[i]++
+		if e.acts[k].Invalid != "" {
+			e.offenders = append(e.offenders, i)
 		}
 	}
+	if len(e.offenders) > 0 && e.setup.Invalid.Mode == InvalidEnd {
+		return protocol.StatusCompleted, EndInvalid, nil
+	}
+	t := e.step.time
+	if err := e.current.Apply(&e.step, e.moves); err != nil {
+		return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
+	}
+	e.deliver()
+	e.rec.Steps = t
+	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(e.bus.Log()) > lim && !e.ended {
+		return protocol.StatusTruncated, EndMaxMessages, nil
+	}
+	return "", "", nil
 }
 
 // askFailed is how an episode ends whose policies failed to answer with
@@ -664,7 +766,13 @@ func (e *Engine) seat(seats []Seat) error {
 func (e *Engine) seatPolicies(seats []Seat) error {
 	key := e.setup.policyKey
 	n := len(seats)
-	if key == nil || key != e.policyKey {
+	if e.setup.Policy == nil {
+		// A stepped episode's driver gives the moves: no policy to ask.
+		e.policyKey = nil
+		e.base = resize(e.base, n)
+		e.batch = resize(e.batch, n)
+		e.batched = false
+	} else if key == nil || key != e.policyKey {
 		e.policyKey = nil
 		e.base = resize(e.base, n)
 		e.batch = resize(e.batch, n)
@@ -837,10 +945,9 @@ func (e *Engine) who(actors []int) string {
 	return "[" + strings.Join(ids, ", ") + "]"
 }
 
-// act observes every actor, asks their policies (those that share an
-// agents.BatchPolicy in one call), records the turns and leaves the moves
-// in e.moves.
-func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
+// observe has every actor observe the state, before any of them acts,
+// into e.obs, and readies their moves (e.moves), whose actions are e.acts.
+func (e *Engine) observe(actors []int) {
 	n := len(actors)
 	// obs and moves are written whole below: not cleared first,
 	// which for pointerful elements costs a write barrier per word.
@@ -850,10 +957,9 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 	// errs is all nil between steps (cleared when a step fails), so it is
 	// not cleared at every step: that too costs a write barrier per word.
 	e.errs = grow(e.errs, n)
-	// Every actor observes the state before any of them acts. The
-	// engine's slices are read into locals once: the writes through o
+	// The engine's slices are read into locals once: the writes through o
 	// would otherwise make the compiler load them again for every actor.
-	byState, seats, machines, turns, cursor, obs := e.byState, e.seats, e.machines, e.turns, e.cursor, e.obs[:n]
+	game, byState, seats, machines, turns, cursor, obs, moves, acts := e.current, e.byState, e.seats, e.machines, e.turns, e.cursor, e.obs[:n], e.moves[:n], e.acts[:n]
 	now, policySeed, replay, public := e.step.time, e.setup.PolicySeed, e.setup.Counterfactual != nil, e.public
 	var v View // the step's view, when it is public
 	if public {
@@ -887,7 +993,16 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
+		mv := &moves[k]
+		mv.Seat, mv.Action = i, &acts[k]
 	}
+}
+
+// ask asks the policies of the step's actors (those that share an
+// agents.BatchPolicy in one call) for their answers, into e.acts.
+func (e *Engine) ask(ctx context.Context, actors []int) error {
+	n := len(actors)
+	replay := e.setup.Counterfactual != nil
 	if e.setup.ParallelPolicies && n > 1 {
 		var g errgroup.Group
 		for k := range n {
@@ -925,15 +1040,6 @@ func (e *Engine) act(ctx context.Context, game Game, actors []int) error {
 			return err
 		}
 	}
-	if !replay {
-		e.record(actors)
-	}
-	for k, i := range actors {
-		turns[i]++
-		if e.acts[k].Invalid != "" {
-			e.offenders = append(e.offenders, i)
-		}
-	}
 	return nil
 }
 
@@ -963,8 +1069,6 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 		if err != nil {
 			e.errs[next] = e.policyError(next, err)
 		}
-		mv := &e.moves[next]
-		mv.Seat, mv.Action = actors[next], &e.acts[next]
 	}
 	asked = true
 	return end
@@ -982,8 +1086,6 @@ func (e *Engine) askOne(ctx context.Context, i int) {
 	if err != nil {
 		e.errs[0] = e.policyError(0, err)
 	}
-	mv := &e.moves[0]
-	mv.Seat, mv.Action = i, &e.acts[0]
 }
 
 // askBatch asks actors[k:end], which share a BatchPolicy, for their moves
@@ -993,8 +1095,6 @@ func (e *Engine) askOne(ctx context.Context, i int) {
 func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	for m := k; m < end; m++ {
 		e.errs[m] = errUnanswered
-		mv := &e.moves[m]
-		mv.Seat, mv.Action = actors[m], &e.acts[m]
 	}
 	p, r := e.callBatch(ctx, actors, k, end)
 	for m := k; m < p; m++ {

@@ -30,7 +30,7 @@ func params(t *testing.T, sc env.Scenario, kv map[string]string) env.Params {
 
 func runOne(t *testing.T, sc env.Scenario, pol agents.Policy, mod func(*env.Setup)) *trajectories.Episode {
 	t.Helper()
-	s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, RolloutID: 42, GroupIndex: 3, Policy: env.SamePolicy(pol)}
+	s := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(pol)}, Seed: 7, PolicySeed: 11, RolloutID: 42, GroupIndex: 3}
 	if mod != nil {
 		mod(&s)
 	}
@@ -191,7 +191,7 @@ func TestTimeoutTruncatesAndInterruptAborts(t *testing.T) {
 		return agents.Action{}, ctx.Err()
 	})
 	sc := relayScenario(env.Sequential, 100, relayHooks{}, nil)
-	ep := runOne(t, sc, blocking, func(s *env.Setup) { s.Limits.Timeout = 20 * time.Millisecond })
+	ep := runOne(t, sc, blocking, func(s *env.Setup) { s.Timeout = 20 * time.Millisecond })
 	assert.Equal(t, protocol.StatusTruncated, ep.Status)
 	assert.Equal(t, env.EndDeadline, ep.End)
 	assert.Len(t, ep.Samples, 1, "the turn cut short by the deadline is not a sample")
@@ -203,7 +203,7 @@ func TestTimeoutTruncatesAndInterruptAborts(t *testing.T) {
 		}
 		return agents.Action{Text: "1"}, nil
 	})
-	ep = trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(cancelling)}))
+	ep = trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(cancelling)}}))
 	assert.Equal(t, protocol.StatusAborted, ep.Status)
 	assert.Equal(t, env.EndInterrupted, ep.End)
 	assert.Contains(t, ep.Err, "context canceled")
@@ -264,7 +264,7 @@ func TestBadSeatsFail(t *testing.T) {
 			sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
 				return &relay{seats: seats, target: 1}, nil
 			})
-			ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())}))
+			ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Policy: env.SamePolicy(agents.Random())}}))
 			assert.Equal(t, protocol.StatusFailed, ep.Status)
 			assert.ErrorContains(t, errors.New(ep.Err), "bad seats")
 		})
@@ -344,7 +344,7 @@ func TestCounterfactualNeedsDeclaration(t *testing.T) {
 	sc := env.Define(info, func(env.Params, uint64) (env.Game, error) {
 		return &relay{seats: []env.Seat{{ID: "a", Role: "p"}}, target: 2}, nil
 	})
-	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Policy: env.SamePolicy(agents.Random())}))
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Policy: env.SamePolicy(agents.Random())}}))
 	_, err := ep.Replay.Replay(context.Background(), episode.Counterfactual{Absent: []int{0}})
 	assert.ErrorIs(t, err, episode.ErrNoAbsence)
 	_, err = ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
@@ -355,7 +355,7 @@ func TestCounterfactualNeedsDeclaration(t *testing.T) {
 func TestEngineReuseIsClean(t *testing.T) {
 	sc := relayScenario(env.Sequential, 7, relayHooks{}, nil)
 	eng := env.NewEngine()
-	s := env.Setup{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}
+	s := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}}
 	first := trajectories.NewEpisode(eng.Run(context.Background(), s))
 	for range 3 {
 		again := trajectories.NewEpisode(eng.Run(context.Background(), s))
@@ -537,8 +537,7 @@ func TestExecutorEnginesKeepPoliciesAcrossReplays(t *testing.T) {
 	sc := relayScenario(env.Simultaneous, 12, relayHooks{}, nil)
 	executor := func() *env.LocalExecutor {
 		return &env.LocalExecutor{
-			Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random()),
-			Emit: func(seat env.Seat) bool { return seat.ID != "b" },
+			Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random()), Emit: func(seat env.Seat) bool { return seat.ID != "b" }},
 		}
 	}
 	ctx := context.Background()
@@ -586,7 +585,7 @@ func TestObservationFieldsAreAllWrittenByTheEngine(t *testing.T) {
 func TestRecycleReusesOnlyItsOwnRecords(t *testing.T) {
 	sc := relayScenario(env.Sequential, 6, relayHooks{}, nil)
 	executor := func() *env.LocalExecutor {
-		return &env.LocalExecutor{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Replay("2", "2"))}
+		return &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Replay("2", "2"))}}
 	}
 	ctx := context.Background()
 	a, b := executor(), executor()
@@ -627,7 +626,7 @@ func TestPolicyPanicLeavesTheEngineClean(t *testing.T) {
 	})
 	for _, parallel := range []bool{false, true} {
 		eng := env.NewEngine()
-		setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(faulty), ParallelPolicies: parallel}
+		setup := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(faulty), ParallelPolicies: parallel}, Seed: 7, PolicySeed: 11}
 		setup.Limits.MaxSteps = 2
 		ep := eng.Run(context.Background(), setup)
 		assert.Equal(t, protocol.StatusFailed, ep.Status, "parallel=%v", parallel)
@@ -650,12 +649,16 @@ func TestPolicyPanicLeavesTheEngineClean(t *testing.T) {
 func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
 	sc := relayScenario(env.Sequential, 3, relayHooks{}, nil)
 	eng := env.NewEngine()
-	setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
-		if obs.Agent == "b" {
-			panic("b's bug")
-		}
-		return agents.Action{Text: "1"}, nil
-	}))}
+	setup := env.Setup{
+		Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+			if obs.Agent == "b" {
+				panic("b's bug")
+			}
+			return agents.Action{Text: "1"}, nil
+		}))},
+		Seed:       7,
+		PolicySeed: 11,
+	}
 	ep := eng.Run(context.Background(), setup)
 	assert.Equal(t, protocol.StatusFailed, ep.Status)
 	assert.Equal(t, env.EndGameError, ep.End)
@@ -679,10 +682,14 @@ func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
 func TestPolicyGoexitLeavesNoPolicyBlame(t *testing.T) {
 	sc := relayScenario(env.Sequential, 3, relayHooks{}, nil)
 	eng := env.NewEngine()
-	setup := env.Setup{Scenario: sc, Params: params(t, sc, nil), Seed: 7, PolicySeed: 11, Policy: env.SamePolicy(agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
-		runtime.Goexit()
-		return agents.Action{}, nil
-	}))}
+	setup := env.Setup{
+		Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+			runtime.Goexit()
+			return agents.Action{}, nil
+		}))},
+		Seed:       7,
+		PolicySeed: 11,
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -22,9 +22,7 @@ func ExampleRun() {
 	}
 	var episodes trajectories.Collector
 	sum, err := env.Run(context.Background(), env.RunConfig{
-		Scenario:    sc,
-		Params:      params,
-		Policy:      env.SamePolicy(agents.Random()),
+		Play:        env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
 		Episodes:    4,
 		Concurrency: 2,
 		Seed:        7,
@@ -51,7 +49,7 @@ func ExampleRunEpisode() {
 	sc := elfarol.New()
 	params, _ := sc.Info().ParseParams(map[string]string{"agents": "4", "nights": "1", "capacity": "2"})
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()),
+		Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
 	}))
 	fmt.Printf("%s: everyone on night 0, G = 4·e^(-2) = %.4f\n", ep.Status, ep.Score.Team)
 	home, _ := ep.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})

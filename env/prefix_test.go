@@ -24,7 +24,7 @@ func TestRunCancelledWritesAPrefix(t *testing.T) {
 	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = 40, 4, 8
 	want, _ := runJSONL(t, cfg, trajectories.Flat, nil)
 
-	local := &env.LocalExecutor{Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy}
+	local := &env.LocalExecutor{Play: env.Play{Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex

@@ -116,7 +116,7 @@ func (s infoScenario) New(Params, uint64) (Game, error) { return nil, nil }
 func TestReplayOneOutChecksWhatReplayChecks(t *testing.T) {
 	spec := &CounterfactualSpec{NullAction: map[string]string{"p": "0"}, AbsentOK: true}
 	replayer := func(g Game, spec *CounterfactualSpec) *replay {
-		return &replay{setup: Setup{Scenario: infoScenario{&Info{Name: "sum", Counterfactual: spec}}}, seats: (&sumGame{}).Seats(), done: g}
+		return &replay{setup: Setup{Play: Play{Scenario: infoScenario{&Info{Name: "sum", Counterfactual: spec}}}}, seats: (&sumGame{}).Seats(), done: g}
 	}
 	g := &oneOutGame{sumGame: sumGame{moves: []float64{2, 3}}}
 	team := make([]float64, 2)

@@ -63,9 +63,9 @@ func TestExecutorsSharingAReusePlayAsAlone(t *testing.T) {
 	})
 	executors := func(reuse *env.Reuse) []*env.LocalExecutor {
 		return []*env.LocalExecutor{
-			{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick), Reuse: reuse},
-			{Scenario: sc, Params: countingParams(t, sc, 20), Policy: env.SamePolicy(three), Reuse: reuse},
-			{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick), Reuse: reuse},
+			{Play: env.Play{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick)}, Reuse: reuse},
+			{Play: env.Play{Scenario: sc, Params: countingParams(t, sc, 20), Policy: env.SamePolicy(three)}, Reuse: reuse},
+			{Play: env.Play{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick)}, Reuse: reuse},
 		}
 	}
 	reuse := &env.Reuse{}
@@ -82,7 +82,7 @@ func TestExecutorsSharingAReusePlayAsAlone(t *testing.T) {
 	// Played and given back, nothing else: what allocates is the executor.
 	recycled := func(reuse *env.Reuse, n int) float64 {
 		return testing.AllocsPerRun(20, func() {
-			x := &env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Reuse: reuse}
+			x := &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Reuse: reuse}
 			for i := range n {
 				x.Recycle(x.Execute(context.Background(), env.Request{Seed: uint64(i)}))
 			}
@@ -124,8 +124,8 @@ func TestAReuseRenewsOnlyTheScenariosOwnGames(t *testing.T) {
 	reuse := &env.Reuse{}
 	a, b := renewedCounting{countingScenario()}, newOtherCounting()
 	for range 3 {
-		playInTurn(t, &env.LocalExecutor{Scenario: a, Params: countingParams(t, a, 10), Policy: env.SamePolicy(pick), Reuse: reuse}, 5)
-		playInTurn(t, &env.LocalExecutor{Scenario: b, Params: countingParams(t, b, 10), Policy: env.SamePolicy(pick), Reuse: reuse}, 5)
+		playInTurn(t, &env.LocalExecutor{Play: env.Play{Scenario: a, Params: countingParams(t, a, 10), Policy: env.SamePolicy(pick)}, Reuse: reuse}, 5)
+		playInTurn(t, &env.LocalExecutor{Play: env.Play{Scenario: b, Params: countingParams(t, b, 10), Policy: env.SamePolicy(pick)}, Reuse: reuse}, 5)
 	}
 }
 
@@ -133,8 +133,8 @@ func TestAReuseRenewsOnlyTheScenariosOwnGames(t *testing.T) {
 func TestARecordGoesBackOnlyWhereItCameFrom(t *testing.T) {
 	sc := renewedCounting{countingScenario()}
 	p := countingParams(t, sc, 10)
-	x := &env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Reuse: &env.Reuse{}}
-	y := &env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Reuse: &env.Reuse{}}
+	x := &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Reuse: &env.Reuse{}}
+	y := &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Reuse: &env.Reuse{}}
 	rec := x.Execute(context.Background(), env.Request{Seed: 1})
 	y.Recycle(rec)
 	assert.NotNil(t, rec.Replay, "y took a record of x's Reuse")
@@ -148,13 +148,13 @@ func TestARecordGoesBackOnlyWhereItCameFrom(t *testing.T) {
 func TestAReuseIsSafeForConcurrentUse(t *testing.T) {
 	sc := renewedCounting{countingScenario()}
 	reuse := &env.Reuse{}
-	want := playInTurn(t, &env.LocalExecutor{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick)}, 50)
+	want := playInTurn(t, &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: countingParams(t, sc, 10), Policy: env.SamePolicy(pick)}}, 50)
 	p := countingParams(t, sc, 10)
 	got, errs := make([][]string, 4), make([]error, 4)
 	var wg sync.WaitGroup
 	for k := range got {
 		wg.Go(func() {
-			got[k], errs[k] = played(&env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(pick), Reuse: reuse}, 50)
+			got[k], errs[k] = played(&env.LocalExecutor{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Reuse: reuse}, 50)
 		})
 	}
 	wg.Wait()

@@ -46,13 +46,7 @@ func (f ExecutorFunc) Execute(ctx context.Context, req Request) *episode.Record 
 // LocalExecutor plays episodes in this process. It is safe for concurrent
 // use: each call borrows an Engine from its pool.
 type LocalExecutor struct {
-	Scenario         Scenario
-	Params           Params
-	Policy           PolicyFor
-	Limits           Limits
-	Invalid          InvalidRule
-	Emit             EmitFilter
-	ParallelPolicies bool
+	Play
 	// Reuse, when set, holds the executor's engines and the records given
 	// back to it, shared with the executors before and after it (see
 	// Reuse); nil, the executor's own.
@@ -103,21 +97,15 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request) *episode.Record {
 	r := x.reuse()
 	return eng.Run(ctx, Setup{
-		Scenario:         x.Scenario,
-		Params:           x.Params,
-		Seed:             req.Seed,
-		PolicySeed:       req.PolicySeed,
-		Index:            req.Index,
-		RolloutID:        req.RolloutID,
-		GroupIndex:       req.GroupIndex,
-		Policy:           x.Policy,
-		Limits:           x.Limits,
-		Invalid:          x.Invalid,
-		Emit:             x.Emit,
-		ParallelPolicies: x.ParallelPolicies,
-		Engines:          &r.engines,
-		records:          &r.records,
-		policyKey:        x,
+		Play:       x.Play,
+		Seed:       req.Seed,
+		PolicySeed: req.PolicySeed,
+		Index:      req.Index,
+		RolloutID:  req.RolloutID,
+		GroupIndex: req.GroupIndex,
+		Engines:    &r.engines,
+		records:    &r.records,
+		policyKey:  x,
 	})
 }
 
@@ -135,12 +123,7 @@ func (x *LocalExecutor) recycleAll(recs []*episode.Record) { x.reuse().records.p
 // RunConfig is a run: N episodes of one scenario, in groups, with bounded
 // concurrency.
 type RunConfig struct {
-	Scenario Scenario
-	Params   Params
-	Policy   PolicyFor
-	Limits   Limits
-	Invalid  InvalidRule // what an invalid answer does; zero: the game judges it
-	Emit     EmitFilter
+	Play
 
 	Episodes    int    // how many episodes
 	GroupSize   int    // episodes per group (same scenario seed); 0 means 1
@@ -160,10 +143,6 @@ type RunConfig struct {
 	// returns its error. Without it, such episodes are written with their
 	// status and the run goes on.
 	FailFast bool
-	// ParallelPolicies asks the policies of simultaneous actors
-	// concurrently.
-	ParallelPolicies bool
-
 	// Executor plays the episodes; nil plays them in this process.
 	Executor Executor
 	// Progress, when set, is called after every group written, by the
@@ -416,10 +395,7 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	r, recycles := out.(RecyclingOutput)
 	recycles = recycles && r.Recycles()
 	if exec == nil {
-		own = &LocalExecutor{
-			Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy,
-			Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies,
-		}
+		own = &LocalExecutor{Play: cfg.Play}
 		exec = own
 		if recycles {
 			local = own

@@ -27,9 +27,7 @@ func elfarolConfig(t *testing.T, kv map[string]string) env.RunConfig {
 	t.Helper()
 	sc := elfarol.New()
 	return env.RunConfig{
-		Scenario: sc,
-		Params:   params(t, sc, kv),
-		Policy:   env.SamePolicy(agents.Random()),
+		Play:     env.Play{Scenario: sc, Params: params(t, sc, kv), Policy: env.SamePolicy(agents.Random())},
 		Episodes: 40,
 		Seed:     2026,
 	}
@@ -118,7 +116,7 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 		return agents.Random().Act(ctx, o)
 	})
 	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
-	cfg := env.RunConfig{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky), Episodes: 60, Concurrency: 4, Seed: 1}
+	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky)}, Episodes: 60, Concurrency: 4, Seed: 1}
 	var col trajectories.Collector
 	sum, err := env.Run(context.Background(), cfg, teamOut(&col))
 	require.NoError(t, err)
@@ -399,7 +397,7 @@ func TestRunRecyclesTheTurnsOfARecyclingOutput(t *testing.T) {
 			require.NoError(t, err)
 			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
 			require.NoError(t, err)
-			cfg := env.RunConfig{Scenario: sc, Params: p, Policy: policy, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
+			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
 			var outs [2]*recyclingOutput
 			for i, recycles := range []bool{false, true} {
 				outs[i] = &recyclingOutput{recycles: recycles, arrays: map[*episode.Turn]int{}}
@@ -422,7 +420,7 @@ func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
 			require.NoError(t, err)
 			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
 			require.NoError(t, err)
-			cfg := env.RunConfig{Scenario: sc, Params: p, Policy: policy, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
+			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
 			var outs [2]bytes.Buffer
 			for i := range outs {
 				sink := trajectories.Sink(trajectories.NewJSONLWriter(&outs[i], trajectories.Flat))

@@ -63,15 +63,10 @@ type limits struct {
 	MaxSteps    int    `json:"max_steps,omitempty"`
 	MaxTurns    int    `json:"max_turns,omitempty"`
 	MaxMessages int    `json:"max_messages,omitempty"`
-	Timeout     string `json:"timeout,omitempty"` // a Go duration, "1m30s"
 }
 
 func limitsOf(l env.Limits) limits {
-	out := limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
-	if l.Timeout != 0 {
-		out.Timeout = l.Timeout.String()
-	}
-	return out
+	return limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
 }
 
 func (p *plan) diagnoseID() *diagnoseID {
@@ -357,9 +352,9 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	}
 	reuse := p.takeReuse(c.point)
 	defer p.giveReuse(c.point, reuse)
-	exec := &env.LocalExecutor{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...), Reuse: reuse}
+	exec := &env.LocalExecutor{Play: env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}, Reuse: reuse}
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
-	run := env.RunConfig{Scenario: cfg.Scenario, Params: pt.params, Episodes: cfg.Episodes, Seed: c.runSeed}
+	run := env.RunConfig{Play: env.Play{Scenario: cfg.Scenario, Params: pt.params}, Episodes: cfg.Episodes, Seed: c.runSeed}
 	run.GroupSize = p.group()
 	var after func(context.Context, []*episode.Record) error
 	if diag != nil {

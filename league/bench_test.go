@@ -39,7 +39,7 @@ func BenchmarkLeague(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := env.RunConfig{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Episodes: b.N, Concurrency: workers, Seed: 1}
+		cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: b.N, Concurrency: workers, Seed: 1}
 		b.ResetTimer()
 		cpu := cputime.Seconds()
 		if _, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard}); err != nil {

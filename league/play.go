@@ -270,7 +270,7 @@ func (l *League) executor(m *Match) (*env.LocalExecutor, error) {
 			emit = append(emit, role)
 		}
 	}
-	x := &env.LocalExecutor{Scenario: l.scenario, Params: l.params, Policy: env.ByRole(byRole, nil), Emit: env.EmitRoles(emit...)}
+	x := &env.LocalExecutor{Play: env.Play{Scenario: l.scenario, Params: l.params, Policy: env.ByRole(byRole, nil), Emit: env.EmitRoles(emit...)}}
 	if l.execs == nil {
 		l.execs = map[string]*env.LocalExecutor{}
 	}

@@ -69,9 +69,7 @@ func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
 // Executor is a local executor of the resolved run's episodes: what a
 // worker that is handed the run's requests plays them with.
 func (r *Resolved) Executor() *env.LocalExecutor {
-	c := &r.Config
-	return &env.LocalExecutor{Scenario: c.Scenario, Params: c.Params, Policy: c.Policy, Limits: c.Limits,
-		Invalid: c.Invalid, Emit: c.Emit, ParallelPolicies: c.ParallelPolicies}
+	return &env.LocalExecutor{Play: r.Config.Play}
 }
 
 // Hash is the hash of the resolved spec.
@@ -232,23 +230,23 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 		Scenario: sc,
 		Info:     info,
 		Config: env.RunConfig{
-			Scenario: sc,
-			Params:   params,
-			Policy:   policy,
-			Limits: env.Limits{
-				MaxSteps:    n.Limits.MaxSteps,
-				MaxTurns:    n.Limits.MaxTurns,
-				MaxMessages: n.Limits.MaxMessages,
-				Timeout:     time.Duration(n.Limits.Timeout),
+			Play: env.Play{
+				Scenario: sc,
+				Params:   params,
+				Policy:   policy,
+				Limits:   env.Limits{MaxSteps: n.Limits.MaxSteps, MaxTurns: n.Limits.MaxTurns, MaxMessages: n.Limits.MaxMessages},
+				Timeout:  time.Duration(n.Limits.Timeout),
+				Invalid:  invalid,
+				Emit:     emit,
+				// The one place a run's play description is made from
+				// data: every executor, runner and worker embeds it.
+				ParallelPolicies: parallel,
 			},
-			Invalid:          invalid,
-			Emit:             emit,
-			Episodes:         n.Episodes,
-			GroupSize:        n.GroupSize,
-			Seed:             n.Seed,
-			RolloutIDBase:    n.RolloutIDBase,
-			GroupIndexBase:   n.GroupIndexBase,
-			ParallelPolicies: parallel,
+			Episodes:       n.Episodes,
+			GroupSize:      n.GroupSize,
+			Seed:           n.Seed,
+			RolloutIDBase:  n.RolloutIDBase,
+			GroupIndexBase: n.GroupIndexBase,
 		},
 		Allocators:  allocs,
 		Format:      format,
@@ -290,9 +288,10 @@ func InvalidOf(rule env.InvalidRule) Invalid {
 	return Invalid{Mode: InvalidEnd, Penalty: rule.Penalty, Bonus: rule.Bonus}
 }
 
-// LimitsOf is the spec's form of episode limits.
-func LimitsOf(l env.Limits) Limits {
-	return Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages, Timeout: Duration(l.Timeout)}
+// LimitsOf is the spec's form of episode limits and the wall-time limit
+// of an episode's driver.
+func LimitsOf(l env.Limits, timeout time.Duration) Limits {
+	return Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages, Timeout: Duration(timeout)}
 }
 
 // Named is the spec's policies of a role -> name map (policies without

@@ -293,8 +293,13 @@ func TestResolvePlays(t *testing.T) {
 	policy, _, err := info.AssignPolicies(params, nil, "", nil)
 	require.NoError(t, err)
 	var b bytes.Buffer
-	_, err = env.Run(context.Background(), env.RunConfig{Scenario: sc, Params: params, Policy: policy, Episodes: 6, GroupSize: 2, Seed: 9,
-		RolloutIDBase: 4, Limits: env.Limits{MaxTurns: 5}}, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&b, trajectories.Flat),
+	_, err = env.Run(context.Background(), env.RunConfig{
+		Play:          env.Play{Scenario: sc, Params: params, Policy: policy, Limits: env.Limits{MaxTurns: 5}},
+		Episodes:      6,
+		GroupSize:     2,
+		Seed:          9,
+		RolloutIDBase: 4,
+	}, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&b, trajectories.Flat),
 		Allocators: r.Allocators, Format: trajectories.RewardDict})
 	require.NoError(t, err)
 	require.NotZero(t, a.Len())

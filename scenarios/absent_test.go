@@ -32,7 +32,7 @@ func TestEveryBuiltinReplaysTheEmptyCoalition(t *testing.T) {
 			require.NoError(t, err)
 			policy, err := envtest.NamedPolicy(info, p, "random")
 			require.NoError(t, err)
-			ep := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: 3, PolicySeed: 4, Policy: policy})
+			ep := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Seed: 3, PolicySeed: 4})
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 			all := make([]int, len(ep.Seats))
 			for i := range all {

@@ -75,7 +75,11 @@ func TestDefaultsRun(t *testing.T) {
 			require.NoError(t, err)
 			var c trajectories.Collector
 			sum, err := env.Run(context.Background(), env.RunConfig{
-				Scenario: sc, Params: p, Policy: policy, Episodes: 20, Concurrency: 2, Seed: 9, FailFast: true,
+				Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
+				Episodes:    20,
+				Concurrency: 2,
+				Seed:        9,
+				FailFast:    true,
 			}, &trajectories.Output{Sink: &c})
 			require.NoError(t, err)
 			assert.Equal(t, 20, sum.ByStatus[protocol.StatusCompleted])
@@ -106,7 +110,11 @@ func TestBaselines(t *testing.T) {
 			require.NoError(t, err)
 			roleSum, roleN := map[string]float64{}, map[string]int{}
 			sum, err := env.Run(context.Background(), env.RunConfig{
-				Scenario: sc, Params: p, Policy: policy, Episodes: episodes, Concurrency: 4, Seed: 1, FailFast: true,
+				Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
+				Episodes:    episodes,
+				Concurrency: 4,
+				Seed:        1,
+				FailFast:    true,
 			}, &trajectories.Output{Sink: trajectories.Discard, Observe: func(ep *trajectories.Episode) {
 				for i, v := range ep.Score.Agents {
 					roleSum[ep.Seats[i].Role] += v

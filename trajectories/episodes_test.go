@@ -43,7 +43,11 @@ func played(t testing.TB, name string, n int) (samples, episodes []byte) {
 	require.NoError(t, err)
 	var sb, eb bytes.Buffer
 	sum, err := env.Run(context.Background(), env.RunConfig{
-		Scenario: sc, Params: params, Policy: policy, Episodes: n, GroupSize: 2, Seed: 3, Concurrency: 2,
+		Play:        env.Play{Scenario: sc, Params: params, Policy: policy},
+		Episodes:    n,
+		GroupSize:   2,
+		Seed:        3,
+		Concurrency: 2,
 	}, &trajectories.Output{Sink: trajectories.Tee(trajectories.NewJSONLWriter(&sb, trajectories.Flat), trajectories.NewEpisodeWriter(&eb)), Allocators: []trajectories.Allocator{credit.Team{}, credit.Individual{}}, Format: trajectories.RewardDict})
 	require.NoError(t, err)
 	require.Equal(t, n, sum.Episodes)
@@ -213,8 +217,10 @@ func TestRecordOnlyRunsGiveTheSameCredit(t *testing.T) {
 	run := func(samples trajectories.Sink) (string, env.Summary) {
 		var eb bytes.Buffer
 		sum, err := env.Run(context.Background(), env.RunConfig{
-			Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Episodes: 12, GroupSize: 4, Seed: 5,
-			Emit: env.EmitRoles("x"),
+			Play:      env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Emit: env.EmitRoles("x")},
+			Episodes:  12,
+			GroupSize: 4,
+			Seed:      5,
 		}, &trajectories.Output{Sink: trajectories.Tee(samples, trajectories.NewEpisodeWriter(&eb)), Allocators: allocs, Format: trajectories.RewardDict})
 		require.NoError(t, err)
 		return eb.String(), sum

@@ -23,7 +23,7 @@ func TestObserveCreditSeesWhatTheSamplesHold(t *testing.T) {
 	sc := elfarol.New()
 	params, err := sc.Info().ParseParams(map[string]string{"agents": "5", "nights": "3"})
 	require.NoError(t, err)
-	cfg := env.RunConfig{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Episodes: 6, GroupSize: 2, Concurrency: 3, Seed: 9}
+	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 6, GroupSize: 2, Concurrency: 3, Seed: 9}
 	allocs := []trajectories.Allocator{credit.Team{}, credit.Individual{}}
 
 	var rewards [][]float64 // per episode, per sample: the samples' dict rewards
@@ -57,7 +57,7 @@ func TestAnObserveCreditErrorStopsTheRun(t *testing.T) {
 	sc := elfarol.New()
 	params, err := sc.Info().ParseParams(map[string]string{"agents": "3"})
 	require.NoError(t, err)
-	cfg := env.RunConfig{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Episodes: 20, Seed: 1}
+	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 20, Seed: 1}
 	boom := errors.New("boom")
 	var calls int
 	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{ObserveCredit: func(rec *episode.Record, c *trajectories.Credit) error {

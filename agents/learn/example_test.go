@@ -30,7 +30,8 @@ func ExampleValues() {
 	var last *trajectories.Episode
 	for week := range 300 {
 		ep := trajectories.RecordOnly(env.RunEpisode(ctx, env.Setup{
-			Scenario: sc, Params: params, PolicySeed: uint64(week), Policy: env.SamePolicy(patrons),
+			Play:       env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(patrons)},
+			PolicySeed: uint64(week),
 		}))
 		if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar); err != nil {
 			panic(err)

@@ -98,7 +98,9 @@ func train(t *testing.T, sc env.Scenario, l learn.Learner, alloc trajectories.Al
 	var out []*trajectories.Episode
 	for i := range episodes {
 		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-			Scenario: sc, Params: p, PolicySeed: uint64(1000 + i), Index: int64(i), Policy: env.SamePolicy(l),
+			Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)},
+			PolicySeed: uint64(1000 + i),
+			Index:      int64(i),
 		}))
 		require.Empty(t, ep.Err)
 		require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{alloc}, trajectories.RewardScalar))
@@ -272,7 +274,7 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 	require.NoError(t, err)
 	l, err := learn.NewValues(learn.ValueConfig{Alpha: 1, Options: learn.Options{RewardKey: "individual"}})
 	require.NoError(t, err)
-	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}}))
 	allocs := []trajectories.Allocator{credit.EqualSplit{}, credit.Individual{}}
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, allocs, trajectories.RewardDict))
 	require.NoError(t, l.Learn(&ep.Record, ep.Credit))
@@ -288,7 +290,7 @@ func TestLearnReadsTheNamedDictReward(t *testing.T) {
 
 	other, err := learn.NewValues(learn.ValueConfig{Alpha: 1, Options: learn.Options{RewardKey: "shapley"}})
 	require.NoError(t, err)
-	ep2 := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(other)}))
+	ep2 := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(other)}}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep2}, allocs, trajectories.RewardDict))
 	err = other.Learn(&ep2.Record, ep2.Credit)
 	require.ErrorIs(t, err, learn.ErrNoReward)
@@ -304,12 +306,12 @@ func TestLearnRejectsTurnsItDidNotAct(t *testing.T) {
 	team := []trajectories.Allocator{credit.Team{}}
 
 	// Played by another policy: the learner never saw p0.
-	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}))
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}}))
 	require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, team, trajectories.RewardScalar))
 	require.ErrorIs(t, l.Learn(&ep.Record, ep.Credit), learn.ErrUnknownTurn)
 
 	// Played by the learner but never allocated: no reward.
-	mine := trajectories.RecordOnly(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
+	mine := trajectories.RecordOnly(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}}))
 	require.ErrorIs(t, l.Learn(&mine.Record, mine.Credit), learn.ErrNoReward)
 
 	// Credit that does not fit the record, or is not finite: nothing is
@@ -351,7 +353,7 @@ func TestLearnNeedsNoSamples(t *testing.T) {
 		l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.3, Select: learn.EpsilonGreedy{Epsilon: 0.2}})
 		require.NoError(t, err)
 		for i := range 40 {
-			ep := project(env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: p, PolicySeed: uint64(i), Policy: env.SamePolicy(l)}))
+			ep := project(env.RunEpisode(ctx, env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}, PolicySeed: uint64(i)}))
 			require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Individual{}}, trajectories.RewardScalar))
 			require.NoError(t, l.Learn(&ep.Record, ep.Credit))
 		}
@@ -408,7 +410,8 @@ func TestConcurrentAgentsDoNotRace(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-					Scenario: sc, Params: p, PolicySeed: uint64(w*100 + i), Policy: env.SamePolicy(l), ParallelPolicies: true,
+					Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l), ParallelPolicies: true},
+					PolicySeed: uint64(w*100 + i),
 				}))
 				assert.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
 				assert.NoError(t, l.Learn(&ep.Record, ep.Credit))
@@ -493,7 +496,7 @@ func TestPanicInBatchIsPanicInAct(t *testing.T) {
 		sc := newBandit([]float64{1, 2}, "s", "t", "u")
 		params, err := sc.Info().ParseParams(nil)
 		require.NoError(t, err)
-		rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params, PolicySeed: 1, Policy: env.SamePolicy(p)})
+		rec := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(p)}, PolicySeed: 1})
 		_, _, ok := l.Values("p2", "u")
 		return rec.Err, ok
 	}
@@ -539,7 +542,9 @@ func TestLearnReadsActionsByTheirText(t *testing.T) {
 		var eps [2]*trajectories.Episode
 		for k, l := range []*learn.Values{noted, copied} {
 			eps[k] = trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-				Scenario: sc, Params: p, PolicySeed: uint64(7 + i), Index: int64(i), Policy: env.SamePolicy(l),
+				Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)},
+				PolicySeed: uint64(7 + i),
+				Index:      int64(i),
 			}))
 			require.Empty(t, eps[k].Err)
 			require.NoError(t, trajectories.Allocate(context.Background(), eps[k:k+1], []trajectories.Allocator{credit.Individual{}}, trajectories.RewardScalar))
@@ -610,7 +615,7 @@ func TestLearnKeepsTheTurnsBeforeABadOne(t *testing.T) {
 		read    func(agent, state string) ([]string, []float64, bool)
 		initial []float64
 	}{{values, values.Values, []float64{0, 0}}, {gradient, gradient.Policy, []float64{0.5, 0.5}}} {
-		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(c.l)}))
+		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(c.l)}}))
 		require.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))
 		require.Equal(t, 1, ep.Turns[1].Seat)
 		ep.Turns[1].Action = "arm9"
@@ -632,7 +637,7 @@ func TestLearnNothingFromCreditOfAnotherLength(t *testing.T) {
 	require.NoError(t, err)
 	l, err := learn.NewValues(learn.ValueConfig{Alpha: 0.5})
 	require.NoError(t, err)
-	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}))
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}}))
 	require.Len(t, ep.Turns, 2)
 	for _, values := range [][]float64{{1}, {1, 1, 1}} {
 		c := &trajectories.Credit{Allocators: []string{"team"}, Values: [][]float64{values}}

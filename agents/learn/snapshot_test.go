@@ -29,9 +29,10 @@ func trainTicTacToe(t testing.TB, l learn.Learner, from, to int) string {
 	ctx := context.Background()
 	for i := from; i < to; i++ {
 		ep := trajectories.RecordOnly(env.RunEpisode(ctx, env.Setup{
-			Scenario: sc, Params: params, Seed: uint64(i), PolicySeed: uint64(i), Index: int64(i),
-			Policy: env.ByRole(map[string]agents.Policy{tictactoe.RoleX: l}, agents.Random()),
-			Emit:   env.EmitRoles(tictactoe.RoleX),
+			Play:       env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{tictactoe.RoleX: l}, agents.Random()), Emit: env.EmitRoles(tictactoe.RoleX)},
+			Seed:       uint64(i),
+			PolicySeed: uint64(i),
+			Index:      int64(i),
 		}))
 		require.Empty(t, ep.Err)
 		require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Individual{}}, trajectories.RewardScalar))
@@ -102,8 +103,11 @@ func TestSnapshotGreedy(t *testing.T) {
 	score := func(x agents.Policy) float64 {
 		total := 0.0
 		for i := range 400 {
-			rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params, Seed: uint64(i), PolicySeed: uint64(1000 + i),
-				Policy: env.ByRole(map[string]agents.Policy{tictactoe.RoleX: x}, agents.Random())})
+			rec := env.RunEpisode(context.Background(), env.Setup{
+				Play:       env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{tictactoe.RoleX: x}, agents.Random())},
+				Seed:       uint64(i),
+				PolicySeed: uint64(1000 + i),
+			})
 			require.Empty(t, rec.Err)
 			total += rec.Score.Agents[0]
 		}

@@ -205,8 +205,10 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 		b.Fatal(err)
 	}
 	run := env.RunConfig{
-		Scenario: sc, Params: params, Policy: env.SamePolicy(p),
-		Episodes: inflight * rounds, Concurrency: inflight, Seed: 1,
+		Play:        env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(p)},
+		Episodes:    inflight * rounds,
+		Concurrency: inflight,
+		Seed:        1,
 	}
 	// Warm up: open the connections, grow the pools.
 	warm := run

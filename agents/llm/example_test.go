@@ -38,7 +38,9 @@ func Example() {
 	}
 	var out trajectories.Collector
 	if _, err := env.Run(context.Background(), env.RunConfig{
-		Scenario: sc, Params: params, Policy: env.SamePolicy(policy), Episodes: 1, Seed: 3,
+		Play:     env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(policy)},
+		Episodes: 1,
+		Seed:     3,
 	}, &trajectories.Output{Sink: &out}); err != nil {
 		log.Fatal(err)
 	}

@@ -29,6 +29,7 @@ type game struct {
 	episodes    int
 	concurrency int
 	limits      env.Limits
+	timeout     time.Duration
 	invalid     env.InvalidRule
 }
 
@@ -57,9 +58,10 @@ func play(t *testing.T, ctx context.Context, p *llm.Policy, g game) result {
 	var col trajectories.Collector
 	w := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
 	sum, err := env.Run(ctx, env.RunConfig{
-		Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p),
-		Episodes: g.episodes, Concurrency: g.concurrency, Seed: 11,
-		Limits: g.limits, Invalid: g.invalid, ParallelPolicies: true,
+		Play:        env.Play{Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p), Limits: g.limits, Timeout: g.timeout, Invalid: g.invalid, ParallelPolicies: true},
+		Episodes:    g.episodes,
+		Concurrency: g.concurrency,
+		Seed:        11,
 	}, &trajectories.Output{Sink: trajectories.Tee(&col, w)})
 	return result{sum: sum, err: err, episodes: col.Episodes(), jsonl: buf.Bytes()}
 }
@@ -266,7 +268,7 @@ func TestHangingServerTruncatesEpisodes(t *testing.T) {
 		p, err := llm.NewPolicy(c, cfg)
 		require.NoError(t, err)
 		g := ticTacToe(16, 4)
-		g.limits.Timeout = 30 * time.Second
+		g.timeout = 30 * time.Second
 		start := time.Now()
 		r := play(t, t.Context(), p, g)
 		checkWhole(t, r, 16)

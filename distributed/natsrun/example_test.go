@@ -37,8 +37,10 @@ func ExampleStartLocal() {
 	sc, _ := reg.Lookup("tictactoe")
 	params, _ := sc.Info().ParseParams(nil)
 	cfg := env.RunConfig{
-		Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()),
-		Episodes: 20, GroupSize: 4, Seed: 7,
+		Play:      env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
+		Episodes:  20,
+		GroupSize: 4,
+		Seed:      7,
 	}
 	// Workers cannot receive Go values: the spec names the policies.
 	spec := natsrun.Spec{Policies: runspec.Named(map[string]string{"x": "random", "o": "random"})}

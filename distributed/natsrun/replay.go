@@ -20,17 +20,12 @@ import (
 // setup and the recorded actions.
 func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
 	return env.NewReplayer(env.Setup{
-		Scenario:         cfg.Scenario,
-		Params:           cfg.Params,
-		Seed:             ep.Seed,
-		PolicySeed:       ep.PolicySeed,
-		Index:            ep.Index,
-		RolloutID:        ep.RolloutID,
-		GroupIndex:       ep.GroupIndex,
-		Policy:           cfg.Policy,
-		Limits:           cfg.Limits,
-		Invalid:          cfg.Invalid,
-		ParallelPolicies: cfg.ParallelPolicies,
-		Engines:          engines,
+		Play:       env.Play{Scenario: cfg.Scenario, Params: cfg.Params, Policy: cfg.Policy, Limits: cfg.Limits, Invalid: cfg.Invalid, ParallelPolicies: cfg.ParallelPolicies},
+		Seed:       ep.Seed,
+		PolicySeed: ep.PolicySeed,
+		Index:      ep.Index,
+		RolloutID:  ep.RolloutID,
+		GroupIndex: ep.GroupIndex,
+		Engines:    engines,
 	}, ep.Seats, ep.Turns)
 }

@@ -197,7 +197,7 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 		MaxSteps:         cfg.Limits.MaxSteps,
 		MaxTurns:         cfg.Limits.MaxTurns,
 		MaxMessages:      cfg.Limits.MaxMessages,
-		Timeout:          cfg.Limits.Timeout,
+		Timeout:          cfg.Timeout,
 		InvalidMode:      cfg.Invalid.Mode,
 		InvalidPenalty:   cfg.Invalid.Penalty,
 		InvalidBonus:     cfg.Invalid.Bonus,

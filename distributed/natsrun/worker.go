@@ -696,7 +696,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 			Params:    req.Params,
 			Policies:  rec.Policies,
 			Emit:      rec.Emit,
-			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages, Timeout: rec.Timeout}),
+			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages}, rec.Timeout),
 			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
 			Episodes:  1,
 		}

@@ -39,9 +39,12 @@ func played(t testing.TB) []*episode.Record {
 		require.NoError(t, err)
 		for seed := range uint64(3) {
 			ep := env.RunEpisode(context.Background(), env.Setup{
-				Scenario: sc, Params: params, Seed: seed, PolicySeed: seed + 100,
-				Index: int64(seed), RolloutID: 7 + int64(seed), GroupIndex: 2,
-				Policy: env.SamePolicy(agents.Random()),
+				Play:       env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
+				Seed:       seed,
+				PolicySeed: seed + 100,
+				Index:      int64(seed),
+				RolloutID:  7 + int64(seed),
+				GroupIndex: 2,
 			})
 			ep.Replay = nil
 			out = append(out, ep)

@@ -271,15 +271,12 @@ func limits(opts Options) env.Limits {
 // episodeSetup is the setup Check plays seed with.
 func episodeSetup(sc env.Scenario, p env.Params, pl play, seed uint64, opts Options) env.Setup {
 	return env.Setup{
-		Scenario:   sc,
-		Params:     p,
+		Play:       env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts)},
 		Seed:       seed,
 		PolicySeed: seeds.Mix(seed, 0xe7),
 		Index:      int64(seed),
 		RolloutID:  int64(seed) + 1000,
 		GroupIndex: int64(seed),
-		Policy:     pl.policy,
-		Limits:     limits(opts),
 	}
 }
 
@@ -693,9 +690,12 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts 
 		// that recycled records, and the games a Renewer renews from them,
 		// play the same episodes as new ones.
 		sum, err := env.Run(ctx, env.RunConfig{
-			Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts),
-			Episodes: n, GroupSize: 2, Concurrency: concurrency, Seed: 42,
-			RolloutIDBase: 500, ParallelPolicies: concurrency > 1,
+			Play:          env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts), ParallelPolicies: concurrency > 1},
+			Episodes:      n,
+			GroupSize:     2,
+			Concurrency:   concurrency,
+			Seed:          42,
+			RolloutIDBase: 500,
 		}, out)
 		return buf.Bytes(), sum, err
 	}

@@ -184,8 +184,11 @@ func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp ag
 	for i := range n {
 		for seat, role := range []string{"x", "o"} {
 			other := map[string]string{"x": "o", "o": "x"}[role]
-			rec := env.RunEpisode(ctx, env.Setup{Scenario: sc, Params: params, Seed: uint64(i), PolicySeed: uint64(7919*i + seat),
-				Policy: env.ByRole(map[string]agents.Policy{role: pol, other: opp}, nil)})
+			rec := env.RunEpisode(ctx, env.Setup{
+				Play:       env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{role: pol, other: opp}, nil)},
+				Seed:       uint64(i),
+				PolicySeed: uint64(7919*i + seat),
+			})
 			total += rec.Score.Agents[seat]
 		}
 	}

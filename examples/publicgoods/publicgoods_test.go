@@ -63,14 +63,12 @@ func Example() {
 	sc := Scenario()
 	p, _ := sc.Info().ParseParams(map[string]string{"citizens": "4"})
 	ep := env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc,
-		Params:   p,
-		Policy: func(s env.Seat) agents.Policy {
+		Play: env.Play{Scenario: sc, Params: p, Policy: func(s env.Seat) agents.Policy {
 			if s.ID == "citizen-0" {
 				return coins.Always(0)
 			}
 			return coins.Scripted(reciprocate)
-		},
+		}},
 	})
 	fmt.Println("scores:", ep.Score.Agents, "team:", ep.Score.Team)
 	for _, m := range ep.Messages {

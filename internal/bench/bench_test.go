@@ -47,8 +47,10 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 		b.Fatal(err)
 	}
 	cfg := env.RunConfig{
-		Scenario: sc, Params: p, Policy: policy,
-		Episodes: b.N, Concurrency: runtime.GOMAXPROCS(0), Seed: 1,
+		Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
+		Episodes:    b.N,
+		Concurrency: runtime.GOMAXPROCS(0),
+		Seed:        1,
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -236,8 +238,10 @@ func BenchmarkMemoryFlat(b *testing.B) {
 			}
 			for range b.N {
 				cfg := env.RunConfig{
-					Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
-					Episodes: episodes, Concurrency: 2, Seed: 1,
+					Play:        env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
+					Episodes:    episodes,
+					Concurrency: 2,
+					Seed:        1,
 					Progress: func(pr env.Progress) {
 						switch pr.Done {
 						case episodes / 10:

@@ -41,8 +41,11 @@ func servedLeague(t *testing.T, rule string) (string, *league.League) {
 	params, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
 	for i := range 50 {
-		rec := env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: params, Seed: uint64(i), PolicySeed: uint64(i),
-			Policy: env.ByRole(map[string]agents.Policy{"x": trained}, agents.Random())})
+		rec := env.RunEpisode(context.Background(), env.Setup{
+			Play:       env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{"x": trained}, agents.Random())},
+			Seed:       uint64(i),
+			PolicySeed: uint64(i),
+		})
 		require.Empty(t, rec.Err)
 	}
 	snap, err := learn.TakeSnapshot(spec, trained)

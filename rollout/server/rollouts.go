@@ -40,9 +40,11 @@ type plan struct {
 	shared     []*shared      // the stateful allocators among allocators
 	label      protocol.Label // the request's label, if any
 	n          int
-	// limits are the request's own limits (with the service's episode
-	// timeout), before the turn cap.
-	limits env.Limits
+	// limits are the request's own limits, before the turn cap, and
+	// timeout its episodes' wall-time limit (the service's, or the
+	// request's when shorter).
+	limits  env.Limits
+	timeout time.Duration
 	// capTurns is set when every role is emitted and the request sets no
 	// turn limit: each episode then gets MaxTurns = MaxSamplesPerAnswer
 	// (in the run spec's limits), and one that reaches it has more
@@ -446,7 +448,7 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		Params:       params,
 		Policies:     policies,
 		Emit:         req.Emit,
-		Limits:       runspec.LimitsOf(limits),
+		Limits:       runspec.LimitsOf(limits, p.timeout),
 		OnInvalid:    runspec.InvalidOf(invalid),
 		Allocators:   req.Allocators,
 		RewardFormat: req.RewardFormat,
@@ -539,7 +541,7 @@ func specError(err error) *rollout.Error {
 }
 
 func (s *Server) planLimits(p *plan) *rollout.Error {
-	p.limits.Timeout = s.cfg.EpisodeTimeout
+	p.timeout = s.cfg.EpisodeTimeout
 	l := p.req.Limits
 	if l == nil {
 		return nil
@@ -558,7 +560,7 @@ func (s *Server) planLimits(p *plan) *rollout.Error {
 	p.limits.MaxSteps, p.limits.MaxTurns, p.limits.MaxMessages = l.MaxSteps, l.MaxTurns, l.MaxMessages
 	if l.TimeoutSeconds > 0 && l.TimeoutSeconds < s.cfg.EpisodeTimeout.Seconds() {
 		// At least 1ns: a zero Timeout would mean no limit at all.
-		p.limits.Timeout = max(time.Duration(l.TimeoutSeconds*float64(time.Second)), 1)
+		p.timeout = max(time.Duration(l.TimeoutSeconds*float64(time.Second)), 1)
 	}
 	return nil
 }
@@ -577,19 +579,13 @@ func (s *Server) setups(p *plan, count *turnCounter) []env.Setup {
 	out := make([]env.Setup, len(reqs))
 	for i, r := range reqs {
 		out[i] = env.Setup{
-			Scenario:         cfg.Scenario,
-			Params:           cfg.Params,
-			Seed:             r.Seed,
-			PolicySeed:       r.PolicySeed,
-			Index:            r.Index,
-			RolloutID:        r.RolloutID,
-			GroupIndex:       r.GroupIndex,
-			Policy:           policy,
-			Limits:           cfg.Limits,
-			Invalid:          cfg.Invalid,
-			Emit:             cfg.Emit,
-			ParallelPolicies: cfg.ParallelPolicies,
-			Engines:          &s.engines,
+			Play:       env.Play{Scenario: cfg.Scenario, Params: cfg.Params, Policy: policy, Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies},
+			Seed:       r.Seed,
+			PolicySeed: r.PolicySeed,
+			Index:      r.Index,
+			RolloutID:  r.RolloutID,
+			GroupIndex: r.GroupIndex,
+			Engines:    &s.engines,
 		}
 	}
 	return out

@@ -37,7 +37,9 @@ func params(t *testing.T, kv map[string]string) env.Params {
 func play(t *testing.T, kv map[string]string, seed uint64, policy env.PolicyFor) *trajectories.Episode {
 	t.Helper()
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: committee.New(), Params: params(t, kv), Seed: seed, PolicySeed: seed, Policy: policy,
+		Play:       env.Play{Scenario: committee.New(), Params: params(t, kv), Policy: policy},
+		Seed:       seed,
+		PolicySeed: seed,
 	}))
 	require.Empty(t, ep.Err)
 	return ep

@@ -45,8 +45,10 @@ func advisersWhoAbstain(t *testing.T, alloc string, uninformed, episodes int) in
 	ctx := context.Background()
 	for i := range uint64(episodes) {
 		ep := trajectories.NewEpisode(env.RunEpisode(ctx, env.Setup{
-			Scenario: sc, Params: p, Seed: seeds.Mix(1, 1, i), PolicySeed: seeds.Mix(1, 2, i), Index: int64(i),
-			Policy: policy, Emit: env.EmitRoles(committee.RoleAdviser),
+			Play:       env.Play{Scenario: sc, Params: p, Policy: policy, Emit: env.EmitRoles(committee.RoleAdviser)},
+			Seed:       seeds.Mix(1, 1, i),
+			PolicySeed: seeds.Mix(1, 2, i),
+			Index:      int64(i),
 		}))
 		require.NoError(t, trajectories.Allocate(ctx, []*trajectories.Episode{ep}, []trajectories.Allocator{a}, trajectories.RewardScalar))
 		require.NoError(t, l.Learn(&ep.Record, ep.Credit))

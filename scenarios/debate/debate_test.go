@@ -42,8 +42,9 @@ func pair(solver, critic agents.Policy) env.PolicyFor {
 func play(t *testing.T, given map[string]string, seed uint64, solver, critic agents.Policy) *trajectories.Episode {
 	t.Helper()
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: debate.New(), Params: params(t, given), Seed: seed, PolicySeed: seed + 100,
-		Policy: pair(solver, critic),
+		Play:       env.Play{Scenario: debate.New(), Params: params(t, given), Policy: pair(solver, critic)},
+		Seed:       seed,
+		PolicySeed: seed + 100,
 	}))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	return ep
@@ -438,7 +439,11 @@ func TestScriptedSuccessRate(t *testing.T) {
 		policy, err := envtest.NamedPolicy(sc.Info(), p, "scripted")
 		require.NoError(t, err)
 		sum, err := env.Run(context.Background(), env.RunConfig{
-			Scenario: sc, Params: p, Policy: policy, Episodes: n, Concurrency: 4, Seed: 77, FailFast: true,
+			Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
+			Episodes:    n,
+			Concurrency: 4,
+			Seed:        77,
+			FailFast:    true,
 		}, &trajectories.Output{Sink: trajectories.Discard})
 		require.NoError(t, err)
 		want := 1 - math.Pow(1-tc.skill, float64(tc.rounds))

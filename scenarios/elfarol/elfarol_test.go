@@ -28,7 +28,7 @@ func play(t *testing.T, given map[string]string, policySeed uint64, policy env.P
 	sc := elfarol.New()
 	p, err := sc.Info().ParseParams(given)
 	require.NoError(t, err)
-	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, PolicySeed: policySeed, Policy: policy}))
+	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, PolicySeed: policySeed}))
 }
 
 // nights makes patron i answer answers[i].

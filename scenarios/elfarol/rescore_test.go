@@ -43,7 +43,7 @@ func playWeek(t *testing.T, n, k int, c float64, seed uint64) week {
 		}
 		return agents.Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
 	})
-	setup := env.Setup{Scenario: sc, Params: p, Seed: seed, PolicySeed: seed, Policy: env.SamePolicy(policy)}
+	setup := env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(policy)}, Seed: seed, PolicySeed: seed}
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), setup))
 	require.Empty(t, ep.Err)
 	played, err := sc.New(p, seed)

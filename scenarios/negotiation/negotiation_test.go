@@ -37,8 +37,9 @@ func pair(alice, bob agents.Policy) env.PolicyFor {
 func play(t *testing.T, given map[string]string, seed uint64, alice, bob agents.Policy) *trajectories.Episode {
 	t.Helper()
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: negotiation.New(), Params: params(t, given), Seed: seed, PolicySeed: seed + 100,
-		Policy: pair(alice, bob),
+		Play:       env.Play{Scenario: negotiation.New(), Params: params(t, given), Policy: pair(alice, bob)},
+		Seed:       seed,
+		PolicySeed: seed + 100,
 	}))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	return ep

@@ -49,8 +49,9 @@ func play(t *testing.T, given map[string]string, seed uint64, speaker, listener 
 	t.Helper()
 	sc := signal.New()
 	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc, Params: params(t, sc, given), Seed: seed, PolicySeed: seed + 100,
-		Policy: pair(speaker, listener),
+		Play:       env.Play{Scenario: sc, Params: params(t, sc, given), Policy: pair(speaker, listener)},
+		Seed:       seed,
+		PolicySeed: seed + 100,
 	}))
 }
 
@@ -180,7 +181,7 @@ func TestSeedsDrawDifferentGames(t *testing.T) {
 	for seed := range uint64(300) {
 		speaker := &briefing{policy: agents.Random()}
 		listener := &briefing{policy: agents.Random()}
-		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: seed, Policy: pair(speaker, listener)}))
+		ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: pair(speaker, listener)}, Seed: seed}))
 		require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 		for _, c := range speaker.candidates {
 			require.Len(t, strings.Fields(c), 3, c)
@@ -202,7 +203,11 @@ func successRate(t *testing.T, given map[string]string, policy func(sc *signal.S
 	sc := signal.New()
 	p := params(t, sc, given)
 	sum, err := env.Run(context.Background(), env.RunConfig{
-		Scenario: sc, Params: p, Policy: policy(sc, p), Episodes: n, Concurrency: 4, Seed: 2024, FailFast: true,
+		Play:        env.Play{Scenario: sc, Params: p, Policy: policy(sc, p)},
+		Episodes:    n,
+		Concurrency: 4,
+		Seed:        2024,
+		FailFast:    true,
 	}, &trajectories.Output{Sink: trajectories.Discard})
 	require.NoError(t, err)
 	require.Equal(t, n, sum.ByStatus[protocol.StatusCompleted])

@@ -27,11 +27,8 @@ func play(t *testing.T, params map[string]string, policySeed uint64, x, o agents
 	p, err := sc.Info().ParseParams(params)
 	require.NoError(t, err)
 	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario:   sc,
-		Params:     p,
+		Play:       env.Play{Scenario: sc, Params: p, Limits: limits, Policy: env.ByRole(map[string]agents.Policy{tictactoe.RoleX: x}, o)},
 		PolicySeed: policySeed,
-		Limits:     limits,
-		Policy:     env.ByRole(map[string]agents.Policy{tictactoe.RoleX: x}, o),
 	}))
 }
 
@@ -277,9 +274,7 @@ func ExampleMinimax() {
 	sc := tictactoe.New()
 	p, _ := sc.Info().ParseParams(nil)
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc,
-		Params:   p,
-		Policy:   env.SamePolicy(tictactoe.Minimax()),
+		Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(tictactoe.Minimax())},
 	}))
 	moves := make([]string, len(ep.Turns))
 	for i, a := range ep.Turns {

@@ -27,7 +27,7 @@ func benchEpisodes(b *testing.B, sc env.Scenario, kv map[string]string, emit env
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := &env.LocalExecutor{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Emit: emit}
+	x := &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Emit: emit}}
 	eps := make([]*trajectories.Episode, n)
 	for i := range eps {
 		ep := trajectories.NewEpisode(x.Execute(context.Background(), env.Request{Seed: 1, PolicySeed: uint64(100 + i), Index: int64(i), RolloutID: int64(i)}))

@@ -37,8 +37,10 @@ func playBar(t testing.TB, agents_, nights int, capacity float64, seed uint64) b
 	})
 	require.NoError(t, err)
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc, Params: p, Seed: seed, PolicySeed: seed + 1, Index: int64(seed),
-		Policy: env.SamePolicy(agents.Random()),
+		Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
+		Seed:       seed,
+		PolicySeed: seed + 1,
+		Index:      int64(seed),
 	}))
 	require.Equal(t, "", ep.Err)
 	w := barWeek{ep: ep, capacity: capacity, night: make([]int, agents_), x: make([]int, nights)}
@@ -165,7 +167,7 @@ func TestCounterfactualsNeedTheScenarioToDeclareThem(t *testing.T) {
 	sc := env.Define(&info, base.New)
 	p, err := info.ParseParams(map[string]string{"agents": "4"})
 	require.NoError(t, err)
-	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Scenario: sc, Params: p, Seed: 1, Policy: env.SamePolicy(agents.Random())}))
+	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Seed: 1}))
 	require.Empty(t, ep.Err)
 
 	_, err = allocate(credit.LeaveOneOut{}, ep)
@@ -196,8 +198,11 @@ func TestCounterfactualAllocatorsInARun(t *testing.T) {
 		var buf bytes.Buffer
 		sink := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
 		_, err := env.Run(context.Background(), env.RunConfig{
-			Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()),
-			Episodes: 6, GroupSize: 3, Concurrency: concurrency, Seed: 5,
+			Play:        env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
+			Episodes:    6,
+			GroupSize:   3,
+			Concurrency: concurrency,
+			Seed:        5,
 		}, &trajectories.Output{Sink: sink, Allocators: allocs, Format: trajectories.RewardDict})
 		require.NoError(t, err)
 		return buf.Bytes()

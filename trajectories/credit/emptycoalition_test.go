@@ -94,7 +94,9 @@ func TestCounterfactualAllocatorsOnTheEmptyCoalition(t *testing.T) {
 			p, err := sc.Info().ParseParams(map[string]string{"guests": strconv.Itoa(tc.guests)})
 			require.NoError(t, err)
 			ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-				Scenario: sc, Params: p, Seed: 1, PolicySeed: 2, Policy: env.SamePolicy(agents.Random()),
+				Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
+				Seed:       1,
+				PolicySeed: 2,
 			}))
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 			got, err := allocate(tc.a, ep)

@@ -38,13 +38,14 @@ func TestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := env.RunEpisode(context.Background(), env.Setup{
-		Scenario: sc, Params: p, Seed: 1, PolicySeed: 2,
-		Policy: func(s env.Seat) agents.Policy {
+		Play: env.Play{Scenario: sc, Params: p, Policy: func(s env.Seat) agents.Policy {
 			if s.ID == "player-0" {
 				return colours.Scripted(follow)
 			}
 			return agents.Random()
-		},
+		}},
+		Seed:       1,
+		PolicySeed: 2,
 	})
 	envtest.Golden(t, "testdata/seed1.golden", trajectories.Transcript(trajectories.NewEpisode(ep)), *update)
 }

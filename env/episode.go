@@ -1,0 +1,282 @@
+package env
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Episode is a stepped episode: one episode of a scenario that its caller
+// drives, in the manner of etcd-io/raft's RawNode. It owns no goroutine, no
+// clock and no policy. At each decision point it says who must act and what
+// each of them observes (Pending); it takes their moves (Act, one seat at a
+// time, or Step, all of them at once) and, once every seat of the step has
+// moved, applies the step with the scenario's rules and moves on to the
+// next decision. When the episode is over (Done), Record is its record:
+// the same record, byte for byte, as the engine writes when its policies
+// give the same answers (Engine.Run is the standard driver of the same
+// phases). Fork copies the episode at a decision point, so that several
+// continuations of one history can be played.
+//
+// Limits are counted inside the episode (steps, turns, messages); wall
+// time is its driver's, which ends an episode it gave up on with Stop. An
+// Episode is not safe for concurrent use. It never panics because of the
+// game: a panic of the scenario's code fails the episode (status failed,
+// end "game_error"), as in every run.
+type Episode struct {
+	e     *Engine
+	setup Setup
+	rec   *episode.Record
+	// actors are the seats of the current step, in seat order, and moved
+	// says which of them have given their move (Act).
+	actors []int
+	moved  []bool
+	left   int
+	// history is every move applied, in order of play, then those of the
+	// current step given so far: what Fork replays.
+	history []givenMove
+	done    bool
+}
+
+// givenMove is a move given to an episode: its seat and action.
+type givenMove struct {
+	seat   int
+	action agents.Action
+}
+
+// Errors of a stepped episode's driver; the moves a scenario's rules
+// refuse are the scenario's to judge, not errors.
+var (
+	// ErrEpisodeOver is returned for a move given to an episode that is
+	// over.
+	ErrEpisodeOver = errors.New("the episode is over")
+	// ErrNotPending is returned for a move of a seat that does not act at
+	// this step, or that has moved already.
+	ErrNotPending = errors.New("the seat does not act now")
+)
+
+// NewEpisode starts the episode of setup: it makes the game, seats its
+// agents, runs Start and stops at the first decision (or at the end, for
+// an episode that ends before anyone acts). setup's Policy, which may be
+// nil, is asked only by the counterfactual replays of the record (its
+// Replay), for live moves; its Timeout and ParallelPolicies are its
+// driver's business and are not read. The error is for a setup that names
+// no scenario, a scenario whose Info is invalid, or a counterfactual: a
+// game that breaks while starting ends the episode failed, in its record.
+func NewEpisode(setup Setup) (*Episode, error) {
+	switch {
+	case setup.Scenario == nil:
+		return nil, fmt.Errorf("%w: no scenario", ErrBadConfig)
+	case setup.Counterfactual != nil:
+		return nil, fmt.Errorf("%w: a stepped episode is played as recorded; its record's Replay plays counterfactuals", ErrBadConfig)
+	}
+	if err := setup.Scenario.Info().Validate(); err != nil {
+		return nil, err
+	}
+	ep := &Episode{e: NewEngine(), setup: setup}
+	ep.rec = ep.e.open(&ep.setup)
+	ep.phase(ep.e.begin)
+	return ep, nil
+}
+
+// phase runs one phase of the engine, recovering a panic of the game, and
+// moves on to the next decision; it finishes the episode when the phase or
+// the decision ends it.
+func (ep *Episode) phase(f func() (protocol.Status, string, error)) {
+	status, end, err := guard(f)
+	if status == "" {
+		status, end, err = guard(func() (protocol.Status, string, error) {
+			actors, status, end, err := ep.e.decide()
+			if status != "" {
+				return status, end, err
+			}
+			ep.e.observe(actors)
+			ep.actors = append(ep.actors[:0], actors...)
+			ep.moved = resize(ep.moved, len(actors))
+			ep.left = len(actors)
+			return "", "", nil
+		})
+	}
+	if status != "" {
+		ep.end(status, end, err)
+	}
+}
+
+// guard runs f, making of a panic what it makes of one in every run.
+func guard(f func() (protocol.Status, string, error)) (status protocol.Status, end string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			status, end, err = gamePanic(r)
+		}
+	}()
+	return f()
+}
+
+// end finishes the episode with the given outcome.
+func (ep *Episode) end(status protocol.Status, end string, err error) {
+	ep.actors, ep.left = ep.actors[:0], 0
+	ep.done = true
+	if s, e, ferr := guard(func() (protocol.Status, string, error) {
+		ep.e.finish(status, end, err)
+		return "", "", nil
+	}); s != "" {
+		ep.rec.Status, ep.rec.End, ep.rec.Err = s, e, ferr.Error()
+	}
+}
+
+// Done reports whether the episode is over: its record is then final.
+func (ep *Episode) Done() bool { return ep.done }
+
+// Seats returns the episode's seats, in seat order: nil when the game
+// failed before it seated anyone.
+func (ep *Episode) Seats() []Seat { return ep.rec.Seats }
+
+// Time returns the logical time of the current step: 0 before the first
+// (during Start), then 1, 2, ....
+func (ep *Episode) Time() int { return ep.e.step.time }
+
+// Pending returns what the episode waits for: the observations of the
+// seats that act at this step and have not moved yet, in seat order (each
+// with its view, legal actions, inbox, state, turn and the turn's policy
+// seed); none when the episode is over. The slice is the caller's; the
+// observations' views, legal lists and inboxes are the episode's, to read
+// and not to change, valid until the step is applied.
+func (ep *Episode) Pending() []agents.Observation {
+	out := make([]agents.Observation, 0, ep.left)
+	for k := range ep.actors {
+		if !ep.moved[k] {
+			out = append(out, ep.e.obs[k])
+		}
+	}
+	return out
+}
+
+// Act gives seat's move at this step. Once every seat of the step has
+// moved, the step is applied and the episode moves on to the next
+// decision (or ends). A seat that does not act now, or has moved already,
+// is refused with ErrNotPending, and any move once the episode is over
+// with ErrEpisodeOver; the episode is unchanged by a refused move. An
+// action the scenario's rules refuse is not an error here: the game judges
+// it, as in every run (and its Invalid, if set, is judged by the setup's
+// InvalidRule).
+func (ep *Episode) Act(seat int, a agents.Action) error {
+	if ep.done {
+		return ErrEpisodeOver
+	}
+	k, ok := slices.BinarySearch(ep.actors, seat)
+	if !ok || ep.moved[k] {
+		return fmt.Errorf("%w: seat %d (%s) at step %d", ErrNotPending, seat, ep.seatName(seat), ep.Time())
+	}
+	ep.e.acts[k] = a
+	ep.moved[k] = true
+	ep.left--
+	ep.history = append(ep.history, givenMove{seat, a})
+	if ep.left == 0 {
+		ep.apply()
+	}
+	return nil
+}
+
+// Step gives the moves of every pending seat at once, in the order of
+// Pending: a simultaneous step in one call, or the one mover of a
+// sequential one. It is Act for each in turn, and refuses a number of
+// actions other than the number of pending seats, changing nothing.
+func (ep *Episode) Step(actions ...agents.Action) error {
+	if ep.done {
+		return ErrEpisodeOver
+	}
+	if len(actions) != ep.left {
+		return fmt.Errorf("%w: %d actions for %d pending seats at step %d", ErrNotPending, len(actions), ep.left, ep.Time())
+	}
+	n := 0
+	for k, i := range ep.actors {
+		if ep.moved[k] {
+			continue
+		}
+		if err := ep.Act(i, actions[n]); err != nil {
+			return err // unreachable: i is pending
+		}
+		n++
+	}
+	return nil
+}
+
+// apply applies the step whose moves are all in, then readies the next.
+func (ep *Episode) apply() {
+	// The actors' slice is the engine's buffer or the episode's own: the
+	// engine reads its own copy, ep.actors, as play does.
+	actors := ep.actors
+	ep.phase(func() (protocol.Status, string, error) { return ep.e.apply(actors) })
+}
+
+// Stop ends the episode now, as its driver decides: end names why (a
+// driver's own reason, or one of the engine's: EndDeadline for its wall
+// clock, EndPolicyError for a policy that failed, EndInterrupted), status
+// is the outcome (completed and truncated episodes are scored, as every
+// truncated episode is), and err, when not nil, is written in the record.
+// The moves of the current step given so far are not applied, nor
+// recorded. It does nothing to an episode that is over.
+func (ep *Episode) Stop(status protocol.Status, end string, err error) {
+	if ep.done {
+		return
+	}
+	if status == "" {
+		status = protocol.StatusAborted
+	}
+	ep.history = ep.history[:len(ep.history)-(len(ep.actors)-ep.left)]
+	ep.end(status, end, err)
+}
+
+// Record returns the episode's record once it is over (Done), nil before.
+// Its Replay re-plays counterfactuals of it (with setup's Policy for
+// moves beyond the record), as a record of any run does.
+func (ep *Episode) Record() *episode.Record {
+	if !ep.done {
+		return nil
+	}
+	return ep.rec
+}
+
+// Fork returns a copy of the episode at this point: a new episode of the
+// same setup, given the same moves, including those of the current step
+// given so far. The two then go on independently: each continuation's
+// record is the record of a fresh episode given its moves. A fork replays
+// the history (games are not copied), so it costs about what the history
+// cost to play. Forking an episode that is over returns a copy of it.
+func (ep *Episode) Fork() (*Episode, error) {
+	f, err := NewEpisode(ep.setup)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ep.history {
+		if err := f.Act(m.seat, m.action); err != nil {
+			// A game that is not a function of its seed and moves.
+			return nil, fmt.Errorf("fork: replaying the history: %w", err)
+		}
+	}
+	if ep.done && !f.done {
+		// Stopped by its driver.
+		f.Stop(ep.rec.Status, ep.rec.End, errorOf(ep.rec.Err))
+	}
+	return f, nil
+}
+
+// errorOf is the error whose text is s, or nil for "".
+func errorOf(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
+}
+
+// seatName names seat i for an error.
+func (ep *Episode) seatName(i int) string {
+	if i >= 0 && i < len(ep.rec.Seats) {
+		return ep.rec.Seats[i].ID
+	}
+	return "no such seat"
+}
