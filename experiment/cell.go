@@ -60,9 +60,9 @@ type diagnoseID struct {
 
 // limits are env.Limits as a cell file writes them.
 type limits struct {
-	MaxSteps    int    `json:"max_steps,omitempty"`
-	MaxTurns    int    `json:"max_turns,omitempty"`
-	MaxMessages int    `json:"max_messages,omitempty"`
+	MaxSteps    int `json:"max_steps,omitempty"`
+	MaxTurns    int `json:"max_turns,omitempty"`
+	MaxMessages int `json:"max_messages,omitempty"`
 }
 
 func limitsOf(l env.Limits) limits {
