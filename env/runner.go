@@ -143,8 +143,20 @@ type RunConfig struct {
 	// returns its error. Without it, such episodes are written with their
 	// status and the run goes on.
 	FailFast bool
-	// Executor plays the episodes; nil plays them in this process.
+	// Lockstep plays one group at a time and writes it before the next is
+	// played: an output that learns from every group it is handed (an
+	// experiment's learners, through trajectories.Output.ObserveCredit)
+	// sees it before the policies play again. Concurrency is then 1.
+	Lockstep bool
+	// ConcurrentEpisodes plays the episodes of a group at once, each on a
+	// goroutine of its own, where they are otherwise played in order by
+	// one worker: the GRPO group of slow, LLM-bound episodes of a rollout
+	// request. Their records, and so the output, are the same either way.
+	ConcurrentEpisodes bool
+	// Executor plays the episodes; nil plays them in this process, with
+	// the engines and records of Reuse (nil: the run's own).
 	Executor Executor
+	Reuse    *Reuse
 	// Progress, when set, is called after every group written, by the
 	// worker that wrote it: one call at a time, in the order of the groups.
 	Progress func(Progress)
@@ -330,6 +342,108 @@ func (c *RunConfig) validate() error {
 	return c.Scenario.Info().Validate()
 }
 
+// Run plays the configured episodes and writes them to out in episode
+// order, whatever the concurrency: the output is byte-identical for the same
+// configuration. It is the one play loop: troupe run, troupe serve's
+// requests, experiments' cells, NATS runs and league matches all go
+// through it, each with its own executor, output and numbering.
+//
+// Groups are played concurrently (each group's episodes in order on one
+// worker, or at once under ConcurrentEpisodes) and readied for writing
+// there (Output.Finish), then written one group after the other, in order.
+// Each group's requests are made when it starts (RunConfig.Request), so
+// neither memory nor start-up time grows with the number of episodes: at
+// most a few chunks of groups per worker are held, waiting for their turn
+// to be written. A worker takes consecutive groups in chunks sized by how
+// long groups take (one at a time for slow, LLM-bound ones; up to 32 for
+// episodes of microseconds; always one under Lockstep), which decides only
+// where a group is played, never what it holds.
+//
+// Whatever stops a run (a cancelled ctx, a failed write, an episode that
+// failed under FailFast), what it wrote is a prefix of what the run
+// uninterrupted would have written: its first K groups, whole. When ctx is
+// cancelled (Ctrl-C), Run stops starting groups, lets the episodes in
+// flight end (they end aborted, "interrupted"), writes every group before
+// the first one that did not finish whole, flushes the output, and returns
+// ctx's error with the summary. Nothing after that first gap is written,
+// even groups that finished: Summary.Interrupted counts every episode that
+// was played, whole or not, and not written. Under FailFast, the group of
+// the first failed episode is written whole, then the run stops.
+//
+// The workers write the groups themselves (whichever finds the next group
+// ready), one at a time: a panic of the output stops the run, and Run
+// panics with it on the caller's goroutine once the workers are done.
+func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
+	r := &runner{cfg: cfg, out: out, start: time.Now()}
+	r.sum = Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
+	if err := cfg.validate(); err != nil {
+		return r.sum, err
+	}
+	if out == nil {
+		return r.sum, fmt.Errorf("%w: no output", ErrBadConfig)
+	}
+	return r.run(ctx)
+}
+
+// runner is one Run: the workers that play groups and the writing side
+// that the workers take turns at.
+//
+// No goroutine hands work to another: each worker takes its next chunk of
+// groups itself (take), plays it, and hands the chunk's groups to the
+// writing side (deliver), and the worker that finds the next group to
+// write ready writes it and every ready group after it, while the others
+// play on. One worker writes at a time, groups in order. (A writer
+// goroutine of its own, and one that handed out the chunks, cost each
+// chunk a wake-up on the other core: on two cores that doubled the CPU
+// time of a run of short episodes.) maxAhead bounds the chunks taken but
+// not yet written, a few per worker (each is freed by its last group); a
+// worker waits for room only when it is that far ahead of the writing.
+type runner struct {
+	cfg   RunConfig
+	out   Output
+	start time.Time
+	exec  Executor
+	// own is the executor Run made (cfg.Executor nil), whose workers keep
+	// an engine each; local is the one whose records Run recycles.
+	own, local *LocalExecutor
+	recycles   bool // out is a RecyclingOutput that recycles
+	reqs       requester
+	size       int // episodes per group
+	workers    int
+	nGroups    int
+	skipped    int // episodes written by the run this one resumes
+	maxAhead   int
+	chunks     chunker
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+
+	// mu guards what follows, up to the writing worker's fields.
+	mu      sync.Mutex
+	room    *sync.Cond // a chunk was freed, or the run stops
+	nextGi  int        // the next group to hand out
+	ahead   int        // chunks taken and not yet freed
+	writing bool       // a worker is writing
+	spare   []*chunk   // chunks written whole, to reuse
+	// pending holds the groups back from the workers and not yet written,
+	// at n % len(pending): maxAhead bounds them to fewer than that.
+	pending     []*group
+	next        int // the next group to write
+	interrupted int // episodes played and not written
+	// stopped: a group could not be written (cut, or its write failed):
+	// no later group may be, or the output would have a hole.
+	stopped  bool
+	runErr   error
+	panicked any // what the output panicked with
+
+	// The writing worker's: the summary and its tallies, and the written
+	// records not yet given back (local), with their turns.
+	sum          Summary
+	statuses     tally[protocol.Status, int]
+	roles        tally[string, RoleScore]
+	recycle      []*episode.Record
+	recycleTurns int
+}
+
 // group is one unit of work: the episodes of a group, played in order by
 // one worker.
 type group struct {
@@ -354,376 +468,346 @@ type chunk struct {
 	episodes []*episode.Record
 }
 
-// Run plays the configured episodes and writes them to out in episode
-// order, whatever the concurrency: the output is byte-identical for the same
-// configuration. Groups are played concurrently (each group's episodes in
-// order on one worker) and readied for writing there (Output.Finish), then
-// written one group after the other, in order. Each group's requests are
-// made when it starts (RunConfig.Request), so neither memory nor start-up
-// time grows with the number of episodes: at most a few chunks of groups
-// per worker are held, waiting for their turn to be written. A worker
-// takes consecutive groups in chunks sized by how long groups take (one at
-// a time for slow, LLM-bound ones; up to 32 for episodes of microseconds),
-// which decides only where a group is played, never what it holds.
-//
-// Whatever stops a run (a cancelled ctx, a failed write, an episode that
-// failed under FailFast), what it wrote is a prefix of what the run
-// uninterrupted would have written: its first K groups, whole. When ctx is
-// cancelled (Ctrl-C), Run stops starting groups, lets the episodes in
-// flight end (they end aborted, "interrupted"), writes every group before
-// the first one that did not finish whole, flushes the output, and returns
-// ctx's error with the summary. Nothing after that first gap is written,
-// even groups that finished: Summary.Interrupted counts every episode that
-// was played, whole or not, and not written. Under FailFast, the group of
-// the first failed episode is written whole, then the run stops.
-//
-// The workers write the groups themselves (whichever finds the next group
-// ready), one at a time: a panic of the output stops the run, and Run
-// panics with it on the caller's goroutine once the workers are done.
-func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
-	start := time.Now()
-	sum := Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
-	if err := cfg.validate(); err != nil {
-		return sum, err
-	}
-	if out == nil {
-		return sum, fmt.Errorf("%w: no output", ErrBadConfig)
-	}
-	exec := cfg.Executor
-	var own *LocalExecutor   // the executor Run made, whose workers keep an engine each
-	var local *LocalExecutor // the executor whose records Run recycles
-	r, recycles := out.(RecyclingOutput)
-	recycles = recycles && r.Recycles()
-	if exec == nil {
-		own = &LocalExecutor{Play: cfg.Play}
-		exec = own
-		if recycles {
-			local = own
+// run plays the run and returns its summary.
+func (r *runner) run(ctx context.Context) (Summary, error) {
+	cfg := &r.cfg
+	r.exec = cfg.Executor
+	ro, ok := r.out.(RecyclingOutput)
+	r.recycles = ok && ro.Recycles()
+	if r.exec == nil {
+		r.own = &LocalExecutor{Play: cfg.Play, Reuse: cfg.Reuse}
+		r.exec = r.own
+		if r.recycles {
+			r.local = r.own
 		}
 	}
-	reqs := cfg.requests()
-	size := reqs.size
-	workers := max(cfg.Concurrency, 1)
-	nGroups := (cfg.Episodes + size - 1) / size
-	skipped := min(cfg.FirstGroup*size, cfg.Episodes) // written by the run this one resumes
+	r.reqs = cfg.requests()
+	r.size = r.reqs.size
+	r.workers = max(cfg.Concurrency, 1)
+	if cfg.Lockstep {
+		r.workers = 1
+	}
+	r.nGroups = (cfg.Episodes + r.size - 1) / r.size
+	r.skipped = min(cfg.FirstGroup*r.size, cfg.Episodes)
+	r.chunks = chunker{workers: r.workers, one: cfg.Lockstep}
+	r.maxAhead = 4 * r.workers
+	r.pending = make([]*group, r.maxAhead*maxChunk)
+	r.nextGi, r.next = cfg.FirstGroup, cfg.FirstGroup
+	r.room = sync.NewCond(&r.mu)
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	// Groups go to the workers in chunks of consecutive groups (chunker),
-	// so that short episodes do not cost a hand-off each. No goroutine
-	// hands work to another: each worker takes its next chunk itself
-	// (take), plays it, and hands the chunk's groups to the writing side
-	// (deliver), and the worker that finds the next group to write ready
-	// writes it and every ready group after it, while the others play on.
-	// One worker writes at a time, groups in order. (A writer goroutine of
-	// its own, and one that handed out the chunks, cost each chunk a
-	// wake-up on the other core: on two cores that doubled the CPU time of
-	// a run of short episodes.) ahead bounds the chunks taken but not yet
-	// written, a few per worker (each is freed by its last group); a
-	// worker waits for room only when it is that far ahead of the writing.
-	chunks := chunker{workers: workers}
-	maxAhead := 4 * workers
-	var (
-		mu      sync.Mutex
-		room    = sync.NewCond(&mu) // a chunk was freed, or the run stops
-		nextGi  = cfg.FirstGroup    // the next group to hand out
-		ahead   int                 // chunks taken and not yet freed
-		writing bool                // a worker is writing
-		spare   []*chunk            // chunks written whole, to reuse
-	)
-	defer context.AfterFunc(ctx, func() {
-		mu.Lock()
-		room.Broadcast()
-		mu.Unlock()
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	defer r.cancel(nil)
+	defer context.AfterFunc(r.ctx, func() {
+		r.mu.Lock()
+		r.room.Broadcast()
+		r.mu.Unlock()
 	})()
-	// play plays group gi into g, its episodes into eps (the chunk's), on
-	// eng when Run made the executor (else exec chooses), and finishes it
-	// with wctx, the context of the worker playing it.
-	play := func(eng *Engine, wctx context.Context, gi int, g *group, eps []*episode.Record) {
-		lo, hi := gi*size, min((gi+1)*size, cfg.Episodes)
-		// Whole: a spare chunk's group still holds what it held before.
-		*g = group{n: gi, episodes: eps[: 0 : hi-lo]}
-		for i := lo; i < hi; i++ {
-			var rec *episode.Record
-			if eng != nil {
-				rec = own.executeOn(ctx, eng, reqs.at(i))
-			} else {
-				rec = exec.Execute(ctx, reqs.at(i))
+
+	// A fixed pool of workers: one goroutine per worker for the whole
+	// run, so that its stack, grown once by the first episode, is not
+	// grown again (and copied) for every group.
+	var wg sync.WaitGroup
+	for w := range min(r.workers, r.nGroups-cfg.FirstGroup) {
+		wg.Go(func() { r.work(w) })
+	}
+	wg.Wait()
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return r.summary()
+}
+
+// work is worker w's loop: take a chunk, play its groups, deliver them.
+func (r *runner) work(w int) {
+	// The worker's number, in the context its groups are finished
+	// with: an Output keeps what it reuses per worker (internal/worker).
+	wctx := worker.With(r.ctx, w)
+	// The worker's own engine, for the whole run: taking one from the
+	// executor's pool per episode costs two locks each.
+	var eng *Engine
+	if r.own != nil {
+		engines := &r.own.reuse().engines
+		eng = engines.Get()
+		defer engines.Put(eng)
+	}
+	size := r.size
+	for {
+		lo, hi, c, ok := r.take()
+		if !ok {
+			return
+		}
+		// The chunk's groups and their episodes: a spare chunk's
+		// arrays when they are large enough (the episodes' only for
+		// an output that keeps no group), else one allocation each,
+		// not one per group.
+		c.groups = grow(c.groups, hi-lo)
+		if n := min(hi*size, r.cfg.Episodes) - lo*size; r.recycles {
+			c.episodes = grow(c.episodes, n)
+		} else {
+			c.episodes = make([]*episode.Record, n)
+		}
+		gs, eps := c.groups, c.episodes
+		// The chunk is timed whole: a clock reading per group of a
+		// microsecond costs more than the chunker gains by it.
+		t0 := time.Now()
+		played := 0
+		for k := range gs {
+			gi := lo + k
+			if r.ctx.Err() != nil {
+				// Cancelled before this group started: it has no
+				// episodes, and is not written.
+				gs[k] = group{n: gi, cut: true}
+				continue
 			}
-			g.episodes = append(g.episodes, rec)
+			r.play(eng, wctx, gi, &gs[k], eps[k*size:])
+			played++
+		}
+		r.chunks.took(time.Since(t0), played)
+		gs[len(gs)-1].last, gs[len(gs)-1].chunk = true, c
+		r.deliver(gs)
+	}
+}
+
+// play plays group gi into g, its episodes into eps (the chunk's), on eng
+// when Run made the executor (else the executor chooses), and finishes it
+// with wctx, the context of the worker playing it.
+func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps []*episode.Record) {
+	lo, hi := gi*r.size, min((gi+1)*r.size, r.cfg.Episodes)
+	// Whole: a spare chunk's group still holds what it held before.
+	*g = group{n: gi, episodes: eps[: hi-lo : hi-lo]}
+	if r.cfg.ConcurrentEpisodes && hi-lo > 1 {
+		var wg sync.WaitGroup
+		for i := lo; i < hi; i++ {
+			wg.Go(func() { g.episodes[i-lo] = r.exec.Execute(r.ctx, r.reqs.at(i)) })
+		}
+		wg.Wait()
+		for _, rec := range g.episodes {
 			if rec.End == EndInterrupted {
 				g.cut = true
 				return
 			}
 		}
-		g.write, g.err = out.Finish(wctx, g.episodes)
+	} else {
+		for i := lo; i < hi; i++ {
+			var rec *episode.Record
+			if eng != nil {
+				rec = r.own.executeOn(r.ctx, eng, r.reqs.at(i))
+			} else {
+				rec = r.exec.Execute(r.ctx, r.reqs.at(i))
+			}
+			g.episodes[i-lo] = rec
+			if rec.End == EndInterrupted {
+				g.episodes = g.episodes[:i-lo+1]
+				g.cut = true
+				return
+			}
+		}
 	}
+	g.write, g.err = r.out.Finish(wctx, g.episodes)
+}
 
-	var runErr error
-	// pending holds the groups back from the workers and not yet written,
-	// at n % len(pending): ahead bounds them to fewer than that. It, next
-	// (the next group to write), stopped, interrupted and runErr are mu's;
-	// sum, the tallies and recycle belong to the writing worker.
-	pending := make([]*group, maxAhead*maxChunk)
-	next := cfg.FirstGroup
-	interrupted := 0 // episodes played and not written
-	var statuses tally[protocol.Status, int]
-	var roles tally[string, RoleScore]
-	// stopped: a group could not be written (cut, or its write failed):
-	// no later group may be, or the output would have a hole.
-	stopped := false
-	// recycle holds the written records not yet given back (local), and
-	// recycleTurns their turns.
-	var recycle []*episode.Record
-	recycleTurns := 0
-	write := func(g *group) error {
-		if g.err != nil {
-			return g.err
+// take hands the calling worker its next chunk, [lo, hi), once it is not
+// too far ahead of the writing; false when there is none to take.
+func (r *runner) take() (lo, hi int, c *chunk, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.ahead >= r.maxAhead && r.ctx.Err() == nil && !r.stopped {
+		r.room.Wait()
+	}
+	if r.ctx.Err() != nil || r.stopped || r.nextGi >= r.nGroups {
+		return 0, 0, nil, false
+	}
+	lo = r.nextGi
+	r.nextGi += r.chunks.next(r.nGroups - r.nextGi)
+	r.ahead++
+	if k := len(r.spare); k > 0 {
+		c = r.spare[k-1]
+		r.spare[k-1] = nil
+		r.spare = r.spare[:k-1]
+	} else {
+		c = new(chunk)
+	}
+	return lo, r.nextGi, c, true
+}
+
+// deliver takes a chunk's groups back from the worker that played them,
+// and writes them, and the groups pending behind them, when their turn has
+// come and no other worker is writing; that one writes them otherwise.
+func (r *runner) deliver(gs []group) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range gs {
+		g := &gs[k]
+		if r.stopped {
+			r.drop(g) // drained, so the workers can finish
+			continue
 		}
-		var failed error
-		for k, ep := range g.episodes {
-			samples, err := g.write(k)
-			if err != nil {
-				return err
+		r.pending[g.n%len(r.pending)] = g
+	}
+	if r.writing {
+		return
+	}
+	r.writing = true
+	for !r.stopped {
+		slot := &r.pending[r.next%len(r.pending)]
+		g := *slot
+		if g == nil {
+			break
+		}
+		*slot = nil
+		r.next++
+		if g.cut {
+			r.stopped = true
+			r.drop(g)
+			break
+		}
+		r.free(g)
+		r.mu.Unlock()
+		err := r.writeOrPanic(g)
+		r.mu.Lock()
+		if err != nil {
+			r.runErr = err
+			r.stopped = true
+			r.cancel(err)
+		}
+		if g.last && err == nil {
+			// Its chunk is written whole: no one reads it any more.
+			r.spare = append(r.spare, g.chunk)
+		}
+	}
+	r.writing = false
+	if r.stopped {
+		// Behind the gap: played, perhaps whole, and not written.
+		for k, g := range r.pending {
+			if g != nil {
+				r.drop(g)
+				r.pending[k] = nil
 			}
-			sum.Episodes++
-			*statuses.at(ep.Status)++
-			sum.Samples += int64(samples)
-			sum.Turns += int64(len(ep.Turns))
-			switch ep.Status {
-			case protocol.StatusCompleted, protocol.StatusTruncated:
-				sum.Scored++
-				sum.TeamRewardSum += ep.Score.Team
-				// Consecutive seats of one role (El Farol's hundred
-				// patrons) add up in one entry, looked up once.
-				var role string
-				var rs *RoleScore
-				for i, v := range ep.Score.Agents {
-					if r := ep.Seats[i].Role; i == 0 || !strcmp.Equal(r, role) {
-						role, rs = r, roles.at(r)
-					}
-					rs.Sum += v
-					rs.N++
+		}
+		r.room.Broadcast()
+	}
+}
+
+// free gives back g's chunk's place once its last group is handled; the
+// caller holds mu.
+func (r *runner) free(g *group) {
+	if g.last {
+		r.ahead--
+		r.room.Signal()
+	}
+}
+
+// drop counts a group that is not written; the caller holds mu.
+func (r *runner) drop(g *group) {
+	r.interrupted += len(g.episodes)
+	r.free(g)
+}
+
+// writeOrPanic is write, on a worker: a panic of the output (a sink's, an
+// Observe's) stops the run, and Run panics with it once the workers are
+// done, on the caller's goroutine, as it would if Run wrote there itself.
+func (r *runner) writeOrPanic(g *group) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.mu.Lock()
+			r.panicked = p
+			r.mu.Unlock()
+			err = fmt.Errorf("the output panicked: %v", p)
+		}
+	}()
+	return r.write(g)
+}
+
+// write writes group g, episode by episode, tallies it into the summary,
+// gives its records back when the output is done with them, and reports
+// progress. Only the writing worker calls it.
+func (r *runner) write(g *group) error {
+	if g.err != nil {
+		return g.err
+	}
+	cfg, sum := &r.cfg, &r.sum
+	var failed error
+	for k, ep := range g.episodes {
+		samples, err := g.write(k)
+		if err != nil {
+			return err
+		}
+		sum.Episodes++
+		*r.statuses.at(ep.Status)++
+		sum.Samples += int64(samples)
+		sum.Turns += int64(len(ep.Turns))
+		switch ep.Status {
+		case protocol.StatusCompleted, protocol.StatusTruncated:
+			sum.Scored++
+			sum.TeamRewardSum += ep.Score.Team
+			// Consecutive seats of one role (El Farol's hundred
+			// patrons) add up in one entry, looked up once.
+			var role string
+			var rs *RoleScore
+			for i, v := range ep.Score.Agents {
+				if rl := ep.Seats[i].Role; i == 0 || !strcmp.Equal(rl, role) {
+					role, rs = rl, r.roles.at(rl)
 				}
-			default:
-				if sum.FirstFailure == "" {
-					sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index
-				}
-				if cfg.FailFast && failed == nil {
-					// The rest of the group is written all the same: a
-					// group is the unit of the output.
-					failed = fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
-				}
+				rs.Sum += v
+				rs.N++
 			}
-		}
-		if local != nil {
-			// The output is done with the group (RecyclingOutput). The
-			// records go back a chunk at a time, under one lock, or sooner
-			// when the chunk's records are many or large.
-			recycle = append(recycle, g.episodes...)
-			for _, ep := range g.episodes {
-				recycleTurns += len(ep.Turns)
+		default:
+			if sum.FirstFailure == "" {
+				sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index
 			}
-			if g.last || len(recycle) >= recycleBatch || recycleTurns >= recycleBatchTurns {
-				local.recycleAll(recycle)
-				recycle, recycleTurns = recycle[:0], 0
+			if cfg.FailFast && failed == nil {
+				// The rest of the group is written all the same: a
+				// group is the unit of the output.
+				failed = fmt.Errorf("%w: episode %d %s (%s): %s", ErrEpisodeFailed, ep.Index, ep.Status, ep.End, ep.Err)
 			}
-		}
-		if cfg.Progress != nil {
-			cfg.Progress(Progress{Done: skipped + sum.Episodes + sum.Interrupted, Total: cfg.Episodes, Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(start)})
-		}
-		return failed
-	}
-	// writeOrPanic is write, on a worker: a panic of the output (a sink's,
-	// an Observe's) stops the run, and Run panics with it once the
-	// workers are done, on the caller's goroutine, as it would if Run
-	// wrote there itself.
-	var panicked any
-	writeOrPanic := func(g *group) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				mu.Lock()
-				panicked = p
-				mu.Unlock()
-				err = fmt.Errorf("the output panicked: %v", p)
-			}
-		}()
-		return write(g)
-	}
-	// free gives back g's chunk's place once its last group is handled;
-	// the caller holds mu.
-	free := func(g *group) {
-		if g.last {
-			ahead--
-			room.Signal()
 		}
 	}
-	// drop counts a group that is not written; the caller holds mu.
-	drop := func(g *group) {
-		interrupted += len(g.episodes)
-		free(g)
-	}
-	// take hands the calling worker its next chunk, [lo, hi), once it is
-	// not too far ahead of the writing; false when there is none to take.
-	take := func() (lo, hi int, c *chunk, ok bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		for ahead >= maxAhead && ctx.Err() == nil && !stopped {
-			room.Wait()
+	if r.local != nil {
+		// The output is done with the group (RecyclingOutput). The
+		// records go back a chunk at a time, under one lock, or sooner
+		// when the chunk's records are many or large.
+		r.recycle = append(r.recycle, g.episodes...)
+		for _, ep := range g.episodes {
+			r.recycleTurns += len(ep.Turns)
 		}
-		if ctx.Err() != nil || stopped || nextGi >= nGroups {
-			return 0, 0, nil, false
-		}
-		lo = nextGi
-		nextGi += chunks.next(nGroups - nextGi)
-		ahead++
-		if k := len(spare); k > 0 {
-			c = spare[k-1]
-			spare[k-1] = nil
-			spare = spare[:k-1]
-		} else {
-			c = new(chunk)
-		}
-		return lo, nextGi, c, true
-	}
-	// deliver takes a chunk's groups back from the worker that played
-	// them, and writes them, and the groups pending behind them, when
-	// their turn has come and no other worker is writing; that one writes
-	// them otherwise.
-	deliver := func(gs []group) {
-		mu.Lock()
-		defer mu.Unlock()
-		for k := range gs {
-			g := &gs[k]
-			if stopped {
-				drop(g) // drained, so the workers can finish
-				continue
-			}
-			pending[g.n%len(pending)] = g
-		}
-		if writing {
-			return
-		}
-		writing = true
-		for !stopped {
-			slot := &pending[next%len(pending)]
-			g := *slot
-			if g == nil {
-				break
-			}
-			*slot = nil
-			next++
-			if g.cut {
-				stopped = true
-				drop(g)
-				break
-			}
-			free(g)
-			mu.Unlock()
-			err := writeOrPanic(g)
-			mu.Lock()
-			if err != nil {
-				runErr = err
-				stopped = true
-				cancel(err)
-			}
-			if g.last && err == nil {
-				// Its chunk is written whole: no one reads it any more.
-				spare = append(spare, g.chunk)
-			}
-		}
-		writing = false
-		if stopped {
-			// Behind the gap: played, perhaps whole, and not written.
-			for k, g := range pending {
-				if g != nil {
-					drop(g)
-					pending[k] = nil
-				}
-			}
-			room.Broadcast()
+		if g.last || len(r.recycle) >= recycleBatch || r.recycleTurns >= recycleBatchTurns {
+			r.local.recycleAll(r.recycle)
+			r.recycle, r.recycleTurns = r.recycle[:0], 0
 		}
 	}
-	// A fixed pool of workers: one goroutine per worker for the whole
-	// run, so that its stack, grown once by the first episode, is not
-	// grown again (and copied) for every group.
-	var wg sync.WaitGroup
-	for w := range min(workers, nGroups-cfg.FirstGroup) {
-		// The worker's number, in the context its groups are finished
-		// with: an Output keeps what it reuses per worker (internal/worker).
-		wctx := worker.With(ctx, w)
-		wg.Go(func() {
-			// The worker's own engine, for the whole run: taking one from
-			// the executor's pool per episode costs two locks each.
-			var eng *Engine
-			if own != nil {
-				engines := &own.reuse().engines
-				eng = engines.Get()
-				defer engines.Put(eng)
-			}
-			for {
-				lo, hi, c, ok := take()
-				if !ok {
-					return
-				}
-				// The chunk's groups and their episodes: a spare chunk's
-				// arrays when they are large enough (the episodes' only
-				// for an output that keeps no group), else one allocation
-				// each, not one per group.
-				c.groups = grow(c.groups, hi-lo)
-				if n := min(hi*size, cfg.Episodes) - lo*size; recycles {
-					c.episodes = grow(c.episodes, n)
-				} else {
-					c.episodes = make([]*episode.Record, n)
-				}
-				gs, eps := c.groups, c.episodes
-				// The chunk is timed whole: a clock reading per group of
-				// a microsecond costs more than the chunker gains by it.
-				t0 := time.Now()
-				played := 0
-				for k := range gs {
-					gi := lo + k
-					if ctx.Err() != nil {
-						// Cancelled before this group started: it has no
-						// episodes, and is not written.
-						gs[k] = group{n: gi, cut: true}
-						continue
-					}
-					play(eng, wctx, gi, &gs[k], eps[k*size:])
-					played++
-				}
-				chunks.took(time.Since(t0), played)
-				gs[len(gs)-1].last, gs[len(gs)-1].chunk = true, c
-				deliver(gs)
-			}
-		})
+	if cfg.Progress != nil {
+		cfg.Progress(Progress{Done: r.skipped + sum.Episodes + sum.Interrupted, Total: cfg.Episodes, Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(r.start)})
 	}
-	wg.Wait()
-	if panicked != nil {
-		panic(panicked)
-	}
-	if len(recycle) > 0 {
-		local.recycleAll(recycle)
+	return failed
+}
+
+// summary closes the run once its workers are done: the records not yet
+// given back go back, the output is flushed, and the summary and the
+// run's error are returned.
+func (r *runner) summary() (Summary, error) {
+	sum := &r.sum
+	if len(r.recycle) > 0 {
+		r.local.recycleAll(r.recycle)
 	}
 	// Whatever is left pending sits behind a group that never came back;
 	// it was interrupted, so it is not written.
-	for _, g := range pending {
+	for _, g := range r.pending {
 		if g != nil {
-			interrupted += len(g.episodes)
+			r.interrupted += len(g.episodes)
 		}
 	}
-	sum.Interrupted += interrupted
-	statuses.into(sum.ByStatus)
-	roles.into(sum.RoleScores)
-	if err := out.Flush(); err != nil && runErr == nil {
+	sum.Interrupted += r.interrupted
+	r.statuses.into(sum.ByStatus)
+	r.roles.into(sum.RoleScores)
+	runErr := r.runErr
+	if err := r.out.Flush(); err != nil && runErr == nil {
 		runErr = err
 	}
-	sum.Elapsed = time.Since(start)
-	if runErr == nil && ctx.Err() != nil {
-		runErr = context.Cause(ctx)
+	sum.Elapsed = time.Since(r.start)
+	if runErr == nil && r.ctx.Err() != nil {
+		runErr = context.Cause(r.ctx)
 	}
-	return sum, runErr
+	return *sum, runErr
 }
 
 // tally adds up values by key for a run's summary: a run has a few
@@ -785,6 +869,7 @@ const chunkFor = 200 * time.Microsecond
 // the output does not depend on it.
 type chunker struct {
 	workers int
+	one     bool         // chunks of one group (RunConfig.Lockstep)
 	groups  atomic.Int64 // groups timed
 	nanos   atomic.Int64 // their time
 }
@@ -810,7 +895,7 @@ const (
 // next returns the size of the next chunk, with left groups to go.
 func (c *chunker) next(left int) int {
 	n, ns := c.groups.Load(), c.nanos.Load()
-	if n == 0 || ns <= 0 {
+	if c.one || n == 0 || ns <= 0 {
 		return 1
 	}
 	k := int(int64(chunkFor) * n / ns)
