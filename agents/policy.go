@@ -115,7 +115,7 @@ type Policy interface {
 // the policy (consecutive seats given the same value, such as one learner
 // for El Farol's hundred patrons) when it asks them one after the other,
 // which spares a call per agent and, for a policy that locks (the
-// learners of agents/learn), a lock per agent. It still calls Act for a
+// learners of policies/learn), a lock per agent. It still calls Act for a
 // lone actor, for policies asked in parallel (Setup.ParallelPolicies) and
 // in counterfactual replays. A policy with nothing to share between the
 // answers gains little: the random policy, which has no lock, is not one.

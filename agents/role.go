@@ -24,7 +24,7 @@
 //
 // A Policy answers one observation (Act); a BatchPolicy also answers the
 // agents of a step that share it in one call (ActBatch), as the learners
-// of agents/learn do, which spares them a call and a lock per agent in a
+// of policies/learn do, which spares them a call and a lock per agent in a
 // game of many agents.
 //
 // Finite action spaces are values too: IntRange(0, 10) and

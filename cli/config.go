@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"

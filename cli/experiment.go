@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/experiment"
+	"github.com/troupe-rl/troupe/policies/learn"
 )
 
 // experimentFlags are the raw values of troupe experiment's flags.

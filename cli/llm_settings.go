@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout"
 )
 

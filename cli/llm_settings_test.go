@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm"
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
+	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	rcli "github.com/troupe-rl/troupe/rollout/client"

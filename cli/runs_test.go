@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/scenarios"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
 

@@ -86,7 +86,7 @@ func appendMessage(b *strings.Builder, m *protocol.Message) {
 
 // WriteMessage writes m as one prompt line, "[t=TIME] FROM -> TO (KIND):
 // PAYLOAD", the form every troupe prompt shows messages in (text prompts
-// here, an LLM policy's chat in agents/llm).
+// here, an LLM policy's chat in policies/llm).
 func WriteMessage(b *strings.Builder, m *protocol.Message) {
 	b.WriteString("[t=")
 	b.WriteString(strconv.Itoa(m.Time))

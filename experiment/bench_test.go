@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/experiment"
 	"github.com/troupe-rl/troupe/internal/cputime"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 )
 

@@ -16,9 +16,9 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )

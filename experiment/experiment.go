@@ -1,6 +1,6 @@
 // Package experiment runs credit-assignment experiments: a grid of learning
 // runs (scenario parameters × reward allocators × seeds), each a sequence of
-// episodes in which in-process learners (agents/learn) are trained on the
+// episodes in which in-process learners (policies/learn) are trained on the
 // reward one allocator gives them, and the outputs a researcher needs to
 // compare the allocators: per-episode metrics (JSON and CSV), final results
 // per configuration with their spread across seeds, learning-curve and
@@ -45,9 +45,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )

@@ -14,9 +14,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/atomicfile"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 )

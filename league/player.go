@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/learn"
-	"github.com/troupe-rl/troupe/agents/llm"
+	"github.com/troupe-rl/troupe/policies/learn"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 )
 

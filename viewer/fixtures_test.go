@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/cli"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 

@@ -29,9 +29,9 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/league"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 )

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"

@@ -8,7 +8,7 @@ The same work as experiment/bench_test.go's grid: agents 20, 60, 100 and
 200; rewards team, individual and difference; 3 seeds; 1,000 weeks of 7
 nights with capacity 6; per agent and week one epsilon-greedy choice
 (epsilon 0.05, ties at random) and one unbiased constant-step update of its
-action value (alpha 0.1), as agents/learn's egreedy does. Its random numbers
+action value (alpha 0.1), as policies/learn's egreedy does. Its random numbers
 are Python's, not troupe's seeds, so its numbers differ; its work does not.
 It prints the CPU time (user+system) of the loop, and the agent-turns.
 

@@ -15,8 +15,8 @@ import (
 	"github.com/looplab/fsm"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"

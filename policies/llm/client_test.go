@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 )
 
 // arrivals records when each chat request reached a server, in virtual

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 )
 
 // TestRequestBody checks, for every server kind, the body that reaches a

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/troupe-rl/troupe/agents/learn"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"

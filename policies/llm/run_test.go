@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents/llm"
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"

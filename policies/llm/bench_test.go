@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm"
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -147,8 +147,8 @@ func benchLatency(b *testing.B) time.Duration {
 // The server runs in a child process, so troupe's CPU time and allocations
 // per turn exclude it; the server's own CPU per turn is reported apart.
 //
-//	go test ./agents/llm -run '^$' -bench Throughput -benchtime 1x
-//	TROUPE_BENCH_LATENCY=100ms go test ./agents/llm -run '^$' -bench Throughput -benchtime 1x
+//	go test ./policies/llm -run '^$' -bench Throughput -benchtime 1x
+//	TROUPE_BENCH_LATENCY=100ms go test ./policies/llm -run '^$' -bench Throughput -benchtime 1x
 func BenchmarkThroughput(b *testing.B) {
 	latency := benchLatency(b)
 	for _, inflight := range []int{256, 1024} {

@@ -17,7 +17,7 @@ import (
 // Kind is the server whose answer shapes the test server reproduces.
 type Kind string
 
-// The server kinds: the values of agents/llm's Kind.
+// The server kinds: the values of policies/llm's Kind.
 const (
 	VLLM     Kind = "vllm"
 	SGLang   Kind = "sglang"

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
-	"github.com/troupe-rl/troupe/agents/llm/llmtest"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 )
 
 // testConfig is a configuration for the test servers: short backoffs and
