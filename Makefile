@@ -86,7 +86,7 @@ bench: ## run every benchmark once, the engine's targets again on one core, and 
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -pgo=$(PGO) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
 	@# One core, as OpenSpiel's benchmark and the Python loop run: a CPU-second
-	@# buys troupe less on two (README, Benchmarks).
+	@# buys troupe less on two (docs/benchmarks.md).
 	$(GO) test -pgo=$(PGO) -run '^$$' -bench 'ElFarol100|TicTacToe|ElFarolGrid(PlainLoop)?$$' -benchmem -benchtime $(BENCHTIME) -cpu 1 ./internal/bench ./experiment | tee -a $(BENCHOUT)
 	@if command -v python3 >/dev/null; then \
 		echo "python3 tools/bench/elfarol_grid.py"; python3 tools/bench/elfarol_grid.py | tee -a $(BENCHOUT); \
