@@ -346,7 +346,9 @@ func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	var status protocol.Status
 	var end string
 	var err error
-	if setup.Policy == nil {
+	if setup.Policy == nil && setup.Counterfactual == nil {
+		// A replay of an episode its driver played needs none (the
+		// record's moves): seat says which seat lacks one.
 		status, end, err = protocol.StatusFailed, EndGameError, fmt.Errorf("%w: no policy", ErrBadSeats)
 	} else {
 		status, end, err = e.play(ctx, runCtx)
@@ -752,6 +754,10 @@ func (e *Engine) seat(seats []Seat) error {
 		} else if recorded != nil {
 			e.frozen[i] = frozen{actions: recorded[i], live: e.base[i]}
 			e.policies[i] = &e.frozen[i]
+		}
+		if e.policies[i] == nil && !e.absent[i] {
+			// A seat played afresh in an episode its driver played.
+			return fmt.Errorf("seat %q: %w", s.ID, ErrNoLivePolicy)
 		}
 	}
 	return nil
@@ -1361,6 +1367,12 @@ func (r *replay) ReplayOneOut(null bool, seats []int, team []float64) bool {
 // emitNone emits no turn: replays record none.
 func emitNone(Seat) bool { return false }
 
+// ErrNoLivePolicy is the error of a counterfactual replay that needs a
+// move the record does not hold (a turn beyond it, or a seat played
+// afresh) of an episode whose driver gave its moves with no Play.Policy to
+// ask.
+var ErrNoLivePolicy = errors.New("no policy to ask for a move beyond the record (the episode's driver gave its moves)")
+
 // ErrReplayFailed is returned by a counterfactual replay that did not
 // finish. A replay the scenario does not declare the meaning of fails with
 // episode.ErrNoAbsence or episode.ErrNoNullAction.
@@ -1429,6 +1441,10 @@ type frozen struct {
 func (f *frozen) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 	if obs.Turn < len(f.actions) {
 		return agents.Action{Text: f.actions[obs.Turn]}, nil
+	}
+	if f.live == nil {
+		// An episode its driver played (Episode) with no Play.Policy.
+		return agents.Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, ErrNoLivePolicy)
 	}
 	return f.live.Act(ctx, obs)
 }

@@ -353,4 +353,27 @@ func TestSteppedRecordReplaysCounterfactuals(t *testing.T) {
 	score, err := rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
 	require.NoError(t, err)
 	assert.NotEqual(t, rec.Score.Team, score.Team, "patron 0 at home changes G")
+
+	// Played afresh, the seats need policies, which the setup gave.
+	_, err = rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}, Resimulate: true})
+	require.NoError(t, err)
+
+	// Without a Policy, what the record does not hold is refused by name.
+	setup.Policy = nil
+	ep, err = env.NewEpisode(setup)
+	require.NoError(t, err)
+	for !ep.Done() {
+		p := ep.Pending()
+		actions := make([]agents.Action, len(p))
+		for k := range actions {
+			actions[k] = agents.Action{Text: "0"}
+		}
+		require.NoError(t, ep.Step(actions...))
+	}
+	rec = ep.Record()
+	_, err = rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
+	require.NoError(t, err, "frozen: the record holds every move")
+	_, err = rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}, Resimulate: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), env.ErrNoLivePolicy.Error())
 }
