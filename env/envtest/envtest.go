@@ -689,8 +689,11 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl play, opts 
 		// Without Observe the output recycles: the second run also shows
 		// that recycled records, and the games a Renewer renews from them,
 		// play the same episodes as new ones.
+		play := env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts)}
+		// Concurrent runs ask simultaneous actors' policies at once too.
+		play.ParallelPolicies = concurrency > 1
 		sum, err := env.Run(ctx, env.RunConfig{
-			Play:          env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts), ParallelPolicies: concurrency > 1},
+			Play:          play,
 			Episodes:      n,
 			GroupSize:     2,
 			Concurrency:   concurrency,
