@@ -305,13 +305,18 @@ func RunEpisode(ctx context.Context, setup Setup) *episode.Record {
 }
 
 // Run plays one episode to its end and returns its record: the turns, the
-// message log with recipients, the outcome and the score. It never returns
-// nil and never panics because of the game or a policy: whatever goes wrong
-// is recorded in the record's Status, End and Err.
+// message log with recipients, the outcome and the score. It is the
+// standard driver of the stepped episode (see Episode): at each step it
+// asks the policies of the seats that act (setup.Policy; those that share
+// an agents.BatchPolicy in one call, all at once under ParallelPolicies),
+// applies their answers in seat order, and reads the wall clock
+// (setup.Timeout, ctx) between steps. It never returns nil and never
+// panics because of the game or a policy: whatever goes wrong is recorded
+// in the record's Status, End and Err.
 //
 //   - completed: the rules ended it (or, async, nobody had mail left; or
 //     no seat was left that could act: End "no_seats");
-//   - truncated: a limit of setup.Limits ended it;
+//   - truncated: a limit of setup.Limits, or setup.Timeout, ended it;
 //   - aborted: ctx was cancelled (End "interrupted") or a policy failed;
 //   - failed: the game broke (an error from Start or Apply, an impossible
 //     transition, bad seats, a panic).
@@ -333,7 +338,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 // It is the standard driver of the engine's stepped episode: open, begin,
 // then decide, observe, ask and apply step after step, and finish (the
 // phases Episode drives from outside), with the policies asked in between
-// and the wall clock (Limits' Timeout, ctx) read before every step.
+// and the wall clock (Play.Timeout, ctx) read before every step.
 func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	ep := e.open(&setup)
 	defer e.release()
