@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -460,7 +462,7 @@ func (e *Engine) finish(status protocol.Status, end string, err error) {
 func (e *Engine) score() (score Score, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w in Score: %v", ErrGamePanic, r)
+			err = fmt.Errorf("%w in Score: %v (at %s)", ErrGamePanic, r, panicSite())
 		}
 	}()
 	score = e.current.Score()
@@ -489,11 +491,11 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		asking := e.asking
 		e.asking = false
 		if r := recover(); r != nil {
-			status, end, err = gamePanic(r)
+			status, end, err = gamePanic(r, panicSite())
 			if asking {
 				// A lone actor's policy (askOne), as act would have
 				// returned its panic.
-				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r))
+				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r, panicSite()))
 			}
 		}
 	}()
@@ -522,11 +524,37 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	}
 }
 
-// gamePanic is the outcome of an episode whose game panicked with r.
-func gamePanic(r any) (protocol.Status, string, error) {
-	// No stack trace: it names goroutines, and episodes must be
-	// byte-identical whatever goroutine ran them.
-	return protocol.StatusFailed, EndGameError, fmt.Errorf("%w: %v", ErrGamePanic, r)
+// gamePanic is the outcome of an episode whose game panicked with r at
+// site (panicSite).
+func gamePanic(r any, site string) (protocol.Status, string, error) {
+	return protocol.StatusFailed, EndGameError, fmt.Errorf("%w: %v (at %s)", ErrGamePanic, r, site)
+}
+
+// panicSite names where the panic being recovered was raised, for its
+// error: the first function below the panic that is not the runtime's (the
+// scenario's or the policy's own code, not the map assignment or the index
+// check that raised it), as "file.go:LINE in FUNCTION". It must be called
+// from the deferred function that recovers, whose stack still holds the
+// panicking frames. No stack trace: it names goroutines, and episodes must
+// be byte-identical whatever goroutine ran them; and the file is named
+// without its directory, so that the same source gives the same text on
+// every machine (a NATS worker's records are a local run's, byte for byte).
+func panicSite() string {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	below := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			below = true
+		case below && !strings.HasPrefix(f.Function, "runtime."):
+			return fmt.Sprintf("%s:%d in %s", filepath.Base(f.File), f.Line, f.Function)
+		}
+		if !more {
+			return "an unknown place"
+		}
+	}
 }
 
 // The phases of a stepped episode, which play (the standard driver) and
@@ -1070,7 +1098,7 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 			return
 		}
 		if r := recover(); r != nil {
-			e.errs[next] = e.policyPanic(next, r)
+			e.errs[next] = e.policyPanic(next, r, panicSite())
 			next++
 		}
 	}()
@@ -1107,7 +1135,7 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	for m := k; m < end; m++ {
 		e.errs[m] = errUnanswered
 	}
-	p, r := e.callBatch(ctx, actors, k, end)
+	p, r, site := e.callBatch(ctx, actors, k, end)
 	for m := k; m < p; m++ {
 		if err := e.errs[m]; err != nil { // errUnanswered too: a slot the policy left
 			e.errs[m] = e.policyError(m, err)
@@ -1116,7 +1144,7 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	if p == end {
 		return
 	}
-	e.errs[p] = e.policyPanic(p, r)
+	e.errs[p] = e.policyPanic(p, r, site)
 	clear(e.errs[p+1 : end])
 	for m := p + 1; m < end; {
 		m = e.askFrom(ctx, actors, m, end)
@@ -1128,11 +1156,12 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 var errUnanswered = errors.New("the batch policy gave no answer")
 
 // callBatch calls the BatchPolicy of actors[k:end]. It returns end, or,
-// when the policy panicked, the index of the actor it was answering and
-// what it panicked with.
-func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int, r any) {
+// when the policy panicked, the index of the actor it was answering, what
+// it panicked with and where (panicSite).
+func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int, r any, site string) {
 	defer func() {
 		if r = recover(); r != nil {
+			site = panicSite()
 			p = k
 			for p < end-1 && e.errs[p] != errUnanswered {
 				p++
@@ -1140,7 +1169,7 @@ func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int
 		}
 	}()
 	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
-	return end, nil
+	return end, nil, ""
 }
 
 // policyError is the error err of actor k's policy, naming the actor.
@@ -1148,9 +1177,10 @@ func (e *Engine) policyError(k int, err error) error {
 	return fmt.Errorf("agent %q (role %q) turn %d: %w", e.obs[k].Agent, e.obs[k].Role, e.obs[k].Turn, err)
 }
 
-// policyPanic is the error of actor k's policy, which panicked with r.
-func (e *Engine) policyPanic(k int, r any) error {
-	return fmt.Errorf("agent %q: %w: %v", e.obs[k].Agent, ErrPolicyPanic, r)
+// policyPanic is the error of actor k's policy, which panicked with r at
+// site (panicSite).
+func (e *Engine) policyPanic(k int, r any, site string) error {
+	return fmt.Errorf("agent %q: %w: %v (at %s)", e.obs[k].Agent, ErrPolicyPanic, r, site)
 }
 
 // invalidScore scores an episode ended by invalid answers under

@@ -662,7 +662,7 @@ func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
 	ep := eng.Run(context.Background(), setup)
 	assert.Equal(t, protocol.StatusFailed, ep.Status)
 	assert.Equal(t, env.EndGameError, ep.End)
-	assert.Equal(t, `agent "b": policy panicked: b's bug`, ep.Err)
+	assert.Regexp(t, `^agent "b": policy panicked: b's bug \(at engine_test\.go:\d+ in .*TestLonePolicyPanicLeavesTheEngineClean\.func1\)$`, ep.Err)
 	assert.Len(t, ep.Turns, 1, "a's turn, not b's")
 
 	setup.Policy = env.SamePolicy(agents.Random())
@@ -673,7 +673,7 @@ func TestLonePolicyPanicLeavesTheEngineClean(t *testing.T) {
 	setup.Scenario, setup.Params = bad, params(t, bad, nil)
 	ep = eng.Run(context.Background(), setup)
 	assert.Equal(t, protocol.StatusFailed, ep.Status)
-	assert.Equal(t, "game panicked: relay: boom", ep.Err, "the game's panic, not a policy's")
+	assert.Regexp(t, `^game panicked: relay: boom \(at testgame_test\.go:\d+ in .*\(\*relay\)\.Apply\)$`, ep.Err, "the game's panic, not a policy's, where the game panicked")
 }
 
 // TestPolicyGoexitLeavesNoPolicyBlame: a lone actor's policy that leaves
@@ -699,5 +699,5 @@ func TestPolicyGoexitLeavesNoPolicyBlame(t *testing.T) {
 	bad := relayScenario(env.Sequential, 3, relayHooks{start: func(*env.Step) error { panic("start boom") }}, nil)
 	setup.Scenario, setup.Params, setup.Policy = bad, params(t, bad, nil), env.SamePolicy(agents.Random())
 	ep := eng.Run(context.Background(), setup)
-	assert.Equal(t, "game panicked: start boom", ep.Err)
+	assert.Equal(t, "game panicked: start boom", withoutSite(ep.Err))
 }

@@ -573,13 +573,13 @@ func declares(info *env.Info, param string) bool {
 // requests (their seeds and ids) with its configuration, the policies
 // counted by the turn counter.
 func (s *Server) setups(p *plan, count *turnCounter) []env.Setup {
-	cfg := &p.run.Config
-	policy := count.wrap(cfg.Policy, cfg.Emit)
+	play := p.run.Config.Play
+	play.Policy = count.wrap(play.Policy, play.Emit)
 	reqs := p.run.Requests()
 	out := make([]env.Setup, len(reqs))
 	for i, r := range reqs {
 		out[i] = env.Setup{
-			Play:       env.Play{Scenario: cfg.Scenario, Params: cfg.Params, Policy: policy, Limits: cfg.Limits, Invalid: cfg.Invalid, Emit: cfg.Emit, ParallelPolicies: cfg.ParallelPolicies},
+			Play:       play,
 			Seed:       r.Seed,
 			PolicySeed: r.PolicySeed,
 			Index:      r.Index,
