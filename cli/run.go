@@ -117,7 +117,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.IntVarP(&f.groupSize, "group-size", "g", 1, "episodes per group: they share a scenario seed and a group_index (GRPO groups)")
 	fl.StringVar(&f.layout, "layout", "flat", "flat (one sample per line) or nested (one episode's samples per line, as a JSON array)")
 	fl.StringArrayVar(&f.emit, "emit", []string{"all"}, "whose turns become samples: all, or `ROLES` (comma-separated, repeatable)")
-	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: no limit)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: the scenario's bound, 100000 unless it sets one; an episode that reaches it ends with end step_limit)")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "truncate an episode after this many agent turns, all agents together (0: no limit)")
 	fl.IntVar(&f.maxMessages, "max-messages", 0, "truncate an episode once its agents sent more messages than this (0: no limit)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "truncate an episode after this much wall time, e.g. 30s (0: no limit)")

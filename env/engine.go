@@ -23,6 +23,12 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 )
 
+// DefaultStepLimit bounds the steps of an episode whose run sets no
+// Limits.MaxSteps and whose scenario declares no Info.StepLimit: a game
+// that never ends (a bug, usually) ends truncated, with end "step_limit"
+// and an error that says how to raise the bound, instead of running on.
+const DefaultStepLimit = 100_000
+
 // Limits bound an episode, counted inside it: a zero field means no limit.
 // Hitting a limit truncates the episode (status truncated), which is
 // distinct from the rules terminating it (status completed). Wall time is
@@ -40,6 +46,7 @@ const (
 	EndQuiescent   = "quiescent"      // async: nobody had anything left to answer
 	EndNoSeats     = "no_seats"       // no seat was present and non-terminal: nobody could act
 	EndMaxSteps    = "max_steps"      // Limits.MaxSteps
+	EndStepLimit   = "step_limit"     // no Limits.MaxSteps, and the scenario's StepLimit (or DefaultStepLimit) reached
 	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
 	EndMaxMessages = "max_messages"   // Limits.MaxMessages
 	EndDeadline    = "deadline"       // Play.Timeout
@@ -606,8 +613,12 @@ func (e *Engine) decide() ([]int, protocol.Status, string, error) {
 	}
 	lim := e.setup.Limits
 	t := e.step.time + 1
-	if lim.MaxSteps > 0 && t > lim.MaxSteps {
-		return nil, protocol.StatusTruncated, EndMaxSteps, nil
+	if lim.MaxSteps > 0 {
+		if t > lim.MaxSteps {
+			return nil, protocol.StatusTruncated, EndMaxSteps, nil
+		}
+	} else if bound := e.info.stepLimit(); t > bound {
+		return nil, protocol.StatusTruncated, EndStepLimit, fmt.Errorf("%w: the episode did not end within %d steps, scenario %s's bound (Info.StepLimit, else env.DefaultStepLimit); a game that never ends? A run's --max-steps (Limits.MaxSteps) sets another", ErrRunaway, bound, e.info.Name)
 	}
 	e.step.time = t
 	actors, err := e.actors(e.current)
@@ -1407,6 +1418,10 @@ func emitNone(Seat) bool { return false }
 // afresh) of an episode whose driver gave its moves with no Play.Policy to
 // ask.
 var ErrNoLivePolicy = errors.New("no policy to ask for a move beyond the record (the episode's driver gave its moves)")
+
+// ErrRunaway is the error of an episode that reached its scenario's step
+// bound with no limit of its run's (EndStepLimit).
+var ErrRunaway = errors.New("runaway episode")
 
 // ErrReplayFailed is returned by a counterfactual replay that did not
 // finish. A replay the scenario does not declare the meaning of fails with

@@ -701,3 +701,42 @@ func TestPolicyGoexitLeavesNoPolicyBlame(t *testing.T) {
 	ep := eng.Run(context.Background(), setup)
 	assert.Equal(t, "game panicked: start boom", withoutSite(ep.Err))
 }
+
+// A game that never ends stops at its scenario's step bound, or the
+// default one, when its run sets no limit: truncated, end "step_limit",
+// with an error that says how to raise the bound; a run's own MaxSteps
+// wins over it.
+func TestARunawayEpisodeEndsAtTheStepBound(t *testing.T) {
+	sc := relayScenario(env.Sequential, 1<<30, relayHooks{}, nil)
+	bounded := stepLimited{sc, 50}
+	setup := env.Setup{Play: env.Play{Scenario: bounded, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}, Seed: 3}
+	rec := env.RunEpisode(t.Context(), setup)
+	assert.Equal(t, protocol.StatusTruncated, rec.Status)
+	assert.Equal(t, env.EndStepLimit, rec.End)
+	assert.Equal(t, 50, rec.Steps)
+	assert.Contains(t, rec.Err, env.ErrRunaway.Error())
+	assert.Contains(t, rec.Err, "within 50 steps")
+	assert.Contains(t, rec.Err, "--max-steps")
+
+	setup.Limits.MaxSteps = 80 // the run's limit wins, whichever is larger
+	rec = env.RunEpisode(t.Context(), setup)
+	assert.Equal(t, env.EndMaxSteps, rec.End)
+	assert.Equal(t, 80, rec.Steps)
+	assert.Empty(t, rec.Err)
+
+	setup.Scenario, setup.Limits.MaxSteps = sc, 0
+	rec = env.RunEpisode(t.Context(), setup)
+	assert.Equal(t, env.EndStepLimit, rec.End)
+	assert.Equal(t, env.DefaultStepLimit, rec.Steps)
+}
+
+type stepLimited struct {
+	env.Scenario
+	limit int
+}
+
+func (s stepLimited) Info() *env.Info {
+	in := *s.Scenario.Info()
+	in.StepLimit = s.limit
+	return &in
+}

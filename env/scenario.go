@@ -143,6 +143,10 @@ type Info struct {
 	// claim: its episodes with Setup.ObserveEachSeat are the same. A game
 	// that is a StateObserver is observed seat by seat all the same.
 	PublicView bool
+	// StepLimit bounds the logical steps of an episode whose run sets no
+	// Limits.MaxSteps: a scenario whose episodes may rightly run longer
+	// than DefaultStepLimit raises it here. 0: DefaultStepLimit.
+	StepLimit int
 	// Counterfactual, when set, says what "absent" and "null action" mean
 	// for the scenario's roles; counterfactual allocators need it.
 	Counterfactual *CounterfactualSpec
@@ -250,6 +254,9 @@ func (in *Info) Validate() error {
 	if strings.ContainsAny(in.Name, " \t\n=,") {
 		return bad("the name must not contain spaces, '=' or ','")
 	}
+	if in.StepLimit < 0 {
+		return bad("StepLimit %d is negative (0: env.DefaultStepLimit)", in.StepLimit)
+	}
 	switch in.Schedule {
 	case Sequential, Simultaneous, Async:
 	default:
@@ -327,3 +334,11 @@ func Numbered(role string, n int) []Seat {
 
 // Score is an alias of episode.Score.
 type Score = episode.Score
+
+// stepLimit is the bound of an episode's steps when its run sets none.
+func (in *Info) stepLimit() int {
+	if in.StepLimit > 0 {
+		return in.StepLimit
+	}
+	return DefaultStepLimit
+}
