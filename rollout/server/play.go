@@ -195,6 +195,15 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = p.n, p.n, 1
 	cfg.ConcurrentEpisodes = true
 	cfg.Executor = x
+	defer func() {
+		// An allocator or the answer that panics (net/http recovers the
+		// handler's panic) leaves the stateful allocators unlocked, as
+		// they were.
+		if r := recover(); r != nil {
+			a.tx.rollback()
+			panic(r)
+		}
+	}()
 	// The run's context does not end: the episodes' is the request's (the
 	// executor's), and a request whose episodes it interrupted (a timeout,
 	// a shutdown, too many turns) is answered all the same.

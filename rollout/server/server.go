@@ -16,7 +16,10 @@
 // Each rollout request becomes a run spec (package runspec: the request's
 // fields over the service's defaults, merged in one place, specOf),
 // resolved by the one resolver that troupe run, NATS workers and
-// experiments use; its episodes are played from the resolved values.
+// experiments use; its episodes are played from the resolved values by
+// env.Run, the one play loop (here or, with Config.Remote, by troupe
+// workers), and its answer is written by trajectories.Output, which
+// allocates the credit and numbers the samples as for any run.
 //
 // Stateful allocators (RAE) exist once per allocator spec for the life of the
 // Server, shared by all requests, updated by one request at a time (see
