@@ -195,13 +195,13 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = p.n, p.n, 1
 	cfg.ConcurrentEpisodes = true
 	cfg.Executor = x
+	returned := false
 	defer func() {
-		// An allocator or the answer that panics (net/http recovers the
-		// handler's panic) leaves the stateful allocators unlocked, as
-		// they were.
-		if r := recover(); r != nil {
+		if !returned {
+			// An allocator or the answer panicked (net/http recovers
+			// the handler's panic): the stateful allocators are left
+			// unlocked, as they were.
 			a.tx.rollback()
-			panic(r)
 		}
 	}()
 	// The run's context does not end: the episodes' is the request's (the
@@ -214,6 +214,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 		// the request's group, played whole, is written here.
 		err = a.writeGroup(x.recs)
 	}
+	returned = true
 	a.inside = x.inside()
 	s.voidMatch(p) // the league was told nothing: the request failed before
 	switch {
