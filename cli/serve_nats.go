@@ -5,16 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/troupe-rl/troupe/distributed/natsrun"
-	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/episode"
-	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout/server"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // natsRemote is troupe serve --nats: each rollout request becomes a small
@@ -34,31 +29,32 @@ func newNATSRemote(c *natsrun.Client, llmURL string) (*natsRemote, error) {
 	return &natsRemote{client: c, llmURL: llmURL, nonce: binary.LittleEndian.Uint64(b[:])}, nil
 }
 
-// Play implements server.Remote: it queues the request's episodes, with the
-// seeds and ids the service chose, under the request's resolved run spec
-// (its RunConfig and natsrun.SpecOf, as troupe run --nats submits a run),
-// waits for the workers' results, and purges the run.
-func (r *natsRemote) Play(ctx context.Context, rr server.RemoteRequest) []*trajectories.Episode {
-	reqs := rr.Requests
+// Start implements server.Remote: it queues the request's episodes, with
+// the seeds and ids the service chose, under the request's resolved run
+// spec (its RunConfig and natsrun.SpecOf, as troupe run --nats submits a
+// run), and returns their executor, which waits for the workers' results;
+// closing it purges the run.
+func (r *natsRemote) Start(ctx context.Context, rr server.RemoteRequest) (server.RemoteExecutor, error) {
 	id := fmt.Sprintf("serve-%x-%d", r.nonce, r.runs.Add(1))
-	eps := make([]*trajectories.Episode, len(reqs))
-	x, err := r.client.StartRequests(ctx, id, rr.Run.Config, natsrun.SpecOf(rr.Run, llmEndpointOf(rr.Run.Spec.Policies, "", r.llmURL)), reqs)
+	x, err := r.client.StartRequests(ctx, id, rr.Run.Config, natsrun.SpecOf(rr.Run, llmEndpointOf(rr.Run.Spec.Policies, "", r.llmURL)), rr.Requests)
 	if err != nil {
-		for i, req := range reqs {
-			eps[i] = &trajectories.Episode{Record: episode.Record{Scenario: req.Scenario, Params: req.Params, Seed: req.Seed, PolicySeed: req.PolicySeed,
-				Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
-				Status: protocol.StatusAborted, End: env.EndPolicyError, Err: fmt.Sprintf("queuing the episodes on NATS: %v", err)}}
-		}
-		return eps
+		return nil, fmt.Errorf("queuing the episodes on NATS: %w", err)
 	}
-	defer x.Close()
-	var wg sync.WaitGroup
-	for i := range reqs {
-		wg.Go(func() { eps[i] = trajectories.NewEpisode(x.Execute(ctx, reqs[i])) })
-	}
-	wg.Wait()
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	return &natsRequest{Executor: x, client: r.client, id: id, ctx: ctx}, nil
+}
+
+// natsRequest is one rollout request's run on NATS.
+type natsRequest struct {
+	*natsrun.Executor
+	client *natsrun.Client
+	id     string
+	ctx    context.Context // the request's
+}
+
+// Close purges the run, then closes its executor.
+func (q *natsRequest) Close() error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), 30*time.Second)
 	defer cancel()
-	_ = r.client.Purge(pctx, id) // leftovers expire with the results' max age
-	return eps
+	_ = q.client.Purge(pctx, q.id) // leftovers expire with the results' max age
+	return q.Executor.Close()
 }

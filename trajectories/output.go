@@ -3,6 +3,7 @@ package trajectories
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -14,9 +15,10 @@ import (
 // Output is the output stage of a run (it implements env.Output): for each
 // group of records the runner finished, it allocates the group's credit
 // (Allocate), projects the records into samples (Samples) when Sink or
-// Observe reads them, numbers the samples in output order from IndexBase,
-// and writes each episode to Sink, then shows it to Observe and
-// ObserveCredit.
+// Observe reads them, stamps them with the caller's Label and RemoveFailed,
+// numbers them in output order from IndexBase (or from the block Reserve
+// gives each group), and writes each episode to Sink, then shows it to
+// Observe and ObserveCredit.
 //
 // Allocation and the sink's preparation (Preparer) run on the worker that
 // played the group, concurrently; with a Sequential allocator, allocation
@@ -40,6 +42,32 @@ type Output struct {
 	Allocators []Allocator
 	Format     RewardFormat // how the allocators' values become rewards
 	IndexBase  int64        // the index of the first sample written
+	// Reserve, when set, numbers each group's samples from the index it
+	// returns, where they otherwise go on from the group before (from
+	// IndexBase, which is then unused). Output calls it once per group,
+	// when the group's turn to be written comes (after a Sequential
+	// allocator ran, before the group's first episode is written), one
+	// call at a time, in output order, with the number of samples the
+	// group is written with, placeholders included. A service that
+	// numbers the samples of runs that write at once from one counter
+	// (troupe serve's requests) reserves there a block per group, with an
+	// atomic add; a group it refuses after Reserve (an error of its sink)
+	// has its block all the same.
+	Reserve func(samples int) int64
+	// Label, when not null, is every sample's label (slime's ground
+	// truth), where it is otherwise the game's (episode.Record.Label):
+	// the caller's own, a dataset row's. A sample whose game label says
+	// otherwise keeps it in Metadata.Extra["game_label"] (GameLabelKey).
+	Label protocol.Label
+	// RemoveFailed marks the samples of aborted and failed episodes
+	// remove_sample, so that a trainer takes nothing from them; they are
+	// written all the same, with their status.
+	RemoveFailed bool
+	// NoPlaceholders writes an episode without samples as it is, where a
+	// sink that writes samples otherwise gets a Placeholder for it: for a
+	// sink that writes every episode whole, envelope and all (a rollout
+	// answer), so that none is missing from it for want of a sample.
+	NoPlaceholders bool
 	// Observe, when set, sees every episode right after Sink, when the
 	// runner writes it (one episode at a time, in order), with its samples
 	// projected and rewarded.
@@ -61,6 +89,7 @@ type Output struct {
 	next       int64     // the next sample's index
 	recycle    bool      // nothing keeps an episode once written
 	fill       bool      // Sink writes samples: an episode without any gets a Placeholder
+	stamp      bool      // Label or RemoveFailed changes the samples
 	groupSink  GroupSink // Sink, when groups are its unit of writing
 	names      []string  // the allocators' names
 	namesErr   error     // two allocators share a name
@@ -133,6 +162,9 @@ func (g *outGroup) writeEpisode(k int) (int, error) {
 		if err := o.allocate(g.ctx, g); err != nil {
 			return 0, err
 		}
+	}
+	if k == 0 && o.Reserve != nil {
+		o.next = o.Reserve(g.sampleCount())
 	}
 	n, err := o.write(g.eps[k])
 	if o.groupSink != nil {
@@ -264,7 +296,8 @@ func (o *Output) init() {
 		o.preparer, _ = o.sink.(Preparer)
 		o.next = o.IndexBase
 		o.recycle = o.Observe == nil && forgets(o.sink)
-		o.fill = NeedsSamples(o.sink)
+		o.fill = NeedsSamples(o.sink) && !o.NoPlaceholders
+		o.stamp = !o.Label.IsNull() || o.RemoveFailed
 		o.groupSink, _ = o.sink.(GroupSink)
 		if len(o.Allocators) > 0 {
 			o.names, o.namesErr = allocatorNames(o.Allocators)
@@ -312,6 +345,13 @@ func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 			return err
 		}
 	}
+	if o.stamp {
+		for _, ep := range g.eps {
+			for k := range ep.Samples {
+				o.stampSample(ep, &ep.Samples[k])
+			}
+		}
+	}
 	if o.preparer != nil && !o.sequential {
 		for _, ep := range g.eps {
 			o.preparer.Prepare(ep)
@@ -320,11 +360,55 @@ func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 	return nil
 }
 
+// GameLabelKey is the metadata key that keeps a sample's game label when
+// Output.Label replaces a label that says otherwise.
+const GameLabelKey = "game_label"
+
+// stampSample applies Label and RemoveFailed to one of ep's samples.
+func (o *Output) stampSample(ep *Episode, sm *protocol.Sample) {
+	if o.RemoveFailed && (ep.Status == protocol.StatusAborted || ep.Status == protocol.StatusFailed) {
+		sm.RemoveSample = true
+	}
+	want, ok := o.Label.Text()
+	if !ok {
+		return
+	}
+	// The game's label is often the caller's, read as a parameter: it
+	// moves aside only when it says otherwise.
+	if game, ok := sm.Label.Text(); ok && game != want {
+		// A copy: a sample's Extra may be its turn's Notes.
+		extra := maps.Clone(sm.Metadata.Extra)
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra[GameLabelKey] = game
+		sm.Metadata.Extra = extra
+	}
+	sm.Label = o.Label
+}
+
+// sampleCount is the number of samples the group is written with:
+// its episodes' samples, and a placeholder for each episode without any
+// when the sink gets them.
+func (g *outGroup) sampleCount() int {
+	n := 0
+	for _, ep := range g.eps {
+		if len(ep.Samples) == 0 && g.o.fill {
+			n++
+		}
+		n += len(ep.Samples)
+	}
+	return n
+}
+
 func (o *Output) write(ep *Episode) (int, error) {
 	if len(ep.Samples) == 0 && o.fill {
 		// Every episode is in the sample file, one without samples as a
 		// placeholder that trains nothing.
 		ep.Samples = append(ep.Samples, Placeholder(&ep.Record, o.Format, o.names))
+		if o.stamp {
+			o.stampSample(ep, &ep.Samples[0])
+		}
 	}
 	for k := range ep.Samples {
 		ep.Samples[k].Index = o.next

@@ -20,7 +20,7 @@ import (
 // setup and the recorded actions.
 func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
 	return env.NewReplayer(env.Setup{
-		Play:       cfg.Play,
+		Play:       cfg.Play, // as a local episode's replays: the replay emits nothing whatever Emit says
 		Seed:       ep.Seed,
 		PolicySeed: ep.PolicySeed,
 		Index:      ep.Index,

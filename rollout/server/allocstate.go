@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -222,28 +221,32 @@ func (t *allocators) all() []*shared {
 }
 
 // allocation is a request's allocation in progress: with stateful
-// allocators it holds their locks until commit or rollback.
+// allocators it holds their locks until commit or rollback. Its methods
+// do nothing on a nil allocation.
 type allocation struct {
 	s      *Server
 	locked []*shared
 	before [][]byte // the states before the request, for rollback
 }
 
-// allocate runs the request's allocators over its episodes. With stateful
-// allocators among them it takes their locks (in name order, so two
-// requests never deadlock) and keeps them until the answer is encoded
-// within its limits: commit then takes the next allocation sequence number
-// and saves every state that changed; rollback (an answer refused after
-// allocation, or a failed allocation) puts the states back as they were.
-// A committed update stands even if writing the answer to the caller then
-// fails (the caller went away): the service cannot know what the caller
-// received, and the failed write is logged. Requests
-// thus update a stateful allocator one at a time, in the order they take
-// its lock, and a refused request leaves no trace in it.
-func (s *Server) allocate(ctx context.Context, p *plan, eps []*trajectories.Episode) (*allocation, error) {
+// beginAllocation is a request's allocation transaction, begun once its
+// episodes are played (a request's answer, Finish): with stateful
+// allocators among the request's, it takes their locks (in name order, so
+// two requests never deadlock) and keeps the states as they are. The
+// request's trajectories.Output then allocates and encodes the answer
+// under them; once the answer is within its limits, commit takes the next
+// allocation sequence number and saves every state that changed, while
+// rollback (an answer refused after allocation, a failed allocation) puts
+// the states back as they were. The locks are never held while episodes
+// play. A committed update stands even if writing the answer to the caller
+// then fails (the caller went away): the service cannot know what the
+// caller received, and the failed write is logged. Requests thus update a
+// stateful allocator one at a time, in the order they take its lock, and
+// a refused request leaves no trace in it.
+func (s *Server) beginAllocation(p *plan) (*allocation, error) {
 	a := &allocation{s: s}
 	if len(p.shared) == 0 {
-		return a, trajectories.Allocate(ctx, eps, p.allocators, p.run.Format)
+		return a, nil
 	}
 	a.locked = slices.Clone(p.shared)
 	slices.SortFunc(a.locked, func(x, y *shared) int { return strings.Compare(x.name, y.name) })
@@ -262,10 +265,6 @@ func (s *Server) allocate(ctx context.Context, p *plan, eps []*trajectories.Epis
 		}
 		a.before[i] = st
 	}
-	if err := trajectories.Allocate(ctx, eps, p.allocators, p.run.Format); err != nil {
-		a.rollback()
-		return nil, err
-	}
 	return a, nil
 }
 
@@ -276,8 +275,12 @@ func (a *allocation) unlock() {
 	a.locked = nil
 }
 
-// rollback restores the states and lets go of the locks.
+// rollback restores the states and lets go of the locks; after commit,
+// it does nothing.
 func (a *allocation) rollback() {
+	if a == nil {
+		return
+	}
 	for i, sh := range a.locked {
 		if sh.state != nil {
 			if err := sh.state.UnmarshalState(a.before[i]); err != nil {
@@ -292,7 +295,7 @@ func (a *allocation) rollback() {
 // the request's allocation sequence number (0 without stateful
 // allocators).
 func (a *allocation) commit() uint64 {
-	if len(a.locked) == 0 {
+	if a == nil || len(a.locked) == 0 {
 		return 0
 	}
 	seq := a.s.stateful.seq.Add(1)

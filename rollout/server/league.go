@@ -6,6 +6,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -22,8 +23,9 @@ type Matcher interface {
 	// the request (400 bad_policy, with the error's text).
 	Match(info *env.Info, n int) (*Match, error)
 	// Played hands the league the match's episodes, in order, once they
-	// are played, to rate; eps nil: the request was refused after Match,
-	// and the match is void. An error is logged; the answer stands.
+	// are played, to rate (their records: their samples are not
+	// projected); eps nil: the request was refused after Match, and the
+	// match is void. An error is logged; the answer stands.
 	Played(m *Match, eps []*trajectories.Episode) error
 	// MakePolicy makes the opponents' policies that the scenario does not
 	// own (a learner snapshot, a model at another endpoint); ok false for
@@ -103,41 +105,63 @@ func (s *Server) voidMatch(p *plan) {
 	p.match = nil
 }
 
-// leaguePlayed hands the league the played episodes and names the
-// opponents in every sample's metadata.
-func (s *Server) leaguePlayed(p *plan, eps []*trajectories.Episode) {
+// leaguePlayed hands the league the played episodes (their records: the
+// league rates the outcomes, not the samples).
+func (s *Server) leaguePlayed(p *plan, group []*episode.Record) {
 	m := p.match
 	if m == nil {
 		return
 	}
 	p.match = nil
+	eps := make([]*trajectories.Episode, len(group))
+	for i, rec := range group {
+		eps[i] = trajectories.RecordOnly(rec)
+	}
 	if err := s.cfg.League.Played(m, eps); err != nil {
 		s.cfg.Logger.Error("league: the match's results were not recorded", "match", m.Index, "error", err)
 	}
+}
+
+// leagueSink names the match's players in the metadata of every sample
+// of the episodes it is given, and hands them on to next: the sink of a
+// league request's answer.
+type leagueSink struct {
+	m         *Match
+	opponents map[string]any // role -> player
+	next      trajectories.Sink
+}
+
+func newLeagueSink(m *Match, next trajectories.Sink) *leagueSink {
 	opponents := make(map[string]any, len(m.Opponents))
 	for role, o := range m.Opponents {
 		opponents[role] = o.Player
 	}
-	for i, ep := range eps {
-		for k := range ep.Samples {
-			sm := &ep.Samples[k]
-			// A copy: a sample's Extra may be its turn's Notes.
-			extra := maps.Clone(sm.Metadata.Extra)
-			if extra == nil {
-				extra = make(map[string]any, 5)
-			}
-			extra[MetaLeagueMatch] = m.Index + int64(i)
-			extra[MetaLearner] = m.Learner
-			extra[MetaLearnerRole] = m.LearnerRole
-			extra[MetaOpponents] = opponents
-			if len(m.Opponents) == 1 {
-				for _, role := range slices.Collect(maps.Keys(m.Opponents)) {
-					extra[MetaOpponent] = m.Opponents[role].Player
-				}
-			}
-			sm.Metadata.Extra = extra
+	return &leagueSink{m: m, opponents: opponents, next: next}
+}
+
+// WriteEpisode implements trajectories.Sink.
+func (l *leagueSink) WriteEpisode(ep *trajectories.Episode) error {
+	m := l.m
+	for k := range ep.Samples {
+		sm := &ep.Samples[k]
+		// A copy: a sample's Extra may be its turn's Notes.
+		extra := maps.Clone(sm.Metadata.Extra)
+		if extra == nil {
+			extra = make(map[string]any, 5)
 		}
+		// The request's episodes are the match's, in order.
+		extra[MetaLeagueMatch] = m.Index + ep.Index
+		extra[MetaLearner] = m.Learner
+		extra[MetaLearnerRole] = m.LearnerRole
+		extra[MetaOpponents] = l.opponents
+		if len(m.Opponents) == 1 {
+			for _, role := range slices.Collect(maps.Keys(m.Opponents)) {
+				extra[MetaOpponent] = m.Opponents[role].Player
+			}
+		}
+		sm.Metadata.Extra = extra
 	}
+	return l.next.WriteEpisode(ep)
 }
 
 // leaguePolicy is the league's policy maker, asked before Config.Policies.

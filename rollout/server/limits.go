@@ -9,8 +9,8 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/rollout"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // MinTurnser is implemented by scenarios that know, from their parameters
@@ -112,16 +112,16 @@ func (c *turnCounter) wrap(policy env.PolicyFor, emit env.EmitFilter) env.Policy
 // checkSamples refuses an answer with more samples than the limit: the
 // episodes were stopped by the turn counter or the turn cap, or (played
 // remotely, or with non-emitted roles) they came back with too many.
-func (s *Server) checkSamples(p *plan, eps []*trajectories.Episode, count *turnCounter) *rollout.Error {
+func (s *Server) checkSamples(p *plan, group []*episode.Record, count *turnCounter) *rollout.Error {
 	if count.over() {
 		return s.tooManySamples(p, "the episodes took")
 	}
 	total := 0
-	for _, ep := range eps {
-		if p.capTurns && ep.End == env.EndMaxTurns {
-			return s.tooManySamples(p, fmt.Sprintf("episode %d would have taken", ep.Index))
+	for _, rec := range group {
+		if p.capTurns && rec.End == env.EndMaxTurns {
+			return s.tooManySamples(p, fmt.Sprintf("episode %d would have taken", rec.Index))
 		}
-		total += len(ep.Samples)
+		total += rec.Emitted() // its samples
 	}
 	if total > s.cfg.MaxSamplesPerAnswer {
 		return s.tooManySamples(p, fmt.Sprintf("the episodes made %d samples,", total))

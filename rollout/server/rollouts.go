@@ -13,9 +13,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -93,42 +91,21 @@ func (s *Server) handleRollouts(w http.ResponseWriter, r *http.Request) (int, *r
 	defer cancel()
 	ctx, count := s.countTurns(ctx, p)
 	defer count.cancel(nil)
-	setups := s.setups(p, count)
-	eps, inside := s.play(ctx, p, setups)
-	count.stop()
-	s.leaguePlayed(p, eps)
-	if e := s.checkSamples(p, eps, count); e != nil {
-		return 0, e
-	}
-
-	alloc, err := s.allocate(ctx, p, eps)
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, &rollout.Error{Status: http.StatusServiceUnavailable, Code: rollout.CodeInternal,
-				Message: fmt.Sprintf("reward allocation was interrupted: %v", context.Cause(ctx))}
-		}
-		return 0, &rollout.Error{Status: http.StatusBadRequest, Code: rollout.CodeBadAllocator,
-			Message: fmt.Sprintf("scenario %s: %v", p.run.Info.Name, err)}
-	}
-	s.finish(p, eps)
-
 	bp := s.getBuf()
 	defer s.putBuf(bp)
-	var ok bool
-	if *bp, ok = appendResponse((*bp)[:0], eps, s.cfg.MaxAnswerBytes); !ok {
-		alloc.rollback()
-		return 0, &rollout.Error{Status: http.StatusUnprocessableEntity, Code: rollout.CodeAnswerTooLarge,
-			Message: fmt.Sprintf("the answer is larger than the service's limit of %d bytes (troupe serve --max-answer-bytes; MaxAnswerBytes): ask for fewer episodes (n = %d) or fewer samples (emit, limits.max_turns)", s.cfg.MaxAnswerBytes, p.n)}
+	a, e := s.rollouts(ctx, p, count, bp)
+	if e != nil {
+		return 0, e
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(inside))
-	seq := alloc.commit()
+	h.Set(rollout.HeaderServerTiming, rollout.FormatServerTiming(a.inside))
+	seq := a.tx.commit()
 	if seq > 0 {
 		h.Set(rollout.HeaderAllocationSeq, formatSeq(seq))
 	}
-	if _, err := w.Write(*bp); err != nil && seq > 0 {
-		// The allocators' update stands (see allocate): say so once.
+	if _, err := w.Write(a.body); err != nil && seq > 0 {
+		// The allocators' update stands (see beginAllocation): say so once.
 		s.cfg.Logger.Info("rollout answer not delivered after its allocation was committed", "allocation_seq", seq, "error", err)
 	}
 	s.metrics.requestDuration.observe(time.Since(start))
@@ -569,129 +546,6 @@ func declares(info *env.Info, param string) bool {
 	return slices.ContainsFunc(info.Params, func(p env.ParamSpec) bool { return p.Name == param })
 }
 
-// setups are the request's episodes as the engine plays them: the run's
-// requests (their seeds and ids) with its configuration, the policies
-// counted by the turn counter.
-func (s *Server) setups(p *plan, count *turnCounter) []env.Setup {
-	play := p.run.Config.Play
-	play.Policy = count.wrap(play.Policy, play.Emit)
-	reqs := p.run.Requests()
-	out := make([]env.Setup, len(reqs))
-	for i, r := range reqs {
-		out[i] = env.Setup{
-			Play:       play,
-			Seed:       r.Seed,
-			PolicySeed: r.PolicySeed,
-			Index:      r.Index,
-			RolloutID:  r.RolloutID,
-			GroupIndex: r.GroupIndex,
-			Engines:    &s.engines,
-		}
-	}
-	return out
-}
-
-// play runs the episodes, each in an episode slot, concurrently when there
-// are several. It returns them in order with the time spent inside them:
-// from the first episode's start to the last one's end, so that waiting
-// for a slot counts as the service's overhead, not as episode time.
-func (s *Server) play(ctx context.Context, p *plan, setups []env.Setup) ([]*trajectories.Episode, time.Duration) {
-	eps := make([]*trajectories.Episode, len(setups))
-	starts := make([]time.Time, len(setups))
-	ends := make([]time.Time, len(setups))
-	run := func(i int) {
-		// An episode that cannot get a slot before the request's context
-		// ends is still run: it ends aborted at once, with its seats and
-		// error, so the caller gets a rollout for it all the same.
-		if s.acquire(ctx) {
-			defer s.release()
-		}
-		s.metrics.inflightEpisodes.Add(1)
-		defer s.metrics.inflightEpisodes.Add(-1)
-		eng := s.engines.Get()
-		defer s.engines.Put(eng)
-		starts[i] = time.Now()
-		eps[i] = trajectories.NewEpisode(eng.Run(ctx, setups[i]))
-		ends[i] = time.Now()
-		ep := eps[i]
-		s.metrics.episode(p.run.Info.Name, ep.Status, len(ep.Samples), len(ep.Turns), ends[i].Sub(starts[i]))
-	}
-	if s.cfg.Remote != nil {
-		return s.playRemote(ctx, p, setups)
-	}
-	if len(setups) == 1 {
-		run(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range setups {
-			wg.Go(func() { run(i) })
-		}
-		wg.Wait()
-	}
-	first, last := starts[0], ends[0]
-	for i := range setups {
-		if starts[i].Before(first) {
-			first = starts[i]
-		}
-		if ends[i].After(last) {
-			last = ends[i]
-		}
-	}
-	return eps, last.Sub(first)
-}
-
-func (s *Server) acquire(ctx context.Context) bool {
-	select {
-	case s.slots <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (s *Server) release() { <-s.slots }
-
-// finish stamps the request's label and the sample indexes (the caller's
-// base, or a block reserved atomically), and marks the samples of aborted
-// and failed episodes remove_sample unless the request keeps them.
-func (s *Server) finish(p *plan, eps []*trajectories.Episode) {
-	total := 0
-	for _, ep := range eps {
-		total += len(ep.Samples)
-	}
-	var index int64
-	if p.req.Index != nil {
-		index = *p.req.Index
-	} else {
-		index = s.nextIndex.Add(int64(total)) - int64(total)
-	}
-	for _, ep := range eps {
-		remove := !p.req.KeepFailed && (ep.Status == protocol.StatusAborted || ep.Status == protocol.StatusFailed)
-		for k := range ep.Samples {
-			sm := &ep.Samples[k]
-			sm.Index = index
-			index++
-			if remove {
-				sm.RemoveSample = true
-			}
-			if want, ok := p.label.Text(); ok {
-				// The game's label is usually the request's, read as a
-				// parameter: it moves aside only when it says otherwise.
-				if game, ok := sm.Label.Text(); ok && game != want {
-					// A copy: a sample's Extra may be its turn's Notes.
-					extra := maps.Clone(sm.Metadata.Extra)
-					if extra == nil {
-						extra = map[string]any{}
-					}
-					extra["game_label"] = game
-					sm.Metadata.Extra = extra
-				}
-				sm.Label = p.label
-			}
-		}
-	}
-}
-
 func (s *Server) getBuf() *[]byte {
 	if b, ok := s.bufs.Get().(*[]byte); ok {
 		return b
@@ -706,97 +560,4 @@ func (s *Server) putBuf(b *[]byte) {
 	if cap(*b) <= 1<<20 {
 		s.bufs.Put(b)
 	}
-}
-
-// appendResponse encodes the answer by hand: the samples with
-// protocol.Sample.AppendJSON (the slime encoding, fixed key order, no
-// reflection), the rollout envelopes in rollout.Rollout's key order. It
-// stops and reports false as soon as the answer grows past maxBytes, so
-// that a too large answer costs at most maxBytes and one sample.
-func appendResponse(b []byte, eps []*trajectories.Episode, maxBytes int64) ([]byte, bool) {
-	start := len(b)
-	b = append(b, `{"rollouts":[`...)
-	for i, ep := range eps {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"rollout_id":`...)
-		b = strconv.AppendInt(b, ep.RolloutID, 10)
-		b = append(b, `,"group_index":`...)
-		b = strconv.AppendInt(b, ep.GroupIndex, 10)
-		b = append(b, `,"episode":`...)
-		b = strconv.AppendInt(b, ep.Index, 10)
-		b = append(b, `,"seed":`...)
-		b = strconv.AppendUint(b, ep.Seed, 10)
-		b = append(b, `,"policy_seed":`...)
-		b = strconv.AppendUint(b, ep.PolicySeed, 10)
-		b = append(b, `,"status":`...)
-		b = protocol.AppendString(b, string(ep.Status))
-		b = append(b, `,"end":`...)
-		b = protocol.AppendString(b, ep.End)
-		b = append(b, `,"error":`...)
-		b = protocol.AppendString(b, ep.Err)
-		b = append(b, `,"team_reward":`...)
-		b = protocol.AppendFloat(b, ep.Score.Team)
-		b = append(b, `,"agent_scores":`...)
-		if ep.Score.Agents == nil {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, '[')
-			for k, v := range ep.Score.Agents {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = protocol.AppendFloat(b, v)
-			}
-			b = append(b, ']')
-		}
-		b = append(b, `,"seats":[`...)
-		for k, seat := range ep.Seats {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"id":`...)
-			b = protocol.AppendString(b, seat.ID)
-			b = append(b, `,"role":`...)
-			b = protocol.AppendString(b, seat.Role)
-			b = append(b, '}')
-		}
-		b = append(b, `],"steps":`...)
-		b = strconv.AppendInt(b, int64(ep.Steps), 10)
-		b = append(b, `,"turns":`...)
-		b = strconv.AppendInt(b, int64(len(ep.Turns)), 10)
-		b = append(b, `,"samples":[`...)
-		for k := range ep.Samples {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = ep.Samples[k].AppendJSON(b)
-			if int64(len(b)-start) > maxBytes {
-				return b, false
-			}
-		}
-		b = append(b, "]}"...)
-	}
-	b = append(b, "]}\n"...)
-	return b, int64(len(b)-start) <= maxBytes
-}
-
-// playRemote hands the request's episodes to Config.Remote. The episodes
-// come back without a Replayer (it cannot travel); each gets the one a
-// local episode would have, for counterfactual allocators.
-func (s *Server) playRemote(ctx context.Context, p *plan, setups []env.Setup) ([]*trajectories.Episode, time.Duration) {
-	n := int64(len(setups))
-	s.metrics.inflightEpisodes.Add(n)
-	defer s.metrics.inflightEpisodes.Add(-n)
-	start := time.Now()
-	eps := s.cfg.Remote.Play(ctx, RemoteRequest{Run: p.run, Requests: p.run.Requests()})
-	inside := time.Since(start)
-	for i, ep := range eps {
-		if ep.Replay == nil && len(ep.Seats) > 0 {
-			ep.Replay = env.NewReplayer(setups[i], ep.Seats, ep.Turns)
-		}
-		s.metrics.episode(p.run.Info.Name, ep.Status, len(ep.Samples), len(ep.Turns), inside)
-	}
-	return eps, inside
 }

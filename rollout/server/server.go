@@ -16,7 +16,10 @@
 // Each rollout request becomes a run spec (package runspec: the request's
 // fields over the service's defaults, merged in one place, specOf),
 // resolved by the one resolver that troupe run, NATS workers and
-// experiments use; its episodes are played from the resolved values.
+// experiments use; its episodes are played from the resolved values by
+// env.Run, the one play loop (here or, with Config.Remote, by troupe
+// workers), and its answer is written by trajectories.Output, which
+// allocates the credit and numbers the samples as for any run.
 //
 // Stateful allocators (RAE) exist once per allocator spec for the life of the
 // Server, shared by all requests, updated by one request at a time (see
@@ -46,7 +49,6 @@ import (
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
-	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
@@ -259,7 +261,10 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg     Config
 	metrics *metrics
-	engines env.EnginePool
+	// reuse is the engines and records of the requests' local executors,
+	// and replays the engines of the replays of remote episodes.
+	reuse   env.Reuse
+	replays env.EnginePool
 	slots   chan struct{} // episode slots: MaxConcurrentEpisodes
 
 	nextRollout atomic.Int64
@@ -596,11 +601,23 @@ func checkContentType(r *http.Request) *rollout.Error {
 		Message: fmt.Sprintf("Content-Type %q: send application/json", ct)}
 }
 
-// Remote plays a request's episodes somewhere other than this process.
-// Play returns one episode per setup, in order, and records failures in
-// the episodes, as Engine.Run does; it must honour ctx.
+// Remote plays requests' episodes somewhere other than this process
+// (troupe workers on NATS JetStream): for each request it makes an
+// executor, which the request's run (env.Run) plays its episodes with.
 type Remote interface {
-	Play(ctx context.Context, r RemoteRequest) []*trajectories.Episode
+	// Start readies one request's episodes and returns their executor:
+	// Execute is called once for each of r.Requests, all at once, and must
+	// honour ctx and record failures in the records, as an env.Executor
+	// does; Close is called once they are all back. An error of Start is
+	// every episode's: they are answered aborted (end policy_error), with
+	// its text.
+	Start(ctx context.Context, r RemoteRequest) (RemoteExecutor, error)
+}
+
+// RemoteExecutor is a Remote's executor of one request's episodes.
+type RemoteExecutor interface {
+	env.Executor
+	Close() error
 }
 
 // RemoteRequest is one rollout request's episodes, as a Remote needs them:
