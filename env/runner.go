@@ -129,6 +129,10 @@ type RunConfig struct {
 	GroupSize   int    // episodes per group (same scenario seed); 0 means 1
 	Concurrency int    // groups played at once; 0 means 1
 	Seed        uint64 // the run seed: every episode's seeds derive from it
+	// Seeds, when set, gives episode i's scenario and policy seeds in
+	// place of the tree rooted at Seed: a run whose caller chose them (a
+	// rollout request's, runspec.Seeds).
+	Seeds func(i int) (scenario, policy uint64)
 	// RolloutIDBase is the rollout_id of episode 0; episode i gets
 	// RolloutIDBase+i. GroupIndexBase likewise numbers groups.
 	RolloutIDBase  int64
@@ -313,15 +317,19 @@ func (c *RunConfig) requests() requester {
 
 func (r requester) at(i int) Request {
 	group := int64(i / r.size)
-	return Request{
+	req := Request{
 		Scenario:   r.scenario,
 		Params:     r.params,
-		Seed:       seeds.Mix(r.cfg.Seed, 1, uint64(group)),
-		PolicySeed: seeds.Mix(r.cfg.Seed, 2, uint64(i)),
 		Index:      int64(i),
 		RolloutID:  r.cfg.RolloutIDBase + int64(i),
 		GroupIndex: r.cfg.GroupIndexBase + group,
 	}
+	if r.cfg.Seeds != nil {
+		req.Seed, req.PolicySeed = r.cfg.Seeds(i)
+	} else {
+		req.Seed, req.PolicySeed = seeds.Mix(r.cfg.Seed, 1, uint64(group)), seeds.Mix(r.cfg.Seed, 2, uint64(i))
+	}
+	return req
 }
 
 func (c *RunConfig) validate() error {
@@ -581,11 +589,9 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 			wg.Go(func() { g.episodes[i-lo] = r.exec.Execute(r.ctx, r.reqs.at(i)) })
 		}
 		wg.Wait()
-		for _, rec := range g.episodes {
-			if rec.End == EndInterrupted {
-				g.cut = true
-				return
-			}
+		if r.interruptedBy(g.episodes...) {
+			g.cut = true
+			return
 		}
 	} else {
 		for i := lo; i < hi; i++ {
@@ -596,7 +602,7 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 				rec = r.exec.Execute(r.ctx, r.reqs.at(i))
 			}
 			g.episodes[i-lo] = rec
-			if rec.End == EndInterrupted {
+			if r.interruptedBy(rec) {
 				g.episodes = g.episodes[:i-lo+1]
 				g.cut = true
 				return
@@ -604,6 +610,24 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 		}
 	}
 	g.write, g.err = r.out.Finish(wctx, g.episodes)
+}
+
+// interruptedBy reports whether one of recs was cut short by the run's
+// own interruption, which makes its group one that is not written (a
+// resumed run plays it again). An episode an executor ended "interrupted"
+// for a reason of its own (a request's deadline, a remote worker's
+// shutdown) while the run goes on is an aborted episode like another, and
+// is written.
+func (r *runner) interruptedBy(recs ...*episode.Record) bool {
+	if r.ctx.Err() == nil {
+		return false
+	}
+	for _, rec := range recs {
+		if rec.End == EndInterrupted {
+			return true
+		}
+	}
+	return false
 }
 
 // take hands the calling worker its next chunk, [lo, hi), once it is not

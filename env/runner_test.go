@@ -477,3 +477,45 @@ func TestOutputsMayKeepTheirGroups(t *testing.T) {
 		assert.Equal(t, 1, n, "episode %d", i)
 	}
 }
+
+// An episode that its executor ended "interrupted" for a reason of its
+// own (a request's deadline, a remote worker's shutdown) while the run
+// goes on is written, aborted, like any other, and the run plays on; only
+// the run's own interruption leaves groups unwritten.
+func TestRunWritesEpisodesItsExecutorInterrupted(t *testing.T) {
+	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
+	cfg.Episodes, cfg.Concurrency = 4, 2
+	local := &env.LocalExecutor{Play: cfg.Play}
+	cfg.Executor = env.ExecutorFunc(func(ctx context.Context, req env.Request) *episode.Record {
+		rec := local.Execute(ctx, req)
+		if req.Index == 1 {
+			rec.Status, rec.End, rec.Err = protocol.StatusAborted, env.EndInterrupted, "the caller went away"
+		}
+		return rec
+	})
+	out := &fakeOutput{failAt: -1}
+	sum, err := env.Run(context.Background(), cfg, out)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{0, 1, 2, 3}, out.written)
+	assert.Equal(t, 1, sum.ByStatus[protocol.StatusAborted])
+	assert.Zero(t, sum.Interrupted)
+}
+
+// A run may take its episodes' seeds from its caller (RunConfig.Seeds)
+// instead of its seed tree; ids and groups are numbered as ever.
+func TestRunPlaysTheSeedsItIsGiven(t *testing.T) {
+	cfg := elfarolConfig(t, nil)
+	cfg.Episodes, cfg.GroupSize = 3, 3
+	cfg.Seeds = func(i int) (uint64, uint64) { return 77, 1000 + uint64(i) }
+	for i, req := range cfg.Requests() {
+		assert.Equal(t, env.Request{Scenario: "elfarol", Params: cfg.Params.Map(), Seed: 77, PolicySeed: 1000 + uint64(i),
+			Index: int64(i), RolloutID: int64(i), GroupIndex: 0}, req)
+	}
+	var c trajectories.Collector
+	_, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &c})
+	require.NoError(t, err)
+	for i, ep := range c.Episodes() {
+		assert.Equal(t, uint64(77), ep.Seed)
+		assert.Equal(t, 1000+uint64(i), ep.PolicySeed)
+	}
+}

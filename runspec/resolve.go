@@ -75,27 +75,25 @@ func (r *Resolved) Executor() *env.LocalExecutor {
 // Hash is the hash of the resolved spec.
 func (r *Resolved) Hash() string { return r.Spec.Hash() }
 
-// Requests are the run's episode requests, in order: Config.Requests, with
-// the spec's Seeds when it fixes them. It is where every runner that plays
-// a spec's episodes one by one (a rollout service, a distributed
-// submitter) takes their seeds and ids from. env.Run derives its own from
-// Config and knows nothing of Seeds: a spec with Seeds is played through
-// its requests.
-func (r *Resolved) Requests() []env.Request {
-	reqs := r.Config.Requests()
-	sd := r.Spec.Seeds
+// Requests are the run's episode requests, in order (Config.Requests,
+// whose seeds are the spec's Seeds when it fixes them).
+func (r *Resolved) Requests() []env.Request { return r.Config.Requests() }
+
+// seedsOf is the RunConfig.Seeds of fixed seeds sd: every episode plays
+// the scenario seed sd.Scenario, and episode i the policy seed
+// seeds.Mix(Policy, i) when sd.Policy is set, else seeds.Mix(Scenario, 2,
+// its rollout_id).
+func seedsOf(sd *Seeds, rolloutIDBase int64) func(i int) (uint64, uint64) {
 	if sd == nil {
-		return reqs
+		return nil
 	}
-	for i := range reqs {
-		reqs[i].Seed = sd.Scenario
+	sd = sd.clone()
+	return func(i int) (uint64, uint64) {
 		if sd.Policy != nil {
-			reqs[i].PolicySeed = seeds.Mix(*sd.Policy, uint64(i))
-		} else {
-			reqs[i].PolicySeed = seeds.Mix(sd.Scenario, 2, uint64(reqs[i].RolloutID))
+			return sd.Scenario, seeds.Mix(*sd.Policy, uint64(i))
 		}
+		return sd.Scenario, seeds.Mix(sd.Scenario, 2, uint64(rolloutIDBase+int64(i)))
 	}
-	return reqs
 }
 
 // At is the resolved run placed at other ids and seeds: its spec's
@@ -112,6 +110,7 @@ func (r *Resolved) At(rolloutIDBase, groupIndexBase int64, sd *Seeds) (*Resolved
 		return nil, err
 	}
 	n.Config.RolloutIDBase, n.Config.GroupIndexBase = rolloutIDBase, groupIndexBase
+	n.Config.Seeds = seedsOf(n.Spec.Seeds, rolloutIDBase)
 	return &n, nil
 }
 
@@ -247,6 +246,7 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 			Seed:           n.Seed,
 			RolloutIDBase:  n.RolloutIDBase,
 			GroupIndexBase: n.GroupIndexBase,
+			Seeds:          seedsOf(n.Seeds, n.RolloutIDBase),
 		},
 		Allocators:  allocs,
 		Format:      format,

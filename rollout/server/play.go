@@ -24,12 +24,11 @@ import (
 
 // executor plays one request's episodes: each in an episode slot of the
 // service (local episodes), counted in the metrics, on the request's
-// context, at the request's own seeds and ids.
+// context.
 type executor struct {
 	s     *Server
 	ctx   context.Context // the request's: its episodes end with it
 	name  string          // the scenario's, for the metrics
-	reqs  []env.Request   // the request's (runspec.Resolved.Requests), by Index
 	play  env.Play        // how they are played: remote episodes' replays
 	inner env.Executor    // a LocalExecutor, or the Remote's
 	local bool            // inner plays here, each episode in a slot
@@ -39,13 +38,11 @@ type executor struct {
 	starts, ends []time.Time
 }
 
-// Execute implements env.Executor. env.Run's request names the episode;
-// the request's seeds are the service's (place: the request's seed and
-// policy_seed, else the service's derivations), which env.Run does not
-// know (runspec.Resolved.Requests), so the episode plays x.reqs[Index].
-func (x *executor) Execute(_ context.Context, req env.Request) *episode.Record {
-	i := req.Index
-	r := x.reqs[i]
+// Execute implements env.Executor: it plays req, the episode of the
+// request's run (at the request's seeds and ids: the run spec's, placed),
+// on the request's context, not the run's.
+func (x *executor) Execute(_ context.Context, r env.Request) *episode.Record {
+	i := r.Index
 	if x.local {
 		// An episode that cannot get a slot before the request's context
 		// ends is still run: it ends aborted at once, with its seats and
@@ -142,20 +139,6 @@ func (a *answer) Finish(_ context.Context, group []*episode.Record) (func(k int)
 // Flush implements env.Output.
 func (a *answer) Flush() error { return nil }
 
-// writeGroup writes the request's group as env.Run would.
-func (a *answer) writeGroup(group []*episode.Record) error {
-	write, err := a.Finish(a.ctx, group)
-	if err != nil {
-		return err
-	}
-	for k := range group {
-		if _, err := write(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // rollouts plays the request's run through env.Run and encodes its answer
 // into *bp. On success the answer's allocation transaction is open: the
 // caller commits it (its locks are held until then); on failure it was
@@ -165,10 +148,10 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	defer func() { *bp = w.buf }() // grown, for the next request
 	cfg := p.run.Config
 	cfg.Policy = count.wrap(cfg.Policy, cfg.Emit)
-	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, reqs: p.run.Requests(), play: cfg.Play,
+	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, play: cfg.Play,
 		recs: make([]*episode.Record, p.n), starts: make([]time.Time, p.n), ends: make([]time.Time, p.n)}
 	if s.cfg.Remote != nil {
-		rx, err := s.cfg.Remote.Start(ctx, RemoteRequest{Run: p.run, Requests: x.reqs})
+		rx, err := s.cfg.Remote.Start(ctx, RemoteRequest{Run: p.run, Requests: p.run.Requests()})
 		if err != nil {
 			x.inner = unqueued{err}
 		} else {
@@ -206,14 +189,9 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	}()
 	// The run's context does not end: the episodes' is the request's (the
 	// executor's), and a request whose episodes it interrupted (a timeout,
-	// a shutdown, too many turns) is answered all the same.
-	sum, err := env.Run(context.WithoutCancel(ctx), cfg, a)
-	if err == nil && sum.Episodes == 0 && sum.Interrupted == p.n {
-		// env.Run writes no group that holds an interrupted episode, even
-		// when its own context did not end (it would replay it on resume):
-		// the request's group, played whole, is written here.
-		err = a.writeGroup(x.recs)
-	}
+	// a shutdown, too many turns) is answered all the same, its
+	// interrupted episodes aborted rollouts.
+	_, err := env.Run(context.WithoutCancel(ctx), cfg, a)
 	returned = true
 	a.inside = x.inside()
 	s.voidMatch(p) // the league was told nothing: the request failed before
