@@ -113,12 +113,21 @@ func bar(p env.Progress) string {
 	b.WriteString(strings.Repeat("#", full))
 	b.WriteString(strings.Repeat("-", barWidth-full))
 	// The percentage is rounded down: 100% means done.
-	fmt.Fprintf(&b, "] %3d%%  %d/%d episodes  %s turns/s", int(100*frac), p.Done, p.Total, compact(rate(float64(p.Turns), p.Elapsed)))
+	fmt.Fprintf(&b, "] %3d%%  %d/%d episodes%s  %s turns/s", int(100*frac), p.Done, p.Total, playing(p), compact(rate(float64(p.Turns), p.Elapsed)))
 	if p.Done > 0 && p.Done < p.Total {
 		eta := time.Duration(float64(p.Elapsed) * float64(p.Total-p.Done) / float64(p.Done))
 		fmt.Fprintf(&b, "  eta %s", eta.Round(etaPrecision(eta)))
 	}
 	return b.String()
+}
+
+// playing says how many episodes were played beyond those written, when
+// some were: a run whose first group is slow shows that it plays.
+func playing(p env.Progress) string {
+	if p.Played > p.Done {
+		return fmt.Sprintf(" (%d played)", p.Played)
+	}
+	return ""
 }
 
 // progressLine renders a plain progress line for logs.
@@ -127,8 +136,8 @@ func progressLine(p env.Progress) string {
 	if p.Total > 0 {
 		pct = 100 * float64(p.Done) / float64(p.Total)
 	}
-	return fmt.Sprintf("troupe: %d/%d episodes (%.0f%%), %d samples, %s turns/s, %s elapsed",
-		p.Done, p.Total, pct, p.Samples, compact(rate(float64(p.Turns), p.Elapsed)), roundDuration(p.Elapsed))
+	return fmt.Sprintf("troupe: %d/%d episodes (%.0f%%)%s, %d samples, %s turns/s, %s elapsed",
+		p.Done, p.Total, pct, playing(p), p.Samples, compact(rate(float64(p.Turns), p.Elapsed)), roundDuration(p.Elapsed))
 }
 
 // writeSummary prints what a run did: episodes by status, samples, mean

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -204,6 +205,9 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		rep.printf("troupe: resuming %s at group %d: %d episodes, %d samples kept\n", files.out.name, prog.Groups, prog.Episodes, prog.Samples)
 	}
 	cfg.Progress = rep.update
+	// Reports while the first groups play, too: a run whose first group is
+	// slow (an LLM's), or never ends, says so within seconds.
+	cfg.ProgressEvery = time.Second
 	// Say at once that Ctrl-C was heard: the episodes in flight may take a
 	// while to wind down when their policies are slow.
 	noticed := make(chan struct{})
@@ -353,6 +357,6 @@ func play(ctx context.Context, ns *natsSession, cfg env.RunConfig, out env.Outpu
 	if ns == nil {
 		return env.Run(ctx, cfg, out)
 	}
-	ns.x.StartAt(cfg.FirstGroup, cfg.Progress)
+	ns.x.StartAt(cfg.FirstGroup, cfg.Progress, cfg.ProgressEvery)
 	return ns.x.Run(ctx, out)
 }

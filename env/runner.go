@@ -162,8 +162,12 @@ type RunConfig struct {
 	Executor Executor
 	Reuse    *Reuse
 	// Progress, when set, is called after every group written, by the
-	// worker that wrote it: one call at a time, in the order of the groups.
-	Progress func(Progress)
+	// worker that wrote it, and every ProgressEvery (when set) while the
+	// run goes on, so that a run whose first group is slow to finish (or
+	// never does: a runaway game) reports from its first seconds: one call
+	// at a time, Done never going back.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
 }
 
 // Output is where Run writes the episodes it played: the output layer,
@@ -217,10 +221,14 @@ type RecyclingOutput interface {
 
 // Progress is a run's state after a group was written.
 type Progress struct {
-	Done, Total int // episodes
-	Samples     int64
-	Turns       int64
-	Elapsed     time.Duration
+	Done, Total int // episodes written (or, resumed, written before), of the run's
+	// Played counts the episodes played to their end so far, written or
+	// not yet (those of groups still playing, or waiting for an earlier
+	// group to be written).
+	Played  int
+	Samples int64 // written
+	Turns   int64 // of the episodes written
+	Elapsed time.Duration
 }
 
 // Summary is what a run did.
@@ -450,6 +458,13 @@ type runner struct {
 	roles        tally[string, RoleScore]
 	recycle      []*episode.Record
 	recycleTurns int
+
+	// played counts the episodes played, chunk by chunk; progressMu
+	// makes the progress reports one at a time, and last is the latest
+	// report of a written group, which the periodic ones repeat.
+	played     atomic.Int64
+	progressMu sync.Mutex
+	last       Progress
 }
 
 // group is one unit of work: the episodes of a group, played in order by
@@ -518,7 +533,16 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	for w := range min(r.workers, r.nGroups-cfg.FirstGroup) {
 		wg.Go(func() { r.work(w) })
 	}
+	// The periodic reports end with the workers, before the summary: no
+	// report comes once Run returns.
+	stop := make(chan struct{})
+	var ticking sync.WaitGroup
+	if cfg.Progress != nil && cfg.ProgressEvery > 0 {
+		ticking.Go(func() { r.tick(stop) })
+	}
 	wg.Wait()
+	close(stop)
+	ticking.Wait()
 	if r.panicked != nil {
 		panic(r.panicked)
 	}
@@ -586,7 +610,10 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 	if r.cfg.ConcurrentEpisodes && hi-lo > 1 {
 		var wg sync.WaitGroup
 		for i := lo; i < hi; i++ {
-			wg.Go(func() { g.episodes[i-lo] = r.exec.Execute(r.ctx, r.reqs.at(i)) })
+			wg.Go(func() {
+				g.episodes[i-lo] = r.exec.Execute(r.ctx, r.reqs.at(i))
+				r.played.Add(1)
+			})
 		}
 		wg.Wait()
 		if r.interruptedBy(g.episodes...) {
@@ -602,6 +629,10 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 				rec = r.exec.Execute(r.ctx, r.reqs.at(i))
 			}
 			g.episodes[i-lo] = rec
+			if k := i - lo + 1; k%playedEvery == 0 || i == hi-1 {
+				// Counted a few at a time: the counter is shared.
+				r.played.Add(int64((k-1)%playedEvery + 1))
+			}
 			if r.interruptedBy(rec) {
 				g.episodes = g.episodes[:i-lo+1]
 				g.cut = true
@@ -611,6 +642,10 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 	}
 	g.write, g.err = r.out.Finish(wctx, g.episodes)
 }
+
+// playedEvery is how many episodes of a group a worker plays between two
+// additions to the run's count of episodes played.
+const playedEvery = 64
 
 // interruptedBy reports whether one of recs was cut short by the run's
 // own interruption, which makes its group one that is not written (a
@@ -800,9 +835,41 @@ func (r *runner) write(g *group) error {
 		}
 	}
 	if cfg.Progress != nil {
-		cfg.Progress(Progress{Done: r.skipped + sum.Episodes + sum.Interrupted, Total: cfg.Episodes, Samples: sum.Samples, Turns: sum.Turns, Elapsed: time.Since(r.start)})
+		r.report(Progress{Done: r.skipped + sum.Episodes + sum.Interrupted, Total: cfg.Episodes, Samples: sum.Samples, Turns: sum.Turns}, true)
 	}
 	return failed
+}
+
+// report calls the run's Progress with p (a group's, written, when group
+// is set; else a periodic report, which repeats the last group's counts),
+// one call at a time.
+func (r *runner) report(p Progress, group bool) {
+	r.progressMu.Lock()
+	defer r.progressMu.Unlock()
+	if group {
+		r.last = p
+	} else {
+		p = r.last
+		p.Total = r.cfg.Episodes
+		p.Done = max(p.Done, r.skipped)
+	}
+	p.Played = r.skipped + int(r.played.Load())
+	p.Elapsed = time.Since(r.start)
+	r.cfg.Progress(p)
+}
+
+// tick reports progress every ProgressEvery until stop is closed.
+func (r *runner) tick(stop <-chan struct{}) {
+	t := time.NewTicker(r.cfg.ProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			r.report(Progress{}, false)
+		}
+	}
 }
 
 // summary closes the run once its workers are done: the records not yet

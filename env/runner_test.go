@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -518,4 +521,47 @@ func TestRunPlaysTheSeedsItIsGiven(t *testing.T) {
 		assert.Equal(t, uint64(77), ep.Seed)
 		assert.Equal(t, 1000+uint64(i), ep.PolicySeed)
 	}
+}
+
+// A run reports its progress every ProgressEvery while nothing is
+// written, so that a slow first group (or a game that never ends) is not
+// silence; Done never goes back, and no report comes after Run returns.
+func TestRunReportsProgressWhileItsFirstGroupPlays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := elfarolConfig(t, map[string]string{"agents": "2"})
+		cfg.Episodes, cfg.GroupSize = 4, 2
+		local := &env.LocalExecutor{Play: cfg.Play}
+		cfg.Executor = env.ExecutorFunc(func(ctx context.Context, req env.Request) *episode.Record {
+			time.Sleep(3 * time.Second) // a slow episode
+			return local.Execute(ctx, req)
+		})
+		var mu sync.Mutex
+		var reports []env.Progress
+		cfg.Progress = func(p env.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, p)
+		}
+		cfg.ProgressEvery = time.Second
+		_, err := env.Run(context.Background(), cfg, &fakeOutput{failAt: -1})
+		require.NoError(t, err)
+		mu.Lock()
+		got := slices.Clone(reports)
+		mu.Unlock()
+		require.NotEmpty(t, got)
+		assert.Equal(t, time.Second, got[0].Elapsed, "the first report after a second, the first group still playing")
+		assert.Zero(t, got[0].Done)
+		assert.Zero(t, got[0].Played)
+		for k := 1; k < len(got); k++ {
+			assert.GreaterOrEqual(t, got[k].Done, got[k-1].Done, "report %d", k)
+			assert.Equal(t, 4, got[k].Total)
+		}
+		assert.Equal(t, 4, got[len(got)-1].Done)
+		assert.Equal(t, 4, got[len(got)-1].Played)
+		n := len(got)
+		time.Sleep(5 * time.Second)
+		mu.Lock()
+		assert.Len(t, reports, n, "no report after Run returned")
+		mu.Unlock()
+	})
 }

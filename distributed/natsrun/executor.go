@@ -738,11 +738,12 @@ func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error)
 }
 
 // StartAt makes Run start at group firstGroup (the groups before it were
-// written before: a resumed output) and report each written group to
-// progress. Neither shapes the episodes, so neither is part of the run's
-// record; call it before Run.
-func (x *Executor) StartAt(firstGroup int, progress func(env.Progress)) {
-	x.cfg.FirstGroup, x.cfg.Progress = firstGroup, progress
+// written before: a resumed output) and report its progress to progress,
+// after each written group and every progressEvery (0: only then), as
+// env.RunConfig's Progress and ProgressEvery. None shapes the episodes, so
+// none is part of the run's record; call it before Run.
+func (x *Executor) StartAt(firstGroup int, progress func(env.Progress), progressEvery time.Duration) {
+	x.cfg.FirstGroup, x.cfg.Progress, x.cfg.ProgressEvery = firstGroup, progress, progressEvery
 }
 
 // errClosed is the cause of an executor's end by Close.
