@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
@@ -234,7 +235,7 @@ func (ps *policies) make(p *Player, role string) (agents.Policy, error) {
 	if len(p.Policy.Settings) > 0 {
 		return nil, fmt.Errorf("policy %q takes no settings", p.Policy.Name)
 	}
-	return l.info.MakePolicy(l.params, role, p.Policy.Name)
+	return l.info.MakePolicy(env.PolicyRequest{Scenario: l.scenario, Params: l.params, Role: role, Name: p.Policy.Name})
 }
 
 // checkPlayer vets a new player: its name, its policy and settings, and,
@@ -278,7 +279,7 @@ func (l *League) checkPlayer(p *Player) error {
 			return bad("policy %q takes no settings (only %s do)", p.Policy.Name, strings.Join([]string{PolicyLearner, PolicySnapshot, PolicyLLM}, ", "))
 		}
 		for _, r := range l.info.Roles {
-			if _, err := l.info.MakePolicy(l.params, r.Name, p.Policy.Name); err != nil {
+			if _, err := l.info.MakePolicy(env.PolicyRequest{Scenario: l.scenario, Params: l.params, Role: r.Name, Name: p.Policy.Name}); err != nil {
 				return bad("%v", err)
 			}
 		}

@@ -26,9 +26,10 @@ type Matcher interface {
 	// and the match is void. An error is logged; the answer stands.
 	Played(m *Match, eps []*trajectories.Episode) error
 	// MakePolicy makes the opponents' policies that the scenario does not
-	// own (a learner snapshot, a model at another endpoint); ok false for
-	// a policy it does not know.
-	MakePolicy(req runspec.PolicyRequest) (p agents.Policy, ok bool, err error)
+	// own (a learner snapshot, a model at another endpoint): an
+	// env.PolicyMaker, asked before Config.Policies, which returns
+	// env.ErrUnknownPolicy for a policy it does not know.
+	MakePolicy(req env.PolicyRequest) (agents.Policy, error)
 }
 
 // Match is one league match: a rollout request's roles and players.
@@ -138,12 +139,4 @@ func (s *Server) leaguePlayed(p *plan, eps []*trajectories.Episode) {
 			sm.Metadata.Extra = extra
 		}
 	}
-}
-
-// leaguePolicy is the league's policy maker, asked before Config.Policies.
-func (s *Server) leaguePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-	if s.cfg.League == nil {
-		return nil, false, nil
-	}
-	return s.cfg.League.MakePolicy(req)
 }
