@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
@@ -55,14 +56,14 @@ type Player struct {
 }
 
 // LLMSettings are the settings of an llm player: where the model is
-// served and how it is sampled.
+// served and how it is sampled (protocol.Sampling, inline: each field not
+// given keeps the llm package's default, temperature 1, else the
+// server's).
 type LLMSettings struct {
-	BaseURL     string   `json:"base_url"`
-	Kind        string   `json:"kind,omitempty"` // vllm (default), sglang, llamacpp, openai
-	Model       string   `json:"model"`
-	Temperature *float64 `json:"temperature,omitempty"` // default 1
-	TopP        float64  `json:"top_p,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
+	BaseURL string `json:"base_url"`
+	Kind    string `json:"kind,omitempty"` // vllm (default), sglang, llamacpp, openai
+	Model   string `json:"model"`
+	protocol.Sampling
 	// APIKeyEnv names the environment variable holding the endpoint's key:
 	// the key itself is never written into the league.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
@@ -135,12 +136,10 @@ func llmConfig(s LLMSettings, seed uint64) (llm.Config, error) {
 	if s.Model == "" {
 		return cfg, errors.New("settings: model is required")
 	}
-	cfg.BaseURL, cfg.Model, cfg.TopP, cfg.MaxTokens, cfg.Seed = s.BaseURL, s.Model, s.TopP, s.MaxTokens, seed
+	cfg.BaseURL, cfg.Model, cfg.Seed = s.BaseURL, s.Model, seed
+	cfg.Sampling = s.Sampling.Over(cfg.Sampling)
 	if s.Kind != "" {
 		cfg.Kind = llm.Kind(s.Kind)
-	}
-	if s.Temperature != nil {
-		cfg.Temperature = *s.Temperature
 	}
 	if s.APIKeyEnv != "" {
 		key, ok := os.LookupEnv(s.APIKeyEnv)

@@ -59,7 +59,7 @@ func TestRollouts(t *testing.T) {
 		N:          2,
 		RolloutID:  ptr(int64(40)),
 		Policy:     "sampled",
-		Sampling:   &rollout.Sampling{Temperature: ptr(0.0), MaxTokens: ptr(64)},
+		Sampling:   &protocol.Sampling{Temperature: ptr(0.0), MaxTokens: ptr(64)},
 		Allocators: []string{"team"},
 	})
 	require.NoError(t, err)

@@ -69,7 +69,8 @@ func llmConfig(url string) llm.Config {
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL = url
 	cfg.Model = "test"
-	cfg.Temperature = 0
+	greedy := 0.0
+	cfg.Temperature = &greedy
 	cfg.MaxInFlight = 1024
 	return cfg
 }
