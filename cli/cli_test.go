@@ -309,7 +309,7 @@ func TestRunDrawsAProgressBarOnATerminal(t *testing.T) {
 func cancelAt(turn int64, cancel context.CancelCauseFunc, cause error) map[string]env.PolicyMaker {
 	var turns atomic.Int64
 	return map[string]env.PolicyMaker{
-		"cancel-at": func(env.Params, string) (agents.Policy, error) {
+		"cancel-at": func(env.PolicyRequest) (agents.Policy, error) {
 			return agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
 				if turns.Add(1) == turn {
 					cancel(cause)

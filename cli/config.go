@@ -200,19 +200,19 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		Scenarios:  reg,
 		Allocators: allocs,
 		Parallel:   []string{llmPolicyName},
-		Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-			if req.Policy.Name != llmPolicyName {
-				return nil, false, nil
+		Policies: func(req env.PolicyRequest) (agents.Policy, error) {
+			if req.Name != llmPolicyName {
+				return nil, env.ErrUnknownPolicy
 			}
 			if llms == nil {
 				var err error
 				if llms, err = newLLMPolicies(req, f); err != nil {
-					return nil, true, err
+					return nil, err
 				}
-			} else if !bytes.Equal(llms.settings, req.Policy.Settings) {
-				return nil, true, fmt.Errorf("every role that plays llm must have the same settings")
+			} else if !bytes.Equal(llms.settings, req.Settings) {
+				return nil, fmt.Errorf("every role that plays llm must have the same settings")
 			}
-			return llms.policy, true, nil
+			return llms.policy, nil
 		},
 	})
 	if err != nil {
@@ -413,12 +413,12 @@ type llmPolicies struct {
 // newLLMPolicies connects the "llm" policy to the server of the --llm-*
 // flags, with the spec's settings, fitted to the scenario (its rules in
 // the system prompt, its structured answers' schemas).
-func newLLMPolicies(req runspec.PolicyRequest, f *runFlags) (*llmPolicies, error) {
+func newLLMPolicies(req env.PolicyRequest, f *runFlags) (*llmPolicies, error) {
 	if f.llmEnvErr != nil {
 		return nil, f.llmEnvErr
 	}
 	cfg := f.llm
-	if err := applyLLMSettings(&cfg, req.Policy.Settings); err != nil {
+	if err := applyLLMSettings(&cfg, req.Settings); err != nil {
 		return nil, err
 	}
 	cfg.Seed = req.Seed // reproducible retry jitter
@@ -431,7 +431,7 @@ func newLLMPolicies(req runspec.PolicyRequest, f *runFlags) (*llmPolicies, error
 		client.Close()
 		return nil, err
 	}
-	return &llmPolicies{client: client, policy: policy, settings: req.Policy.Settings}, nil
+	return &llmPolicies{client: client, policy: policy, settings: req.Settings}, nil
 }
 
 // parseInvalidRule reads --on-invalid: what an invalid answer (an LLM's

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 )
 
 // llmSettings are the settings of the "llm" policy in a run spec
-// (runspec.Policy.Settings): what of the --llm-* flags, or of a rollout
+// (runspec.Policy.Settings): the model and its sampling settings
+// (protocol.Sampling, inline), what of the --llm-* flags, or of a rollout
 // request's sampling, shapes the episodes. troupe run writes them from its
 // flags (llmSettingsOf), troupe serve from each request's sampling over
 // its flags (servedLLMSettings), and both make the policy from them
@@ -23,49 +24,26 @@ import (
 // of the flags' defaults holds {"model", "temperature"} alone. A field
 // left out of a spec read back keeps the flags' value.
 type llmSettings struct {
-	Model        string   `json:"model"`
-	Temperature  float64  `json:"temperature"`
-	TopP         *float64 `json:"top_p,omitempty"`
-	TopK         *int     `json:"top_k,omitempty"`
-	MaxTokens    *int     `json:"max_tokens,omitempty"`
-	Stop         []string `json:"stop,omitempty"`
-	StopTokenIDs []int    `json:"stop_token_ids,omitempty"`
-	// SamplingSeed is slime's sampling_seed (llm.Config.SamplingSeed).
-	SamplingSeed               *int64                     `json:"sampling_seed,omitempty"`
-	SkipSpecialTokens          *bool                      `json:"skip_special_tokens,omitempty"`
-	NoStopTrim                 *bool                      `json:"no_stop_trim,omitempty"`
-	SpacesBetweenSpecialTokens *bool                      `json:"spaces_between_special_tokens,omitempty"`
-	RepetitionPenalty          *float64                   `json:"repetition_penalty,omitempty"`
-	MinTokens                  *int                       `json:"min_tokens,omitempty"`
-	Extra                      map[string]json.RawMessage `json:"extra,omitempty"`
+	Model string `json:"model"`
+	protocol.Sampling
 }
 
-// nonZero is v's address, or nil for the zero value.
-func nonZero[T comparable](v T) *T {
+// nonZero is p, or nil when p is nil or points at the zero value (a
+// flag's unset value).
+func nonZero[T comparable](p *T) *T {
 	var zero T
-	if v == zero {
+	if p == nil || *p == zero {
 		return nil
 	}
-	return &v
-}
-
-// valueOf is *p, or the zero value for nil.
-func valueOf[T any](p *T) T {
-	var v T
-	if p != nil {
-		v = *p
-	}
-	return v
+	return p
 }
 
 // settingsOf are the settings of cfg's sampling.
 func settingsOf(cfg *llm.Config) llmSettings {
-	return llmSettings{
-		Model: cfg.Model, Temperature: cfg.Temperature, TopP: nonZero(cfg.TopP), TopK: nonZero(cfg.TopK),
-		MaxTokens: nonZero(cfg.MaxTokens), Stop: cfg.Stop, StopTokenIDs: cfg.StopTokenIDs, SamplingSeed: cfg.SamplingSeed,
-		SkipSpecialTokens: cfg.SkipSpecialTokens, NoStopTrim: cfg.NoStopTrim, SpacesBetweenSpecialTokens: cfg.SpacesBetweenSpecialTokens,
-		RepetitionPenalty: nonZero(cfg.RepetitionPenalty), MinTokens: nonZero(cfg.MinTokens), Extra: cfg.Extra,
-	}
+	s := cfg.Sampling
+	s.TopP, s.TopK, s.MaxTokens = nonZero(s.TopP), nonZero(s.TopK), nonZero(s.MaxTokens)
+	s.RepetitionPenalty, s.MinTokens = nonZero(s.RepetitionPenalty), nonZero(s.MinTokens)
+	return llmSettings{Model: cfg.Model, Sampling: s}
 }
 
 func (st *llmSettings) encode() json.RawMessage {
@@ -82,24 +60,21 @@ func llmSettingsOf(cfg *llm.Config) json.RawMessage {
 	return st.encode()
 }
 
-// applyLLMSettings sets cfg's sampling from a spec's settings: the fields
-// they hold replace cfg's, the others keep cfg's. Unknown fields are
+// applyLLMSettings sets cfg's model and sampling from a spec's settings:
+// the fields they hold replace cfg's, the others keep cfg's
+// (protocol.Sampling.Over); extra adds to cfg's. Unknown fields are
 // refused by name.
 func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
 	if len(settings) == 0 {
 		return nil
 	}
-	st := settingsOf(cfg)
-	st.Extra = maps.Clone(st.Extra) // decoding adds to the map
+	st := llmSettings{Model: cfg.Model}
 	dec := json.NewDecoder(bytes.NewReader(settings))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
-	cfg.Model, cfg.Temperature, cfg.TopP, cfg.TopK = st.Model, st.Temperature, valueOf(st.TopP), valueOf(st.TopK)
-	cfg.MaxTokens, cfg.Stop, cfg.StopTokenIDs, cfg.SamplingSeed = valueOf(st.MaxTokens), st.Stop, st.StopTokenIDs, st.SamplingSeed
-	cfg.SkipSpecialTokens, cfg.NoStopTrim, cfg.SpacesBetweenSpecialTokens = st.SkipSpecialTokens, st.NoStopTrim, st.SpacesBetweenSpecialTokens
-	cfg.RepetitionPenalty, cfg.MinTokens, cfg.Extra = valueOf(st.RepetitionPenalty), valueOf(st.MinTokens), st.Extra
+	cfg.Model, cfg.Sampling = st.Model, st.Sampling.Over(cfg.Sampling)
 	return nil
 }
 
@@ -112,8 +87,8 @@ func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
 //   - max_tokens -1 or 0 is unset, which leaves the service's
 //     --llm-max-tokens, else the server's default;
 //   - stop and stop_token_ids replace the flags' when not empty;
-//   - seed (slime's sampling_seed) roots every call's seed
-//     (llm.SampledRequestSeed), and so needs one episode per request;
+//   - sampling_seed roots every call's seed (llm.SampledRequestSeed),
+//     and so needs one episode per request;
 //   - extra adds to the flags' --llm-extra.
 //
 // A field the server kind cannot honour is refused by name when the
@@ -126,52 +101,20 @@ func servedLLMSettings(base llm.Config) func(name string, req *rollout.Request) 
 		}
 		st := settingsOf(&base)
 		if s := req.Sampling; s != nil {
-			if s.Temperature != nil {
-				st.Temperature = *s.Temperature
+			given := *s
+			if m := given.MaxTokens; m != nil && *m >= -1 && *m <= 0 {
+				given.MaxTokens = nil // unset: the flags' (below -1: Validate names it)
 			}
-			if s.TopP != nil {
-				st.TopP = s.TopP
+			if len(given.Stop) == 0 {
+				given.Stop = nil
 			}
-			if s.TopK != nil {
-				st.TopK = s.TopK
+			if len(given.StopTokenIDs) == 0 {
+				given.StopTokenIDs = nil
 			}
-			if m := s.MaxTokens; m != nil && (*m > 0 || *m < -1) {
-				st.MaxTokens = m // below -1: Validate names it
+			if n := req.N; given.SamplingSeed != nil && n > 1 {
+				return nil, fmt.Errorf("sampling seed with n %d: the episodes of one request would sample with the same seeds; send one request per sampling seed (slime: sampling_seed = rollout_seed + j, one request per copy)", n)
 			}
-			if len(s.Stop) > 0 {
-				st.Stop = s.Stop
-			}
-			if len(s.StopTokenIDs) > 0 {
-				st.StopTokenIDs = s.StopTokenIDs
-			}
-			if s.Seed != nil {
-				if n := req.N; n > 1 {
-					return nil, fmt.Errorf("sampling seed with n %d: the episodes of one request would sample with the same seeds; send one request per sampling seed (slime: sampling_seed = rollout_seed + j, one request per copy)", n)
-				}
-				st.SamplingSeed = s.Seed
-			}
-			if s.SkipSpecialTokens != nil {
-				st.SkipSpecialTokens = s.SkipSpecialTokens
-			}
-			if s.NoStopTrim != nil {
-				st.NoStopTrim = s.NoStopTrim
-			}
-			if s.SpacesBetweenSpecialTokens != nil {
-				st.SpacesBetweenSpecialTokens = s.SpacesBetweenSpecialTokens
-			}
-			if s.RepetitionPenalty != nil {
-				st.RepetitionPenalty = s.RepetitionPenalty
-			}
-			if s.MinTokens != nil {
-				st.MinTokens = s.MinTokens
-			}
-			if len(s.Extra) > 0 {
-				st.Extra = maps.Clone(base.Extra)
-				if st.Extra == nil {
-					st.Extra = map[string]json.RawMessage{}
-				}
-				maps.Copy(st.Extra, s.Extra)
-			}
+			st.Sampling = given.Over(st.Sampling)
 		}
 		return st.encode(), nil
 	}

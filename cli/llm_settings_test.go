@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 )
 
@@ -16,7 +17,7 @@ import (
 // the request's sampling over the service's flags, with slime's meanings.
 func TestServedLLMSettings(t *testing.T) {
 	base := llm.DefaultConfig()
-	base.Model, base.Temperature, base.TopK, base.MaxTokens, base.TopP = "m", 0.7, 40, 48, 0.9
+	base.Model, base.Temperature, base.TopK, base.MaxTokens, base.TopP = "m", ptr(0.7), ptr(40), ptr(48), ptr(0.9)
 	base.Extra = map[string]json.RawMessage{"min_p": json.RawMessage(`0.1`)}
 	settings := servedLLMSettings(base)
 
@@ -34,8 +35,8 @@ func TestServedLLMSettings(t *testing.T) {
 	// Explicit zeros are kept apart from "not given": temperature 0 is
 	// greedy, top_p 0 and top_k 0 unset the flags'; max_tokens -1 leaves
 	// the flags'.
-	req := &rollout.Request{Sampling: &rollout.Sampling{
-		Temperature: ptr(0.0), TopP: ptr(0.0), TopK: ptr(0), MaxTokens: ptr(-1), Seed: ptr(int64(5)),
+	req := &rollout.Request{Sampling: &protocol.Sampling{
+		Temperature: ptr(0.0), TopP: ptr(0.0), TopK: ptr(0), MaxTokens: ptr(-1), SamplingSeed: ptr(int64(5)),
 		Stop: []string{"\n"}, StopTokenIDs: []int{2}, SkipSpecialTokens: ptr(false), NoStopTrim: ptr(true),
 		SpacesBetweenSpecialTokens: ptr(false), RepetitionPenalty: ptr(1.1), MinTokens: ptr(1),
 		Extra: map[string]json.RawMessage{"top_a": json.RawMessage(`1`)},
@@ -45,10 +46,10 @@ func TestServedLLMSettings(t *testing.T) {
 	cfg = base
 	require.NoError(t, applyLLMSettings(&cfg, got))
 	want := base
-	want.Temperature, want.TopP, want.TopK, want.MaxTokens = 0, 0, 0, 48
+	want.Temperature, want.TopP, want.TopK, want.MaxTokens = ptr(0.0), ptr(0.0), ptr(0), ptr(48)
 	want.SamplingSeed, want.Stop, want.StopTokenIDs = ptr(int64(5)), []string{"\n"}, []int{2}
 	want.SkipSpecialTokens, want.NoStopTrim, want.SpacesBetweenSpecialTokens = ptr(false), ptr(true), ptr(false)
-	want.RepetitionPenalty, want.MinTokens = 1.1, 1
+	want.RepetitionPenalty, want.MinTokens = ptr(1.1), ptr(1)
 	want.Extra = map[string]json.RawMessage{"min_p": json.RawMessage(`0.1`), "top_a": json.RawMessage(`1`)}
 	assert.Equal(t, want, cfg)
 	assert.Equal(t, json.RawMessage(`0.1`), base.Extra["min_p"], "the flags' extra is not written to")

@@ -183,7 +183,7 @@ func TestServeLLMRolloutsAgainstRealLlamaServer(t *testing.T) {
 		Policy:    llmPolicyName,
 		RolloutID: &rolloutID,
 		// slime's defaults, and its sampling_seed.
-		Sampling: &rollout.Sampling{Temperature: &temp, MaxTokens: &maxTokens, TopK: ptr(-1), Seed: ptr(int64(11)),
+		Sampling: &protocol.Sampling{Temperature: &temp, MaxTokens: &maxTokens, TopK: ptr(-1), SamplingSeed: ptr(int64(11)),
 			SkipSpecialTokens: ptr(false), NoStopTrim: ptr(true), SpacesBetweenSpecialTokens: ptr(false)},
 	})
 	require.NoError(t, err)
@@ -298,10 +298,10 @@ func TestServeLLMSlimeSampling(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			srv := llmtest.Start(t, llmtest.Options{Kind: kind, Record: true})
 			cfg := llm.DefaultConfig()
-			cfg.BaseURL, cfg.Kind, cfg.Model, cfg.MaxTokens = srv.URL(), llm.Kind(kind), "test", 48
+			cfg.BaseURL, cfg.Kind, cfg.Model, cfg.MaxTokens = srv.URL(), llm.Kind(kind), "test", ptr(48)
 			c := serveLLM(t, cfg)
-			s := &rollout.Sampling{
-				Temperature: ptr(1.0), TopP: ptr(1.0), TopK: ptr(-1), MaxTokens: ptr(-1), Seed: ptr(int64(1234)),
+			s := &protocol.Sampling{
+				Temperature: ptr(1.0), TopP: ptr(1.0), TopK: ptr(-1), MaxTokens: ptr(-1), SamplingSeed: ptr(int64(1234)),
 				SkipSpecialTokens: ptr(false), NoStopTrim: ptr(true), SpacesBetweenSpecialTokens: ptr(false),
 				RepetitionPenalty: ptr(1.1),
 			}
@@ -369,18 +369,18 @@ func TestServeLLMRefusesWhatTheServerCannotDo(t *testing.T) {
 	cfg.BaseURL, cfg.Kind, cfg.Model = srv.URL(), llm.KindLlamaCpp, "test"
 	c := serveLLM(t, cfg)
 	for _, tc := range []struct {
-		s    rollout.Sampling
+		s    protocol.Sampling
 		n    int
 		want []string
 	}{
-		{rollout.Sampling{StopTokenIDs: []int{7}}, 1, []string{"stop_token_ids", "llamacpp"}},
-		{rollout.Sampling{SkipSpecialTokens: ptr(true)}, 1, []string{"skip_special_tokens", "llamacpp"}},
-		{rollout.Sampling{SpacesBetweenSpecialTokens: ptr(true)}, 1, []string{"spaces_between_special_tokens", "llamacpp"}},
-		{rollout.Sampling{NoStopTrim: ptr(false)}, 1, []string{"no_stop_trim", "llamacpp"}},
-		{rollout.Sampling{MinTokens: ptr(3)}, 1, []string{"min_tokens", "llamacpp"}},
-		{rollout.Sampling{TopK: ptr(-2)}, 1, []string{"top_k -2"}},
-		{rollout.Sampling{MaxTokens: ptr(-5)}, 1, []string{"max tokens -5"}},
-		{rollout.Sampling{Seed: ptr(int64(3))}, 2, []string{"sampling seed with n 2"}},
+		{protocol.Sampling{StopTokenIDs: []int{7}}, 1, []string{"stop_token_ids", "llamacpp"}},
+		{protocol.Sampling{SkipSpecialTokens: ptr(true)}, 1, []string{"skip_special_tokens", "llamacpp"}},
+		{protocol.Sampling{SpacesBetweenSpecialTokens: ptr(true)}, 1, []string{"spaces_between_special_tokens", "llamacpp"}},
+		{protocol.Sampling{NoStopTrim: ptr(false)}, 1, []string{"no_stop_trim", "llamacpp"}},
+		{protocol.Sampling{MinTokens: ptr(3)}, 1, []string{"min_tokens", "llamacpp"}},
+		{protocol.Sampling{TopK: ptr(-2)}, 1, []string{"top_k -2"}},
+		{protocol.Sampling{MaxTokens: ptr(-5)}, 1, []string{"max tokens -5"}},
+		{protocol.Sampling{SamplingSeed: ptr(int64(3))}, 2, []string{"sampling seed with n 2"}},
 	} {
 		s := tc.s
 		_, err := c.Rollouts(t.Context(), &rollout.Request{Scenario: "tictactoe", Policy: llmPolicyName, N: tc.n, Sampling: &s})
@@ -389,7 +389,7 @@ func TestServeLLMRefusesWhatTheServerCannotDo(t *testing.T) {
 			assert.Contains(t, err.Error(), w)
 		}
 	}
-	for _, s := range []rollout.Sampling{
+	for _, s := range []protocol.Sampling{
 		{TopK: ptr(0), MaxTokens: ptr(0)},
 		{TopK: ptr(-1), MaxTokens: ptr(-1), SkipSpecialTokens: ptr(false), NoStopTrim: ptr(true), SpacesBetweenSpecialTokens: ptr(false), MinTokens: ptr(0)},
 	} {

@@ -50,10 +50,10 @@ var errBroken = errors.New("broken policy")
 // (fails at its agent's second turn), plus extra.
 func newRelay(extra map[string]env.PolicyMaker) env.Scenario {
 	policies := map[string]env.PolicyMaker{
-		"always-a": func(env.Params, string) (agents.Policy, error) {
+		"always-a": func(env.PolicyRequest) (agents.Policy, error) {
 			return agents.Scripted(func(*agents.Observation) string { return "a" }), nil
 		},
-		"broken": func(env.Params, string) (agents.Policy, error) {
+		"broken": func(env.PolicyRequest) (agents.Policy, error) {
 			return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
 				if obs.Turn == 1 {
 					return agents.Action{}, errBroken

@@ -324,11 +324,13 @@ func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter
 	logger := slog.New(slog.NewTextHandler(rep, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// The embedded server's worker plays the run's own policies, the LLM
 	// one on the run's client included.
-	policies := func(r natsrun.PolicyRequest) (agents.Policy, error) {
-		if r.Policy.Name == llmPolicyName && p.llm != nil {
-			return p.llm.policy, nil
+	policies := func(string) env.PolicyMaker {
+		return func(r env.PolicyRequest) (agents.Policy, error) {
+			if r.Name == llmPolicyName && p.llm != nil {
+				return p.llm.policy, nil
+			}
+			return nil, env.ErrUnknownPolicy
 		}
-		return natsrun.NamedPolicies(r)
 	}
 	d, err := nf.OpenRun(ctx, a.Scenarios, policies, p.cfg.Concurrency, logger)
 	if err != nil {

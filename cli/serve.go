@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
@@ -118,17 +119,16 @@ func (a *App) serveCommand() *cobra.Command {
 // shares the client, and so its bound on requests in flight to the model
 // server. A field the server kind cannot honour is refused by name
 // (llm.Config.Validate), which the service answers as 400 bad_policy.
-func llmPolicyMaker(client *llm.Client, base llm.Config) server.PolicyMaker {
-	return func(req server.PolicyRequest) (agents.Policy, bool, error) {
-		if req.Policy.Name != llmPolicyName {
-			return nil, false, nil
+func llmPolicyMaker(client *llm.Client, base llm.Config) env.PolicyMaker {
+	return func(req env.PolicyRequest) (agents.Policy, error) {
+		if req.Name != llmPolicyName {
+			return nil, env.ErrUnknownPolicy
 		}
 		cfg := base
-		if err := applyLLMSettings(&cfg, req.Policy.Settings); err != nil {
-			return nil, true, err
+		if err := applyLLMSettings(&cfg, req.Settings); err != nil {
+			return nil, err
 		}
-		p, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
-		return p, true, err
+		return llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 	}
 }
 

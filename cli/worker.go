@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 )
@@ -60,28 +61,26 @@ func (a *App) workerCommand() *cobra.Command {
 // (endpoints), or the run's server's URL when it is the worker's. A run
 // whose endpoint the worker does not serve, or whose settings it cannot
 // honour, it leaves to other workers, saying why.
-func (a *App) workerPolicies(client *llm.Client, cfg llm.Config, endpoints ...string) natsrun.PolicyMaker {
-	return func(r natsrun.PolicyRequest) (agents.Policy, error) {
-		if r.Policy.Name != llmPolicyName {
-			return natsrun.NamedPolicies(r)
-		}
-		if !servesEndpoint(r.LLMEndpoint, cfg.BaseURL, endpoints) {
-			serves := append([]string{cfg.BaseURL}, endpoints...)
-			if r.LLMEndpoint == "" {
-				return nil, fmt.Errorf("role %s plays llm, but the run names no LLM endpoint", r.Role)
+func (a *App) workerPolicies(client *llm.Client, cfg llm.Config, endpoints ...string) func(llmEndpoint string) env.PolicyMaker {
+	return func(llmEndpoint string) env.PolicyMaker {
+		return func(r env.PolicyRequest) (agents.Policy, error) {
+			if r.Name != llmPolicyName {
+				return nil, env.ErrUnknownPolicy
 			}
-			return nil, fmt.Errorf("role %s plays llm on endpoint %s, which this worker does not serve (it serves %s; declare one with --llm-endpoint NAME)",
-				r.Role, r.LLMEndpoint, strings.Join(serves, ", "))
+			if !servesEndpoint(llmEndpoint, cfg.BaseURL, endpoints) {
+				serves := append([]string{cfg.BaseURL}, endpoints...)
+				if llmEndpoint == "" {
+					return nil, fmt.Errorf("role %s plays llm, but the run names no LLM endpoint", r.Role)
+				}
+				return nil, fmt.Errorf("role %s plays llm on endpoint %s, which this worker does not serve (it serves %s; declare one with --llm-endpoint NAME)",
+					r.Role, llmEndpoint, strings.Join(serves, ", "))
+			}
+			pcfg := cfg
+			if err := applyLLMSettings(&pcfg, r.Settings); err != nil {
+				return nil, fmt.Errorf("role %s: llm %w", r.Role, err)
+			}
+			return llm.NewPolicy(client, pcfg, llm.ForScenario(r.Scenario, r.Params)...)
 		}
-		pcfg := cfg
-		if err := applyLLMSettings(&pcfg, r.Policy.Settings); err != nil {
-			return nil, fmt.Errorf("role %s: llm %w", r.Role, err)
-		}
-		sc, err := a.Scenarios.Lookup(r.Info.Name)
-		if err != nil {
-			return nil, err
-		}
-		return llm.NewPolicy(client, pcfg, llm.ForScenario(sc, r.Params)...)
 	}
 }
 

@@ -1,6 +1,7 @@
 package env
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,24 +18,66 @@ var ErrUnknownPolicy = errors.New("unknown policy")
 // scenario does not have.
 var ErrUnknownRole = errors.New("unknown role")
 
-// MakePolicy builds the policy called name for role: one of the scenario's
-// own (Policies) or "random". An unknown name wraps ErrUnknownPolicy and
-// lists the known ones.
-func (in *Info) MakePolicy(p Params, role, name string) (agents.Policy, error) {
-	if mk, ok := in.Policies[name]; ok {
-		pol, err := mk(p, role)
-		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", name, err)
-		}
-		if pol == nil {
-			return nil, fmt.Errorf("policy %q: the scenario's policy maker returned no policy", name)
-		}
-		return pol, nil
+// PolicyRequest asks a PolicyMaker for one role's policy in a run: the
+// policy called Name, with Settings, for Role of Scenario played with
+// Params. It is the one request every maker of policies gets: a
+// scenario's own (Info.Policies), a run's (runspec.Resolvers.Policies),
+// a rollout service's, a league's and a distributed worker's. What only
+// one kind of maker needs (a service's call recorder, a worker's LLM
+// endpoint) is not in it: the maker's own closure holds it.
+type PolicyRequest struct {
+	// Scenario is the scenario played: a policy may need more than its
+	// Info (its StructuredActions, to constrain an LLM's answers).
+	Scenario Scenario
+	// Params are the run's validated parameters.
+	Params Params
+	// Role is the role whose seats the policy plays.
+	Role string
+	// Name is the policy's name: one of the scenario's own, "random", or
+	// one a maker above the scenario knows ("llm", a league's players).
+	Name string
+	// Settings are the policy's settings, a JSON object as the run spec
+	// gives them (an LLM's model and sampling); nil: none. A maker that
+	// cannot honour settings refuses them rather than ignore them.
+	Settings json.RawMessage
+	// Seed is the run seed: it roots what a policy draws once per run
+	// (an LLM client's retry jitter). Episodes' policy seeds are not it:
+	// each observation carries its own.
+	Seed uint64
+}
+
+// PolicyMaker makes the policy a request names. It returns an error
+// wrapping ErrUnknownPolicy for a name it does not know, so that a caller
+// that holds several makers asks the next one (a run asks its own makers
+// before the scenario's policies and "random"); any other error is the
+// policy's, reported as is. The policy it returns plays every seat of the
+// role in every episode of the run, concurrently: it must be safe for
+// concurrent use. It never returns a nil policy without an error.
+type PolicyMaker func(req PolicyRequest) (agents.Policy, error)
+
+// MakePolicy is the PolicyMaker of the scenario's own policies (Policies)
+// and "random", for req.Role. They take no settings: a request with some
+// is refused, not played without them. An unknown name wraps
+// ErrUnknownPolicy and lists the known ones.
+func (in *Info) MakePolicy(req PolicyRequest) (agents.Policy, error) {
+	mk, own := in.Policies[req.Name]
+	if !own && req.Name != "random" {
+		return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, req.Name, in.Name, strings.Join(in.PolicyNames(), ", "))
 	}
-	if name == "random" {
+	if len(req.Settings) > 0 {
+		return nil, fmt.Errorf("policy %q takes no settings: it cannot honour %s", req.Name, req.Settings)
+	}
+	if !own {
 		return agents.Random(), nil
 	}
-	return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, name, in.Name, strings.Join(in.PolicyNames(), ", "))
+	pol, err := mk(req)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", req.Name, err)
+	}
+	if pol == nil {
+		return nil, fmt.Errorf("policy %q: the scenario's policy maker returned no policy", req.Name)
+	}
+	return pol, nil
 }
 
 // DefaultPolicyName is the policy a role plays when a run names none for
@@ -48,27 +91,26 @@ func (in *Info) DefaultPolicyName() string {
 	return "random"
 }
 
-// PolicyMakerFunc builds the policy called name for role, or returns
-// ErrUnknownPolicy when it does not know the name.
-type PolicyMakerFunc func(role, name string) (agents.Policy, error)
-
-// AssignPolicies gives every role a policy: perRole[role], else fallback,
-// else the scenario's DefaultPolicy, else "random". Each role's policy is
-// made once, by build (nil means MakePolicy with p), so the PolicyFor it
+// AssignPolicies gives every role a policy: the one called perRole[role],
+// else req.Name, else the scenario's DefaultPolicy, else "random". Each
+// role's policy is made once, by build (nil: MakePolicy) from req with the
+// role's Role and Name (its Scenario, Params, Settings and Seed are req's;
+// a build that knows each role's settings sets them), so the PolicyFor it
 // returns hands one policy value to every seat of a role and is safe for
 // concurrent use. It also returns each role's policy name. A role the
 // scenario does not have wraps ErrUnknownRole.
-func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback string, build PolicyMakerFunc) (PolicyFor, map[string]string, error) {
+func (in *Info) AssignPolicies(req PolicyRequest, perRole map[string]string, build PolicyMaker) (PolicyFor, map[string]string, error) {
 	for _, role := range slices.Sorted(maps.Keys(perRole)) {
 		if in.Role(role) == nil {
 			return nil, nil, fmt.Errorf("%w %q: scenario %s has %s", ErrUnknownRole, role, in.Name, in.RoleNames())
 		}
 	}
+	fallback := req.Name
 	if fallback == "" {
 		fallback = in.DefaultPolicyName()
 	}
 	if build == nil {
-		build = func(role, name string) (agents.Policy, error) { return in.MakePolicy(p, role, name) }
+		build = in.MakePolicy
 	}
 	byRole := make(map[string]agents.Policy, len(in.Roles))
 	names := make(map[string]string, len(in.Roles))
@@ -77,7 +119,9 @@ func (in *Info) AssignPolicies(p Params, perRole map[string]string, fallback str
 		if !ok {
 			name = fallback
 		}
-		pol, err := build(r.Name, name)
+		rreq := req
+		rreq.Role, rreq.Name = r.Name, name
+		pol, err := build(rreq)
 		if err != nil {
 			return nil, nil, fmt.Errorf("scenario %s role %s: %w", in.Name, r.Name, err)
 		}

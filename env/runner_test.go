@@ -398,7 +398,7 @@ func TestRunRecyclesTheTurnsOfARecyclingOutput(t *testing.T) {
 			require.NoError(t, err)
 			p, err := sc.Info().ParseParams(nil)
 			require.NoError(t, err)
-			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
+			policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p}, nil, nil)
 			require.NoError(t, err)
 			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
 			var outs [2]*recyclingOutput
@@ -421,7 +421,7 @@ func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
 			require.NoError(t, err)
 			p, err := sc.Info().ParseParams(nil)
 			require.NoError(t, err)
-			policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
+			policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p}, nil, nil)
 			require.NoError(t, err)
 			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
 			var outs [2]bytes.Buffer

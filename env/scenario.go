@@ -118,9 +118,6 @@ type StructuredActions interface {
 	CheckAnswer(obs *agents.Observation, text string) error
 }
 
-// PolicyMaker builds a named policy for one role of a scenario.
-type PolicyMaker func(p Params, role string) (agents.Policy, error)
-
 // Info describes a scenario: what it is, how it is played, what it takes.
 type Info struct {
 	Name     string
@@ -130,7 +127,10 @@ type Info struct {
 	Roles    []*agents.Role
 	Params   []ParamSpec
 	// Policies are the scenario's own named policies (a heuristic, a
-	// scripted opponent). "random" is always available on top of them.
+	// scripted opponent), made by MakePolicy: a maker reads the request's
+	// Params and Role (its Settings are always empty: MakePolicy refuses
+	// settings for the scenario's own policies). "random" is always
+	// available on top of them.
 	Policies map[string]PolicyMaker
 	// DefaultPolicy names the policy every role plays when the user names
 	// none; empty means "random".

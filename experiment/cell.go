@@ -462,14 +462,14 @@ func (p *plan) policies(params env.Params, learner learn.Learner) (env.PolicyFor
 	}
 	// The plan's allocator registry: the spec names none, and the default
 	// one would be built again for every cell.
-	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg, Allocators: p.registry, Policies: func(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-		if req.Policy.Name != learnerPolicy {
-			return nil, false, nil
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg, Allocators: p.registry, Policies: func(req env.PolicyRequest) (agents.Policy, error) {
+		if req.Name != learnerPolicy {
+			return nil, env.ErrUnknownPolicy
 		}
 		if learner == nil {
-			return agents.Random(), true, nil // checking the configuration: any policy will do
+			return agents.Random(), nil // checking the configuration: any policy will do
 		}
-		return learner, true, nil
+		return learner, nil
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)

@@ -227,7 +227,7 @@ func TestLLMPlayer(t *testing.T) {
 	dir := t.TempDir()
 	temp := 0.0
 	l := newLeague(t, dir, league.Config{Seed: 2}, scripted("random"),
-		league.Player{Name: "ckpt-100", Policy: league.LLMPlayer(league.LLMSettings{BaseURL: srv.URL(), Model: "ckpt-100", Temperature: &temp, MaxTokens: 32})})
+		league.Player{Name: "ckpt-100", Policy: league.LLMPlayer(league.LLMSettings{BaseURL: srv.URL(), Model: "ckpt-100", Sampling: protocol.Sampling{Temperature: &temp, MaxTokens: ptr(32)}})})
 	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 6, Focal: "ckpt-100", Concurrency: 2}))
 	for _, r := range l.Results() {
 		assert.Equal(t, protocol.StatusCompleted, r.Status)
@@ -272,3 +272,5 @@ func TestOneWriterManyReaders(t *testing.T) {
 	require.NoError(t, err, "the lock is released by Close")
 	require.NoError(t, again.Close())
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -23,7 +23,7 @@ func TestLLMPlayersAgainstRealLlamaServer(t *testing.T) {
 	temp := 0.0
 	player := func(name string) league.Player {
 		return league.Player{Name: name, Policy: league.LLMPlayer(league.LLMSettings{BaseURL: srv.URL + "/v1", Kind: "llamacpp",
-			Model: name, Temperature: &temp, MaxTokens: 24, Timeout: "60s"})}
+			Model: name, Sampling: protocol.Sampling{Temperature: &temp, MaxTokens: ptr(24)}, Timeout: "60s"})}
 	}
 	l := newLeague(t, t.TempDir(), league.Config{Seed: 4}, player("ckpt-a"), scripted("random"))
 	defer l.Close()

@@ -26,7 +26,7 @@ func bid() env.Scenario {
 			Events: fsm.Events{agents.Edge("bidding", "bid", "done")}, Terminal: []agents.State{"done"}}
 	}
 	always := func(v string) env.PolicyMaker {
-		return func(env.Params, string) (agents.Policy, error) {
+		return func(env.PolicyRequest) (agents.Policy, error) {
 			return agents.Scripted(func(*agents.Observation) string { return v }), nil
 		}
 	}

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
@@ -54,14 +56,14 @@ type Player struct {
 }
 
 // LLMSettings are the settings of an llm player: where the model is
-// served and how it is sampled.
+// served and how it is sampled (protocol.Sampling, inline: each field not
+// given keeps the llm package's default, temperature 1, else the
+// server's).
 type LLMSettings struct {
-	BaseURL     string   `json:"base_url"`
-	Kind        string   `json:"kind,omitempty"` // vllm (default), sglang, llamacpp, openai
-	Model       string   `json:"model"`
-	Temperature *float64 `json:"temperature,omitempty"` // default 1
-	TopP        float64  `json:"top_p,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
+	BaseURL string `json:"base_url"`
+	Kind    string `json:"kind,omitempty"` // vllm (default), sglang, llamacpp, openai
+	Model   string `json:"model"`
+	protocol.Sampling
 	// APIKeyEnv names the environment variable holding the endpoint's key:
 	// the key itself is never written into the league.
 	APIKeyEnv string `json:"api_key_env,omitempty"`
@@ -134,12 +136,10 @@ func llmConfig(s LLMSettings, seed uint64) (llm.Config, error) {
 	if s.Model == "" {
 		return cfg, errors.New("settings: model is required")
 	}
-	cfg.BaseURL, cfg.Model, cfg.TopP, cfg.MaxTokens, cfg.Seed = s.BaseURL, s.Model, s.TopP, s.MaxTokens, seed
+	cfg.BaseURL, cfg.Model, cfg.Seed = s.BaseURL, s.Model, seed
+	cfg.Sampling = s.Sampling.Over(cfg.Sampling)
 	if s.Kind != "" {
 		cfg.Kind = llm.Kind(s.Kind)
-	}
-	if s.Temperature != nil {
-		cfg.Temperature = *s.Temperature
 	}
 	if s.APIKeyEnv != "" {
 		key, ok := os.LookupEnv(s.APIKeyEnv)
@@ -234,7 +234,7 @@ func (ps *policies) make(p *Player, role string) (agents.Policy, error) {
 	if len(p.Policy.Settings) > 0 {
 		return nil, fmt.Errorf("policy %q takes no settings", p.Policy.Name)
 	}
-	return l.info.MakePolicy(l.params, role, p.Policy.Name)
+	return l.info.MakePolicy(env.PolicyRequest{Scenario: l.scenario, Params: l.params, Role: role, Name: p.Policy.Name})
 }
 
 // checkPlayer vets a new player: its name, its policy and settings, and,
@@ -278,7 +278,7 @@ func (l *League) checkPlayer(p *Player) error {
 			return bad("policy %q takes no settings (only %s do)", p.Policy.Name, strings.Join([]string{PolicyLearner, PolicySnapshot, PolicyLLM}, ", "))
 		}
 		for _, r := range l.info.Roles {
-			if _, err := l.info.MakePolicy(l.params, r.Name, p.Policy.Name); err != nil {
+			if _, err := l.info.MakePolicy(env.PolicyRequest{Scenario: l.scenario, Params: l.params, Role: r.Name, Name: p.Policy.Name}); err != nil {
 				return bad("%v", err)
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout/server"
-	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -152,24 +151,23 @@ func cmpErr(a, b error) error {
 }
 
 // MakePolicy implements server.Matcher: the policy of the league player
-// whose policy and settings the spec names; ok false for any other (the
-// learner's llm policy, made by the service).
-func (s *Service) MakePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-	switch req.Policy.Name {
+// whose policy and settings the request names; env.ErrUnknownPolicy for
+// any other (the learner's llm policy, made by the service).
+func (s *Service) MakePolicy(req env.PolicyRequest) (agents.Policy, error) {
+	switch req.Name {
 	case PolicySnapshot, PolicyLLM, PolicyLearner:
 	default:
-		return nil, false, nil
+		return nil, env.ErrUnknownPolicy
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.l.state.Players {
 		p := &s.l.state.Players[i]
-		if p.Policy.Name == req.Policy.Name && sameJSON(p.Policy.Settings, req.Policy.Settings) {
-			pol, err := s.l.pols.policy(p, req.Role)
-			return pol, true, err
+		if p.Policy.Name == req.Name && sameJSON(p.Policy.Settings, req.Settings) {
+			return s.l.pols.policy(p, req.Role)
 		}
 	}
 	// Not a league player's: the learner's own (an llm policy with the
 	// service's settings), the service's to make.
-	return nil, false, nil
+	return nil, env.ErrUnknownPolicy
 }

@@ -152,10 +152,12 @@ type Request struct {
 	// Sampling becomes the settings, in the request's run spec, of the
 	// roles that play one of the service's own policies (an LLM's sampling
 	// over the service's --llm-* flags); the scenarios' own policies and
-	// random ignore it. SessionID is slime's routing key for
-	// consistent-hashing routers.
-	Sampling  *Sampling `json:"sampling,omitempty"`
-	SessionID string    `json:"session_id,omitempty"`
+	// random ignore it. MaxTokens unset (-1 or 0) is bounded by the
+	// service's own --llm-max-tokens, else by the model's context; a
+	// SamplingSeed needs a request of one episode. SessionID is slime's
+	// routing key for consistent-hashing routers.
+	Sampling  *protocol.Sampling `json:"sampling,omitempty"`
+	SessionID string             `json:"session_id,omitempty"`
 	// Allocators are reward allocator specs ("team", "rloo(key=role)",
 	// "rae:alpha=0.9"); default ["team"]. They see the request's episodes
 	// as one group. Stateless ones are built for the request; a stateful
@@ -178,41 +180,6 @@ type Request struct {
 	// error or a broken game is not a training signal. Their rewards are
 	// set all the same, and the rollout keeps its status and error.
 	KeepFailed bool `json:"keep_failed,omitempty"`
-}
-
-// Sampling are the sampling parameters a caller passes through to LLM
-// policies, named as OpenAI-compatible servers name them, with slime's
-// meanings (slime/rollout/sglang_rollout.py builds them from its
-// --rollout-* flags). Pointers keep an explicit 0 (temperature 0 is greedy
-// decoding) apart from "not given".
-//
-// TopK and MaxTokens take -1 as "unset", as SGLang and vLLM do (slime's
-// default --rollout-top-k is -1); 0 means unset too. MaxTokens unset is
-// bounded by the service's own --llm-max-tokens, else by the model's
-// context. Seed is slime's sampling_seed: each model call's seed derives
-// from it, the turn and the attempt, so the j-th copy of a prompt samples
-// reproducibly and differently from the others. The bool fields are
-// slime's, honoured or refused by name by the policy that reads them.
-type Sampling struct {
-	Temperature  *float64 `json:"temperature,omitempty"`
-	TopP         *float64 `json:"top_p,omitempty"`
-	TopK         *int     `json:"top_k,omitempty"`
-	MaxTokens    *int     `json:"max_tokens,omitempty"`
-	Stop         []string `json:"stop,omitempty"`
-	StopTokenIDs []int    `json:"stop_token_ids,omitempty"`
-	Seed         *int64   `json:"seed,omitempty"`
-	// SkipSpecialTokens, NoStopTrim and SpacesBetweenSpecialTokens are
-	// SGLang's detokenizer switches, which slime always sends.
-	SkipSpecialTokens          *bool `json:"skip_special_tokens,omitempty"`
-	NoStopTrim                 *bool `json:"no_stop_trim,omitempty"`
-	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens,omitempty"`
-	// RepetitionPenalty and MinTokens are what slime's evaluation adds
-	// (repetition_penalty, min_new_tokens).
-	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
-	MinTokens         *int     `json:"min_tokens,omitempty"`
-	// Extra holds vendor fields passed through untouched to the model
-	// server's request body.
-	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
 
 // Limits bound each episode of a request; zero fields take the service's

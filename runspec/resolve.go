@@ -15,29 +15,17 @@ import (
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
-// PolicyRequest is what a PolicyMaker gets for one role.
-type PolicyRequest struct {
-	// Scenario is the scenario itself: policies that fit its optional
-	// interfaces (env.StructuredActions) need more than its Info.
-	Scenario env.Scenario
-	Info     *env.Info
-	Params   env.Params
-	Role     string
-	Policy   Policy // the role's policy: its name and settings
-	Seed     uint64 // the run seed (an LLM client's retry jitter)
-}
-
-// PolicyMaker builds the policies a scenario does not own ("llm", a
-// learner). It returns ok=false for a name it does not know, which the
-// scenario's own policies and "random" then resolve.
-type PolicyMaker func(req PolicyRequest) (p agents.Policy, ok bool, err error)
-
 // Resolvers are what turn names into Go values.
 type Resolvers struct {
 	Scenarios  *env.Registry
 	Allocators *credit.Registry // nil: credit.Builtin()
-	// Policies makes the policies the scenarios do not own; nil: none.
-	Policies PolicyMaker
+	// Policies makes the policies the scenarios do not own ("llm", a
+	// learner), from requests with the spec's Scenario, Params, Seed and
+	// the role's policy Name and Settings. For a name it does not know it
+	// returns env.ErrUnknownPolicy, and the scenario's own policies and
+	// "random" (env.Info.MakePolicy) then resolve it; its other errors
+	// refuse the spec. nil: the scenario's own policies and "random" only.
+	Policies env.PolicyMaker
 	// Parallel names the policies asked concurrently for simultaneous
 	// actors (RunConfig.ParallelPolicies): slow remote ones such as "llm".
 	// Answers are applied in seat order all the same.
@@ -191,30 +179,23 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 		perRole[role] = p.Name
 	}
 	parallel := false
-	build := func(role, name string) (agents.Policy, error) {
-		p, ok := n.Policies[role]
-		if !ok {
-			p = Policy{Name: name}
-		}
+	build := func(req env.PolicyRequest) (agents.Policy, error) {
+		req.Settings = n.Policies[req.Role].Settings // none for a role the spec leaves to the default
 		if r.Policies != nil {
-			pol, ok, err := r.Policies(PolicyRequest{Scenario: sc, Info: info, Params: params, Role: role, Policy: p, Seed: n.Seed})
-			if err != nil {
-				return nil, fmt.Errorf("policy %q: %w", name, err)
-			}
-			if ok {
-				if pol == nil {
-					return nil, fmt.Errorf("policy %q: the policy maker returned no policy", name)
-				}
-				parallel = parallel || slices.Contains(r.Parallel, name)
+			pol, err := r.Policies(req)
+			switch {
+			case err == nil && pol == nil:
+				return nil, fmt.Errorf("policy %q: the policy maker returned no policy", req.Name)
+			case err == nil:
+				parallel = parallel || slices.Contains(r.Parallel, req.Name)
 				return pol, nil
+			case !errors.Is(err, env.ErrUnknownPolicy):
+				return nil, fmt.Errorf("policy %q: %w", req.Name, err)
 			}
 		}
-		if len(p.Settings) > 0 && slices.Contains(info.PolicyNames(), name) {
-			return nil, fmt.Errorf("policy %q takes no settings", name)
-		}
-		return info.MakePolicy(params, role, name)
+		return info.MakePolicy(req)
 	}
-	policy, policyNames, err := info.AssignPolicies(params, perRole, "", build)
+	policy, policyNames, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params, Seed: n.Seed}, perRole, build)
 	if err != nil {
 		return nil, &FieldError{Field: "policies", Err: err}
 	}

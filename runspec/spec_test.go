@@ -290,7 +290,7 @@ func TestResolvePlays(t *testing.T) {
 	info := sc.Info()
 	params, err := info.ParseParams(nil)
 	require.NoError(t, err)
-	policy, _, err := info.AssignPolicies(params, nil, "", nil)
+	policy, _, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params}, nil, nil)
 	require.NoError(t, err)
 	var b bytes.Buffer
 	_, err = env.Run(context.Background(), env.RunConfig{
@@ -308,21 +308,21 @@ func TestResolvePlays(t *testing.T) {
 
 func TestResolveMakers(t *testing.T) {
 	reg := scenarios.Builtin()
-	var got []runspec.PolicyRequest
+	var got []env.PolicyRequest
 	s := runspec.Spec{Scenario: "tictactoe", Episodes: 1, Seed: 5,
 		Policies: map[string]runspec.Policy{"x": {Name: "mine", Settings: json.RawMessage(`{"a": 1}`)}}}
 	r, err := s.Resolve(runspec.Resolvers{Scenarios: reg, Parallel: []string{"mine"},
-		Policies: func(req runspec.PolicyRequest) (_ agents_Policy, ok bool, _ error) {
+		Policies: func(req env.PolicyRequest) (agents_Policy, error) {
 			got = append(got, req)
-			if req.Policy.Name != "mine" {
-				return nil, false, nil
+			if req.Name != "mine" {
+				return nil, env.ErrUnknownPolicy
 			}
-			return randomPolicy(), true, nil
+			return randomPolicy(), nil
 		}})
 	require.NoError(t, err)
 	assert.True(t, r.Config.ParallelPolicies)
 	require.Len(t, got, 2)
-	assert.Equal(t, `{"a":1}`, string(got[0].Policy.Settings))
+	assert.Equal(t, `{"a":1}`, string(got[0].Settings))
 	assert.Equal(t, uint64(5), got[0].Seed)
 	assert.Equal(t, map[string]string{"x": "mine", "o": r.Info.DefaultPolicyName()}, r.PolicyNames)
 	_, err = s.Resolve(runspec.Resolvers{Scenarios: reg})

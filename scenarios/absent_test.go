@@ -30,7 +30,7 @@ func TestEveryBuiltinReplaysTheEmptyCoalition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, err := info.ParseParams(nil)
 			require.NoError(t, err)
-			policy, err := envtest.NamedPolicy(info, p, "random")
+			policy, err := envtest.NamedPolicy(sc, p, "random")
 			require.NoError(t, err)
 			ep := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Seed: 3, PolicySeed: 4})
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)

@@ -71,7 +71,7 @@ func TestDefaultsRun(t *testing.T) {
 			if def == "" {
 				def = "random"
 			}
-			policy, err := envtest.NamedPolicy(info, p, def)
+			policy, err := envtest.NamedPolicy(sc, p, def)
 			require.NoError(t, err)
 			var c trajectories.Collector
 			sum, err := env.Run(context.Background(), env.RunConfig{
@@ -106,7 +106,7 @@ func TestBaselines(t *testing.T) {
 		p, err := info.ParseParams(nil)
 		require.NoError(t, err)
 		for _, pol := range info.PolicyNames() {
-			policy, err := envtest.NamedPolicy(info, p, pol)
+			policy, err := envtest.NamedPolicy(sc, p, pol)
 			require.NoError(t, err)
 			roleSum, roleN := map[string]float64{}, map[string]int{}
 			sum, err := env.Run(context.Background(), env.RunConfig{

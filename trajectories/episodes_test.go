@@ -39,7 +39,7 @@ func played(t testing.TB, name string, n int) (samples, episodes []byte) {
 	if def == "" {
 		def = "random"
 	}
-	policy, err := envtest.NamedPolicy(sc.Info(), params, def)
+	policy, err := envtest.NamedPolicy(sc, params, def)
 	require.NoError(t, err)
 	var sb, eb bytes.Buffer
 	sum, err := env.Run(context.Background(), env.RunConfig{

@@ -47,8 +47,8 @@
 // A worker follows the runs' specs and plays a run only if it can play it
 // exactly: its scenario registered, its versions (ProtocolVersion,
 // wire.Version, runspec.TroupeVersion) the worker's own, its policies ones
-// the worker's PolicyMaker can make with the run's settings and LLM
-// endpoint. Otherwise it never pulls the run's requests and records a
+// the worker's policy makers (WorkerConfig.Policies) can make with the
+// run's settings and LLM endpoint. Otherwise it never pulls the run's requests and records a
 // Refusal, which the submitter logs by worker name; once every live worker
 // has refused the run, the submitter stops with ErrUnplayable naming each
 // one's reason.

@@ -172,9 +172,9 @@ var ErrNoURL = errors.New("natsrun: --nats is empty: give NATS server URLs, or e
 
 // OpenRun connects troupe run to the deployment. With --nats embedded it
 // starts the server in --nats-dir and a worker playing slots episodes at
-// once with reg's scenarios and the policies policies makes (nil: the
-// scenarios' own).
-func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies PolicyMaker, slots int, log *slog.Logger) (*Deployment, error) {
+// once with reg's scenarios and the policies policies makes
+// (WorkerConfig.Policies; nil: the scenarios' own).
+func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, slots int, log *slog.Logger) (*Deployment, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -198,9 +198,10 @@ func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies PolicyM
 }
 
 // RunWorker runs troupe worker: it connects, then plays episodes with
-// reg's scenarios (and policies, made by policies, nil for the scenarios'
-// own) until ctx ends, and hands back what is left after --drain.
-func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies PolicyMaker, concurrency int, log *slog.Logger) error {
+// reg's scenarios (and policies, made by policies, WorkerConfig.Policies:
+// nil for the scenarios' own) until ctx ends, and hands back what is left
+// after --drain.
+func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, concurrency int, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

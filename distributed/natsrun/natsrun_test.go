@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
@@ -509,22 +508,6 @@ func TestConfigValidation(t *testing.T) {
 	assert.Equal(t, 1024, c.Config().MaxAckPending)
 	_, err := c.NewWorker(context.Background(), natsrun.WorkerConfig{})
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
-}
-
-func TestNamedPolicies(t *testing.T) {
-	info := testscen.Count().Info()
-	params, err := info.ParseParams(nil)
-	require.NoError(t, err)
-	p, err := natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random"}})
-	require.NoError(t, err)
-	a, err := p.Act(context.Background(), &agents.Observation{Legal: []string{"x"}})
-	require.NoError(t, err)
-	assert.Equal(t, "x", a.Text)
-	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "oracle"}})
-	require.ErrorIs(t, err, natsrun.ErrUnknownPolicy)
-	// Settings it cannot honour are refused, not ignored.
-	_, err = natsrun.NamedPolicies(natsrun.PolicyRequest{Info: info, Params: params, Role: "player", Policy: runspec.Policy{Name: "random", Settings: []byte(`{"temperature":0}`)}})
-	require.ErrorContains(t, err, "cannot honour its settings")
 }
 
 func TestConnOptionsNeverShowSecrets(t *testing.T) {

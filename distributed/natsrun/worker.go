@@ -20,54 +20,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
-// PolicyRequest is what a worker's PolicyMaker is asked for: one role's
-// policy in a run, with the settings the run spec gives it and the run's
-// LLM endpoint.
-type PolicyRequest struct {
-	Info   *env.Info
-	Params env.Params
-	Role   string
-	// Policy is the run spec's policy of the role: its name and settings
-	// (an LLM's model and sampling), which the policy must honour exactly.
-	Policy runspec.Policy
-	// LLMEndpoint is the run's Spec.LLMEndpoint: a name the worker
-	// declares, or the URL of the run's own server.
-	LLMEndpoint string
-}
-
-// PolicyMaker builds the policy a run names for one role, on a worker. An
-// error means the worker cannot play the run (it lacks the policy, serves
-// another LLM endpoint, cannot honour a setting): the worker leaves the
-// run to others and says why. NamedPolicies is the default.
-type PolicyMaker func(PolicyRequest) (agents.Policy, error)
-
-// ErrUnknownPolicy is returned by NamedPolicies for a name the scenario
-// does not offer.
-var ErrUnknownPolicy = env.ErrUnknownPolicy
-
-// NamedPolicies makes the scenario's own named policies, and "random"
-// (env.Info.MakePolicy). They take no settings: a policy given some is
-// refused rather than played without them.
-func NamedPolicies(r PolicyRequest) (agents.Policy, error) {
-	if len(r.Policy.Settings) > 0 {
-		return nil, fmt.Errorf("policy %q of role %s: this worker cannot honour its settings %s", r.Policy.Name, r.Role, r.Policy.Settings)
-	}
-	return r.Info.MakePolicy(r.Params, r.Role, r.Policy.Name)
-}
-
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
 	// Registry resolves the scenarios requests name. Required.
 	Registry *env.Registry
-	// Policies builds the policies a run's spec names; nil is
-	// NamedPolicies.
-	Policies PolicyMaker
+	// Policies makes, for each run the worker plays, the maker of the
+	// policies the scenario does not own that its spec names (an LLM),
+	// given the run's LLM endpoint (Spec.LLMEndpoint: a name the worker
+	// declares, or the URL of the run's own server): the closure holds
+	// what the worker serves. The maker gets every role's request, the
+	// run spec's name and settings, which the policy must honour exactly;
+	// it returns env.ErrUnknownPolicy for the names it leaves to the
+	// scenario's own policies and "random" (env.Info.MakePolicy, which
+	// refuses settings), and any other error means the worker cannot play
+	// the run (it lacks the policy, serves another LLM endpoint, cannot
+	// honour a setting): the worker leaves the run to others and says why.
+	// nil: the scenarios' own policies and "random" only.
+	Policies func(llmEndpoint string) env.PolicyMaker
 	// Concurrency is how many episodes the worker plays at once; 0 means
 	// GOMAXPROCS.
 	Concurrency int
@@ -143,9 +117,6 @@ func (c *Client) NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, erro
 	}
 	setDefault(&cfg.Concurrency, runtime.GOMAXPROCS(0))
 	setDefault(&cfg.PollWait, 2*time.Second)
-	if cfg.Policies == nil {
-		cfg.Policies = NamedPolicies
-	}
 	if cfg.Name == "" {
 		host, _ := os.Hostname()
 		cfg.Name = host + "-" + strconv.Itoa(os.Getpid())
@@ -700,13 +671,11 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
 			Episodes:  1,
 		}
-		res, err := spec.Resolve(runspec.Resolvers{
-			Scenarios: w.cfg.Registry,
-			Policies: func(pr runspec.PolicyRequest) (agents.Policy, bool, error) {
-				p, err := w.cfg.Policies(PolicyRequest{Info: pr.Info, Params: pr.Params, Role: pr.Role, Policy: pr.Policy, LLMEndpoint: rec.LLMEndpoint})
-				return p, true, err
-			},
-		})
+		var policies env.PolicyMaker
+		if w.cfg.Policies != nil {
+			policies = w.cfg.Policies(rec.LLMEndpoint)
+		}
+		res, err := spec.Resolve(runspec.Resolvers{Scenarios: w.cfg.Registry, Policies: policies})
 		if err != nil {
 			return nil, fmt.Errorf("natsrun: %w", err)
 		}

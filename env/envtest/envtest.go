@@ -140,7 +140,7 @@ func Verify(ctx context.Context, sc env.Scenario, opts Options) error {
 			errs = append(errs, fmt.Errorf("%w: params %s: %w", ErrInfo, label(given), err))
 			continue
 		}
-		assigned, err := plays(info, p, opts)
+		assigned, err := plays(sc, p, opts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("params %s: %w", label(given), err))
 			continue
@@ -231,14 +231,15 @@ type play struct {
 	policy env.PolicyFor
 }
 
-func plays(info *env.Info, p env.Params, opts Options) ([]play, error) {
+func plays(sc env.Scenario, p env.Params, opts Options) ([]play, error) {
+	info := sc.Info()
 	names := opts.Policies
 	if names == nil {
 		names = info.PolicyNames()
 	}
 	var out []play
 	for _, name := range names {
-		pf, err := NamedPolicy(info, p, name)
+		pf, err := NamedPolicy(sc, p, name)
 		if err != nil {
 			return nil, err
 		}
@@ -250,11 +251,11 @@ func plays(info *env.Info, p env.Params, opts Options) ([]play, error) {
 	return out, nil
 }
 
-// NamedPolicy builds the policy a user names, for every role: one of
-// Info.Policies, made once per role, or "random". An unknown name wraps
-// ErrPolicy and lists the known ones.
-func NamedPolicy(info *env.Info, p env.Params, name string) (env.PolicyFor, error) {
-	policy, _, err := info.AssignPolicies(p, nil, name, nil)
+// NamedPolicy builds the policy a user names, for every role of sc: one
+// of its Info.Policies, made once per role, or "random". An unknown name
+// wraps ErrPolicy and lists the known ones.
+func NamedPolicy(sc env.Scenario, p env.Params, name string) (env.PolicyFor, error) {
+	policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p, Name: name}, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}

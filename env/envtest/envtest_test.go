@@ -54,7 +54,7 @@ func newCoins(bug string) *coins {
 			Roles:      []*agents.Role{player},
 			Params:     []env.ParamSpec{env.Int("players", 2, 1, 10, "players")},
 			Policies: map[string]env.PolicyMaker{
-				"heads": func(env.Params, string) (agents.Policy, error) {
+				"heads": func(env.PolicyRequest) (agents.Policy, error) {
 					return agents.Scripted(func(*agents.Observation) string { return "heads" }), nil
 				},
 			},

@@ -169,7 +169,7 @@ func measure(ctx context.Context, sc env.Scenario, params env.Params, l *league.
 	if p.exploitability, err = league.Exploitability(ctx, sc, params, greedy, 1, 2); err != nil {
 		return point{}, err
 	}
-	minimax, err := sc.Info().MakePolicy(params, "x", "minimax")
+	minimax, err := sc.Info().MakePolicy(env.PolicyRequest{Scenario: sc, Params: params, Role: "x", Name: "minimax"})
 	if err != nil {
 		return point{}, err
 	}

@@ -39,9 +39,9 @@ func Scenario() env.Scenario {
 			env.Float("r", 1.6, 1, 1000, "pot multiplier; 1 < r < N makes it a dilemma"),
 		},
 		Policies: map[string]env.PolicyMaker{
-			"free-rider":   func(env.Params, string) (agents.Policy, error) { return coins.Always(0), nil },
-			"cooperator":   func(env.Params, string) (agents.Policy, error) { return coins.Always(endowment), nil },
-			"reciprocator": func(env.Params, string) (agents.Policy, error) { return coins.Scripted(reciprocate), nil },
+			"free-rider":   func(env.PolicyRequest) (agents.Policy, error) { return coins.Always(0), nil },
+			"cooperator":   func(env.PolicyRequest) (agents.Policy, error) { return coins.Always(endowment), nil },
+			"reciprocator": func(env.PolicyRequest) (agents.Policy, error) { return coins.Scripted(reciprocate), nil },
 		},
 		Counterfactual: &env.CounterfactualSpec{NullAction: map[string]string{"citizen": coins.Text(0)}},
 	}, func(p env.Params, _ uint64) (env.Game, error) {

@@ -369,7 +369,7 @@ class BuildRequestTest(unittest.TestCase):
         req = troupe_slime.build_request(make_args(troupe_params='{"illegal": "penalty"}'), sample, sampling)
         self.assertEqual(req["sampling"], {
             "temperature": 0.7, "top_p": 1.0, "top_k": -1, "max_tokens": 512,
-            "stop": ["</s>"], "stop_token_ids": [2], "seed": 11,
+            "stop": ["</s>"], "stop_token_ids": [2], "sampling_seed": 11,
             "skip_special_tokens": False, "no_stop_trim": True, "spaces_between_special_tokens": False,
             "repetition_penalty": 1.05, "min_tokens": 3,
         })

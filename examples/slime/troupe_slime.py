@@ -51,7 +51,7 @@ logger = logging.getLogger("troupe_slime")
 DEFAULT_URL = "http://127.0.0.1:8377"
 
 # slime's sampling parameter names (as slime's GenerateState and its
-# evaluation build them) -> the rollout service's names (rollout.Sampling).
+# evaluation build them) -> the rollout service's names (protocol.Sampling).
 _SAMPLING_NAMES = {
     "temperature": "temperature",
     "top_p": "top_p",
@@ -59,7 +59,7 @@ _SAMPLING_NAMES = {
     "max_new_tokens": "max_tokens",
     "stop": "stop",
     "stop_token_ids": "stop_token_ids",
-    "sampling_seed": "seed",
+    "sampling_seed": "sampling_seed",
     "skip_special_tokens": "skip_special_tokens",
     "no_stop_trim": "no_stop_trim",
     "spaces_between_special_tokens": "spaces_between_special_tokens",

@@ -42,7 +42,7 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 	}
 	// Every scenario plays its own default policy: random for those with
 	// a list of legal actions, scripted for those with structured moves.
-	policy, _, err := sc.Info().AssignPolicies(p, nil, "", nil)
+	policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

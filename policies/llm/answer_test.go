@@ -169,7 +169,7 @@ func TestCutOffAnswerSaysSo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := llmtest.NewServer(llmtest.Options{})
 		cfg := testConfig(KindVLLM)
-		cfg.MaxTokens = 3
+		cfg.MaxTokens = ptr(3)
 		cfg.InvalidRetries = 0
 		turn, err := inProcess(t, srv, cfg).Act(t.Context(), board(4, "a1", "b2"))
 		require.NoError(t, err)

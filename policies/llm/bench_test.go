@@ -192,7 +192,7 @@ func (c *counting) Act(ctx context.Context, obs *agents.Observation) (agents.Act
 func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, staggered bool) {
 	srv := startChild(b, llmtest.VLLM, latency)
 	cfg := llm.DefaultConfig()
-	cfg.BaseURL, cfg.Model, cfg.Temperature = srv.url, "bench", 0
+	cfg.BaseURL, cfg.Model, cfg.Temperature = srv.url, "bench", ptr(0.0)
 	cfg.MaxInFlight = inflight
 	p, err := llm.New(cfg, llm.WithScenario(tictactoe.New().Info()))
 	if err != nil {

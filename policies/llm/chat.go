@@ -65,7 +65,7 @@ func samplingFields(cfg *Config) []field {
 			fs = append(fs, field{"include_stop_str_in_output", boolean(*b)})
 		}
 	}
-	if p := cfg.RepetitionPenalty; p > 0 {
+	if p := value(cfg.RepetitionPenalty); p > 0 {
 		v := strconv.AppendFloat(nil, p, 'g', -1, 64)
 		switch cfg.Kind {
 		case KindVLLM, KindSGLang:
@@ -74,8 +74,8 @@ func samplingFields(cfg *Config) []field {
 			fs = append(fs, field{"repeat_penalty", v})
 		}
 	}
-	if cfg.MinTokens > 0 && (vllm || sglang) {
-		fs = append(fs, field{"min_tokens", strconv.AppendInt(nil, int64(cfg.MinTokens), 10)})
+	if n := value(cfg.MinTokens); n > 0 && (vllm || sglang) {
+		fs = append(fs, field{"min_tokens", strconv.AppendInt(nil, int64(n), 10)})
 	}
 	return fs
 }
@@ -86,14 +86,17 @@ func samplingFields(cfg *Config) []field {
 // into go-openai's JSON, which never sets these names itself.
 func bodyFields(cfg *Config) []byte {
 	num := func(v float64) json.RawMessage { return strconv.AppendFloat(nil, v, 'g', -1, 64) }
-	fs := []field{{"temperature", num(cfg.Temperature)}}
-	if cfg.TopP > 0 {
-		fs = append(fs, field{"top_p", num(cfg.TopP)})
+	var fs []field
+	if cfg.Temperature != nil {
+		fs = append(fs, field{"temperature", num(*cfg.Temperature)})
 	}
-	switch {
-	case cfg.TopK > 0:
-		fs = append(fs, field{"top_k", strconv.AppendInt(nil, int64(cfg.TopK), 10)})
-	case cfg.TopK == -1 && cfg.Kind == KindLlamaCpp:
+	if p := value(cfg.TopP); p > 0 {
+		fs = append(fs, field{"top_p", num(p)})
+	}
+	switch k := value(cfg.TopK); {
+	case k > 0:
+		fs = append(fs, field{"top_k", strconv.AppendInt(nil, int64(k), 10)})
+	case k == -1 && cfg.Kind == KindLlamaCpp:
 		// -1 is slime's "no top-k", which vLLM and SGLang do by default;
 		// llama.cpp's default is 40, and 0 turns it off. slime's sampling
 		// has no min-p either, and llama.cpp's default min_p of 0.05
@@ -101,8 +104,8 @@ func bodyFields(cfg *Config) []byte {
 		// were drawn from: turn it off too (Extra may set it again).
 		fs = append(fs, field{"top_k", json.RawMessage("0")}, field{"min_p", json.RawMessage("0")})
 	}
-	if cfg.MaxTokens > 0 {
-		fs = append(fs, field{"max_tokens", strconv.AppendInt(nil, int64(cfg.MaxTokens), 10)})
+	if n := value(cfg.MaxTokens); n > 0 {
+		fs = append(fs, field{"max_tokens", strconv.AppendInt(nil, int64(n), 10)})
 	}
 	if len(cfg.Stop) > 0 {
 		b, _ := json.Marshal(cfg.Stop)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/troupe-rl/troupe/protocol"
 )
 
 // Kind is the kind of OpenAI-compatible server: it decides which request
@@ -71,45 +73,30 @@ type Config struct {
 	// llama.cpp samples are text-only. Ignored by other kinds.
 	Tokenize bool
 
-	// Sampling. MaxTokens takes -1 or 0 as "unset": max_tokens is not
-	// sent and the server's default applies. TopK 0 leaves the server's
-	// default; -1 is slime's "no top-k": not sent to vllm, sglang and
-	// openai, which do no top-k by default, and sent as top_k 0 (off) to
-	// llamacpp, whose default is 40. The fields below Stop are slime's; each is sent under the
-	// kind's own name where the server has it, and otherwise accepted only
-	// when it asks for what the server does anyway: Validate refuses the
-	// others by name (see the package doc for the table).
-	Model       string
-	Temperature float64  // always sent, 0 included (greedy decoding)
-	TopP        float64  // sent when > 0
-	TopK        int      // sent when > 0 (vllm, sglang, llamacpp); 0: the server's default; -1: off (see below)
-	MaxTokens   int      // sent as max_tokens when > 0; -1 or 0: the server's default
-	Stop        []string // sent when not empty
-	// StopTokenIDs are token ids that end the answer (vllm, sglang:
-	// stop_token_ids); llama.cpp and openai have no such field.
-	StopTokenIDs []int
-	// SkipSpecialTokens, SpacesBetweenSpecialTokens and NoStopTrim are the
-	// detokenizer switches slime sends; nil leaves the server's default.
-	SkipSpecialTokens          *bool
-	SpacesBetweenSpecialTokens *bool
-	NoStopTrim                 *bool
-	// RepetitionPenalty is sent when > 0 (vllm, sglang: repetition_penalty;
-	// llamacpp: repeat_penalty); 1 is no penalty.
-	RepetitionPenalty float64
-	// MinTokens is the fewest completion tokens before the end token may
-	// be sampled, sent when > 0 (vllm, sglang: min_tokens).
-	MinTokens int
+	// Model is the model name sent to the server.
+	Model string
+	// Sampling are the sampling settings (protocol.Sampling), each sent
+	// only when given, and otherwise left to the server's default; the
+	// package doc's table says under which name each kind gets it.
+	// Temperature, when given, is sent, 0 included (greedy decoding);
+	// DefaultConfig gives 1. TopP, RepetitionPenalty (1 is no penalty)
+	// and MinTokens are sent when > 0; MaxTokens when > 0 (-1 or 0: the
+	// server's default); TopK when > 0 (vllm, sglang, llamacpp), 0 leaves
+	// the server's default and -1 is slime's "no top-k": not sent to
+	// vllm, sglang and openai, which do no top-k by default, and sent as
+	// top_k 0 (off) to llamacpp, whose default is 40. StopTokenIDs
+	// (vllm, sglang: stop_token_ids) and the detokenizer switches are
+	// slime's: each is sent under the kind's own name where the server
+	// has it, and otherwise accepted only when it asks for what the
+	// server does anyway; Validate refuses the others by name.
 	// SamplingSeed, when set, roots every request seed instead of the
 	// turn's seed (slime's sampling_seed): a call's seed then depends only
 	// on it, the agent, the agent's turn number and the attempt (see
-	// SampledRequestSeed).
-	SamplingSeed *int64
-	// Extra holds more request body fields, sent as given: vendor
-	// options troupe has no field for (chat_template_kwargs, min_p, ...).
-	// They win over troupe's own fields of the same name, except the
-	// ones go-openai writes itself (model, messages, seed, ...), which
-	// are rejected.
-	Extra map[string]json.RawMessage
+	// SampledRequestSeed). Extra's fields win over troupe's own of the
+	// same name, except the ones go-openai writes itself (model,
+	// messages, seed, ...), which are rejected. Fields are replaced,
+	// never written through: configs copied by value share them.
+	protocol.Sampling
 
 	// Answers.
 	Format Format
@@ -153,7 +140,7 @@ func DefaultConfig() Config {
 		Kind:           KindVLLM,
 		Tokenize:       true,
 		Model:          "default",
-		Temperature:    1,
+		Sampling:       protocol.Sampling{Temperature: ptr(1.0)},
 		Format:         FormatJSON,
 		InvalidRetries: 2,
 		Feedback:       true,
@@ -175,6 +162,8 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
 	}
+	temperature, topP, topK, maxTokens := value(c.Temperature), value(c.TopP), value(c.TopK), value(c.MaxTokens)
+	penalty, minTokens := value(c.RepetitionPenalty), value(c.MinTokens)
 	u, err := url.Parse(c.BaseURL)
 	switch {
 	case c.BaseURL == "":
@@ -189,22 +178,22 @@ func (c *Config) Validate() error {
 		return bad("kind %q: want one of %s", c.Kind, joinKinds())
 	case c.Model == "":
 		return bad("model is empty (set TROUPE_LLM_MODEL or --llm-model)")
-	case math.IsNaN(c.Temperature) || c.Temperature < 0 || c.Temperature > 2:
-		return bad("temperature %v: want 0 to 2", c.Temperature)
-	case math.IsNaN(c.TopP) || c.TopP < 0 || c.TopP > 1:
-		return bad("top_p %v: want 0 (unset) to 1", c.TopP)
-	case c.TopK < -1:
-		return bad("top_k %d: want -1 or 0 (unset), or more", c.TopK)
-	case c.TopK > 0 && c.Kind == KindOpenAI:
+	case math.IsNaN(temperature) || temperature < 0 || temperature > 2:
+		return bad("temperature %v: want 0 to 2", temperature)
+	case math.IsNaN(topP) || topP < 0 || topP > 1:
+		return bad("top_p %v: want 0 (unset) to 1", topP)
+	case topK < -1:
+		return bad("top_k %d: want -1 or 0 (unset), or more", topK)
+	case topK > 0 && c.Kind == KindOpenAI:
 		return bad("top_k: kind openai has no top_k")
-	case c.MaxTokens < -1:
-		return bad("max tokens %d: want -1 or 0 (server default), or more", c.MaxTokens)
-	case math.IsNaN(c.RepetitionPenalty) || math.IsInf(c.RepetitionPenalty, 0) || c.RepetitionPenalty < 0:
-		return bad("repetition_penalty %v: want 0 (unset) or more (1: no penalty)", c.RepetitionPenalty)
-	case c.MinTokens < 0:
-		return bad("min_tokens %d: want 0 (unset) or more", c.MinTokens)
-	case c.MinTokens > 0 && c.MaxTokens > 0 && c.MinTokens > c.MaxTokens:
-		return bad("min_tokens %d is more than max tokens %d", c.MinTokens, c.MaxTokens)
+	case maxTokens < -1:
+		return bad("max tokens %d: want -1 or 0 (server default), or more", maxTokens)
+	case math.IsNaN(penalty) || math.IsInf(penalty, 0) || penalty < 0:
+		return bad("repetition_penalty %v: want 0 (unset) or more (1: no penalty)", penalty)
+	case minTokens < 0:
+		return bad("min_tokens %d: want 0 (unset) or more", minTokens)
+	case minTokens > 0 && maxTokens > 0 && minTokens > maxTokens:
+		return bad("min_tokens %d is more than max tokens %d", minTokens, maxTokens)
 	case !slices.Contains(formats, c.Format):
 		return bad("format %q: want json, tool or text", c.Format)
 	case c.InvalidRetries < 0:
@@ -264,7 +253,7 @@ func (c *Config) checkKindFields() error {
 			return errors.New("spaces_between_special_tokens true: kind llamacpp cannot add spaces between special tokens (/detokenize joins the tokens' texts); send false or leave it unset")
 		case is(c.NoStopTrim, false):
 			return errors.New("no_stop_trim false: kind llamacpp cannot trim a stop string from its completion ids (they keep every sampled token); send true or leave it unset")
-		case c.MinTokens > 0:
+		case value(c.MinTokens) > 0:
 			return errors.New("min_tokens: kind llamacpp has no min_tokens; leave it unset or 0")
 		}
 	case KindOpenAI:
@@ -277,9 +266,9 @@ func (c *Config) checkKindFields() error {
 			return errors.New("spaces_between_special_tokens true: kind openai has no spaces_between_special_tokens; send false or leave it unset")
 		case is(c.NoStopTrim, true):
 			return errors.New("no_stop_trim true: kind openai trims stop sequences from its answers; send false or leave it unset")
-		case c.RepetitionPenalty > 0 && c.RepetitionPenalty != 1:
+		case value(c.RepetitionPenalty) > 0 && *c.RepetitionPenalty != 1:
 			return errors.New("repetition_penalty: kind openai has no repetition_penalty; leave it unset or 1")
-		case c.MinTokens > 0:
+		case value(c.MinTokens) > 0:
 			return errors.New("min_tokens: kind openai has no min_tokens; leave it unset or 0")
 		}
 	}
@@ -340,10 +329,10 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	str(EnvModel, &c.Model)
 	parse(EnvKind, func(v string) error { return (*kindValue)(&c.Kind).Set(v) })
 	parse(EnvFormat, func(v string) error { return (*formatValue)(&c.Format).Set(v) })
-	parse(EnvTemperature, func(v string) (err error) { c.Temperature, err = strconv.ParseFloat(v, 64); return })
-	parse(EnvTopP, func(v string) (err error) { c.TopP, err = strconv.ParseFloat(v, 64); return })
-	parse(EnvTopK, func(v string) (err error) { c.TopK, err = strconv.Atoi(v); return })
-	parse(EnvMaxTokens, func(v string) (err error) { c.MaxTokens, err = strconv.Atoi(v); return })
+	parse(EnvTemperature, optFloat{&c.Temperature}.Set)
+	parse(EnvTopP, optFloat{&c.TopP}.Set)
+	parse(EnvTopK, optInt{&c.TopK}.Set)
+	parse(EnvMaxTokens, optInt{&c.MaxTokens}.Set)
 	parse(EnvRetries, func(v string) (err error) { c.Retries, err = strconv.Atoi(v); return })
 	parse(EnvMaxInFlight, func(v string) (err error) { c.MaxInFlight, err = strconv.Atoi(v); return })
 	parse(EnvTimeout, func(v string) (err error) { c.Timeout, err = time.ParseDuration(v); return })
@@ -370,14 +359,14 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Model, "llm-model", c.Model, "model name sent to the server (env "+EnvModel+")")
 	fs.Var((*kindValue)(&c.Kind), "llm-kind", "server kind, which decides how token ids and log-probs are requested: "+joinKinds()+" (env "+EnvKind+")")
 	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
-	fs.Float64Var(&c.Temperature, "llm-temperature", c.Temperature, "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
-	fs.Float64Var(&c.TopP, "llm-top-p", c.TopP, "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
-	fs.IntVar(&c.TopK, "llm-top-k", c.TopK, "top_k sampling; 0 leaves the server's default, -1 turns top-k off (slime's -1; sent to llamacpp as 0) (env "+EnvTopK+")")
-	fs.IntVar(&c.MaxTokens, "llm-max-tokens", c.MaxTokens, "most tokens per answer; 0 or -1 leaves the server's default (troupe serve: also the bound of requests that leave max_tokens unset) (env "+EnvMaxTokens+")")
+	fs.Var(optFloat{&c.Temperature}, "llm-temperature", "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
+	fs.Var(optFloat{&c.TopP}, "llm-top-p", "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
+	fs.Var(optInt{&c.TopK}, "llm-top-k", "top_k sampling; 0 leaves the server's default, -1 turns top-k off (slime's -1; sent to llamacpp as 0) (env "+EnvTopK+")")
+	fs.Var(optInt{&c.MaxTokens}, "llm-max-tokens", "most tokens per answer; 0 or -1 leaves the server's default (troupe serve: also the bound of requests that leave max_tokens unset) (env "+EnvMaxTokens+")")
 	fs.StringArrayVar(&c.Stop, "llm-stop", c.Stop, "stop sequence (repeatable)")
 	fs.IntSliceVar(&c.StopTokenIDs, "llm-stop-token-id", c.StopTokenIDs, "token id that ends an answer (repeatable; vllm and sglang: stop_token_ids; refused for llamacpp and openai)")
-	fs.Float64Var(&c.RepetitionPenalty, "llm-repetition-penalty", c.RepetitionPenalty, "repetition penalty, 1 = none; 0 leaves the server's default (vllm, sglang: repetition_penalty; llamacpp: repeat_penalty)")
-	fs.IntVar(&c.MinTokens, "llm-min-tokens", c.MinTokens, "fewest tokens before the answer may end; 0 = unset (vllm, sglang: min_tokens; refused for llamacpp and openai)")
+	fs.Var(optFloat{&c.RepetitionPenalty}, "llm-repetition-penalty", "repetition penalty, 1 = none; 0 leaves the server's default (vllm, sglang: repetition_penalty; llamacpp: repeat_penalty)")
+	fs.Var(optInt{&c.MinTokens}, "llm-min-tokens", "fewest tokens before the answer may end; 0 = unset (vllm, sglang: min_tokens; refused for llamacpp and openai)")
 	fs.Var((*extraValue)(&c.Extra), "llm-extra", "extra request body field `key=json` (repeatable), e.g. chat_template_kwargs={\"enable_thinking\":false} (env "+EnvExtra+")")
 	fs.Var((*formatValue)(&c.Format), "llm-format", "answer format: json (response_format json_schema), tool (a forced call of the function act; llamacpp: the model's chat template must render tools, as Qwen2.5's and later do) or text (env "+EnvFormat+")")
 	fs.IntVar(&c.InvalidRetries, "llm-invalid-retries", c.InvalidRetries, "times an invalid answer is asked again before it counts as invalid")
@@ -388,6 +377,49 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.BackoffMax, "llm-backoff-max", c.BackoffMax, "largest retry backoff")
 	fs.DurationVar(&c.MaxRetryWait, "llm-max-retry-wait", c.MaxRetryWait, "longest Retry-After honoured; a longer one fails the call")
 	fs.IntVar(&c.MaxInFlight, "llm-max-in-flight", c.MaxInFlight, "most requests in flight to the server, over all episodes (env "+EnvMaxInFlight+")")
+}
+
+// ptr is v's address.
+func ptr[T any](v T) *T { return &v }
+
+// value is *p, or the zero value (unset) when p is nil.
+func value[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// optFloat is an optional number of protocol.Sampling as a pflag.Value,
+// which reads and writes like a float64 flag: nil is 0, the unset value.
+// Set points the field at a new value, never writing through the old one.
+type optFloat struct{ p **float64 }
+
+func (o optFloat) String() string { return strconv.FormatFloat(value(*o.p), 'g', -1, 64) }
+func (o optFloat) Type() string   { return "float64" }
+func (o optFloat) Set(v string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return err
+	}
+	*o.p = &f
+	return nil
+}
+
+// optInt is optFloat for an int.
+type optInt struct{ p **int }
+
+func (o optInt) String() string { return strconv.Itoa(value(*o.p)) }
+func (o optInt) Type() string   { return "int" }
+func (o optInt) Set(v string) error {
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil {
+		return err
+	}
+	i := int(n)
+	*o.p = &i
+	return nil
 }
 
 // kindValue is Kind as a pflag.Value.

@@ -62,8 +62,8 @@
 //
 // # Sampling: slime's fields per server kind
 //
-// Config takes slime's sampling parameters (rollout.Sampling carries them
-// through troupe serve). Each is sent under the kind's own name where the
+// Config takes slime's sampling parameters (protocol.Sampling, which a
+// rollout request carries through troupe serve). Each is sent under the kind's own name where the
 // server has it; where it has none, Validate accepts the value the server
 // follows anyway and refuses any other with an error that names the field
 // and the kind (troupe serve answers it as 400 bad_policy):
@@ -83,7 +83,7 @@
 //	                                                                                  sampled token)
 //	repetition_penalty (0: unset)  repetition_penalty          repetition_penalty     repeat_penalty                   1 only
 //	min_tokens (0: unset)          min_tokens                  min_tokens             refused (no such field)          refused
-//	seed (sampling_seed)           seed: SampledRequestSeed    the same               the same                         the same
+//	sampling_seed                  seed: SampledRequestSeed    the same               the same                         the same
 //
 // Sources: vLLM's ChatCompletionRequest (stop_token_ids,
 // include_stop_str_in_output, min_tokens, skip_special_tokens,

@@ -21,7 +21,8 @@ func Example() {
 	defer srv.Close()
 
 	cfg := llm.DefaultConfig()
-	cfg.BaseURL, cfg.Kind, cfg.Model, cfg.Temperature = url, llm.KindSGLang, "qwen", 0
+	greedy := 0.0
+	cfg.BaseURL, cfg.Kind, cfg.Model, cfg.Temperature = url, llm.KindSGLang, "qwen", &greedy
 	client, err := llm.NewClient(cfg)
 	if err != nil {
 		log.Fatal(err)

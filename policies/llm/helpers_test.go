@@ -19,7 +19,7 @@ func testConfig(kind Kind) Config {
 	c.BaseURL = "http://llmtest.invalid/v1" // replaced for network tests
 	c.Kind = kind
 	c.Model = "test-model"
-	c.Temperature = 0
+	c.Temperature = ptr(0.0)
 	c.Timeout = 10 * time.Second
 	c.BackoffBase = 100 * time.Millisecond
 	c.BackoffMax = 2 * time.Second

@@ -136,7 +136,7 @@ func runConfig(kind llm.Kind) llm.Config {
 	cfg := llm.DefaultConfig()
 	cfg.Kind = kind
 	cfg.Model = "test-model"
-	cfg.Temperature = 0
+	cfg.Temperature = ptr(0.0)
 	cfg.BackoffBase = time.Millisecond
 	cfg.BackoffMax = 10 * time.Millisecond
 	// Long enough for a loaded CI machine to answer, short enough that
@@ -405,3 +405,5 @@ func TestInterruptedRun(t *testing.T) {
 		}
 	})
 }
+
+func ptr[T any](v T) *T { return &v }

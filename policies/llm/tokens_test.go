@@ -29,10 +29,10 @@ func TestRequestBody(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.Kind(kind), Record: true})
 			cfg := testConfig(kind)
-			cfg.MaxTokens = 64
+			cfg.MaxTokens = ptr(64)
 			cfg.Stop = []string{"\n\n"}
 			if kind != KindOpenAI {
-				cfg.TopK = 20
+				cfg.TopK = ptr(20)
 			}
 			obs := board(42, "a1", "b2", "c3")
 			_, err := overNetwork(t, srv, cfg).Act(t.Context(), obs)

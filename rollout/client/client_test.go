@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/client"
@@ -39,15 +40,15 @@ func TestRollouts(t *testing.T) {
 	var seen []json.RawMessage
 	_, ts := start(t, server.Config{Token: "tok",
 		PolicySettings: func(_ string, req *rollout.Request) (json.RawMessage, error) { return json.Marshal(req.Sampling) },
-		Policies: func(req server.PolicyRequest) (agents.Policy, bool, error) {
-			if req.Policy.Name != "sampled" {
-				return nil, false, nil
+		Policies: func(req env.PolicyRequest) (agents.Policy, error) {
+			if req.Name != "sampled" {
+				return nil, env.ErrUnknownPolicy
 			}
 			mu.Lock()
-			seen = append(seen, req.Policy.Settings)
+			seen = append(seen, req.Settings)
 			mu.Unlock()
-			p, err := req.Info.MakePolicy(req.Params, req.Role, "scripted")
-			return p, true, err
+			req.Name, req.Settings = "scripted", nil
+			return req.Scenario.Info().MakePolicy(req)
 		}})
 	c, err := client.New(ts.URL, client.WithToken("tok"))
 	require.NoError(t, err)
@@ -58,7 +59,7 @@ func TestRollouts(t *testing.T) {
 		N:          2,
 		RolloutID:  ptr(int64(40)),
 		Policy:     "sampled",
-		Sampling:   &rollout.Sampling{Temperature: ptr(0.0), MaxTokens: ptr(64)},
+		Sampling:   &protocol.Sampling{Temperature: ptr(0.0), MaxTokens: ptr(64)},
 		Allocators: []string{"team"},
 	})
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func quiz() env.Scenario {
 			env.String("label", "", "the expected answer"),
 		},
 		Policies: map[string]env.PolicyMaker{
-			"parrot": func(env.Params, string) (agents.Policy, error) {
+			"parrot": func(env.PolicyRequest) (agents.Policy, error) {
 				return agents.Scripted(func(*agents.Observation) string { return "42" }), nil
 			},
 		},
@@ -180,8 +180,8 @@ func (g *gate) Act(ctx context.Context, obs *agents.Observation) (agents.Action,
 
 // factory plays p in every seat of every request, whatever the policy
 // names.
-func factory(p agents.Policy) server.PolicyMaker {
-	return func(server.PolicyRequest) (agents.Policy, bool, error) { return p, true, nil }
+func factory(p agents.Policy) env.PolicyMaker {
+	return func(env.PolicyRequest) (agents.Policy, error) { return p, nil }
 }
 
 // policyFunc is a policy that fails with fail's error, or plays the first

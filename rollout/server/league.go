@@ -28,9 +28,10 @@ type Matcher interface {
 	// match is void. An error is logged; the answer stands.
 	Played(m *Match, eps []*trajectories.Episode) error
 	// MakePolicy makes the opponents' policies that the scenario does not
-	// own (a learner snapshot, a model at another endpoint); ok false for
-	// a policy it does not know.
-	MakePolicy(req runspec.PolicyRequest) (p agents.Policy, ok bool, err error)
+	// own (a learner snapshot, a model at another endpoint): an
+	// env.PolicyMaker, asked before Config.Policies, which returns
+	// env.ErrUnknownPolicy for a policy it does not know.
+	MakePolicy(req env.PolicyRequest) (agents.Policy, error)
 }
 
 // Match is one league match: a rollout request's roles and players.
@@ -162,12 +163,4 @@ func (l *leagueSink) WriteEpisode(ep *trajectories.Episode) error {
 		sm.Metadata.Extra = extra
 	}
 	return l.next.WriteEpisode(ep)
-}
-
-// leaguePolicy is the league's policy maker, asked before Config.Policies.
-func (s *Server) leaguePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-	if s.cfg.League == nil {
-		return nil, false, nil
-	}
-	return s.cfg.League.MakePolicy(req)
 }

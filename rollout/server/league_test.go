@@ -208,11 +208,11 @@ func TestServeLeagueLearnerIsTheServicesLLM(t *testing.T) {
 	svc, err := league.NewService(l, "")
 	require.NoError(t, err)
 	first := policyFunc(func(context.Context) error { return nil })
-	s := newServer(t, server.Config{League: svc, Policies: func(req server.PolicyRequest) (agents.Policy, bool, error) {
-		if req.Policy.Name != "llm" {
-			return nil, false, nil
+	s := newServer(t, server.Config{League: svc, Policies: func(req env.PolicyRequest) (agents.Policy, error) {
+		if req.Name != "llm" {
+			return nil, env.ErrUnknownPolicy
 		}
-		return first, true, nil
+		return first, nil
 	}})
 	for range 6 {
 		r := decodeResponse(t, post(t, s, `{"scenario":"tictactoe","policy":"llm","allocators":["individual"]}`))

@@ -58,9 +58,8 @@ type metrics struct {
 	scenarios map[string]*scenarioStats
 	names     []string // sorted keys of scenarios
 
-	requestDuration histogram // POST /v1/rollouts, answered
-	llmDuration     histogram
-	llmOK, llmErr   atomic.Uint64
+	requestDuration histogram    // POST /v1/rollouts, answered
+	calls           *CallCounter // Config.Calls
 
 	inflightRequests atomic.Int64
 	inflightEpisodes atomic.Int64
@@ -70,8 +69,9 @@ type metrics struct {
 	errors   map[rollout.Code]uint64 // by error code
 }
 
-func newMetrics(scenarios []string) *metrics {
+func newMetrics(scenarios []string, calls *CallCounter) *metrics {
 	m := &metrics{
+		calls:     calls,
 		scenarios: make(map[string]*scenarioStats, len(scenarios)),
 		names:     slices.Sorted(slices.Values(scenarios)),
 		requests:  map[string]uint64{},
@@ -81,16 +81,6 @@ func newMetrics(scenarios []string) *metrics {
 		m.scenarios[name] = &scenarioStats{}
 	}
 	return m
-}
-
-// RecordCall implements CallRecorder.
-func (m *metrics) RecordCall(latency time.Duration, err error) {
-	if err != nil {
-		m.llmErr.Add(1)
-	} else {
-		m.llmOK.Add(1)
-	}
-	m.llmDuration.observe(latency)
 }
 
 func (m *metrics) episode(scenario string, status protocol.Status, samples, turns int, d time.Duration) {
@@ -154,10 +144,10 @@ func (m *metrics) write(b *bytes.Buffer) {
 	writeHistogram(b, "troupe_rollout_request_duration_seconds", "", &m.requestDuration)
 
 	header("troupe_llm_calls_total", "counter", "Model calls made by policies, by result.")
-	line("troupe_llm_calls_total", label("result", "ok"), float64(m.llmOK.Load()))
-	line("troupe_llm_calls_total", label("result", "error"), float64(m.llmErr.Load()))
+	line("troupe_llm_calls_total", label("result", "ok"), float64(m.calls.ok.Load()))
+	line("troupe_llm_calls_total", label("result", "error"), float64(m.calls.err.Load()))
 	header("troupe_llm_call_duration_seconds", "histogram", "Latency of the model calls made by policies.")
-	writeHistogram(b, "troupe_llm_call_duration_seconds", "", &m.llmDuration)
+	writeHistogram(b, "troupe_llm_call_duration_seconds", "", &m.calls.duration)
 
 	header("troupe_inflight_requests", "gauge", "POST /v1/rollouts requests being answered.")
 	line("troupe_inflight_requests", "", float64(m.inflightRequests.Load()))

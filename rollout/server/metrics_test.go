@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/server"
 )
@@ -47,19 +48,22 @@ func scrape(t *testing.T, h http.Handler) map[string]float64 {
 func TestMetricsCountWhatWasServed(t *testing.T) {
 	// A policy that reports one model call per turn, failing every other
 	// one, as an LLM policy would.
-	var calls server.CallRecorder
-	llm := func(req server.PolicyRequest) (agents.Policy, bool, error) {
-		calls = req.Calls
+	// The maker's closure holds the service's counter, as troupe serve's
+	// does.
+	calls := &server.CallCounter{}
+	made := false
+	llm := func(env.PolicyRequest) (agents.Policy, error) {
+		made = true
 		return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
 			var err error
 			if obs.Turn%2 == 1 {
 				err = errors.New("rate limited")
 			}
-			req.Calls.RecordCall(3*time.Millisecond, err)
+			calls.RecordCall(3*time.Millisecond, err)
 			return agents.Action{Text: obs.Legal[0]}, nil
-		}), true, nil
+		}), nil
 	}
-	s := newServer(t, server.Config{Policies: llm})
+	s := newServer(t, server.Config{Policies: llm, Calls: calls})
 	var samples, turns, episodes int
 	for range 3 {
 		res := decodeResponse(t, post(t, s, `{"scenario":"tictactoe","n":2}`))
@@ -69,7 +73,7 @@ func TestMetricsCountWhatWasServed(t *testing.T) {
 			turns += r.Turns
 		}
 	}
-	require.NotNil(t, calls)
+	require.True(t, made)
 	post(t, s, `{"scenario":"nope"}`)
 	post(t, s, `{"scenario":"signal","n":-1}`)
 

@@ -2,37 +2,15 @@ package server
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
-	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/rollout"
-	"github.com/troupe-rl/troupe/runspec"
 )
-
-// PolicyRequest is what a PolicyMaker gets for one role of a request's run
-// spec: the resolver's request (the scenario, its parameters, the role and
-// its policy's name and settings) and the recorder that counts model calls
-// into the service's metrics.
-type PolicyRequest struct {
-	runspec.PolicyRequest
-	Calls CallRecorder
-}
-
-// PolicyMaker builds the policies the scenarios do not own (an LLM) for
-// the roles of a request's run spec: it is the service's
-// runspec.Resolvers.Policies. It returns ok=false for a name it does not
-// know, which the scenario's own policies and "random" then resolve
-// (roles a request names no policy for play the scenario's default, else
-// random: the resolver's rule). It is called once per role and request;
-// the policy it returns serves every episode of the request,
-// concurrently, so it must be safe for concurrent use. An error is
-// answered as 400 bad_policy with its text, so it should name the bad
-// field and what is allowed.
-type PolicyMaker func(req PolicyRequest) (p agents.Policy, ok bool, err error)
 
 // PolicySettings turns a request's policy fields into the settings of a
 // role's policy in the request's run spec (runspec.Policy.Settings), for
-// the policies a PolicyMaker makes: an LLM's model and sampling, the
+// the policies Config.Policies makes: an LLM's model and sampling, the
 // request's Sampling over the service's defaults. It is called for every
 // role whose policy the request names and that is not one of the
 // scenario's own or "random" (those take no settings and ignore
@@ -40,8 +18,28 @@ type PolicyMaker func(req PolicyRequest) (p agents.Policy, ok bool, err error)
 type PolicySettings func(name string, req *rollout.Request) (json.RawMessage, error)
 
 // CallRecorder counts the model calls a policy makes (an LLM policy calls it
-// once per server call, with the call's latency and error), so that
-// GET /metrics reports them. It is safe for concurrent use.
+// once per server call, with the call's latency and error). It is safe for
+// concurrent use.
 type CallRecorder interface {
 	RecordCall(latency time.Duration, err error)
+}
+
+// CallCounter is the CallRecorder whose counts GET /metrics reports
+// (troupe_llm_calls_total, troupe_llm_call_duration_seconds): the caller
+// that makes Config.Policies makes one, hands it to the policies its
+// maker makes (the maker's closure holds it), and sets it as
+// Config.Calls. The zero value counts from zero.
+type CallCounter struct {
+	duration histogram
+	ok, err  atomic.Uint64
+}
+
+// RecordCall implements CallRecorder.
+func (c *CallCounter) RecordCall(latency time.Duration, err error) {
+	if err != nil {
+		c.err.Add(1)
+	} else {
+		c.ok.Add(1)
+	}
+	c.duration.observe(latency)
 }

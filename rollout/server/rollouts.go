@@ -469,16 +469,19 @@ func (s *Server) place(p *plan) *rollout.Error {
 	return nil
 }
 
-// makePolicy is the service's runspec.Resolvers.Policies: Config.Policies
-// with the service's call recorder.
-func (s *Server) makePolicy(req runspec.PolicyRequest) (agents.Policy, bool, error) {
-	if pol, ok, err := s.leaguePolicy(req); ok || err != nil {
-		return pol, ok, err
+// makePolicy is the service's runspec.Resolvers.Policies: the League's
+// policies, then Config.Policies.
+func (s *Server) makePolicy(req env.PolicyRequest) (agents.Policy, error) {
+	if s.cfg.League != nil {
+		pol, err := s.cfg.League.MakePolicy(req)
+		if !errors.Is(err, env.ErrUnknownPolicy) {
+			return pol, err
+		}
 	}
 	if s.cfg.Policies == nil {
-		return nil, false, nil
+		return nil, env.ErrUnknownPolicy
 	}
-	return s.cfg.Policies(PolicyRequest{PolicyRequest: req, Calls: s.metrics})
+	return s.cfg.Policies(req)
 }
 
 // specFields are the request's names of the run spec's fields, where they

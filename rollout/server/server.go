@@ -97,11 +97,24 @@ type Config struct {
 
 	Scenarios  *env.Registry    // default scenarios.Builtin()
 	Allocators *credit.Registry // default credit.Builtin()
-	// Policies makes the policies the scenarios do not own (an LLM); nil:
-	// the scenarios' own policies and "random" only. PolicySettings gives
-	// them their settings in each request's run spec; nil: none.
-	Policies       PolicyMaker
+	// Policies makes the policies the scenarios do not own (an LLM) for
+	// the roles of each request's run spec: it is the service's
+	// runspec.Resolvers.Policies, asked after the League's. For a name it
+	// does not know it returns env.ErrUnknownPolicy, which the scenario's
+	// own policies and "random" then resolve (roles a request names no
+	// policy for play the scenario's default, else random: the resolver's
+	// rule). It is called once per role and request; the policy it
+	// returns serves every episode of the request, concurrently. Its other
+	// errors are answered as 400 bad_policy with their text, so they
+	// should name the bad field and what is allowed. nil: the scenarios'
+	// own policies and "random" only. PolicySettings gives them their
+	// settings in each request's run spec; nil: none.
+	Policies       env.PolicyMaker
 	PolicySettings PolicySettings
+	// Calls counts the model calls of the policies Policies makes, for
+	// GET /metrics: Policies' closure holds the same counter and hands it
+	// to its policies. nil: New makes one, which nothing reports to.
+	Calls *CallCounter
 
 	// Seed is the service seed: a request without a seed plays the scenario
 	// seed seeds.Mix(Seed, 1, group_index). It is the Seed of every
@@ -227,6 +240,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Allocators == nil {
 		c.Allocators = credit.Builtin()
 	}
+	if c.Calls == nil {
+		c.Calls = &CallCounter{}
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -297,7 +313,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:     cfg,
-		metrics: newMetrics(cfg.Scenarios.Names()),
+		metrics: newMetrics(cfg.Scenarios.Names(), cfg.Calls),
 		slots:   make(chan struct{}, cfg.MaxConcurrentEpisodes),
 		idle:    make(chan struct{}),
 		token:   sha256.Sum256([]byte(cfg.Token)),

@@ -301,8 +301,8 @@ func (g *game) Score() env.Score {
 func (g *game) Label() string { return g.options.Text(g.right) }
 
 // scripted is the optimal policy of either role.
-func scripted(_ env.Params, role string) (agents.Policy, error) {
-	if role == RoleDecider {
+func scripted(req env.PolicyRequest) (agents.Policy, error) {
+	if req.Role == RoleDecider {
 		return agents.PolicyFunc(plurality), nil
 	}
 	return agents.Scripted(func(obs *agents.Observation) string {

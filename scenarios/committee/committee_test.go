@@ -47,7 +47,7 @@ func play(t *testing.T, kv map[string]string, seed uint64, policy env.PolicyFor)
 
 // policies plays the scripted decider and gives adviser i advice[i].
 func policies(t *testing.T, advice ...string) env.PolicyFor {
-	decider, err := committee.New().Info().Policies["scripted"](env.Params{}, committee.RoleDecider)
+	decider, err := committee.New().Info().Policies["scripted"](env.PolicyRequest{Params: env.Params{}, Role: committee.RoleDecider})
 	require.NoError(t, err)
 	return func(s env.Seat) agents.Policy {
 		if s.Role == committee.RoleDecider {
@@ -60,9 +60,9 @@ func policies(t *testing.T, advice ...string) env.PolicyFor {
 }
 
 func TestScriptedCommitteeAlwaysWins(t *testing.T) {
-	scripted, err := committee.New().Info().Policies["scripted"](env.Params{}, committee.RoleAdviser)
+	scripted, err := committee.New().Info().Policies["scripted"](env.PolicyRequest{Params: env.Params{}, Role: committee.RoleAdviser})
 	require.NoError(t, err)
-	decider, err := committee.New().Info().Policies["scripted"](env.Params{}, committee.RoleDecider)
+	decider, err := committee.New().Info().Policies["scripted"](env.PolicyRequest{Params: env.Params{}, Role: committee.RoleDecider})
 	require.NoError(t, err)
 	for seed := range uint64(40) {
 		ep := play(t, map[string]string{"informed": "1", "uninformed": "6", "options": "5"}, seed,

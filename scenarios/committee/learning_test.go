@@ -27,7 +27,7 @@ func advisersWhoAbstain(t *testing.T, alloc string, uninformed, episodes int) in
 	sc := committee.New()
 	p, err := sc.Info().ParseParams(map[string]string{"informed": "2", "uninformed": fmt.Sprint(uninformed), "options": "4"})
 	require.NoError(t, err)
-	decider, err := sc.Info().MakePolicy(p, committee.RoleDecider, "scripted")
+	decider, err := sc.Info().MakePolicy(env.PolicyRequest{Scenario: sc, Params: p, Role: committee.RoleDecider, Name: "scripted"})
 	require.NoError(t, err)
 	// Key an uninformed adviser's single state by name, and an informed
 	// one's by its whole prompt (the brief).

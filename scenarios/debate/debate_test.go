@@ -436,7 +436,7 @@ func TestScriptedSuccessRate(t *testing.T) {
 		given := map[string]string{"skill": strconv.FormatFloat(tc.skill, 'g', -1, 64), "rounds": strconv.Itoa(tc.rounds)}
 		sc := debate.New()
 		p := params(t, given)
-		policy, err := envtest.NamedPolicy(sc.Info(), p, "scripted")
+		policy, err := envtest.NamedPolicy(sc, p, "scripted")
 		require.NoError(t, err)
 		sum, err := env.Run(context.Background(), env.RunConfig{
 			Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
@@ -506,7 +506,7 @@ func TestPolicyErrors(t *testing.T) {
 		require.ErrorIs(t, err, debate.ErrNoPuzzle)
 	}
 	for _, name := range []string{"scripted", "random"} {
-		_, err := debate.New().Info().Policies[name](params(t, nil), "judge")
+		_, err := debate.New().Info().Policies[name](env.PolicyRequest{Params: params(t, nil), Role: "judge"})
 		require.ErrorContains(t, err, `role "judge"`)
 	}
 }

@@ -108,24 +108,24 @@ func RandomCritic() agents.Policy {
 	})
 }
 
-func scripted(p env.Params, role string) (agents.Policy, error) {
-	switch role {
+func scripted(req env.PolicyRequest) (agents.Policy, error) {
+	switch req.Role {
 	case RoleSolver:
-		return ScriptedSolver(p.Float("skill")), nil
+		return ScriptedSolver(req.Params.Float("skill")), nil
 	case RoleCritic:
 		return Checker(), nil
 	}
-	return nil, fmt.Errorf("debate: no scripted policy for role %q", role)
+	return nil, fmt.Errorf("debate: no scripted policy for role %q", req.Role)
 }
 
-func random(_ env.Params, role string) (agents.Policy, error) {
-	switch role {
+func random(req env.PolicyRequest) (agents.Policy, error) {
+	switch req.Role {
 	case RoleSolver:
 		return RandomSolver(), nil
 	case RoleCritic:
 		return RandomCritic(), nil
 	}
-	return nil, fmt.Errorf("debate: no random policy for role %q", role)
+	return nil, fmt.Errorf("debate: no random policy for role %q", req.Role)
 }
 
 // CheckAnswer judges text as the game would judge it from a seat of obs's

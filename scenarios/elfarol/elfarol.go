@@ -94,7 +94,7 @@ func New() *Scenario {
 			env.Float("capacity", 6, 1e-9, 1e9, "capacity c: φ(x) = x·e^(-x/c) peaks at x = c"),
 		},
 		Policies: map[string]env.PolicyMaker{
-			"first-night": func(env.Params, string) (agents.Policy, error) {
+			"first-night": func(env.PolicyRequest) (agents.Policy, error) {
 				return agents.Scripted(func(*agents.Observation) string { return "0" }), nil
 			},
 		},

@@ -117,7 +117,7 @@ func TestRandomPatronsSpreadOut(t *testing.T) {
 	// crowd one night.
 	random := play(t, nil, 3, env.SamePolicy(agents.Random()))
 	sc := elfarol.New()
-	first, err := sc.Info().Policies["first-night"](env.Params{}, elfarol.RolePatron)
+	first, err := sc.Info().Policies["first-night"](env.PolicyRequest{Params: env.Params{}, Role: elfarol.RolePatron})
 	require.NoError(t, err)
 	crowd := play(t, nil, 3, env.SamePolicy(first))
 	assert.InDelta(t, elfarol.Utility(60, 6), crowd.Score.Team, 1e-12)

@@ -514,7 +514,7 @@ func TestPolicyErrors(t *testing.T) {
 		}})
 		require.ErrorIs(t, err, negotiation.ErrUnbriefed)
 	}
-	_, err := negotiation.New().Info().Policies["fair"](params(t, nil), "referee")
+	_, err := negotiation.New().Info().Policies["fair"](env.PolicyRequest{Params: params(t, nil), Role: "referee"})
 	require.ErrorContains(t, err, `role "referee"`)
 }
 

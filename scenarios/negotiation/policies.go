@@ -150,9 +150,9 @@ func Random() agents.Policy {
 
 // maker makes a named policy for either role.
 func maker(policy func() agents.Policy) env.PolicyMaker {
-	return func(_ env.Params, role string) (agents.Policy, error) {
-		if role != RoleAlice && role != RoleBob {
-			return nil, fmt.Errorf("negotiation: no policy for role %q", role)
+	return func(req env.PolicyRequest) (agents.Policy, error) {
+		if req.Role != RoleAlice && req.Role != RoleBob {
+			return nil, fmt.Errorf("negotiation: no policy for role %q", req.Role)
 		}
 		return policy(), nil
 	}

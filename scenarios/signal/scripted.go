@@ -15,16 +15,16 @@ import (
 // holds no target message, or one that names no object of the game.
 var ErrUnbriefed = errors.New("signal: the speaker was not told the target")
 
-// scripted makes the "scripted" policy for role: a speaker that names the
+// scripted makes the "scripted" policy for the request's role: a speaker that names the
 // target's rarest value, a listener that picks the first candidate with the
 // value it heard. With vocab=symbols both use the convention that symbol k
 // stands for word k.
-func (s *Scenario) scripted(p env.Params, role string) (agents.Policy, error) {
-	r, err := vocabulary(s.values, p)
+func (s *Scenario) scripted(req env.PolicyRequest) (agents.Policy, error) {
+	r, err := vocabulary(s.values, req.Params)
 	if err != nil {
 		return nil, err
 	}
-	switch role {
+	switch req.Role {
 	case RoleSpeaker:
 		return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
 			target, candidates := "", ""
@@ -68,7 +68,7 @@ func (s *Scenario) scripted(p env.Params, role string) (agents.Policy, error) {
 			return agents.Action{Text: obs.Legal[0]}, nil
 		}), nil
 	}
-	return nil, fmt.Errorf("signal: no scripted policy for role %q", role)
+	return nil, fmt.Errorf("signal: no scripted policy for role %q", req.Role)
 }
 
 // rarest returns the value of target that the fewest candidates share; on

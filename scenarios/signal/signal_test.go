@@ -35,7 +35,7 @@ func named(t *testing.T, sc *signal.Scenario, p env.Params, name, role string) a
 	if name == "random" {
 		return agents.Random()
 	}
-	pol, err := sc.Info().Policies[name](p, role)
+	pol, err := sc.Info().Policies[name](env.PolicyRequest{Params: p, Role: role})
 	require.NoError(t, err)
 	return pol
 }
@@ -345,7 +345,7 @@ func TestScriptedPolicyErrors(t *testing.T) {
 	require.ErrorIs(t, err, signal.ErrUnbriefed)
 	_, err = named(t, sc, p, "scripted", signal.RoleListener).Act(ctx, &agents.Observation{Agent: "listener"})
 	require.ErrorIs(t, err, agents.ErrNoLegalActions)
-	_, err = sc.Info().Policies["scripted"](p, "referee")
+	_, err = sc.Info().Policies["scripted"](env.PolicyRequest{Params: p, Role: "referee"})
 	require.ErrorContains(t, err, `role "referee"`)
 }
 

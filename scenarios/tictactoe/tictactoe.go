@@ -167,8 +167,8 @@ func New() *Scenario {
 				env.String("illegal", Forfeit, "how an illegal move is scored: forfeit (offender -1, opponent +1) or penalty (offender -1.5, opponent 0)", Forfeit, Penalty),
 			},
 			Policies: map[string]env.PolicyMaker{
-				"minimax":      func(env.Params, string) (agents.Policy, error) { return Minimax(), nil },
-				"center-first": func(env.Params, string) (agents.Policy, error) { return CenterFirst(), nil },
+				"minimax":      func(env.PolicyRequest) (agents.Policy, error) { return Minimax(), nil },
+				"center-first": func(env.PolicyRequest) (agents.Policy, error) { return CenterFirst(), nil },
 			},
 		},
 	}

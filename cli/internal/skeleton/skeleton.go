@@ -66,8 +66,8 @@ func Scenario() env.Scenario {
 			env.Int("rounds", 3, 1, 100, "rounds played"),
 		},
 		Policies: map[string]env.PolicyMaker{
-			"red":    func(env.Params, string) (agents.Policy, error) { return colours.Always(0), nil },
-			"follow": func(env.Params, string) (agents.Policy, error) { return colours.Scripted(follow), nil },
+			"red":    func(env.PolicyRequest) (agents.Policy, error) { return colours.Always(0), nil },
+			"follow": func(env.PolicyRequest) (agents.Policy, error) { return colours.Scripted(follow), nil },
 		},
 	}, func(p env.Params, _ uint64) (env.Game, error) {
 		n := p.Int("players")

@@ -69,7 +69,8 @@ func llmConfig(url string) llm.Config {
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL = url
 	cfg.Model = "test"
-	cfg.Temperature = 0
+	greedy := 0.0
+	cfg.Temperature = &greedy
 	cfg.MaxInFlight = 1024
 	return cfg
 }
@@ -95,15 +96,15 @@ func withPolicies(sc env.Scenario, o Options, client *llm.Client) env.Scenario {
 	for name, mk := range sc.Info().Policies {
 		info.Policies[name] = mk
 	}
-	info.Policies["sleepy"] = func(env.Params, string) (agents.Policy, error) { return Sleepy(o.Delay), nil }
+	info.Policies["sleepy"] = func(env.PolicyRequest) (agents.Policy, error) { return Sleepy(o.Delay), nil }
 	if client != nil {
-		info.Policies["llm"] = func(env.Params, string) (agents.Policy, error) {
+		info.Policies["llm"] = func(env.PolicyRequest) (agents.Policy, error) {
 			return llm.NewPolicy(client, llmConfig(o.LLM), llm.WithScenario(&info))
 		}
 	}
 	if o.Crash && info.Name == "count" {
-		info.Policies["crash"] = func(p env.Params, _ string) (agents.Policy, error) {
-			mark := "seed=" + p.String("crash_seed") + " "
+		info.Policies["crash"] = func(req env.PolicyRequest) (agents.Policy, error) {
+			mark := "seed=" + req.Params.String("crash_seed") + " "
 			random := agents.Random()
 			return agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 				if strings.HasPrefix(obs.View, mark) {
