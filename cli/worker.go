@@ -44,7 +44,7 @@ func (a *App) workerCommand() *cobra.Command {
 			}
 			defer client.Close()
 			logger := slog.New(slog.NewTextHandler(a.Stderr, nil))
-			return a.natsError("worker", nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg, endpoints...), concurrency, logger))
+			return a.natsError("worker", nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg, endpoints...), []string{llmPolicyName}, concurrency, logger))
 		},
 	}
 	nf.BindWorker(cmd.Flags())

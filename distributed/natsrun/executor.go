@@ -111,8 +111,9 @@ const pollEvery = 2 * time.Second
 
 // Start registers run (or re-attaches to it: an id already stored with an
 // equal configuration) and returns the executor of its episodes. cfg is the
-// run as env.Run will play it: its Scenario, Params, Limits, Invalid and
-// ParallelPolicies travel to the workers with spec, and its Policy replays
+// run as env.Run will play it: its Scenario, Params, Limits, Timeout and
+// Invalid travel to the workers with spec (how a worker asks its policies,
+// ParallelPolicies, is the worker's: WorkerConfig.Parallel), and its Policy replays
 // episodes here for counterfactual allocators (nil: episodes have no
 // Replay). An id stored with a different configuration is ErrRunMismatch.
 //

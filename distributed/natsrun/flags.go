@@ -199,9 +199,10 @@ func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies func(ll
 
 // RunWorker runs troupe worker: it connects, then plays episodes with
 // reg's scenarios (and policies, made by policies, WorkerConfig.Policies:
-// nil for the scenarios' own) until ctx ends, and hands back what is left
-// after --drain.
-func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, concurrency int, log *slog.Logger) error {
+// nil for the scenarios' own; those named in parallel asked at once for
+// simultaneous actors, WorkerConfig.Parallel) until ctx ends, and hands
+// back what is left after --drain.
+func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, parallel []string, concurrency int, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -233,7 +234,7 @@ func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies func(
 		}
 		defer stop()
 	}
-	w, err := c.NewWorker(ctx, WorkerConfig{Registry: reg, Policies: policies, Concurrency: concurrency, Drain: f.Drain})
+	w, err := c.NewWorker(ctx, WorkerConfig{Registry: reg, Policies: policies, Parallel: parallel, Concurrency: concurrency, Drain: f.Drain})
 	if err != nil {
 		return stopped(err)
 	}

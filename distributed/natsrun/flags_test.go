@@ -51,10 +51,10 @@ func TestFlagsParse(t *testing.T) {
 	w.BindWorker(wfs)
 	require.NoError(t, wfs.Parse([]string{"--nats", "embedded", "--drain", "5s"}))
 	assert.Equal(t, 5*time.Second, w.Drain)
-	err := w.RunWorker(context.Background(), testscen.Registry(testscen.Options{}), nil, 1, nil)
+	err := w.RunWorker(context.Background(), testscen.Registry(testscen.Options{}), nil, nil, 1, nil)
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
 	w.Conn.URL = ""
-	require.ErrorIs(t, w.RunWorker(context.Background(), testscen.Registry(testscen.Options{}), nil, 1, nil), natsrun.ErrNoURL)
+	require.ErrorIs(t, w.RunWorker(context.Background(), testscen.Registry(testscen.Options{}), nil, nil, 1, nil), natsrun.ErrNoURL)
 }
 
 // TestFlagsEmbeddedRunAndWorker wires troupe run --nats embedded
@@ -74,7 +74,7 @@ func TestFlagsEmbeddedRunAndWorker(t *testing.T) {
 	wf.Conn.URL = url
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- wf.RunWorker(wctx, reg, nil, 2, nil) }()
+	go func() { done <- wf.RunWorker(wctx, reg, nil, nil, 2, nil) }()
 
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 12, Seed: 3})
 	want := local(t, rc, trajectories.Flat)
@@ -110,12 +110,12 @@ func TestRunWorkerStoppedBeforeItStarts(t *testing.T) {
 	wf.Conn.URL = embeddedURL(t, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.NoError(t, wf.RunWorker(ctx, reg, nil, 2, nil))
+	require.NoError(t, wf.RunWorker(ctx, reg, nil, nil, 2, nil))
 
 	// A real failure with a live context is still an error.
 	bad := natsrun.DefaultFlags()
 	bad.Conn.URL = "nats://127.0.0.1:1"
 	bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer bcancel()
-	assert.Error(t, bad.RunWorker(bctx, reg, nil, 1, nil))
+	assert.Error(t, bad.RunWorker(bctx, reg, nil, nil, 1, nil))
 }

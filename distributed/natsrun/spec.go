@@ -59,7 +59,7 @@ func SpecOf(r *runspec.Resolved, endpoint string) Spec {
 // requests, done markers, leases). A worker plays a run only if the run
 // was submitted under its own ProtocolVersion, wire.Version and
 // runspec.TroupeVersion; it leaves the others to workers that do.
-const ProtocolVersion = 2
+const ProtocolVersion = 3
 
 // record is a run as workers see it and as the runs bucket stores it: the
 // spec and everything of the RunConfig that shapes the episodes, and the
@@ -81,7 +81,6 @@ type record struct {
 	InvalidMode      env.InvalidMode           `json:"invalid_mode,omitempty"`
 	InvalidPenalty   float64                   `json:"invalid_penalty,omitempty"`
 	InvalidBonus     float64                   `json:"invalid_bonus,omitempty"`
-	ParallelPolicies bool                      `json:"parallel_policies,omitempty"`
 	Episodes         int                       `json:"episodes"`
 	GroupSize        int                       `json:"group_size"`
 	Seed             uint64                    `json:"seed"`
@@ -201,7 +200,6 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 		InvalidMode:      cfg.Invalid.Mode,
 		InvalidPenalty:   cfg.Invalid.Penalty,
 		InvalidBonus:     cfg.Invalid.Bonus,
-		ParallelPolicies: cfg.ParallelPolicies,
 		Episodes:         cfg.Episodes,
 		GroupSize:        max(cfg.GroupSize, 1),
 		Seed:             cfg.Seed,

@@ -42,6 +42,10 @@ type WorkerConfig struct {
 	// honour a setting): the worker leaves the run to others and says why.
 	// nil: the scenarios' own policies and "random" only.
 	Policies func(llmEndpoint string) env.PolicyMaker
+	// Parallel names the policies whose simultaneous actors the worker asks
+	// at once (runspec.Resolvers.Parallel: slow remote ones, "llm"): how
+	// it asks shapes no episode, so it is the worker's, not the run's.
+	Parallel []string
 	// Concurrency is how many episodes the worker plays at once; 0 means
 	// GOMAXPROCS.
 	Concurrency int
@@ -675,13 +679,11 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 		if w.cfg.Policies != nil {
 			policies = w.cfg.Policies(rec.LLMEndpoint)
 		}
-		res, err := spec.Resolve(runspec.Resolvers{Scenarios: w.cfg.Registry, Policies: policies})
+		res, err := spec.Resolve(runspec.Resolvers{Scenarios: w.cfg.Registry, Policies: policies, Parallel: w.cfg.Parallel})
 		if err != nil {
 			return nil, fmt.Errorf("natsrun: %w", err)
 		}
-		x := res.Executor()
-		x.ParallelPolicies = rec.ParallelPolicies // the submitter's choice
-		return x, nil
+		return res.Executor(), nil
 	})
 }
 
