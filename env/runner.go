@@ -491,26 +491,38 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	r.skipped = min(cfg.FirstGroup*r.size, cfg.Episodes)
 	r.chunks = chunker{workers: r.workers, one: cfg.Lockstep}
 	r.maxAhead = 4 * r.workers
-	r.pending = make([]*group, r.maxAhead*maxChunk)
+	// Room for every group that can be pending, and no more: a run of a
+	// few groups (a league's batch) allocates little.
+	r.pending = make([]*group, max(1, min(r.maxAhead*maxChunk, r.nGroups-cfg.FirstGroup)))
 	r.nextGi, r.next = cfg.FirstGroup, cfg.FirstGroup
 	r.room = sync.NewCond(&r.mu)
 
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	defer r.cancel(nil)
-	defer context.AfterFunc(r.ctx, func() {
-		r.mu.Lock()
-		r.room.Broadcast()
-		r.mu.Unlock()
-	})()
 
 	// A fixed pool of workers: one goroutine per worker for the whole
 	// run, so that its stack, grown once by the first episode, is not
-	// grown again (and copied) for every group.
-	var wg sync.WaitGroup
-	for w := range min(r.workers, r.nGroups-cfg.FirstGroup) {
-		wg.Go(func() { r.work(w) })
+	// grown again (and copied) for every group. A run of one worker
+	// (Lockstep, Concurrency 1, a run of one group) plays on the caller's
+	// goroutine, whose stack is grown already: a caller that makes many
+	// short runs (a league's batches of a match) would otherwise pay for
+	// a goroutine and its stack's growth every run. That worker never
+	// waits for room (it writes each chunk it plays before it takes the
+	// next), so a cancellation has no one to wake.
+	if n := min(r.workers, r.nGroups-cfg.FirstGroup); n == 1 {
+		r.work(0)
+	} else {
+		defer context.AfterFunc(r.ctx, func() {
+			r.mu.Lock()
+			r.room.Broadcast()
+			r.mu.Unlock()
+		})()
+		var wg sync.WaitGroup
+		for w := range n {
+			wg.Go(func() { r.work(w) })
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	if r.panicked != nil {
 		panic(r.panicked)
 	}
