@@ -514,25 +514,24 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	r.skipped = min(cfg.FirstGroup*r.size, cfg.Episodes)
 	r.chunks = chunker{workers: r.workers, one: cfg.Lockstep}
 	r.maxAhead = 4 * r.workers
-	r.pending = make([]*group, r.maxAhead*maxChunk)
+	// Room for every group that can be pending, and no more: a run of a
+	// few groups (a league's batch) allocates little.
+	r.pending = make([]*group, max(1, min(r.maxAhead*maxChunk, r.nGroups-cfg.FirstGroup)))
 	r.nextGi, r.next = cfg.FirstGroup, cfg.FirstGroup
 	r.room = sync.NewCond(&r.mu)
 
 	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	defer r.cancel(nil)
-	defer context.AfterFunc(r.ctx, func() {
-		r.mu.Lock()
-		r.room.Broadcast()
-		r.mu.Unlock()
-	})()
 
 	// A fixed pool of workers: one goroutine per worker for the whole
 	// run, so that its stack, grown once by the first episode, is not
-	// grown again (and copied) for every group.
-	var wg sync.WaitGroup
-	for w := range min(r.workers, r.nGroups-cfg.FirstGroup) {
-		wg.Go(func() { r.work(w) })
-	}
+	// grown again (and copied) for every group. A run of one worker
+	// (Lockstep, Concurrency 1, a run of one group) plays on the caller's
+	// goroutine, whose stack is grown already: a caller that makes many
+	// short runs (a league's batches of a match) would otherwise pay for
+	// a goroutine and its stack's growth every run. That worker never
+	// waits for room (it writes each chunk it plays before it takes the
+	// next), so a cancellation has no one to wake.
 	// The periodic reports end with the workers, before the summary: no
 	// report comes once Run returns.
 	stop := make(chan struct{})
@@ -540,9 +539,28 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	if cfg.Progress != nil && cfg.ProgressEvery > 0 {
 		ticking.Go(func() { r.tick(stop) })
 	}
-	wg.Wait()
-	close(stop)
-	ticking.Wait()
+	func() {
+		// Deferred: a panic of the output's Finish on the caller's
+		// goroutine stops the reports too.
+		defer func() {
+			close(stop)
+			ticking.Wait()
+		}()
+		if n := min(r.workers, r.nGroups-cfg.FirstGroup); n == 1 {
+			r.work(0)
+			return
+		}
+		defer context.AfterFunc(r.ctx, func() {
+			r.mu.Lock()
+			r.room.Broadcast()
+			r.mu.Unlock()
+		})()
+		var wg sync.WaitGroup
+		for w := range n {
+			wg.Go(func() { r.work(w) })
+		}
+		wg.Wait()
+	}()
 	if r.panicked != nil {
 		panic(r.panicked)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -243,6 +244,49 @@ func TestRunPanicsWithItsOutput(t *testing.T) {
 		_, _ = env.Run(context.Background(), cfg, teamOut(sink))
 	})
 	assert.Equal(t, int32(5), n.Load(), "nothing is written after the panic")
+}
+
+// A run of one worker (Lockstep, Concurrency 1, a run of one group)
+// plays on the caller's goroutine, and starts none: a caller that makes
+// many short runs (a league's batches) pays for no goroutine and no
+// stack growth per run. Its output's panic still reaches the caller.
+func TestARunOfOneWorkerPlaysOnTheCallersGoroutine(t *testing.T) {
+	base := elfarolConfig(t, nil)
+	local := &env.LocalExecutor{Play: base.Play}
+	for name, edit := range map[string]func(*env.RunConfig){
+		"concurrency 1": func(c *env.RunConfig) {},
+		"lockstep":      func(c *env.RunConfig) { c.Concurrency, c.Lockstep = 4, true },
+		"one group":     func(c *env.RunConfig) { c.Concurrency, c.Episodes, c.GroupSize = 4, 8, 8 },
+		"last group":    func(c *env.RunConfig) { c.Concurrency, c.FirstGroup = 4, 39 },
+	} {
+		cfg := base
+		edit(&cfg)
+		before := runtime.NumGoroutine()
+		var most atomic.Int64
+		cfg.Executor = env.ExecutorFunc(func(ctx context.Context, req env.Request) *episode.Record {
+			if n := int64(runtime.NumGoroutine()); n > most.Load() {
+				most.Store(n)
+			}
+			return local.Execute(ctx, req)
+		})
+		_, err := env.Run(context.Background(), cfg, teamOut(nil))
+		require.NoError(t, err, name)
+		assert.LessOrEqual(t, most.Load(), int64(before), "%s: no goroutine started", name)
+	}
+
+	cfg := base
+	cfg.Lockstep = true
+	var n int
+	sink := trajectories.SinkFunc(func(*trajectories.Episode) error {
+		if n++; n == 5 {
+			panic("the sink broke")
+		}
+		return nil
+	})
+	assert.PanicsWithValue(t, "the sink broke", func() {
+		_, _ = env.Run(context.Background(), cfg, teamOut(sink))
+	})
+	assert.Equal(t, 5, n, "nothing is written after the panic")
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {

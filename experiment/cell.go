@@ -259,14 +259,15 @@ func (c *Cell) Ratio(e int) float64 {
 // reports.
 const progressEvery = 25
 
-// run plays one cell: its episodes one after the other on this goroutine,
-// each only after the learner has learned the previous one, so that the
-// learner never acts on values that depend on timing. Each goes the way of
-// every run's episodes: played by an env.LocalExecutor (the engine and
-// bus), then handed to a trajectories.Output (the allocators), whose
-// ObserveCredit gives the learner the record and its credit. The requests
-// are env.Run's (RunConfig.Requests), so the episodes are those a run with
-// the cell's seed plays.
+// run plays one cell: its episodes one after the other, each only after
+// the learner has learned the previous one, so that the learner never acts
+// on values that depend on timing. The cell is an env.Run like every
+// run's, in Lockstep: each group is played by the run's executor (the
+// engine and bus), then handed to a trajectories.Output (the allocators),
+// whose ObserveCredit gives the learner the record and its credit, before
+// the next group is played. The episodes are those a run with the cell's
+// seed plays, and the first one that does not finish stops the cell
+// (FailFast).
 func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, err error) {
 	cfg := p.cfg
 	pt := p.points[c.point]
@@ -352,19 +353,17 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	}
 	reuse := p.takeReuse(c.point)
 	defer p.giveReuse(c.point, reuse)
-	exec := &env.LocalExecutor{Play: env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)}, Reuse: reuse}
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
-	run := env.RunConfig{Play: env.Play{Scenario: cfg.Scenario, Params: pt.params}, Episodes: cfg.Episodes, Seed: c.runSeed}
-	run.GroupSize = p.group()
-	var after func(context.Context, []*episode.Record) error
+	run := env.RunConfig{
+		Play:     env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)},
+		Episodes: cfg.Episodes, GroupSize: p.group(), Seed: c.runSeed,
+		Lockstep: true, FailFast: true, Reuse: reuse,
+	}
+	var o env.Output = out
 	if diag != nil {
-		after = diag.group
+		o = &afterGroups{RecyclingOutput: out, after: diag.group}
 	}
-	err = playInTurn(ctx, exec, out, run.Episodes, run.Requester(), after)
-	if ferr := out.Flush(); err == nil {
-		err = ferr
-	}
-	if err != nil {
+	if _, err = env.Run(ctx, run, o); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
 	}
 	cell.Credit = tally.stats()
@@ -378,64 +377,35 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	return cell, nil
 }
 
-// playInTurn plays requests 0 to n-1 (request(i)) group by group (the runs
-// of requests that share a GroupIndex), each group played whole, then handed to out (Finish,
-// then the write of each of its episodes) before the next is played, and
-// stops at the first episode that did not finish, as a run with FailFast
-// does, and when ctx is cancelled. After each group is written, after (when
-// set) sees it, before its records are recycled.
-func playInTurn(ctx context.Context, exec *env.LocalExecutor, out env.Output, n int, request func(i int) env.Request, after func(context.Context, []*episode.Record) error) error {
-	// An output that recycles keeps nothing of a group once written: the
-	// records go back to the executor, and the group slice serves again.
-	r, ok := out.(env.RecyclingOutput)
-	recycles := ok && r.Recycles()
-	var group []*episode.Record
-	// The requests are made one at a time, never listed: a cell's memory
-	// does not grow with its episodes. next is the first request of the
-	// group after the current one.
-	next := request(0)
-	for i := 0; i < n; {
-		if !recycles {
-			group = nil
-		}
-		group = group[:0]
-		for gi := next.GroupIndex; i < n && next.GroupIndex == gi; {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			rec := exec.Execute(ctx, next)
-			if rec.End == env.EndInterrupted {
-				return context.Cause(ctx)
-			}
-			group = append(group, rec)
-			if i++; i < n {
-				next = request(i)
-			}
-		}
-		write, err := out.Finish(ctx, group)
-		if err != nil {
-			return err
-		}
-		for k, rec := range group {
-			if _, err := write(k); err != nil {
-				return err
-			}
-			if !rec.Finished() {
-				return fmt.Errorf("%w: episode %d %s (%s): %s", env.ErrEpisodeFailed, rec.Index, rec.Status, rec.End, rec.Err)
-			}
-		}
-		if after != nil {
-			if err := after(ctx, group); err != nil {
-				return err
-			}
-		}
-		if recycles {
-			for _, rec := range group {
-				exec.Recycle(rec)
-			}
-		}
+// afterGroups is an Output that hands each group, once its last episode
+// is written, to after (a diagnoser's), before the run recycles its
+// records: it recycles when the Output it wraps does, so that wrapping
+// costs the run none of its reuse. A group with an episode that did not
+// finish stops the run (FailFast) and is not handed on.
+type afterGroups struct {
+	env.RecyclingOutput
+	after func(context.Context, []*episode.Record) error
+}
+
+// Finish implements env.Output.
+func (a *afterGroups) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
+	write, err := a.RecyclingOutput.Finish(ctx, group)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	last := len(group) - 1
+	return func(k int) (int, error) {
+		n, err := write(k)
+		if err != nil || k < last {
+			return n, err
+		}
+		for _, rec := range group {
+			if !rec.Finished() {
+				return n, nil
+			}
+		}
+		return n, a.after(ctx, group)
+	}, nil
 }
 
 // describe names a cell in errors.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"image/png"
 	"math"
 	"os"
@@ -273,6 +274,36 @@ func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
 	_, err = experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, outputs(t, uninterrupted), outputs(t, dir))
+}
+
+// A run cancelled in the middle of a cell stops the cell there: it is not
+// saved, and the run says it was interrupted, by ctx's cause.
+func TestARunCancelledMidCellSavesNoHalfCell(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallBar(t, dir)
+	cfg.Parallel = 1
+	stop := errors.New("stop")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var last experiment.Progress
+	cfg.Progress = func(p experiment.Progress) {
+		last = p
+		if p.EpisodesDone == 50 {
+			cancel(stop)
+		}
+	}
+	_, err := experiment.Run(ctx, cfg)
+	require.ErrorIs(t, err, experiment.ErrInterrupted)
+	require.ErrorIs(t, err, stop)
+	assert.Equal(t, 0, last.CellsDone)
+	assert.Less(t, last.EpisodesDone, int64(80), "the cell stopped where it was")
+	entries, err := os.ReadDir(filepath.Join(dir, "cells"))
+	if !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+		for _, e := range entries {
+			assert.True(t, strings.HasPrefix(e.Name(), "."), "a cell file: %s", e.Name())
+		}
+	}
 }
 
 func TestProgressCountsEveryEpisode(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,6 +109,54 @@ func TestPlayIsDeterministic(t *testing.T) {
 	assert.Len(t, l.Players(), 3+5, "a snapshot every 40 matches")
 	require.NoError(t, l.Close())
 	assertSameTree(t, ref, other)
+}
+
+// A Play cancelled between batches, or in the middle of one (whose
+// matches are then not kept), says it was interrupted, keeps the batches
+// played before, and a Play to the same total afterwards ends with the
+// bytes of one that was never interrupted.
+func TestInterruptedPlayResumesByteIdentically(t *testing.T) {
+	players := []league.Player{learnerPlayer("learner", "egreedy:alpha=0.2,epsilon=0.1"), scripted("random"), scripted("minimax")}
+	cfg := league.Config{Seed: 5, SnapshotEvery: 64, Batch: 16}
+	ref := t.TempDir()
+	l := newLeague(t, ref, cfg, players...)
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 320, Concurrency: 2}))
+	require.NoError(t, l.Close())
+
+	// Between batches: the third batch is never started.
+	dir := t.TempDir()
+	l = newLeague(t, dir, cfg, players...)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := l.Play(ctx, league.PlayOptions{N: 320, Concurrency: 2, Progress: func(done int64) {
+		if done == 32 {
+			cancel()
+		}
+	}})
+	require.ErrorIs(t, err, league.ErrInterrupted)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(32), l.Matches(), "the batches played before the cancellation")
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: 320, Concurrency: 3}))
+	require.NoError(t, l.Close())
+	assertSameTree(t, ref, dir)
+
+	// At any moment, mid-batch or not.
+	for _, after := range []time.Duration{0, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
+		dir := t.TempDir()
+		l := newLeague(t, dir, cfg, players...)
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(after, cancel)
+		err := l.Play(ctx, league.PlayOptions{N: 320, Concurrency: 4})
+		stop.Stop()
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, league.ErrInterrupted, "after %v", after)
+			require.ErrorIs(t, err, context.Canceled, "after %v", after)
+			assert.Zero(t, l.Matches()%16, "whole batches only, after %v", after)
+		}
+		require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: 320, Concurrency: 1}))
+		require.NoError(t, l.Close())
+		assertSameTree(t, ref, dir)
+	}
 }
 
 // assertSameTree checks that two directories hold the same files with the

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
@@ -20,6 +18,8 @@ import (
 )
 
 // Seed streams of a match: seeds.Mix(league seed, stream, match, ...).
+// The first two are env.Run's, which plays the matches (League.run): its
+// groups' scenario seeds and its episodes' policy seeds.
 const (
 	streamScenario = 1 // the episode's scenario seed
 	streamPolicy   = 2 // its policy seed
@@ -278,16 +278,22 @@ func (l *League) executor(m *Match) (*env.LocalExecutor, error) {
 	return x, nil
 }
 
-// request is the episode of match k: its seeds derive from the league's
-// seed and k alone.
-func (l *League) request(k int64) env.Request {
-	return env.Request{Scenario: l.info.Name, Params: l.params.Map(), Seed: seeds.Mix(l.state.Seed, streamScenario, uint64(k)),
-		PolicySeed: seeds.Mix(l.state.Seed, streamPolicy, uint64(k)), Index: k, RolloutID: k, GroupIndex: k}
+// run is the env.Run of matches k0 to k0+n-1, one episode each: match k
+// is the run's group and episode k, so its seeds derive from the league's
+// seed and k alone (seeds.Mix(seed, streamScenario, k) and
+// seeds.Mix(seed, streamPolicy, k), env's scenario and policy streams),
+// and k is its index, rollout id and group index.
+func (l *League) run(k0 int64, n, conc int, exec env.Executor) env.RunConfig {
+	return env.RunConfig{Play: env.Play{Scenario: l.scenario, Params: l.params}, Episodes: int(k0) + n, FirstGroup: int(k0),
+		Seed: l.state.Seed, Concurrency: conc, Executor: exec}
 }
 
-// playBatch plays the matches' episodes, conc at a time, and returns
-// them with the executors that played them (which get them back, once
-// read, through Recycle).
+// playBatch plays the matches' episodes (consecutive matches, from
+// matches[0].Index), conc at a time, through env.Run,
+// each by the executor of its players (executor), and returns them with
+// those executors (which get them back, once read, through Recycle). A
+// batch cut short by ctx returns no error: the caller, seeing ctx done,
+// keeps none of it.
 func (l *League) playBatch(ctx context.Context, matches []Match, conc int) ([]*episode.Record, []*env.LocalExecutor, error) {
 	execs := make([]*env.LocalExecutor, len(matches))
 	for i := range matches {
@@ -298,27 +304,38 @@ func (l *League) playBatch(ctx context.Context, matches []Match, conc int) ([]*e
 		execs[i] = x
 	}
 	recs := make([]*episode.Record, len(matches))
-	if conc == 1 || len(matches) == 1 {
-		for i := range matches {
-			recs[i] = execs[i].Execute(ctx, l.request(matches[i].Index))
-		}
+	if len(matches) == 0 {
 		return recs, execs, nil
 	}
-	// conc goroutines, each a contiguous share of the batch: a match of a
-	// scripted game is too short to be worth a goroutine of its own.
-	var g errgroup.Group
-	conc = min(conc, len(matches))
-	for w := range conc {
-		lo, hi := w*len(matches)/conc, (w+1)*len(matches)/conc
-		g.Go(func() error {
-			for i := lo; i < hi; i++ {
-				recs[i] = execs[i].Execute(ctx, l.request(matches[i].Index))
-			}
-			return nil
-		})
+	k0 := matches[0].Index
+	exec := env.ExecutorFunc(func(ctx context.Context, req env.Request) *episode.Record {
+		return execs[req.Index-k0].Execute(ctx, req)
+	})
+	if _, err := env.Run(ctx, l.run(k0, len(matches), conc, exec), matchRecords{recs: recs, k0: k0}); err != nil && ctx.Err() == nil {
+		return nil, nil, err
 	}
-	return recs, execs, g.Wait()
+	return recs, execs, nil
 }
+
+// matchRecords is the env.Output of a batch's run: it keeps each match's
+// record, at its place in the batch, to be learned from once the batch is
+// played.
+type matchRecords struct {
+	recs []*episode.Record
+	k0   int64
+}
+
+// Finish implements env.Output.
+func (o matchRecords) Finish(_ context.Context, group []*episode.Record) (func(k int) (int, error), error) {
+	return func(k int) (int, error) {
+		rec := group[k]
+		o.recs[rec.Index-o.k0] = rec
+		return 0, nil
+	}, nil
+}
+
+// Flush implements env.Output.
+func (matchRecords) Flush() error { return nil }
 
 // learnFrom has the learner learn a played match (when it played in it)
 // and returns the match's result.

@@ -66,26 +66,26 @@ const ProtocolVersion = 3
 // versions it was submitted under. Two submitters with equal records are
 // running the same run.
 type record struct {
-	Protocol         int                       `json:"protocol"`
-	Wire             int                       `json:"wire"`
-	Troupe           string                    `json:"troupe"`
-	Scenario         string                    `json:"scenario"`
-	Params           map[string]string         `json:"params"`
-	Policies         map[string]runspec.Policy `json:"policies,omitempty"`
-	LLMEndpoint      string                    `json:"llm_endpoint,omitempty"`
-	Emit             []string                  `json:"emit,omitempty"`
-	MaxSteps         int                       `json:"max_steps,omitempty"`
-	MaxTurns         int                       `json:"max_turns,omitempty"`
-	MaxMessages      int                       `json:"max_messages,omitempty"`
-	Timeout          time.Duration             `json:"timeout,omitempty"`
-	InvalidMode      env.InvalidMode           `json:"invalid_mode,omitempty"`
-	InvalidPenalty   float64                   `json:"invalid_penalty,omitempty"`
-	InvalidBonus     float64                   `json:"invalid_bonus,omitempty"`
-	Episodes         int                       `json:"episodes"`
-	GroupSize        int                       `json:"group_size"`
-	Seed             uint64                    `json:"seed"`
-	RolloutIDBase    int64                     `json:"rollout_id_base,omitempty"`
-	GroupIndexBase   int64                     `json:"group_index_base,omitempty"`
+	Protocol       int                       `json:"protocol"`
+	Wire           int                       `json:"wire"`
+	Troupe         string                    `json:"troupe"`
+	Scenario       string                    `json:"scenario"`
+	Params         map[string]string         `json:"params"`
+	Policies       map[string]runspec.Policy `json:"policies,omitempty"`
+	LLMEndpoint    string                    `json:"llm_endpoint,omitempty"`
+	Emit           []string                  `json:"emit,omitempty"`
+	MaxSteps       int                       `json:"max_steps,omitempty"`
+	MaxTurns       int                       `json:"max_turns,omitempty"`
+	MaxMessages    int                       `json:"max_messages,omitempty"`
+	Timeout        time.Duration             `json:"timeout,omitempty"`
+	InvalidMode    env.InvalidMode           `json:"invalid_mode,omitempty"`
+	InvalidPenalty float64                   `json:"invalid_penalty,omitempty"`
+	InvalidBonus   float64                   `json:"invalid_bonus,omitempty"`
+	Episodes       int                       `json:"episodes"`
+	GroupSize      int                       `json:"group_size"`
+	Seed           uint64                    `json:"seed"`
+	RolloutIDBase  int64                     `json:"rollout_id_base,omitempty"`
+	GroupIndexBase int64                     `json:"group_index_base,omitempty"`
 }
 
 // delivery is how a run's requests are handed out: the settings of its
@@ -185,26 +185,26 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 		}
 	}
 	return record{
-		Protocol:         ProtocolVersion,
-		Wire:             wire.Version,
-		Troupe:           runspec.TroupeVersion,
-		Scenario:         info.Name,
-		Params:           cfg.Params.Map(),
-		Policies:         policies,
-		LLMEndpoint:      spec.LLMEndpoint,
-		Emit:             slices.Compact(emit),
-		MaxSteps:         cfg.Limits.MaxSteps,
-		MaxTurns:         cfg.Limits.MaxTurns,
-		MaxMessages:      cfg.Limits.MaxMessages,
-		Timeout:          cfg.Timeout,
-		InvalidMode:      cfg.Invalid.Mode,
-		InvalidPenalty:   cfg.Invalid.Penalty,
-		InvalidBonus:     cfg.Invalid.Bonus,
-		Episodes:         cfg.Episodes,
-		GroupSize:        max(cfg.GroupSize, 1),
-		Seed:             cfg.Seed,
-		RolloutIDBase:    cfg.RolloutIDBase,
-		GroupIndexBase:   cfg.GroupIndexBase,
+		Protocol:       ProtocolVersion,
+		Wire:           wire.Version,
+		Troupe:         runspec.TroupeVersion,
+		Scenario:       info.Name,
+		Params:         cfg.Params.Map(),
+		Policies:       policies,
+		LLMEndpoint:    spec.LLMEndpoint,
+		Emit:           slices.Compact(emit),
+		MaxSteps:       cfg.Limits.MaxSteps,
+		MaxTurns:       cfg.Limits.MaxTurns,
+		MaxMessages:    cfg.Limits.MaxMessages,
+		Timeout:        cfg.Timeout,
+		InvalidMode:    cfg.Invalid.Mode,
+		InvalidPenalty: cfg.Invalid.Penalty,
+		InvalidBonus:   cfg.Invalid.Bonus,
+		Episodes:       cfg.Episodes,
+		GroupSize:      max(cfg.GroupSize, 1),
+		Seed:           cfg.Seed,
+		RolloutIDBase:  cfg.RolloutIDBase,
+		GroupIndexBase: cfg.GroupIndexBase,
 	}, nil
 }
 
