@@ -531,9 +531,9 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	// short runs (a league's batches of a match) would otherwise pay for
 	// a goroutine and its stack's growth every run. That worker never
 	// waits for room (it writes each chunk it plays before it takes the
-	// next), so a cancellation has no one to wake.
-	// The periodic reports end with the workers, before the summary: no
-	// report comes once Run returns.
+	// next), so a cancellation has no one to wake. The periodic reports
+	// end with the workers, before the summary: no report comes once Run
+	// returns.
 	stop := make(chan struct{})
 	var ticking sync.WaitGroup
 	if cfg.Progress != nil && cfg.ProgressEvery > 0 {
@@ -546,7 +546,8 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 			close(stop)
 			ticking.Wait()
 		}()
-		if n := min(r.workers, r.nGroups-cfg.FirstGroup); n == 1 {
+		n := min(r.workers, r.nGroups-cfg.FirstGroup)
+		if n == 1 {
 			r.work(0)
 			return
 		}
