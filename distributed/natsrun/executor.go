@@ -47,8 +47,15 @@ const (
 // waits for at once. Finished episodes wait in the results stream, not in
 // memory, until Execute asks for them.
 type Executor struct {
-	c       *Client
-	run     string
+	c   *Client
+	run string
+	// stopRun, set by Run before env.Run starts (nil when another runner
+	// drives the executor), stops Run's env.Run: an episode this executor
+	// hands back interrupted because the executor stopped (an unplayable
+	// run, Close, a lost lease) must find the run interrupted too, or
+	// env.Run would write it as an aborted episode (it cuts only for its
+	// own interruption).
+	stopRun context.CancelCauseFunc
 	batch   int64 // requests per work message (Config.Batch, resolved)
 	reqs    []env.Request
 	cfg     env.RunConfig
@@ -576,6 +583,9 @@ func (x *Executor) Execute(ctx context.Context, req env.Request) *episode.Record
 		case <-ctx.Done():
 			return interrupted(req, context.Cause(ctx))
 		case <-x.ctx.Done():
+			if x.stopRun != nil {
+				x.stopRun(context.Cause(x.ctx))
+			}
 			return interrupted(req, context.Cause(x.ctx))
 		}
 	}
@@ -703,6 +713,7 @@ func interrupted(req env.Request, cause error) *episode.Record {
 func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error) {
 	rctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	x.stopRun = stop
 	unhook := context.AfterFunc(x.ctx, func() { stop(context.Cause(x.ctx)) })
 	defer unhook()
 	sum, err := env.Run(rctx, x.cfg, out)

@@ -94,7 +94,7 @@ func TestRunRecordsAreReadStrictly(t *testing.T) {
 	older.protocol--
 	_, err = decodeStoredRun(good.encode(), older)
 	require.ErrorIs(t, err, ErrIncompatible)
-	assert.Contains(t, err.Error(), "this process speaks protocol 1")
+	assert.Contains(t, err.Error(), fmt.Sprintf("this process speaks protocol %d", ProtocolVersion-1))
 
 	extra := strings.Replace(string(good.encode()), `"scenario":"count"`, `"scenario":"count","judge":"gpt"`, 1)
 	_, err = decodeStoredRun([]byte(extra), ours)
