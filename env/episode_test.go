@@ -268,16 +268,8 @@ func TestAForkMidStepKeepsTheMovesGiven(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, f.Pending(), len(pending)-2)
 	assert.ErrorIs(t, f.Act(2, agents.Action{Text: "0"}), env.ErrNotPending, "seat 2 has moved in the fork too")
-	for _, e := range []*env.Episode{ep, f} {
-		for !e.Done() {
-			p := e.Pending()
-			actions := make([]agents.Action, len(p))
-			for k := range actions {
-				actions[k] = agents.Action{Text: "0"}
-			}
-			require.NoError(t, e.Step(actions...))
-		}
-	}
+	playOut(t, ep, "0")
+	playOut(t, f, "0")
 	assert.Equal(t, encode(t, ep.Record()), encode(t, f.Record()))
 }
 
@@ -341,14 +333,7 @@ func TestSteppedRecordReplaysCounterfactuals(t *testing.T) {
 	setup := setupOf(t, "elfarol", 0)
 	ep, err := env.NewEpisode(setup)
 	require.NoError(t, err)
-	for !ep.Done() {
-		p := ep.Pending()
-		actions := make([]agents.Action, len(p))
-		for k := range actions {
-			actions[k] = agents.Action{Text: "0"}
-		}
-		require.NoError(t, ep.Step(actions...))
-	}
+	playOut(t, ep, "0")
 	rec := ep.Record()
 	score, err := rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
 	require.NoError(t, err)
@@ -362,18 +347,23 @@ func TestSteppedRecordReplaysCounterfactuals(t *testing.T) {
 	setup.Policy = nil
 	ep, err = env.NewEpisode(setup)
 	require.NoError(t, err)
-	for !ep.Done() {
-		p := ep.Pending()
-		actions := make([]agents.Action, len(p))
-		for k := range actions {
-			actions[k] = agents.Action{Text: "0"}
-		}
-		require.NoError(t, ep.Step(actions...))
-	}
+	playOut(t, ep, "0")
 	rec = ep.Record()
 	_, err = rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}})
 	require.NoError(t, err, "frozen: the record holds every move")
 	_, err = rec.Replay.Replay(context.Background(), episode.Counterfactual{Null: []int{0}, Resimulate: true})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), env.ErrNoLivePolicy.Error())
+}
+
+// playOut plays ep to its end, every pending seat answering text.
+func playOut(t *testing.T, ep *env.Episode, text string) {
+	t.Helper()
+	for !ep.Done() {
+		actions := make([]agents.Action, len(ep.Pending()))
+		for k := range actions {
+			actions[k] = agents.Action{Text: text}
+		}
+		require.NoError(t, ep.Step(actions...))
+	}
 }
