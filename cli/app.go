@@ -41,6 +41,9 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1 // the run failed: its output could not be written, or an episode failed under --fail-fast
 	ExitUsage   = 2 // a bad command line: unknown command, scenario, flag, parameter, policy or allocator, or a bad value
+	// ExitUnproven is troupe check's status when no file has a problem
+	// but a flat file's last episode cannot be proven whole.
+	ExitUnproven = 3
 	// ExitInterrupted is the exit code of a run stopped by cancellation
 	// without a signal; a signal n gives 128+n (130 for SIGINT, 143 for
 	// SIGTERM).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,10 +25,14 @@ type checkReport struct {
 	Complete *bool `json:"complete"`
 	// Error: the file could not be read at all.
 	Error string `json:"error,omitempty"`
+	// Proof names the companion files the check used to prove the
+	// episodes whole: the progress file, the episode file.
+	Proof []string `json:"proof"`
 }
 
 func (a *App) checkCommand() *cobra.Command {
 	var asJSON bool
+	var episodes string
 	cmd := &cobra.Command{
 		Use:   "check FILE...",
 		Short: "Validate output files of troupe run with troupe's own readers",
@@ -35,12 +40,20 @@ func (a *App) checkCommand() *cobra.Command {
 troupe's readers and report what is wrong with it: a last line cut short (a
 run killed while writing), lines that do not parse, invalid samples, sample
 indexes or rollout ids that skip or repeat, groups out of order, missing or
-partial. When the run's progress file (FILE` + durable.Suffix + `) is beside a
-samples file, the group size and episode count come from its run spec, and
-the report says whether the run is complete.
+partial, and episodes with fewer samples than the run wrote. When the run's
+progress file (FILE` + durable.Suffix + `) is beside a samples file, the group
+size and episode count come from its run spec, its checkpoint proves the file
+whole up to there, the episode file it names (--episodes-out) proves each
+episode's sample count, and the report says whether the run is complete.
+
+A flat file's last episode cannot be proven whole from the file alone (a cut
+at a line boundary inside it reads the same): without the episode file
+(--episodes, or named by the progress file) or a checkpoint the file ends
+at, such a file is reported "unproven".
 
 One line per file; --json writes one JSON object per file instead. The exit
-status is 0 when every file is whole, 1 when one is not.`,
+status is 0 when every file is whole, 1 when one has a problem, 3 when none
+has a problem but a flat file's last episode is unproven.`,
 		Example: `  troupe check out/elfarol.jsonl
   troupe check --json out/*.jsonl`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -50,11 +63,17 @@ status is 0 when every file is whole, 1 when one is not.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			bad := 0
+			if episodes != "" && len(args) != 1 {
+				return usagef("--episodes goes with one samples file")
+			}
+			bad, unproven := 0, 0
 			for _, path := range args {
-				rep := checkFile(path)
-				if !rep.OK {
+				rep := checkFile(path, episodes)
+				switch {
+				case !rep.OK:
 					bad++
+				case rep.Ending == trajectories.EndUnproven:
+					unproven++
 				}
 				if asJSON {
 					b, err := json.Marshal(rep)
@@ -69,30 +88,59 @@ status is 0 when every file is whole, 1 when one is not.`,
 			if bad > 0 {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("check: %d of %d files have problems", bad, len(args))}
 			}
+			if unproven > 0 {
+				return &exitError{code: ExitUnproven, err: fmt.Errorf("check: %d of %d files end with an episode that cannot be proven whole (give the episode file: --episodes)", unproven, len(args))}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per file: its counts, its problems, whether the run is complete")
+	cmd.Flags().StringVar(&episodes, "episodes", "", "the run's episode file (--episodes-out), to prove each episode of the samples file whole or partial (default: the one its progress file names, when it is there)")
 	return cmd
 }
 
-// checkFile checks path, with what its progress file says of the run.
-func checkFile(path string) *checkReport {
-	rep := &checkReport{File: path}
+// checkFile checks path, with what its progress file says of the run and
+// the episode file (episodes, else the progress file's, when it is there).
+func checkFile(path, episodes string) *checkReport {
+	rep := &checkReport{File: path, Proof: []string{}}
 	f, err := os.Open(path)
 	if err != nil {
 		rep.Error = err.Error()
 		return rep
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
 	var opt trajectories.CheckOptions
 	prog, perr := durable.Read(durable.PathOf(path))
 	if perr == nil {
+		rep.Proof = append(rep.Proof, durable.PathOf(path))
 		if spec, err := runspec.DecodeBytes(prog.Spec); err == nil {
 			opt.GroupSize, opt.Episodes = spec.GroupSize, int64(spec.Episodes)
 		}
+		opt.Checkpoint = &trajectories.Checkpoint{Bytes: prog.Files[0].Bytes, Episodes: prog.Episodes, Samples: prog.Samples}
+		if episodes == "" {
+			episodes = progressEpisodes(path, prog)
+		}
 	}
-	rep.CheckReport = trajectories.Check(f, opt)
+	if episodes != "" {
+		ef, err := os.Open(episodes)
+		if err != nil {
+			rep.Error = err.Error()
+			return rep
+		}
+		defer ef.Close()
+		opt.Records = ef
+		rep.Proof = append(rep.Proof, episodes)
+	}
+	if fi.Mode().IsRegular() {
+		rep.CheckReport = trajectories.CheckAt(f, fi.Size(), opt)
+	} else {
+		rep.CheckReport = trajectories.Check(f, opt)
+	}
 	if perr == nil {
 		complete := prog.Complete && rep.Episodes == int64(opt.Episodes)
 		rep.Complete = &complete
@@ -101,6 +149,22 @@ func checkFile(path string) *checkReport {
 	}
 	rep.OK = rep.CheckReport.OK()
 	return rep
+}
+
+// progressEpisodes returns the episode file the progress file of path
+// names, when it is there: as the run was given it, else beside path.
+func progressEpisodes(path string, prog *durable.Progress) string {
+	for _, pf := range prog.Files[1:] {
+		if pf.Kind != durable.KindEpisodes {
+			continue
+		}
+		for _, p := range []string{pf.Path, filepath.Join(filepath.Dir(path), filepath.Base(pf.Path))} {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // line is the report in one line.
@@ -128,6 +192,9 @@ func (r *checkReport) line() string {
 	}
 	if len(r.Notes) > 0 {
 		what += "; note: " + strings.Join(r.Notes, "; ")
+	}
+	if r.OK && r.Ending == trajectories.EndUnproven {
+		return fmt.Sprintf("%s: unproven: %s", r.File, what)
 	}
 	if r.OK {
 		return fmt.Sprintf("%s: ok: %s", r.File, what)

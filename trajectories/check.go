@@ -1,9 +1,6 @@
 package trajectories
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 
@@ -23,7 +20,41 @@ type CheckOptions struct {
 	// MaxProblems bounds the problems listed (the rest are counted);
 	// 0 means 20.
 	MaxProblems int
+	// Checkpoint is the progress file's checkpoint of a samples file
+	// (nil: none): its length there ends a group, so a file that ends at
+	// it ends with a whole episode.
+	Checkpoint *Checkpoint
+	// Records, when set, reads the run's episode file (--episodes-out):
+	// each record says how many samples its episode is written as, which
+	// proves every episode of a samples file whole or partial, as far as
+	// the episode file goes.
+	Records io.Reader
 }
+
+// Checkpoint is where a progress file says a samples file stood.
+type Checkpoint struct {
+	Bytes, Episodes, Samples int64
+}
+
+// How a file ends (CheckReport.Ending).
+const (
+	// EndWhole: the last episode is whole (proven: a nested line, an
+	// episode record, the checkpoint, a placeholder), and so is its group
+	// when the run's group size is known.
+	EndWhole = "whole"
+	// EndPartialGroup: whole episodes, but the last group is short of the
+	// run's group size and is not the run's last.
+	EndPartialGroup = "partial_group"
+	// EndPartialEpisode: the last episode has fewer samples than its
+	// record in the episode file says.
+	EndPartialEpisode = "partial_episode"
+	// EndCutLine: the file ends inside a line.
+	EndCutLine = "cut_line"
+	// EndUnproven: a flat file whose last episode nothing proves whole: a
+	// cut at a line boundary inside it would look the same. The episode
+	// file, or a checkpoint the file ends at, proves it.
+	EndUnproven = "unproven"
+)
 
 // CheckReport is what Check found in a file.
 type CheckReport struct {
@@ -42,6 +73,9 @@ type CheckReport struct {
 	// Truncated: the file ends inside a line (a run killed while
 	// writing; --resume cuts it back).
 	Truncated bool `json:"truncated"`
+	// Ending is how the file ends: EndWhole, EndPartialGroup,
+	// EndPartialEpisode, EndCutLine or EndUnproven.
+	Ending string `json:"ending"`
 }
 
 // OK reports whether the check found no problem.
@@ -60,6 +94,26 @@ type checker struct {
 	inGroup    int64 // its episodes so far
 	firstGroup int64 // the first group's size, once it ended
 	groupLine  int   // the line the current group began on
+
+	partialGroup bool // the last group is proven partial
+
+	// the flat episode being read
+	open                    bool
+	cur                     episodeSoFar
+	lastNested, lastProven  bool // the last episode: a nested line; proven whole
+	lastPartial             bool // the last episode is proven partial
+	lastPlaceholder         bool // the last episode is one placeholder sample
+	records                 *recordStream
+	atCheckpoint, ckptAgree bool // a line ended at the checkpoint; the counts agreed there
+	bytes                   int64
+}
+
+// episodeSoFar is the flat episode being read.
+type episodeSoFar struct {
+	rollout, group int64
+	line           int   // its first line
+	samples        int64 // its samples so far
+	placeholders   int64
 }
 
 func (c *checker) problem(line int, format string, args ...any) {
@@ -70,10 +124,13 @@ func (c *checker) problem(line int, format string, args ...any) {
 	c.r.Problems = append(c.r.Problems, fmt.Sprintf("line %d: %s", line, fmt.Sprintf(format, args...)))
 }
 
-// episode takes the next episode of the file, on line: its rollout id and
-// group index.
-func (c *checker) episode(line int, rollout, group int64) {
+// episode takes the next episode of the file, on line: its rollout id,
+// group index and samples (0 for an episode record).
+func (c *checker) episode(line int, rollout, group, samples int64) {
 	c.r.Episodes++
+	if samples > 0 {
+		c.prove(line, rollout, group, samples)
+	}
 	if c.seenRollo {
 		switch {
 		case rollout <= c.lastRollo:
@@ -123,6 +180,7 @@ func (c *checker) endGroup(last bool) {
 		// known can the check tell.
 		if c.opt.Episodes > 0 && c.opt.GroupSize > 0 {
 			if end := c.opt.Episodes; c.r.Episodes < end {
+				c.partialGroup = true
 				c.problem(c.groupLine, "group %d has %d episodes, not %d: a partial group", c.group, c.inGroup, want)
 			}
 		} else if c.r.Groups > 1 {
@@ -133,138 +191,26 @@ func (c *checker) endGroup(last bool) {
 
 // sample checks one sample of line.
 func (c *checker) sample(line int, s *protocol.Sample) {
-	c.r.Samples++
-	if IsPlaceholder(s) {
-		c.r.Placeholders++
-	}
-	if err := s.Validate(); err != nil {
+	var err error
+	if err = s.Validate(); err != nil {
 		c.problem(line, "%v", err)
+	}
+	c.sampleIndex(line, s.Index, IsPlaceholder(s))
+}
+
+// sampleIndex counts a sample and checks its index.
+func (c *checker) sampleIndex(line int, index int64, placeholder bool) {
+	c.r.Samples++
+	if placeholder {
+		c.r.Placeholders++
 	}
 	if c.nextIndex >= 0 {
 		switch {
-		case s.Index < c.nextIndex:
-			c.problem(line, "sample index %d after %d: a duplicate or out of order", s.Index, c.nextIndex-1)
-		case s.Index > c.nextIndex:
-			c.problem(line, "sample index %d after %d: indexes %d to %d are missing", s.Index, c.nextIndex-1, c.nextIndex, s.Index-1)
+		case index < c.nextIndex:
+			c.problem(line, "sample index %d after %d: a duplicate or out of order", index, c.nextIndex-1)
+		case index > c.nextIndex:
+			c.problem(line, "sample index %d after %d: indexes %d to %d are missing", index, c.nextIndex-1, c.nextIndex, index-1)
 		}
 	}
-	c.nextIndex = s.Index + 1
-}
-
-// Check reads a file that troupe wrote (slime samples, flat or nested, or
-// troupe.episode/v2 records, told apart by the first line) with troupe's
-// readers and reports what is wrong with it: a line cut short, lines that
-// do not parse, invalid samples (protocol.Sample.Validate), sample indexes
-// and rollout ids that skip or repeat, the samples of one episode split
-// up, groups out of order, missing or partial. It never stops at the first
-// problem, but at a line it cannot parse past.
-func Check(r io.Reader, opt CheckOptions) CheckReport {
-	c := &checker{max: opt.MaxProblems, opt: opt, nextIndex: -1}
-	if c.max <= 0 {
-		c.max = 20
-	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	head, _ := br.Peek(64)
-	if bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte(`{"format":"`+EpisodeFormat+`"`)) {
-		c.r.Kind = "episodes"
-		c.checkEpisodes(br)
-	} else {
-		c.r.Kind = "samples"
-		c.checkSamples(br)
-	}
-	c.endGroup(true)
-	if c.r.Problems == nil {
-		c.r.Problems = []string{}
-	}
-	if c.r.Notes == nil {
-		c.r.Notes = []string{}
-	}
-	return c.r
-}
-
-// stop records the error that ended reading, unless it is the end.
-func (c *checker) stop(err error, line int) {
-	switch {
-	case errors.Is(err, io.EOF):
-	case errors.Is(err, ErrTruncated):
-		c.r.Truncated = true
-		c.problem(line, "cut short: the file ends inside this line (a run killed while writing; troupe run --resume drops it)")
-	default:
-		c.problem(line, "%v (reading stopped here)", err)
-	}
-}
-
-func (c *checker) checkSamples(br *bufio.Reader) {
-	rd := &Reader{lineReader: lineReader{br: br}}
-	var rollout []protocol.Sample // the flat episode being read
-	from := 0                     // the line it began on
-	flush := func() {
-		if len(rollout) > 0 {
-			c.episode(from, rollout[0].RolloutID, rollout[0].GroupIndex)
-			rollout = rollout[:0]
-		}
-	}
-	for {
-		samples, nested, err := rd.next()
-		line := rd.line
-		if err != nil {
-			flush()
-			c.stop(err, line)
-			c.r.Lines = rd.line
-			return
-		}
-		layout := "flat"
-		if nested {
-			layout = "nested"
-		}
-		if c.r.Layout == "" {
-			c.r.Layout = layout
-		} else if c.r.Layout != layout {
-			c.problem(line, "a %s line in a %s file", layout, c.r.Layout)
-		}
-		for i := range samples {
-			c.sample(line, &samples[i])
-		}
-		if nested {
-			if len(samples) == 0 {
-				c.problem(line, "an episode with no sample")
-				continue
-			}
-			if err := protocol.ValidateRollout(samples); err != nil {
-				c.problem(line, "%v", err)
-			}
-			c.episode(line, samples[0].RolloutID, samples[0].GroupIndex)
-			continue
-		}
-		s := samples[0]
-		if len(rollout) > 0 && s.RolloutID != rollout[0].RolloutID {
-			flush()
-		}
-		if len(rollout) == 0 {
-			from = line
-		}
-		if len(rollout) > 0 && s.GroupIndex != rollout[0].GroupIndex {
-			c.problem(line, "rollout %d has samples of groups %d and %d", s.RolloutID, rollout[0].GroupIndex, s.GroupIndex)
-		}
-		rollout = append(rollout, s)
-	}
-}
-
-func (c *checker) checkEpisodes(br *bufio.Reader) {
-	rd := &EpisodeReader{r: lineReader{br: br}}
-	for {
-		rec, _, err := rd.Next()
-		line := rd.r.line
-		if err != nil {
-			c.stop(err, line)
-			c.r.Lines = line
-			return
-		}
-		c.r.Samples += int64(rec.Emitted())
-		if c.nextIndex >= 0 && rec.Index != c.nextIndex {
-			c.problem(line, "episode index %d after %d", rec.Index, c.nextIndex-1)
-		}
-		c.episode(line, rec.RolloutID, rec.GroupIndex)
-		c.nextIndex = rec.Index + 1
-	}
+	c.nextIndex = index + 1
 }

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/durable"
+)
+
+// TestCheckJudgesEveryPrefix writes a small run (flat and nested, with its
+// episode file and progress file) and checks every prefix of each samples
+// file at a line boundary, and cuts inside every line, with each set of
+// companion files: none, the episode file, the progress file alone, and
+// both. The judgement (how the file ends) must be exactly what the bytes
+// say: a cut line, a partial episode, a partial group or whole episodes
+// where the companions prove it, unproven where nothing can.
+func TestCheckJudgesEveryPrefix(t *testing.T) {
+	dir := t.TempDir()
+	for _, layout := range []string{"flat", "nested"} {
+		t.Run(layout, func(t *testing.T) {
+			out := filepath.Join(dir, layout+".jsonl")
+			eps := out + ".episodes"
+			// 7 episodes in groups of 3 (the last group is the run's, of 1),
+			// 4 samples each.
+			res := troupe(t, "run", "elfarol", "-n", "7", "-g", "3", "-p", "agents=4", "-q",
+				"--layout", layout, "-o", out, "--episodes-out", eps)
+			require.Equal(t, ExitOK, res.code, res.stderr)
+			full := readFile(t, out)
+			prog, err := durable.Read(durable.PathOf(out))
+			require.NoError(t, err)
+			require.True(t, prog.Complete)
+			progOnly := *prog
+			progOnly.Files = prog.Files[:1]
+
+			// Where lines, episodes and groups end in the whole file.
+			lineEnd, epEnd, groupEnd := map[int]bool{0: true}, map[int]bool{0: true}, map[int]bool{0: true}
+			var lastRollout, lastGroup int64 = -1, -1
+			off := 0
+			for line := range bytes.Lines(full) {
+				samples, err := trajectories.NewReader(bytes.NewReader(line)).Next()
+				require.NoError(t, err)
+				if s := samples[0]; off > 0 && s.RolloutID != lastRollout {
+					epEnd[off] = true
+					if s.GroupIndex != lastGroup {
+						groupEnd[off] = true
+					}
+				}
+				lastRollout, lastGroup = samples[0].RolloutID, samples[0].GroupIndex
+				off += len(line)
+				lineEnd[off] = true
+			}
+			epEnd[off], groupEnd[off] = true, true
+
+			type mode struct {
+				name              string
+				progress          *durable.Progress
+				episodes          string
+				provesEpisodes    bool // the episode file is used
+				knowsGroups       bool // the group size is the run's
+				provesAtFullBytes bool // the checkpoint is the whole file
+			}
+			modes := []mode{
+				{name: "alone"},
+				{name: "episode file", episodes: eps, provesEpisodes: true},
+				{name: "progress file", progress: &progOnly, knowsGroups: true, provesAtFullBytes: true},
+				{name: "both", progress: prog, provesEpisodes: true, knowsGroups: true, provesAtFullBytes: true},
+			}
+			// Every line boundary, and three cuts inside every line: after
+			// its first byte, in its middle, and just before its newline.
+			var cuts []int
+			start := 0
+			for n := 0; n <= len(full); n++ {
+				if lineEnd[n] {
+					cuts = append(cuts, n)
+					if n > start+2 {
+						cuts = append(cuts, start+1, (start+n)/2, n-1)
+					}
+					start = n
+				}
+			}
+			prefix := filepath.Join(dir, layout+"-prefix.jsonl")
+			checked := 0
+			for _, m := range modes {
+				for _, n := range cuts {
+					require.NoError(t, os.WriteFile(prefix, full[:n], 0o644))
+					_ = os.Remove(durable.PathOf(prefix))
+					if m.progress != nil {
+						require.NoError(t, m.progress.Write(durable.PathOf(prefix)))
+					}
+					rep := checkFile(prefix, m.episodes)
+					require.Empty(t, rep.Error)
+					var want string
+					switch {
+					case !lineEnd[n]:
+						want = trajectories.EndCutLine
+					case layout == "flat" && !epEnd[n] && m.provesEpisodes:
+						want = trajectories.EndPartialEpisode
+					case layout == "flat" && !m.provesEpisodes && !(m.provesAtFullBytes && n == len(full)) && n > 0:
+						want = trajectories.EndUnproven
+					case m.knowsGroups && !groupEnd[n]:
+						want = trajectories.EndPartialGroup
+					default:
+						want = trajectories.EndWhole
+					}
+					what := fmt.Sprintf("%s, %d of %d bytes: %v; notes %v", m.name, n, len(full), rep.Problems, rep.Notes)
+					require.Equal(t, want, rep.Ending, what)
+					// Problems: a cut line, a partial episode or group, and a
+					// file shorter than its checkpoint are problems; whole and
+					// unproven files have none.
+					shorter := m.progress != nil && n < len(full)
+					wantOK := (want == trajectories.EndWhole || want == trajectories.EndUnproven) && !shorter
+					assert.Equal(t, wantOK, rep.OK, what)
+					if want == trajectories.EndPartialEpisode {
+						assert.Contains(t, strings.Join(rep.Problems, "; "), "a partial episode", what)
+					}
+					if shorter {
+						assert.Contains(t, strings.Join(rep.Problems, "; "), "fewer than the", what)
+					}
+					checked++
+				}
+			}
+			t.Logf("%d prefixes checked", checked)
+		})
+	}
+}
+
+// TestCheckExitStatus: a whole file exits 0, a partial one 1, one whose
+// last episode nothing proves 3.
+func TestCheckExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "a.jsonl")
+	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents=20", "-q", "-o", out, "--episodes-out", out+".episodes")
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	res = troupe(t, "check", out)
+	assert.Equal(t, ExitOK, res.code, res.stdout)
+	assert.Contains(t, res.stdout, "ok: 6 episodes")
+
+	// head -n 110: the last episode has 10 of its 20 samples.
+	lines := bytes.SplitAfter(readFile(t, out), []byte("\n"))
+	head := filepath.Join(dir, "head.jsonl")
+	require.NoError(t, os.WriteFile(head, bytes.Join(lines[:110], nil), 0o644))
+	res = troupe(t, "check", head)
+	assert.Equal(t, ExitUnproven, res.code, res.stdout)
+	assert.Contains(t, res.stdout, "unproven")
+	assert.Contains(t, res.stdout, "cannot be proven whole")
+	res = troupe(t, "check", "--episodes", out+".episodes", head)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, "rollout 5 has 10 of its 20 samples")
+	res = troupe(t, "check", "--json", "--episodes", out+".episodes", head)
+	assert.Contains(t, res.stdout, `"ending":"partial_episode"`)
+}

@@ -1,0 +1,891 @@
+package trajectories
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// fastScan reads one JSON line strictly in one pass without building it:
+// troupe check's fast path, in the manner of the viewer's index (which
+// skips what it does not need by finding where each value ends), but
+// checking everything encoding/json and protocol.Sample.Validate would
+// refuse: the syntax of every value (control characters and escapes in
+// strings included), the types of the keys troupe writes, and the sample's
+// invariants. It does not say why a line fails: on any failure, and on
+// anything unusual (an escaped key, a key that differs from troupe's only
+// in case, a repeated key, a null inside a reward dict), the caller
+// decodes the line with the strict decoder, which names the problem. So a
+// line the fast path accepts is one the decoder accepts with the same
+// identity, and a line it refuses costs a full decode.
+type fastScan struct {
+	b         []byte
+	i         int
+	depth     int
+	bad       bool
+	checkNums bool // numbers skipped must fit a float64
+
+	// the sample being read
+	rolloutID, groupIndex, index int64
+	hasID, hasStatus             bool
+	status                       []byte
+	tokens                       int // -1: null
+	responseLength               int // response_length
+	lossMask                     []int
+	hasMask, hasLogProbs         bool // not null
+	logProbs                     []float64
+	textOnly                     bool
+	placeholder                  bool
+}
+
+// fail marks the line as one for the decoder and ends the scan.
+func (s *fastScan) fail() {
+	s.bad = true
+	s.i = len(s.b)
+}
+
+func (s *fastScan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *fastScan) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+func (s *fastScan) expect(c byte) bool {
+	if s.peek() != c {
+		s.fail()
+		return false
+	}
+	s.i++
+	return true
+}
+
+// strStop marks the bytes a string's fast loop stops at: the closing
+// quote, a backslash and the control characters JSON forbids in strings.
+var strStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// str reads the string at the cursor and returns its contents between the
+// quotes, raw, and whether it holds escapes (all of them valid).
+func (s *fastScan) str() ([]byte, bool) {
+	if !s.expect('"') {
+		return nil, false
+	}
+	b, start, i := s.b, s.i, s.i
+	escaped := false
+	for {
+		// Eight bytes a turn while none stops the loop.
+		for i+8 <= len(b) && !strStop[b[i]] && !strStop[b[i+1]] && !strStop[b[i+2]] && !strStop[b[i+3]] &&
+			!strStop[b[i+4]] && !strStop[b[i+5]] && !strStop[b[i+6]] && !strStop[b[i+7]] {
+			i += 8
+		}
+		for i < len(b) && !strStop[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			s.fail()
+			return nil, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			s.i = i + 1
+			return b[start:i], escaped
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(b) {
+				s.fail()
+				return nil, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
+					s.fail()
+					return nil, false
+				}
+				i += 6
+			default:
+				s.fail()
+				return nil, false
+			}
+		default: // a control character
+			s.fail()
+			return nil, false
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// key reads an object key and its colon. An escaped key is left to the
+// decoder.
+func (s *fastScan) key() []byte {
+	k, escaped := s.str()
+	if escaped {
+		s.fail()
+	}
+	if s.bad {
+		return nil
+	}
+	s.expect(':')
+	return k
+}
+
+// object calls fn for every key of the object at the cursor; fn consumes
+// the value. The caller has checked that it is an object.
+func (s *fastScan) object(fn func(key []byte)) {
+	if !s.expect('{') {
+		return
+	}
+	if s.peek() == '}' {
+		s.i++
+		return
+	}
+	for !s.bad {
+		k := s.key()
+		if s.bad {
+			return
+		}
+		fn(k)
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// array calls fn for every element of the array at the cursor.
+func (s *fastScan) array(fn func()) {
+	if !s.expect('[') {
+		return
+	}
+	if s.peek() == ']' {
+		s.i++
+		return
+	}
+	for !s.bad {
+		fn()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// null consumes a null and reports whether there was one.
+func (s *fastScan) null() bool {
+	if s.peek() == 'n' {
+		s.literal("null")
+		return !s.bad
+	}
+	return false
+}
+
+func (s *fastScan) literal(word string) {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
+		s.fail()
+		return
+	}
+	s.i += len(word)
+}
+
+// number reads a number of JSON's grammar and returns its bytes, and
+// whether it has a fraction or an exponent.
+func (s *fastScan) number() ([]byte, bool) {
+	s.ws()
+	b, start, i := s.b, s.i, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		s.fail()
+		return nil, false
+	}
+	frac := false
+	if i < len(b) && b[i] == '.' {
+		frac = true
+		i++
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			s.fail()
+			return nil, false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		frac = true
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= len(b) || b[i] < '0' || b[i] > '9' {
+			s.fail()
+			return nil, false
+		}
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	}
+	s.i = i
+	return b[start:i], frac
+}
+
+// int reads an integer as encoding/json reads one into an int64; null is
+// 0.
+func (s *fastScan) int() int64 {
+	if s.null() {
+		return 0
+	}
+	raw, frac := s.number()
+	if s.bad {
+		return 0
+	}
+	if frac {
+		s.fail()
+		return 0
+	}
+	if len(raw) < 19 { // fits: parse it here
+		neg := raw[0] == '-'
+		if neg {
+			raw = raw[1:]
+		}
+		var v int64
+		for _, c := range raw {
+			v = v*10 + int64(c-'0')
+		}
+		if neg {
+			v = -v
+		}
+		return v
+	}
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		s.fail()
+	}
+	return v
+}
+
+// uint reads an unsigned integer (a seed); null is 0.
+func (s *fastScan) uint() {
+	if s.null() {
+		return
+	}
+	raw, frac := s.number()
+	if s.bad {
+		return
+	}
+	if frac || raw[0] == '-' {
+		s.fail()
+		return
+	}
+	if len(raw) >= 20 {
+		if _, err := strconv.ParseUint(string(raw), 10, 64); err != nil {
+			s.fail()
+		}
+	}
+}
+
+// float reads a number as encoding/json reads one into a float64 (out of
+// range is an error); null is 0.
+func (s *fastScan) float() float64 {
+	if s.null() {
+		return 0
+	}
+	raw, frac := s.number()
+	if s.bad {
+		return 0
+	}
+	if !frac && len(raw) < 19 {
+		neg := raw[0] == '-'
+		if neg {
+			raw = raw[1:]
+		}
+		var v int64
+		for _, c := range raw {
+			v = v*10 + int64(c-'0')
+		}
+		if neg {
+			return -float64(v)
+		}
+		return float64(v)
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		s.fail()
+	}
+	return f
+}
+
+// checkFloat reads a number into a float64 that is only checked: without
+// an exponent it is always in range.
+func (s *fastScan) checkFloat() {
+	if s.null() {
+		return
+	}
+	raw, _ := s.number()
+	if s.bad {
+		return
+	}
+	if bytes.IndexAny(raw, "eE") >= 0 || len(raw) > 300 {
+		if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
+			s.fail()
+		}
+	}
+}
+
+// bool reads true, false or null (false).
+func (s *fastScan) bool() bool {
+	switch s.peek() {
+	case 't':
+		s.literal("true")
+		return true
+	case 'f':
+		s.literal("false")
+	case 'n':
+		s.literal("null")
+	default:
+		s.fail()
+	}
+	return false
+}
+
+// string reads a string or null.
+func (s *fastScan) string() {
+	if !s.null() {
+		s.str()
+	}
+}
+
+// skip consumes one value of any kind.
+func (s *fastScan) skip() {
+	switch s.peek() {
+	case '"':
+		s.str()
+	case '{':
+		if s.depth++; s.depth > maxDepth {
+			s.fail()
+			return
+		}
+		s.object(func([]byte) { s.skip() })
+		s.depth--
+	case '[':
+		if s.depth++; s.depth > maxDepth {
+			s.fail()
+			return
+		}
+		s.array(s.skip)
+		s.depth--
+	case 't':
+		s.literal("true")
+	case 'f':
+		s.literal("false")
+	case 'n':
+		s.literal("null")
+	default:
+		raw, _ := s.number()
+		if s.checkNums && !s.bad && (bytes.IndexAny(raw, "eE") >= 0 || len(raw) > 300) {
+			if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
+				s.fail()
+			}
+		}
+	}
+}
+
+// maxDepth bounds nesting below encoding/json's 10000, so that the decoder
+// decides about a line nested near its bound.
+const maxDepth = 9000
+
+// Top-level keys of a sample, as bits of a set.
+const (
+	kGroupIndex = 1 << iota
+	kIndex
+	kRolloutID
+	kPrompt
+	kTokens
+	kResponse
+	kResponseLength
+	kLabel
+	kReward
+	kLossMask
+	kLogProbs
+	kRemoveSample
+	kStatus
+	kMetadata
+)
+
+var sampleKeys = map[string]int{
+	"group_index": kGroupIndex, "index": kIndex, "rollout_id": kRolloutID, "prompt": kPrompt,
+	"tokens": kTokens, "response": kResponse, "response_length": kResponseLength, "label": kLabel,
+	"reward": kReward, "loss_mask": kLossMask, "rollout_log_probs": kLogProbs,
+	"remove_sample": kRemoveSample, "status": kStatus, "metadata": kMetadata,
+}
+
+// metadataKinds are the types of Metadata's typed keys.
+const (
+	mString = iota
+	mUint
+	mInt
+	mFloat
+	mBool
+)
+
+type metadataKind struct{ kind, bit int }
+
+var metadataKinds = func() map[string]metadataKind {
+	m := map[string]metadataKind{}
+	for i, k := range []struct {
+		name string
+		kind int
+	}{
+		{"scenario", mString}, {"seed", mUint}, {"episode", mInt}, {"agent", mString}, {"role", mString},
+		{"turn", mInt}, {"step", mInt}, {"state", mString}, {"team_reward", mFloat}, {"raw_reward", mFloat},
+		{"agent_score", mFloat}, {"allocator", mString}, {"text_only", mBool}, {"end", mString},
+		{"error", mString}, {"action", mString},
+	} {
+		m[k.name] = metadataKind{k.kind, 1 << i}
+	}
+	return m
+}()
+
+// knownFold reports whether k is not one of keys but matches one of them
+// but for case, which encoding/json would take for it.
+func knownFold(k []byte) bool {
+	for name := range sampleKeys {
+		if len(name) == len(k) && bytes.EqualFold(k, []byte(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sample reads the sample object at the cursor, and reports whether it is
+// a valid sample (else the decoder must tell why, or that it is one).
+func (s *fastScan) sample() bool {
+	s.hasID, s.hasStatus, s.status = false, false, nil
+	s.rolloutID, s.groupIndex, s.index = 0, 0, 0
+	s.tokens, s.responseLength = -1, 0
+	s.hasMask, s.hasLogProbs, s.textOnly, s.placeholder = false, false, false, false
+	s.lossMask, s.logProbs = s.lossMask[:0], s.logProbs[:0]
+	if s.peek() != '{' {
+		s.fail()
+		return false
+	}
+	seen := 0
+	s.object(func(k []byte) {
+		bit, ok := sampleKeys[string(k)]
+		if !ok {
+			if knownFold(k) {
+				s.fail()
+				return
+			}
+			s.skip()
+			return
+		}
+		if seen&bit != 0 {
+			s.fail() // a repeated key: the decoder takes the last
+			return
+		}
+		seen |= bit
+		switch bit {
+		case kGroupIndex:
+			s.groupIndex = s.int()
+		case kIndex:
+			s.index = s.int()
+		case kRolloutID:
+			if !s.null() {
+				s.hasID = true
+				s.rolloutID = s.int()
+			}
+		case kPrompt:
+			s.prompt()
+		case kTokens:
+			if s.null() {
+				return
+			}
+			s.tokens = 0
+			s.array(func() {
+				s.intValue()
+				s.tokens++
+			})
+		case kResponse:
+			s.string()
+		case kResponseLength:
+			s.responseLength = int(s.int())
+		case kLabel:
+			s.skip()
+		case kReward:
+			switch s.peek() {
+			case 'n':
+				s.literal("null")
+			case '{':
+				s.object(func([]byte) {
+					if s.peek() == 'n' {
+						s.fail() // null in a dict: the decoder's business
+						return
+					}
+					s.checkFloat()
+				})
+			default:
+				s.checkFloat()
+			}
+		case kLossMask:
+			if s.null() {
+				return
+			}
+			s.hasMask = true
+			s.array(func() { s.lossMask = append(s.lossMask, int(s.intValue())) })
+		case kLogProbs:
+			if s.null() {
+				return
+			}
+			s.hasLogProbs = true
+			s.array(func() {
+				if s.peek() == 'n' {
+					s.fail()
+					return
+				}
+				s.logProbs = append(s.logProbs, s.float())
+			})
+		case kRemoveSample:
+			s.bool()
+		case kStatus:
+			if s.null() {
+				return
+			}
+			st, escaped := s.str()
+			if escaped {
+				s.fail()
+			}
+			s.hasStatus, s.status = true, st
+		case kMetadata:
+			if !s.null() {
+				s.metadata()
+			}
+		}
+	})
+	if s.bad || !s.hasID || !s.hasStatus || !protocol.Status(s.status).Valid() {
+		s.fail()
+		return false
+	}
+	return s.valid()
+}
+
+// intValue reads an array element into an int: a null is left to the
+// decoder.
+func (s *fastScan) intValue() int64 {
+	if s.peek() == 'n' {
+		s.fail()
+		return 0
+	}
+	return s.int()
+}
+
+// prompt reads a string, null, or a list of chat messages.
+func (s *fastScan) prompt() {
+	switch s.peek() {
+	case '"':
+		s.str()
+	case 'n':
+		s.literal("null")
+	case '[':
+		s.array(func() {
+			if s.null() {
+				return
+			}
+			if s.peek() != '{' {
+				s.fail()
+				return
+			}
+			s.object(func(k []byte) {
+				switch string(k) {
+				case "role", "content":
+					s.string()
+				default:
+					if bytes.EqualFold(k, []byte("role")) || bytes.EqualFold(k, []byte("content")) {
+						s.fail()
+						return
+					}
+					s.skip()
+				}
+			})
+		})
+	default:
+		s.fail()
+	}
+}
+
+// metadata reads the metadata object.
+func (s *fastScan) metadata() {
+	if s.peek() != '{' {
+		s.fail()
+		return
+	}
+	seen, placeholderSeen := 0, false
+	s.object(func(k []byte) {
+		m, typed := metadataKinds[string(k)]
+		if !typed {
+			if string(k) == PlaceholderKey {
+				if placeholderSeen {
+					s.fail() // repeated: the decoder's map keeps the last
+					return
+				}
+				placeholderSeen = true
+				s.placeholder = s.peek() == 't'
+			}
+			// Extras decode into any: their numbers must fit a float64.
+			s.checkNums = true
+			s.skip()
+			s.checkNums = false
+			return
+		}
+		if seen&m.bit != 0 {
+			s.fail() // repeated: the decoder's map keeps the last
+			return
+		}
+		seen |= m.bit
+		switch m.kind {
+		case mString:
+			s.string()
+		case mUint:
+			s.uint()
+		case mInt:
+			s.int()
+		case mFloat:
+			s.checkFloat()
+		case mBool:
+			v := s.bool()
+			if string(k) == "text_only" {
+				s.textOnly = v
+			}
+		}
+	})
+}
+
+// valid checks what protocol.Sample.Validate checks of the sample read.
+func (s *fastScan) valid() bool {
+	if s.tokens <= 0 {
+		return s.responseLength == 0 && !s.hasMask && !s.hasLogProbs && s.textOnly
+	}
+	rl := s.responseLength
+	if s.textOnly || rl < 1 || s.tokens < rl+1 ||
+		s.hasMask && len(s.lossMask) != rl || s.hasLogProbs && len(s.logProbs) != rl {
+		return false
+	}
+	for _, m := range s.lossMask {
+		if m != 0 && m != 1 {
+			return false
+		}
+	}
+	for i, lp := range s.logProbs {
+		if lp > 0 || s.hasMask && s.lossMask[i] == 0 && lp != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Line kinds, as the fast path and the decoder found them.
+const (
+	lineBlank  = iota // only spaces: skipped, as the readers skip it
+	lineFlat          // one valid sample (fast path)
+	lineNested        // a list of valid samples of one rollout, indexes consecutive (fast path)
+	lineSlow          // decoded by the decoder: samples holds them
+	lineBad           // the decoder refused it: err
+	lineCut           // the last line, without its newline
+	lineLong          // longer than maxLine
+)
+
+// lineFacts is what check keeps of one line of samples: its identity
+// when the fast path read it, its decoded samples when the decoder had to.
+type lineFacts struct {
+	no                    int   // line number, from 1 (in a chunk: from the chunk's start)
+	end                   int64 // the offset after the line
+	kind                  uint8
+	nested                bool // lineSlow: the line is a list
+	rollout, group, index int64
+	count                 int32 // lineNested: samples
+	placeholders          int32
+	samples               []protocol.Sample // lineSlow
+	err                   error             // lineBad
+}
+
+// scanLine reads one line (its newline included or not) into lf.
+func (fs *fastScan) scanLine(line []byte, lf *lineFacts) {
+	b := bytes.TrimRight(line, " \t\r\n")
+	start := 0
+	for start < len(b) && (b[start] == ' ' || b[start] == '\t' || b[start] == '\r' || b[start] == '\n') {
+		start++
+	}
+	b = b[start:]
+	if len(b) == 0 {
+		lf.kind = lineBlank
+		return
+	}
+	if b[0] < 0x80 && b[len(b)-1] < 0x80 {
+		*fs = fastScan{b: b, lossMask: fs.lossMask[:0], logProbs: fs.logProbs[:0]}
+		switch b[0] {
+		case '{':
+			if fs.sample() {
+				if fs.ws(); fs.i == len(b) {
+					lf.kind, lf.rollout, lf.group, lf.index = lineFlat, fs.rolloutID, fs.groupIndex, fs.index
+					if fs.placeholder {
+						lf.placeholders = 1
+					}
+					return
+				}
+			}
+		case '[':
+			if fs.nestedLine(lf) {
+				return
+			}
+		}
+	}
+	slowLine(line, lf)
+}
+
+// nestedLine reads a list of samples on the fast path.
+func (fs *fastScan) nestedLine(lf *lineFacts) bool {
+	n := int32(0)
+	ok := true
+	fs.array(func() {
+		if !fs.sample() {
+			ok = false
+			fs.fail()
+			return
+		}
+		if n == 0 {
+			lf.rollout, lf.group, lf.index = fs.rolloutID, fs.groupIndex, fs.index
+		} else if fs.rolloutID != lf.rollout || fs.index != lf.index+int64(n) {
+			ok = false
+			fs.fail()
+			return
+		}
+		if fs.placeholder {
+			lf.placeholders++
+		}
+		n++
+	})
+	if !ok || fs.bad || n == 0 {
+		lf.placeholders = 0
+		return false
+	}
+	if fs.ws(); fs.i != len(fs.b) {
+		lf.placeholders = 0
+		return false
+	}
+	lf.kind, lf.count = lineNested, n
+	return true
+}
+
+// slowLine decodes line as Reader does.
+func slowLine(line []byte, lf *lineFacts) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		lf.kind = lineBlank
+		return
+	}
+	if line[0] == '[' {
+		list := []protocol.Sample{}
+		if err := json.Unmarshal(line, &list); err != nil {
+			lf.kind, lf.err = lineBad, err
+			return
+		}
+		lf.kind, lf.nested, lf.samples = lineSlow, true, list
+		return
+	}
+	var s protocol.Sample
+	if err := s.UnmarshalJSON(line); err != nil {
+		lf.kind, lf.err = lineBad, err
+		return
+	}
+	lf.kind, lf.samples = lineSlow, []protocol.Sample{s}
+}
+
+// recordFacts is what check keeps of one episode record: its identity and
+// how many samples it is written as.
+type recordFacts struct {
+	rollout, group, index int64
+	emitted               int
+}
+
+// record reads an episode record's identity and its emitted turns.
+func (fs *fastScan) record(line []byte) (recordFacts, bool) {
+	*fs = fastScan{b: bytes.TrimSpace(line)}
+	var r recordFacts
+	if fs.peek() != '{' {
+		return r, false
+	}
+	fs.object(func(k []byte) {
+		switch string(k) {
+		case "rollout_id":
+			r.rollout = fs.int()
+		case "group_index":
+			r.group = fs.int()
+		case "index":
+			r.index = fs.int()
+		case "turns":
+			if fs.null() {
+				return
+			}
+			fs.array(func() {
+				if fs.peek() != '{' {
+					fs.fail()
+					return
+				}
+				fs.object(func(k []byte) {
+					if string(k) == "emit" {
+						if fs.bool() {
+							r.emitted++
+						}
+						return
+					}
+					fs.skip()
+				})
+			})
+		default:
+			fs.skip()
+		}
+	})
+	fs.ws()
+	return r, !fs.bad && fs.i == len(fs.b)
+}
