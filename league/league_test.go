@@ -159,6 +159,78 @@ func TestInterruptedPlayResumesByteIdentically(t *testing.T) {
 	}
 }
 
+// With batches of one match, a Play is one run in lockstep, each match
+// drawn from the league its predecessor left (learned from, rated,
+// snapshotted): it ends with the bytes of Plays of one match each, and a
+// Play cancelled at any moment, or from its progress report, keeps whole
+// matches only and resumes to the same bytes.
+func TestPlayOfSingleMatchesIsMatchByMatch(t *testing.T) {
+	players := []league.Player{learnerPlayer("learner", "egreedy:alpha=0.2,epsilon=0.1"), scripted("random"), scripted("minimax")}
+	cfg := league.Config{Seed: 9, Rule: "mix:pfsp=0.5,uniform=0.3,latest=0.2", SnapshotEvery: 20}
+	ref := t.TempDir()
+	l := newLeague(t, ref, cfg, players...)
+	for range 120 {
+		require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 1}))
+	}
+	require.NoError(t, l.Close())
+
+	dir := t.TempDir()
+	l = newLeague(t, dir, cfg, players...)
+	var reports []int64
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{N: 120, Concurrency: 3, CheckpointEvery: 7,
+		Progress: func(done int64) { reports = append(reports, done) }}))
+	require.NoError(t, l.Close())
+	assertSameTree(t, ref, dir)
+	require.Len(t, reports, 120, "a report per match")
+	assert.Equal(t, int64(120), reports[119])
+
+	// Cancelled from the progress report: the matches before are kept.
+	dir = t.TempDir()
+	l = newLeague(t, dir, cfg, players...)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := l.Play(ctx, league.PlayOptions{N: 120, Progress: func(done int64) {
+		if done == 37 {
+			cancel()
+		}
+	}})
+	require.ErrorIs(t, err, league.ErrInterrupted)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(37), l.Matches())
+	require.NoError(t, l.Close())
+	l, err = league.Open(dir, scenarios.Builtin())
+	require.NoError(t, err)
+	assert.Equal(t, int64(37), l.Matches(), "committed when interrupted")
+	require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: 120}))
+	require.NoError(t, l.Close())
+	assertSameTree(t, ref, dir)
+
+	// At any moment.
+	for _, after := range []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, 2 * time.Millisecond} {
+		dir := t.TempDir()
+		l := newLeague(t, dir, cfg, players...)
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(after, cancel)
+		err := l.Play(ctx, league.PlayOptions{N: 120})
+		stop.Stop()
+		cancel()
+		if err != nil {
+			require.ErrorIs(t, err, league.ErrInterrupted, "after %v", after)
+			require.ErrorIs(t, err, context.Canceled, "after %v", after)
+		}
+		require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: 120}))
+		require.NoError(t, l.Close())
+		assertSameTree(t, ref, dir)
+	}
+
+	// A match that cannot be drawn stops the Play with the draw's error:
+	// alone, the learner plays match 0 against itself (the rule drew
+	// latest), and match 1's rule has no one to draw.
+	l = newLeague(t, t.TempDir(), cfg, players[0])
+	defer l.Close()
+	require.ErrorIs(t, l.Play(context.Background(), league.PlayOptions{N: 5}), league.ErrNoOpponent)
+	assert.Equal(t, int64(1), l.Matches())
+}
+
 // assertSameTree checks that two directories hold the same files with the
 // same bytes.
 func assertSameTree(t *testing.T, want, got string) {

@@ -182,64 +182,215 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	if every <= 0 {
 		every = 1000
 	}
-	conc := max(o.Concurrency, 1)
-	start, lastCommit := l.state.Matches, l.state.Matches
-	for l.state.Matches < target {
-		if ctx.Err() != nil {
-			break
-		}
-		k0 := l.state.Matches
-		// A batch ends at a multiple of Batch (a league that played a
-		// partial batch elsewhere, troupe serve's matches, completes it).
-		n := min(batch-k0%batch, target-k0)
-		matches := make([]Match, n)
-		for i := range matches {
-			if matches[i], err = l.Draw(rule, o.Focal, k0+int64(i)); err != nil {
-				return err
-			}
-		}
-		recs, execs, err := l.playBatch(ctx, matches, conc)
-		if err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			break // the batch's episodes may have been cut short: not kept
-		}
-		results := make([]Result, n)
-		for i, rec := range recs {
-			if results[i], err = l.learnFrom(ctx, &matches[i], rec); err != nil {
-				return err
-			}
-			execs[i].Recycle(rec)
-		}
-		if err := l.appendResults(results); err != nil {
-			return err
-		}
-		if e := l.state.SnapshotEvery; e > 0 && l.learner != nil && l.state.Matches%e == 0 {
-			if _, err := l.snapshot("", l.state.SnapshotGreedy); err != nil {
-				return err
-			}
-		}
-		if l.state.Matches-lastCommit >= every || l.state.Matches >= target {
-			if err := l.commit(); err != nil {
-				return err
-			}
-			lastCommit = l.state.Matches
-		}
-		if o.Progress != nil {
-			o.Progress(l.state.Matches - start)
-		}
+	p := &play{l: l, ctx: ctx, o: &o, rule: rule, target: target, every: every,
+		start: l.state.Matches, lastCommit: l.state.Matches}
+	if batch == 1 {
+		err = p.lockstep()
+	} else {
+		err = p.batches(max(o.Concurrency, 1))
 	}
-	if l.state.Matches != lastCommit {
+	if err != nil {
+		return err
+	}
+	if l.state.Matches != p.lastCommit {
 		if err := l.commit(); err != nil {
 			return err
 		}
 	}
 	if l.state.Matches < target {
-		return fmt.Errorf("%w after %d matches (%d of %d): %w", ErrInterrupted, l.state.Matches-start, l.state.Matches, target, context.Cause(ctx))
+		return fmt.Errorf("%w after %d matches (%d of %d): %w", ErrInterrupted, l.state.Matches-p.start, l.state.Matches, target, context.Cause(ctx))
 	}
 	return nil
 }
+
+// play is one Play's progress: what it plays, to which total, and when
+// it last committed.
+type play struct {
+	l      *League
+	ctx    context.Context
+	o      *PlayOptions
+	rule   Rule
+	target int64
+	every  int64 // CheckpointEvery, resolved
+	// start is the league's matches when the Play began; lastCommit, when
+	// it was last committed.
+	start, lastCommit int64
+}
+
+// batches plays the Play's matches batch by batch (Config.Batch > 1),
+// each batch through an env.Run of its own: the batch is drawn from the
+// league as it stands, played conc matches at a time, and then learned
+// from and rated in match order (end). The run's fixed cost is shared by
+// the batch's matches.
+func (p *play) batches(conc int) error {
+	l := p.l
+	batch := int64(l.state.Batch)
+	for l.state.Matches < p.target {
+		if p.ctx.Err() != nil {
+			break
+		}
+		k0 := l.state.Matches
+		// A batch ends at a multiple of Batch (a league that played a
+		// partial batch elsewhere, troupe serve's matches, completes it).
+		n := min(batch-k0%batch, p.target-k0)
+		matches := make([]Match, n)
+		for i := range matches {
+			var err error
+			if matches[i], err = l.Draw(p.rule, p.o.Focal, k0+int64(i)); err != nil {
+				return err
+			}
+		}
+		recs, execs, err := l.playBatch(p.ctx, matches, conc)
+		if err != nil {
+			return err
+		}
+		if p.ctx.Err() != nil {
+			break // the batch's episodes may have been cut short: not kept
+		}
+		results := make([]Result, n)
+		for i, rec := range recs {
+			if results[i], err = l.learnFrom(p.ctx, &matches[i], rec); err != nil {
+				return err
+			}
+			execs[i].Recycle(rec)
+		}
+		if err := p.end(results); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end closes a batch whose matches were learned from: their results are
+// logged and rated, the learner's snapshot joins the league when one is
+// due, the league is committed when a checkpoint is, and progress is
+// reported.
+func (p *play) end(results []Result) error {
+	l := p.l
+	if err := l.appendResults(results); err != nil {
+		return err
+	}
+	if e := l.state.SnapshotEvery; e > 0 && l.learner != nil && l.state.Matches%e == 0 {
+		if _, err := l.snapshot("", l.state.SnapshotGreedy); err != nil {
+			return err
+		}
+	}
+	if l.state.Matches-p.lastCommit >= p.every || l.state.Matches >= p.target {
+		if err := l.commit(); err != nil {
+			return err
+		}
+		p.lastCommit = l.state.Matches
+	}
+	if p.o.Progress != nil {
+		p.o.Progress(l.state.Matches - p.start)
+	}
+	return nil
+}
+
+// lockstep plays the Play's matches when batches are of one match: the
+// whole Play is one env.Run, in lockstep (one match at a time, each
+// written before the next is played), whose requests are the matches'
+// own (League.run). Each match is drawn when the run asks for its episode
+// (Execute), from the league as the matches before it left it, and once
+// played it is learned from, logged, rated and committed (Finish and its
+// write) before the next is drawn: what a batch of one did, without a
+// run's fixed cost per match.
+func (p *play) lockstep() error {
+	l := p.l
+	k0 := l.state.Matches
+	if k0 >= p.target || p.ctx.Err() != nil {
+		return nil
+	}
+	s := &stepper{p: p}
+	s.writeFn = s.write
+	cfg := l.run(k0, int(p.target-k0), 1, s)
+	cfg.Lockstep = true
+	_, err := env.Run(p.ctx, cfg, s)
+	switch {
+	case s.err != nil:
+		return s.err
+	case err != nil && p.ctx.Err() == nil:
+		return err
+	}
+	return nil // played to the end, or interrupted (Play says so)
+}
+
+// stepper is the executor and the output of a lockstep Play's run (one
+// match at a time): it draws each match as its episode is asked for,
+// plays it with the executor of its players, and writes it as a batch of
+// one was. Lockstep makes the run's calls one at a time, in turn:
+// Execute, Finish, then the write.
+type stepper struct {
+	p *play
+	// The match being played, its executor and record; err, the first
+	// error of the league's (a draw's, a write's), which ends the run
+	// and is Play's.
+	m       Match
+	exec    *env.LocalExecutor
+	rec     *episode.Record
+	err     error
+	writeFn func(int) (int, error) // write, made once
+	results [1]Result
+}
+
+// Execute implements env.Executor: it draws match req.Index from the
+// league as it stands and plays it.
+func (s *stepper) Execute(ctx context.Context, req env.Request) *episode.Record {
+	l := s.p.l
+	s.exec = nil
+	if req.Index != l.state.Matches {
+		s.err = fmt.Errorf("league play: match %d asked for with %d played", req.Index, l.state.Matches)
+	} else if m, err := l.Draw(s.p.rule, s.p.o.Focal, req.Index); err != nil {
+		s.err = err
+	} else if x, err := l.executor(&m); err != nil {
+		s.err = err
+	} else {
+		s.m, s.exec = m, x
+		return x.Execute(ctx, req)
+	}
+	return &episode.Record{Index: req.Index, Status: protocol.StatusFailed, Err: s.err.Error()}
+}
+
+// Finish implements env.Output: the match's record, written next (or its
+// draw's error, which stops the run).
+func (s *stepper) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.rec = group[0]
+	return s.writeFn, nil
+}
+
+// write writes the match: the learner learns from it, its result is
+// logged and rated, and the batch of one ends (play.end). A match played
+// while the Play was being cancelled is not kept, as a batch cut short
+// was not: the next Play plays it again.
+func (s *stepper) write(int) (int, error) {
+	p := s.p
+	if err := p.ctx.Err(); err != nil {
+		return 0, context.Cause(p.ctx)
+	}
+	rec := s.rec
+	s.rec = nil
+	r, err := p.l.learnFrom(p.ctx, &s.m, rec)
+	if err == nil {
+		s.exec.Recycle(rec)
+		s.results[0] = r
+		err = p.end(s.results[:])
+	}
+	if err != nil {
+		s.err = err
+	}
+	return 0, err
+}
+
+// Flush implements env.Output.
+func (*stepper) Flush() error { return nil }
+
+// Recycles implements env.RecyclingOutput: a match's record is done with
+// once written (given back to its executor, which Run does not do for an
+// executor of the caller's), so Run may reuse its arrays of records.
+func (*stepper) Recycles() bool { return true }
 
 // executor is the local executor of the matches with m's players in
 // m's roles, made once per combination: it keeps its engines' state
