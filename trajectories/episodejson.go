@@ -98,7 +98,18 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		if i > 0 {
 			dst = append(dst, ',')
 		}
+		start := len(dst)
 		dst = e.appendTurn(dst, &rec.Turns[i])
+		if i == 0 {
+			// Room for about the rest of the line at once: the turns at
+			// the first one's size, the transitions and credit values at
+			// a guess (growFor grows again for more transitions).
+			rest := (len(dst)-start)*(len(rec.Turns)-1) + 80*len(rec.Transitions)
+			if credit != nil {
+				rest += 24 * len(rec.Turns) * len(credit.Values)
+			}
+			dst = slices.Grow(dst, rest+rest/8)
+		}
 	}
 	dst = append(dst, `],"messages":[`...)
 	for i := range rec.Messages {
@@ -126,8 +137,12 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"transitions":[`...)
+	start := len(dst)
 	for i := range rec.Transitions {
 		tr := &rec.Transitions[i]
+		if i == 1 {
+			dst = growFor(dst, len(dst)-start, len(rec.Transitions))
+		}
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -168,6 +183,14 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		for i, v := range credit.Values {
 			if i > 0 {
 				dst = append(dst, ',')
+			}
+			if i == 0 && len(v) > 0 {
+				// About the size of every list: one per allocator.
+				start := len(dst)
+				dst = appendJFloat(append(dst, '['), v[0])
+				dst = growFor(dst, len(dst)-start, len(v)*len(credit.Values))
+				dst = appendJFloats(dst[:start], v)
+				continue
 			}
 			dst = appendJFloats(dst, v)
 		}
@@ -265,6 +288,15 @@ func (e *episodeEncoder) appendTurn(dst []byte, t *episode.Turn) []byte {
 		return append(dst, `,"emit":true}`...)
 	}
 	return append(dst, `,"emit":false}`...)
+}
+
+// growFor grows dst, once the first of n items of a list is written
+// (size bytes), for the rest of them, at the first one's size and an
+// eighth more. A line of thousands of turns otherwise grows the buffer by
+// doubling, copying all it holds each time.
+func growFor(dst []byte, size, n int) []byte {
+	rest := size * (n - 1)
+	return slices.Grow(dst, rest+rest/8)
 }
 
 // sameLegal reports whether legal is the list e wrote last.
