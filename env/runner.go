@@ -413,7 +413,12 @@ func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 // chunk a wake-up on the other core: on two cores that doubled the CPU
 // time of a run of short episodes.) maxAhead bounds the chunks taken but
 // not yet written, a few per worker (each is freed by its last group); a
-// worker waits for room only when it is that far ahead of the writing.
+// worker waits for room only when it is that far ahead of the writing, or
+// when the groups played and waiting to be written hold maxPendingTurns
+// turns or more and each worker has a chunk: a few chunks of large
+// episodes (100,000 agents) are held back and fresh memory for the next
+// ones made, their records and the output's arrays for them, where the
+// writing cannot keep up anyway.
 type runner struct {
 	cfg   RunConfig
 	out   Output
@@ -445,6 +450,10 @@ type runner struct {
 	pending     []*group
 	next        int // the next group to write
 	interrupted int // episodes played and not written
+
+	// pendingTurns is the turns of the groups in pending (runner.full).
+	pendingTurns int
+
 	// stopped: a group could not be written (cut, or its write failed):
 	// no later group may be, or the output would have a hole.
 	stopped  bool
@@ -475,6 +484,7 @@ type group struct {
 	write    func(k int) (int, error) // from Output.Finish
 	err      error                    // Output.Finish's error
 	cut      bool                     // interrupted, or never started: the group is not written
+	turns    int                      // its episodes' turns, while pending
 	last     bool                     // the last group of its chunk, which holds a window slot
 	chunk    *chunk                   // the last group's: its chunk, to reuse once written
 }
@@ -689,7 +699,7 @@ func (r *runner) interruptedBy(recs ...*episode.Record) bool {
 func (r *runner) take() (lo, hi int, c *chunk, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.ahead >= r.maxAhead && r.ctx.Err() == nil && !r.stopped {
+	for r.full() && r.ctx.Err() == nil && !r.stopped {
 		r.room.Wait()
 	}
 	if r.ctx.Err() != nil || r.stopped || r.nextGi >= r.nGroups {
@@ -708,6 +718,20 @@ func (r *runner) take() (lo, hi int, c *chunk, ok bool) {
 	return lo, r.nextGi, c, true
 }
 
+// full reports whether a worker must wait before it takes a chunk: maxAhead
+// chunks are out, or every worker has one and the groups waiting to be
+// written hold maxPendingTurns turns. The caller holds mu.
+func (r *runner) full() bool {
+	return r.ahead >= r.maxAhead || r.ahead >= r.workers && r.pendingTurns >= maxPendingTurns
+}
+
+// maxPendingTurns bounds the turns of the groups played and waiting to be
+// written (runner.full): six episodes of 10,000 agents, one of 100,000;
+// maxAhead's chunks of short episodes hold fewer. Each turn pending holds
+// its record's and the output's memory for it (a kilobyte or two when its
+// sample is written as JSONL).
+const maxPendingTurns = 1 << 16
+
 // deliver takes a chunk's groups back from the worker that played them,
 // and writes them, and the groups pending behind them, when their turn has
 // come and no other worker is writing; that one writes them otherwise.
@@ -720,7 +744,14 @@ func (r *runner) deliver(gs []group) {
 			r.drop(g) // drained, so the workers can finish
 			continue
 		}
+		g.turns = 0
+		for _, ep := range g.episodes {
+			if ep != nil {
+				g.turns += len(ep.Turns)
+			}
+		}
 		r.pending[g.n%len(r.pending)] = g
+		r.pendingTurns += g.turns
 	}
 	if r.writing {
 		return
@@ -733,6 +764,7 @@ func (r *runner) deliver(gs []group) {
 			break
 		}
 		*slot = nil
+		r.pendingTurns -= g.turns
 		r.next++
 		if g.cut {
 			r.stopped = true
@@ -758,6 +790,7 @@ func (r *runner) deliver(gs []group) {
 		// Behind the gap: played, perhaps whole, and not written.
 		for k, g := range r.pending {
 			if g != nil {
+				r.pendingTurns -= g.turns
 				r.drop(g)
 				r.pending[k] = nil
 			}

@@ -609,3 +609,59 @@ func TestRunReportsProgressWhileItsFirstGroupPlays(t *testing.T) {
 		mu.Unlock()
 	})
 }
+
+// backlogOutput is an output with a slow writer that counts the episodes
+// played and not yet written (its backlog) at their most.
+type backlogOutput struct {
+	mu              sync.Mutex
+	finished, wrote int
+	most            int
+	delay           time.Duration
+}
+
+func (b *backlogOutput) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
+	b.mu.Lock()
+	b.finished += len(group)
+	b.most = max(b.most, b.finished-b.wrote)
+	b.mu.Unlock()
+	return func(k int) (int, error) {
+		time.Sleep(b.delay)
+		b.mu.Lock()
+		b.wrote++
+		b.mu.Unlock()
+		return len(group[k].Turns), nil
+	}, nil
+}
+
+func (b *backlogOutput) Flush() error { return nil }
+
+// Episodes of tens of thousands of turns are not played far ahead of a
+// writer that cannot keep up: a worker waits once every worker has a
+// chunk and the groups waiting to be written hold 1<<16 turns, where it
+// otherwise ran four chunks per worker ahead, each holding an episode's
+// record and the output's memory for it. Short episodes keep the four.
+func TestRunHoldsFewLargeEpisodesAhead(t *testing.T) {
+	sc, err := scenarios.Builtin().Lookup("elfarol")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		agents, episodes, most int
+	}{
+		{33_000, 12, 5},  // two pending hold 66,000 turns
+		{10, 200, 1_000}, // unbounded but by maxAhead
+	} {
+		p, err := sc.Info().ParseParams(map[string]string{"agents": fmt.Sprint(c.agents)})
+		require.NoError(t, err)
+		out := &backlogOutput{delay: 150 * time.Millisecond}
+		if c.agents < 100 {
+			out.delay = time.Millisecond
+		}
+		cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: c.episodes, Concurrency: 2, Seed: 1}
+		sum, err := env.Run(context.Background(), cfg, out)
+		require.NoError(t, err)
+		require.Equal(t, c.episodes, sum.Episodes)
+		assert.LessOrEqual(t, out.most, c.most, "%d agents: most episodes played and not written", c.agents)
+		if c.agents < 100 {
+			assert.Greater(t, out.most, 5, "short episodes are played ahead as before")
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"strconv"
 
@@ -219,17 +218,6 @@ func (f *jfloat) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-func jfloats(v []float64) []jfloat {
-	if v == nil {
-		return nil
-	}
-	out := make([]jfloat, len(v))
-	for i, x := range v {
-		out[i] = jfloat(x)
-	}
-	return out
-}
-
 func floats(v []jfloat) []float64 {
 	if v == nil {
 		return nil
@@ -242,100 +230,12 @@ func floats(v []jfloat) []float64 {
 }
 
 // AppendEpisodeJSON appends the episode JSONL line of rec and its credit
-// (nil: none), newline included, to dst. It fails only on a note that JSON
-// cannot encode.
+// (nil: none), newline included, to dst. A note that JSON cannot encode is
+// written as the samples write it, the string "unencodable: <why>", so
+// the error is always nil.
 func AppendEpisodeJSON(dst []byte, rec *episode.Record, credit *Credit) ([]byte, error) {
-	l := episodeLine{
-		Format: EpisodeFormat, Scenario: rec.Scenario, Params: rec.Params, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
-		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
-		Status: rec.Status, End: rec.End, Error: rec.Err, Steps: rec.Steps, Label: rec.Label,
-		Seats:       make([]seatLine, len(rec.Seats)),
-		Turns:       make([]turnLine, len(rec.Turns)),
-		Messages:    make([]messageLine, len(rec.Messages)),
-		Transitions: make([]transitionLine, len(rec.Transitions)),
-		Score:       scoreLine{Team: jfloat(rec.Score.Team), Agents: jfloats(rec.Score.Agents)},
-	}
-	for i, tr := range rec.Transitions {
-		l.Transitions[i] = transitionLine{Step: tr.Step, Seat: tr.Seat, Event: string(tr.Event), From: string(tr.From), To: string(tr.To)}
-	}
-	if l.Params == nil {
-		l.Params = map[string]string{}
-	}
-	for i, s := range rec.Seats {
-		l.Seats[i] = seatLine(s)
-	}
-	for i := range rec.Turns {
-		t := &rec.Turns[i]
-		g := t.Generated()
-		tl := turnLine{
-			Seat: t.Seat, Step: t.Step, Turn: t.Turn, State: string(t.State), Seed: t.Seed,
-			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Action: t.Action, Completion: g.Completion,
-			Invalid: t.Invalid, Notes: t.Notes, Emit: t.Emit,
-		}
-		if tl.Inbox == nil {
-			tl.Inbox = []int{}
-		}
-		if tl.Notes == nil {
-			tl.Notes = map[string]any{}
-		}
-		if g.Prompt != nil {
-			p := promptLine(*g.Prompt)
-			tl.Prompt = &p
-		}
-		if tk := g.Tokens; tk != nil {
-			tl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
-		}
-		l.Turns[i] = tl
-	}
-	for i := range rec.Messages {
-		m := &rec.Messages[i]
-		l.Messages[i] = messageLine{Seq: m.Seq, Time: m.Time, From: m.From, To: string(m.To), Kind: m.Kind, Payload: m.Payload, Recipients: m.Recipients, Quiet: m.Quiet}
-		if l.Messages[i].Recipients == nil {
-			l.Messages[i].Recipients = []int{}
-		}
-	}
-	if credit != nil {
-		cl := &creditLine{Allocators: credit.Allocators, Values: make([][]jfloat, len(credit.Values)), Notes: credit.Notes}
-		for i, v := range credit.Values {
-			cl.Values[i] = jfloats(v)
-		}
-		l.Credit = cl
-	}
-	b, err := json.Marshal(&l)
-	if err != nil {
-		// A note JSON cannot hold (NaN, a channel) must not cost the run
-		// its record: such a value is written as the samples write it, the
-		// string "unencodable: <why>", and the rest of the line as is.
-		for i := range l.Turns {
-			l.Turns[i].Notes = encodableNotes(l.Turns[i].Notes)
-		}
-		if l.Credit != nil {
-			l.Credit.Notes = encodableNotes(l.Credit.Notes)
-		}
-		if b, err = json.Marshal(&l); err != nil {
-			return dst, fmt.Errorf("episode %d: %w", rec.Index, err)
-		}
-	}
-	return append(append(dst, b...), '\n'), nil
-}
-
-// encodableNotes returns notes with every value that JSON cannot encode
-// replaced by "unencodable: <why>", as protocol.Sample's encoder writes
-// it; notes itself when all encode.
-func encodableNotes(notes map[string]any) map[string]any {
-	var out map[string]any
-	for k, v := range notes {
-		if _, err := json.Marshal(v); err != nil {
-			if out == nil {
-				out = maps.Clone(notes)
-			}
-			out[k] = "unencodable: " + err.Error()
-		}
-	}
-	if out == nil {
-		return notes
-	}
-	return out
+	var e episodeEncoder
+	return e.appendEpisode(dst, rec, credit), nil
 }
 
 // ErrEpisodeLine is wrapped by DecodeEpisode's errors: the line is not a
@@ -511,6 +411,7 @@ func (r *EpisodeReader) Next() (*episode.Record, *Credit, error) {
 // a failed write of a regular file truncated back to where it began).
 type EpisodeWriter struct {
 	out lineWriter
+	enc episodeEncoder
 }
 
 // NewEpisodeWriter returns a writer of episode lines to w.
@@ -524,11 +425,7 @@ func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
 	if ew.out.err != nil {
 		return ew.out.err
 	}
-	b, err := AppendEpisodeJSON(ew.out.buf, &ep.Record, ep.Credit)
-	if err != nil {
-		return err
-	}
-	ew.out.buf = b
+	ew.out.buf = ew.enc.appendEpisode(ew.out.buf, &ep.Record, ep.Credit)
 	return nil
 }
 

@@ -105,9 +105,20 @@ type prepared struct {
 // preparedPool holds the buffers of written episodes for the next ones.
 var preparedPool = sync.Pool{New: func() any { return new(prepared) }}
 
-// maxPooled is the largest prepared buffer kept for reuse: one huge
-// episode must not pin its buffer.
+// maxPooled is the largest prepared buffer always kept for reuse. A
+// larger one is kept while the episodes fill at least a quarter of it
+// (keep), so that a run of large episodes (thousands of agents) reuses
+// their buffers where dropping them made an episode's worth of garbage
+// each, and the collector's work and the zeroing of fresh memory grew
+// with the episode; one huge episode among small ones does not pin its
+// buffer past the next small episode that gets it.
 const maxPooled = flushThreshold
+
+// keep reports whether a buffer of capacity capacity, which held used
+// bytes last, is worth keeping for the next: small, or well used.
+func keep(used, capacity int) bool {
+	return capacity <= maxPooled || used >= capacity/4
+}
 
 // Prepare encodes ep's samples, all but their indexes, so that WriteEpisode
 // only has to stitch the indexes in. Safe to call concurrently for different
@@ -130,7 +141,7 @@ func (jw *JSONLWriter) Prepare(ep *Episode) {
 
 // recycle hands p back to preparedPool.
 func recycle(p *prepared) {
-	if cap(p.bytes) <= maxPooled {
+	if keep(len(p.bytes), cap(p.bytes)) {
 		preparedPool.Put(p)
 	}
 }
@@ -151,6 +162,11 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 		p = ep.prepared
 		ep.prepared = nil
 	}
+	// Room for the whole episode at once: its encoded bytes and, per
+	// sample, the head, the index and the punctuation around them. An
+	// episode of thousands of samples otherwise grows the buffer by
+	// doubling, a copy of all it holds each time.
+	jw.buf = slices.Grow(jw.buf, len(p.bytes)+len(ep.Samples)*(len(`{"group_index":,"index":,`)+2*20+1)+3)
 	if jw.layout == Nested {
 		jw.buf = append(jw.buf, '[')
 	}
@@ -240,10 +256,17 @@ func (jw *lineWriter) Flush() error {
 		}
 		return jw.err
 	}
-	jw.buf, jw.ended = jw.buf[:0], 0
-	if cap(jw.buf) > 4*flushThreshold {
-		jw.buf = nil // one huge episode must not pin its buffer for the rest of the run
+	// A buffer grown past four times the threshold for a large group is
+	// kept while the groups fill a quarter of it: a run of large episodes
+	// reuses it, where a fresh one for each, grown by doubling, was an
+	// episode's worth of garbage and copies every time. One huge episode
+	// does not pin its buffer for the rest of the run: the next flush of
+	// a small group lets it go.
+	if cap(jw.buf) > 4*flushThreshold && len(jw.buf) < cap(jw.buf)/4 {
+		jw.buf, jw.ended = nil, 0
+		return nil
 	}
+	jw.buf, jw.ended = jw.buf[:0], 0
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -32,6 +33,12 @@ import (
 // machine's cores) and reports agent-turns/s, episodes/s and allocations
 // per turn.
 func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink) {
+	play(b, name, kv, sink, b.N)
+}
+
+// play plays episodes episodes of the named scenario, b.N of them or a
+// multiple, as run does.
+func play(b *testing.B, name string, kv map[string]string, sink trajectories.Sink, episodes int) {
 	sc, err := scenarios.Builtin().Lookup(name)
 	if err != nil {
 		b.Fatal(err)
@@ -48,7 +55,7 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 	}
 	cfg := env.RunConfig{
 		Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
-		Episodes:    b.N,
+		Episodes:    episodes,
 		Concurrency: runtime.GOMAXPROCS(0),
 		Seed:        1,
 	}
@@ -63,20 +70,21 @@ func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink
 	if err != nil {
 		b.Fatal(err)
 	}
-	if sum.Scored != b.N {
-		b.Fatalf("%d of %d episodes scored: %s", sum.Scored, b.N, sum.FirstFailure)
+	if sum.Scored != episodes {
+		b.Fatalf("%d of %d episodes scored: %s", sum.Scored, episodes, sum.FirstFailure)
 	}
-	report(b, int(sum.Turns), cpu)
+	report(b, episodes, int(sum.Turns), cpu)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(sum.Turns), "allocs/turn")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(sum.Turns), "B/turn")
+	b.ReportMetric(float64(after.NumGC-before.NumGC)*1e6/float64(sum.Turns), "gcs/Mturn")
 }
 
-// report writes the throughput metrics of b.N episodes that took turns
-// agent-turns and cpu seconds of CPU.
-func report(b *testing.B, turns int, cpu float64) {
+// report writes the throughput metrics of episodes episodes that took
+// turns agent-turns and cpu seconds of CPU.
+func report(b *testing.B, episodes, turns int, cpu float64) {
 	secs := b.Elapsed().Seconds()
 	b.ReportMetric(float64(turns)/secs, "turns/s")
-	b.ReportMetric(float64(b.N)/secs, "episodes/s")
+	b.ReportMetric(float64(episodes)/secs, "episodes/s")
 	if cpu > 0 {
 		b.ReportMetric(float64(turns)/cpu, "turns/cpu-s")
 	}
@@ -102,6 +110,27 @@ func BenchmarkElFarol100(b *testing.B) {
 	b.Run("discard", func(b *testing.B) { run(b, "elfarol", kv, trajectories.Discard) })
 	b.Run("plain-go-loop", func(b *testing.B) { plainElFarol(b, 100, 7, 6) })
 }
+
+// BenchmarkElFarolAgents is El Farol from 100 to 100,000 agents per
+// episode with everything `troupe run -o ... --episodes-out ...` writes:
+// JSONL samples and episode records (to discarding writers), with the
+// team allocator. Each iteration plays agentTurns turns (agentTurns/n
+// episodes of n agents), so the points do the same work; the cost of a turn
+// should not depend on how many agents share its episode, so turns/cpu-s
+// should be about flat across the points.
+func BenchmarkElFarolAgents(b *testing.B) {
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			sink := trajectories.Tee(trajectories.NewJSONLWriter(io.Discard, trajectories.Flat), trajectories.NewEpisodeWriter(io.Discard))
+			kv := map[string]string{"agents": strconv.Itoa(n)}
+			play(b, "elfarol", kv, sink, b.N*(agentTurns/n))
+		})
+	}
+}
+
+// agentTurns is the turns of one iteration of BenchmarkElFarolAgents: four
+// episodes of its largest size.
+const agentTurns = 400_000
 
 // BenchmarkTicTacToe is random self-play tic-tac-toe through the framework
 // and as a plain Go loop, the engine's cost per turn on a small sequential
@@ -149,7 +178,7 @@ func plainElFarol(b *testing.B, n, k int, c float64) {
 	if math.IsNaN(sum) {
 		b.Fatal("NaN")
 	}
-	report(b, b.N*n, cpu)
+	report(b, b.N, b.N*n, cpu)
 }
 
 // ticTacToeLines are the board's eight lines, cells numbered 0..8 row by
@@ -216,7 +245,7 @@ func plainTicTacToe(b *testing.B) {
 	if b.N > 1000 && total.xWins == 0 {
 		b.Fatal("x never won: the loop is broken")
 	}
-	report(b, total.turns, cpu)
+	report(b, b.N, total.turns, cpu)
 }
 
 // BenchmarkMemoryFlat shows that a run's memory does not grow with its
