@@ -30,10 +30,12 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/league"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // condition is one way of training.
@@ -173,26 +175,36 @@ func measure(ctx context.Context, sc env.Scenario, params env.Params, l *league.
 	if err != nil {
 		return point{}, err
 	}
-	p.vsMinimax = versus(ctx, sc, params, greedy, minimax, 1)
-	p.vsRandom = versus(ctx, sc, params, greedy, agents.Random(), 200)
+	if p.vsMinimax, err = versus(ctx, sc, params, greedy, minimax, 1); err != nil {
+		return point{}, err
+	}
+	if p.vsRandom, err = versus(ctx, sc, params, greedy, agents.Random(), 200); err != nil {
+		return point{}, err
+	}
 	return p, nil
 }
 
-// versus is pol's mean score against opp over n games in each role.
-func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp agents.Policy, n int) float64 {
+// versus is pol's mean score against opp over n games in each role: a
+// run of n episodes per role (env.Run), game i with scenario seed i and
+// policy seed 7919·i + the role's seat.
+func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp agents.Policy, n int) (float64, error) {
 	total := 0.0
-	for i := range n {
-		for seat, role := range []string{"x", "o"} {
-			other := map[string]string{"x": "o", "o": "x"}[role]
-			rec := env.RunEpisode(ctx, env.Setup{
-				Play:       env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{role: pol, other: opp}, nil)},
-				Seed:       uint64(i),
-				PolicySeed: uint64(7919*i + seat),
-			})
+	for seat, role := range []string{"x", "o"} {
+		other := map[string]string{"x": "o", "o": "x"}[role]
+		cfg := env.RunConfig{
+			Play:     env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{role: pol, other: opp}, nil)},
+			Episodes: n,
+			Seeds:    func(i int) (uint64, uint64) { return uint64(i), uint64(7919*i + seat) },
+		}
+		out := &trajectories.Output{ObserveCredit: func(rec *episode.Record, _ *trajectories.Credit) error {
 			total += rec.Score.Agents[seat]
+			return nil
+		}}
+		if _, err := env.Run(ctx, cfg, out); err != nil {
+			return 0, err
 		}
 	}
-	return total / float64(2*n)
+	return total / float64(2*n), nil
 }
 
 // evaluate rates seed 0's greedy snapshots of every condition, with
