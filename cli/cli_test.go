@@ -657,3 +657,28 @@ func TestRunSavesStatefulAllocators(t *testing.T) {
 	require.NoError(t, json.Unmarshal(readFile(t, state), &saved), "the RAE baselines are saved when the run ends")
 	assert.Contains(t, string(readFile(t, state)), "tictactoe")
 }
+
+// A policy's panic names its file and line in the summary, with the
+// panicking code's stack, and the episode record keeps the stack.
+func TestAPanicNamesItsPlaceAndStack(t *testing.T) {
+	extra := map[string]env.PolicyMaker{
+		"panicky": func(env.PolicyRequest) (agents.Policy, error) {
+			return agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+				var m map[string]int
+				m["x"]++ // assignment to entry in nil map
+				return agents.Action{Text: "a"}, nil
+			}), nil
+		},
+	}
+	dir := t.TempDir()
+	r := withRelay(t, t.Context(), extra, "run", "relay", "-n", "2", "-c", "1", "-P", "panicky", "--fail-fast",
+		"-o", filepath.Join(dir, "s.jsonl"), "--episodes-out", filepath.Join(dir, "e.jsonl"))
+	require.Equal(t, ExitFailure, r.code, r.stderr)
+	assert.Regexp(t, `assignment to entry in nil map \(at cli_test\.go:\d+ in github\.com/troupe-rl/troupe/cli\.TestAPanicNamesItsPlaceAndStack\.func1\.1\)`, r.stderr)
+	assert.Regexp(t, `panicked in:\n\s+github\.com/troupe-rl/troupe/cli\.TestAPanicNamesItsPlaceAndStack\.func1\.1 \(cli_test\.go:\d+\)`, r.stderr)
+	data, err := os.ReadFile(filepath.Join(dir, "e.jsonl"))
+	require.NoError(t, err)
+	rec, _, err := trajectories.DecodeEpisode(bytes.SplitN(data, []byte("\n"), 2)[0])
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(rec.Stack, "github.com/troupe-rl/troupe/cli.TestAPanicNamesItsPlaceAndStack.func1.1 (cli_test.go:"), rec.Stack)
+}

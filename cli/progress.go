@@ -168,9 +168,18 @@ func writeSummary(r *reporter, p *plan, out string, s env.Summary) {
 		compact(rate(float64(s.Turns), s.Elapsed)), compact(rate(float64(s.Episodes), s.Elapsed)), s.Turns)
 	fmt.Fprintf(&b, "  elapsed:     %s\n", roundDuration(s.Elapsed))
 	if s.FirstFailure != "" {
-		fmt.Fprintf(&b, "  first failure: episode %d: %s\n", s.FirstFailureAt, s.FirstFailure)
+		fmt.Fprintf(&b, "  first failure: episode %d: %s\n%s", s.FirstFailureAt, s.FirstFailure, stackLines(s.FirstFailureStack))
 	}
 	r.printf("%s", b.String())
+}
+
+// stackLines is a panic's stack (episode.Record.Stack) as lines under a
+// failure, or "" for none.
+func stackLines(stack string) string {
+	if stack == "" {
+		return ""
+	}
+	return "    panicked in:\n      " + strings.ReplaceAll(stack, "\n", "\n      ") + "\n"
 }
 
 // statuses in the order a summary lists them.

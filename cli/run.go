@@ -244,7 +244,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if !quiet {
 		writeSummary(rep, p, name, sum)
 	} else if sum.FirstFailure != "" {
-		rep.printf("troupe: episode %d: %s\n", sum.FirstFailureAt, sum.FirstFailure)
+		rep.printf("troupe: episode %d: %s\n%s", sum.FirstFailureAt, sum.FirstFailure, stackLines(sum.FirstFailureStack))
 	}
 	written := skipped + sum.Episodes
 	notStarted := max(cfg.Episodes-written-sum.Interrupted, 0)

@@ -426,14 +426,14 @@ func (e *Engine) finish(status protocol.Status, end string, err error) {
 	ep := e.rec
 	ep.Status, ep.End = status, end
 	if err != nil {
-		ep.Err = err.Error()
+		ep.Err, ep.Stack = err.Error(), stackOf(err)
 	}
 	switch {
 	case end == EndInvalid:
 		ep.Score = e.invalidScore()
 	case status == protocol.StatusCompleted || status == protocol.StatusTruncated:
 		if score, err := e.score(); err != nil {
-			ep.Status, ep.End, ep.Err = protocol.StatusFailed, EndGameError, err.Error()
+			ep.Status, ep.End, ep.Err, ep.Stack = protocol.StatusFailed, EndGameError, err.Error(), stackOf(err)
 		} else {
 			ep.Score = score
 		}
@@ -469,7 +469,8 @@ func (e *Engine) finish(status protocol.Status, end string, err error) {
 func (e *Engine) score() (score Score, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w in Score: %v (at %s)", ErrGamePanic, r, panicSite())
+			p := panicAt()
+			err = p.wrap(fmt.Errorf("%w in Score: %v (at %s)", ErrGamePanic, r, p.site))
 		}
 	}()
 	score = e.current.Score()
@@ -498,11 +499,12 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		asking := e.asking
 		e.asking = false
 		if r := recover(); r != nil {
-			status, end, err = gamePanic(r, panicSite())
+			p := panicAt()
+			status, end, err = gamePanic(r, p)
 			if asking {
 				// A lone actor's policy (askOne), as act would have
 				// returned its panic.
-				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r, panicSite()))
+				status, end, err = e.askFailed(ctx, runCtx, e.policyPanic(0, r, p))
 			}
 		}
 	}()
@@ -531,10 +533,35 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 	}
 }
 
-// gamePanic is the outcome of an episode whose game panicked with r at
-// site (panicSite).
-func gamePanic(r any, site string) (protocol.Status, string, error) {
-	return protocol.StatusFailed, EndGameError, fmt.Errorf("%w: %v (at %s)", ErrGamePanic, r, site)
+// gamePanic is the outcome of an episode whose game panicked with r at p
+// (panicAt).
+func gamePanic(r any, p panicked) (protocol.Status, string, error) {
+	return protocol.StatusFailed, EndGameError, p.wrap(fmt.Errorf("%w: %v (at %s)", ErrGamePanic, r, p.site))
+}
+
+// panicked is where a recovered panic was raised: its site, the first
+// frame below it outside the runtime, and its stack (Record.Stack).
+type panicked struct{ site, stack string }
+
+// wrap is err carrying the panic's stack, which the episode's record keeps
+// (finish).
+func (p panicked) wrap(err error) error { return &panicError{err: err, stack: p.stack} }
+
+// panicError is an error that a panic caused, with the panic's stack.
+type panicError struct {
+	err   error
+	stack string
+}
+
+func (e *panicError) Error() string { return e.err.Error() }
+func (e *panicError) Unwrap() error { return e.err }
+
+// stackOf is the stack of the first panic err holds, or "".
+func stackOf(err error) string {
+	if pe, ok := errors.AsType[*panicError](err); ok {
+		return pe.stack
+	}
+	return ""
 }
 
 // panicSite names where the panic being recovered was raised, for its
@@ -546,20 +573,42 @@ func gamePanic(r any, site string) (protocol.Status, string, error) {
 // be byte-identical whatever goroutine ran them; and the file is named
 // without its directory, so that the same source gives the same text on
 // every machine (a NATS worker's records are a local run's, byte for byte).
-func panicSite() string {
+//
+// The stack goes from the panic to the function that recovers it (the
+// deferred function's own), and no further: the engine's frames below it
+// are the same for every panic.
+func panicAt() panicked {
 	var pcs [64]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
-	below := false
+	p := panicked{site: "an unknown place"}
+	var stack strings.Builder
+	recovering, below := "", false
 	for {
 		f, more := frames.Next()
 		switch {
+		case recovering == "":
+			// The deferred function that called panicAt: its enclosing
+			// function is where the stack ends.
+			recovering = f.Function
+			if i := strings.LastIndex(recovering, ".func"); i > 0 {
+				recovering = recovering[:i]
+			}
 		case f.Function == "runtime.gopanic":
 			below = true
-		case below && !strings.HasPrefix(f.Function, "runtime."):
-			return fmt.Sprintf("%s:%d in %s", filepath.Base(f.File), f.Line, f.Function)
+		case !below || strings.HasPrefix(f.Function, "runtime."):
+		case f.Function == recovering:
+			more = false
+		default:
+			if stack.Len() == 0 {
+				p.site = fmt.Sprintf("%s:%d in %s", filepath.Base(f.File), f.Line, f.Function)
+			} else {
+				stack.WriteByte('\n')
+			}
+			fmt.Fprintf(&stack, "%s (%s:%d)", f.Function, filepath.Base(f.File), f.Line)
 		}
 		if !more {
-			return "an unknown place"
+			p.stack = stack.String()
+			return p
 		}
 	}
 }
@@ -1109,7 +1158,7 @@ func (e *Engine) askFrom(ctx context.Context, actors []int, k, end int) (next in
 			return
 		}
 		if r := recover(); r != nil {
-			e.errs[next] = e.policyPanic(next, r, panicSite())
+			e.errs[next] = e.policyPanic(next, r, panicAt())
 			next++
 		}
 	}()
@@ -1146,7 +1195,7 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	for m := k; m < end; m++ {
 		e.errs[m] = errUnanswered
 	}
-	p, r, site := e.callBatch(ctx, actors, k, end)
+	p, r, at := e.callBatch(ctx, actors, k, end)
 	for m := k; m < p; m++ {
 		if err := e.errs[m]; err != nil { // errUnanswered too: a slot the policy left
 			e.errs[m] = e.policyError(m, err)
@@ -1155,7 +1204,7 @@ func (e *Engine) askBatch(ctx context.Context, actors []int, k, end int) {
 	if p == end {
 		return
 	}
-	e.errs[p] = e.policyPanic(p, r, site)
+	e.errs[p] = e.policyPanic(p, r, at)
 	clear(e.errs[p+1 : end])
 	for m := p + 1; m < end; {
 		m = e.askFrom(ctx, actors, m, end)
@@ -1168,11 +1217,11 @@ var errUnanswered = errors.New("the batch policy gave no answer")
 
 // callBatch calls the BatchPolicy of actors[k:end]. It returns end, or,
 // when the policy panicked, the index of the actor it was answering, what
-// it panicked with and where (panicSite).
-func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int, r any, site string) {
+// it panicked with and where (panicAt).
+func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int, r any, at panicked) {
 	defer func() {
 		if r = recover(); r != nil {
-			site = panicSite()
+			at = panicAt()
 			p = k
 			for p < end-1 && e.errs[p] != errUnanswered {
 				p++
@@ -1180,7 +1229,7 @@ func (e *Engine) callBatch(ctx context.Context, actors []int, k, end int) (p int
 		}
 	}()
 	e.policies[actors[k]].(agents.BatchPolicy).ActBatch(ctx, e.obs[k:end], e.acts[k:end], e.errs[k:end])
-	return end, nil, ""
+	return end, nil, panicked{}
 }
 
 // policyError is the error err of actor k's policy, naming the actor.
@@ -1189,9 +1238,9 @@ func (e *Engine) policyError(k int, err error) error {
 }
 
 // policyPanic is the error of actor k's policy, which panicked with r at
-// site (panicSite).
-func (e *Engine) policyPanic(k int, r any, site string) error {
-	return fmt.Errorf("agent %q: %w: %v (at %s)", e.obs[k].Agent, ErrPolicyPanic, r, site)
+// p (panicAt).
+func (e *Engine) policyPanic(k int, r any, p panicked) error {
+	return p.wrap(fmt.Errorf("agent %q: %w: %v (at %s)", e.obs[k].Agent, ErrPolicyPanic, r, p.site))
 }
 
 // invalidScore scores an episode ended by invalid answers under

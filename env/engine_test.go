@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -739,4 +740,33 @@ func (s stepLimited) Info() *env.Info {
 	in := *s.Scenario.Info()
 	in.StepLimit = s.limit
 	return &in
+}
+
+// A panic's record keeps the panicking code's stack, innermost first, from
+// the panic up to the engine, with no directories or addresses; it is the
+// same whatever goroutine played the episode.
+func TestAPanicsRecordKeepsItsStack(t *testing.T) {
+	bad := relayScenario(env.Sequential, 3, relayHooks{panicAt: 2}, nil)
+	setup := env.Setup{Play: env.Play{Scenario: bad, Params: params(t, bad, nil), Policy: env.SamePolicy(agents.Random())}, Seed: 7}
+	rec := env.RunEpisode(context.Background(), setup)
+	require.Equal(t, env.EndGameError, rec.End)
+	lines := strings.Split(rec.Stack, "\n")
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, `^github\.com/troupe-rl/troupe/env_test\.\(\*relay\)\.Apply \(testgame_test\.go:\d+\)$`, lines[0])
+	assert.Contains(t, rec.Err, strings.Trim(strings.Fields(lines[0])[1], "()"), "the error names the stack's first frame")
+	for _, l := range lines {
+		assert.Regexp(t, `^\S+ \([^/()]+\.go:\d+\)$`, l, "a function and its file, with no directory")
+		assert.NotContains(t, l, "runtime.", "the runtime's frames are left out")
+		assert.NotContains(t, l, "(*Engine).play", "the stack ends at the engine")
+	}
+	var other *episode.Record
+	done := make(chan struct{})
+	go func() { defer close(done); other = env.RunEpisode(context.Background(), setup) }()
+	<-done
+	assert.Equal(t, rec.Stack, other.Stack, "the same on another goroutine")
+
+	ok := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: bad, Params: params(t, bad, nil), Policy: env.SamePolicy(agents.PolicyFunc(func(context.Context, *agents.Observation) (agents.Action, error) {
+		panic("policy bug")
+	}))}, Seed: 7})
+	assert.Regexp(t, `TestAPanicsRecordKeepsItsStack\.func\d+ \(engine_test\.go:\d+\)`, strings.Split(ok.Stack, "\n")[0], "a policy's panic: the policy's frame first")
 }

@@ -110,7 +110,7 @@ func (ep *Episode) phase(f func() (protocol.Status, string, error)) {
 func guard(f func() (protocol.Status, string, error)) (status protocol.Status, end string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			status, end, err = gamePanic(r, panicSite())
+			status, end, err = gamePanic(r, panicAt())
 		}
 	}()
 	return f()

@@ -246,6 +246,9 @@ type Summary struct {
 	Elapsed        time.Duration
 	FirstFailure   string // the error of the first failed or aborted episode written
 	FirstFailureAt int64  // its episode index
+	// FirstFailureStack is its panic's stack (episode.Record.Stack), when a
+	// panic failed it.
+	FirstFailureStack string
 }
 
 // RoleScore is the sum and count of one role's agent scores.
@@ -864,7 +867,7 @@ func (r *runner) write(g *group) error {
 			}
 		default:
 			if sum.FirstFailure == "" {
-				sum.FirstFailure, sum.FirstFailureAt = ep.Err, ep.Index
+				sum.FirstFailure, sum.FirstFailureAt, sum.FirstFailureStack = ep.Err, ep.Index, ep.Stack
 			}
 			if cfg.FailFast && failed == nil {
 				// The rest of the group is written all the same: a

@@ -134,6 +134,13 @@ type Record struct {
 	Status protocol.Status
 	End    string // why it ended: "terminated", "max_steps", "interrupted", ...
 	Err    string // for aborted and failed episodes
+	// Stack is, for an episode a panic failed, where the panic was raised:
+	// the panicking code's frames, innermost first, one per line as
+	// "function (file.go:LINE)", from the panic up to troupe's engine,
+	// with no directories, addresses or goroutine ids, so that the same
+	// source writes the same record on every machine and goroutine.
+	// Empty otherwise.
+	Stack string
 
 	Steps    int       // logical steps taken
 	Seats    []Seat    // the agents, in seat order

@@ -78,6 +78,10 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 	dst = appendJSONString(dst, rec.End)
 	dst = append(dst, `,"error":`...)
 	dst = appendJSONString(dst, rec.Err)
+	if rec.Stack != "" {
+		dst = append(dst, `,"stack":`...)
+		dst = appendJSONString(dst, rec.Stack)
+	}
 	dst = append(dst, `,"steps":`...)
 	dst = strconv.AppendInt(dst, int64(rec.Steps), 10)
 	dst = append(dst, `,"label":`...)

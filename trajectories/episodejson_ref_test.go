@@ -16,7 +16,7 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 	l := episodeLine{
 		Format: EpisodeFormat, Scenario: rec.Scenario, Params: rec.Params, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
 		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
-		Status: rec.Status, End: rec.End, Error: rec.Err, Steps: rec.Steps, Label: rec.Label,
+		Status: rec.Status, End: rec.End, Error: rec.Err, Stack: rec.Stack, Steps: rec.Steps, Label: rec.Label,
 		Seats:       make([]seatLine, len(rec.Seats)),
 		Turns:       make([]turnLine, len(rec.Turns)),
 		Messages:    make([]messageLine, len(rec.Messages)),

@@ -71,7 +71,7 @@ func cornerEpisode() (*episode.Record, *trajectories.Credit) {
 	empty := protocol.Prompt{Messages: []protocol.ChatMessage{}}
 	rec := &episode.Record{
 		Scenario: odd, Seed: math.MaxUint64, PolicySeed: 7, Index: -3, RolloutID: math.MaxInt64, GroupIndex: math.MinInt64,
-		Status: protocol.StatusFailed, End: "max_steps", Err: odd, Steps: 12, Label: odd,
+		Status: protocol.StatusFailed, End: "max_steps", Err: odd, Stack: odd + "\nf (g.go:1)", Steps: 12, Label: odd,
 		Seats: []episode.Seat{{ID: odd, Role: "r"}, {ID: "", Role: ""}},
 		Turns: []episode.Turn{
 			{Seat: 0, Step: 1, Turn: 0, State: "s<", Seed: 1 << 63, View: odd, Legal: []string{"a", odd}, Inbox: []int{0, 1}, Action: "a", Emit: true,

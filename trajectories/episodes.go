@@ -32,8 +32,10 @@ const EpisodeFormat = "troupe.episode/v2"
 //     "rollout_id", "group_index": the episode's identity;
 //   - "status" (slime's: completed, truncated, aborted, failed), "end" (why
 //     it ended: terminated, quiescent, no_seats, max_steps, ...), "error"
-//     (empty unless aborted or failed), "steps" (logical steps taken), "label"
-//     (the scenario's ground truth, empty if none);
+//     (empty unless aborted or failed), "stack" (only for an episode a
+//     panic failed: where it was raised, episode.Record.Stack), "steps"
+//     (logical steps taken), "label" (the scenario's ground truth, empty
+//     if none);
 //   - "seats": [{"id", "role"}], in seat order: a seat number below is an
 //     index into this list;
 //   - "turns": every turn in order of play, emitted or not, each with
@@ -87,6 +89,7 @@ type episodeLine struct {
 	Status      protocol.Status   `json:"status"`
 	End         string            `json:"end"`
 	Error       string            `json:"error"`
+	Stack       string            `json:"stack,omitempty"`
 	Steps       int               `json:"steps"`
 	Label       string            `json:"label"`
 	Seats       []seatLine        `json:"seats"`
@@ -268,7 +271,7 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 	rec := &episode.Record{
 		Scenario: l.Scenario, Params: l.Params, Seed: l.Seed, PolicySeed: l.PolicySeed,
 		Index: l.Index, RolloutID: l.RolloutID, GroupIndex: l.GroupIndex,
-		Status: l.Status, End: l.End, Err: l.Error, Steps: l.Steps, Label: l.Label,
+		Status: l.Status, End: l.End, Err: l.Error, Stack: l.Stack, Steps: l.Steps, Label: l.Label,
 		Score: episode.Score{Team: float64(l.Score.Team), Agents: floats(l.Score.Agents)},
 	}
 	if l.Seats != nil {

@@ -43,8 +43,9 @@ import (
 // Version is the encoding's version, written after the magic byte. Decode
 // rejects others. Versions 1 to 3 were JSON: version 1 carried the samples
 // beside a record without the turns' prompts, tokens and notes; version 2
-// had no state-machine transitions.
-const Version = 4
+// had no state-machine transitions; version 4 had no panic stack
+// (Record.Stack).
+const Version = 5
 
 // magic opens every encoding: a byte no JSON text starts with, so that a
 // message of the JSON versions is told apart.
@@ -74,6 +75,7 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 	e.str(string(ep.Status))
 	e.str(ep.End)
 	e.str(ep.Err)
+	e.str(ep.Stack)
 	e.varint(int64(ep.Steps))
 	e.str(ep.Label)
 	if e.count(ep.Seats == nil, len(ep.Seats)) {
@@ -274,7 +276,7 @@ func Decode(data []byte) (*episode.Record, error) {
 	}
 	ep.Seed, ep.PolicySeed = d.uvarint(), d.uvarint()
 	ep.Index, ep.RolloutID, ep.GroupIndex = d.varint(), d.varint(), d.varint()
-	ep.Status, ep.End, ep.Err = protocol.Status(d.str()), d.str(), d.str()
+	ep.Status, ep.End, ep.Err, ep.Stack = protocol.Status(d.str()), d.str(), d.str(), d.str()
 	ep.Steps = d.intn()
 	ep.Label = d.str()
 	if n, ok := d.count(2); ok {

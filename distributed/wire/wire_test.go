@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -144,6 +145,7 @@ func edgeEpisode() *episode.Record {
 		Status:     protocol.StatusCompleted,
 		End:        env.EndTerminated,
 		Err:        "bad \x80 byte",
+		Stack:      "pkg.f (f.go:3)\npkg.g (g.go:9)",
 		Steps:      2,
 		Seats:      []episode.Seat{{ID: "a\u2028", Role: "r\"ole"}, {ID: "b", Role: "r"}},
 		Turns: []episode.Turn{
@@ -240,14 +242,14 @@ func TestDecodeRejects(t *testing.T) {
 		"empty":           {nil, "no magic byte"},
 		"json":            {[]byte(`{"v":3,"scenario":"elfarol"}`), "a JSON record (wire version 3 or older"},
 		"no magic":        {[]byte{0x01, 4}, "no magic byte"},
-		"other version":   {[]byte{0xB7, 5}, "version 5, this build reads version 4"},
+		"other version":   {[]byte{0xB7, wire.Version + 1}, fmt.Sprintf("version %d, this build reads version %d", wire.Version+1, wire.Version)},
 		"cut version":     {[]byte{0xB7, 0x80}, "a cut or overlong number"},
 		"bad status":      {wire.Encode(nil, &episode.Record{Status: "done"}), `status "done"`},
 		"transition seat": {wire.Encode(nil, &episode.Record{Transitions: []episode.Transition{{Event: "e", From: "a", To: "b"}}}), "transition 0 names seat 0 of 0"},
 		"bad note":        {badNote, `note "flag"`},
 		"trailing bytes":  {append(wire.Encode(nil, &episode.Record{}), 0), "1 bytes after the record"},
-		"huge count":      {[]byte{0xB7, 4, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}, "items at byte"},
-		"huge string":     {[]byte{0xB7, 4, 0x7F}, "a string of 127 bytes"},
+		"huge count":      {[]byte{0xB7, wire.Version, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}, "items at byte"},
+		"huge string":     {[]byte{0xB7, wire.Version, 0x7F}, "a string of 127 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := wire.Decode(c.in)
