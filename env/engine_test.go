@@ -7,8 +7,8 @@ import (
 	"math"
 	"reflect"
 	"runtime"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
