@@ -232,8 +232,9 @@ type Engine struct {
 	spans     []inboxSpan
 	emit      []bool
 	ended     bool
-	played    int   // turns asked for so far, all seats together (Limits.MaxTurns)
-	offenders []int // seats whose invalid answers ended the episode
+	played    int     // turns asked for so far, all seats together (Limits.MaxTurns)
+	out       outcome // how the episode ended, once a phase ended it (over)
+	offenders []int   // seats whose invalid answers ended the episode
 	// asking is set while askOne waits for a policy's answer: a panic that
 	// play recovers meanwhile is the policy's.
 	asking  bool
@@ -508,8 +509,8 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 			}
 		}
 	}()
-	if status, end, err = e.begin(); status != "" {
-		return status, end, err
+	if e.begin() {
+		return e.out.status, e.out.end, e.out.err
 	}
 	timed := runCtx != ctx // Timeout: runCtx is ctx's child
 	for {
@@ -519,16 +520,16 @@ func (e *Engine) play(ctx, runCtx context.Context) (status protocol.Status, end 
 		if timed && runCtx.Err() != nil {
 			return protocol.StatusTruncated, EndDeadline, nil
 		}
-		actors, status, end, err := e.decide()
-		if status != "" {
-			return status, end, err
+		actors := e.decide()
+		if actors == nil {
+			return e.out.status, e.out.end, e.out.err
 		}
 		e.observe(actors)
 		if err := e.ask(runCtx, actors); err != nil {
 			return e.askFailed(ctx, runCtx, err)
 		}
-		if status, end, err := e.apply(actors); status != "" {
-			return status, end, err
+		if e.apply(actors) {
+			return e.out.status, e.out.end, e.out.err
 		}
 	}
 }
@@ -616,12 +617,26 @@ func panicAt() panicked {
 // The phases of a stepped episode, which play (the standard driver) and
 // Episode (a driver outside) call in this order: begin; then decide,
 // observe and apply, step after step, with the moves asked in between;
-// then finish. Each returns an empty status while the episode goes on, and
-// its outcome once it is over. None recovers a panic of the game: the
-// driver does, once around them all.
+// then finish. Each reports whether it ended the episode, whose outcome it
+// then left in e.out (over). None recovers a panic of the game: the driver
+// does, once around them all.
+
+// outcome is how an episode ended: its status, why, and the error, if any.
+type outcome struct {
+	status protocol.Status
+	end    string
+	err    error
+}
+
+// over ends the episode with the given outcome, in e.out, and reports
+// true: what a phase that ends the episode returns.
+func (e *Engine) over(status protocol.Status, end string, err error) bool {
+	e.out = outcome{status, end, err}
+	return true
+}
 
 // begin makes the game, seats its agents and starts it (logical time 0).
-func (e *Engine) begin() (protocol.Status, string, error) {
+func (e *Engine) begin() bool {
 	setup := e.setup
 	e.current, e.seats = nil, nil
 	e.ended = false
@@ -630,67 +645,75 @@ func (e *Engine) begin() (protocol.Status, string, error) {
 	e.step.time = 0
 	game, err := e.newGame(setup)
 	if err != nil {
-		return protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err)
+		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("new game: %w", err))
 	}
 	e.current = game
 	e.scheduler, _ = game.(Scheduler)
 	e.byState, _ = game.(StateObserver)
 	e.public = e.info.PublicView && e.byState == nil && !setup.ObserveEachSeat
 	if err := e.seat(game.Seats()); err != nil {
-		return protocol.StatusFailed, EndGameError, err
+		return e.over(protocol.StatusFailed, EndGameError, err)
 	}
 	if err := game.Start(&e.step); err != nil {
-		return protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err)
+		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err))
 	}
 	e.deliver()
-	return "", "", nil
+	return false
 }
 
 // decide starts the next step: it ends the episode when the rules ended it,
 // nobody can act or a limit is reached, and otherwise returns the step's
 // actors, in seat order.
-func (e *Engine) decide() ([]int, protocol.Status, string, error) {
+func (e *Engine) decide() []int {
 	if e.ended {
-		return nil, protocol.StatusCompleted, EndTerminated, nil
+		_ = e.over(protocol.StatusCompleted, EndTerminated, nil)
+		return nil
 	}
 	if !e.anyActive() {
 		// Nobody can act: every seat is absent (the empty coalition
 		// of a counterfactual) or in a terminal state. The episode is
 		// over by itself, and Score scores it as it stands, so v(∅) is
 		// the score of the game with no moves played.
-		return nil, protocol.StatusCompleted, EndNoSeats, nil
+		_ = e.over(protocol.StatusCompleted, EndNoSeats, nil)
+		return nil
 	}
 	lim := e.setup.Limits
 	t := e.step.time + 1
 	if lim.MaxSteps > 0 {
 		if t > lim.MaxSteps {
-			return nil, protocol.StatusTruncated, EndMaxSteps, nil
+			_ = e.over(protocol.StatusTruncated, EndMaxSteps, nil)
+			return nil
 		}
 	} else if bound := e.info.stepLimit(); t > bound {
-		return nil, protocol.StatusTruncated, EndStepLimit, fmt.Errorf("%w: the episode did not end within %d steps, scenario %s's bound (Info.StepLimit, else env.DefaultStepLimit); a game that never ends? A run's --max-steps (Limits.MaxSteps) sets another", ErrRunaway, bound, e.info.Name)
+		_ = e.over(protocol.StatusTruncated, EndStepLimit, fmt.Errorf("%w: the episode did not end within %d steps, scenario %s's bound (Info.StepLimit, else env.DefaultStepLimit); a game that never ends? A run's --max-steps (Limits.MaxSteps) sets another", ErrRunaway, bound, e.info.Name))
+		return nil
 	}
 	e.step.time = t
 	actors, err := e.actors(e.current)
 	if err != nil {
-		return nil, protocol.StatusFailed, EndGameError, err
+		_ = e.over(protocol.StatusFailed, EndGameError, err)
+		return nil
 	}
 	if len(actors) == 0 {
 		if e.info.Schedule == Async {
-			return nil, protocol.StatusCompleted, EndQuiescent, nil
+			_ = e.over(protocol.StatusCompleted, EndQuiescent, nil)
+			return nil
 		}
-		return nil, protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: %w and did not end the episode", t, ErrNoActor)
+		_ = e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: %w and did not end the episode", t, ErrNoActor))
+		return nil
 	}
 	if lim.MaxTurns > 0 && e.played+len(actors) > lim.MaxTurns {
-		return nil, protocol.StatusTruncated, EndMaxTurns, nil
+		_ = e.over(protocol.StatusTruncated, EndMaxTurns, nil)
+		return nil
 	}
 	e.played += len(actors)
-	return actors, "", "", nil
+	return actors
 }
 
 // apply records the step's turns (the actors' observations, e.obs, and
 // answers, e.acts), applies their moves (e.moves) with the game's rules,
 // and delivers the messages they caused.
-func (e *Engine) apply(actors []int) (protocol.Status, string, error) {
+func (e *Engine) apply(actors []int) bool {
 	if e.setup.Counterfactual == nil {
 		e.record(actors)
 	}
@@ -702,18 +725,18 @@ func (e *Engine) apply(actors []int) (protocol.Status, string, error) {
 		}
 	}
 	if len(e.offenders) > 0 && e.setup.Invalid.Mode == InvalidEnd {
-		return protocol.StatusCompleted, EndInvalid, nil
+		return e.over(protocol.StatusCompleted, EndInvalid, nil)
 	}
 	t := e.step.time
 	if err := e.current.Apply(&e.step, e.moves); err != nil {
-		return protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err)
+		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err))
 	}
 	e.deliver()
 	e.rec.Steps = t
 	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(e.bus.Log()) > lim && !e.ended {
-		return protocol.StatusTruncated, EndMaxMessages, nil
+		return e.over(protocol.StatusTruncated, EndMaxMessages, nil)
 	}
-	return "", "", nil
+	return false
 }
 
 // askFailed is how an episode ends whose policies failed to answer with

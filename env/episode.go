@@ -86,45 +86,46 @@ func NewEpisode(setup Setup) (*Episode, error) {
 // phase runs one phase of the engine, recovering a panic of the game, and
 // moves on to the next decision; it finishes the episode when the phase or
 // the decision ends it.
-func (ep *Episode) phase(f func() (protocol.Status, string, error)) {
-	status, end, err := guard(f)
-	if status == "" {
-		status, end, err = guard(func() (protocol.Status, string, error) {
-			actors, status, end, err := ep.e.decide()
-			if status != "" {
-				return status, end, err
-			}
-			ep.e.observe(actors)
-			ep.actors = append(ep.actors[:0], actors...)
-			ep.moved = resize(ep.moved, len(actors))
-			ep.left = len(actors)
-			return "", "", nil
-		})
-	}
-	if status != "" {
-		ep.end(status, end, err)
+func (ep *Episode) phase(f func() bool) {
+	e := ep.e
+	over := guard(e, f) || guard(e, func() bool {
+		actors := e.decide()
+		if actors == nil {
+			return true
+		}
+		e.observe(actors)
+		ep.actors = append(ep.actors[:0], actors...)
+		ep.moved = resize(ep.moved, len(actors))
+		ep.left = len(actors)
+		return false
+	})
+	if over {
+		ep.end(e.out)
 	}
 }
 
-// guard runs f, making of a panic what it makes of one in every run.
-func guard(f func() (protocol.Status, string, error)) (status protocol.Status, end string, err error) {
+// guard runs the phase f of e, making of a panic what every run makes of
+// one: the end of the episode, failed.
+func guard(e *Engine, f func() bool) (over bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			status, end, err = gamePanic(r, panicAt())
+			over = e.over(gamePanic(r, panicAt()))
 		}
 	}()
 	return f()
 }
 
-// end finishes the episode with the given outcome.
-func (ep *Episode) end(status protocol.Status, end string, err error) {
+// end finishes the episode with the outcome out.
+func (ep *Episode) end(out outcome) {
 	ep.actors, ep.left = ep.actors[:0], 0
 	ep.done = true
-	if s, e, ferr := guard(func() (protocol.Status, string, error) {
-		ep.e.finish(status, end, err)
-		return "", "", nil
-	}); s != "" {
-		ep.rec.Status, ep.rec.End, ep.rec.Err = s, e, ferr.Error()
+	if guard(ep.e, func() bool {
+		ep.e.finish(out.status, out.end, out.err)
+		return false
+	}) {
+		// The game panicked while the record was finished (Label).
+		rec, failed := ep.rec, ep.e.out
+		rec.Status, rec.End, rec.Err, rec.Stack = failed.status, failed.end, failed.err.Error(), stackOf(failed.err)
 	}
 }
 
@@ -210,7 +211,7 @@ func (ep *Episode) apply() {
 	// The actors' slice is the engine's buffer or the episode's own: the
 	// engine reads its own copy, ep.actors, as play does.
 	actors := ep.actors
-	ep.phase(func() (protocol.Status, string, error) { return ep.e.apply(actors) })
+	ep.phase(func() bool { return ep.e.apply(actors) })
 }
 
 // Stop ends the episode now, as its driver decides: end names why (a
@@ -228,7 +229,7 @@ func (ep *Episode) Stop(status protocol.Status, end string, err error) {
 		status = protocol.StatusAborted
 	}
 	ep.history = ep.history[:len(ep.history)-(len(ep.actors)-ep.left)]
-	ep.end(status, end, err)
+	ep.end(outcome{status, end, err})
 }
 
 // Record returns the episode's record once it is over (Done), nil before.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -648,7 +649,7 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 			})
 		}
 		wg.Wait()
-		if r.interruptedBy(g.episodes...) {
+		if slices.ContainsFunc(g.episodes, r.cutBy) {
 			g.cut = true
 			return
 		}
@@ -665,7 +666,7 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 				// Counted a few at a time: the counter is shared.
 				r.played.Add(int64((k-1)%playedEvery + 1))
 			}
-			if r.interruptedBy(rec) {
+			if r.cutBy(rec) {
 				g.episodes = g.episodes[:i-lo+1]
 				g.cut = true
 				return
@@ -679,22 +680,13 @@ func (r *runner) play(eng *Engine, wctx context.Context, gi int, g *group, eps [
 // additions to the run's count of episodes played.
 const playedEvery = 64
 
-// interruptedBy reports whether one of recs was cut short by the run's
-// own interruption, which makes its group one that is not written (a
-// resumed run plays it again). An episode an executor ended "interrupted"
-// for a reason of its own (a request's deadline, a remote worker's
-// shutdown) while the run goes on is an aborted episode like another, and
-// is written.
-func (r *runner) interruptedBy(recs ...*episode.Record) bool {
-	if r.ctx.Err() == nil {
-		return false
-	}
-	for _, rec := range recs {
-		if rec.End == EndInterrupted {
-			return true
-		}
-	}
-	return false
+// cutBy reports whether rec was cut short by the run's own interruption,
+// which makes its group one that is not written (a resumed run plays it
+// again). An episode an executor ended "interrupted" for a reason of its
+// own (a request's deadline, a remote worker's shutdown) while the run
+// goes on is an aborted episode like another, and is written.
+func (r *runner) cutBy(rec *episode.Record) bool {
+	return rec.End == EndInterrupted && r.ctx.Err() != nil
 }
 
 // take hands the calling worker its next chunk, [lo, hi), once it is not
