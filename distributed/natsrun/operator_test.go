@@ -390,17 +390,9 @@ func TestBatchedRequests(t *testing.T) {
 // 3 whatever the run says.
 func capacity3(t *testing.T) env.Scenario {
 	t.Helper()
-	sc := elfarol.New()
-	info := sc.Info()
-	return env.Define(info, func(p env.Params, seed uint64) (env.Game, error) {
-		given := p.Map()
-		given["capacity"] = "3"
-		q, err := info.ParseParams(given)
-		if err != nil {
-			return nil, err
-		}
-		return sc.New(q, seed)
-	})
+	sc, err := testscen.Registry(testscen.Options{ElfarolCapacity: "3"}).Lookup("elfarol")
+	require.NoError(t, err)
+	return sc
 }
 
 // TestWorkerWithADifferentScenarioRefuses: of three workers, one plays an
