@@ -36,7 +36,8 @@ type Client struct {
 	alive   jetstream.KeyValue
 	log     *slog.Logger
 	chunk   int
-	inline  int // results up to this size ride in their done markers
+	inline  int          // results up to this size ride in their done markers
+	fps     fingerprints // the runs' it submits
 }
 
 // Option adjusts a Client.

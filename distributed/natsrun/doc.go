@@ -48,7 +48,14 @@
 // exactly: its scenario registered, its versions (ProtocolVersion,
 // wire.Version, runspec.TroupeVersion) the worker's own, its policies ones
 // the worker's policy makers (WorkerConfig.Policies) can make with the
-// run's settings and LLM endpoint. Otherwise it never pulls the run's requests and records a
+// run's settings and LLM endpoint, and its scenario playing there as it
+// does for the submitter: the run carries a fingerprint of the scenario's
+// behaviour (its Info and three episodes of fixed seeds played with its
+// default policy, under the run's parameters and limits), which the worker
+// computes for itself once per run and compares, so that a worker built
+// with a changed scenario of the same name refuses the run by name
+// (ErrFingerprint) rather than mixing its episodes into the output.
+// Otherwise it never pulls the run's requests and records a
 // Refusal, which the submitter logs by worker name; once every live worker
 // has refused the run, the submitter stops with ErrUnplayable naming each
 // one's reason.

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -382,4 +383,55 @@ func TestBatchedRequests(t *testing.T) {
 	require.Equal(t, want, <-result)
 	assert.Equal(t, int64(40), a.Stats().Played+b.Stats().Played, "every episode played once")
 	assert.Equal(t, int64(40), st.Published)
+}
+
+// capacity3 is elfarol as a worker built from a changed copy might play
+// it: the same name, roles and parameters, but every night's capacity is
+// 3 whatever the run says.
+func capacity3(t *testing.T) env.Scenario {
+	t.Helper()
+	sc, err := testscen.Registry(testscen.Options{ElfarolCapacity: "3"}).Lookup("elfarol")
+	require.NoError(t, err)
+	return sc
+}
+
+// TestWorkerWithADifferentScenarioRefuses: of three workers, one plays an
+// elfarol that behaves differently under the same name (capacity always
+// 3) and one a separately built but equal elfarol. The odd one refuses
+// the run, naming the scenario and both fingerprints, and plays none of
+// it; the other two share it, and the output is a local run's, byte for
+// byte. Before, the odd worker's episodes went into the output silently.
+func TestWorkerWithADifferentScenarioRefuses(t *testing.T) {
+	srv, _ := embedded(t, "")
+	c := open(t, connect(t, srv), testConfig())
+	able, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "able"})
+	sameReg, err := env.NewRegistry(elfarol.New())
+	require.NoError(t, err)
+	same, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "same", Registry: sameReg})
+	oddReg, err := env.NewRegistry(capacity3(t))
+	require.NoError(t, err)
+	odd, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "odd", Registry: oddReg})
+
+	reg := testscen.Registry(testscen.Options{})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Params: map[string]string{"agents": "8", "nights": "4"}, Policy: "random", Episodes: 40, GroupSize: 2, Seed: 9, Allocators: []string{"grpo"}})
+	want := local(t, rc, trajectories.Flat)
+	got, sum, st := remote(t, c, "odd-scenario", rc, spec, trajectories.Flat)
+	require.Equal(t, want, got)
+	assert.Equal(t, 40, sum.Episodes)
+	assert.Zero(t, st.Failed)
+	assert.Zero(t, odd.Stats().Played+odd.Stats().Rejected)
+	assert.Equal(t, int64(1), odd.Stats().Refused)
+	assert.Zero(t, able.Stats().Refused+same.Stats().Refused)
+	assert.Equal(t, int64(40), able.Stats().Played+same.Stats().Played)
+	var refusals []natsrun.Refusal
+	eventually(t, "the refusal", func() bool {
+		refusals = st.Refusals
+		if len(refusals) == 0 {
+			refusals = refusalsOf(t, c, "odd-scenario")
+		}
+		return len(refusals) == 1
+	})
+	assert.Equal(t, "odd", refusals[0].Worker)
+	assert.Contains(t, refusals[0].Reason, "scenario elfarol plays differently on this worker")
+	assert.Regexp(t, `the run's fingerprint is sha256:[0-9a-f]{32}, this worker's sha256:[0-9a-f]{32}`, refusals[0].Reason)
 }

@@ -289,3 +289,49 @@ func TestClusterSurvivesANodeLoss(t *testing.T) {
 	})
 	assert.NotEqual(t, leader, newLeader)
 }
+
+// TestChangedBuildOfAScenarioIsRefused: two worker processes, one built
+// with an elfarol that always plays capacity 3 (same name, same troupe
+// version). It refuses the run by name, naming both fingerprints, and
+// plays none of it; the other plays all of it, byte for byte as a local
+// run. Before, the changed worker's episodes went into the output with
+// exit 0 and no warning.
+func TestChangedBuildOfAScenarioIsRefused(t *testing.T) {
+	skipShort(t)
+	srv, _ := embedded(t, "127.0.0.1:0")
+	cfg := testConfig()
+	c := open(t, connect(t, srv), cfg)
+	bin := testworkerBin(t)
+	good := start(t, true, bin, workerArgs(srv.ClientURL(), cfg, "-concurrency=2", "-name=good")...)
+	odd := start(t, true, bin, workerArgs(srv.ClientURL(), cfg, "-concurrency=2", "-name=odd", "-elfarol-capacity=3")...)
+
+	reg := testscen.Registry(testscen.Options{})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Params: map[string]string{"agents": "8", "nights": "4"}, Policy: "random", Episodes: 60, GroupSize: 3, Seed: 5, Allocators: []string{"grpo"}})
+	want := local(t, rc, trajectories.Flat)
+	got, sum, st := remote(t, c, "changed-build", rc, spec, trajectories.Flat)
+	require.Equal(t, want, got)
+	assert.Equal(t, 60, sum.Episodes)
+	assert.Zero(t, st.Failed)
+	var refusals []natsrun.Refusal
+	eventually(t, "the refusal", func() bool {
+		refusals = st.Refusals
+		if len(refusals) == 0 {
+			refusals = refusalsOf(t, c, "changed-build")
+		}
+		return len(refusals) == 1
+	})
+	assert.Equal(t, "odd", refusals[0].Worker)
+	assert.Regexp(t, `scenario elfarol plays differently on this worker: the run's fingerprint is sha256:[0-9a-f]{32}, this worker's sha256:[0-9a-f]{32}`, refusals[0].Reason)
+
+	var stats [2]natsrun.WorkerStats
+	for i, p := range []*proc{good, odd} {
+		p.signal(t, syscall.SIGTERM)
+		require.Equal(t, 0, p.wait(), "stops cleanly on SIGTERM:\n%s", p.stderr)
+		out := p.output()
+		require.NotEmpty(t, out)
+		require.NoError(t, json.Unmarshal([]byte(out[len(out)-1]), &stats[i]))
+	}
+	assert.Equal(t, int64(60), stats[0].Played)
+	assert.Zero(t, stats[1].Played+stats[1].Rejected)
+	assert.Equal(t, int64(1), stats[1].Refused)
+}

@@ -59,17 +59,23 @@ func SpecOf(r *runspec.Resolved, endpoint string) Spec {
 // requests, done markers, leases). A worker plays a run only if the run
 // was submitted under its own ProtocolVersion, wire.Version and
 // runspec.TroupeVersion; it leaves the others to workers that do.
-const ProtocolVersion = 3
+// Version 4 added the record's fingerprint of the scenario's behaviour.
+const ProtocolVersion = 4
 
 // record is a run as workers see it and as the runs bucket stores it: the
 // spec and everything of the RunConfig that shapes the episodes, and the
 // versions it was submitted under. Two submitters with equal records are
 // running the same run.
 type record struct {
-	Protocol       int                       `json:"protocol"`
-	Wire           int                       `json:"wire"`
-	Troupe         string                    `json:"troupe"`
-	Scenario       string                    `json:"scenario"`
+	Protocol int    `json:"protocol"`
+	Wire     int    `json:"wire"`
+	Troupe   string `json:"troupe"`
+	Scenario string `json:"scenario"`
+	// Fingerprint is the submitter's fingerprint of the scenario's
+	// behaviour under the run's parameters and limits (see
+	// fingerprintOf): a worker whose own differs refuses the run. Set by
+	// Start, not by recordOf, so that RunID plays no episode.
+	Fingerprint    string                    `json:"fingerprint"`
 	Params         map[string]string         `json:"params"`
 	Policies       map[string]runspec.Policy `json:"policies,omitempty"`
 	LLMEndpoint    string                    `json:"llm_endpoint,omitempty"`

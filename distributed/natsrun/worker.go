@@ -74,6 +74,7 @@ type Worker struct {
 	speaks versions      // ours, but in tests of older workers
 	slots  chan struct{} // a token per episode in hand or pull waiting
 	execs  execCache
+	fps    fingerprints // of the runs it was asked to play
 
 	mu   sync.Mutex
 	runs map[string]*workerRun // the runs it plays, by id
@@ -270,9 +271,39 @@ func (w *Worker) follow(ctx, epCtx context.Context, e jetstream.KeyValueEntry) {
 
 // canPlay sets the run up as it will play it, which is the test: every
 // scenario, parameter and policy resolved, every setting honoured.
+//
+// Then the run's scenario must behave here as it did for the submitter:
+// its fingerprint (see fingerprintOf), computed once per run input, must
+// be the run's.
 func (w *Worker) canPlay(run runRef, rec *record) error {
-	_, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params})
-	return err
+	if _, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params}); err != nil {
+		return err
+	}
+	sc, err := w.cfg.Registry.Lookup(rec.Scenario)
+	if err != nil {
+		return fmt.Errorf("natsrun: %w", err)
+	}
+	fp, err := w.fps.of(sc, fingerprintInputOf(rec))
+	if err != nil {
+		return err
+	}
+	if fp != rec.Fingerprint {
+		return fmt.Errorf("%w: scenario %s plays differently on this worker: the run's fingerprint is %s, this worker's %s (another build of the scenario?)",
+			ErrFingerprint, rec.Scenario, cmpOr(rec.Fingerprint, "missing"), fp)
+	}
+	return nil
+}
+
+// ErrFingerprint is wrapped by the reason a worker gives for leaving a run
+// whose scenario plays differently on it: the same name, another
+// behaviour.
+var ErrFingerprint = errors.New("natsrun: the scenario's fingerprint differs")
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // refuse records that the worker cannot play run, and why, for the run's

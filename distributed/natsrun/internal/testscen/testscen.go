@@ -37,6 +37,10 @@ type Options struct {
 	// (an llmtest server in the benchmarks); every scenario's llm policy
 	// shares one client.
 	LLM string
+	// ElfarolCapacity, when set, makes elfarol play every episode with
+	// this capacity, whatever its parameter says: a worker built with a
+	// changed scenario of the same name (its fingerprint differs).
+	ElfarolCapacity string
 }
 
 // CrashExit is the exit code of a process the "crash" policy ended.
@@ -53,8 +57,12 @@ func Registry(o Options) *env.Registry {
 			panic(err) // a fixed configuration but for the URL
 		}
 	}
+	var elf env.Scenario = elfarol.New()
+	if o.ElfarolCapacity != "" {
+		elf = withCapacity(elf, o.ElfarolCapacity)
+	}
 	reg, err := env.NewRegistry(
-		withPolicies(elfarol.New(), o, client),
+		withPolicies(elf, o, client),
 		withPolicies(tictactoe.New(), o, client),
 		withPolicies(Count(), o, client),
 	)
@@ -62,6 +70,22 @@ func Registry(o Options) *env.Registry {
 		panic(err) // fixed definitions, checked by the tests
 	}
 	return reg
+}
+
+// withCapacity is elfarol (sc) playing every episode with capacity c,
+// whatever its parameter says: the same name, roles and parameters, other
+// episodes.
+func withCapacity(sc env.Scenario, c string) env.Scenario {
+	info := sc.Info()
+	return env.Define(info, func(p env.Params, seed uint64) (env.Game, error) {
+		given := p.Map()
+		given["capacity"] = c
+		q, err := info.ParseParams(given)
+		if err != nil {
+			return nil, err
+		}
+		return sc.New(q, seed)
+	})
 }
 
 // llmConfig asks a vLLM-shaped server for JSON actions, greedily.

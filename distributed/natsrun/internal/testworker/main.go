@@ -45,6 +45,7 @@ func main() {
 	pollWait := fs.Duration("poll-wait", 200*time.Millisecond, "worker pull wait")
 	crash := fs.Bool("crash", false, "allow the crash policy")
 	llmURL := fs.String("llm", "", "OpenAI base URL of the llm policy's server")
+	capacity := fs.String("elfarol-capacity", "", "play elfarol with this capacity, whatever its parameter (a changed build of it)")
 	name := fs.String("name", "", "worker name")
 	run := fs.String("run", "", "run id (submit)")
 	plan := fs.String("plan", "", "testscen.Plan as JSON (submit)")
@@ -64,7 +65,7 @@ func main() {
 	cfg := natsrun.Config{Prefix: *prefix, Replicas: *replicas, AckWait: *ackWait, MaxDeliver: *maxDeliver, LeaseTTL: *leaseTTL, Batch: *batch}
 	client, err := natsrun.Open(ctx, nc, cfg, natsrun.WithLogger(logger))
 	check(err)
-	reg := testscen.Registry(testscen.Options{Delay: *delay, Crash: *crash, LLM: *llmURL})
+	reg := testscen.Registry(testscen.Options{Delay: *delay, Crash: *crash, LLM: *llmURL, ElfarolCapacity: *capacity})
 
 	switch mode {
 	case "worker":
