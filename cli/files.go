@@ -38,6 +38,9 @@ type runFiles struct {
 	// be resumed, an output is standard output); progressPath its file.
 	progress     *durable.Progress
 	progressPath string
+	// digests are the resumed files' digests up to their checkpoint, in
+	// the progress's order (nil for a fresh run).
+	digests []*durable.Digest
 }
 
 // openFiles opens a run's outputs. They are written in place rather than
@@ -93,9 +96,10 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 // identity is the progress of p before anything is written: the run spec,
 // the files and the allocators' states at the start.
 func identity(p *plan) (*durable.Progress, error) {
-	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout)}}
+	empty := durable.NewDigest().Hex()
+	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout), SHA256: empty}}
 	if p.episodes != "" {
-		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes})
+		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes, SHA256: empty})
 	}
 	states, err := durable.SaveStates(p.allocators)
 	if err != nil {
@@ -148,11 +152,25 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		return nil, usagef("--resume: %s was written by another run: %s; give the flags it was started with, or run without --resume to start over", p.out, strings.Join(diffs, "; "))
 	}
 	rf := &runFiles{progress: prog, progressPath: path, out: &output{name: p.out}}
-	if prog.Complete {
-		return rf, nil
+	// Every file is verified before any is touched: a refusal leaves them
+	// as they were. A finished run's too: "nothing to resume" vouches for
+	// its files.
+	for _, file := range prog.Files {
+		d, err := durable.Verify(file)
+		switch {
+		case errors.Is(err, durable.ErrDamaged):
+			return nil, fmt.Errorf("--resume: %w; restore it, or remove %s and %s to start the run again", err, p.out, path)
+		case errors.Is(err, durable.ErrUnverifiable):
+			return nil, fmt.Errorf("--resume: %w; finish the run with the troupe that started it, or remove %s and %s to start it again", err, p.out, path)
+		case err != nil:
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		rf.digests = append(rf.digests, d)
 	}
-	if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
-		return nil, fmt.Errorf("--resume: %s: %w", path, err)
+	if !prog.Complete {
+		if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
+			return nil, fmt.Errorf("--resume: %s: %w", path, err)
+		}
 	}
 	for _, file := range prog.Files {
 		check := lastSampleCheck(prog.Samples-1, p.cfg.GroupIndexBase+int64(prog.Groups)-1)

@@ -195,7 +195,11 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 			return errors.Join(ue, closeAllocators(p.allocators))
 		}
 		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-		return &exitError{code: ExitFailure, err: errors.Join(err, closeAllocators(p.allocators))}
+		code := ExitFailure
+		if errors.Is(err, durable.ErrDamaged) || errors.Is(err, durable.ErrUnverifiable) {
+			code = ExitUsage // refused, as a resume of another run is
+		}
+		return &exitError{code: code, err: errors.Join(err, closeAllocators(p.allocators))}
 	}
 	if prog := files.progress; f.resume && prog != nil {
 		if prog.Complete {
@@ -227,7 +231,8 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
 		out = &durable.Output{
 			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.handles(), Allocators: p.allocators,
-			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			Digests: files.digests,
+			Path:    files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
 			Every: f.checkpointEvery,
 		}
 	}

@@ -66,3 +66,49 @@ func TestCheckNamesTheDifferences(t *testing.T) {
 		{Path: "files", Old: "samples out/a.jsonl (flat)", Now: "samples out/a.jsonl (nested)"},
 	}, me.Diffs)
 }
+
+// TestVerifyNamesTheDamage: a file is verified up to its checkpoint against
+// the digest of what was written; bytes after it do not count, and a
+// missing, short or changed file is refused, naming the file.
+func TestVerifyNamesTheDamage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.jsonl")
+	data := []byte("one\ntwo\nthree\n")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	d := durable.NewDigest()
+	require.NoError(t, d.Extend(fh, 4))
+	require.NoError(t, d.Extend(fh, 8)) // running: the same as at once
+	fh.Close()
+	f := durable.File{Path: path, Bytes: 8, SHA256: d.Hex()}
+
+	got, err := durable.Verify(f)
+	require.NoError(t, err)
+	assert.Equal(t, d.Hex(), got.Hex())
+	assert.Equal(t, int64(8), got.Len())
+
+	require.NoError(t, os.WriteFile(path, []byte("one\ntwX\nthree\n"), 0o644))
+	_, err = durable.Verify(f)
+	assert.ErrorIs(t, err, durable.ErrDamaged)
+	assert.ErrorContains(t, err, path+": the bytes up to offset 8 do not match the checkpoint")
+
+	require.NoError(t, os.WriteFile(path, []byte("one\ntwo\nXXXXX"), 0o644))
+	_, err = durable.Verify(f)
+	assert.NoError(t, err, "bytes after the checkpoint are not vouched for")
+
+	require.NoError(t, os.Truncate(path, 6))
+	_, err = durable.Verify(f)
+	assert.ErrorIs(t, err, durable.ErrShortFile)
+	assert.ErrorContains(t, err, path+": the file has 6 bytes, shorter than its checkpoint (8 bytes)")
+
+	require.NoError(t, os.Remove(path))
+	_, err = durable.Verify(f)
+	assert.ErrorIs(t, err, durable.ErrDamaged)
+	assert.ErrorContains(t, err, path+": the file is missing")
+	_, err = durable.Verify(durable.File{Path: path, SHA256: durable.NewDigest().Hex()})
+	assert.NoError(t, err, "killed before the file was created")
+
+	_, err = durable.Verify(durable.File{Path: path, Bytes: 8})
+	assert.ErrorIs(t, err, durable.ErrUnverifiable)
+}

@@ -1,0 +1,122 @@
+package durable
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ErrDamaged is wrapped by Verify's error: an output file is not what the
+// run wrote up to its checkpoint (missing, shorter, or other bytes).
+var ErrDamaged = errors.New("output file changed after the run wrote it")
+
+// ErrUnverifiable is wrapped by Verify's error for a checkpoint without a
+// digest (a troupe.progress/v1 file): its files cannot be verified.
+var ErrUnverifiable = errors.New("checkpoint without a digest")
+
+// Digest is the running SHA-256 of a file's first Len bytes: Output extends
+// it at each checkpoint with the bytes written since (read back from the
+// file, from the page cache), so a checkpoint costs a hash of what the run
+// wrote since the last one, never of the whole file.
+type Digest struct {
+	h   hash.Hash
+	n   int64
+	buf []byte
+}
+
+// NewDigest returns the digest of no bytes.
+func NewDigest() *Digest { return &Digest{h: sha256.New()} }
+
+// Len is how many bytes the digest covers.
+func (d *Digest) Len() int64 { return d.n }
+
+// Hex is the SHA-256 of the bytes covered, in hex.
+func (d *Digest) Hex() string { return hex.EncodeToString(d.h.Sum(nil)) }
+
+// Extend hashes bytes [Len, end) of r.
+func (d *Digest) Extend(r io.ReaderAt, end int64) error {
+	if end < d.n {
+		return fmt.Errorf("digest: the file went back from %d to %d bytes", d.n, end)
+	}
+	if end == d.n {
+		return nil
+	}
+	if d.buf == nil {
+		d.buf = make([]byte, 1<<20)
+	}
+	n, err := io.CopyBuffer(d.h, io.NewSectionReader(r, d.n, end-d.n), d.buf)
+	d.n += n
+	if err == nil && d.n < end {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return fmt.Errorf("digest: %w", err)
+	}
+	return nil
+}
+
+// damageError is Verify's error: its message, wrapping ErrDamaged (and
+// ErrShortFile for a short file) without naming them.
+type damageError struct {
+	msg  string
+	errs []error
+}
+
+func (e *damageError) Error() string   { return e.msg }
+func (e *damageError) Unwrap() []error { return e.errs }
+
+func damaged(format string, args ...any) error {
+	return &damageError{msg: fmt.Sprintf(format, args...), errs: []error{ErrDamaged}}
+}
+
+// short abbreviates a digest in messages.
+func short(hex string) string {
+	if len(hex) > 16 {
+		return hex[:16] + "…"
+	}
+	return hex
+}
+
+// Verify checks that f's file holds, up to its checkpoint length, the bytes
+// the run wrote: it reads them once (hashing runs at about a gigabyte a
+// second) and returns their digest, for the resumed run to extend. A
+// missing file, a file shorter than its checkpoint, and other bytes are
+// errors wrapping ErrDamaged that name the file, the offset and the
+// damage; a checkpoint without a digest (troupe.progress/v1) is
+// ErrUnverifiable.
+func Verify(f File) (*Digest, error) {
+	if f.SHA256 == "" {
+		return nil, &damageError{msg: fmt.Sprintf("%s: its checkpoint (%d bytes) has no digest (a %s progress file, written by an older troupe): the file cannot be verified", f.Path, f.Bytes, FormatV1), errs: []error{ErrUnverifiable}}
+	}
+	d := NewDigest()
+	fh, err := os.Open(f.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f.Bytes == 0 {
+			return d, nil // killed before the file was created
+		}
+		return nil, damaged("%s: the file is missing, but its checkpoint vouches for its first %d bytes: it was deleted or moved after the run wrote it", f.Path, f.Bytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	if fi.Size() < f.Bytes {
+		return nil, &damageError{msg: fmt.Sprintf("%s: the file has %d bytes, shorter than its checkpoint (%d bytes): it was emptied or cut after the run wrote it", f.Path, fi.Size(), f.Bytes), errs: []error{ErrDamaged, ErrShortFile}}
+	}
+	if err := d.Extend(fh, f.Bytes); err != nil {
+		return nil, fmt.Errorf("output: %s: %w", f.Path, err)
+	}
+	if got := d.Hex(); got != f.SHA256 {
+		return nil, damaged("%s: the bytes up to offset %d do not match the checkpoint (sha256 %s, the file's %s): the file was changed after it was written", f.Path, f.Bytes, short(f.SHA256), short(got))
+	}
+	return d, nil
+}
