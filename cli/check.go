@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -115,6 +116,9 @@ func checkFile(path, episodes string) *checkReport {
 		return rep
 	}
 	var opt trajectories.CheckOptions
+	// What the progress file finds wrong, and notes on it: added to the
+	// report once the file is checked.
+	var problems, notes []string
 	prog, perr := durable.Read(durable.PathOf(path))
 	if perr == nil {
 		rep.Proof = append(rep.Proof, durable.PathOf(path))
@@ -124,6 +128,27 @@ func checkFile(path, episodes string) *checkReport {
 		opt.Checkpoint = &trajectories.Checkpoint{Bytes: prog.Files[0].Bytes, Episodes: prog.Episodes, Samples: prog.Samples}
 		if episodes == "" {
 			episodes = progressEpisodes(path, prog)
+			if episodes == "" && len(prog.Files) > 1 {
+				problems = append(problems, fmt.Sprintf("the episode file %s its progress file names (--episodes-out) is missing: it was deleted or moved after the run wrote its first %d bytes", prog.Files[1].Path, prog.Files[1].Bytes))
+			}
+		}
+		// The bytes the checkpoint vouches for, in both files, must be
+		// the ones the run wrote.
+		verified := []durable.File{prog.Files[0]}
+		verified[0].Path = path
+		if episodes != "" {
+			if i := slices.IndexFunc(prog.Files, func(f durable.File) bool { return f.Kind == durable.KindEpisodes }); i > 0 {
+				ef := prog.Files[i]
+				ef.Path = episodes
+				verified = append(verified, ef)
+			}
+		}
+		for _, vf := range verified {
+			if _, err := durable.Verify(vf); errors.Is(err, durable.ErrUnverifiable) {
+				notes = append(notes, fmt.Sprintf("%s: not verified: its progress file is %s, without digests", vf.Path, durable.FormatV1))
+			} else if err != nil {
+				problems = append(problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))
+			}
 		}
 	}
 	if episodes != "" {
@@ -141,6 +166,8 @@ func checkFile(path, episodes string) *checkReport {
 	} else {
 		rep.CheckReport = trajectories.Check(f, opt)
 	}
+	rep.Problems = append(rep.Problems, problems...)
+	rep.Notes = append(rep.Notes, notes...)
 	if perr == nil {
 		complete := prog.Complete && rep.Episodes == int64(opt.Episodes)
 		rep.Complete = &complete
