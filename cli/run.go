@@ -203,7 +203,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	}
 	if prog := files.progress; f.resume && prog != nil {
 		if prog.Complete {
-			rep.printf("troupe: %s is complete (%d episodes, %d samples): nothing to resume\n", files.out.name, prog.Episodes, prog.Samples)
+			rep.printf("troupe: %s is complete (%d episodes, %d samples, verified): nothing to resume\n", files.out.name, prog.Episodes, prog.Samples)
 			return errors.Join(files.close(), closeAllocators(p.allocators))
 		}
 		rep.printf("troupe: resuming %s at group %d: %d episodes, %d samples kept\n", files.out.name, prog.Groups, prog.Episodes, prog.Samples)
