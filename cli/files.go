@@ -96,10 +96,10 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 // identity is the progress of p before anything is written: the run spec,
 // the files and the allocators' states at the start.
 func identity(p *plan) (*durable.Progress, error) {
-	empty := durable.NewDigest().Hex()
-	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout), SHA256: empty}}
+	empty := durable.NewDigest().String()
+	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout), Digest: empty}}
 	if p.episodes != "" {
-		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes, SHA256: empty})
+		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes, Digest: empty})
 	}
 	states, err := durable.SaveStates(p.allocators)
 	if err != nil {

@@ -81,11 +81,11 @@ func TestVerifyNamesTheDamage(t *testing.T) {
 	require.NoError(t, d.Extend(fh, 4))
 	require.NoError(t, d.Extend(fh, 8)) // running: the same as at once
 	fh.Close()
-	f := durable.File{Path: path, Bytes: 8, SHA256: d.Hex()}
+	f := durable.File{Path: path, Bytes: 8, Digest: d.String()}
 
 	got, err := durable.Verify(f)
 	require.NoError(t, err)
-	assert.Equal(t, d.Hex(), got.Hex())
+	assert.Equal(t, d.String(), got.String())
 	assert.Equal(t, int64(8), got.Len())
 
 	require.NoError(t, os.WriteFile(path, []byte("one\ntwX\nthree\n"), 0o644))
@@ -106,7 +106,7 @@ func TestVerifyNamesTheDamage(t *testing.T) {
 	_, err = durable.Verify(f)
 	assert.ErrorIs(t, err, durable.ErrDamaged)
 	assert.ErrorContains(t, err, path+": the file is missing")
-	_, err = durable.Verify(durable.File{Path: path, SHA256: durable.NewDigest().Hex()})
+	_, err = durable.Verify(durable.File{Path: path, Digest: durable.NewDigest().String()})
 	assert.NoError(t, err, "killed before the file was created")
 
 	_, err = durable.Verify(durable.File{Path: path, Bytes: 8})

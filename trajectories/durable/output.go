@@ -144,7 +144,7 @@ func (o *Output) checkpoint(flush bool) error {
 			return o.err
 		}
 		p.Files[i].Bytes = end
-		p.Files[i].SHA256 = o.Digests[i].Hex()
+		p.Files[i].Digest = o.Digests[i].String()
 	}
 	p.Format = Format
 	p.Groups += int(o.groups)

@@ -7,7 +7,7 @@
 // keeps a progress file (Progress: format troupe.progress/v2), written
 // atomically (a temporary file renamed into place) at checkpoints: the run
 // spec's hash and canonical form, each file's length at the checkpoint and
-// the SHA-256 of its bytes up to there (a running digest, extended at each
+// the digest (HighwayHash-256) of its bytes up to there (a running digest, extended at each
 // checkpoint with what was written since),
 // the groups, episodes and samples written before it, and the state of the
 // stateful allocators (RAE's baselines) after them. Output, which wraps a
@@ -28,7 +28,6 @@ package durable
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +41,7 @@ import (
 )
 
 // Format is the version of the progress file: v2 added each file's
-// digest (File.SHA256).
+// digest (File.Digest).
 const Format = "troupe.progress/v2"
 
 // FormatV1 is the version before: files without digests. Read accepts it
@@ -67,8 +66,9 @@ type File struct {
 	Path   string `json:"path"`             // as given on the command line
 	Layout string `json:"layout,omitempty"` // samples: flat or nested
 	Bytes  int64  `json:"bytes"`            // its length at the checkpoint
-	// SHA256 is the hex SHA-256 of its first Bytes bytes (v2; empty in v1).
-	SHA256 string `json:"sha256,omitempty"`
+	// Digest is the digest of its first Bytes bytes (v2; empty in v1):
+	// DigestPrefix and the hex HighwayHash-256.
+	Digest string `json:"digest,omitempty"`
 }
 
 // State is a stateful allocator's state at a checkpoint.
@@ -141,16 +141,18 @@ func Read(path string) (*Progress, error) {
 		if f.Bytes < 0 || f.Kind != KindSamples && f.Kind != KindEpisodes {
 			return nil, fmt.Errorf("%w: %s: file %q: kind %q, %d bytes", ErrBadProgress, path, f.Path, f.Kind, f.Bytes)
 		}
-		if v2 := p.Format == Format; v2 != validDigest(f.SHA256) {
-			return nil, fmt.Errorf("%w: %s: file %q: sha256 %q in a %s progress file", ErrBadProgress, path, f.Path, f.SHA256, p.Format)
+		if v2 := p.Format == Format; v2 != validDigest(f.Digest) {
+			return nil, fmt.Errorf("%w: %s: file %q: digest %q in a %s progress file", ErrBadProgress, path, f.Path, f.Digest, p.Format)
 		}
 	}
 	return &p, nil
 }
 
-// validDigest reports whether s is a SHA-256 in lower-case hex.
+// validDigest reports whether s is a digest: DigestPrefix and 64 lower-case
+// hex digits.
 func validDigest(s string) bool {
-	if len(s) != 2*sha256.Size {
+	s, ok := strings.CutPrefix(s, DigestPrefix)
+	if !ok || len(s) != 64 {
 		return false
 	}
 	for _, c := range []byte(s) {
