@@ -16,8 +16,16 @@ import (
 // output is where samples (or episode records) go.
 type output struct {
 	w    io.Writer
-	f    *os.File // nil for standard output
-	name string   // for messages
+	f    *os.File        // nil for standard output
+	dw   *durable.Writer // w, when the run is resumable: f's digest kept
+	name string          // for messages
+}
+
+// digested makes o's writes keep its running digest, d up to where it is
+// (nil: empty), for the checkpoints.
+func (o *output) digested(d *durable.Digest) {
+	o.dw = durable.NewWriter(o.f, d)
+	o.w = o.dw
 }
 
 func (o *output) close() error {
@@ -38,9 +46,6 @@ type runFiles struct {
 	// be resumed, an output is standard output); progressPath its file.
 	progress     *durable.Progress
 	progressPath string
-	// digests are the resumed files' digests up to their checkpoint, in
-	// the progress's order (nil for a fresh run).
-	digests []*durable.Digest
 }
 
 // openFiles opens a run's outputs. They are written in place rather than
@@ -88,6 +93,12 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 	if p.episodes != "" {
 		if rf.episodes, err = createOutput(p.episodes, stdout); err != nil {
 			return nil, errors.Join(fmt.Errorf("--episodes-out: %w", err), rf.close())
+		}
+	}
+	if rf.progress != nil {
+		rf.out.digested(nil)
+		if rf.episodes != nil {
+			rf.episodes.digested(nil)
 		}
 	}
 	return rf, nil
@@ -155,6 +166,7 @@ func reopenFiles(p *plan) (*runFiles, error) {
 	// Every file is verified before any is touched: a refusal leaves them
 	// as they were. A finished run's too: "nothing to resume" vouches for
 	// its files.
+	var digests []*durable.Digest
 	for _, file := range prog.Files {
 		d, err := durable.Verify(file)
 		switch {
@@ -165,14 +177,14 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		case err != nil:
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
-		rf.digests = append(rf.digests, d)
+		digests = append(digests, d)
 	}
 	if !prog.Complete {
 		if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
 			return nil, fmt.Errorf("--resume: %s: %w", path, err)
 		}
 	}
-	for _, file := range prog.Files {
+	for i, file := range prog.Files {
 		check := lastSampleCheck(prog.Samples-1, p.cfg.GroupIndexBase+int64(prog.Groups)-1)
 		if file.Kind == durable.KindEpisodes {
 			check = lastEpisodeCheck(prog.Episodes - 1)
@@ -181,7 +193,8 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("--resume: %w", err), rf.close())
 		}
-		o := &output{w: fh, f: fh, name: file.Path}
+		o := &output{f: fh, name: file.Path}
+		o.digested(digests[i])
 		if file.Kind == durable.KindEpisodes {
 			rf.episodes = o
 		} else {
@@ -225,11 +238,11 @@ func (rf *runFiles) close() error {
 	return errors.Join(rf.out.close(), rf.episodes.close())
 }
 
-// handles are the open files, in the progress's order.
-func (rf *runFiles) handles() []*os.File {
-	out := []*os.File{rf.out.f}
+// writers are the files' writers, in the progress's order.
+func (rf *runFiles) writers() []*durable.Writer {
+	out := []*durable.Writer{rf.out.dw}
 	if rf.episodes != nil {
-		out = append(out, rf.episodes.f)
+		out = append(out, rf.episodes.dw)
 	}
 	return out
 }

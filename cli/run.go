@@ -230,9 +230,8 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if prog := files.progress; prog != nil {
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
 		out = &durable.Output{
-			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.handles(), Allocators: p.allocators,
-			Digests: files.digests,
-			Path:    files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.writers(), Allocators: p.allocators,
+			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
 			Every: f.checkpointEvery,
 		}
 	}

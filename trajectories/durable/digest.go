@@ -140,3 +140,64 @@ func Verify(f File) (*Digest, error) {
 	}
 	return d, nil
 }
+
+// Writer writes an output file and keeps the running digest of the bytes
+// written through it, from the bytes in memory: a checkpoint takes the
+// file's length and digest from it, reading nothing back. It passes Seek,
+// Truncate and Stat on (trajectories.RegularFile), so the writers can cut
+// a failed write back; a cut below what it hashed spoils the digest, and
+// the next checkpoint fails (a failed write stops the run anyway).
+type Writer struct {
+	f      *os.File
+	d      *Digest
+	spoilt bool
+}
+
+// NewWriter returns a writer to f, positioned at its end, whose bytes up to
+// there d is the digest of (nil: f is empty).
+func NewWriter(f *os.File, d *Digest) *Writer {
+	if d == nil {
+		d = NewDigest()
+	}
+	return &Writer{f: f, d: d}
+}
+
+// File is the file written.
+func (w *Writer) File() *os.File { return w.f }
+
+// Write implements io.Writer: it writes p to the file and hashes what was
+// written.
+func (w *Writer) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.d.h.Write(p[:n])
+	w.d.n += int64(n)
+	return n, err
+}
+
+// Seek implements trajectories.RegularFile.
+func (w *Writer) Seek(offset int64, whence int) (int64, error) { return w.f.Seek(offset, whence) }
+
+// Stat implements trajectories.RegularFile.
+func (w *Writer) Stat() (os.FileInfo, error) { return w.f.Stat() }
+
+// Truncate implements trajectories.RegularFile.
+func (w *Writer) Truncate(size int64) error {
+	if size < w.d.n {
+		w.spoilt = true
+	}
+	return w.f.Truncate(size)
+}
+
+// Digest returns the file's length and digest, checked against its offset.
+func (w *Writer) Digest() (int64, string, error) {
+	end, err := w.f.Seek(0, io.SeekCurrent)
+	switch {
+	case err != nil:
+		return 0, "", err
+	case w.spoilt:
+		return 0, "", errors.New("digest: the file was cut back after a failed write")
+	case end != w.d.n:
+		return 0, "", fmt.Errorf("digest: the file is at byte %d, its digest covers %d", end, w.d.n)
+	}
+	return end, w.d.String(), nil
+}

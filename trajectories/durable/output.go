@@ -36,13 +36,9 @@ type Output struct {
 	Stage Stage
 	// Sink flushes the writers of Files (Stage's sink).
 	Sink trajectories.Flusher
-	// Files are the open output files, in Progress.Files order: their
-	// lengths are read at each checkpoint, and the bytes written since the
-	// last one read back into their digests. They must be readable.
-	Files []*os.File
-	// Digests are the running digests of Files up to where the run
-	// starts (Verify's, for a resumed run); nil: the files start empty.
-	Digests []*Digest
+	// Files are the writers of the output files, in Progress.Files order:
+	// their lengths and digests are taken at each checkpoint.
+	Files []*Writer
 	// Allocators are the run's allocators: the state of the stateful ones
 	// (credit.StateOf) is saved at each checkpoint.
 	Allocators []trajectories.Allocator
@@ -128,23 +124,13 @@ func (o *Output) checkpoint(flush bool) error {
 	}
 	p := o.Progress
 	p.Files = append([]File(nil), p.Files...)
-	if o.Digests == nil {
-		o.Digests = make([]*Digest, len(o.Files))
-		for i := range o.Digests {
-			o.Digests[i] = NewDigest()
-		}
-	}
-	for i, f := range o.Files {
-		end, err := f.Seek(0, io.SeekCurrent)
-		if err == nil {
-			err = o.Digests[i].Extend(f, end)
-		}
+	for i, w := range o.Files {
+		end, digest, err := w.Digest()
 		if err != nil {
-			o.err = fmt.Errorf("progress: %s: %w", f.Name(), err)
+			o.err = fmt.Errorf("progress: %s: %w", w.File().Name(), err)
 			return o.err
 		}
-		p.Files[i].Bytes = end
-		p.Files[i].Digest = o.Digests[i].String()
+		p.Files[i].Bytes, p.Files[i].Digest = end, digest
 	}
 	p.Format = Format
 	p.Groups += int(o.groups)
