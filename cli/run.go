@@ -46,8 +46,10 @@ stops starting groups, writes those before the first one cut short, and
 exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C quits at once.
 Beside --out, OUT.progress.json records the run and how far it got; the
 same command with --resume continues an interrupted or killed run (even by
-kill -9), and the file ends byte-identical to an uninterrupted run's.
-troupe check FILE validates a file.
+kill -9), and the file ends byte-identical to an uninterrupted run's; it
+verifies the files' bytes up to the checkpoint against the progress file's
+digests first, and refuses (exit 2) a file deleted, cut or changed since,
+naming it. troupe check FILE (or the run's directory) validates the files.
 
 Episodes that end aborted or failed are written with that status and the run
 goes on (the summary names the first failure); --fail-fast stops the run at
