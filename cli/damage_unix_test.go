@@ -229,3 +229,24 @@ func TestResumeRefusesADamagedCompleteRun(t *testing.T) {
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Equal(t, want, readFile(t, out))
 }
+
+// TestResumeRefusesAV1ProgressFile: a progress file without digests (the
+// format before) cannot vouch for its files: --resume refuses it, saying
+// so; troupe check notes that the files are not verified.
+func TestResumeRefusesAV1ProgressFile(t *testing.T) {
+	bin := buildTroupe(t)
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	args := []string{"run", "elfarol", "-n", "10", "-q", "-o", out}
+	res := runBin(t, bin, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	prog, err := durable.Read(durable.PathOf(out))
+	require.NoError(t, err)
+	prog.Format, prog.Files[0].Digest, prog.Complete = durable.FormatV1, "", false
+	require.NoError(t, prog.Write(durable.PathOf(out)))
+	res = runBin(t, bin, append(args, "--resume")...)
+	assert.Equal(t, 2, res.code, res.stderr)
+	assert.Contains(t, res.stderr, out+": its checkpoint")
+	assert.Contains(t, res.stderr, "has no digest (a troupe.progress/v1 progress file")
+	check := runBin(t, bin, "check", out)
+	assert.Contains(t, check.stdout, "not verified")
+}

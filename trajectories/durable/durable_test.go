@@ -112,3 +112,30 @@ func TestVerifyNamesTheDamage(t *testing.T) {
 	_, err = durable.Verify(durable.File{Path: path, Bytes: 8})
 	assert.ErrorIs(t, err, durable.ErrUnverifiable)
 }
+
+// TestReadDigests: a v2 progress file's files carry a well-formed digest, a
+// v1 file's none.
+func TestReadDigests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.json")
+	good := durable.NewDigest().String()
+	for _, tc := range []struct {
+		format, digest string
+		ok             bool
+	}{
+		{durable.Format, good, true},
+		{durable.Format, "", false},
+		{durable.Format, "sha256:" + good[len(durable.DigestPrefix):], false},
+		{durable.Format, good[:len(good)-1], false},
+		{durable.FormatV1, "", true},
+		{durable.FormatV1, good, false},
+	} {
+		p := durable.Progress{Format: tc.format, Files: []durable.File{{Kind: durable.KindSamples, Path: "a.jsonl", Digest: tc.digest}}}
+		require.NoError(t, p.Write(path))
+		_, err := durable.Read(path)
+		if tc.ok {
+			assert.NoError(t, err, "%s %q", tc.format, tc.digest)
+		} else {
+			assert.ErrorIs(t, err, durable.ErrBadProgress, "%s %q", tc.format, tc.digest)
+		}
+	}
+}
