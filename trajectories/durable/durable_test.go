@@ -139,3 +139,27 @@ func TestReadDigests(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterKeepsTheDigest: the writer's digest is the file's, read back or
+// not; a cut below what it hashed (a failed write cut back) spoils it.
+func TestWriterKeepsTheDigest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	w := durable.NewWriter(f, nil)
+	for _, s := range []string{"one\n", "two\n", "three\n"} {
+		_, err := w.Write([]byte(s))
+		require.NoError(t, err)
+	}
+	n, digest, err := w.Digest()
+	require.NoError(t, err)
+	assert.Equal(t, int64(14), n)
+	d, err := durable.Verify(durable.File{Path: path, Bytes: n, Digest: digest})
+	require.NoError(t, err)
+	assert.Equal(t, digest, d.String())
+
+	require.NoError(t, w.Truncate(10))
+	_, _, err = w.Digest()
+	assert.Error(t, err)
+}
