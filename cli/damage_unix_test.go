@@ -112,10 +112,15 @@ func TestKillAndDamageResume(t *testing.T) {
 			"-c", "2", "-q", "--checkpoint-every", "20ms", "-o", out, "--episodes-out", out + ".episodes"}
 	}
 	ref := filepath.Join(dir, "ref.jsonl")
-	start := time.Now()
-	res := runBin(t, bin, args(ref)...)
-	require.Equal(t, 0, res.code, res.stderr)
-	elapsed := time.Since(start)
+	// The faster of two runs: the first may pay for a cold cache, and kills
+	// past the end of a run test less.
+	elapsed := time.Duration(1 << 62)
+	for range 2 {
+		start := time.Now()
+		res := runBin(t, bin, args(ref)...)
+		require.Equal(t, 0, res.code, res.stderr)
+		elapsed = min(elapsed, time.Since(start))
+	}
 	t.Logf("an uninterrupted run takes %v", elapsed)
 	want := [2][]byte{readFile(t, ref), readFile(t, ref+".episodes")}
 
