@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,7 @@ func (a *App) checkCommand() *cobra.Command {
 	var asJSON bool
 	var episodes string
 	cmd := &cobra.Command{
-		Use:   "check FILE...",
+		Use:   "check FILE|DIR...",
 		Short: "Validate output files of troupe run with troupe's own readers",
 		Long: `Read each FILE (slime samples, flat or nested, or --episodes-out records) with
 troupe's readers and report what is wrong with it: a last line cut short (a
@@ -44,7 +45,11 @@ partial, and episodes with fewer samples than the run wrote. When the run's
 progress file (FILE` + durable.Suffix + `) is beside a samples file, the group
 size and episode count come from its run spec, its checkpoint proves the file
 whole up to there, the episode file it names (--episodes-out) proves each
-episode's sample count, and the report says whether the run is complete.
+episode's sample count, both files' bytes up to the checkpoint are verified
+against its digests, and the report says whether the run is complete. An
+episode file given beside its samples file is checked against the same
+progress file. A directory stands for the runs in it: each file with a
+progress file beside it, and the episode file that names.
 
 A flat file's last episode cannot be proven whole from the file alone (a cut
 at a line boundary inside it reads the same): without the episode file
@@ -66,9 +71,14 @@ has a problem but a flat file's last episode is unproven.`,
 			if episodes != "" && len(args) != 1 {
 				return usagef("--episodes goes with one samples file")
 			}
+			args = expandRuns(args)
+			owners := episodeOwners(args)
 			bad, unproven := 0, 0
 			for _, path := range args {
 				rep := checkFile(path, episodes)
+				if o, ok := owners[filepath.Clean(path)]; ok && rep.Error == "" && len(rep.Proof) == 0 {
+					o.checkEpisodes(rep)
+				}
 				switch {
 				case !rep.OK:
 					bad++
@@ -114,7 +124,14 @@ func checkFile(path, episodes string) *checkReport {
 		rep.Error = err.Error()
 		return rep
 	}
+	if fi.IsDir() {
+		rep.Error = "a directory without a run in it (no FILE" + durable.Suffix + ")"
+		return rep
+	}
 	var opt trajectories.CheckOptions
+	// What the progress file finds wrong, and notes on it: added to the
+	// report once the file is checked.
+	var problems, notes []string
 	prog, perr := durable.Read(durable.PathOf(path))
 	if perr == nil {
 		rep.Proof = append(rep.Proof, durable.PathOf(path))
@@ -124,6 +141,27 @@ func checkFile(path, episodes string) *checkReport {
 		opt.Checkpoint = &trajectories.Checkpoint{Bytes: prog.Files[0].Bytes, Episodes: prog.Episodes, Samples: prog.Samples}
 		if episodes == "" {
 			episodes = progressEpisodes(path, prog)
+			if episodes == "" && len(prog.Files) > 1 {
+				problems = append(problems, fmt.Sprintf("the episode file %s its progress file names (--episodes-out) is missing: it was deleted or moved after the run wrote its first %d bytes", prog.Files[1].Path, prog.Files[1].Bytes))
+			}
+		}
+		// The bytes the checkpoint vouches for, in both files, must be
+		// the ones the run wrote.
+		verified := []durable.File{prog.Files[0]}
+		verified[0].Path = path
+		if episodes != "" {
+			if i := slices.IndexFunc(prog.Files, func(f durable.File) bool { return f.Kind == durable.KindEpisodes }); i > 0 {
+				ef := prog.Files[i]
+				ef.Path = episodes
+				verified = append(verified, ef)
+			}
+		}
+		for _, vf := range verified {
+			if _, err := durable.Verify(vf); errors.Is(err, durable.ErrUnverifiable) {
+				notes = append(notes, fmt.Sprintf("%s: not verified: its progress file is %s, without digests", vf.Path, durable.FormatV1))
+			} else if err != nil {
+				problems = append(problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))
+			}
 		}
 	}
 	if episodes != "" {
@@ -141,6 +179,8 @@ func checkFile(path, episodes string) *checkReport {
 	} else {
 		rep.CheckReport = trajectories.Check(f, opt)
 	}
+	rep.Problems = append(rep.Problems, problems...)
+	rep.Notes = append(rep.Notes, notes...)
 	if perr == nil {
 		complete := prog.Complete && rep.Episodes == int64(opt.Episodes)
 		rep.Complete = &complete
@@ -149,6 +189,95 @@ func checkFile(path, episodes string) *checkReport {
 	}
 	rep.OK = rep.CheckReport.OK()
 	return rep
+}
+
+// expandRuns replaces each directory among args with the runs it holds:
+// every file with a progress file beside it, and the episode file its
+// progress file names, when it is in the directory.
+func expandRuns(args []string) []string {
+	var out []string
+	for _, arg := range args {
+		fi, err := os.Stat(arg)
+		if err != nil || !fi.IsDir() {
+			out = append(out, arg)
+			continue
+		}
+		progs, _ := filepath.Glob(filepath.Join(arg, "*"+durable.Suffix))
+		slices.Sort(progs)
+		n := len(out)
+		for _, pp := range progs {
+			samples := strings.TrimSuffix(pp, durable.Suffix)
+			if fi, err := os.Stat(samples); err != nil || !fi.Mode().IsRegular() {
+				if errors.Is(err, os.ErrNotExist) {
+					out = append(out, samples) // reported missing
+				}
+				continue
+			}
+			out = append(out, samples)
+			if prog, err := durable.Read(pp); err == nil {
+				if ep := progressEpisodes(samples, prog); ep != "" {
+					out = append(out, ep)
+				}
+			}
+		}
+		if len(out) == n {
+			out = append(out, arg) // reported: not a run's directory
+		}
+	}
+	return out
+}
+
+// episodeOwner is the samples file and progress file of an episode file.
+type episodeOwner struct {
+	samples string
+	prog    *durable.Progress
+	file    durable.File
+}
+
+// episodeOwners maps the episode files among args (cleaned paths) to the
+// samples file among args whose progress file names them.
+func episodeOwners(args []string) map[string]episodeOwner {
+	owners := map[string]episodeOwner{}
+	for _, path := range args {
+		prog, err := durable.Read(durable.PathOf(path))
+		if err != nil {
+			continue
+		}
+		ep := progressEpisodes(path, prog)
+		if ep == "" {
+			continue
+		}
+		for _, f := range prog.Files[1:] {
+			if f.Kind == durable.KindEpisodes {
+				owners[filepath.Clean(ep)] = episodeOwner{samples: path, prog: prog, file: f}
+			}
+		}
+	}
+	return owners
+}
+
+// checkEpisodes checks the report of an episode file against its samples
+// file's progress file: its bytes up to the checkpoint, the episodes there,
+// and, the run complete, that it holds no more.
+func (o episodeOwner) checkEpisodes(rep *checkReport) {
+	pp := durable.PathOf(o.samples)
+	rep.Proof = append(rep.Proof, pp)
+	vf := o.file
+	vf.Path = rep.File
+	if _, err := durable.Verify(vf); errors.Is(err, durable.ErrUnverifiable) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("not verified: %s is %s, without digests", pp, durable.FormatV1))
+	} else if err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))
+	}
+	switch {
+	case rep.Episodes < o.prog.Episodes:
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d episodes, fewer than the %d of the checkpoint in %s", rep.Episodes, o.prog.Episodes, pp))
+	case o.prog.Complete && rep.Episodes > o.prog.Episodes:
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d episodes, more than the %d of the finished run in %s", rep.Episodes, o.prog.Episodes, pp))
+	}
+	complete := o.prog.Complete && rep.Episodes == o.prog.Episodes
+	rep.Complete = &complete
+	rep.OK = rep.CheckReport.OK()
 }
 
 // progressEpisodes returns the episode file the progress file of path
@@ -186,6 +315,8 @@ func (r *checkReport) line() string {
 	if r.Complete != nil {
 		if *r.Complete {
 			what += ", complete"
+		} else if !r.OK {
+			what += ", incomplete"
 		} else {
 			what += ", incomplete (troupe run --resume continues it)"
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -156,4 +157,45 @@ func TestCheckExitStatus(t *testing.T) {
 	assert.Contains(t, res.stdout, "rollout 5 has 10 of its 20 samples")
 	res = troupe(t, "check", "--json", "--episodes", out+".episodes", head)
 	assert.Contains(t, res.stdout, `"ending":"partial_episode"`)
+}
+
+// TestCheckRunDirectory: a run's directory, or its two files, are checked
+// against each other and the progress file: an episode file cut at a line
+// end (a kill or a full disk leaves the two files with different episode
+// counts), a changed byte, a deleted file are problems.
+func TestCheckRunDirectory(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "a.jsonl")
+	eps := out + ".episodes"
+	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents=20", "-q", "-o", out, "--episodes-out", eps)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	want := readFile(t, eps)
+	for _, args := range [][]string{{dir}, {out, eps}} {
+		res = troupe(t, append([]string{"check"}, args...)...)
+		assert.Equal(t, ExitOK, res.code, res.stdout)
+		assert.Contains(t, res.stdout, out+": ok: 6 episodes")
+		assert.Contains(t, res.stdout, eps+": ok: 6 episodes in 6 groups, 120 samples (episode records), complete")
+	}
+
+	lines := bytes.SplitAfter(want, []byte("\n"))
+	require.NoError(t, os.WriteFile(eps, bytes.Join(lines[:4], nil), 0o644))
+	res = troupe(t, "check", dir)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, eps+": the file has")
+	assert.Contains(t, res.stdout, "shorter than its checkpoint")
+	assert.Contains(t, res.stdout, "4 episodes, fewer than the 6 of the checkpoint")
+
+	changed := bytes.Clone(want)
+	i := bytes.IndexByte(changed, '7')
+	require.GreaterOrEqual(t, i, 0)
+	changed[i] = '8'
+	require.NoError(t, os.WriteFile(eps, changed, 0o644))
+	res = troupe(t, "check", out, eps)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, eps+": the bytes up to offset "+strconv.Itoa(len(want))+" do not match the checkpoint")
+
+	require.NoError(t, os.Remove(eps))
+	res = troupe(t, "check", dir)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, "the episode file "+eps+" its progress file names (--episodes-out) is missing")
 }

@@ -16,8 +16,16 @@ import (
 // output is where samples (or episode records) go.
 type output struct {
 	w    io.Writer
-	f    *os.File // nil for standard output
-	name string   // for messages
+	f    *os.File        // nil for standard output
+	dw   *durable.Writer // w, when the run is resumable: f's digest kept
+	name string          // for messages
+}
+
+// digested makes o's writes keep its running digest, d up to where it is
+// (nil: empty), for the checkpoints.
+func (o *output) digested(d *durable.Digest) {
+	o.dw = durable.NewWriter(o.f, d)
+	o.w = o.dw
 }
 
 func (o *output) close() error {
@@ -87,15 +95,22 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 			return nil, errors.Join(fmt.Errorf("--episodes-out: %w", err), rf.close())
 		}
 	}
+	if rf.progress != nil {
+		rf.out.digested(nil)
+		if rf.episodes != nil {
+			rf.episodes.digested(nil)
+		}
+	}
 	return rf, nil
 }
 
 // identity is the progress of p before anything is written: the run spec,
 // the files and the allocators' states at the start.
 func identity(p *plan) (*durable.Progress, error) {
-	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout)}}
+	empty := durable.NewDigest().String()
+	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout), Digest: empty}}
 	if p.episodes != "" {
-		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes})
+		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes, Digest: empty})
 	}
 	states, err := durable.SaveStates(p.allocators)
 	if err != nil {
@@ -148,13 +163,28 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		return nil, usagef("--resume: %s was written by another run: %s; give the flags it was started with, or run without --resume to start over", p.out, strings.Join(diffs, "; "))
 	}
 	rf := &runFiles{progress: prog, progressPath: path, out: &output{name: p.out}}
-	if prog.Complete {
-		return rf, nil
-	}
-	if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
-		return nil, fmt.Errorf("--resume: %s: %w", path, err)
-	}
+	// Every file is verified before any is touched: a refusal leaves them
+	// as they were. A finished run's too: "nothing to resume" vouches for
+	// its files.
+	var digests []*durable.Digest
 	for _, file := range prog.Files {
+		d, err := durable.Verify(file)
+		switch {
+		case errors.Is(err, durable.ErrDamaged):
+			return nil, fmt.Errorf("--resume: %w; restore it, or remove %s and %s to start the run again", err, p.out, path)
+		case errors.Is(err, durable.ErrUnverifiable):
+			return nil, fmt.Errorf("--resume: %w; finish the run with the troupe that started it, or remove %s and %s to start it again", err, p.out, path)
+		case err != nil:
+			return nil, fmt.Errorf("--resume: %w", err)
+		}
+		digests = append(digests, d)
+	}
+	if !prog.Complete {
+		if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
+			return nil, fmt.Errorf("--resume: %s: %w", path, err)
+		}
+	}
+	for i, file := range prog.Files {
 		check := lastSampleCheck(prog.Samples-1, p.cfg.GroupIndexBase+int64(prog.Groups)-1)
 		if file.Kind == durable.KindEpisodes {
 			check = lastEpisodeCheck(prog.Episodes - 1)
@@ -163,7 +193,8 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("--resume: %w", err), rf.close())
 		}
-		o := &output{w: fh, f: fh, name: file.Path}
+		o := &output{f: fh, name: file.Path}
+		o.digested(digests[i])
 		if file.Kind == durable.KindEpisodes {
 			rf.episodes = o
 		} else {
@@ -207,11 +238,11 @@ func (rf *runFiles) close() error {
 	return errors.Join(rf.out.close(), rf.episodes.close())
 }
 
-// handles are the open files, in the progress's order.
-func (rf *runFiles) handles() []*os.File {
-	out := []*os.File{rf.out.f}
+// writers are the files' writers, in the progress's order.
+func (rf *runFiles) writers() []*durable.Writer {
+	out := []*durable.Writer{rf.out.dw}
 	if rf.episodes != nil {
-		out = append(out, rf.episodes.f)
+		out = append(out, rf.episodes.dw)
 	}
 	return out
 }

@@ -184,7 +184,7 @@ func TestResumeRefusesAnotherRun(t *testing.T) {
 	prog.Complete = false
 	require.NoError(t, prog.Write(durable.PathOf(out)))
 	res = runBin(t, bin, "run", "elfarol", "-n", "20", "-g", "2", "-p", "agents=5", "-o", out, "--resume")
-	assert.Equal(t, 1, res.code, res.stderr)
+	assert.Equal(t, 2, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "shorter than its checkpoint")
 }
 

@@ -46,8 +46,10 @@ stops starting groups, writes those before the first one cut short, and
 exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C quits at once.
 Beside --out, OUT.progress.json records the run and how far it got; the
 same command with --resume continues an interrupted or killed run (even by
-kill -9), and the file ends byte-identical to an uninterrupted run's.
-troupe check FILE validates a file.
+kill -9), and the file ends byte-identical to an uninterrupted run's; it
+verifies the files' bytes up to the checkpoint against the progress file's
+digests first, and refuses (exit 2) a file deleted, cut or changed since,
+naming it. troupe check FILE (or the run's directory) validates the files.
 
 Episodes that end aborted or failed are written with that status and the run
 goes on (the summary names the first failure); --fail-fast stops the run at
@@ -195,11 +197,15 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 			return errors.Join(ue, closeAllocators(p.allocators))
 		}
 		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-		return &exitError{code: ExitFailure, err: errors.Join(err, closeAllocators(p.allocators))}
+		code := ExitFailure
+		if errors.Is(err, durable.ErrDamaged) || errors.Is(err, durable.ErrUnverifiable) {
+			code = ExitUsage // refused, as a resume of another run is
+		}
+		return &exitError{code: code, err: errors.Join(err, closeAllocators(p.allocators))}
 	}
 	if prog := files.progress; f.resume && prog != nil {
 		if prog.Complete {
-			rep.printf("troupe: %s is complete (%d episodes, %d samples): nothing to resume\n", files.out.name, prog.Episodes, prog.Samples)
+			rep.printf("troupe: %s is complete (%d episodes, %d samples, verified): nothing to resume\n", files.out.name, prog.Episodes, prog.Samples)
 			return errors.Join(files.close(), closeAllocators(p.allocators))
 		}
 		rep.printf("troupe: resuming %s at group %d: %d episodes, %d samples kept\n", files.out.name, prog.Groups, prog.Episodes, prog.Samples)
@@ -226,7 +232,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if prog := files.progress; prog != nil {
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
 		out = &durable.Output{
-			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.handles(), Allocators: p.allocators,
+			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.writers(), Allocators: p.allocators,
 			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
 			Every: f.checkpointEvery,
 		}

@@ -37,7 +37,7 @@ const flushThreshold = 1 << 20
 // writes nothing of a group before EndGroup, and it hands whole groups to the
 // underlying writer in one Write call once the buffer is large (and at
 // Flush). If that write fails part way and the writer is a regular file
-// (*os.File), it is truncated back to where the write began, so an
+// (*os.File, or a RegularFile), it is truncated back to where the write began, so an
 // interrupted or failed run leaves valid JSONL that holds only whole groups.
 // An episode without samples is written as the one Placeholder sample
 // Output gives it (an episode given with no samples at all writes nothing).
@@ -238,7 +238,7 @@ func (jw *lineWriter) Flush() error {
 	}
 	if err != nil {
 		jw.err = fmt.Errorf("write %s: %w", jw.what, err)
-		if f, ok := jw.w.(*os.File); ok && n > 0 && isRegular(f) {
+		if f, ok := jw.w.(RegularFile); ok && n > 0 && isRegular(f) {
 			// Drop the partial write so the file stays whole-group JSONL.
 			// The n partial bytes end at the file offset, also for a file
 			// opened with O_APPEND (whose offset is 0, not its size, until
@@ -270,9 +270,17 @@ func (jw *lineWriter) Flush() error {
 	return nil
 }
 
+// RegularFile is what the writers cut a failed write back with: an
+// *os.File, or a writer over one (durable.Writer) that passes these on.
+type RegularFile interface {
+	io.Seeker
+	Truncate(size int64) error
+	Stat() (os.FileInfo, error)
+}
+
 // isRegular reports whether f is a regular file: pipes and terminals
 // (standard output, say) cannot be truncated.
-func isRegular(f *os.File) bool {
+func isRegular(f RegularFile) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode().IsRegular()
 }

@@ -3,6 +3,7 @@ package durable_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"format":"troupe.progress/v1","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10}],"groups":1,"episodes":1,"samples":4,"allocator_states":null,"complete":false}`))
 	f.Add([]byte(`{"format":"troupe.progress/v1","files":[]}`))
+	f.Add([]byte(`{"format":"troupe.progress/v2","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10,"digest":"highwayhash256:` + strings.Repeat("0a", 32) + `"}],"groups":1,"episodes":1,"samples":4,"allocator_states":null,"complete":false}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[]`))
 	dir := f.TempDir()

@@ -36,9 +36,9 @@ type Output struct {
 	Stage Stage
 	// Sink flushes the writers of Files (Stage's sink).
 	Sink trajectories.Flusher
-	// Files are the open output files, in Progress.Files order: their
-	// lengths are read at each checkpoint.
-	Files []*os.File
+	// Files are the writers of the output files, in Progress.Files order:
+	// their lengths and digests are taken at each checkpoint.
+	Files []*Writer
 	// Allocators are the run's allocators: the state of the stateful ones
 	// (credit.StateOf) is saved at each checkpoint.
 	Allocators []trajectories.Allocator
@@ -124,14 +124,15 @@ func (o *Output) checkpoint(flush bool) error {
 	}
 	p := o.Progress
 	p.Files = append([]File(nil), p.Files...)
-	for i, f := range o.Files {
-		end, err := f.Seek(0, io.SeekCurrent)
+	for i, w := range o.Files {
+		end, digest, err := w.Digest()
 		if err != nil {
-			o.err = fmt.Errorf("progress: %w", err)
+			o.err = fmt.Errorf("progress: %s: %w", w.File().Name(), err)
 			return o.err
 		}
-		p.Files[i].Bytes = end
+		p.Files[i].Bytes, p.Files[i].Digest = end, digest
 	}
+	p.Format = Format
 	p.Groups += int(o.groups)
 	p.Episodes += o.episodes
 	p.Samples += o.samples

@@ -4,16 +4,21 @@
 // A run writes its output files (samples, and episode records with
 // --episodes-out) as whole groups, always a prefix of what the run
 // uninterrupted writes (env.Run, trajectories.GroupSink). Beside them it
-// keeps a progress file (Progress: format troupe.progress/v1), written
+// keeps a progress file (Progress: format troupe.progress/v2), written
 // atomically (a temporary file renamed into place) at checkpoints: the run
-// spec's hash and canonical form, each file's length at the checkpoint,
+// spec's hash and canonical form, each file's length at the checkpoint and
+// the digest (HighwayHash-256) of its bytes up to there (a running digest, extended at each
+// checkpoint with what was written since),
 // the groups, episodes and samples written before it, and the state of the
 // stateful allocators (RAE's baselines) after them. Output, which wraps a
 // run's output stage, takes the checkpoints: at the start, at group ends
 // at most every Every, and when the run ends, however it ends.
 //
 // To resume, a run reads the progress file, refuses it unless it is the
-// same run (Progress.Check names the differences), cuts each file back to
+// same run (Progress.Check names the differences), verifies each file's
+// bytes up to its checkpoint against the digest (Verify: a file deleted,
+// emptied, cut or changed after the run wrote it is refused, a finished
+// run's too), cuts each file back to
 // its checkpointed length (Reopen: dropping what a kill left after it, a
 // cut line included), restores the allocators' state and plays on from
 // the next group. Since every byte before the checkpoint is what the
@@ -35,8 +40,13 @@ import (
 	"github.com/troupe-rl/troupe/internal/atomicfile"
 )
 
-// Format is the version of the progress file.
-const Format = "troupe.progress/v1"
+// Format is the version of the progress file: v2 added each file's
+// digest (File.Digest).
+const Format = "troupe.progress/v2"
+
+// FormatV1 is the version before: files without digests. Read accepts it
+// (troupe check reports on it); a resume refuses it (Verify).
+const FormatV1 = "troupe.progress/v1"
 
 // Suffix is appended to the samples file's path to name its progress file.
 const Suffix = ".progress.json"
@@ -56,6 +66,9 @@ type File struct {
 	Path   string `json:"path"`             // as given on the command line
 	Layout string `json:"layout,omitempty"` // samples: flat or nested
 	Bytes  int64  `json:"bytes"`            // its length at the checkpoint
+	// Digest is the digest of its first Bytes bytes (v2; empty in v1):
+	// DigestPrefix and the hex HighwayHash-256.
+	Digest string `json:"digest,omitempty"`
 }
 
 // State is a stateful allocator's state at a checkpoint.
@@ -115,7 +128,7 @@ func Read(path string) (*Progress, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: %s: more than one JSON value", ErrBadProgress, path)
 	}
-	if p.Format != Format {
+	if p.Format != Format && p.Format != FormatV1 {
 		return nil, fmt.Errorf("%w: %s: format %q, this build reads %q", ErrBadProgress, path, p.Format, Format)
 	}
 	switch {
@@ -128,8 +141,26 @@ func Read(path string) (*Progress, error) {
 		if f.Bytes < 0 || f.Kind != KindSamples && f.Kind != KindEpisodes {
 			return nil, fmt.Errorf("%w: %s: file %q: kind %q, %d bytes", ErrBadProgress, path, f.Path, f.Kind, f.Bytes)
 		}
+		if v2 := p.Format == Format; v2 != validDigest(f.Digest) {
+			return nil, fmt.Errorf("%w: %s: file %q: digest %q in a %s progress file", ErrBadProgress, path, f.Path, f.Digest, p.Format)
+		}
 	}
 	return &p, nil
+}
+
+// validDigest reports whether s is a digest: DigestPrefix and 64 lower-case
+// hex digits.
+func validDigest(s string) bool {
+	s, ok := strings.CutPrefix(s, DigestPrefix)
+	if !ok || len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Write writes p to path atomically: to a temporary file in the same
