@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupe-rl/troupe/agents"
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 )
 
 func TestIntRange(t *testing.T) {

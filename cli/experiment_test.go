@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,10 +19,36 @@ func barGrid(out string) []string {
 		"--allocator", "team,difference", "--seeds", "2", "--episodes", "30", "--out", out}
 }
 
+// finishedBar is barGrid's experiment, finished: its --out directory and
+// what it said. It is run once, on the first call (its plots take most of
+// a minute to draw on a busy machine under -race), and shared by the
+// tests that need a finished experiment and leave it as it was.
+func finishedBar(t *testing.T) (string, result) {
+	t.Helper()
+	barFixture.once.Do(func() {
+		dir, err := os.MkdirTemp("", "troupe-bar-")
+		if err != nil {
+			barFixture.err = err
+			return
+		}
+		RemoveAtExit(dir)
+		barFixture.out = filepath.Join(dir, "bar")
+		barFixture.first = troupe(t, barGrid(barFixture.out)...)
+	})
+	require.NoError(t, barFixture.err)
+	require.Equal(t, ExitOK, barFixture.first.code, barFixture.first.stderr)
+	return barFixture.out, barFixture.first
+}
+
+var barFixture struct {
+	once  sync.Once
+	out   string
+	first result
+	err   error
+}
+
 func TestExperimentWritesTheReport(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "bar")
-	r := troupe(t, barGrid(out)...)
-	require.Equal(t, ExitOK, r.code, r.stderr)
+	out, r := finishedBar(t)
 	for _, want := range []string{"8 cells (0 read back", "agents=8", "difference", "report: " + out + "/report.md"} {
 		assert.Contains(t, r.stderr, want)
 	}
@@ -67,21 +94,26 @@ func TestExperimentUsageErrors(t *testing.T) {
 	}
 }
 
+// TestExperimentInterruptedKeepsItsCells: an experiment interrupted
+// before it finished says how to resume it, and resumes. (Of one point and
+// one allocator, barGrid's settings otherwise: a grid adds nothing here but
+// plots to draw.)
 func TestExperimentInterruptedKeepsItsCells(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bar")
+	args := []string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--param", "capacity=2",
+		"--allocator", "team", "--seeds", "2", "--episodes", "30", "--out", out}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r := invoke(t, ctx, nil, false, barGrid(out)...)
+	r := invoke(t, ctx, nil, false, args...)
 	assert.Equal(t, ExitInterrupted, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "run the same command with --resume")
-	r = troupe(t, append(barGrid(out), "--resume")...)
+	r = troupe(t, append(args, "--resume")...)
 	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "2 cells (0 read back")
 }
 
 func TestExperimentResumeRefusesAnotherExperiment(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "bar")
-	r := troupe(t, barGrid(out)...)
-	require.Equal(t, ExitOK, r.code, r.stderr)
+	out, _ := finishedBar(t)
 	before, err := os.ReadFile(filepath.Join(out, "results.csv"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -108,7 +140,7 @@ func TestExperimentResumeRefusesAnotherExperiment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a refused resume leaves the outputs alone")
 
-	r = troupe(t, append(barGrid(filepath.Join(t.TempDir(), "empty")), "--resume")...)
+	r := troupe(t, append(barGrid(filepath.Join(t.TempDir(), "empty")), "--resume")...)
 	assert.Equal(t, ExitUsage, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "nothing to resume")
 }

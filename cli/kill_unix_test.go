@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/cli"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
@@ -42,13 +44,19 @@ var killRuns = []killRun{
 // moments, checks that what each left is a prefix of the uninterrupted
 // run's output (a SIGINT or SIGTERM leaves whole groups; a SIGKILL may cut
 // the last line), resumes it with --resume, and demands the uninterrupted
-// run's bytes. 50 moments (10 under -short); TROUPE_KILL_SEED repeats a
-// test's moments.
+// run's bytes. 24 moments, every kind of run under every signal twice
+// (12 under -short, each once); TROUPE_KILL_MOMENTS asks for more (a
+// stress run), TROUPE_KILL_SEED repeats a test's moments.
 func TestKilledRunsResumeByteIdentical(t *testing.T) {
 	bin := buildTroupe(t)
-	moments := 50
+	moments := 2 * len(killRuns) * 3
 	if testing.Short() {
-		moments = 10
+		moments = len(killRuns) * 3
+	}
+	if s := os.Getenv("TROUPE_KILL_MOMENTS"); s != "" {
+		var err error
+		moments, err = strconv.Atoi(s)
+		require.NoError(t, err)
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TROUPE_KILL_SEED"); s != "" {
@@ -244,18 +252,42 @@ func exitCode(err error) int {
 }
 
 // buildTroupe builds the troupe command into a temporary directory.
+// troupeBin is the troupe binary the tests here drive, built once for
+// them all (buildTroupe) into a directory that TestMain removes.
+var (
+	troupeOnce sync.Once
+	troupeBin  string
+	troupeErr  error
+)
+
+// buildTroupe returns the path of the troupe binary, built on the first
+// call (a link of a few seconds, more on a busy machine) and shared by
+// every test after it.
 func buildTroupe(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to build troupe with:", err)
 	}
-	bin := filepath.Join(t.TempDir(), "troupe")
-	cmd := exec.Command(gobin, "build", "-o", bin, "../cmd/troupe")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	troupeOnce.Do(func() {
+		binDir, err := os.MkdirTemp("", "troupe-cli-test-")
+		if err != nil {
+			troupeErr = err
+			return
+		}
+		cli.RemoveAtExit(binDir)
+		bin := filepath.Join(binDir, "troupe")
+		cmd := exec.Command(gobin, "build", "-o", bin, "../cmd/troupe")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			troupeErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		troupeBin = bin
+	})
+	if troupeErr != nil {
+		t.Fatal(troupeErr)
 	}
-	return bin
+	return troupeBin
 }
 
 func readFile(t *testing.T, path string) []byte {

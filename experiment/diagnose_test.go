@@ -22,6 +22,7 @@ import (
 // (ε = 1): the properties are the rewards', measured over the joint
 // actions of uniformly random play.
 func TestFactorednessAndLearnabilityReproduceAgoginoAndTumer(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	spec, err := learn.Parse("egreedy:epsilon=1")
 	require.NoError(t, err)
 	res, err := experiment.Run(context.Background(), experiment.Config{
@@ -62,6 +63,7 @@ func TestFactorednessAndLearnabilityReproduceAgoginoAndTumer(t *testing.T) {
 // TestDiagnosticsChangeNothingLearned: a grid with diagnostics learns
 // exactly what it learns without, and writes them to every output.
 func TestDiagnosticsChangeNothingLearned(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	cfg := smallBar(t, "")
 	cfg.Allocators = []string{"team", "difference", "shapley-mc:permutations=4"}
 	plain, err := experiment.Run(context.Background(), cfg)

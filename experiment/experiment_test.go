@@ -64,6 +64,7 @@ func outputs(t *testing.T, dir string) map[string][]byte {
 }
 
 func TestRunWritesEveryOutput(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	dir := t.TempDir()
 	res, err := experiment.Run(context.Background(), smallBar(t, dir))
 	require.NoError(t, err)
@@ -173,6 +174,7 @@ func assertSnakeCase(t *testing.T, name string, data []byte) {
 }
 
 func TestRunIsDeterministicAndResumes(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	first := t.TempDir()
 	cfg := smallBar(t, first)
 	_, err := experiment.Run(context.Background(), cfg)
@@ -234,6 +236,7 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 }
 
 func TestAnInterruptedRunKeepsItsFinishedCells(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	dir := t.TempDir()
 	cfg := smallBar(t, dir)
 	cfg.Parallel = 1
@@ -461,6 +464,7 @@ func TestParseAxis(t *testing.T) {
 // and the whole experiment fail at its end. It is written null there, and
 // as -Inf in the CSV and the report.
 func TestRunWritesResultsOfSeedsThatAllDifferAlike(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	dir := t.TempDir()
 	spec, err := learn.Parse("egreedy")
 	require.NoError(t, err)

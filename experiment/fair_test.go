@@ -48,6 +48,7 @@ func TestTeamLearnersNoLongerLockIn(t *testing.T) {
 // TestFinalsListEverySeed: finals.csv holds one line per seed with the
 // final result the rows summarise, so that bimodal outcomes can be seen.
 func TestFinalsListEverySeed(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	cfg := smallBar(t, t.TempDir())
 	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)

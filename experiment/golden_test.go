@@ -26,6 +26,7 @@ var update = flag.Bool("update", false, "rewrite the golden experiment outputs i
 // engine, the allocators or the learners that changes what is learned
 // shows here; run with -update only when that change is meant.
 func TestOutputsMatchTheGoldenFiles(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	spec := func(s string) learn.Spec {
 		l, err := learn.Parse(s)
 		require.NoError(t, err)

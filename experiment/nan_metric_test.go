@@ -38,6 +38,7 @@ func (s undefinedMetric) EpisodeMetrics(p env.Params, rec *episode.Record, dst [
 // metric and the episode, rather than a JSON encoder's complaint about a
 // cell file after the whole cell was played.
 func TestAMetricThatIsNotANumberNamesItself(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
 	cfg := smallBar(t, t.TempDir())
 	cfg.Scenario = undefinedMetric{elfarol.New(), 30}
 	_, err := experiment.Run(context.Background(), cfg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 	"github.com/troupe-rl/troupe/league"
 	"github.com/troupe-rl/troupe/scenarios"
 )

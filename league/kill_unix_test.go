@@ -22,11 +22,18 @@ import (
 // killed.
 const childEnv = "TROUPE_LEAGUE_TEST_CHILD"
 
+// killCheckpointEvery is the child's commit interval: the test waits for
+// its first commit, and the reference replays every match up to the kill,
+// so this sets what the test costs (four commits' worth of matches and
+// snapshots every 60; 1,000 cost the test a minute and a half under -race
+// on a busy machine).
+const killCheckpointEvery = 250
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		l, err := league.Open(dir, scenarios.Builtin())
 		if err == nil {
-			err = l.Play(context.Background(), league.PlayOptions{Until: 1 << 40, CheckpointEvery: 1000})
+			err = l.Play(context.Background(), league.PlayOptions{Until: 1 << 40, CheckpointEvery: killCheckpointEvery})
 		}
 		fmt.Fprintln(os.Stderr, "child:", err)
 		os.Exit(3)
@@ -67,9 +74,9 @@ func TestKilledLeagueResumesByteIdentically(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		b, err := os.ReadFile(filepath.Join(dir, league.FileLeague))
-		if err == nil && json.Unmarshal(b, &committed) == nil && committed.Matches >= 1000 {
+		if err == nil && json.Unmarshal(b, &committed) == nil && committed.Matches >= killCheckpointEvery {
 			st, err := os.Stat(filepath.Join(dir, league.FileLog))
-			if tail = err == nil && st.Size() > committed.LogBytes; tail || committed.Matches >= 6000 {
+			if tail = err == nil && st.Size() > committed.LogBytes; tail || committed.Matches >= 6*killCheckpointEvery {
 				break
 			}
 		}
@@ -84,7 +91,7 @@ func TestKilledLeagueResumesByteIdentically(t *testing.T) {
 	l, err := league.Open(dir, scenarios.Builtin())
 	require.NoError(t, err)
 	resumedAt := l.Matches()
-	require.GreaterOrEqual(t, resumedAt, int64(1000))
+	require.GreaterOrEqual(t, resumedAt, int64(killCheckpointEvery))
 	target := resumedAt + 60
 	require.NoError(t, l.Play(context.Background(), league.PlayOptions{Until: target}))
 	require.NoError(t, l.Close())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 	"github.com/troupe-rl/troupe/runspec"
 )
 

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 )
 
 func TestSubjectsAndKeys(t *testing.T) {

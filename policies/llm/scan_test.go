@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 )
 
 // reference decodes the token fields with encoding/json: what scanAnswer

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/server"
 )

@@ -20,6 +20,9 @@
 #   PYTHON            a python3 that can import numpy (default: the first of
 #                     python3, /usr/bin/python3 that can)
 #   TROUPE_NO_APT=1   never apt-get install missing tools; fail instead
+#   TROUPE_APT_LOCK_TIMEOUT
+#                     seconds apt-get waits for the package manager's lock
+#                     that another apt-get or dpkg holds (default 600)
 #
 # Prints the server and model paths on its last two lines.
 set -euo pipefail
@@ -57,6 +60,11 @@ if [[ -x "$server" && -f "$model" && -f "$stamp" && "$(cat "$stamp")" == "$want"
 	exit 0
 fi
 
+# apt-get waits this long for the dpkg and package-list locks when another
+# apt-get (an unattended upgrade, a neighbouring job) holds them, rather
+# than failing at once.
+apt_lock=(-o "DPkg::Lock::Timeout=${TROUPE_APT_LOCK_TIMEOUT:-600}")
+
 # apt_need CMD PKG: make CMD available, installing Debian's PKG when we may.
 apt_updated=
 apt_need() {
@@ -67,11 +75,11 @@ apt_need() {
 	fi
 	if [[ -z "$apt_updated" ]]; then
 		log "apt-get update"
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get "${apt_lock[@]}" update -qq >&2
 		apt_updated=1
 	fi
 	log "apt-get install $pkg"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get "${apt_lock[@]}" install -y -qq "$pkg" >&2
 	eval "$probe" >/dev/null 2>&1 || die "$pkg installed but still not usable"
 }
 

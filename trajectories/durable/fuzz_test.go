@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
 
