@@ -347,8 +347,12 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 		g.Prompt = &protocol.Prompt{Text: d.str()}
 	case promptChat:
 		n := d.uvarint()
-		if d.err == nil && n > uint64(d.left()/2) {
+		if d.err != nil {
+			break // n is no count: allocate nothing for it
+		}
+		if n > uint64(d.left()/2) {
 			d.fail("turn %d: a chat of %d messages in %d bytes", i, n, d.left())
+			break
 		}
 		g.Prompt = &protocol.Prompt{Messages: make([]protocol.ChatMessage, n)}
 		for j := range g.Prompt.Messages {
