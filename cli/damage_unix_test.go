@@ -97,14 +97,7 @@ func damage(t *testing.T, rng *rand.Rand, name, path string) int64 {
 // TROUPE_KILL_SEED repeats a test's moments.
 func TestKillAndDamageResume(t *testing.T) {
 	bin := buildTroupe(t)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TROUPE_KILL_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("TROUPE_KILL_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
+	rng := killRand(t, 1)
 
 	dir := t.TempDir()
 	args := func(out string) []string {

@@ -58,14 +58,7 @@ func TestKilledRunsResumeByteIdentical(t *testing.T) {
 		moments, err = strconv.Atoi(s)
 		require.NoError(t, err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TROUPE_KILL_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("TROUPE_KILL_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := killRand(t, 0)
 
 	type reference struct {
 		samples, episodes []byte
@@ -305,4 +298,18 @@ func readFileOrEmpty(t *testing.T, path string) []byte {
 	}
 	require.NoError(t, err)
 	return b
+}
+
+// killRand is a kill test's source of random moments, stream of its seed:
+// TROUPE_KILL_SEED when set (to repeat a run), else the clock's, logged.
+func killRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TROUPE_KILL_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("TROUPE_KILL_SEED=%d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
 }
