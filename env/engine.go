@@ -133,6 +133,10 @@ type Play struct {
 	// ParallelPolicies asks the policies of a step's actors concurrently
 	// (LLM calls). Their answers are applied in seat order all the same.
 	ParallelPolicies bool
+	// Tree, when set, plays every episode with tree sampling (PlayTree):
+	// K candidates per turn of the tree-sampled seats, each scored by a
+	// continuation, the best kept, all of them recorded and emitted.
+	Tree *episode.Tree
 }
 
 // Setup is everything one episode needs: how it is played, its seeds and

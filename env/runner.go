@@ -97,6 +97,12 @@ func (x *LocalExecutor) Execute(ctx context.Context, req Request) *episode.Recor
 // (Run's workers keep one each for the whole run).
 func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request) *episode.Record {
 	r := x.reuse()
+	if x.Tree != nil {
+		return PlayTree(ctx, Setup{
+			Play: x.Play, Seed: req.Seed, PolicySeed: req.PolicySeed,
+			Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
+		})
+	}
 	return eng.Run(ctx, Setup{
 		Play:       x.Play,
 		Seed:       req.Seed,
@@ -358,6 +364,9 @@ func (c *RunConfig) validate() error {
 		return fmt.Errorf("%w: first group %d is not one of the run's groups", ErrBadConfig, c.FirstGroup)
 	case c.Policy == nil && c.Executor == nil:
 		return fmt.Errorf("%w: no policy", ErrBadConfig)
+	}
+	if err := ValidateTree(c.Tree, c.Scenario.Info()); err != nil {
+		return err
 	}
 	return c.Scenario.Info().Validate()
 }

@@ -153,6 +153,12 @@ type Record struct {
 	Score       Score
 	Label       string // the scenario's ground truth, if it has one
 
+	// Tree, when not nil, says how the episode was tree-sampled, and
+	// Candidates holds the candidates drawn for its tree-sampled turns,
+	// in order of their turns, then of their Index (see Tree).
+	Tree       *Tree
+	Candidates []Candidate
+
 	// Replay, when non-nil, re-runs this episode with some agents' actions
 	// or presence changed; counterfactual allocators need it. The engine
 	// sets it for episodes it can reproduce.
@@ -181,7 +187,8 @@ func (r *Record) AgentScore(i int) (float64, bool) {
 	return r.Score.Agents[i], true
 }
 
-// Emitted returns the number of emitted turns: the episode's samples.
+// Emitted returns the number of the episode's samples: its emitted turns,
+// each counted once per candidate when it was tree-sampled (Candidates).
 func (r *Record) Emitted() int {
 	n := 0
 	for i := range r.Turns {
@@ -189,7 +196,44 @@ func (r *Record) Emitted() int {
 			n++
 		}
 	}
+	for i := range r.Candidates {
+		if c := &r.Candidates[i]; !c.Chosen && c.Turn >= 0 && c.Turn < len(r.Turns) && r.Turns[c.Turn].Emit {
+			n++
+		}
+	}
 	return n
+}
+
+// SampleRef is what one sample of a record is drawn from: the turn
+// r.Turns[Turn] and, for a tree-sampled turn, its candidate
+// r.Candidates[Candidate] (-1 for a turn that has none).
+type SampleRef struct {
+	Turn, Candidate int
+}
+
+// SampleRefs appends to dst what each of r's samples is drawn from, in
+// the samples' order: the emitted turns in order of play, a tree-sampled
+// turn giving one sample per candidate in the candidates' order (the
+// chosen one among them). It is the one definition of that order, which
+// the projection into samples and the allocators follow.
+func (r *Record) SampleRefs(dst []SampleRef) []SampleRef {
+	c := 0
+	for k := range r.Turns {
+		for c < len(r.Candidates) && r.Candidates[c].Turn < k {
+			c++
+		}
+		if !r.Turns[k].Emit {
+			continue
+		}
+		if c >= len(r.Candidates) || r.Candidates[c].Turn != k {
+			dst = append(dst, SampleRef{Turn: k, Candidate: -1})
+			continue
+		}
+		for ; c < len(r.Candidates) && r.Candidates[c].Turn == k; c++ {
+			dst = append(dst, SampleRef{Turn: k, Candidate: c})
+		}
+	}
+	return dst
 }
 
 // Finished reports whether the episode has an outcome: it completed or was

@@ -77,6 +77,9 @@ func samplesInto(buf []protocol.Sample, rec *episode.Record) []protocol.Sample {
 		out = make([]protocol.Sample, 0, n)
 	}
 	label := protocol.TextLabel(rec.Label)
+	if len(rec.Candidates) > 0 {
+		return treeSamples(out, rec, label)
+	}
 	for k := range rec.Turns {
 		t := &rec.Turns[k]
 		if !t.Emit {
@@ -85,55 +88,89 @@ func samplesInto(buf []protocol.Sample, rec *episode.Record) []protocol.Sample {
 		// Built in place: copying a Sample, mostly pointers, costs write
 		// barriers.
 		out = append(out, protocol.Sample{})
-		s := &out[len(out)-1]
-		s.RolloutID, s.GroupIndex = rec.RolloutID, rec.GroupIndex
-		s.Response, s.Label, s.Status = t.Action, label, rec.Status
-		md := &s.Metadata
-		md.Scenario, md.Seed, md.Episode = rec.Scenario, rec.Seed, rec.Index
-		md.Turn, md.Step, md.State = t.Turn, t.Step, string(t.State)
-		md.End, md.Error, md.TeamReward = rec.End, rec.Err, rec.Score.Team
-		if t.Seat >= 0 && t.Seat < len(rec.Seats) {
-			s.Metadata.Agent, s.Metadata.Role = rec.Seats[t.Seat].ID, rec.Seats[t.Seat].Role
-		}
-		if t.Seat >= 0 && t.Seat < len(rec.Score.Agents) {
-			s.Metadata.AgentScore = &rec.Score.Agents[t.Seat]
-		}
-		if t.Invalid != "" {
-			s.Metadata.Extra = make(map[string]any, len(t.Notes)+1)
-			s.Metadata.Extra["invalid"] = t.Invalid
-			maps.Copy(s.Metadata.Extra, t.Notes)
-		} else if len(t.Notes) > 0 {
-			// Shared with the record: nothing changes a sample's Extra in
-			// place (Allocate merges its notes into a copy).
-			s.Metadata.Extra = t.Notes
-		}
-		g := t.Generated()
-		if g.Completion != "" {
-			// The response is what the model wrote; the move the game read
-			// from it is kept beside it.
-			s.Response = g.Completion
-			s.Metadata.Action = t.Action
-		}
-		if g.Prompt != nil {
-			s.Prompt = *g.Prompt
-		} else {
-			s.Prompt = protocol.TextPrompt(rec.TextPrompt(t))
-		}
-		if tk := g.Tokens; tk != nil && len(tk.Response) > 0 {
-			s.Tokens = make([]int, 0, len(tk.Prompt)+len(tk.Response))
-			s.Tokens = append(append(s.Tokens, tk.Prompt...), tk.Response...)
-			s.ResponseLength = len(tk.Response)
-			s.LossMask = tk.LossMask
-			if s.LossMask == nil {
-				s.LossMask = make([]int, len(tk.Response))
-				for j := range s.LossMask {
-					s.LossMask[j] = 1
-				}
-			}
-			s.RolloutLogProbs = tk.LogProbs
-		} else {
-			s.Metadata.TextOnly = true
-		}
+		projectTurn(&out[len(out)-1], rec, t, label)
 	}
 	return out
+}
+
+// treeSamples appends the samples of a tree-sampled record to out: one per
+// candidate of a tree-sampled turn, in the order of SampleRefs. A
+// candidate's sample is its turn's with the candidate's answer, seed and
+// notes, and the facts of the tree in its metadata: tree_candidate (its
+// Index), tree_chosen, tree_reward, tree_team and tree_local.
+func treeSamples(out []protocol.Sample, rec *episode.Record, label protocol.Label) []protocol.Sample {
+	for _, ref := range rec.SampleRefs(nil) {
+		t := &rec.Turns[ref.Turn]
+		out = append(out, protocol.Sample{})
+		s := &out[len(out)-1]
+		if ref.Candidate < 0 {
+			projectTurn(s, rec, t, label)
+			continue
+		}
+		c := &rec.Candidates[ref.Candidate]
+		ct := *t
+		ct.Seed, ct.Action, ct.Generation, ct.Invalid, ct.Notes = c.Seed, c.Action, c.Generation, c.Invalid, c.Notes
+		projectTurn(s, rec, &ct, label)
+		extra := make(map[string]any, len(s.Metadata.Extra)+5)
+		maps.Copy(extra, s.Metadata.Extra)
+		extra["tree_candidate"] = c.Index
+		extra["tree_chosen"] = c.Chosen
+		extra["tree_reward"] = c.Reward
+		extra["tree_team"] = c.Team
+		extra["tree_local"] = c.Local
+		s.Metadata.Extra = extra
+	}
+	return out
+}
+
+// projectTurn makes s the sample of turn t of rec.
+func projectTurn(s *protocol.Sample, rec *episode.Record, t *episode.Turn, label protocol.Label) {
+	s.RolloutID, s.GroupIndex = rec.RolloutID, rec.GroupIndex
+	s.Response, s.Label, s.Status = t.Action, label, rec.Status
+	md := &s.Metadata
+	md.Scenario, md.Seed, md.Episode = rec.Scenario, rec.Seed, rec.Index
+	md.Turn, md.Step, md.State = t.Turn, t.Step, string(t.State)
+	md.End, md.Error, md.TeamReward = rec.End, rec.Err, rec.Score.Team
+	if t.Seat >= 0 && t.Seat < len(rec.Seats) {
+		s.Metadata.Agent, s.Metadata.Role = rec.Seats[t.Seat].ID, rec.Seats[t.Seat].Role
+	}
+	if t.Seat >= 0 && t.Seat < len(rec.Score.Agents) {
+		s.Metadata.AgentScore = &rec.Score.Agents[t.Seat]
+	}
+	if t.Invalid != "" {
+		s.Metadata.Extra = make(map[string]any, len(t.Notes)+1)
+		s.Metadata.Extra["invalid"] = t.Invalid
+		maps.Copy(s.Metadata.Extra, t.Notes)
+	} else if len(t.Notes) > 0 {
+		// Shared with the record: nothing changes a sample's Extra in
+		// place (Allocate merges its notes into a copy).
+		s.Metadata.Extra = t.Notes
+	}
+	g := t.Generated()
+	if g.Completion != "" {
+		// The response is what the model wrote; the move the game read
+		// from it is kept beside it.
+		s.Response = g.Completion
+		s.Metadata.Action = t.Action
+	}
+	if g.Prompt != nil {
+		s.Prompt = *g.Prompt
+	} else {
+		s.Prompt = protocol.TextPrompt(rec.TextPrompt(t))
+	}
+	if tk := g.Tokens; tk != nil && len(tk.Response) > 0 {
+		s.Tokens = make([]int, 0, len(tk.Prompt)+len(tk.Response))
+		s.Tokens = append(append(s.Tokens, tk.Prompt...), tk.Response...)
+		s.ResponseLength = len(tk.Response)
+		s.LossMask = tk.LossMask
+		if s.LossMask == nil {
+			s.LossMask = make([]int, len(tk.Response))
+			for j := range s.LossMask {
+				s.LossMask[j] = 1
+			}
+		}
+		s.RolloutLogProbs = tk.LogProbs
+	} else {
+		s.Metadata.TextOnly = true
+	}
 }

@@ -202,6 +202,9 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = e.appendNotes(dst, credit.Notes, "null")
 		dst = append(dst, '}')
 	}
+	if rec.Tree != nil {
+		dst = e.appendTree(dst, rec)
+	}
 	return append(dst, "}\n"...)
 }
 
@@ -246,12 +249,21 @@ func (e *episodeEncoder) appendTurn(dst []byte, t *episode.Turn) []byte {
 	dst = append(dst, e.legalJSON...)
 	dst = append(dst, `,"inbox":`...)
 	dst = appendInts(dst, t.Inbox, "[]")
-	g := t.Generation
+	dst = e.appendAnswer(dst, t.Action, t.Generation, t.Invalid, t.Notes)
+	if t.Emit {
+		return append(dst, `,"emit":true}`...)
+	}
+	return append(dst, `,"emit":false}`...)
+}
+
+// appendAnswer writes a turn's or a candidate's answer, from "action" to
+// "notes".
+func (e *episodeEncoder) appendAnswer(dst []byte, action string, g *agents.Generation, invalid string, notes map[string]any) []byte {
 	if g == nil {
 		g = &noGeneration
 	}
 	dst = append(dst, `,"action":`...)
-	dst = appendJSONString(dst, t.Action)
+	dst = appendJSONString(dst, action)
 	dst = append(dst, `,"completion":`...)
 	dst = appendJSONString(dst, g.Completion)
 	if g.Prompt != nil {
@@ -285,13 +297,61 @@ func (e *episodeEncoder) appendTurn(dst []byte, t *episode.Turn) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `,"invalid":`...)
-	dst = appendJSONString(dst, t.Invalid)
+	dst = appendJSONString(dst, invalid)
 	dst = append(dst, `,"notes":`...)
-	dst = e.appendNotes(dst, t.Notes, "{}")
-	if t.Emit {
-		return append(dst, `,"emit":true}`...)
+	return e.appendNotes(dst, notes, "{}")
+}
+
+// appendTree writes a tree-sampled episode's "tree" and "candidates".
+func (e *episodeEncoder) appendTree(dst []byte, rec *episode.Record) []byte {
+	tr := rec.Tree
+	dst = append(dst, `,"tree":{"k":`...)
+	dst = strconv.AppendInt(dst, int64(tr.K), 10)
+	dst = append(dst, `,"alpha":`...)
+	dst = appendJFloat(dst, tr.Alpha)
+	dst = append(dst, `,"joint":`...)
+	dst = strconv.AppendBool(dst, tr.Joint)
+	dst = append(dst, `,"roles":`...)
+	if tr.Roles == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, r := range tr.Roles {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, r)
+		}
+		dst = append(dst, ']')
 	}
-	return append(dst, `,"emit":false}`...)
+	dst = append(dst, '}')
+	if len(rec.Candidates) == 0 {
+		return dst
+	}
+	dst = append(dst, `,"candidates":[`...)
+	for i := range rec.Candidates {
+		c := &rec.Candidates[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"turn":`...)
+		dst = strconv.AppendInt(dst, int64(c.Turn), 10)
+		dst = append(dst, `,"index":`...)
+		dst = strconv.AppendInt(dst, int64(c.Index), 10)
+		dst = append(dst, `,"seed":`...)
+		dst = strconv.AppendUint(dst, c.Seed, 10)
+		dst = e.appendAnswer(dst, c.Action, c.Generation, c.Invalid, c.Notes)
+		dst = append(dst, `,"team":`...)
+		dst = appendJFloat(dst, c.Team)
+		dst = append(dst, `,"local":`...)
+		dst = appendJFloat(dst, c.Local)
+		dst = append(dst, `,"reward":`...)
+		dst = appendJFloat(dst, c.Reward)
+		dst = append(dst, `,"chosen":`...)
+		dst = strconv.AppendBool(dst, c.Chosen)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }
 
 // growFor grows dst, once the first of n items of a list is written

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
 )
 
@@ -69,6 +70,31 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		}
 		l.Credit = cl
 	}
+	if tr := rec.Tree; tr != nil {
+		l.Tree = &treeLine{K: tr.K, Alpha: jfloat(tr.Alpha), Joint: tr.Joint, Roles: tr.Roles}
+		for i := range rec.Candidates {
+			c := &rec.Candidates[i]
+			var g agents.Generation
+			if c.Generation != nil {
+				g = *c.Generation
+			}
+			cl := candidateLine{
+				Turn: c.Turn, Index: c.Index, Seed: c.Seed, Action: c.Action, Completion: g.Completion,
+				Invalid: c.Invalid, Notes: c.Notes, Team: jfloat(c.Team), Local: jfloat(c.Local), Reward: jfloat(c.Reward), Chosen: c.Chosen,
+			}
+			if cl.Notes == nil {
+				cl.Notes = map[string]any{}
+			}
+			if g.Prompt != nil {
+				p := promptLine(*g.Prompt)
+				cl.Prompt = &p
+			}
+			if tk := g.Tokens; tk != nil {
+				cl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
+			}
+			l.Candidates = append(l.Candidates, cl)
+		}
+	}
 	b, err := json.Marshal(&l)
 	if err != nil {
 		// A note JSON cannot hold (NaN, a channel) must not cost the run
@@ -79,6 +105,9 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		}
 		if l.Credit != nil {
 			l.Credit.Notes = encodableNotes(l.Credit.Notes)
+		}
+		for i := range l.Candidates {
+			l.Candidates[i].Notes = encodableNotes(l.Candidates[i].Notes)
 		}
 		if b, err = json.Marshal(&l); err != nil {
 			return dst, fmt.Errorf("episode %d: %w", rec.Index, err)

@@ -98,6 +98,91 @@ type episodeLine struct {
 	Transitions []transitionLine  `json:"transitions"`
 	Score       scoreLine         `json:"score"`
 	Credit      *creditLine       `json:"credit"`
+	// Tree and Candidates are a tree-sampled episode's (episode.Tree):
+	// absent from the lines of every other episode.
+	Tree       *treeLine       `json:"tree,omitempty"`
+	Candidates []candidateLine `json:"candidates,omitempty"`
+}
+
+type treeLine struct {
+	K     int      `json:"k"`
+	Alpha jfloat   `json:"alpha"`
+	Joint bool     `json:"joint"`
+	Roles []string `json:"roles"`
+}
+
+type candidateLine struct {
+	Turn       int            `json:"turn"`
+	Index      int            `json:"index"`
+	Seed       uint64         `json:"seed"`
+	Action     string         `json:"action"`
+	Completion string         `json:"completion"`
+	Prompt     *promptLine    `json:"prompt,omitempty"`
+	Tokens     *tokensLine    `json:"tokens,omitempty"`
+	Invalid    string         `json:"invalid"`
+	Notes      map[string]any `json:"notes"`
+	Team       jfloat         `json:"team"`
+	Local      jfloat         `json:"local"`
+	Reward     jfloat         `json:"reward"`
+	Chosen     bool           `json:"chosen"`
+}
+
+// generationOf is the generation a turn or candidate line records.
+func generationOf(completion string, prompt *promptLine, tokens *tokensLine) *agents.Generation {
+	g := agents.Generation{Completion: completion}
+	if prompt != nil {
+		p := protocol.Prompt(*prompt)
+		g.Prompt = &p
+	}
+	if tk := tokens; tk != nil {
+		g.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
+	}
+	return &g
+}
+
+// decodeTree reads a line's tree and candidates into rec, checking that
+// every candidate names a turn of the line, in order, with its index.
+func decodeTree(l *episodeLine, rec *episode.Record) error {
+	if l.Tree == nil {
+		if len(l.Candidates) > 0 {
+			return fmt.Errorf("%w: %d candidates without a tree", ErrEpisodeLine, len(l.Candidates))
+		}
+		return nil
+	}
+	if l.Tree.K < 2 {
+		return fmt.Errorf("%w: tree of %d candidates per turn (want at least 2)", ErrEpisodeLine, l.Tree.K)
+	}
+	rec.Tree = &episode.Tree{K: l.Tree.K, Alpha: float64(l.Tree.Alpha), Joint: l.Tree.Joint, Roles: l.Tree.Roles}
+	if len(l.Candidates) == 0 {
+		return nil
+	}
+	rec.Candidates = make([]episode.Candidate, len(l.Candidates))
+	for i, cl := range l.Candidates {
+		if cl.Turn < 0 || cl.Turn >= len(rec.Turns) {
+			return fmt.Errorf("%w: candidate %d names turn %d of %d", ErrEpisodeLine, i, cl.Turn, len(rec.Turns))
+		}
+		if cl.Index < 0 || cl.Index >= l.Tree.K {
+			return fmt.Errorf("%w: candidate %d has index %d of %d", ErrEpisodeLine, i, cl.Index, l.Tree.K)
+		}
+		if i > 0 {
+			if p := l.Candidates[i-1]; cl.Turn < p.Turn || (cl.Turn == p.Turn && cl.Index <= p.Index) {
+				return fmt.Errorf("%w: candidate %d (turn %d, index %d) is out of order", ErrEpisodeLine, i, cl.Turn, cl.Index)
+			}
+		}
+		c := episode.Candidate{
+			Turn: cl.Turn, Index: cl.Index, Seed: cl.Seed, Action: cl.Action, Invalid: cl.Invalid,
+			Team: float64(cl.Team), Local: float64(cl.Local), Reward: float64(cl.Reward), Chosen: cl.Chosen,
+		}
+		if len(cl.Notes) > 0 {
+			c.Notes = cl.Notes
+		}
+		g := generationOf(cl.Completion, cl.Prompt, cl.Tokens)
+		if *g != (agents.Generation{}) {
+			c.Generation = g
+		}
+		rec.Candidates[i] = c
+	}
+	return nil
 }
 
 type seatLine struct {
@@ -304,16 +389,11 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		if len(tl.Notes) > 0 {
 			t.Notes = tl.Notes
 		}
-		g := agents.Generation{Completion: tl.Completion}
-		if tl.Prompt != nil {
-			p := protocol.Prompt(*tl.Prompt)
-			g.Prompt = &p
-		}
-		if tk := tl.Tokens; tk != nil {
-			g.Tokens = &agents.Tokens{Prompt: tk.Prompt, Response: tk.Response, LogProbs: floats(tk.LogProbs), LossMask: tk.LossMask}
-		}
-		t.SetGeneration(&g)
+		t.SetGeneration(generationOf(tl.Completion, tl.Prompt, tl.Tokens))
 		rec.Turns[i] = t
+	}
+	if err := decodeTree(&l, rec); err != nil {
+		return nil, nil, err
 	}
 	if l.Messages != nil {
 		rec.Messages = make([]episode.Message, len(l.Messages))
