@@ -47,13 +47,13 @@ func builtinEntries() []Entry {
 		},
 		{
 			Name:   "rloo",
-			Doc:    "RLOO: R - mean of the others that share the group key; groups of one get 0",
+			Doc:    "RLOO (Kool et al. 2019): R - mean of the units that share the group key in the group's other episodes (an episode's own units share its outcome); = dr-grpo × n/(n-1) with one unit per episode and key; groups of one episode get 0",
 			Params: groupParams,
 			Make:   makeGroupNorm("rloo", NormLeaveOneOut),
 		},
 		{
 			Name: "magrpo",
-			Doc:  "MAGRPO: every sample of a joint rollout gets G - mean G over the group's episodes (joint rollouts from the same scenario seed), divided by std + eps with std=true; groups of one get 0",
+			Doc:  "MAGRPO (arXiv 2508.04652): R - mean R over joint rollouts from one history, shared by the rollout's samples (÷ std + eps with std=true); tree-sampled episodes (--tree): the K candidates of one turn, R their continuation's G; others: the group's episodes, R = G (one history only in one-step games); groups of one get 0",
 			Params: []Param{
 				{Name: "std", Default: "false", Doc: "divide by the group's std + eps, as GRPO does"},
 				{Name: "eps", Default: ftoa(DefaultEps), Doc: "added to the std"},
@@ -62,7 +62,7 @@ func builtinEntries() []Entry {
 		},
 		{
 			Name:   "at-grpo",
-			Doc:    "agent- and turn-wise GRPO (AT-GRPO): (R - mean)/(std + eps) over the t-th turns of one agent across the group's episodes, R the base reward; grpo with key=scenario+group+agent+turn",
+			Doc:    "AT-GRPO (arXiv 2510.11062): tree-sampled episodes (--tree): (r - mean)/(std + eps) over the K candidates of one agent at one turn, r = alpha·G + L of each candidate's continuation; others: grpo with key=scenario+group+agent+turn (the t-th turns of one agent across the group's episodes), = magrpo:std=true with the team reward and one turn per agent",
 			Params: append([]Param{{Name: "eps", Default: ftoa(DefaultEps), Doc: "added to the std"}}, atGroupParams...),
 			Make: func(m map[string]string) (trajectories.Allocator, error) {
 				g, err := makeGroupNorm("at-grpo", NormStd)(m)

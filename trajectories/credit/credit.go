@@ -167,6 +167,13 @@ func agentScore(ep *trajectories.Episode, i int) (float64, error) {
 // sampleTimes returns, for every sample of ep, its step and its agent's
 // turn number (see sampleSeats).
 func sampleTimes(ep *trajectories.Episode) (steps, turns []int) {
+	if ep.Samples == nil && len(ep.Candidates) > 0 {
+		for _, ref := range ep.SampleRefs(nil) {
+			t := &ep.Turns[ref.Turn]
+			steps, turns = append(steps, t.Step), append(turns, t.Turn)
+		}
+		return steps, turns
+	}
 	if ep.Samples == nil {
 		for k := range ep.Turns {
 			if t := &ep.Turns[k]; t.Emit {
@@ -195,6 +202,18 @@ func sampleSeatsInto(dst []int, ep *trajectories.Episode) ([]int, error) {
 	// Projected samples are the emitted turns, in order (Samples): the
 	// turns say their seats without a map from agent to seat. Samples
 	// without their turns (read back from a file) name their agents.
+	if len(ep.Candidates) > 0 && (ep.Samples == nil || ep.Record.Emitted() == len(ep.Samples)) {
+		// A tree-sampled turn is several samples (SampleRefs).
+		out := dst[:0]
+		for _, ref := range ep.SampleRefs(nil) {
+			t := &ep.Turns[ref.Turn]
+			if t.Seat < 0 || t.Seat >= len(ep.Seats) {
+				return nil, fmt.Errorf("%w: episode %d of %s: turn %d names seat %d of %d", ErrBadEpisode, ep.Index, ep.Scenario, ref.Turn, t.Seat, len(ep.Seats))
+			}
+			out = append(out, t.Seat)
+		}
+		return out, nil
+	}
 	if ep.Samples == nil || (len(ep.Turns) > 0 && ep.Record.Emitted() == len(ep.Samples)) {
 		// At most a seat per turn: sized without counting the emitted
 		// ones, which reads every turn.

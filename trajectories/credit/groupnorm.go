@@ -19,7 +19,14 @@ const (
 	NormStd NormMode = iota
 	// NormCentre is Dr.GRPO: A_j = R_j - mean, without the std.
 	NormCentre
-	// NormLeaveOneOut is RLOO: A_j = R_j - (mean of the others).
+	// NormLeaveOneOut is RLOO (Kool et al., "Buy 4 REINFORCE Samples, Get
+	// a Baseline for Free!", 2019; Ahmadian et al., arXiv 2402.14740,
+	// eq. 3): A_j = R_j − b_j, b_j the mean of the independent samples
+	// other than j. In a group of multi-agent episodes the samples of one
+	// episode are not independent (with the team reward they share its G),
+	// so b_j is the mean over the units of j's key in the group's other
+	// episodes: with one unit per episode and key, A_j = G/(G−1) · (R_j −
+	// mean), Dr.GRPO's advantage scaled by G/(G−1), G the units.
 	NormLeaveOneOut
 )
 
@@ -102,6 +109,14 @@ const DefaultEps = 1e-6
 //
 // The runner calls Allocate with the episodes of one group_index, so the
 // key only ever splits a group further, by role or agent.
+//
+// When allocators coincide, with the team reward: every unit of an episode
+// has its G, so with n episodes of N units of a key each, dr-grpo equals
+// magrpo (to rounding: the mean of N·n values where magrpo takes that of
+// n), rloo is n/(n−1) times it, and grpo is magrpo:std=true times
+// sqrt((N·n−1)/(N·(n−1))), its std being taken over the N·n units; keyed
+// so that each key has one unit per episode (key=scenario+group+agent),
+// grpo is magrpo:std=true and dr-grpo magrpo, bit for bit.
 type GroupNorm struct {
 	Mode NormMode
 	Eps  float64  // ε, added to the std (NormStd only)
@@ -135,11 +150,12 @@ func (g GroupNorm) Name() string {
 	return specName(name, params...)
 }
 
-// Needs implements Needer. A team-based GroupNorm, or one whose key holds
-// the agent, needs groups of several episodes: within one episode, every
-// unit of a key has the same reward, or is alone in its key.
+// Needs implements Needer. RLOO, a team-based GroupNorm, or one whose key
+// holds the agent, needs groups of several episodes: RLOO's baseline
+// leaves out the unit's own episode, and within one episode every unit of
+// a key has the same team reward, or is alone in its key.
 func (g GroupNorm) Needs() Needs {
-	return Needs{AgentScores: g.Base == SourceIndividual, Group: g.Base == SourceTeam || g.Key&KeyAgent != 0}
+	return Needs{AgentScores: g.Base == SourceIndividual, Group: g.Mode == NormLeaveOneOut || g.Base == SourceTeam || g.Key&KeyAgent != 0}
 }
 
 type groupKey struct {
@@ -165,6 +181,7 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 	type unit struct {
 		r   float64
 		adv float64
+		ep  int // the unit's episode in the group
 	}
 	var units []unit
 	members := map[groupKey][]int{}
@@ -216,7 +233,7 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 			bySeat[i] = len(units)
 			unitOf[e][s] = len(units)
 			members[k] = append(members[k], len(units))
-			units = append(units, unit{r: r})
+			units = append(units, unit{r: r, ep: e})
 		}
 	}
 	for _, k := range order {
@@ -253,9 +270,23 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 				units[u].adv = units[u].r - shift - mean
 			}
 		case NormLeaveOneOut:
-			for _, u := range idx {
-				d := units[u].r - shift
-				units[u].adv = d - (sum-d)/(n-1)
+			// The baseline leaves out the unit's whole episode: the units
+			// of one episode share its outcome, so they are not
+			// independent samples of the unit's reward. idx runs through
+			// the episodes in order, so each episode's units are
+			// consecutive.
+			for lo := 0; lo < len(idx); {
+				e, hi, own := units[idx[lo]].ep, lo, 0.0
+				for ; hi < len(idx) && units[idx[hi]].ep == e; hi++ {
+					own += units[idx[hi]].r - shift
+				}
+				if others := len(idx) - (hi - lo); others > 0 {
+					b := (sum - own) / float64(others)
+					for _, u := range idx[lo:hi] {
+						units[u].adv = units[u].r - shift - b
+					}
+				}
+				lo = hi
 			}
 		}
 	}
