@@ -20,6 +20,12 @@ import (
 
 // runFlags are the raw values of troupe run's flags.
 type runFlags struct {
+	// tree sampling: --tree K, --tree-alpha, --tree-joint, --tree-roles
+	tree      int
+	treeAlpha float64
+	treeJoint bool
+	treeRoles []string
+
 	episodes        int
 	concurrency     int
 	seed            uint64
@@ -133,7 +139,21 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 	if err != nil {
 		return nil, err
 	}
+	var tree *runspec.Tree
+	switch {
+	case f.tree == 1 || f.tree < 0:
+		return nil, usagef("--tree %d: want at least 2 candidates per turn (0: no tree sampling)", f.tree)
+	case f.tree >= 2:
+		roles, err := splitRoles(info, "--tree-roles", f.treeRoles)
+		if err != nil {
+			return nil, err
+		}
+		tree = &runspec.Tree{K: f.tree, Alpha: f.treeAlpha, Joint: f.treeJoint, Roles: roles}
+	case f.treeJoint || len(f.treeRoles) > 0:
+		return nil, usagef("--tree-joint and --tree-roles need --tree K")
+	}
 	return &runspec.Spec{
+		Tree:      tree,
 		Scenario:  info.Name,
 		Params:    given,
 		Policies:  policies,
@@ -156,14 +176,14 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 // specFlags are troupe run's flags that describe the run: with --spec, the
 // spec file does, and they must not be given.
 var specFlags = []string{"episodes", "seed", "param", "policy", "allocator", "reward-format", "group-size", "emit",
-	"max-steps", "max-turns", "max-messages", "timeout", "rollout-id-base", "on-invalid"}
+	"max-steps", "max-turns", "max-messages", "timeout", "rollout-id-base", "on-invalid", "tree", "tree-alpha", "tree-joint", "tree-roles"}
 
 // fieldFlags maps a run spec's fields to the flags that set them, for
 // messages.
 var fieldFlags = map[string]string{
 	"params": "--param", "policies": "--policy", "emit": "--emit", "allocators": "--allocator",
 	"reward_format": "--reward-format", "on_invalid": "--on-invalid", "episodes": "--episodes",
-	"group_size": "--group-size", "limits": "--max-*", "rollout_id_base": "--rollout-id-base",
+	"group_size": "--group-size", "limits": "--max-*", "rollout_id_base": "--rollout-id-base", "tree": "--tree*",
 }
 
 // planOf resolves spec into a run, with the flags that say how it is
@@ -446,4 +466,20 @@ func parseInvalidRule(s string) (env.InvalidRule, error) {
 		return env.SpiralPenalty, nil
 	}
 	return env.InvalidRule{}, usagef("--on-invalid %q: want pass (the scenario's rules judge the move), forfeit (the offender scores -1, the others +1, the episode ends) or penalty (SPIRAL's -1.5 and +0.5)", s)
+}
+
+// splitRoles reads a flag's comma-separated, repeatable role names,
+// checking them against the scenario.
+func splitRoles(info *env.Info, flag string, given []string) ([]string, error) {
+	var roles []string
+	for _, g := range given {
+		for r := range strings.SplitSeq(g, ",") {
+			r = strings.TrimSpace(r)
+			if info.Role(r) == nil {
+				return nil, usagef("%s: scenario %s has no role %q (its roles: %s)", flag, info.Name, r, info.RoleNames())
+			}
+			roles = append(roles, r)
+		}
+	}
+	return roles, nil
 }

@@ -86,6 +86,11 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 					return err
 				}
 			}
+			if spec.Tree != nil && f.nats.Conn.URL != "" {
+				// The records travel to the submitter in distributed/wire,
+				// which does not carry the candidates.
+				return usagef("--tree: tree-sampled runs play in this process; they are not handed out on NATS")
+			}
 			if !cmd.Flags().Changed("out") {
 				f.out = defaultOut(spec.Scenario)
 			}
@@ -118,6 +123,10 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec`: name or name:key=value,... (repeatable or comma-separated; see troupe allocators)")
 	fl.StringVar(&f.rewardFormat, "reward-format", "scalar", "scalar (the first allocator's value) or dict (every allocator's value by name, for slime's --reward-key)")
 	fl.IntVarP(&f.groupSize, "group-size", "g", 1, "episodes per group: they share a scenario seed and a group_index (GRPO groups)")
+	fl.IntVar(&f.tree, "tree", 0, "tree sampling (AT-GRPO, MAGRPO): ask each emitted seat's policy `K` times per turn from the same history, score each candidate by playing the episode on from it, keep the best; all K become samples (0: off; see docs/credit.md)")
+	fl.Float64Var(&f.treeAlpha, "tree-alpha", 1, "with --tree: a candidate's reward is alpha·team + its seat's own score (AT-GRPO's mix)")
+	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO), not one seat's at a time (AT-GRPO)")
+	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the `ROLES` tree-sampled (comma-separated, repeatable; default: every emitted role)")
 	fl.StringVar(&f.layout, "layout", "flat", "flat (one sample per line) or nested (one episode's samples per line, as a JSON array)")
 	fl.StringArrayVar(&f.emit, "emit", []string{"all"}, "whose turns become samples: all, or `ROLES` (comma-separated, repeatable)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: the scenario's bound, 100000 unless it sets one; an episode that reaches it ends with end step_limit)")

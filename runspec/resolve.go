@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -134,6 +135,16 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 	if len(n.Emit) > 0 {
 		emit = env.EmitRoles(n.Emit...)
 	}
+	if n.Tree != nil {
+		for i, role := range n.Tree.Roles {
+			if info.Role(role) == nil {
+				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
+			}
+			if len(n.Emit) > 0 && !slices.Contains(n.Emit, role) {
+				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "role %q is not emitted: its candidates would be no samples", role)
+			}
+		}
+	}
 
 	allocReg := r.Allocators
 	if allocReg == nil {
@@ -221,6 +232,7 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 				// The one place a run's play description is made from
 				// data: every executor, runner and worker embeds it.
 				ParallelPolicies: parallel,
+				Tree:             treeOf(n.Tree),
 			},
 			Episodes:       n.Episodes,
 			GroupSize:      n.GroupSize,
@@ -283,4 +295,12 @@ func Named(names map[string]string) map[string]Policy {
 		out[role] = Policy{Name: strings.TrimSpace(name)}
 	}
 	return out
+}
+
+// treeOf is a spec's tree sampling as a run plays it.
+func treeOf(t *Tree) *episode.Tree {
+	if t == nil {
+		return nil
+	}
+	return &episode.Tree{K: t.K, Alpha: t.Alpha, Joint: t.Joint, Roles: slices.Clone(t.Roles)}
 }

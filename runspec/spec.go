@@ -71,6 +71,22 @@ type Spec struct {
 	// derive from it (an LLM client's retry jitter). Absent from the
 	// canonical form when nil, so specs without it keep their hash.
 	Seeds *Seeds `json:"seeds,omitempty"`
+	// Tree, when set, plays every episode with tree sampling
+	// (env.PlayTree): K candidates per turn of the tree-sampled roles,
+	// each scored by its continuation, the best kept, all of them samples.
+	// Absent from the canonical form when nil, so specs without it keep
+	// their hash.
+	Tree *Tree `json:"tree,omitempty"`
+}
+
+// Tree is a run's tree sampling (episode.Tree): K candidates per turn,
+// mixed with reward Alpha·team + local, drawn jointly per step (MAGRPO)
+// or seat by seat (AT-GRPO), for Roles (sorted; empty: every emitted role).
+type Tree struct {
+	K     int      `json:"k"`
+	Alpha float64  `json:"alpha"`
+	Joint bool     `json:"joint"`
+	Roles []string `json:"roles"`
 }
 
 // Seeds are the seeds of a run of one group (group_size = episodes) that
@@ -221,6 +237,14 @@ func (s *Spec) Normalized() Spec {
 		n.GroupSize = 1
 	}
 	n.Seeds = n.Seeds.clone() // the copy shares nothing with s
+	if n.Tree != nil {
+		t := *n.Tree
+		t.Roles = slices.Compact(slices.Sorted(slices.Values(t.Roles)))
+		if t.Roles == nil {
+			t.Roles = []string{}
+		}
+		n.Tree = &t
+	}
 	return n
 }
 
@@ -259,6 +283,14 @@ func (s *Spec) Validate() error {
 	}
 	if err := n.validatePlace(); err != nil {
 		return err
+	}
+	if t := n.Tree; t != nil {
+		switch {
+		case t.K < 2:
+			return fieldErr("tree.k", "%d: want at least 2 candidates per turn", t.K)
+		case math.IsNaN(t.Alpha) || math.IsInf(t.Alpha, 0):
+			return fieldErr("tree.alpha", "%v: want a finite number", t.Alpha)
+		}
 	}
 	switch n.OnInvalid.Mode {
 	case InvalidPass:

@@ -855,6 +855,9 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 	if fs.peek() != '{' {
 		return r, false
 	}
+	// emit says which turns are emitted: a tree-sampled turn's candidates
+	// other than the chosen one are samples too (episode.Record.Emitted).
+	var emit []bool
 	fs.object(func(k []byte) {
 		switch string(k) {
 		case "rollout_id":
@@ -872,15 +875,41 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 					fs.fail()
 					return
 				}
+				emit = append(emit, false)
 				fs.object(func(k []byte) {
 					if string(k) == "emit" {
 						if fs.bool() {
 							r.emitted++
+							emit[len(emit)-1] = true
 						}
 						return
 					}
 					fs.skip()
 				})
+			})
+		case "candidates":
+			if fs.null() {
+				return
+			}
+			fs.array(func() {
+				if fs.peek() != '{' {
+					fs.fail()
+					return
+				}
+				turn, chosen := int64(-1), false
+				fs.object(func(k []byte) {
+					switch string(k) {
+					case "turn":
+						turn = fs.int()
+					case "chosen":
+						chosen = fs.bool()
+					default:
+						fs.skip()
+					}
+				})
+				if !chosen && turn >= 0 && turn < int64(len(emit)) && emit[turn] {
+					r.emitted++
+				}
 			})
 		default:
 			fs.skip()
