@@ -3,7 +3,7 @@ package episode
 import "github.com/troupe-rl/troupe/agents"
 
 // Tree says how an episode was tree-sampled (Zhao et al., AT-GRPO, arXiv
-// 2510.11062, Algorithm 1; Liu et al., MAGRPO, arXiv 2508.04652, §4): at
+// 2510.11062, Algorithm 1; Liu et al., MAGRPO, arXiv 2508.04652): at
 // each turn of a tree-sampled seat, its policy was asked K times from the
 // same history, each candidate was scored by playing a fork of the episode
 // on from it, and the best candidate was kept on the main line. Every

@@ -67,9 +67,16 @@ const EpisodeFormat = "troupe.episode/v2"
 //   - "score": {"team", "agents"}: the team reward and the per-agent scores
 //     in seat order (null when the scenario has none);
 //   - "credit": null without allocators, else {"allocators": names in run
-//     order, "values": per allocator one list with a value per emitted
-//     turn, in order (the k-th emitted turn is the episode's k-th sample),
-//     "notes": the allocators' notes, an object or null}.
+//     order, "values": per allocator one list with a value per sample, in
+//     order (the k-th emitted turn is the episode's k-th sample, but for a
+//     tree-sampled episode, whose sampled turns are K samples each:
+//     episode.Record.SampleRefs), "notes": the allocators' notes, an
+//     object or null};
+//   - "tree" and "candidates", only for a tree-sampled episode
+//     (episode.Tree): {"k", "alpha", "joint", "roles"}, and every
+//     candidate in order of its turn and index, with "turn" (its index in
+//     "turns"), "index", "seed", the answer's keys of a turn ("action" to
+//     "notes"), "team", "local", "reward" and "chosen".
 //
 // Numbers that JSON cannot hold (NaN, +Inf, -Inf) are written as the
 // strings "NaN", "+Inf" and "-Inf". Notes are JSON values: a number comes
@@ -430,7 +437,7 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		credit = &Credit{Allocators: cl.Allocators, Values: make([][]float64, len(cl.Values)), Notes: cl.Notes}
 		for i, v := range cl.Values {
 			if len(v) != emitted {
-				return nil, nil, fmt.Errorf("%w: allocator %q has %d values for %d emitted turns", ErrEpisodeLine, cl.Allocators[i], len(v), emitted)
+				return nil, nil, fmt.Errorf("%w: allocator %q has %d values for %d samples", ErrEpisodeLine, cl.Allocators[i], len(v), emitted)
 			}
 			credit.Values[i] = floats(v)
 			if credit.Values[i] == nil {

@@ -184,6 +184,7 @@ func FuzzEpisodeDecode(f *testing.F) {
 	f.Add([]byte(`{"format":"troupe.episode/v2","status":"completed","score":{"team":"NaN","agents":["+Inf"]}}`))
 	f.Add([]byte(`{"format":"troupe.episode/v2","status":"failed","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"prompt":[{"role":"user","content":"hi"}],"tokens":{"prompt":[1],"response":[2],"log_probs":["-Inf"],"loss_mask":null}}],"credit":{"allocators":["team"],"values":[[]],"notes":{"k":1}}}`))
 	f.Add([]byte(`{"format":"troupe.episode/v2"}`))
+	f.Add([]byte(`{"format":"troupe.episode/v2","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"emit":true}],"tree":{"k":2,"alpha":0.5,"joint":true,"roles":["r"]},"candidates":[{"turn":0,"index":0,"action":"x","chosen":true,"team":1,"local":"NaN","reward":2},{"turn":0,"index":1,"tokens":{"prompt":[1],"response":[2],"log_probs":null,"loss_mask":null}}]}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, c, err := trajectories.DecodeEpisode(line)

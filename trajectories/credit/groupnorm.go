@@ -13,15 +13,17 @@ import (
 type NormMode int
 
 const (
-	// NormStd is GRPO: A_j = (R_j - mean) / (std + ε), std the sample
+	// NormStd is GRPO (Shao et al., DeepSeekMath, arXiv 2402.03300,
+	// §4.1.2): A_j = (R_j - mean) / (std + ε), std the sample
 	// standard deviation (n-1 in the denominator, as torch.std and slime
 	// compute it).
 	NormStd NormMode = iota
-	// NormCentre is Dr.GRPO: A_j = R_j - mean, without the std.
+	// NormCentre is Dr.GRPO (Liu et al., arXiv 2503.20783): A_j = R_j -
+	// mean, without the std.
 	NormCentre
 	// NormLeaveOneOut is RLOO (Kool et al., "Buy 4 REINFORCE Samples, Get
-	// a Baseline for Free!", 2019; Ahmadian et al., arXiv 2402.14740,
-	// eq. 3): A_j = R_j − b_j, b_j the mean of the independent samples
+	// a Baseline for Free!", 2019; Ahmadian et al., "Back to Basics",
+	// arXiv 2402.14740): A_j = R_j − b_j, b_j the mean of the independent samples
 	// other than j. In a group of multi-agent episodes the samples of one
 	// episode are not independent (with the team reward they share its G),
 	// so b_j is the mean over the units of j's key in the group's other

@@ -10,7 +10,7 @@ import (
 )
 
 // MAGRPO is multi-agent GRPO (Liu et al., "LLM Collaboration With
-// Multi-Agent Reinforcement Learning", arXiv 2508.04652, §4): the
+// Multi-Agent Reinforcement Learning", arXiv 2508.04652): the
 // group-relative advantage of joint rollout g among G joint rollouts from
 // the same history,
 //
@@ -103,7 +103,7 @@ const ATKey = KeyScenario | KeyGroup | KeyAgent | KeyTurn
 
 // ATGRPO is AT-GRPO, agent- and turn-wise grouped GRPO (Zhao et al.,
 // "Stronger Together: On-Policy Reinforcement Learning for Collaborative
-// LLMs", arXiv 2510.11062, §4 and Algorithm 1). On a tree-sampled episode
+// LLMs", arXiv 2510.11062, Algorithm 1). On a tree-sampled episode
 // (env.PlayTree) its groups are the paper's: the K candidates drawn for
 // one agent at one turn from the same history (group key (episode, agent,
 // turn)), each rewarded with the mix the paper defines,
