@@ -60,7 +60,7 @@ func TestTreeEpisodeRoundTrip(t *testing.T) {
 	}
 	// Emitted turns 0, 2, 3 and 5: turns 0, 2 and 3 are two samples each.
 	assert.Equal(t, 7, rec.Emitted())
-	assert.Equal(t, []episode.SampleRef{{0, 0}, {0, 1}, {2, 2}, {2, 3}, {3, 4}, {3, 5}, {5, -1}}, rec.SampleRefs(nil))
+	assert.Equal(t, []episode.SampleRef{{Turn: 0, Candidate: 0}, {Turn: 0, Candidate: 1}, {Turn: 2, Candidate: 2}, {Turn: 2, Candidate: 3}, {Turn: 3, Candidate: 4}, {Turn: 3, Candidate: 5}, {Turn: 5, Candidate: -1}}, rec.SampleRefs(nil))
 	samples := trajectories.Samples(rec)
 	require.Len(t, samples, 7)
 	assert.Equal(t, "x", samples[2].Metadata.Action, "the candidate's move; its completion is the response")
