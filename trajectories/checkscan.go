@@ -848,6 +848,22 @@ type recordFacts struct {
 	emitted               int
 }
 
+// objects reads null or an array of objects, calling f for each key of an
+// object and end after each object.
+func (fs *fastScan) objects(f func(k []byte), end func()) {
+	if fs.null() {
+		return
+	}
+	fs.array(func() {
+		if fs.peek() != '{' {
+			fs.fail()
+			return
+		}
+		fs.object(f)
+		end()
+	})
+}
+
 // record reads an episode record's identity and its emitted turns.
 func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 	*fs = fastScan{b: bytes.TrimSpace(line)}
@@ -867,49 +883,35 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 		case "index":
 			r.index = fs.int()
 		case "turns":
-			if fs.null() {
-				return
-			}
-			fs.array(func() {
-				if fs.peek() != '{' {
-					fs.fail()
+			emitted := false
+			fs.objects(func(k []byte) {
+				if string(k) == "emit" {
+					emitted = fs.bool()
 					return
 				}
-				emit = append(emit, false)
-				fs.object(func(k []byte) {
-					if string(k) == "emit" {
-						if fs.bool() {
-							r.emitted++
-							emit[len(emit)-1] = true
-						}
-						return
-					}
-					fs.skip()
-				})
+				fs.skip()
+			}, func() {
+				if emitted {
+					r.emitted++
+				}
+				emit, emitted = append(emit, emitted), false
 			})
 		case "candidates":
-			if fs.null() {
-				return
-			}
-			fs.array(func() {
-				if fs.peek() != '{' {
-					fs.fail()
-					return
+			turn, chosen := int64(-1), false
+			fs.objects(func(k []byte) {
+				switch string(k) {
+				case "turn":
+					turn = fs.int()
+				case "chosen":
+					chosen = fs.bool()
+				default:
+					fs.skip()
 				}
-				turn, chosen := int64(-1), false
-				fs.object(func(k []byte) {
-					switch string(k) {
-					case "turn":
-						turn = fs.int()
-					case "chosen":
-						chosen = fs.bool()
-					default:
-						fs.skip()
-					}
-				})
+			}, func() {
 				if !chosen && turn >= 0 && turn < int64(len(emit)) && emit[turn] {
 					r.emitted++
 				}
+				turn, chosen = -1, false
 			})
 		default:
 			fs.skip()
