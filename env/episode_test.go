@@ -59,7 +59,7 @@ func chooser(scenario string, rng *rand.Rand) func(o agents.Observation) agents.
 
 // setupOf is episode k of a run of the scenario with its default
 // policies, resolved from a run spec as every run's are.
-func setupOf(t *testing.T, name string, k int) env.Setup {
+func setupOf(t testing.TB, name string, k int) env.Setup {
 	t.Helper()
 	spec := runspec.Spec{Scenario: name, Episodes: k + 1, Seed: 11}
 	res, err := spec.Resolve(runspec.Resolvers{Scenarios: scenarios.Builtin()})

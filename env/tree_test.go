@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/policies/learn"
 )
 
 // treeSetup is episode k of the scenario with its default policies, tree
@@ -256,4 +258,53 @@ func TestTreeErrors(t *testing.T) {
 	rec = env.PlayTree(t.Context(), setup)
 	assert.Equal(t, "failed", string(rec.Status))
 	assert.Contains(t, rec.Err, "oops")
+}
+
+// A learning policy (an ε-greedy action-value learner) draws each
+// candidate from the candidate's own seed: the candidates of a turn differ
+// where its exploration says so, and the tree is what its definition says.
+func TestTreeLearningPolicy(t *testing.T) {
+	learner, err := learn.NewValues(learn.ValueConfig{Alpha: 0.1, Select: learn.EpsilonGreedy{Epsilon: 0.5}})
+	require.NoError(t, err)
+	setup := treeSetup(t, "elfarol", 0, episode.Tree{K: 4, Alpha: 1})
+	setup.Params = mustParams(t, setup, map[string]string{"agents": "8", "nights": "3", "capacity": "2"})
+	setup.Policy = env.SamePolicy(learner)
+	rec := env.PlayTree(t.Context(), setup)
+	require.Equal(t, "completed", string(rec.Status), rec.Err)
+	assert.Equal(t, 8, checkTree(t, setup, rec))
+	differ := 0
+	for lo := 0; lo < len(rec.Candidates); lo += 4 {
+		for _, c := range rec.Candidates[lo+1 : lo+4] {
+			if c.Action != rec.Candidates[lo].Action {
+				differ++
+				break
+			}
+		}
+	}
+	assert.Greater(t, differ, 0, "exploring from their own seeds, some candidates play other nights")
+}
+
+// BenchmarkTree is what tree sampling costs against its yardstick, the
+// same episode played plainly by the engine: a tree-sampled turn plays K
+// forks to the end, so an episode of T turns costs about K·T/2 episodes
+// more than T replays of its history.
+func BenchmarkTree(b *testing.B) {
+	for _, name := range []string{"tictactoe", "elfarol"} {
+		setup := setupOf(b, name, 0)
+		b.Run(name+"/engine", func(b *testing.B) {
+			eng := env.NewEngine()
+			for b.Loop() {
+				eng.Run(b.Context(), setup)
+			}
+		})
+		for _, k := range []int{2, 4} {
+			setup := setup
+			setup.Tree = &episode.Tree{K: k, Alpha: 1}
+			b.Run(name+"/tree-K"+strconv.Itoa(k), func(b *testing.B) {
+				for b.Loop() {
+					env.PlayTree(b.Context(), setup)
+				}
+			})
+		}
+	}
 }

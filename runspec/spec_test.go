@@ -141,6 +141,11 @@ func TestHashSensitive(t *testing.T) {
 			v.SetFloat(old + 0.25)
 			check(path)
 			v.SetFloat(old)
+		case reflect.Bool:
+			old := v.Bool()
+			v.SetBool(!old)
+			check(path)
+			v.SetBool(old)
 		case reflect.Map:
 			old := v.Interface()
 			nm := reflect.MakeMap(v.Type())
@@ -198,6 +203,8 @@ func TestValidateNamesField(t *testing.T) {
 		"limits.max_messages": func(s *runspec.Spec) { s.Limits.MaxMessages = -1 },
 		"limits.timeout":      func(s *runspec.Spec) { s.Limits.Timeout = -1 },
 		"rollout_id_base":     func(s *runspec.Spec) { s.RolloutIDBase = -1 },
+		"tree.k":              func(s *runspec.Spec) { s.Tree = &runspec.Tree{K: 1, Alpha: 1} },
+		"tree.alpha":          func(s *runspec.Spec) { s.Tree = &runspec.Tree{K: 2, Alpha: math.Inf(1)} },
 		"group_index_base":    func(s *runspec.Spec) { s.GroupIndexBase = -1 },
 		"reward_format":       func(s *runspec.Spec) { s.RewardFormat = "tensor" },
 		"on_invalid.mode":     func(s *runspec.Spec) { s.OnInvalid.Mode = "explode" },
