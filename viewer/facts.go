@@ -170,6 +170,8 @@ type episodeFacts struct {
 	Agents                       []float64 // per seat; nil when the scenario has none
 	Allocators                   []string
 	Values                       [][]float64
+
+	turnSeats []int // every turn's seat, -1 for those not emitted
 }
 
 // episodeKeys are the keys of an episode line, which DecodeEpisode
@@ -177,7 +179,8 @@ type episodeFacts struct {
 func validEpisodeKey(k string) bool {
 	switch k {
 	case "format", "scenario", "params", "seed", "policy_seed", "index", "rollout_id", "group_index",
-		"status", "end", "error", "steps", "label", "seats", "turns", "messages", "transitions", "score", "credit":
+		"status", "end", "error", "stack", "steps", "label", "seats", "turns", "messages", "transitions", "score", "credit",
+		"tree", "candidates":
 		return true
 	}
 	return false
@@ -185,8 +188,11 @@ func validEpisodeKey(k string) bool {
 
 // scanEpisode reads the episode object at the cursor into f.
 func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
-	*f = episodeFacts{SeatRoles: f.SeatRoles[:0], EmitSeats: f.EmitSeats[:0]}
+	*f = episodeFacts{SeatRoles: f.SeatRoles[:0], EmitSeats: f.EmitSeats[:0], turnSeats: f.turnSeats[:0]}
 	format := ""
+	// cands counts each turn's candidates, for a tree-sampled episode
+	// only.
+	var cands []int
 	s.object(func(k []byte) {
 		switch string(k) {
 		case "format":
@@ -241,7 +247,30 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 				})
 				f.Turns++
 				if emit {
+					f.turnSeats = append(f.turnSeats, int(seat))
+				} else {
+					f.turnSeats = append(f.turnSeats, -1)
+				}
+				if emit {
 					f.EmitSeats = append(f.EmitSeats, int(seat))
+				}
+			})
+		case "candidates":
+			// A tree-sampled turn is one sample per candidate.
+			s.array(func(int) {
+				turn := int64(-1)
+				s.object(func(k []byte) {
+					if string(k) == "turn" {
+						turn = s.int()
+						return
+					}
+					s.skip()
+				})
+				if turn >= 0 && turn < int64(len(f.turnSeats)) {
+					if cands == nil {
+						cands = make([]int, len(f.turnSeats))
+					}
+					cands[turn]++
 				}
 			})
 		case "messages":
@@ -297,6 +326,16 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 	})
 	if s.err != nil {
 		return
+	}
+	if cands != nil {
+		f.EmitSeats = f.EmitSeats[:0]
+		for k, seat := range f.turnSeats {
+			for range max(cands[k], 1) {
+				if seat >= 0 {
+					f.EmitSeats = append(f.EmitSeats, seat)
+				}
+			}
+		}
 	}
 	bad := func(format string, args ...any) {
 		s.err = fmt.Errorf("%w: %s", trajectories.ErrEpisodeLine, fmt.Sprintf(format, args...))

@@ -152,7 +152,14 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 		e.Allocators = credit.Allocators
 		e.CreditNotes = noteKVs(credit.Notes)
 	}
-	k := 0
+	// A turn's sample: its own, or for a tree-sampled turn its chosen
+	// candidate's, among the K its candidates are (SampleRefs).
+	sampleOf := make([]int, len(rec.Turns))
+	for s, ref := range rec.SampleRefs(nil) {
+		if ref.Candidate < 0 || rec.Candidates[ref.Candidate].Chosen {
+			sampleOf[ref.Turn] = s
+		}
+	}
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
 		g := t.Generated()
@@ -173,14 +180,13 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 			tv.PromptIDs, tv.ResponseIDs, tv.LogProbs = len(tk.Prompt), len(tk.Response), tk.LogProbs
 		}
 		if t.Emit {
-			tv.Sample = k
+			tv.Sample = sampleOf[i]
 			if credit != nil {
 				for a := range credit.Allocators {
-					v, _ := credit.Value(a, k)
+					v, _ := credit.Value(a, tv.Sample)
 					tv.Credit = append(tv.Credit, v)
 				}
 			}
-			k++
 		}
 		e.Turns = append(e.Turns, tv)
 	}
