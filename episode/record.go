@@ -188,7 +188,8 @@ func (r *Record) AgentScore(i int) (float64, bool) {
 }
 
 // Emitted returns the number of the episode's samples: its emitted turns,
-// each counted once per candidate when it was tree-sampled (Candidates).
+// each counted once per candidate when it was tree-sampled (Candidates):
+// len(SampleRefs).
 func (r *Record) Emitted() int {
 	n := 0
 	for i := range r.Turns {
@@ -197,7 +198,13 @@ func (r *Record) Emitted() int {
 		}
 	}
 	for i := range r.Candidates {
-		if c := &r.Candidates[i]; !c.Chosen && c.Turn >= 0 && c.Turn < len(r.Turns) && r.Turns[c.Turn].Emit {
+		c := &r.Candidates[i]
+		if c.Turn < 0 || c.Turn >= len(r.Turns) || !r.Turns[c.Turn].Emit {
+			continue
+		}
+		// A turn's first candidate is its sample, counted above; the
+		// others add one each.
+		if i > 0 && r.Candidates[i-1].Turn == c.Turn {
 			n++
 		}
 	}

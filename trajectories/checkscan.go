@@ -897,21 +897,20 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 				emit, emitted = append(emit, emitted), false
 			})
 		case "candidates":
-			turn, chosen := int64(-1), false
+			// A turn's first candidate is its sample, counted with the
+			// turns; the others add one each (episode.Record.Emitted).
+			turn, last := int64(-1), int64(-1)
 			fs.objects(func(k []byte) {
-				switch string(k) {
-				case "turn":
+				if string(k) == "turn" {
 					turn = fs.int()
-				case "chosen":
-					chosen = fs.bool()
-				default:
-					fs.skip()
+					return
 				}
+				fs.skip()
 			}, func() {
-				if !chosen && turn >= 0 && turn < int64(len(emit)) && emit[turn] {
+				if turn >= 0 && turn < int64(len(emit)) && emit[turn] && turn == last {
 					r.emitted++
 				}
-				turn, chosen = -1, false
+				last, turn = turn, -1
 			})
 		default:
 			fs.skip()

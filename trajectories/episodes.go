@@ -189,6 +189,19 @@ func decodeTree(l *episodeLine, rec *episode.Record) error {
 		}
 		rec.Candidates[i] = c
 	}
+	// Every sampled turn went on with one of its candidates.
+	for lo := 0; lo < len(rec.Candidates); {
+		hi, chosen := lo, 0
+		for ; hi < len(rec.Candidates) && rec.Candidates[hi].Turn == rec.Candidates[lo].Turn; hi++ {
+			if rec.Candidates[hi].Chosen {
+				chosen++
+			}
+		}
+		if chosen != 1 {
+			return fmt.Errorf("%w: turn %d has %d chosen candidates (want 1)", ErrEpisodeLine, rec.Candidates[lo].Turn, chosen)
+		}
+		lo = hi
+	}
 	return nil
 }
 

@@ -75,11 +75,13 @@ func TestTreeEpisodeRoundTrip(t *testing.T) {
 func TestTreeEpisodeDecodeErrors(t *testing.T) {
 	head := `{"format":"troupe.episode/v2","status":"completed","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"emit":true}],"score":{"team":0,"agents":null},"credit":null`
 	for tail, want := range map[string]string{
-		`,"candidates":[{"turn":0}]}`:                                                                                    "without a tree",
-		`,"tree":{"k":1,"alpha":1,"joint":false,"roles":null}}`:                                                          "tree of 1 candidates",
-		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":1}]}`:                                "names turn 1 of 1",
-		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":2}]}`:                      "index 2 of 2",
-		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":1},{"turn":0,"index":0}]}`: "out of order",
+		`,"candidates":[{"turn":0}]}`:                                                                                                                "without a tree",
+		`,"tree":{"k":1,"alpha":1,"joint":false,"roles":null}}`:                                                                                      "tree of 1 candidates",
+		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":1}]}`:                                                            "names turn 1 of 1",
+		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":2}]}`:                                                  "index 2 of 2",
+		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":1},{"turn":0,"index":0}]}`:                             "out of order",
+		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":0},{"turn":0,"index":1}]}`:                             "0 chosen candidates",
+		`,"tree":{"k":2,"alpha":1,"joint":false,"roles":null},"candidates":[{"turn":0,"index":0,"chosen":true},{"turn":0,"index":1,"chosen":true}]}`: "2 chosen candidates",
 	} {
 		_, _, err := trajectories.DecodeEpisode([]byte(head + tail))
 		require.ErrorIs(t, err, trajectories.ErrEpisodeLine, tail)

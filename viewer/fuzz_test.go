@@ -38,6 +38,8 @@ func seedLines(f *testing.F) {
 			}
 		}
 	}
+	// A tree-sampled episode: turn 0 is two samples.
+	f.Add([]byte(`{"format":"troupe.episode/v2","scenario":"s","params":{},"seed":1,"policy_seed":2,"index":0,"rollout_id":0,"group_index":0,"status":"completed","end":"terminated","error":"","steps":1,"label":"","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"step":1,"turn":0,"state":"","seed":0,"view":"","legal":null,"inbox":[],"action":"x","completion":"","invalid":"","notes":{},"emit":true}],"messages":[],"transitions":[],"score":{"team":1,"agents":null},"credit":{"allocators":["at-grpo"],"values":[[0.7,-0.7]],"notes":null},"tree":{"k":2,"alpha":1,"joint":false,"roles":[]},"candidates":[{"turn":0,"index":0,"seed":0,"action":"x","completion":"","invalid":"","notes":{},"team":1,"local":0,"reward":1,"chosen":true},{"turn":0,"index":1,"seed":5,"action":"y","completion":"","invalid":"","notes":{},"team":0,"local":0,"reward":0,"chosen":false}]}`))
 	for _, s := range []string{"{}", `{"rollout_id":1,"status":"completed","reward":{"a":1,"b":"NaN"}}`, `{"format":"x"}`, `[`, `{"a":"\"}`, `{"rollout_id":-0,"status":"failed","metadata":null}`} {
 		f.Add([]byte(s))
 	}
