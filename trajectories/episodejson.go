@@ -171,18 +171,7 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, `{"allocators":`...)
-		if credit.Allocators == nil {
-			dst = append(dst, "null"...)
-		} else {
-			dst = append(dst, '[')
-			for i, a := range credit.Allocators {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendJSONString(dst, a)
-			}
-			dst = append(dst, ']')
-		}
+		dst = appendJSONStrings(dst, credit.Allocators)
 		dst = append(dst, `,"values":[`...)
 		for i, v := range credit.Values {
 			if i > 0 {
@@ -312,18 +301,7 @@ func (e *episodeEncoder) appendTree(dst []byte, rec *episode.Record) []byte {
 	dst = append(dst, `,"joint":`...)
 	dst = strconv.AppendBool(dst, tr.Joint)
 	dst = append(dst, `,"roles":`...)
-	if tr.Roles == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, r := range tr.Roles {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, r)
-		}
-		dst = append(dst, ']')
-	}
+	dst = appendJSONStrings(dst, tr.Roles)
 	dst = append(dst, '}')
 	if len(rec.Candidates) == 0 {
 		return dst
@@ -425,6 +403,21 @@ func appendNote(dst []byte, v any) []byte {
 
 // noGeneration is a turn's generation when it has none.
 var noGeneration agents.Generation
+
+// appendJSONStrings writes v as a JSON list of strings, or null for nil.
+func appendJSONStrings(dst []byte, v []string) []byte {
+	if v == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, s := range v {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, s)
+	}
+	return append(dst, ']')
+}
 
 // appendInts writes v as a JSON list of numbers, or ifNil for nil.
 func appendInts(dst []byte, v []int, ifNil string) []byte {

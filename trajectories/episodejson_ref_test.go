@@ -35,24 +35,13 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 	}
 	for i := range rec.Turns {
 		t := &rec.Turns[i]
-		g := t.Generated()
 		tl := turnLine{
 			Seat: t.Seat, Step: t.Step, Turn: t.Turn, State: string(t.State), Seed: t.Seed,
-			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Action: t.Action, Completion: g.Completion,
-			Invalid: t.Invalid, Notes: t.Notes, Emit: t.Emit,
+			View: t.View, Legal: t.Legal, Inbox: t.Inbox, Emit: t.Emit,
+			answerLine: answerOf(t.Action, t.Generation, t.Invalid, t.Notes),
 		}
 		if tl.Inbox == nil {
 			tl.Inbox = []int{}
-		}
-		if tl.Notes == nil {
-			tl.Notes = map[string]any{}
-		}
-		if g.Prompt != nil {
-			p := promptLine(*g.Prompt)
-			tl.Prompt = &p
-		}
-		if tk := g.Tokens; tk != nil {
-			tl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
 		}
 		l.Turns[i] = tl
 	}
@@ -74,25 +63,11 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		l.Tree = &treeLine{K: tr.K, Alpha: jfloat(tr.Alpha), Joint: tr.Joint, Roles: tr.Roles}
 		for i := range rec.Candidates {
 			c := &rec.Candidates[i]
-			var g agents.Generation
-			if c.Generation != nil {
-				g = *c.Generation
-			}
-			cl := candidateLine{
-				Turn: c.Turn, Index: c.Index, Seed: c.Seed, Action: c.Action, Completion: g.Completion,
-				Invalid: c.Invalid, Notes: c.Notes, Team: jfloat(c.Team), Local: jfloat(c.Local), Reward: jfloat(c.Reward), Chosen: c.Chosen,
-			}
-			if cl.Notes == nil {
-				cl.Notes = map[string]any{}
-			}
-			if g.Prompt != nil {
-				p := promptLine(*g.Prompt)
-				cl.Prompt = &p
-			}
-			if tk := g.Tokens; tk != nil {
-				cl.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
-			}
-			l.Candidates = append(l.Candidates, cl)
+			l.Candidates = append(l.Candidates, candidateLine{
+				Turn: c.Turn, Index: c.Index, Seed: c.Seed,
+				answerLine: answerOf(c.Action, c.Generation, c.Invalid, c.Notes),
+				Team:       jfloat(c.Team), Local: jfloat(c.Local), Reward: jfloat(c.Reward), Chosen: c.Chosen,
+			})
 		}
 	}
 	b, err := json.Marshal(&l)
@@ -114,6 +89,27 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		}
 	}
 	return append(append(dst, b...), '\n'), nil
+}
+
+// answerOf is an answer's line: a nil generation and nil notes as
+// encoding/json is given them by the form (no prompt or tokens, {}).
+func answerOf(action string, gen *agents.Generation, invalid string, notes map[string]any) answerLine {
+	var g agents.Generation
+	if gen != nil {
+		g = *gen
+	}
+	a := answerLine{Action: action, Completion: g.Completion, Invalid: invalid, Notes: notes}
+	if a.Notes == nil {
+		a.Notes = map[string]any{}
+	}
+	if g.Prompt != nil {
+		p := promptLine(*g.Prompt)
+		a.Prompt = &p
+	}
+	if tk := g.Tokens; tk != nil {
+		a.Tokens = &tokensLine{Prompt: tk.Prompt, Response: tk.Response, LogProbs: jfloats(tk.LogProbs), LossMask: tk.LossMask}
+	}
+	return a
 }
 
 // encodableNotes returns notes with every value that JSON cannot encode

@@ -119,19 +119,14 @@ type treeLine struct {
 }
 
 type candidateLine struct {
-	Turn       int            `json:"turn"`
-	Index      int            `json:"index"`
-	Seed       uint64         `json:"seed"`
-	Action     string         `json:"action"`
-	Completion string         `json:"completion"`
-	Prompt     *promptLine    `json:"prompt,omitempty"`
-	Tokens     *tokensLine    `json:"tokens,omitempty"`
-	Invalid    string         `json:"invalid"`
-	Notes      map[string]any `json:"notes"`
-	Team       jfloat         `json:"team"`
-	Local      jfloat         `json:"local"`
-	Reward     jfloat         `json:"reward"`
-	Chosen     bool           `json:"chosen"`
+	Turn  int    `json:"turn"`
+	Index int    `json:"index"`
+	Seed  uint64 `json:"seed"`
+	answerLine
+	Team   jfloat `json:"team"`
+	Local  jfloat `json:"local"`
+	Reward jfloat `json:"reward"`
+	Chosen bool   `json:"chosen"`
 }
 
 // generationOf is the generation a turn or candidate line records.
@@ -211,21 +206,26 @@ type seatLine struct {
 }
 
 type turnLine struct {
-	Seat       int            `json:"seat"`
-	Step       int            `json:"step"`
-	Turn       int            `json:"turn"`
-	State      string         `json:"state"`
-	Seed       uint64         `json:"seed"`
-	View       string         `json:"view"`
-	Legal      []string       `json:"legal"`
-	Inbox      []int          `json:"inbox"`
+	Seat  int      `json:"seat"`
+	Step  int      `json:"step"`
+	Turn  int      `json:"turn"`
+	State string   `json:"state"`
+	Seed  uint64   `json:"seed"`
+	View  string   `json:"view"`
+	Legal []string `json:"legal"`
+	Inbox []int    `json:"inbox"`
+	answerLine
+	Emit bool `json:"emit"`
+}
+
+// answerLine is a policy's answer, as a turn and a candidate write it.
+type answerLine struct {
 	Action     string         `json:"action"`
 	Completion string         `json:"completion"`
 	Prompt     *promptLine    `json:"prompt,omitempty"`
 	Tokens     *tokensLine    `json:"tokens,omitempty"`
 	Invalid    string         `json:"invalid"`
 	Notes      map[string]any `json:"notes"`
-	Emit       bool           `json:"emit"`
 }
 
 type messageLine struct {
