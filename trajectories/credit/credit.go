@@ -15,6 +15,12 @@
 //   - counterfactual: Difference, LeaveOneOut, Shapley, MonteCarloShapley
 //     and COMA, which re-simulate the episode through Episode.Replay.
 //
+// A tree-sampled episode (env.PlayTree, episode.Tree) has K samples per
+// sampled turn, one per candidate, in the order of
+// episode.Record.SampleRefs: an allocator that computes a value per agent
+// gives it to all of them, and ATGRPO and MAGRPO compare the candidates of
+// each turn, as their papers do (docs/credit.md).
+//
 // Samples of episodes that did not finish (aborted, failed) get what Team
 // gives them, G = 0, from Team and EqualSplit, and 0 from every other
 // allocator: such an episode has no outcome to compare or re-simulate.
