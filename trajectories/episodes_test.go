@@ -32,6 +32,13 @@ var update = flag.Bool("update", false, "rewrite the golden episode lines in tes
 // credit (dict rewards) and returns the samples and episode files it wrote.
 func played(t testing.TB, name string, n int) (samples, episodes []byte) {
 	t.Helper()
+	return playedTree(t, name, n, nil)
+}
+
+// playedTree is played with tree sampling (nil: none) and, with a tree,
+// the at-grpo allocator too.
+func playedTree(t testing.TB, name string, n int, tree *episode.Tree) (samples, episodes []byte) {
+	t.Helper()
 	sc, err := scenarios.Builtin().Lookup(name)
 	require.NoError(t, err)
 	params, err := sc.Info().ParseParams(nil)
@@ -43,13 +50,17 @@ func played(t testing.TB, name string, n int) (samples, episodes []byte) {
 	policy, err := envtest.NamedPolicy(sc, params, def)
 	require.NoError(t, err)
 	var sb, eb bytes.Buffer
+	allocs := []trajectories.Allocator{credit.Team{}, credit.Individual{}}
+	if tree != nil {
+		allocs = append(allocs, credit.NewATGRPO())
+	}
 	sum, err := env.Run(context.Background(), env.RunConfig{
-		Play:        env.Play{Scenario: sc, Params: params, Policy: policy},
+		Play:        env.Play{Scenario: sc, Params: params, Policy: policy, Tree: tree},
 		Episodes:    n,
 		GroupSize:   2,
 		Seed:        3,
 		Concurrency: 2,
-	}, &trajectories.Output{Sink: trajectories.Tee(trajectories.NewJSONLWriter(&sb, trajectories.Flat), trajectories.NewEpisodeWriter(&eb)), Allocators: []trajectories.Allocator{credit.Team{}, credit.Individual{}}, Format: trajectories.RewardDict})
+	}, &trajectories.Output{Sink: trajectories.Tee(trajectories.NewJSONLWriter(&sb, trajectories.Flat), trajectories.NewEpisodeWriter(&eb)), Allocators: allocs, Format: trajectories.RewardDict})
 	require.NoError(t, err)
 	require.Equal(t, n, sum.Episodes)
 	return sb.Bytes(), eb.Bytes()
@@ -75,9 +86,13 @@ func readEpisodes(t testing.TB, data []byte) ([]*episode.Record, []*trajectories
 // projects it: the samples are those the run wrote, byte for byte. The
 // sample is a projection of the record and its credit.
 func TestEpisodeFileProjectsToTheSamples(t *testing.T) {
-	for _, name := range []string{"tictactoe", "signal", "committee", "negotiation"} {
+	for _, name := range []string{"tictactoe", "signal", "committee", "negotiation", "tree-tictactoe", "tree-negotiation"} {
 		t.Run(name, func(t *testing.T) {
-			samples, episodes := played(t, name, 6)
+			var tree *episode.Tree
+			if scenario, ok := strings.CutPrefix(name, "tree-"); ok {
+				name, tree = scenario, &episode.Tree{K: 3, Alpha: 0.5}
+			}
+			samples, episodes := playedTree(t, name, 6, tree)
 			require.Equal(t, 6, bytes.Count(episodes, []byte("\n")), "one line per episode")
 			recs, credits := readEpisodes(t, episodes)
 			require.Len(t, recs, 6)
@@ -127,10 +142,14 @@ func TestEpisodeLastStepMessages(t *testing.T) {
 }
 
 func TestEpisodeGolden(t *testing.T) {
-	for _, name := range []string{"tictactoe", "signal"} {
+	for _, name := range []string{"tictactoe", "signal", "tree-tictactoe"} {
 		t.Run(name, func(t *testing.T) {
-			_, episodes := played(t, name, 1)
 			path := filepath.Join("testdata", "episode-"+name+".jsonl")
+			var tree *episode.Tree
+			if scenario, ok := strings.CutPrefix(name, "tree-"); ok {
+				name, tree = scenario, &episode.Tree{K: 2, Alpha: 0.5}
+			}
+			_, episodes := playedTree(t, name, 1, tree)
 			if *update {
 				require.NoError(t, os.MkdirAll("testdata", 0o755))
 				require.NoError(t, os.WriteFile(path, episodes, 0o644))
