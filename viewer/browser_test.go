@@ -649,6 +649,15 @@ func TestBrowserCompare(t *testing.T) {
 	require.Contains(t, rewards, "equal-split (mean per sample)")
 	assert.Equal(t, "–", rewards["team (mean per sample)"][1], "B has no team allocator")
 	assert.Equal(t, "–", rewards["equal-split (mean per sample)"][0], "A has no equal-split allocator")
+	// The team reward's difference comes with its interval, paired by seed,
+	// in words.
+	type interval struct{ Paired, Diff, Verdict, Text string }
+	var ivs []interval
+	b.eval(`[...document.querySelectorAll("#intervals li")].map(l => ({Paired: l.dataset.paired, Diff: l.dataset.diff, Verdict: l.dataset.verdict, Text: l.textContent}))`, &ivs)
+	require.NotEmpty(t, ivs)
+	assert.Equal(t, "true", ivs[0].Paired)
+	assert.Equal(t, "0", ivs[0].Diff)
+	assert.Contains(t, ivs[0].Text, "paired over 20 episodes with the same seeds")
 }
 
 // checkLLMTurns checks an LLM's turns: the chat prompt, the re-asks, the

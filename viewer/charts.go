@@ -44,7 +44,7 @@ const bins = 30
 
 // histogram draws the distribution of values over [lo, hi].
 func histogram(values []float64, lo, hi float64, class, what string) Chart {
-	const w, h, left, bottom = 560, 180, 40, 30
+	const w, h, bottom = 560, 180, 30
 	c := Chart{W: w, H: h}
 	if len(values) == 0 {
 		c.Texts = append(c.Texts, Text{X: w / 2, Y: h / 2, Anchor: "middle", Class: "muted", S: "no scored episodes"})
@@ -65,6 +65,7 @@ func histogram(values []float64, lo, hi float64, class, what string) Chart {
 	for _, n := range counts {
 		peak = max(peak, n)
 	}
+	left := max(40, 8+math.Ceil(textWidth(fmt.Sprint(peak), 10)))
 	plotW, plotH := float64(w-left-10), float64(h-bottom-10)
 	bw := plotW / bins
 	for k, n := range counts {
@@ -145,9 +146,12 @@ func groupChart(groups []GroupStat) Chart {
 	if hi <= lo {
 		lo, hi = lo-0.5, hi+0.5
 	}
-	const h, left = 180, 40
+	const h = 180
+	// The y labels are right-aligned left of the axis: leave them room
+	// (a fixed 40 px cut 14.3295 to "4.3295").
+	left := 8 + math.Ceil(max(textWidth(num(hi), 10), textWidth(num(lo), 10)))
 	step := math.Max(3, math.Min(24, 560/float64(len(groups))))
-	w := int(left + step*float64(len(groups)) + 10)
+	w := int(math.Ceil(left + step*float64(len(groups)) + 10))
 	c := Chart{W: w, H: h}
 	y := func(v float64) float64 { return 10 + (h-40)*(hi-v)/(hi-lo) }
 	for i, g := range groups {
@@ -163,6 +167,10 @@ func groupChart(groups []GroupStat) Chart {
 		)
 	}
 	c.Lines = append(c.Lines, Line{X1: left, Y1: h - 30, X2: float64(w - 10), Y2: h - 30, Class: "axis"})
+	// The last group's label is right-aligned at the chart's edge: with
+	// few groups the chart is narrower than both labels.
+	w = max(w, int(math.Ceil(left+textWidth(fmt.Sprintf("group %d", groups[0].Group), 10)+textWidth(fmt.Sprintf("group %d", groups[len(groups)-1].Group), 10)+30)))
+	c.W = w
 	c.Texts = append(c.Texts,
 		Text{X: left - 4, Y: y(hi) + 4, Anchor: "end", Class: "tick", S: num(hi)},
 		Text{X: left - 4, Y: y(lo), Anchor: "end", Class: "tick", S: num(lo)},
