@@ -86,7 +86,11 @@ func sequence(e *Episode) SeqDiagram {
 	laneW := math.Max(56, math.Min(140, 1100/float64(max(len(e.Seats), 1))))
 	x0 := 70.0
 	if env {
-		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: "environment"})
+		label := "environment"
+		if e.Others {
+			label = "environment, others"
+		}
+		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: label})
 		x0 += laneW
 	}
 	laneX := make([]float64, len(e.Seats))

@@ -172,7 +172,7 @@ func FuzzOpen(f *testing.F) {
 			} else if err != nil && !strings.Contains(err.Error(), "line ") {
 				t.Fatalf("episode %d: an error that names no line: %v", k, err)
 			}
-			if err := v.render(io.Discard, fmt.Sprintf("run-0/ep-%d.html", k)); err != nil {
+			if err := v.render(io.Discard, fmt.Sprintf("run-0/ep-%d.html", k), nil); err != nil {
 				t.Fatalf("episode %d's page: %v", k, err)
 			}
 		}

@@ -119,6 +119,10 @@ type File struct {
 
 	byRollout map[int64][]int
 	f         *os.File
+
+	// The names the list's filters offer, collected once (names).
+	namesOnce                                                   sync.Once
+	allocNames, roleNames, scenarioNames, statusNames, endNames []string
 }
 
 // Open indexes the file at path: one pass, on every CPU, that reads each

@@ -41,6 +41,9 @@ type Episode struct {
 
 	Allocators  []string
 	CreditNotes []KV
+	// Others is set on an episode cut down to a few of its agents
+	// (subset) when a message it draws comes from an agent not shown.
+	Others bool
 }
 
 // KV is a note or parameter, its value as JSON text.

@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,9 +52,13 @@ type Viewer struct {
 
 	mu        sync.Mutex
 	overviews map[int]*Overview
+	lastList  *listResult // the list's last query, for its next page
 	// linked, while Export writes a bounded site, is how many episode
 	// pages each file has: the pages link no further. 0: all.
 	linked int
+	// exporting is set while Export writes: the list's script filters the
+	// compact index instead of asking the server.
+	exporting bool
 }
 
 // cacheSize is how many decoded episodes the viewer keeps.
@@ -149,8 +154,9 @@ var (
 // errNotFound is a path the viewer has no page for.
 var errNotFound = errors.New("no such page")
 
-// render writes the page at path (relative, no leading slash).
-func (v *Viewer) render(w io.Writer, path string) error {
+// render writes the page at path (relative, no leading slash); query is
+// the list's filters, sort and page (nil in an export).
+func (v *Viewer) render(w io.Writer, path string, query url.Values) error {
 	if path == "" || path == "index.html" {
 		return v.exec(w, "index", page{Title: "troupe view", Files: v.files, Nav: "index", Data: v.runsData()})
 	}
@@ -164,7 +170,11 @@ func (v *Viewer) render(w io.Writer, path string) error {
 			p.Title, p.Nav, p.Data = v.files[i].Name+": overview", "overview", v.overview(i)
 			return v.exec(w, "overview", p)
 		}
-		p.Title, p.Nav, p.Data = v.files[i].Name+": episodes", "episodes", v.listData(i)
+		lp := v.listPage(i, query)
+		if v.linked != 0 || v.exporting {
+			lp.Index = "episodes-index.js"
+		}
+		p.Title, p.Nav, p.Data = v.files[i].Name+": episodes", "episodes", lp
 		return v.exec(w, "list", p)
 	}
 	if m := episodePath.FindStringSubmatch(path); m != nil {
@@ -183,7 +193,7 @@ func (v *Viewer) render(w io.Writer, path string) error {
 		if err != nil {
 			p.Data = episodePage{Info: info, Err: err.Error()}
 		} else {
-			p.Data = v.episodePage(ep)
+			p.Data = v.episodePage(ep, query.Get("agent"))
 		}
 		return v.exec(w, "episode", p)
 	}
@@ -231,9 +241,16 @@ func (v *Viewer) runsData() []*Overview {
 
 // episodePage is the data of an episode's page.
 type episodePage struct {
-	Info     *EpisodeInfo
-	Err      string
-	Ep       *Episode
+	Info *EpisodeInfo
+	Err  string
+	// Ep is what the page draws: the episode, or, past manyAgents, the
+	// few agents Many lists; Full is the whole episode.
+	Ep, Full *Episode
+	Many     *manyView
+	Serving  bool // the page is served: it may ask for an agent
+	Extremes int
+	Turns    []TurnView
+	Msgs     []MessageView
 	Seq      SeqDiagram
 	Roles    []RoleView
 	Credit   Chart
@@ -241,8 +258,15 @@ type episodePage struct {
 	AgentSum []float64 // per allocator, the sum over agents of their value per sample
 }
 
-func (v *Viewer) episodePage(ep *Episode) episodePage {
-	p := episodePage{Info: ep.Info, Ep: ep, Seq: sequence(ep), Credit: creditChart(ep)}
+func (v *Viewer) episodePage(full *Episode, focus string) episodePage {
+	ep := full
+	var many *manyView
+	if len(full.Seats) > manyAgents {
+		ep, many = focusSubset(full, focus)
+	}
+	p := episodePage{Info: ep.Info, Ep: ep, Full: full, Many: many, Serving: !v.exporting, Extremes: extremes, Seq: sequence(ep), Credit: creditChart(ep)}
+	p.Turns = ep.Turns[:min(len(ep.Turns), maxTurnsShown)]
+	p.Msgs = ep.Messages[:min(len(ep.Messages), maxMessagesListed)]
 	var lookup func(string) ([]*agents.Role, error)
 	if v.scenarios != nil {
 		lookup = v.roles
@@ -250,7 +274,7 @@ func (v *Viewer) episodePage(ep *Episode) episodePage {
 	p.Roles = roleViews(ep, lookup)
 	p.Sum = make([]float64, len(ep.Allocators))
 	p.AgentSum = make([]float64, len(ep.Allocators))
-	for _, s := range ep.Seats {
+	for _, s := range full.Seats {
 		for a, c := range s.Credit {
 			p.Sum[a] += c.Sum
 			p.AgentSum[a] += c.Mean()
@@ -299,7 +323,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 			return
 		}
 		var b bytes.Buffer
-		if err := v.render(&b, path); err != nil {
+		if err := v.render(&b, path, r.URL.Query()); err != nil {
 			if errors.Is(err, errNotFound) {
 				http.NotFound(w, r)
 				return

@@ -1,0 +1,141 @@
+package viewer_test
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// crowdRecord writes one El Farol-like episode of n agents in two roles:
+// each plays one turn, a broadcast reaches everyone, the team reward is
+// 14 and the difference reward is small (-0.13 to +0.03), so that on one
+// scale with the team it would not show.
+func crowdRecord(t *testing.T, dir string, n int) (string, *episode.Record, *trajectories.Credit) {
+	t.Helper()
+	rec := &episode.Record{Scenario: "crowd", Status: protocol.StatusCompleted, End: "terminated", Steps: 2}
+	credit := &trajectories.Credit{Allocators: []string{"team", "difference"}, Values: [][]float64{{}, {}}}
+	all := make([]int, n)
+	for i := range n {
+		role := "patron"
+		if i%10 == 0 {
+			role = "barkeep"
+		}
+		rec.Seats = append(rec.Seats, episode.Seat{ID: fmt.Sprintf("agent-%d", i), Role: role})
+		rec.Turns = append(rec.Turns, episode.Turn{Seat: i, Step: 1, State: "deciding", View: "pick a night", Action: strconv.Itoa(i % 7), Emit: true})
+		rec.Transitions = append(rec.Transitions, episode.Transition{Step: 1, Seat: i, Event: "decided", From: "deciding", To: "done"})
+		rec.Score.Agents = append(rec.Score.Agents, 1)
+		credit.Values[0] = append(credit.Values[0], 14)
+		credit.Values[1] = append(credit.Values[1], -0.13+0.16*float64(i%1000)/999)
+		all[i] = i
+	}
+	rec.Score.Team = 14
+	rec.Messages = []episode.Message{
+		{Message: protocol.Message{From: "env", To: protocol.Broadcast, Kind: "open", Payload: "the bar opens", Time: 0, Seq: 0}, Recipients: all},
+		{Message: protocol.Message{From: "agent-3", To: "agent-4", Kind: "tip", Payload: "Thursday", Time: 1, Seq: 1}, Recipients: []int{4}},
+	}
+	line, err := trajectories.AppendEpisodeJSON(nil, rec, credit)
+	require.NoError(t, err)
+	path := filepath.Join(dir, fmt.Sprintf("crowd-%d.episodes.jsonl", n))
+	require.NoError(t, os.WriteFile(path, line, 0o644))
+	return path, rec, credit
+}
+
+// TestBrowserTenThousandAgents opens an episode of 10,000 agents: a page
+// of bounded weight that aggregates per role, shows the top and bottom
+// agents with each allocator on its own scale, and one agent on demand.
+func TestBrowserTenThousandAgents(t *testing.T) {
+	b := newBrowser(t)
+	path, rec, credit := crowdRecord(t, t.TempDir(), 10000)
+	base := serve(t, openFiles(t, path))
+
+	resp, err := http.Get(base + "/run-0/ep-0.html")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Logf("episode page of 10,000 agents: %d bytes", len(body))
+	assert.Less(t, len(body), 200<<10, "the page's weight is bounded")
+
+	b.open(base + "/run-0/ep-0.html")
+	b.shot("crowd-episode")
+	var elements int
+	b.eval(`document.getElementsByTagName("*").length`, &elements)
+	t.Logf("%d DOM elements", elements)
+	assert.Less(t, elements, 3000)
+
+	// Per role and allocator: the agents' mean, min and max.
+	type stat struct {
+		n           int
+		sum, lo, hi float64
+	}
+	want := map[[2]string]*stat{}
+	for a, name := range credit.Allocators {
+		for i, s := range rec.Seats {
+			k := [2]string{s.Role, name}
+			v := credit.Values[a][i]
+			st, ok := want[k]
+			if !ok {
+				st = &stat{lo: v, hi: v}
+				want[k] = st
+			}
+			st.n++
+			st.sum += v
+			st.lo, st.hi = math.Min(st.lo, v), math.Max(st.hi, v)
+		}
+	}
+	var rows [][]string
+	b.eval(`[...document.querySelectorAll("#role-credit tbody tr")].map(r => [r.dataset.role, r.dataset.allocator, ...[...r.cells].slice(2).map(c => c.textContent)])`, &rows)
+	require.Len(t, rows, len(want))
+	for _, r := range rows {
+		st := want[[2]string{r[0], r[1]}]
+		require.NotNil(t, st, "%v", r)
+		assert.Equal(t, strconv.Itoa(st.n), r[2])
+		assert.True(t, near(t, r[3], st.sum/float64(st.n)), "%v: mean %v", r, st.sum/float64(st.n))
+		assert.True(t, near(t, r[5], st.lo), "%v", r)
+		assert.True(t, near(t, r[6], st.hi), "%v", r)
+	}
+
+	// The difference reward's bars are visible on their own scale: the
+	// widest is about half its column, not 1% of it.
+	var widths []float64
+	b.eval(`[...document.querySelectorAll('rect.credit-bar[data-allocator="difference"]')].map(r => r.getBBox().width)`, &widths)
+	require.NotEmpty(t, widths)
+	assert.Greater(t, slices.Max(widths), 60.0)
+	// The agents shown: the top and bottom 5 under each allocator.
+	var shown []string
+	b.eval(`[...document.querySelectorAll("#credit-table tbody tr")].map(r => r.dataset.agent)`, &shown)
+	assert.LessOrEqual(t, len(shown), 20)
+	assert.Contains(t, shown, "agent-999", "the top difference reward")
+	assert.Contains(t, shown, "agent-0", "the bottom one")
+
+	// Ask for one agent: its row, its turn and its lifeline appear.
+	b.open(base + "/run-0/ep-0.html?agent=agent-4321")
+	var focus string
+	b.eval(`document.querySelector("#focus").textContent`, &focus)
+	assert.Equal(t, "agent-4321", focus)
+	b.eval(`[...document.querySelectorAll("#credit-table tbody tr")].map(r => r.dataset.agent)`, &shown)
+	assert.Contains(t, shown, "agent-4321")
+	var turns []string
+	b.eval(`[...document.querySelectorAll("details.turn")].map(d => d.dataset.agent)`, &turns)
+	assert.Contains(t, turns, "agent-4321")
+	var lanes []string
+	b.eval(`[...document.querySelectorAll("#sequence .lane-label")].map(t => t.textContent)`, &lanes)
+	assert.Contains(t, lanes, "agent-4321")
+	checkTextInside(t, b, "#sequence", "text")
+	b.open(base + "/run-0/ep-0.html?agent=nobody")
+	var msg string
+	b.eval(`document.querySelector("#agent-error").textContent`, &msg)
+	assert.Contains(t, msg, `no agent "nobody"`)
+}
