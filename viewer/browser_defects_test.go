@@ -95,3 +95,64 @@ func checkTextInside(t *testing.T, b *browser, sel, texts string) {
 	b.eval(fmt.Sprintf(`[...document.querySelectorAll(%q)].flatMap(svg => { const r = svg.getBoundingClientRect(); return [...svg.querySelectorAll(%q)].filter(x => { const q = x.getBoundingClientRect(); return q.width > 0 && (q.left < r.left - 0.5 || q.right > r.right + 0.5 || q.top < r.top - 0.5 || q.bottom > r.bottom + 0.5); }).map(x => x.textContent + " [" + Math.round(x.getBoundingClientRect().left - r.left) + ".." + Math.round(x.getBoundingClientRect().right - r.left) + " of " + Math.round(r.width) + "]"); })`, sel, texts), &cut)
 	assert.Empty(t, cut, "texts of %s cut by its edge", sel)
 }
+
+// TestBrowserGameState: tic-tac-toe and negotiation draw their state; the
+// page shows it after the start and after every step, from a replay of
+// the record, and the final state agrees with the record.
+func TestBrowserGameState(t *testing.T) {
+	b := newBrowser(t)
+	_, runs := fixtures(t)
+	tictactoe, negotiation := runs[1], runs[3]
+	base := serve(t, openFiles(t, tictactoe.Records, negotiation.Records, runs[0].Records))
+	type state struct {
+		Step  int    `json:"step"`
+		Text  string `json:"text"`
+		Final bool   `json:"final"`
+	}
+	read := func() []state {
+		var s []state
+		b.eval(`[...document.querySelectorAll("#state-steps figure")].map(f => ({step: +f.dataset.step, text: f.querySelector("pre").textContent, final: f.classList.contains("final")}))`, &s)
+		return s
+	}
+	recs, _ := readRecords(t, tictactoe.Records)
+	for k, rec := range recs {
+		b.open(fmt.Sprintf("%s/run-0/ep-%d.html", base, k))
+		states := read()
+		require.Len(t, states, rec.Steps+1, "episode %d: the start and every step", k)
+		// After step t the board holds t marks, the record's moves so far.
+		for _, s := range states {
+			marks := strings.Count(s.Text, "X") + strings.Count(s.Text, "O")
+			assert.Equal(t, s.Step, marks-strings.Count(s.Text, "(X)")-strings.Count(s.Text, "(O)"), "episode %d after step %d:\n%s", k, s.Step, s.Text)
+		}
+		last := states[len(states)-1]
+		assert.True(t, last.Final)
+		switch {
+		case rec.Score.Agents[0] > rec.Score.Agents[1]:
+			assert.Contains(t, last.Text, rec.Seats[0].ID+" (X) wins")
+		case rec.Score.Agents[0] < rec.Score.Agents[1]:
+			assert.Contains(t, last.Text, rec.Seats[1].ID+" (O) wins")
+		default:
+			assert.Contains(t, last.Text, "a draw")
+		}
+	}
+	b.shotOf("tictactoe-state", "#state")
+
+	recs, _ = readRecords(t, negotiation.Records)
+	for k, rec := range recs {
+		b.open(fmt.Sprintf("%s/run-1/ep-%d.html", base, k))
+		states := read()
+		require.Len(t, states, rec.Steps+1)
+		assert.Contains(t, states[0].Text, "no offer on the table")
+		last := states[len(states)-1].Text
+		if rec.Score.Team != 0 {
+			assert.Contains(t, last, "deal: ", "a scored negotiation ended in a deal")
+		}
+	}
+	b.shotOf("negotiation-state", "#state")
+
+	// El Farol draws no state: no section.
+	b.open(base + "/run-2/ep-0.html")
+	var n int
+	b.eval(`document.querySelectorAll("#state").length`, &n)
+	assert.Zero(t, n)
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/viewer"
 )
 
 // crowdRecord writes one El Farol-like episode of n agents in two roles:
@@ -138,4 +140,111 @@ func TestBrowserTenThousandAgents(t *testing.T) {
 	var msg string
 	b.eval(`document.querySelector("#agent-error").textContent`, &msg)
 	assert.Contains(t, msg, `no agent "nobody"`)
+}
+
+// TestBrowserListOfManyEpisodes drives the list of a made-up run of
+// 100,000 episodes (viewer.Synthesized: an index without a file, as playing
+// them would be too slow for a test; the real million is measured by
+// hand, docs/viewer.md): every page weighs about the same whatever the
+// run's size, and every filter, sort and page matches what the index
+// holds.
+func TestBrowserListOfManyEpisodes(t *testing.T) {
+	const n = 100_000
+	b := newBrowser(t)
+	v, err := viewer.New([]*viewer.File{viewer.Synthesized("many.jsonl", n)}, nil)
+	require.NoError(t, err)
+	srv := httptest.NewServer(v.Handler("", true))
+	t.Cleanup(srv.Close)
+	base := srv.URL + "/run-0/episodes.html"
+
+	weigh := func(query string) int {
+		resp, err := http.Get(base + query)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode, query)
+		return len(body)
+	}
+	for _, q := range []string{"", "?sort=team&dir=desc", "?status=failed&page=3", "?role=dealer&sort=alloc%3Adifference"} {
+		w := weigh(q)
+		t.Logf("list%s: %d bytes", q, w)
+		assert.Less(t, w, 64<<10, "list%s", q)
+	}
+
+	count := func(keep func(k int) bool) int {
+		c := 0
+		for k := range n {
+			if keep(k) {
+				c++
+			}
+		}
+		return c
+	}
+	status := func(k int) string {
+		switch {
+		case k%13 == 0:
+			return "failed"
+		case k%7 == 0:
+			return "truncated"
+		}
+		return "completed"
+	}
+	matched := func() int {
+		var s string
+		b.eval(`document.querySelector("#count").dataset.matched`, &s)
+		m, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		return m
+	}
+	rollouts := func() []int {
+		var ids []int
+		b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &ids)
+		return ids
+	}
+	set := func(sel, value string) {
+		b.navigate(fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, value))
+	}
+	b.open(base)
+	assert.Equal(t, n, matched())
+	assert.Len(t, rollouts(), 100, "a page of 100 rows")
+
+	set("#f-status", "truncated")
+	assert.Equal(t, count(func(k int) bool { return status(k) == "truncated" }), matched())
+	set("#f-scenario", "other")
+	assert.Equal(t, count(func(k int) bool { return status(k) == "truncated" && k%3 == 0 }), matched())
+	set("#f-status", "")
+	set("#f-scenario", "")
+	set("#f-role", "dealer")
+	assert.Equal(t, count(func(k int) bool { return k%3 == 0 }), matched())
+	set("#f-role", "")
+	set("#f-group", "1234")
+	assert.Equal(t, []int{9872, 9873, 9874, 9875, 9876, 9877, 9878, 9879}, rollouts())
+	set("#f-group", "")
+	set("#f-team-min", "2.5")
+	set("#f-team-max", "2.75")
+	assert.Equal(t, count(func(k int) bool { v := viewer.SynthTeam(k); return v >= 2.5 && v <= 2.75 }), matched())
+	set("#f-team-min", "")
+	set("#f-team-max", "")
+	set("#f-alloc", "difference")
+	set("#f-alloc-max", "-0.45")
+	assert.Equal(t, count(func(k int) bool { return viewer.SynthDiff(k) <= -0.45 }), matched())
+	set("#f-alloc-max", "")
+	set("#f-alloc", "")
+
+	// Sort by team reward, descending, then page on: the order holds
+	// across pages.
+	b.navigate(`[...document.querySelectorAll("#episodes-head th a")].find(a => a.textContent === "team reward").click()`)
+	b.navigate(`[...document.querySelectorAll("#episodes-head th a")].find(a => a.textContent === "team reward").click()`)
+	first := rollouts()
+	b.navigate(`document.querySelector("#list-next").click()`)
+	second := rollouts()
+	all := append(first, second...)
+	require.Len(t, all, 200)
+	for k := 1; k < len(all); k++ {
+		assert.GreaterOrEqual(t, viewer.SynthTeam(all[k-1]), viewer.SynthTeam(all[k]), "descending at %d", k)
+	}
+	var page string
+	b.eval(`document.querySelector("#list-page").textContent`, &page)
+	assert.Equal(t, fmt.Sprintf("page 2 of %d", n/100), page)
+	b.noErrors("the list of 100,000 episodes")
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -44,6 +45,15 @@ type Episode struct {
 	// Others is set on an episode cut down to a few of its agents
 	// (subset) when a message it draws comes from an agent not shown.
 	Others bool
+
+	// States are the game's state after its start and after every step,
+	// for a scenario the binary knows whose game draws it
+	// (env.StateRenderer), from a replay of the record; StatesErr says why
+	// a replay could not give them.
+	States    []env.StepState
+	StatesErr string
+	// record is the decoded record, until the viewer has replayed it.
+	record *episode.Record
 }
 
 // KV is a note or parameter, its value as JSON text.
@@ -142,7 +152,7 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 		Info: info, Scenario: rec.Scenario, Params: paramKVs(rec.Params), Seed: rec.Seed, PolicySeed: rec.PolicySeed,
 		Index: rec.Index, RolloutID: rec.RolloutID, Group: rec.GroupIndex,
 		Status: string(rec.Status), End: rec.End, Err: rec.Err, Label: rec.Label, Steps: rec.Steps,
-		Team: rec.Score.Team, Scored: rec.Finished(), HasBus: true,
+		Team: rec.Score.Team, Scored: rec.Finished(), HasBus: true, record: rec,
 	}
 	seatOf := map[string]int{}
 	for i, s := range rec.Seats {

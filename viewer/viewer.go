@@ -2,6 +2,7 @@ package viewer
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -119,8 +120,40 @@ func (v *Viewer) episode(i, ordinal int) (*Episode, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.replayStates(ep)
 	v.cache.put(k, ep)
 	return ep, nil
+}
+
+// maxStates bounds the states an episode's page shows: the first ones and
+// the last.
+const maxStates = 200
+
+// replayStates gives ep its states when the binary knows its scenario and
+// the scenario's game draws them: a deterministic replay of the record's
+// own moves, once per decoded episode (the record stays as it was, and
+// the run paid nothing for it).
+func (v *Viewer) replayStates(ep *Episode) {
+	rec := ep.record
+	ep.record = nil
+	if rec == nil || v.scenarios == nil {
+		return
+	}
+	sc, err := v.scenarios.Lookup(rec.Scenario)
+	if err != nil {
+		return
+	}
+	states, err := env.States(context.Background(), sc, rec)
+	if errors.Is(err, env.ErrNoStates) {
+		return
+	}
+	if err != nil {
+		ep.StatesErr = err.Error()
+	}
+	if len(states) > maxStates {
+		states = append(states[:maxStates-1], states[len(states)-1])
+	}
+	ep.States = states
 }
 
 func (v *Viewer) roles(scenario string) ([]*agents.Role, error) {
