@@ -74,3 +74,22 @@ func States(ctx context.Context, sc Scenario, rec *episode.Record) ([]StepState,
 	}
 	return states, nil
 }
+
+// ReplayRecord replays the recorded episode rec of scenario sc under the
+// counterfactual cf, from its own seeds and its recorded moves, and returns
+// its score: what a counterfactual allocator asked of the episode's
+// replayer, asked again afterwards (troupe view computes v(∅) so). A
+// counterfactual that re-simulates a seat needs its policy, which a
+// record does not have: only absent, null and replaced seats are replayed.
+func ReplayRecord(ctx context.Context, sc Scenario, rec *episode.Record, cf episode.Counterfactual) (Score, error) {
+	info := sc.Info()
+	params, err := info.ParseParams(rec.Params)
+	if err != nil {
+		return Score{}, fmt.Errorf("scenario %s: %w", info.Name, err)
+	}
+	r := NewReplayer(Setup{
+		Play: Play{Scenario: sc, Params: params}, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
+		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
+	}, rec.Seats, rec.Turns)
+	return r.Replay(ctx, cf)
+}

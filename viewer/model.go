@@ -52,6 +52,11 @@ type Episode struct {
 	// a replay could not give them.
 	States    []env.StepState
 	StatesErr string
+	// Empty is, per allocator, v(∅) for the Shapley allocators (whose
+	// values sum to G − v(∅) over the agents): the team reward of a replay
+	// with every seat absent (or playing its null action), NaN when it
+	// could not be computed or for the other allocators.
+	Empty []float64
 	// record is the decoded record, until the viewer has replayed it.
 	record *episode.Record
 }
@@ -75,6 +80,10 @@ type AgentCredit struct {
 	N              int
 	Sum, Min, Max  float64
 	Counterfactual string // what a counterfactual allocator compared, derived from the value; "" if none
+	// Derived is, for an agent without samples under an efficient
+	// allocator (Shapley), its value implied by G − v(∅) and the other
+	// agents' values; "" if none.
+	Derived string
 }
 
 // Mean is the value per sample.

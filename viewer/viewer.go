@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 //go:embed templates/*.html
@@ -143,6 +144,7 @@ func (v *Viewer) replayStates(ep *Episode) {
 	if err != nil {
 		return
 	}
+	ep.Empty = emptyCoalitions(sc, rec, ep)
 	states, err := env.States(context.Background(), sc, rec)
 	if errors.Is(err, env.ErrNoStates) {
 		return
@@ -154,6 +156,49 @@ func (v *Viewer) replayStates(ep *Episode) {
 		states = append(states[:maxStates-1], states[len(states)-1])
 	}
 	ep.States = states
+}
+
+// emptyCoalitions computes v(∅) for each Shapley allocator of ep, by a
+// replay of rec with every seat absent (or, mode=null, playing its null
+// action): the record keeps each sample's value, not the coalition values,
+// and an agent that took no turn has no sample, so without it the sum over
+// agents was not G − v(∅). With v(∅), an agent without samples gets the
+// value efficiency implies when it is the only one.
+func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float64 {
+	out := make([]float64, len(ep.Allocators))
+	all := make([]int, len(rec.Seats))
+	for i := range all {
+		all[i] = i
+	}
+	for a, name := range ep.Allocators {
+		out[a] = math.NaN()
+		base, params, _ := strings.Cut(name, ":")
+		if base != "shapley" && base != "shapley-mc" || !ep.Scored {
+			continue
+		}
+		cf := episode.Counterfactual{Absent: all}
+		if strings.Contains(params, "mode=null") {
+			cf = episode.Counterfactual{Null: all}
+		}
+		score, err := env.ReplayRecord(context.Background(), sc, rec, cf)
+		if err != nil {
+			continue
+		}
+		out[a] = score.Team
+		var missing []int
+		sum := 0.0
+		for i := range ep.Seats {
+			if c := ep.Seats[i].Credit[a]; c.N > 0 {
+				sum += c.Mean()
+			} else {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 1 {
+			ep.Seats[missing[0]].Credit[a].Derived = num(ep.Team - score.Team - sum)
+		}
+	}
+	return out
 }
 
 func (v *Viewer) roles(scenario string) ([]*agents.Role, error) {
@@ -311,6 +356,13 @@ func (v *Viewer) episodePage(full *Episode, focus string) episodePage {
 		for a, c := range s.Credit {
 			p.Sum[a] += c.Sum
 			p.AgentSum[a] += c.Mean()
+		}
+	}
+	// Efficient allocators sum to G − v(∅) over the agents, those without
+	// samples included.
+	for a, empty := range full.Empty {
+		if !math.IsNaN(empty) {
+			p.AgentSum[a] = full.Team - empty
 		}
 	}
 	return p
