@@ -48,7 +48,9 @@ func (g *bystanderGame) Seats() []env.Seat {
 	return []env.Seat{{ID: "p0", Role: "player"}, {ID: "p1", Role: "player"}, {ID: "watcher", Role: "bystander"}}
 }
 func (g *bystanderGame) Start(s *env.Step) error { g.present = !s.Absent(2); return nil }
-func (g *bystanderGame) Observe(int) env.View   { return env.View{Text: "say 0 or 1", Legal: []string{"0", "1"}} }
+func (g *bystanderGame) Observe(int) env.View {
+	return env.View{Text: "say 0 or 1", Legal: []string{"0", "1"}}
+}
 func (g *bystanderGame) Apply(s *env.Step, moves []env.Move) error {
 	for _, m := range moves {
 		v, _ := strconv.ParseFloat(m.Action.Text, 64)
