@@ -50,3 +50,8 @@ func SynthTeam(k int) float64 { return float64(k*7919%10007) / 1000.7 }
 
 // SynthDiff is episode k's difference reward in Synthesized: in [-0.5, 0.5).
 func SynthDiff(k int) float64 { return float64(k*104729%1009)/1009 - 0.5 }
+
+// reset makes v the viewer of files, forgetting what it kept of others.
+func (v *Viewer) reset(files []*File) {
+	v.files, v.cache, v.overviews, v.lastList = files, newCache(cacheSize), map[int]*Overview{}, nil
+}
