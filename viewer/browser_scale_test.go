@@ -189,21 +189,9 @@ func TestBrowserListOfManyEpisodes(t *testing.T) {
 		}
 		return "completed"
 	}
-	matched := func() int {
-		var s string
-		b.eval(`document.querySelector("#count").dataset.matched`, &s)
-		m, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		return m
-	}
-	rollouts := func() []int {
-		var ids []int
-		b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &ids)
-		return ids
-	}
-	set := func(sel, value string) {
-		b.navigate(fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, value))
-	}
+	matched := func() int { return listMatched(t, b) }
+	rollouts := func() []int64 { return listRollouts(b) }
+	set := func(sel, value string) { b.navigate(setField(sel, value)) }
 	b.open(base)
 	assert.Equal(t, n, matched())
 	assert.Len(t, rollouts(), 100, "a page of 100 rows")
@@ -218,7 +206,7 @@ func TestBrowserListOfManyEpisodes(t *testing.T) {
 	assert.Equal(t, count(func(k int) bool { return k%3 == 0 }), matched())
 	set("#f-role", "")
 	set("#f-group", "1234")
-	assert.Equal(t, []int{9872, 9873, 9874, 9875, 9876, 9877, 9878, 9879}, rollouts())
+	assert.Equal(t, []int64{9872, 9873, 9874, 9875, 9876, 9877, 9878, 9879}, rollouts())
 	set("#f-group", "")
 	set("#f-team-min", "2.5")
 	set("#f-team-max", "2.75")
@@ -241,7 +229,7 @@ func TestBrowserListOfManyEpisodes(t *testing.T) {
 	all := append(first, second...)
 	require.Len(t, all, 200)
 	for k := 1; k < len(all); k++ {
-		assert.GreaterOrEqual(t, viewer.SynthTeam(all[k-1]), viewer.SynthTeam(all[k]), "descending at %d", k)
+		assert.GreaterOrEqual(t, viewer.SynthTeam(int(all[k-1])), viewer.SynthTeam(int(all[k])), "descending at %d", k)
 	}
 	var page string
 	b.eval(`document.querySelector("#list-page").textContent`, &page)

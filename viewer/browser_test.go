@@ -593,25 +593,34 @@ func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
 	assert.Contains(t, bad, `group: want an integer, got "one"`)
 }
 
+// listRollouts returns the rollout ids of the list's rows, in order.
+func listRollouts(b *browser) []int64 {
+	var ids []int64
+	b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &ids)
+	return ids
+}
+
+// listMatched returns how many episodes the list says match its filters.
+func listMatched(t *testing.T, b *browser) int {
+	var n string
+	b.eval(`document.querySelector("#count").dataset.matched`, &n)
+	k, err := strconv.Atoi(n)
+	require.NoError(t, err)
+	return k
+}
+
+// setField is a script that sets a form field's value as a reader does.
+func setField(sel, value string) string {
+	return fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, value)
+}
+
 // checkListFilters drives a list page's filters and sort; act runs a
 // script that changes them (served: a navigation; exported: in place).
 func checkListFilters(t *testing.T, b *browser, recs []*episode.Record, credits []*trajectories.Credit, act func(js string)) {
 	t.Helper()
-	rollouts := func() []int64 {
-		var ids []int64
-		b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &ids)
-		return ids
-	}
-	matched := func() int {
-		var n string
-		b.eval(`document.querySelector("#count").dataset.matched`, &n)
-		k, err := strconv.Atoi(n)
-		require.NoError(t, err)
-		return k
-	}
-	set := func(sel, value string) {
-		act(fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, value))
-	}
+	rollouts := func() []int64 { return listRollouts(b) }
+	matched := func() int { return listMatched(t, b) }
+	set := func(sel, value string) { act(setField(sel, value)) }
 	want := []int64{}
 	for _, r := range recs {
 		want = append(want, r.RolloutID)

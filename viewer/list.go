@@ -3,6 +3,7 @@ package viewer
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -36,7 +37,7 @@ type listQuery struct {
 }
 
 // errQuery wraps the list's bad parameters: the page says what was wrong.
-var errQuery = fmt.Errorf("bad list parameter")
+var errQuery = errors.New("bad list parameter")
 
 // parseListQuery reads q; every bad value is an error naming its
 // parameter.
@@ -454,16 +455,46 @@ func (x *File) indexJS(linked int) []byte {
 	names("ends", x.endNames)
 	names("roles", x.roleNames)
 	names("allocators", x.allocNames)
+	// An integer column is written as differences from the row before,
+	// run-length encoded ({"rle":[value,count,...]}) when that is shorter:
+	// rollout ids that count up, a status that rarely changes, are a few
+	// numbers for a million rows.
+	deltas := make([]int64, n)
 	ints := func(key string, f func(e *EpisodeInfo) int64) {
-		b = append(b, `,"`+key+`":[`...)
-		prev := int64(0)
+		prev, runs := int64(0), 0
 		for k := range x.Episodes {
+			v := f(&x.Episodes[k])
+			deltas[k] = v - prev
+			prev = v
+			if k == 0 || deltas[k] != deltas[k-1] {
+				runs++
+			}
+		}
+		b = append(b, `,"`+key+`":`...)
+		if 2*runs < n {
+			b = append(b, `{"rle":[`...)
+			for k := 0; k < n; {
+				j := k
+				for j < n && deltas[j] == deltas[k] {
+					j++
+				}
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendInt(b, deltas[k], 10)
+				b = append(b, ',')
+				b = strconv.AppendInt(b, int64(j-k), 10)
+				k = j
+			}
+			b = append(b, "]}"...)
+			return
+		}
+		b = append(b, '[')
+		for k, d := range deltas {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			v := f(&x.Episodes[k])
-			b = strconv.AppendInt(b, v-prev, 10)
-			prev = v
+			b = strconv.AppendInt(b, d, 10)
 		}
 		b = append(b, ']')
 	}
@@ -500,19 +531,58 @@ func (x *File) indexJS(linked int) []byte {
 	j, _ := json.Marshal(sets)
 	b = append(b, `,"rolesets":`...)
 	b = append(b, j...)
+	// A float column is written whole, or, when it takes few distinct
+	// values (the outcomes of a discrete game), as a table of them and a
+	// position per episode: El Farol's million team rewards are a few
+	// hundred numbers. Both are exact: the script filters what the server
+	// would.
 	floats := func(f func(e *EpisodeInfo) (float64, bool)) {
-		b = append(b, '[')
+		pos := map[float64]int{}
+		var table []float64
+		for k := range x.Episodes {
+			v, ok := f(&x.Episodes[k])
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			if _, seen := pos[v]; !seen {
+				if len(table) >= maxTable || len(table) > n/4 {
+					table = nil
+					break
+				}
+				pos[v] = len(table)
+				table = append(table, v)
+			}
+		}
+		if table != nil {
+			b = append(b, `{"table":[`...)
+			for i, v := range table {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendNum(b, v)
+			}
+			b = append(b, `],"at":[`...)
+		} else {
+			b = append(b, '[')
+		}
 		for k := range x.Episodes {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			if v, ok := f(&x.Episodes[k]); ok {
-				b = appendNum(b, v)
-			} else {
+			v, ok := f(&x.Episodes[k])
+			switch {
+			case !ok || math.IsNaN(v) || math.IsInf(v, 0):
 				b = append(b, "null"...)
+			case table != nil:
+				b = strconv.AppendInt(b, int64(pos[v]), 10)
+			default:
+				b = appendNum(b, v)
 			}
 		}
 		b = append(b, ']')
+		if table != nil {
+			b = append(b, '}')
+		}
 	}
 	b = append(b, `,"team":`...)
 	floats(func(e *EpisodeInfo) (float64, bool) { return e.Team, true })
@@ -526,6 +596,10 @@ func (x *File) indexJS(linked int) []byte {
 	b = append(b, "]};\n"...)
 	return b
 }
+
+// maxTable is the most distinct values a column of the index writes as a
+// table.
+const maxTable = 1 << 16
 
 // appendNum writes a number JSON can hold; NaN and infinities as null.
 func appendNum(b []byte, v float64) []byte {

@@ -39,9 +39,23 @@
     var n = d.n;
     // Undo the index's differences: each integer column as absolute values.
     ["rollout_id", "episode", "group", "scenario", "status", "end", "agents", "samples", "turns", "messages", "invalid", "roleset"].forEach(function (k) {
+      if (d[k].rle) {
+        var runs = d[k].rle, out = new Array(n), at = 0;
+        for (var r = 0; r < runs.length; r += 2) {
+          for (var j = 0; j < runs[r + 1]; j++) { out[at++] = runs[r]; }
+        }
+        d[k] = out;
+      }
       var c = d[k], acc = 0;
       for (var i = 0; i < n; i++) { acc += c[i]; c[i] = acc; }
     });
+    // A float column may be a table of its values and a position per row.
+    function column(c) {
+      if (Array.isArray(c)) { return c; }
+      return c.at.map(function (k) { return k === null ? null : c.table[k]; });
+    }
+    d.team = column(d.team);
+    d.alloc = d.alloc.map(column);
     var cols = [
       { key: "rollout_id", get: function (i) { return d.rollout_id[i]; } },
       { key: "episode", get: function (i) { return d.episode[i]; } },
