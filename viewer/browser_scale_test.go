@@ -6,11 +6,15 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,4 +239,95 @@ func TestBrowserListOfManyEpisodes(t *testing.T) {
 	b.eval(`document.querySelector("#list-page").textContent`, &page)
 	assert.Equal(t, fmt.Sprintf("page 2 of %d", n/100), page)
 	b.noErrors("the list of 100,000 episodes")
+}
+
+// EnvLargeFile names a large episode file (a million episodes) for
+// TestBrowserLargeFile, run by hand: playing it is too slow for a test.
+const EnvLargeFile = "TROUPE_VIEW_LARGE_FILE"
+
+// TestBrowserLargeFile opens a large run of real episodes, serves it and
+// drives its pages in Chromium: the overview, the list under every filter
+// and sort, an episode; it logs each page's weight and the heap the
+// server keeps. Skipped unless $TROUPE_VIEW_LARGE_FILE names the file
+// (docs/viewer.md gives the command and the numbers).
+func TestBrowserLargeFile(t *testing.T) {
+	path := os.Getenv(EnvLargeFile)
+	if path == "" {
+		t.Skipf("$%s names no file: this check of a million episodes is run by hand", EnvLargeFile)
+	}
+	b := newBrowser(t)
+	start := time.Now()
+	x := openFiles(t, path)[0]
+	opened := time.Since(start)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%d episodes indexed in %v; heap kept %.0f MiB", len(x.Episodes), opened, float64(ms.HeapAlloc)/(1<<20))
+	base := serve(t, []*viewer.File{x})
+	e0 := x.Episodes[0]
+	alloc := e0.Allocators[len(e0.Allocators)-1]
+	for _, page := range []string{"/run-0/index.html", "/run-0/episodes.html", "/run-0/episodes.html?sort=team&dir=desc&page=500",
+		"/run-0/episodes.html?status=completed&scenario=" + url.QueryEscape(e0.Scenario) + "&role=" + url.QueryEscape(e0.Roles[0].Role) + "&team_min=1&team_max=2&alloc=" + url.QueryEscape(alloc) + "&alloc_min=0.3&sort=alloc%3A" + url.QueryEscape(alloc),
+		"/run-0/episodes.html?group=777", "/run-0/ep-999.html", "/compare-0-0.html"} {
+		t0 := time.Now()
+		resp, err := http.Get(base + page)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.HasPrefix(page, "/compare") {
+			assert.Equal(t, 404, resp.StatusCode)
+			continue
+		}
+		require.Equal(t, 200, resp.StatusCode, page)
+		t.Logf("%s: %d bytes in %v", page, len(body), time.Since(t0))
+		assert.Less(t, len(body), 256<<10, page)
+		b.open(base + page)
+	}
+	// Each filter, in the browser, against the index.
+	b.open(base + "/run-0/episodes.html")
+	count := func(keep func(e *viewer.EpisodeInfo) bool) int {
+		n := 0
+		for k := range x.Episodes {
+			if keep(&x.Episodes[k]) {
+				n++
+			}
+		}
+		return n
+	}
+	set := func(sel, value string) { b.navigate(setField(sel, value)) }
+	set("#f-group", "777")
+	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.GroupIndex == 777 }), listMatched(t, b))
+	set("#f-group", "")
+	set("#f-team-min", "2")
+	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.Team >= 2 }), listMatched(t, b))
+	set("#f-team-min", "")
+	set("#f-alloc", alloc)
+	set("#f-alloc-max", "0.5")
+	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { v, ok := e.AllocValue(alloc); return ok && v <= 0.5 }), listMatched(t, b))
+	set("#f-status", "completed")
+	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool {
+		v, ok := e.AllocValue(alloc)
+		return ok && v <= 0.5 && e.Status == "completed"
+	}), listMatched(t, b))
+	b.noErrors("the large file's list")
+
+	// Its export: the list filters the compact index in the browser.
+	v, err := viewer.New([]*viewer.File{x}, nil)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	_, err = v.Export(dir, 20)
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "run-0", "episodes-index.js"))
+	require.NoError(t, err)
+	t.Logf("export: episodes-index.js %d bytes", fi.Size())
+	t0 := time.Now()
+	b.open("file://" + filepath.ToSlash(dir) + "/run-0/episodes.html")
+	t.Logf("exported list opened in %v", time.Since(t0))
+	assert.Equal(t, len(x.Episodes), listMatched(t, b))
+	b.exec(setField("#f-team-min", "2"))
+	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.Team >= 2 }), listMatched(t, b))
+	b.noErrors("the large file's exported list")
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap after serving: %.0f MiB", float64(ms.HeapAlloc)/(1<<20))
 }
