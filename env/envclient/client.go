@@ -111,6 +111,13 @@ func (c *Client) Reset(ctx context.Context, req ResetRequest) (*Session, Result,
 	return &Session{c: c, ID: res.Observation.SessionID, EpisodeID: res.Observation.EpisodeID}, res, nil
 }
 
+// Seats returns the seats of a scenario under parameters and their action
+// sets, without playing an episode.
+func (c *Client) Seats(ctx context.Context, req SeatsRequest) (SeatsAnswer, error) {
+	var a SeatsAnswer
+	return a, c.do(ctx, http.MethodPost, PathSeats, req, &a)
+}
+
 // Record returns the record of an episode that is over, as an episode file
 // holds it (one troupe.episode/v2 line).
 func (c *Client) Record(ctx context.Context, episodeID string) ([]byte, error) {

@@ -34,7 +34,23 @@ const (
 	PathClose    = "/close"
 	PathRecord   = "/record"
 	PathWS       = "/ws"
+	PathSeats    = "/seats"
 )
+
+// SeatsRequest asks for the seats of a scenario under parameters, and
+// their action sets, without playing an episode (POST /seats): what a
+// learner needs to size its spaces before its first reset.
+type SeatsRequest struct {
+	Scenario string            `json:"scenario"`
+	Params   map[string]string `json:"params,omitempty"`
+}
+
+// SeatsAnswer is the answer of POST /seats.
+type SeatsAnswer struct {
+	Scenario string            `json:"scenario"`
+	Params   map[string]string `json:"params"`
+	Seats    []Seat            `json:"seats"`
+}
 
 // ResetRequest starts a session: it creates an episode (Scenario and what
 // follows), or joins one another session created (Join), taking Seats.

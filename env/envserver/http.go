@@ -36,10 +36,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		envclient.PathClose:    {http.MethodPost, s.handleClose},
 		envclient.PathRecord:   {http.MethodGet, s.handleRecord},
 		envclient.PathWS:       {http.MethodGet, s.handleWS},
+		envclient.PathSeats:    {http.MethodPost, s.handleSeats},
 	}
 	rt, ok := routes[r.URL.Path]
 	if !ok {
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close)", r.URL.Path))
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats)", r.URL.Path))
 		return
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
@@ -203,6 +204,44 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	s.leave(r.Context(), ss, "the session closed")
 	return reply(w, s.state(ss.ep, nil))
+}
+
+// handleSeats answers the seats of a scenario under parameters, with
+// their action sets: those of an episode started (and dropped) here, never
+// played nor written.
+func (s *Server) handleSeats(w http.ResponseWriter, r *http.Request) *apiError {
+	var req envclient.SeatsRequest
+	if e := s.decode(w, r, &req); e != nil {
+		return e
+	}
+	if req.Scenario == "" {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v)", s.cfg.Scenarios.Names())
+	}
+	sc, err := s.cfg.Scenarios.Lookup(req.Scenario)
+	if err != nil {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: %v", err)
+	}
+	params, err := sc.Info().ParseParams(req.Params)
+	if err != nil {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "params: %v", err)
+	}
+	ep, err := env.NewEpisode(env.Setup{Play: env.Play{Scenario: sc, Params: params}})
+	if err != nil {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	}
+	if rec := ep.Record(); rec != nil && len(rec.Seats) == 0 {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the scenario seated nobody: %s", rec.Err)
+	}
+	as, _ := sc.(env.ActionSets)
+	out := envclient.SeatsAnswer{Scenario: sc.Info().Name, Params: params.Map()}
+	for _, seat := range ep.Seats() {
+		d := envclient.Seat{Agent: seat.ID, Role: seat.Role}
+		if as != nil {
+			d.Actions = as.ActionSet(params, seat.Role)
+		}
+		out.Seats = append(out.Seats, d)
+	}
+	return reply(w, out)
 }
 
 // handleRecord answers the episode's record, as an episode file holds it
