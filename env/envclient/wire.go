@@ -150,8 +150,9 @@ type Observation struct {
 	SessionID string `json:"session_id"`
 	// Step is the episode's logical time.
 	Step int `json:"step"`
-	// Seats are the episode's seats, with which this session holds.
-	Seats []Seat `json:"seats"`
+	// Seats are the episode's seats, with which this session holds: in a
+	// reset's answer only (and in State).
+	Seats []Seat `json:"seats,omitempty"`
 	// Pending are the session's seats that must act now, in seat order:
 	// several at a simultaneous step of a session that holds several.
 	// Empty once the episode is over.

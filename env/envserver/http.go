@@ -148,7 +148,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	res.Reward = nil
+	res.Reward, res.Observation.Seats = nil, ss.ep.seats(ss)
 	return reply(w, res)
 }
 
@@ -334,7 +334,7 @@ func (s *Server) wsMessage(ctx context.Context, data []byte, ss **session) (stri
 		}
 		*ss = n
 		res, e := s.await(ctx, n)
-		res.Reward = nil
+		res.Reward, res.Observation.Seats = nil, n.ep.seats(n)
 		return "observation", res, e
 	case "step":
 		if *ss == nil {

@@ -185,7 +185,8 @@ type episodeEntry struct {
 	// guarded by Server.mu
 	last     time.Time // the last move or call that touched it
 	ended    time.Time // when it was seen over
-	sessions int       // live sessions
+	sessions int        // live sessions
+	members  []*session // every session that joined it
 
 	written  sync.Once
 	writeErr error
@@ -297,6 +298,7 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 	now := time.Now()
 	ss.last, ep.last = now, now
 	ep.sessions++
+	ep.members = append(ep.members, ss)
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
 	return ss, nil
@@ -559,6 +561,14 @@ func (s *Server) settle(ep *episodeEntry) {
 		s.mu.Lock()
 		ep.ended = time.Now()
 		s.live--
+		// A session ends with its episode: its id no longer counts
+		// against MaxSessions (the episode's id reads its state).
+		for _, ss := range ep.members {
+			if s.sessions[ss.id] == ss {
+				delete(s.sessions, ss.id)
+				ep.sessions--
+			}
+		}
 		s.mu.Unlock()
 		ep.writeErr = s.write(ep, rec)
 		if ep.writeErr != nil {
@@ -605,7 +615,7 @@ func (s *Server) result(ss *session, obs []agents.Observation) envclient.Result 
 // seats.
 func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observation {
 	tb := ep.tb
-	o := envclient.Observation{EpisodeID: ep.id, Step: tb.Time(), Seats: ep.seats(ss), Waiting: names(tb, tb.Waiting()), Pending: []envclient.SeatObservation{}}
+	o := envclient.Observation{EpisodeID: ep.id, Step: tb.Time(), Waiting: names(tb, tb.Waiting()), Pending: []envclient.SeatObservation{}}
 	if ss != nil {
 		o.SessionID = ss.id
 	}
@@ -676,6 +686,7 @@ func (ep *episodeEntry) seatObservation(o *agents.Observation) envclient.SeatObs
 // state is GET /state's answer.
 func (s *Server) state(ep *episodeEntry, ss *session) envclient.State {
 	o := s.observation(ep, ss)
+	o.Seats = ep.seats(ss)
 	setup := ep.tb.Setup()
 	return envclient.State{EpisodeID: ep.id, StepCount: o.Step, Scenario: ep.res.Info.Name, Params: setup.Params.Map(),
 		Seats: o.Seats, Waiting: o.Waiting, Done: o.Done, Status: o.Status, End: o.End}
