@@ -183,8 +183,8 @@ type episodeEntry struct {
 	check   func(obs *agents.Observation, text string) error
 
 	// guarded by Server.mu
-	last     time.Time // the last move or call that touched it
-	ended    time.Time // when it was seen over
+	last     time.Time  // the last move or call that touched it
+	ended    time.Time  // when it was seen over
 	sessions int        // live sessions
 	members  []*session // every session that joined it
 
