@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -69,21 +68,11 @@ func (a *App) envServeCommand() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: environment server on http://%s\n", addr) }
-			err = envserver.Serve(cmd.Context(), cfg)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, envserver.ErrBadConfig):
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.served(envserver.Serve(cmd.Context(), cfg), envserver.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.Addr, "addr", envserver.DefaultAddr, "address to listen on (127.0.0.1 keeps it local)")
-	fl.StringVar(&cfg.Token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token")
+	bindServeFlags(fl, &cfg.Addr, envserver.DefaultAddr, &cfg.Token, &tokenFile)
 	fl.StringVarP(&out, "out", "o", "", "append every finished episode's samples to this JSONL file")
 	fl.StringVar(&episodesOut, "episodes-out", "", "append every finished episode's record (and credit) to this file")
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "server seed: the run seeds of episodes whose reset brings none derive from it")

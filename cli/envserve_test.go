@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -37,30 +35,7 @@ const (
 // the returned stop is called; stop returns the exit code.
 func envServing(t *testing.T, args ...string) (base string, stop func() int) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	pr, pw := io.Pipe()
-	app := New(io.Discard, pw)
-	code := make(chan int, 1)
-	go func() {
-		code <- app.Main(ctx, append([]string{"env-serve", "--addr", "127.0.0.1:0"}, args...))
-		_ = pw.Close()
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "troupe: environment server on "); ok {
-				addr <- a
-			}
-		}
-		close(addr)
-	}()
-	base, ok := <-addr
-	require.True(t, ok, "troupe env-serve did not start")
-	return base, func() int {
-		cancel()
-		return <-code
-	}
+	return servingCommand(t, "env-serve", "troupe: environment server on ", args...)
 }
 
 // pythonWith returns the Python to run and the PYTHONPATH that makes

@@ -28,18 +28,35 @@ SCENARIOS = [
 ]
 
 
-def random_episode(env, rng, seed, rollout_id):
-    """One AEC episode with a random agent that samples the legal moves."""
-    env._e.fields["rollout_id"] = rollout_id
+def play(env, rng, seed):
+    """Plays one AEC episode of env from seed with a random agent that
+    samples the legal moves; returns its turns."""
     env.reset(seed=seed)
+    turns = 0
     for agent in env.agent_iter():
-        obs, reward, term, trunc, info = env.last()
+        obs, _, term, trunc, _ = env.last()
         if term or trunc:
             env.step(None)
             continue
-        legal = np.flatnonzero(obs["action_mask"])
-        env.step(int(rng.choice(legal)))
+        env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+        turns += 1
+    return turns
+
+
+def random_episode(env, rng, seed, rollout_id):
+    """One episode of env at seed and rollout_id: its id on the server."""
+    env._e.fields["rollout_id"] = rollout_id
+    play(env, rng, seed)
     return env.episode_id
+
+
+def timed(env, rng, n):
+    """Plays n episodes of env with a random agent over the legal moves:
+    their time (the process's CPU, the wall clock) and turns."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    turns = sum(play(env, rng, k) for k in range(n))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"turns": turns, "client_cpu_s": cpu, "wall_s": wall, "episodes_per_s": n / wall, "us_per_turn_wall": 1e6 * wall / turns}
 
 
 def main():
@@ -73,18 +90,7 @@ def main():
 
     n = int(os.environ.get("CHECK_BENCH_EPISODES", "200"))
     env = TroupeAECEnv("tictactoe", base_url=url)
-    start, turns = time.process_time(), 0
-    wall = time.perf_counter()
-    for k in range(n):
-        env.reset(seed=k)
-        for agent in env.agent_iter():
-            obs, _, term, trunc, _ = env.last()
-            if term or trunc:
-                env.step(None)
-                continue
-            env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
-            turns += 1
-    troupe_cpu, troupe_wall = time.process_time() - start, time.perf_counter() - wall
+    troupe = timed(env, rng, n)
     env.close()
 
     try:
@@ -95,25 +101,8 @@ def main():
         import types
         sys.modules["pygame"] = types.ModuleType("pygame")
     from pettingzoo.classic import tictactoe_v3
-    pz = tictactoe_v3.env()
-    start, wall, pz_turns = time.process_time(), time.perf_counter(), 0
-    for k in range(n):
-        pz.reset(seed=k)
-        for agent in pz.agent_iter():
-            obs, _, term, trunc, _ = pz.last()
-            if term or trunc:
-                pz.step(None)
-                continue
-            pz.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
-            pz_turns += 1
-    pz_cpu, pz_wall = time.process_time() - start, time.perf_counter() - wall
-    result["bench"] = {
-        "episodes": n,
-        "troupe_server": {"turns": turns, "client_cpu_s": troupe_cpu, "wall_s": troupe_wall,
-                          "episodes_per_s": n / troupe_wall, "us_per_turn_wall": 1e6 * troupe_wall / turns},
-        "pettingzoo_tictactoe_v3": {"turns": pz_turns, "cpu_s": pz_cpu, "wall_s": pz_wall,
-                                    "episodes_per_s": n / pz_wall, "us_per_turn_wall": 1e6 * pz_wall / pz_turns},
-    }
+    pz = timed(tictactoe_v3.env(), rng, n)
+    result["bench"] = {"episodes": n, "troupe_server": troupe, "pettingzoo_tictactoe_v3": pz}
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
     print("pettingzoo_check: passed", json.dumps(result["bench"]))

@@ -137,16 +137,11 @@ class _Episodes:
         return obs.get("status") == "completed", obs.get("status") != "completed"
 
 
-class TroupeAECEnv(AECEnv):
-    """A troupe scenario as a PettingZoo AEC environment, played on an
-    environment server (`troupe env-serve`)."""
+class _Common:
+    """What the AEC and Parallel environments share: the episodes, the
+    spaces, the moves played."""
 
-    metadata = {"render_modes": ["ansi", "human"], "name": "troupe_v0", "is_parallelizable": True}
-
-    def __init__(self, scenario: str, params: Optional[Dict[str, Any]] = None, base_url: str = "http://127.0.0.1:8378",
-                 token: Optional[str] = None, view_bytes: int = 1024, render_mode: Optional[str] = None,
-                 client: Optional[Client] = None, **reset_fields: Any):
-        super().__init__()
+    def _setup(self, scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields):
         self._e = _Episodes(scenario, params, base_url, token, view_bytes, reset_fields, client)
         self.possible_agents = list(self._e.agents)
         self.agents = []
@@ -169,6 +164,31 @@ class TroupeAECEnv(AECEnv):
     def played(self) -> Dict[str, List[str]]:
         """The moves given in this episode, by agent, in order."""
         return self._e.played
+
+    def _render(self, text):
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() without a render_mode: pass render_mode='ansi' or 'human'")
+            return None
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self):
+        self._e.leave()
+
+
+class TroupeAECEnv(_Common, AECEnv):
+    """A troupe scenario as a PettingZoo AEC environment, played on an
+    environment server (`troupe env-serve`)."""
+
+    metadata = {"render_modes": ["ansi", "human"], "name": "troupe_v0", "is_parallelizable": True}
+
+    def __init__(self, scenario: str, params: Optional[Dict[str, Any]] = None, base_url: str = "http://127.0.0.1:8378",
+                 token: Optional[str] = None, view_bytes: int = 1024, render_mode: Optional[str] = None,
+                 client: Optional[Client] = None, **reset_fields: Any):
+        super().__init__()
+        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields)
 
     def reset(self, seed=None, options=None):
         self._e.open(seed)
@@ -215,20 +235,10 @@ class TroupeAECEnv(AECEnv):
             self.render()
 
     def render(self):
-        if self.render_mode is None:
-            gymnasium.logger.warn("render() without a render_mode: pass render_mode='ansi' or 'human'")
-            return None
-        text = self._e.views.get(self.agent_selection, "") if self.agent_selection else ""
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
-
-    def close(self):
-        self._e.leave()
+        return self._render(self._e.views.get(self.agent_selection, "") if self.agent_selection else "")
 
 
-class TroupeParallelEnv(ParallelEnv):
+class TroupeParallelEnv(_Common, ParallelEnv):
     """A troupe scenario as a PettingZoo Parallel environment, played on an
     environment server (`troupe env-serve`). At a sequential step only the
     acting agent's action is used; the others' are ignored (their masks
@@ -239,27 +249,7 @@ class TroupeParallelEnv(ParallelEnv):
     def __init__(self, scenario: str, params: Optional[Dict[str, Any]] = None, base_url: str = "http://127.0.0.1:8378",
                  token: Optional[str] = None, view_bytes: int = 1024, render_mode: Optional[str] = None,
                  client: Optional[Client] = None, **reset_fields: Any):
-        self._e = _Episodes(scenario, params, base_url, token, view_bytes, reset_fields, client)
-        self.possible_agents = list(self._e.agents)
-        self.agents = []
-        self.render_mode = render_mode
-        self.metadata = dict(self.metadata, name=f"troupe_{scenario}_v0")
-
-    @functools.lru_cache(maxsize=None)
-    def observation_space(self, agent):
-        return self._e.obs_spaces[agent]
-
-    @functools.lru_cache(maxsize=None)
-    def action_space(self, agent):
-        return self._e.act_spaces[agent]
-
-    @property
-    def episode_id(self) -> Optional[str]:
-        return self._e.session.episode_id if self._e.session else None
-
-    @property
-    def played(self) -> Dict[str, List[str]]:
-        return self._e.played
+        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields)
 
     def reset(self, seed=None, options=None):
         self._e.open(seed)
@@ -293,17 +283,7 @@ class TroupeParallelEnv(ParallelEnv):
         return obs, rewards, terminations, truncations, infos
 
     def render(self):
-        if self.render_mode is None:
-            gymnasium.logger.warn("render() without a render_mode: pass render_mode='ansi' or 'human'")
-            return None
-        text = "\n".join(f"{a}: {v}" for a, v in self._e.views.items())
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
-
-    def close(self):
-        self._e.leave()
+        return self._render("\n".join(f"{a}: {v}" for a, v in self._e.views.items()))
 
 
 def env(scenario: str, **kwargs: Any) -> TroupeAECEnv:
