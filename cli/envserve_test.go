@@ -197,3 +197,42 @@ func TestEnvServeOpenEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, strings.Count(string(records), "\n"), "three episodes written")
 }
+
+// TestEnvServePythonClient runs python/troupe_env's protocol client with
+// the standard library alone (python -S: no site-packages): two players
+// on their own threads share one episode, and refused moves come back as
+// ServerError with their codes. It needs only a Python 3.
+func TestEnvServePythonClient(t *testing.T) {
+	python := os.Getenv(EnvPython)
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if _, err := exec.LookPath(python); err != nil {
+		t.Skipf("no %s: the Python client is not run (%s names another)", python, EnvPython)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	base, stop := envServing(t)
+	cmd := exec.CommandContext(t.Context(), python, "-S", filepath.Join(root, "python", "tests", "client_check.py"), base)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "python"))
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	require.Equal(t, 0, stop())
+	var got struct {
+		UnknownField []any              `json:"unknown_field"`
+		Illegal      []any              `json:"illegal"`
+		X            []string           `json:"x"`
+		O            []string           `json:"o"`
+		Status       string             `json:"status"`
+		Scores       map[string]float64 `json:"scores"`
+		ODone        bool               `json:"o_done"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got), "%s", b)
+	assert.Equal(t, []any{400.0, "bad_request", `malformed JSON: json: unknown field "bogus"`}, got.UnknownField)
+	assert.Equal(t, []any{422.0, "illegal_action"}, got.Illegal)
+	assert.Equal(t, "completed", got.Status)
+	assert.Equal(t, map[string]float64{"x": 1, "o": -1}, got.Scores)
+	assert.True(t, got.ODone)
+	assert.Equal(t, []string{"a1", "b1", "c1"}, got.X, "x plays the first legal cell")
+	assert.Equal(t, []string{"c3", "b3"}, got.O, "o the last")
+}
