@@ -56,6 +56,7 @@ const (
 	DefaultSessionTimeout = 5 * time.Minute
 	DefaultMaxWait        = 30 * time.Second
 	DefaultRetain         = 10 * time.Minute
+	DefaultMaxRetained    = 4096
 	DefaultMaxBodyBytes   = 1 << 20
 	DefaultReadTimeout    = 30 * time.Second
 )
@@ -105,8 +106,10 @@ type Config struct {
 	// step again with no move to wait on.
 	MaxWait time.Duration
 	// Retain is how long a finished episode stays readable (/state,
-	// /record) after its end.
+	// /record) after its end; MaxRetained how many finished episodes are
+	// kept so at most (the oldest go first).
 	Retain       time.Duration
+	MaxRetained  int
 	MaxBodyBytes int64
 
 	Logger *slog.Logger
@@ -117,7 +120,7 @@ type Config struct {
 
 func (c Config) withDefaults() (Config, error) {
 	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes),
-		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxBodyBytes": c.MaxBodyBytes} {
+		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxRetained": int64(c.MaxRetained), "MaxBodyBytes": c.MaxBodyBytes} {
 		if v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, name, v)
 		}
@@ -143,6 +146,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	def(&c.MaxSessions, DefaultMaxSessions)
 	def(&c.MaxEpisodes, DefaultMaxEpisodes)
+	def(&c.MaxRetained, DefaultMaxRetained)
 	defd(&c.SessionTimeout, DefaultSessionTimeout)
 	defd(&c.MaxWait, DefaultMaxWait)
 	defd(&c.Retain, DefaultRetain)
@@ -167,8 +171,10 @@ type Server struct {
 	sessions map[string]*session
 	live     int // episodes not over
 	draining bool
-	seeded   uint64 // episodes seeded by the server
-	rollouts int64  // rollout ids handed out
+	seeded   uint64          // episodes seeded by the server
+	rollouts int64           // rollout ids handed out
+	ended    []*episodeEntry // finished episodes still kept, oldest first
+	reaped   time.Time       // when reap last ran
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
@@ -258,7 +264,7 @@ func newID(prefix string) string {
 
 // reset starts a session: a new episode, or a seat at one (Join).
 func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*session, *apiError) {
-	s.reap()
+	s.reapSoon()
 	var ep *episodeEntry
 	if req.Join != "" {
 		if e := joinOnly(req); e != nil {
@@ -561,6 +567,14 @@ func (s *Server) settle(ep *episodeEntry) {
 		s.mu.Lock()
 		ep.ended = time.Now()
 		s.live--
+		s.ended = append(s.ended, ep)
+		if len(s.ended) > s.cfg.MaxRetained {
+			old := s.ended[0]
+			s.ended = s.ended[1:]
+			if s.episodes[old.id] == old {
+				delete(s.episodes, old.id)
+			}
+		}
 		// A session ends with its episode: its id no longer counts
 		// against MaxSessions (the episode's id reads its state).
 		for _, ss := range ep.members {
@@ -707,23 +721,42 @@ func (s *Server) leave(ctx context.Context, ss *session, why string) {
 	s.settle(ss.ep)
 }
 
+// reapSoon reaps when it has not for a quarter of SessionTimeout: resets
+// call it, so that a server without Serve's janitor (a handler mounted
+// elsewhere) reaps too, without a scan of every episode per reset.
+func (s *Server) reapSoon() {
+	s.mu.Lock()
+	due := time.Since(s.reaped) > s.cfg.SessionTimeout/4
+	s.mu.Unlock()
+	if due {
+		s.reap()
+	}
+}
+
 // reap ends what has been idle too long and forgets episodes over for
-// longer than Retain. Every reset calls it, and the janitor of Serve.
+// longer than Retain. Serve's janitor calls it, and resets (reapSoon).
 func (s *Server) reap() {
 	now := time.Now()
 	s.mu.Lock()
+	s.reaped = now
 	var idle []*session
 	for _, ss := range s.sessions {
 		if !ss.ws && now.Sub(ss.last) > s.cfg.SessionTimeout {
 			idle = append(idle, ss)
 		}
 	}
+	// Finished episodes end in order: the expired ones are a prefix.
+	n := 0
+	for n < len(s.ended) && now.Sub(s.ended[n].ended) > s.cfg.Retain {
+		if old := s.ended[n]; s.episodes[old.id] == old {
+			delete(s.episodes, old.id)
+		}
+		n++
+	}
+	s.ended = s.ended[n:]
 	var stale []*episodeEntry
-	for id, ep := range s.episodes {
-		switch {
-		case !ep.ended.IsZero() && now.Sub(ep.ended) > s.cfg.Retain:
-			delete(s.episodes, id)
-		case ep.ended.IsZero() && now.Sub(ep.last) > s.cfg.SessionTimeout:
+	for _, ep := range s.episodes {
+		if ep.ended.IsZero() && now.Sub(ep.last) > s.cfg.SessionTimeout {
 			stale = append(stale, ep)
 		}
 	}

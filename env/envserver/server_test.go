@@ -313,3 +313,22 @@ func waitRecord(t *testing.T, c *envclient.Client, id string) string {
 		runtime.Gosched()
 	}
 }
+
+// TestRetained: the server keeps the last MaxRetained finished episodes
+// readable, and forgets older ones.
+func TestRetained(t *testing.T) {
+	c, _, _, _ := start(t, envserver.Config{MaxRetained: 2})
+	ctx := t.Context()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		s, res, err := c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe", EpisodeID: id})
+		require.NoError(t, err)
+		_, _, err = playFirst(ctx, s, res)
+		require.NoError(t, err)
+	}
+	_, err := c.Record(ctx, "r1")
+	assertCode(t, err, envclient.CodeUnknown)
+	for _, id := range []string{"r2", "r3"} {
+		_, err := c.Record(ctx, id)
+		require.NoError(t, err)
+	}
+}
