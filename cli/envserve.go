@@ -83,6 +83,7 @@ func (a *App) envServeCommand() *cobra.Command {
 		"a silent HTTP session's seats fall back after this long; an episode waiting this long for seats nobody took ends aborted")
 	fl.DurationVar(&cfg.MaxWait, "max-wait", envserver.DefaultMaxWait, "longest one reset or step waits for the session's turn")
 	fl.DurationVar(&cfg.Retain, "retain", envserver.DefaultRetain, "how long a finished episode stays readable at /state and /record")
+	fl.IntVar(&cfg.MaxRetained, "max-retained", envserver.DefaultMaxRetained, "finished episodes kept readable at most (the oldest go first)")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
 	return cmd
 }
