@@ -332,3 +332,21 @@ func TestRetained(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// TestShutdown: shutting down ends the episodes in play aborted,
+// "interrupted", and writes them; new episodes are refused.
+func TestShutdown(t *testing.T) {
+	c, _, eps, s := start(t, envserver.Config{MaxWait: time.Millisecond})
+	ctx := t.Context()
+	_, _, err := c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe", Seats: []string{"x"}, EpisodeID: "cut"})
+	require.NoError(t, err)
+	s.Shutdown()
+	assert.Contains(t, eps.String(), `"status":"aborted"`)
+	assert.Contains(t, eps.String(), `"end":"interrupted"`)
+	_, _, err = c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe"})
+	assertCode(t, err, envclient.CodeDraining)
+	h, err := c.Health(ctx)
+	var ae *envclient.APIError
+	require.True(t, errors.As(err, &ae), "%v %v", h, err)
+	assert.Equal(t, http.StatusServiceUnavailable, ae.Status)
+}
