@@ -160,14 +160,12 @@ func TestServeLLMRolloutsAgainstRealLlamaServer(t *testing.T) {
 	llama := llamatest.New(t, llamatest.Options{})
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL, cfg.Kind, cfg.Timeout = llama.URL+"/v1", llm.KindLlamaCpp, time.Minute
-	client, err := llm.NewClient(cfg)
-	require.NoError(t, err)
-	defer client.Close()
+	pool := testPool(t, cfg)
 	srv, err := server.New(server.Config{
 		Scenarios:        scenarios.Builtin(),
 		Allocators:       credit.Builtin(),
-		Policies:         llmPolicyMaker(client, cfg),
-		PolicySettings:   servedLLMSettings(cfg),
+		Policies:         llmPolicyMaker(pool),
+		PolicySettings:   servedLLMSettings(pool.endpoints),
 		ParallelPolicies: true,
 	})
 	require.NoError(t, err)
@@ -270,14 +268,12 @@ func TestRunLLMToolFormatAgainstRealLlamaServer(t *testing.T) {
 // server, and returns a client for it.
 func serveLLM(t *testing.T, cfg llm.Config) *rcli.Client {
 	t.Helper()
-	client, err := llm.NewClient(cfg)
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
+	pool := testPool(t, cfg)
 	srv, err := server.New(server.Config{
 		Scenarios:      scenarios.Builtin(),
 		Allocators:     credit.Builtin(),
-		Policies:       llmPolicyMaker(client, cfg),
-		PolicySettings: servedLLMSettings(cfg),
+		Policies:       llmPolicyMaker(pool),
+		PolicySettings: servedLLMSettings(pool.endpoints),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
