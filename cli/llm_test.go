@@ -266,9 +266,9 @@ func TestRunLLMToolFormatAgainstRealLlamaServer(t *testing.T) {
 
 // serveLLM runs the rollout service with the "llm" policy on cfg's model
 // server, and returns a client for it.
-func serveLLM(t *testing.T, cfg llm.Config) *rcli.Client {
+func serveLLM(t *testing.T, cfg llm.Config, endpoints ...string) *rcli.Client {
 	t.Helper()
-	pool := testPool(t, cfg)
+	pool := testPool(t, cfg, endpoints...)
 	srv, err := server.New(server.Config{
 		Scenarios:      scenarios.Builtin(),
 		Allocators:     credit.Builtin(),

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/tools/llama/llamatest"
 )
@@ -455,4 +456,56 @@ func relabelled(rollouts [][]protocol.Sample) [][]protocol.Sample {
 		}
 	}
 	return out
+}
+
+// TestServeRoleSettings: a rollout request gives its roles their own
+// endpoint, model and sampling, and freezes some; bad role settings are
+// refused naming the role and the field.
+func TestServeRoleSettings(t *testing.T) {
+	a := newRecordingProxy(t, strings.TrimSuffix(llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM}).URL(), "/v1"))
+	b := newRecordingProxy(t, strings.TrimSuffix(llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM}).URL(), "/v1"))
+	cfg := llm.DefaultConfig()
+	cfg.BaseURL = a.URL + "/v1"
+	c := serveLLM(t, cfg, "bsrv="+b.URL+"/v1,kind=vllm")
+	temp := 0.25
+	res, err := c.Rollouts(t.Context(), &rollout.Request{Scenario: "tictactoe", N: 2, Policy: "llm",
+		Sampling: &protocol.Sampling{Temperature: &temp, TopK: ptr(7)},
+		Roles: map[string]rollout.RoleSettings{
+			"x": {Model: "model-x"},
+			"o": {Endpoint: "bsrv", Model: "model-o", Sampling: &protocol.Sampling{Temperature: ptr(0.75), TopP: ptr(0.5), MaxTokens: ptr(33)}},
+		}})
+	require.NoError(t, err)
+	var rollouts [][]protocol.Sample
+	for _, ro := range res.Rollouts {
+		rollouts = append(rollouts, ro.Samples)
+	}
+	checkTwoServers(t, a, b, rollouts, 2, map[string]float64{"temperature": 0.25, "top_k": 7},
+		map[string]float64{"temperature": 0.75, "top_p": 0.5, "max_tokens": 33, "top_k": 7})
+
+	res, err = c.Rollouts(t.Context(), &rollout.Request{Scenario: "tictactoe", Policy: "llm",
+		Roles: map[string]rollout.RoleSettings{"o": {Endpoint: "bsrv", Frozen: true}}})
+	require.NoError(t, err)
+	require.Len(t, res.Rollouts, 1)
+	require.NotEmpty(t, res.Rollouts[0].Samples)
+	for _, s := range res.Rollouts[0].Samples {
+		assert.Equal(t, "x", s.Metadata.Role, "a frozen role returns no samples")
+	}
+
+	for _, bad := range []struct {
+		roles map[string]rollout.RoleSettings
+		emit  []string
+		want  string
+	}{
+		{map[string]rollout.RoleSettings{"w": {Model: "m"}}, nil, `scenario tictactoe has no role "w"`},
+		{map[string]rollout.RoleSettings{"o": {Endpoint: "gone"}}, nil, `roles.o.endpoint: endpoint "gone" is not defined`},
+		{map[string]rollout.RoleSettings{"o": {Frozen: true}}, []string{"o"}, "roles.o.frozen: emit lists role o too"},
+		{map[string]rollout.RoleSettings{"o": {Frozen: true}, "x": {Frozen: true}}, nil, "every role is frozen"},
+		{map[string]rollout.RoleSettings{"o": {Sampling: &protocol.Sampling{Temperature: ptr(9.0)}}}, nil, "temperature 9"},
+	} {
+		_, err := c.Rollouts(t.Context(), &rollout.Request{Scenario: "tictactoe", Policy: "llm", Roles: bad.roles, Emit: bad.emit})
+		assert.ErrorContains(t, err, bad.want)
+	}
+	_, err = c.Rollouts(t.Context(), &rollout.Request{Scenario: "tictactoe", Policies: map[string]string{"x": "llm"},
+		Roles: map[string]rollout.RoleSettings{"o": {Model: "m"}}})
+	assert.ErrorContains(t, err, "roles.o: role o plays")
 }
