@@ -509,3 +509,39 @@ func TestServeRoleSettings(t *testing.T) {
 		Roles: map[string]rollout.RoleSettings{"o": {Model: "m"}}})
 	assert.ErrorContains(t, err, "roles.o: role o plays")
 }
+
+// FuzzParseRoleLLM: any --role-llm value is read or refused, never a
+// panic, and the settings read survive the run spec's round trip.
+func FuzzParseRoleLLM(f *testing.F) {
+	for _, s := range []string{`x=endpoint=big,model=m,temperature=0.7,stop=a,b,extra.k={"a":1,"b":2},frozen`, "x=", "=", "x=top_k=-1,stop_token_ids=2,stop_token_ids=3", "x=frozen=false,model=a=b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r, err := parseRoleLLM(v)
+		if err != nil {
+			return
+		}
+		raw := r.settings.encode()
+		back, err := decodeLLMSettings(raw)
+		require.NoError(t, err, "%s", raw)
+		assert.Equal(t, string(raw), string(back.encode()))
+	})
+}
+
+// FuzzParseEndpoints: any --llm-endpoint value is read or refused, never
+// a panic; one read has a name and a valid configuration.
+func FuzzParseEndpoints(f *testing.F) {
+	for _, s := range []string{"a=http://h:1/v1,kind=sglang,tokenize=false,max_in_flight=3", "a", "a=", "a=http://h/v1,api_key_env=K"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		eps, err := parseEndpoints(llm.DefaultConfig(), []string{v}, func(string) (string, bool) { return "k", true })
+		if err != nil {
+			return
+		}
+		for name, cfg := range eps.named {
+			assert.Equal(t, name, cfg.Endpoint)
+			assert.NoError(t, cfg.Validate())
+		}
+	})
+}
