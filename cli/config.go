@@ -456,32 +456,19 @@ func roleLLMsOf(info *env.Info, values []string) (map[string]roleLLM, error) {
 	return out, nil
 }
 
-// unfrozen is the run's emitted roles (none: all) less the frozen ones: a
-// frozen role is played and recorded in the episode records, and its turns
-// become no samples, as a role --emit leaves out. A role both frozen and
-// listed by --emit is refused.
+// unfrozen is the run's emitted roles (none: all) less the frozen ones
+// (runspec.Unfrozen): a frozen role is played and recorded in the episode
+// records, and its turns become no samples, as a role --emit leaves out.
 func unfrozen(info *env.Info, emit []string, roles map[string]roleLLM) ([]string, error) {
 	var frozen []string
 	for _, r := range info.Roles {
 		if roles[r.Name].frozen {
-			if slices.Contains(emit, r.Name) {
-				return nil, usagef("--role-llm %s: frozen, but --emit lists role %s: a frozen role's turns become no samples", r.Name, r.Name)
-			}
 			frozen = append(frozen, r.Name)
 		}
 	}
-	if len(frozen) == 0 {
-		return emit, nil
-	}
-	if len(emit) == 0 {
-		for _, r := range info.Roles {
-			if !slices.Contains(frozen, r.Name) {
-				emit = append(emit, r.Name)
-			}
-		}
-	}
-	if len(emit) == 0 {
-		return nil, usagef("--role-llm: every role is frozen (%s): the run would write no samples", strings.Join(frozen, ", "))
+	emit, err := runspec.Unfrozen(info, emit, frozen)
+	if err != nil {
+		return nil, usagef("--role-llm frozen, --emit: %w", err)
 	}
 	return emit, nil
 }

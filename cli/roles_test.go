@@ -236,7 +236,7 @@ func TestRoleLLMRefused(t *testing.T) {
 		{[]string{"--role-llm", "x=temperature=3"}, []string{"role x", "temperature 3"}},
 		{[]string{"--role-llm", "x=model=m", "--policy", "x=random"}, []string{"--role-llm x", `plays policy "random"`}},
 		{[]string{"--role-llm", "x=frozen", "--role-llm", "o=frozen"}, []string{"every role is frozen"}},
-		{[]string{"--role-llm", "x=frozen", "--emit", "x"}, []string{"--role-llm x: frozen, but --emit lists role x"}},
+		{[]string{"--role-llm", "x=frozen", "--emit", "x"}, []string{"role x is frozen, and emitted too"}},
 		{[]string{"--role-llm", "x=model=a", "--role-llm", "x=model=b"}, []string{"role x was given settings already"}},
 	} {
 		r := invokeWithEnv(t, noEnv, append([]string{"run", "tictactoe", "-n", "1", "-o", filepath.Join(t.TempDir(), "o.jsonl")}, c.args...)...)
@@ -498,7 +498,7 @@ func TestServeRoleSettings(t *testing.T) {
 	}{
 		{map[string]rollout.RoleSettings{"w": {Model: "m"}}, nil, `scenario tictactoe has no role "w"`},
 		{map[string]rollout.RoleSettings{"o": {Endpoint: "gone"}}, nil, `roles.o.endpoint: endpoint "gone" is not defined`},
-		{map[string]rollout.RoleSettings{"o": {Frozen: true}}, []string{"o"}, "roles.o.frozen: emit lists role o too"},
+		{map[string]rollout.RoleSettings{"o": {Frozen: true}}, []string{"o"}, "role o is frozen, and emitted too"},
 		{map[string]rollout.RoleSettings{"o": {Frozen: true}, "x": {Frozen: true}}, nil, "every role is frozen"},
 		{map[string]rollout.RoleSettings{"o": {Sampling: &protocol.Sampling{Temperature: ptr(9.0)}}}, nil, "temperature 9"},
 	} {

@@ -455,30 +455,17 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 }
 
 // unfrozen is the request's emitted roles (none: all) less its frozen
-// ones (Roles[role].Frozen).
+// ones (Roles[role].Frozen; runspec.Unfrozen).
 func unfrozen(req *rollout.Request, info *env.Info) ([]string, *rollout.Error) {
-	emit := req.Emit
 	var frozen []string
 	for _, r := range info.Roles {
 		if req.Roles[r.Name].Frozen {
-			if slices.Contains(emit, r.Name) {
-				return nil, badRequest(rollout.CodeBadRequest, "roles.%s.frozen: emit lists role %s too; a frozen role returns no samples", r.Name, r.Name)
-			}
 			frozen = append(frozen, r.Name)
 		}
 	}
-	if len(frozen) == 0 {
-		return emit, nil
-	}
-	if len(emit) == 0 {
-		for _, r := range info.Roles {
-			if !slices.Contains(frozen, r.Name) {
-				emit = append(emit, r.Name)
-			}
-		}
-	}
-	if len(emit) == 0 {
-		return nil, badRequest(rollout.CodeBadRequest, "roles: every role is frozen (%s): the request would return no samples", strings.Join(frozen, ", "))
+	emit, err := runspec.Unfrozen(info, req.Emit, frozen)
+	if err != nil {
+		return nil, badRequest(rollout.CodeBadRequest, "roles, emit: %v", err)
 	}
 	return emit, nil
 }
