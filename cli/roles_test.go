@@ -254,12 +254,34 @@ func TestRoleLLMRefused(t *testing.T) {
 func TestRoleLLMOnTwoServers(t *testing.T) {
 	a := newRecordingProxy(t, strings.TrimSuffix(llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM}).URL(), "/v1"))
 	b := newRecordingProxy(t, strings.TrimSuffix(llmtest.Start(t, llmtest.Options{Kind: llmtest.SGLang}).URL(), "/v1"))
-	r, rollouts := llmRun(t, "run", "tictactoe", "-n", "3", "-c", "2", "--llm-base-url", a.URL+"/v1", "--llm-kind", "vllm",
-		"--llm-endpoint", "bsrv="+b.URL+"/v1,kind=sglang",
+	dir := t.TempDir()
+	out, eps := filepath.Join(dir, "out.jsonl"), filepath.Join(dir, "episodes.jsonl")
+	env := func(k string) (string, bool) {
+		if k == "B_KEY" {
+			return "sk-b-secret", true
+		}
+		return "", false
+	}
+	r := invokeWithEnv(t, env, "run", "tictactoe", "-n", "3", "-c", "2", "--llm-base-url", a.URL+"/v1", "--llm-kind", "vllm",
+		"--llm-endpoint", "bsrv="+b.URL+"/v1,kind=sglang,api_key_env=B_KEY",
 		"--role-llm", "x=model=model-x,temperature=0.25,top_k=7",
-		"--role-llm", "o=endpoint=bsrv,model=model-o,temperature=0.75,top_p=0.5,max_tokens=33")
+		"--role-llm", "o=endpoint=bsrv,model=model-o,temperature=0.75,top_p=0.5,max_tokens=33",
+		"-o", out, "--episodes-out", eps)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	checkTwoServers(t, a, b, rollouts, 3, map[string]float64{"temperature": 0.25, "top_k": 7}, map[string]float64{"temperature": 0.75, "top_p": 0.5, "max_tokens": 33})
+	checkTwoServers(t, a, b, readRollouts(t, readFile(t, out)), 3, map[string]float64{"temperature": 0.25, "top_k": 7}, map[string]float64{"temperature": 0.75, "top_p": 0.5, "max_tokens": 33})
+	for _, c := range b.all() {
+		assert.Equal(t, "Bearer sk-b-secret", c.Header.Get("Authorization"), "the named endpoint gets its key")
+	}
+	for _, c := range a.all() {
+		assert.Empty(t, c.Header.Get("Authorization"), "and the other server never sees it")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	require.NoError(t, err)
+	require.Len(t, files, 3, "samples, records and the progress file: %v", files)
+	for _, f := range files {
+		assert.NotContains(t, string(readFile(t, f)), "sk-b-secret", "no key in %s", f)
+	}
+	assert.NotContains(t, r.stderr, "sk-b-secret")
 }
 
 // checkTwoServers checks the wire and the samples of a run whose role x

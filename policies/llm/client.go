@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -503,9 +504,14 @@ func (r routing) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt = http.DefaultTransport
 	}
 	if session, ok := req.Context().Value(routingKeyOf{}).(uint64); ok {
-		// A RoundTripper must not change the request it is given.
-		req = req.Clone(req.Context())
-		req.Header.Set(r.header, routingKey(session))
+		// A RoundTripper must not change the request it is given: a
+		// shallow copy with its own header map (req.Clone would copy the
+		// URL and the rest too, for nothing).
+		r2 := *req
+		r2.Header = make(http.Header, len(req.Header)+1)
+		maps.Copy(r2.Header, req.Header)
+		r2.Header[r.header] = []string{routingKey(session)}
+		req = &r2
 	}
 	return rt.RoundTrip(req)
 }

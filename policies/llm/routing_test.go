@@ -65,3 +65,31 @@ func TestRoutingKeyOnEveryRequest(t *testing.T) {
 	assert.ErrorContains(t, cfg.Validate(), `routing header "Bad Header" is not an HTTP header name`)
 	assert.Equal(t, "000000000000002a", routingKey(42))
 }
+
+// BenchmarkTurnRoutingKey is one turn against an in-process server with
+// the routing header (the default) and without it (the yardstick, in the
+// same run): what the key costs a turn, a header on a cloned request.
+func BenchmarkTurnRoutingKey(b *testing.B) {
+	srv := llmtest.NewServer(llmtest.Options{Brain: llmtest.First})
+	for _, header := range []string{"", DefaultRoutingHeader} {
+		b.Run("header="+header, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.BaseURL, cfg.Model, cfg.RoutingHeader = "http://in-process/v1", "bench", header
+			c, err := NewClient(cfg, WithRoundTripper(srv.Transport()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := NewPolicy(c, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			obs := board(1, "a1", "b1", "c1", "a2", "b2", "c2", "a3", "b3", "c3")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Act(context.Background(), obs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
