@@ -216,7 +216,7 @@ func TestWorkersPlayRolesOnNamedEndpoints(t *testing.T) {
 	// The default endpoint only: it cannot play o.
 	stopHalf := background(t, "worker", "--nats", url, "--nats-ack-wait", "2s", "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1")
 	stopBoth := background(t, "worker", "--nats", url, "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", a.URL(), "--llm-endpoint", "bsrv="+b.URL())
-	time.Sleep(300 * time.Millisecond) // both follow the runs before the run starts
+	liveWorkers(t, url, 2) // both follow the runs before the run starts
 
 	out := filepath.Join(dir, "nats.jsonl")
 	rr := invokeCtx(t.Context(), append(args, "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-endpoint", "bsrv=http://127.0.0.1:9/v1", "--nats", url, "-o", out)...)
