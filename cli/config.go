@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -282,9 +283,9 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 // The name "llm" is available in every scenario: an LLM policy on the
 // server the --llm-* flags (or TROUPE_LLM_* variables) name, with the
 // sampling settings of those flags (base), or, for a role with a
-// --role-llm, its endpoint, model and sampling over them. A role with a
-// --role-llm plays llm unless --policy ROLE=NAME says otherwise, which is
-// refused.
+// --role-llm, its endpoint, model and sampling over them. A role whose
+// --role-llm gives any of those plays llm, and --policy ROLE=NAME of
+// another policy is refused; one of frozen alone plays what it would.
 func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[string]roleLLM) (map[string]runspec.Policy, error) {
 	all := ""
 	perRole := map[string]string{}
@@ -318,7 +319,9 @@ func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[stri
 	out := map[string]runspec.Policy{}
 	for _, r := range info.Roles {
 		name, ok := perRole[r.Name]
-		rl, hasLLM := roles[r.Name]
+		rl := roles[r.Name]
+		// A --role-llm of frozen alone freezes the role whatever it plays.
+		hasLLM := !reflect.ValueOf(rl.settings).IsZero()
 		switch {
 		case hasLLM && ok && name != llmPolicyName:
 			return nil, usagef("--role-llm %s: role %s plays policy %q (--policy %s=%s); a --role-llm role plays llm", r.Name, r.Name, name, r.Name, name)

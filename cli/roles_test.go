@@ -214,9 +214,16 @@ func TestRoleLLMSpec(t *testing.T) {
 		hashes[h] = strings.Join(variant, " ")
 	}
 
+	// Frozen alone freezes whatever the role plays.
+	s, r := printSpec(t, noEnv, "tictactoe", "--policy", "o=random", "--role-llm", "o=frozen", "--role-llm", "x=model=m")
+	require.NotNil(t, s, r.stderr)
+	assert.Equal(t, "random", s.Policies["o"].Name)
+	assert.Equal(t, "llm", s.Policies["x"].Name)
+	assert.Equal(t, []string{"x"}, s.Emit)
+
 	// Without --role-llm the spec is what it always was: every llm role has
 	// the flags' settings.
-	s, r := printSpec(t, env, "tictactoe", "--policy", "llm", "--llm-model", "m")
+	s, r = printSpec(t, env, "tictactoe", "--policy", "llm", "--llm-model", "m")
 	require.NotNil(t, s, r.stderr)
 	assert.JSONEq(t, `{"model":"m","temperature":1}`, string(s.Policies["o"].Settings))
 	assert.Equal(t, s.Policies["x"], s.Policies["o"])
@@ -236,6 +243,7 @@ func TestRoleLLMRefused(t *testing.T) {
 		{[]string{"--role-llm", "x=temperature=3"}, []string{"role x", "temperature 3"}},
 		{[]string{"--role-llm", "x=model=m", "--policy", "x=random"}, []string{"--role-llm x", `plays policy "random"`}},
 		{[]string{"--role-llm", "x=frozen", "--role-llm", "o=frozen"}, []string{"every role is frozen"}},
+		{[]string{"--role-llm", "x=model=m,frozen", "--role-llm", "o=frozen"}, []string{"every role is frozen"}},
 		{[]string{"--role-llm", "x=frozen", "--emit", "x"}, []string{"role x is frozen, and emitted too"}},
 		{[]string{"--role-llm", "x=model=a", "--role-llm", "x=model=b"}, []string{"role x was given settings already"}},
 	} {
