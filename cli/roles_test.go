@@ -319,6 +319,7 @@ func checkTwoServers(t *testing.T, a, b *recordingProxy, rollouts [][]protocol.S
 		// One agent of the role per episode: one key per episode, on every
 		// one of its turns.
 		assert.Len(t, keys, episodes, "routing keys of %s: %v", side.model, keys)
+		t.Logf("%s: %d requests (%d chat), %d routing keys %v", side.model, len(side.p.all()), len(chats), len(keys), keys)
 	}
 	for _, ro := range rollouts {
 		require.NoError(t, protocol.ValidateRollout(ro))

@@ -1,6 +1,7 @@
 package runspec_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,4 +33,17 @@ func TestUnfrozen(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, c.want, got, "emit %v, frozen %v", c.emit, c.frozen)
 	}
+}
+
+// A learner trained against a frozen opponent: the opponent's turns are
+// played and recorded, and only the learner's become samples.
+func ExampleUnfrozen() {
+	info := &env.Info{Roles: []*agents.Role{{Name: "alice"}, {Name: "bob"}}}
+	emit, err := runspec.Unfrozen(info, nil, []string{"bob"})
+	fmt.Println(emit, err)
+	_, err = runspec.Unfrozen(info, []string{"bob"}, []string{"bob"})
+	fmt.Println(err)
+	// Output:
+	// [alice] <nil>
+	// role bob is frozen, and emitted too: a frozen role's turns become no samples
 }
