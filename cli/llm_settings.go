@@ -15,8 +15,8 @@ import (
 // (runspec.Policy.Settings): the endpoint's name, the model and its
 // sampling settings (protocol.Sampling, inline), what of the --llm-* and
 // --role-llm flags, or of a rollout request's sampling and roles, shapes
-// the episodes. troupe run writes them from its flags (llmSettingsOf, and
-// a role's --role-llm over them), troupe serve from each request's
+// the episodes. troupe run writes them from its flags (settingsOf, and a
+// role's --role-llm over them), troupe serve from each request's
 // sampling over its flags (servedLLMSettings), and every command makes
 // the policies from them (llmPool). The server's address, key and kind do
 // not belong: they stay flags (or TROUPE_LLM_* variables), and a role
@@ -60,12 +60,6 @@ func (st *llmSettings) encode() json.RawMessage {
 	return b
 }
 
-// llmSettingsOf is the spec settings of cfg (troupe run's flags).
-func llmSettingsOf(cfg *llm.Config) json.RawMessage {
-	st := settingsOf(cfg)
-	return st.encode()
-}
-
 // decodeLLMSettings reads a spec's llm settings strictly: unknown fields
 // are refused by name. A field not given is the zero value (model "",
 // endpoint "": the default endpoint), which applyTo and over leave to
@@ -101,17 +95,6 @@ func (st llmSettings) over(base llmSettings) llmSettings {
 	out.Model = cmp.Or(st.Model, base.Model)
 	out.Sampling = st.Sampling.Over(base.Sampling)
 	return out
-}
-
-// applyLLMSettings sets cfg's model and sampling from a spec's settings
-// (decodeLLMSettings, applyTo).
-func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
-	st, err := decodeLLMSettings(settings)
-	if err != nil {
-		return err
-	}
-	st.applyTo(cfg)
-	return nil
 }
 
 // servedLLMSettings is troupe serve's server.PolicySettings: the settings

@@ -63,3 +63,14 @@ func TestServedLLMSettings(t *testing.T) {
 	// A spec's settings are read strictly.
 	assert.ErrorContains(t, applyLLMSettings(&cfg, json.RawMessage(`{"temprature":1}`)), `"temprature"`)
 }
+
+// applyLLMSettings sets cfg's model and sampling from a spec's settings,
+// as llmPool does.
+func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
+	st, err := decodeLLMSettings(settings)
+	if err != nil {
+		return err
+	}
+	st.applyTo(cfg)
+	return nil
+}
