@@ -1121,6 +1121,7 @@ func (e *Engine) observe(actors []int) {
 		// The turn's seed: from the policy seed, the seat and the turn,
 		// salted for seats a counterfactual reseeds.
 		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
+		o.Session = seeds.Mix2(policySeed, sessionStream, uint64(i))
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
@@ -1128,6 +1129,11 @@ func (e *Engine) observe(actors []int) {
 		mv.Seat, mv.Action = i, &acts[k]
 	}
 }
+
+// sessionStream separates the agents' session keys
+// (agents.Observation.Session) from the turns' seeds, which mix the seat
+// first.
+const sessionStream = 0x5e5510_4e7
 
 // ask asks the policies of the step's actors (those that share an
 // agents.BatchPolicy in one call) for their answers, into e.acts.
