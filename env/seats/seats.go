@@ -102,6 +102,7 @@ type Seat struct {
 	actMu sync.Mutex // one move at a time
 	mu    sync.Mutex
 	calls []*llm.Capture // captured since the last move
+	asked int            // calls asked since the last move, answered or not
 	stats Stats
 	moved chan struct{} // a move was taken (buffered, 1)
 	stop  context.CancelFunc
@@ -194,15 +195,18 @@ func (s *Seat) watch(ctx context.Context) {
 const seatSeedStream = 0x5ea7
 
 // callSeed is the seed a forwarded call gets when the harness sends none:
-// drawn from the turn's seed and the call's number in the turn, so that a
-// replayed episode asks the same. nil when the seat does not act now.
+// drawn from the turn's seed and the number of calls asked in the turn
+// before it (answered or not: a harness that asks again after an error
+// gets a new draw), so that a replayed episode asks the same. nil when the
+// seat does not act now.
 func (s *Seat) callSeed() *int {
 	obs := s.sess.Pending()
 	if len(obs) == 0 {
 		return nil
 	}
 	s.mu.Lock()
-	k := len(s.calls)
+	k := s.asked
+	s.asked++
 	s.mu.Unlock()
 	v := int(seeds.Mix(obs[0].Seed, seatSeedStream, uint64(k)) >> 33)
 	return &v
@@ -382,6 +386,7 @@ func (s *Seat) Act(ctx context.Context, text, tool string) error {
 	}
 	s.mu.Lock()
 	s.calls = s.calls[len(calls):] // those that came in meanwhile are the next turn's
+	s.asked = len(s.calls)
 	s.stats.Moves++
 	s.mu.Unlock()
 	select {

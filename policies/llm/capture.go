@@ -103,8 +103,9 @@ type ForwardOptions struct {
 //
 // The call has the client's bound, timeout and retries. A 2xx answer that
 // is not a completion with a choice is retried, as for a Policy; a non-2xx
-// answer that is not worth retrying is returned in Capture.Status and
-// Answer for the proxy to relay, with a nil error. The error is
+// answer that is not worth retrying, or the last of those that were
+// retried in vain, is returned in Capture.Status and Answer for the proxy
+// to relay, with a nil error. The error is
 // ErrBadRequest's, or a *CallError for a server that could not be reached
 // or kept failing, or the context's.
 //
@@ -123,6 +124,7 @@ func (c *Client) Forward(ctx context.Context, body []byte, opts ForwardOptions) 
 	jitter := seeds.Mix(c.cfg.Seed, req.hash)
 	var raw []byte
 	var ans forwardAnswer
+	var failed *statusError // the last error answer
 	retries, err := c.do(ctx, "POST "+c.chatURL, jitter, nil, func(ctx context.Context, st *callState) error {
 		b, err := c.postJSON(ctx, st, c.chatURL, req.body)
 		var se *statusError
@@ -130,6 +132,7 @@ func (c *Client) Forward(ctx context.Context, body []byte, opts ForwardOptions) 
 			out.Status, out.Answer = se.code, []byte(se.body)
 			return nil
 		}
+		failed = se
 		if err != nil {
 			return err
 		}
@@ -144,6 +147,12 @@ func (c *Client) Forward(ctx context.Context, body []byte, opts ForwardOptions) 
 		return nil
 	})
 	out.Retries = retries
+	if failed != nil && errors.Is(err, ErrGaveUp) {
+		// The server kept answering with an error: relay its last answer,
+		// which says more to the harness than that the proxy gave up.
+		out.Status, out.Answer = failed.code, []byte(failed.body)
+		return out, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -225,6 +225,12 @@ func TestForwardRelaysRefusals(t *testing.T) {
 	require.JSONEq(t, `{"error":{"message":"bad tools"}}`, string(capt.Answer))
 	require.False(t, capt.Trainable())
 
+	capt, err = cannedServer(t, 500, `{"error":{"message":"cannot parse the tool call"}}`).Forward(context.Background(), []byte(harnessBody), ForwardOptions{})
+	require.NoError(t, err, "the server's last error answer is relayed")
+	require.Equal(t, 500, capt.Status)
+	require.Equal(t, 1, capt.Retries)
+	require.Contains(t, string(capt.Answer), "cannot parse the tool call")
+
 	_, err = cannedServer(t, 200, `{"choices":[`).Forward(context.Background(), []byte(harnessBody), ForwardOptions{})
 	require.ErrorIs(t, err, ErrGaveUp)
 	require.ErrorIs(t, err, ErrMalformed)
