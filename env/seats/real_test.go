@@ -189,7 +189,7 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			require.NoError(t, err, "harness: %s\n%s", stdout.String(), stderr.String())
 			var sum struct {
 				Runs, ModelMoves, Refused, ScriptedMoves, MaxTurns, Turns, Ms int
-				End                                                        string
+				End                                                           string
 			}
 			require.NoError(t, json.Unmarshal(stdout.Bytes(), &sum), stdout.String())
 			t.Logf("harness (%s): %s", mode, strings.TrimSpace(stdout.String()))
@@ -334,4 +334,3 @@ func loadWithSlime(t *testing.T, samples []protocol.Sample) {
 	require.NoError(t, err, string(out))
 	t.Logf("slime: %s", strings.TrimSpace(string(out)))
 }
-
