@@ -30,7 +30,7 @@ import (
 // negotiation is episode 0 of a negotiation run with the fair policy in
 // both roles, and the run's output stage (credit: team and individual,
 // as a dict).
-func negotiation(t *testing.T, seed uint64) (env.Setup, *runspec.Resolved) {
+func negotiation(t testing.TB, seed uint64) (env.Setup, *runspec.Resolved) {
 	t.Helper()
 	spec := runspec.Spec{Scenario: "negotiation", Seed: seed, Episodes: 1, Allocators: []string{"team", "individual"}, RewardFormat: "dict",
 		Policies: map[string]runspec.Policy{"alice": {Name: "fair"}, "bob": {Name: "fair"}}}
@@ -42,7 +42,7 @@ func negotiation(t *testing.T, seed uint64) (env.Setup, *runspec.Resolved) {
 
 // samples passes rec through the run's output stage and returns its
 // samples, rewards set.
-func samples(t *testing.T, res *runspec.Resolved, rec *episode.Record) []protocol.Sample {
+func samples(t testing.TB, res *runspec.Resolved, rec *episode.Record) []protocol.Sample {
 	t.Helper()
 	var col trajectories.Collector
 	out := res.Output(&col)
