@@ -164,21 +164,10 @@ func (c *Client) Forward(ctx context.Context, body []byte, opts ForwardOptions) 
 	out.Content, out.ToolCalls, out.Finish, out.Usage = ch.Message.Content, ch.Message.ToolCalls, ch.FinishReason, ans.Usage
 	scanned := scanAnswer(raw)
 	ids := readTokens(c.cfg.Kind, &scanned)
-	if c.cfg.Kind == KindLlamaCpp && ids.why == "" && len(ids.completion) > 0 && ids.prompt == nil {
-		if !c.cfg.Tokenize {
-			ids.why = "llamacpp: tokenize is off, so the prompt token ids are unknown"
-		} else {
-			prompt, n, err := c.llamaPromptIDs(ctx, req.body, seeds.Mix(jitter, 1), out.Usage.PromptTokens)
-			out.Retries += n
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return nil, err
-			case err != nil:
-				ids.why = "llamacpp: prompt token ids: " + err.Error()
-			default:
-				ids.prompt = prompt
-			}
-		}
+	n, err := c.llamaPrompt(ctx, &ids, req.body, jitter, out.Usage.PromptTokens)
+	out.Retries += n
+	if err != nil {
+		return nil, err
 	}
 	out.Tokens, out.EvalOnly = ids.ingest(out.Usage, ans.usageSeen)
 	out.Response, out.ResponseSource = out.Content, ResponseContent
@@ -186,20 +175,60 @@ func (c *Client) Forward(ctx context.Context, body []byte, opts ForwardOptions) 
 		out.Response, out.ResponseSource = toolCallsJSON(out.ToolCalls), ResponseToolCall
 	}
 	if c.cfg.Kind == KindLlamaCpp && out.Tokens != nil {
-		rids := llamaResponseIDs(out.Tokens.Response, out.Finish, ids.lastNoText)
-		out.EndToken = len(rids) < len(out.Tokens.Response)
-		text, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
+		text, why, n, err := c.llamaResponse(ctx, out.Tokens, out.Finish, ids.lastNoText, jitter)
 		out.Retries += n
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, err
 		case err != nil:
-			out.ResponseError = "llamacpp: /detokenize: " + err.Error()
+			return nil, err
+		case why != "":
+			out.ResponseError = why
 		default:
 			out.Response, out.ResponseSource = text, ResponseDetokenized
 		}
+		out.EndToken = len(llamaResponseIDs(out.Tokens.Response, out.Finish, ids.lastNoText)) < len(out.Tokens.Response)
 	}
 	return out, nil
+}
+
+// llamaPrompt completes the token ids of a llama.cpp answer with its
+// prompt's: the chat answer has the completion's ids (in its log-probs) but
+// not the prompt's, so the server is asked to render the very body sent
+// (/apply-template) and tokenize it (/tokenize). When that fails, ids.why
+// says why; the error is the context's only. It does nothing for other
+// kinds, or ids that are unusable already. jitter is the chat call's.
+func (c *Client) llamaPrompt(ctx context.Context, ids *serverTokens, sent []byte, jitter uint64, want int) (int, error) {
+	if c.cfg.Kind != KindLlamaCpp || ids.why != "" || len(ids.completion) == 0 || ids.prompt != nil {
+		return 0, nil
+	}
+	if !c.cfg.Tokenize {
+		ids.why = "llamacpp: tokenize is off, so the prompt token ids are unknown"
+		return 0, nil
+	}
+	prompt, n, err := c.llamaPromptIDs(ctx, sent, seeds.Mix(jitter, 1), want)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return n, err
+	case err != nil:
+		ids.why = "llamacpp: prompt token ids: " + err.Error()
+	default:
+		ids.prompt = prompt
+	}
+	return n, nil
+}
+
+// llamaResponse returns a llama.cpp completion's response text: the
+// server's /detokenize of the response ids, less a trailing
+// end-of-generation token (llamaResponseIDs). When that fails, why says
+// so; the error is the context's only. jitter is the chat call's.
+func (c *Client) llamaResponse(ctx context.Context, tk *agents.Tokens, finish string, lastNoText bool, jitter uint64) (text, why string, retries int, err error) {
+	text, retries, err = c.llamaDetokenize(ctx, llamaResponseIDs(tk.Response, finish, lastNoText), seeds.Mix(jitter, 2))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "", "", retries, err
+	case err != nil:
+		return "", "llamacpp: /detokenize: " + err.Error(), retries, nil
+	}
+	return text, "", retries, nil
 }
 
 // Detokenize returns the server's text of ids: llama.cpp's POST
