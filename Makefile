@@ -36,6 +36,12 @@ AGENTSJS_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # view's browser tests; elsewhere they run when chromium is on PATH and skip,
 # saying so, when it is not.
 BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
+# CI readies PettingZoo, Gymnasium, OpenEnv and websockets (tools/python/
+# install.sh) and requires troupe env-serve's tests against them; elsewhere
+# they run when TROUPE_PETTINGZOO_PATH and TROUPE_OPENENV_PATH are set (make
+# python-e2e prints them) and skip, saying so, when they are not.
+PY_E2E ?= $(if $(filter true 1,$(CI)),1,)
+PY_DIR ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/python
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -44,7 +50,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser agentsjs
+.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e agentsjs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -64,7 +70,10 @@ agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cac
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh
 
-test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser and Agents SDK end-to-end tests)
+python-e2e: ## ready PettingZoo, Gymnasium, OpenEnv and websockets for troupe env-serve's tests (cached in PY_DIR)
+	bash tools/python/install.sh "$(PY_DIR)"
+
+test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser, Python and Agents SDK end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -73,7 +82,10 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(AGENTSJS_E2E)
 	@# its own offline (GOPROXY=off), and resolving its graph reads them.
 	$(GO) list -m all >/dev/null
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(GO) test $(RACE) -timeout 20m ./...
+	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) \
+		$(if $(PY_E2E),TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1 TROUPE_REQUIRE_OPENENV=1) \
+		$(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) \
+		$(GO) test $(RACE) -timeout 20m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \

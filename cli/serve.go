@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
@@ -130,6 +131,28 @@ func llmPolicyMaker(client *llm.Client, base llm.Config) env.PolicyMaker {
 		}
 		return llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 	}
+}
+
+// served is the result of a command that served until it was stopped:
+// nil, a usage error for a configuration the server refused (badConfig),
+// else a failure, printed.
+func (a *App) served(err, badConfig error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, badConfig):
+		return &UsageError{Err: err}
+	}
+	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+	return &exitError{code: ExitFailure, err: err}
+}
+
+// bindServeFlags binds the flags every serving command has: where it
+// listens and its bearer token.
+func bindServeFlags(fl *pflag.FlagSet, addr *string, defAddr string, token, tokenFile *string) {
+	fl.StringVar(addr, "addr", defAddr, "address to listen on (127.0.0.1 keeps it local)")
+	fl.StringVar(token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
+	fl.StringVar(tokenFile, "token-file", "", "file holding the bearer token")
 }
 
 // readToken is the bearer token of a command that serves: --token-file's

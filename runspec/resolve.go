@@ -193,6 +193,9 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 				return nil, fmt.Errorf("policy %q: %w", req.Name, err)
 			}
 		}
+		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
+			return replayOf(req.Settings)
+		}
 		return info.MakePolicy(req)
 	}
 	policy, policyNames, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params, Seed: n.Seed}, perRole, build)

@@ -115,6 +115,9 @@ type Config struct {
 	// Open lists the seats sessions may take, by index. nil opens every
 	// seat. The others are the house's from the start.
 	Open []int
+	// OpenAgents lists more open seats, by agent id: for a caller that
+	// knows the ids before the episode seats its agents.
+	OpenAgents []string
 	// Fallback is what becomes of a seat whose session leaves.
 	Fallback Fallback
 	// PassIllegal hands moves that break the rules to the game, marked
@@ -175,7 +178,14 @@ func New(ctx context.Context, cfg Config) (*Table, error) {
 	}
 	n := len(ep.Seats())
 	t.state, t.holder, t.why, t.policies = make([]int, n), make([]*Session, n), make([]string, n), make([]agents.Policy, n)
-	if cfg.Open == nil {
+	for _, id := range cfg.OpenAgents {
+		i, err := t.SeatOf(id)
+		if err != nil {
+			return nil, fmt.Errorf("%w: open: %w", ErrBadConfig, err)
+		}
+		t.state[i] = seatOpen
+	}
+	if cfg.Open == nil && cfg.OpenAgents == nil {
 		for i := range t.state {
 			t.state[i] = seatOpen
 		}
@@ -239,6 +249,20 @@ func (t *Table) Open() []int {
 		}
 	}
 	return open
+}
+
+// House returns the seats the house plays: those never open, and those
+// whose session left (under FallbackPolicy).
+func (t *Table) House() []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var h []int
+	for i, s := range t.state {
+		if s == seatHouse || s == seatLeft && t.cfg.Fallback == FallbackPolicy {
+			h = append(h, i)
+		}
+	}
+	return h
 }
 
 // Join takes seats for a new session: open seats that no session holds.
@@ -520,13 +544,38 @@ func (s *Session) Act(ctx context.Context, seat int, a agents.Action) error {
 	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	a, err := s.check(seat, a)
+	if err != nil {
+		return err
+	}
+	if err := t.ep.Act(seat, a); err != nil {
+		return err
+	}
+	t.advance(ctx)
+	return nil
+}
+
+// Check is Act's verdict on the move without making it: nil when Act
+// would take it now. A caller that gives several seats' moves checks them
+// all first, so that a refused one leaves the others ungiven.
+func (s *Session) Check(seat int, a agents.Action) error {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	_, err := s.check(seat, a)
+	return err
+}
+
+// check is Check with t.mu held; it returns the action as Act gives it
+// (marked invalid when the table passes illegal moves).
+func (s *Session) check(seat int, a agents.Action) (agents.Action, error) {
+	t := s.t
 	switch {
 	case s.left:
-		return ErrLeft
+		return a, ErrLeft
 	case !slices.Contains(s.seats, seat):
-		return fmt.Errorf("%w: seat %d (the session holds %v)", ErrNotYours, seat, s.seats)
+		return a, fmt.Errorf("%w: seat %d (the session holds %v)", ErrNotYours, seat, s.seats)
 	case t.ep.Done():
-		return ErrEpisodeOver
+		return a, ErrEpisodeOver
 	}
 	var obs *agents.Observation
 	pend := t.ep.Pending()
@@ -536,21 +585,17 @@ func (s *Session) Act(ctx context.Context, seat int, a agents.Action) error {
 		}
 	}
 	if obs == nil {
-		return fmt.Errorf("%w: seat %d (%s) at step %d (waiting for %s)", ErrNotPending, seat, t.ep.Seats()[seat].ID, t.ep.Time(), t.waitingFor(pend))
+		return a, fmt.Errorf("%w: seat %d (%s) at step %d (waiting for %s)", ErrNotPending, seat, t.ep.Seats()[seat].ID, t.ep.Time(), t.waitingFor(pend))
 	}
 	if err := t.judge(obs, a.Text); err != nil {
 		if !t.cfg.PassIllegal {
-			return err
+			return a, err
 		}
 		if a.Invalid == "" {
 			a.Invalid = err.Error()
 		}
 	}
-	if err := t.ep.Act(seat, a); err != nil {
-		return err
-	}
-	t.advance(ctx)
-	return nil
+	return a, nil
 }
 
 // waitingFor names the seats of pend.

@@ -491,3 +491,37 @@ func (g *game) penaltyScore() env.Score {
 	}
 	return env.Score{Team: scores[0] + scores[1], Agents: scores}
 }
+
+// maxActionSet bounds the proposals ActionSet lists: (max_count+1)^items
+// grows fast (11^6 at the parameters' bounds).
+const maxActionSet = 1 << 14
+
+// ActionSet implements env.ActionSets: every proposal of counts 0 to
+// max_count of each item, in the canonical JSON Encode writes (the last
+// item's count varying fastest), then accept and walk; nil when there are
+// more than 16,384. The episode's pool holds at most max_count of each
+// item: CheckAnswer accepts, each turn, the proposals within it (and accept
+// only when an offer stands).
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RoleAlice && role != RoleBob {
+		return nil
+	}
+	n, maxCount := p.Int("items"), p.Int("max_count")
+	size := 1
+	for range n {
+		size *= maxCount + 1
+		if size > maxActionSet {
+			return nil
+		}
+	}
+	pool := Pool{Items: itemNames[:n]}
+	set := make([]string, 0, size+2)
+	take := make([]int, n)
+	for k := range size {
+		for i, r := n-1, k; i >= 0; i-- {
+			take[i], r = r%(maxCount+1), r/(maxCount+1)
+		}
+		set = append(set, Action{Type: Propose, Take: take}.Encode(pool))
+	}
+	return append(set, Action{Type: Accept}.Encode(pool), Action{Type: Walk}.Encode(pool))
+}

@@ -497,3 +497,12 @@ func (b *board) appendTo(dst []byte) []byte {
 	}
 	return dst
 }
+
+// ActionSet implements env.ActionSets: the nine cells, a1 to c3, row by
+// row, of which every turn's legal list is a subset.
+func (s *Scenario) ActionSet(_ env.Params, role string) []string {
+	if role != RoleX && role != RoleO {
+		return nil
+	}
+	return legals[1<<9-1]
+}
