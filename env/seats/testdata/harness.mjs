@@ -5,9 +5,11 @@
 // function tools (SEAT_TOOLS=function, from GET /tools). env/seats'
 // real_test.go runs it against a real llama-server.
 //
-// Each round the harness observes (through the tool), and when it is its
-// turn runs the agent on the observation: the model must call a tool
-// (tool_choice "required"), and the run stops at act. The test model is a
+// Each round the harness observes (through the observe tool, itself), and
+// when it is its turn runs the agent on the observation: the model, which
+// is given the act tool alone (grammar-constrained sampling is slow on a
+// CPU, and an observe detour would double a turn's calls), must call it
+// (tool_choice "required"), and the run stops there. The test model is a
 // tiny random one: logit_bias on "{" stands in for a trained model's will
 // to call, and llama.cpp's grammar then writes a call of the tools' schemas
 // (act's is the scenario's JSON move). Its moves are random, so some are
@@ -54,7 +56,7 @@ let mcpServers = [];
 let server;
 if (mode === 'function') {
   const defs = await (await fetch(seat + '/tools')).json();
-  tools = defs.map((d) =>
+  tools = defs.filter((d) => d.function.name === 'act').map((d) =>
     tool({
       name: d.function.name,
       description: d.function.description,
@@ -65,7 +67,7 @@ if (mode === 'function') {
   );
   callTool = async (name, args) => post('/tools/' + name, args);
 } else if (mode === 'mcp') {
-  server = new MCPServerStreamableHttp({ url: seat + '/mcp', name: 'seat' });
+  server = new MCPServerStreamableHttp({ url: seat + '/mcp', name: 'seat', toolFilter: { allowedToolNames: ['act'] } });
   await server.connect();
   mcpServers = [server];
   callTool = async (name, args) => {
