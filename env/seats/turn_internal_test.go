@@ -1,7 +1,9 @@
 package seats
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,5 +107,33 @@ func TestTurnGeneration(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, notes[NoteMerged])
 		require.Len(t, notes[NoteEarlier], 2)
+	})
+}
+
+// FuzzMoveText: whatever arguments a harness's act call brings, moveText
+// refuses them with ErrBadMove or returns the move: compact JSON for a
+// JSON move, the string for a text action.
+func FuzzMoveText(f *testing.F) {
+	f.Add([]byte(`{"move":{"type":"walk"}}`), true)
+	f.Add([]byte(`{"action":"b2"}`), false)
+	f.Add([]byte(`{"move": {"type" : "propose", "take": {"book": 1}} }`), true)
+	f.Add([]byte(`[1]`), false)
+	f.Add([]byte(`{"action":3}`), false)
+	f.Fuzz(func(t *testing.T, args []byte, structured bool) {
+		s := &Seat{moveIn: "action"}
+		if structured {
+			s.moveIn = "move"
+		}
+		text, err := s.moveText(args)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBadMove)
+			return
+		}
+		if structured {
+			require.True(t, json.Valid([]byte(text)), text)
+			var b bytes.Buffer
+			require.NoError(t, json.Compact(&b, []byte(text)))
+			require.Equal(t, b.String(), text, "compact")
+		}
 	})
 }
