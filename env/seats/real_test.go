@@ -152,15 +152,8 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			t.Cleanup(client.Close)
 
 			setup, res := negotiation(t, 11)
-			tb, err := table.New(t.Context(), table.Config{Setup: setup, Open: []int{0}})
-			require.NoError(t, err)
-			seat, err := seats.New(t.Context(), tb, 0, client, seats.Options{})
-			require.NoError(t, err)
-			t.Cleanup(seat.Close)
-			mux := http.NewServeMux()
-			mux.Handle("/seats/alice/", http.StripPrefix("/seats/alice", seat.Handler()))
-			hs := httptest.NewServer(mux)
-			t.Cleanup(hs.Close)
+			h := seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{})
+			tb, seat := h.tb, h.seat
 
 			// The harness runs from a directory whose node_modules is the
 			// cache's, where node resolves its imports.
@@ -176,7 +169,7 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "node", "harness.mjs")
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "SEAT_URL="+hs.URL+"/seats/alice", "SEAT_TOOLS="+mode)
+			cmd.Env = append(os.Environ(), "SEAT_URL="+h.url, "SEAT_TOOLS="+mode)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err = cmd.Run()

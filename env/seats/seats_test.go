@@ -73,6 +73,13 @@ func serve(t *testing.T, kind llmtest.Kind, cfg table.Config, opts seats.Options
 	lc.Temperature = new(float64)
 	client, err := llm.NewClient(lc, llm.WithRoundTripper(srv.Transport()))
 	require.NoError(t, err)
+	return seatFor(t, client, cfg, opts), srv
+}
+
+// seatFor seats alice (seat 0) of cfg's table for a harness whose model
+// calls go to client, and serves the seat under /seats/alice on 127.0.0.1.
+func seatFor(t *testing.T, client *llm.Client, cfg table.Config, opts seats.Options) *harness {
+	t.Helper()
 	tb, err := table.New(t.Context(), cfg)
 	require.NoError(t, err)
 	s, err := seats.New(t.Context(), tb, 0, client, opts)
@@ -82,7 +89,7 @@ func serve(t *testing.T, kind llmtest.Kind, cfg table.Config, opts seats.Options
 	mux.Handle("/seats/alice/", http.StripPrefix("/seats/alice", s.Handler()))
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &harness{seat: s, tb: tb, url: hs.URL + "/seats/alice"}, srv
+	return &harness{seat: s, tb: tb, url: hs.URL + "/seats/alice"}
 }
 
 func post(t *testing.T, url, body string) (int, http.Header, []byte) {
