@@ -137,7 +137,16 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 	}
 	js := agentsJS(t)
 	srv := llamatest.New(t, llamatest.Options{ToolTemplate: true})
-	for _, mode := range []string{"mcp", "function"} {
+	// The run seeds: under 12 the model's first call is a legal move (a
+	// walk); under 11 its first three are refused and the harness moves
+	// itself, so that one turn holds several real calls. (llama.cpp samples
+	// the same under the same seed, threads and binary; the test does not
+	// depend on which happens.)
+	for _, tc := range []struct {
+		mode string
+		seed uint64
+	}{{"mcp", 12}, {"function", 11}} {
+		mode := tc.mode
 		t.Run(mode, func(t *testing.T) {
 			rec := &recorder{}
 			proxy := rec.proxy(t, srv.URL)
@@ -151,7 +160,7 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(client.Close)
 
-			setup, res := negotiation(t, 11)
+			setup, res := negotiation(t, tc.seed)
 			h := seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{})
 			tb, seat := h.tb, h.seat
 
