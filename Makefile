@@ -36,10 +36,11 @@ AGENTSJS_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # view's browser tests; elsewhere they run when chromium is on PATH and skip,
 # saying so, when it is not.
 BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
-# CI readies PettingZoo, Gymnasium, OpenEnv and websockets (tools/python/
-# install.sh) and requires troupe env-serve's tests against them; elsewhere
-# they run when TROUPE_PETTINGZOO_PATH and TROUPE_OPENENV_PATH are set (make
-# python-e2e prints them) and skip, saying so, when they are not.
+# CI tries to ready PettingZoo, Gymnasium, OpenEnv and websockets (tools/
+# python/install.sh: snapshots from GitHub, which a CI machine may not
+# reach, unlike the npm registry and Debian). Wherever they are in PY_DIR,
+# make test points troupe env-serve's tests at them and requires them;
+# where they are not, those tests skip, saying so.
 PY_E2E ?= $(if $(filter true 1,$(CI)),1,)
 PY_DIR ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/python
 
@@ -50,7 +51,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e agentsjs
+.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -73,7 +74,10 @@ browser: ## install Debian's chromium for troupe view's browser tests (once; a n
 python-e2e: ## ready PettingZoo, Gymnasium, OpenEnv and websockets for troupe env-serve's tests (cached in PY_DIR)
 	bash tools/python/install.sh "$(PY_DIR)"
 
-test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser, Python and Agents SDK end-to-end tests)
+python-e2e-try: # CI: python-e2e, and on failure a warning (the tests then skip, saying so)
+	@bash tools/python/install.sh "$(PY_DIR)" || echo "python-e2e: PettingZoo, Gymnasium and OpenEnv could not be readied; troupe env-serve's tests against them skip"
+
+test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e-try) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser and Agents SDK end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -82,9 +86,10 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),pytho
 	@# its own offline (GOPROXY=off), and resolving its graph reads them.
 	$(GO) list -m all >/dev/null
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) \
-		$(if $(PY_E2E),TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1 TROUPE_REQUIRE_OPENENV=1) \
-		$(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) \
+	@py=(); \
+	if [ -d "$(PY_DIR)/lib/pettingzoo" ]; then py+=(TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1); fi; \
+	if [ -d "$(PY_DIR)/openenv/src/openenv" ]; then py+=(TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_OPENENV=1); fi; \
+	set -x; env "$${py[@]}" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) \
 		$(GO) test $(RACE) -timeout 20m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it

@@ -78,7 +78,7 @@ func TestWorkersPlayTheRunsLLMSettings(t *testing.T) {
 	stopBare := background(t, "worker", "--nats", url, "--nats-ack-wait", "2s", "-c", "2", "--llm-base-url", "http://127.0.0.1:9/v1")
 	// The run's endpoint, on the real server, with other sampling flags.
 	stopGPU := background(t, "worker", "--nats", url, "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", llmSrv.URL(), "--llm-model", "worker-model", "--llm-temperature", "1.5")
-	time.Sleep(300 * time.Millisecond) // both follow the runs before the run starts
+	liveWorkers(t, url, 2) // both follow the runs before the run starts
 
 	out := filepath.Join(dir, "nats.jsonl")
 	rr := invokeCtx(t.Context(), append(args, "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1", "--nats", url, "-o", out)...)
@@ -169,6 +169,21 @@ func TestRunIDMismatchKeepsTheOutput(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, "the run id belongs to a different run")
 	assert.Equal(t, "precious\n", string(readFile(t, out)))
+}
+
+// liveWorkers waits until n workers of the deployment at url are live,
+// which a worker is once it follows the runs (natsrun.Worker.Run).
+func liveWorkers(t *testing.T, url string, n int) {
+	t.Helper()
+	nf := natsrun.DefaultFlags()
+	nf.Conn.URL = url
+	d, err := nf.OpenAdmin(t.Context(), nil)
+	require.NoError(t, err)
+	defer d.Close()
+	eventually(t, func() bool {
+		st, err := d.Client.Stats(t.Context())
+		return err == nil && st.Workers == n
+	})
 }
 
 func eventually(t *testing.T, cond func() bool) {

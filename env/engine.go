@@ -159,6 +159,9 @@ type Setup struct {
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
+	// onState, when set (States), is called with the game after its start
+	// (step 0) and after every step's moves.
+	onState func(step int, g Game)
 	// records, when set, lends the episode its record and the arrays
 	// behind it (see RecyclingOutput).
 	records *recordPool
@@ -658,6 +661,9 @@ func (e *Engine) begin() bool {
 		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err))
 	}
 	e.deliver()
+	if h := setup.onState; h != nil {
+		h(0, game)
+	}
 	return false
 }
 
@@ -732,6 +738,9 @@ func (e *Engine) apply(actors []int) bool {
 		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err))
 	}
 	e.deliver()
+	if h := e.setup.onState; h != nil {
+		h(t, e.current)
+	}
 	e.rec.Steps = t
 	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(e.bus.Log()) > lim && !e.ended {
 		return e.over(protocol.StatusTruncated, EndMaxMessages, nil)

@@ -396,11 +396,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("environment server: %w", err)
-	}
-	return s.Serve(ctx, ln)
+	return httpedge.ListenAndServe(ctx, s.cfg.Addr, "environment server", s.Serve)
 }
 
 // metadata is GET /metadata's answer: OpenEnv's EnvironmentMetadata

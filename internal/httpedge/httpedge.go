@@ -5,10 +5,12 @@
 package httpedge
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -55,4 +57,14 @@ func CheckJSON(r *http.Request) error {
 		return nil
 	}
 	return fmt.Errorf("Content-Type %q: send application/json", ct)
+}
+
+// ListenAndServe listens on addr (TCP) and hands the listener to serve, a
+// service's Serve; what names the service in the listener's error.
+func ListenAndServe(ctx context.Context, addr, what string, serve func(context.Context, net.Listener) error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return serve(ctx, ln)
 }

@@ -583,11 +583,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("rollout service: %w", err)
-	}
-	return s.Serve(ctx, ln)
+	return httpedge.ListenAndServe(ctx, s.cfg.Addr, "rollout service", s.Serve)
 }
 
 // checkContentType accepts a JSON media type or none (httpedge.CheckJSON).

@@ -492,6 +492,37 @@ func (g *game) penaltyScore() env.Score {
 	return env.Score{Team: scores[0] + scores[1], Agents: scores}
 }
 
+// RenderState implements env.StateRenderer: the pool, each negotiator's
+// private values, the standing offer and the deal.
+func (g *game) RenderState() string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "pool: %s\n", g.pool.Describe(g.pool.Counts))
+	for seat := range g.seats {
+		fmt.Fprintf(&w, "%s values each", g.seats[seat].ID)
+		for i, it := range g.pool.Items {
+			fmt.Fprintf(&w, " %s %d", it, g.brief[seat].Values[i])
+		}
+		fmt.Fprintf(&w, " (the pool is worth %d to it)\n", g.brief[seat].Total())
+	}
+	fmt.Fprintf(&w, "moves: %d of %d\n", g.moves, 2*g.rounds)
+	switch {
+	case g.deal != nil:
+		u := g.utilities()
+		fmt.Fprintf(&w, "deal: %s gets %s (%.3g), %s gets %s (%.3g)\n", g.seats[0].ID, g.pool.Describe(g.deal), u[0],
+			g.seats[1].ID, g.pool.Describe(g.pool.Rest(g.deal)), u[1])
+	case g.offer != nil:
+		by := g.offerBy
+		fmt.Fprintf(&w, "standing offer: %s takes %s, %s would get %s\n", g.seats[by].ID, g.pool.Describe(g.offer),
+			g.seats[1-by].ID, g.pool.Describe(g.pool.Rest(g.offer)))
+	default:
+		w.WriteString("no offer on the table\n")
+	}
+	if g.offender >= 0 {
+		fmt.Fprintf(&w, "%s answered illegally\n", g.seats[g.offender].ID)
+	}
+	return w.String()
+}
+
 // maxActionSet bounds the proposals ActionSet lists: (max_count+1)^items
 // grows fast (11^6 at the parameters' bounds).
 const maxActionSet = 1 << 14
