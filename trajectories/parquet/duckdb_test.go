@@ -10,7 +10,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/duckdb/duckdb-go/v2" // and its "duckdb" database/sql driver
@@ -124,12 +126,14 @@ func readEpisodes(t *testing.T, path string) ([]*episode.Record, []*trajectories
 }
 
 // exportFiles exports the two files from their JSONL into dir, as troupe
-// export does, and returns the tables' paths by name.
+// export does (NAME.TABLE.parquet), and returns the tables' paths by
+// table.
 func exportFiles(t *testing.T, samplesPath, episodesPath, dir string) map[string]string {
 	t.Helper()
 	paths := map[string]string{}
+	name := strings.TrimSuffix(filepath.Base(samplesPath), ".jsonl")
 	create := func(table string) *os.File {
-		p := filepath.Join(dir, table+".parquet")
+		p := filepath.Join(dir, name+"."+table+".parquet")
 		paths[table] = p
 		f, err := os.Create(p)
 		require.NoError(t, err)
@@ -374,5 +378,31 @@ func assertClose(t *testing.T, want, got float64, format string, args ...any) {
 	t.Helper()
 	if math.Abs(want-got) > 1e-9*math.Max(1, math.Abs(want)) {
 		t.Errorf("%s: want %v, got %v", fmt.Sprintf(format, args...), want, got)
+	}
+}
+
+// TestDocQueriesRun runs every SQL query of docs/parquet.md against the
+// tables of the run the page exports (a smaller one), so that they work as
+// written: each must return rows.
+func TestDocQueriesRun(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/parquet.md")
+	require.NoError(t, err)
+	queries := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	require.NotEmpty(t, queries)
+	dir := t.TempDir()
+	samplesPath, episodesPath := playRun(t, scenarios.Builtin(), "signal", dir)
+	exportFiles(t, samplesPath, episodesPath, dir)
+	db := openDuckDB(t)
+	for _, q := range queries {
+		sql := strings.ReplaceAll(q[1], "'out/pq/", "'"+dir+"/")
+		rows, err := db.Query(sql)
+		require.NoError(t, err, q[1])
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		require.NoError(t, rows.Err(), q[1])
+		rows.Close()
+		assert.Positive(t, n, "no rows: %s", q[1])
 	}
 }
