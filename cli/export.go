@@ -143,6 +143,11 @@ func exportParquet(ctx context.Context, path, dir string) (string, error) {
 		if err := bufs[i].Flush(); err != nil {
 			return "", err
 		}
+		// CreateTemp makes the file private (0600); the tables are
+		// as readable as the files troupe run writes.
+		if err := out[i].Chmod(0o644); err != nil {
+			return "", err
+		}
 		if err := out[i].Close(); err != nil {
 			return "", err
 		}

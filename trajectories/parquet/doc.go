@@ -6,7 +6,7 @@
 // number in its run) so that the tables join.
 //
 // The writers stream: they hold one row group at a time (at most 16,384
-// rows or about 16 MB of text), whatever the size of the input, and they
+// rows or about 8 MB of text), whatever the size of the input, and they
 // write the same bytes for the same input. They write through the Go module
 // of Apache Arrow (github.com/apache/arrow-go), with zstd compression.
 package parquet

@@ -23,7 +23,7 @@ import (
 // the file, and of the one that reads it back.
 const (
 	maxRows  = 16 << 10
-	maxBytes = 16 << 20
+	maxBytes = 8 << 20
 )
 
 // createdBy is the writer name in every file's footer. It is fixed (not
