@@ -521,13 +521,17 @@ func (p *plan) resume() error {
 	return nil
 }
 
-// writeCell writes a finished cell's file atomically.
-func writeCell(out, name string, cell *Cell) error {
+// writeCell writes a finished cell's file atomically, and returns its JSON
+// (without the newline), which episodes.json splices in.
+func writeCell(out, name string, cell *Cell) ([]byte, error) {
 	data, err := json.Marshal(cell)
 	if err != nil {
-		return fmt.Errorf("cell %s: %w", name, err)
+		return nil, fmt.Errorf("cell %s: %w", name, err)
 	}
-	return writeAtomic(filepath.Join(out, cellsDir, name), append(data, '\n'))
+	if err := writeAtomic(filepath.Join(out, cellsDir, name), append(data, '\n')); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same

@@ -161,6 +161,12 @@ type Config struct {
 	// (ErrExists), so that no output of one experiment mixes with
 	// another's.
 	Resume bool
+	// PNG renders every plot as a 1600 × 1000 PNG beside its SVG, and has
+	// the report show the PNGs. Without it the plots are SVG only: a
+	// PNG's rasterising and compression cost more CPU than the whole El
+	// Farol grid they plot. Not part of the experiment's identity: a
+	// resumed experiment may set it or not.
+	PNG bool
 	// Title and Command head the report: the command that ran the
 	// experiment, so that a reader can reproduce it.
 	Title, Command string
@@ -282,6 +288,9 @@ type cellPlan struct {
 	id           CellConfig
 	file         string // name in Out/cells
 	done         *Cell  // read back from Out
+	// json is the cell's encoding, when it was played and written by this
+	// Run: episodes.json splices it rather than encode the cell again.
+	json []byte
 	// series is the array the cell's per-episode series are carved from
 	// (allocSeries), nil until it is to be played.
 	series []float64
@@ -564,7 +573,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return err
 			}
 			if cfg.Out != "" {
-				if err := writeCell(cfg.Out, c.file, cell); err != nil {
+				if c.json, err = writeCell(cfg.Out, c.file, cell); err != nil {
 					return err
 				}
 			}

@@ -66,7 +66,9 @@ func outputs(t *testing.T, dir string) map[string][]byte {
 func TestRunWritesEveryOutput(t *testing.T) {
 	t.Parallel() // independent; drawing its plots keeps one core busy
 	dir := t.TempDir()
-	res, err := experiment.Run(context.Background(), smallBar(t, dir))
+	cfg := smallBar(t, dir)
+	cfg.PNG = true
+	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, "G/G*", res.Metric)
 	require.Len(t, res.Cells, 2*2*2)
@@ -97,6 +99,16 @@ func TestRunWritesEveryOutput(t *testing.T) {
 		}
 	}
 	assert.Contains(t, string(files["final.svg"]), "<svg")
+	// episodes.json splices in the cells' own encodings: the bytes are
+	// those of encoding the whole document.
+	whole, err := json.Marshal(struct {
+		Scenario string             `json:"scenario"`
+		Metric   string             `json:"metric"`
+		Axes     []string           `json:"axes"`
+		Cells    []*experiment.Cell `json:"cells"`
+	}{"elfarol", res.Metric, []string{"agents"}, res.Cells})
+	require.NoError(t, err)
+	assert.Equal(t, string(whole)+"\n", string(files["episodes.json"]))
 
 	rows, err := csv.NewReader(bytes.NewReader(files["episodes.csv"])).ReadAll()
 	require.NoError(t, err)
