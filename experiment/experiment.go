@@ -225,8 +225,11 @@ type plan struct {
 	// allocs are the allocator specs, as the registry names them, with the
 	// scenario's counterfactual mode applied (see effective).
 	allocs []string
-	window int
-	cells  []*cellPlan
+	// resimulate is the scenario's counterfactual mode: the allocators'
+	// names are read back with it (ParseDefaultingSim), as they were made.
+	resimulate bool
+	window     int
+	cells      []*cellPlan
 	// reuse holds, per point, the env.Reuse of that point's cells that
 	// are not playing: a cell takes one, or makes one, and gives it back
 	// when done. The cells are played largest point first, one after
@@ -413,7 +416,8 @@ func newPlan(cfg Config) (*plan, error) {
 // registry reads back), defaulting counterfactual allocators to the
 // scenario's declared re-simulation mode.
 func (p *plan) effective(info *env.Info, spec string) (string, trajectories.Allocator, error) {
-	a, err := p.registry.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
+	p.resimulate = info.Counterfactual != nil && info.Counterfactual.Resimulate
+	a, err := p.registry.ParseDefaultingSim(spec, p.resimulate)
 	if err != nil {
 		return "", nil, fmt.Errorf("scenario %s: %w", info.Name, err)
 	}
@@ -660,7 +664,8 @@ func (pr *progress) cellsDone() int {
 	return pr.p.CellsDone
 }
 
-// allocator parses the cell's allocator afresh.
+// allocator parses the cell's allocator afresh, in the scenario's
+// counterfactual mode.
 func (p *plan) allocator(c *cellPlan) (trajectories.Allocator, error) {
-	return p.registry.Parse(p.allocs[c.alloc])
+	return p.registry.ParseDefaultingSim(p.allocs[c.alloc], p.resimulate)
 }

@@ -381,12 +381,12 @@ func TestCommitteeWithCounterfactualAllocators(t *testing.T) {
 	// its (2 points × 4 allocators × 2 seeds × 60 episodes).
 	assert.Equal(t, res.Turns-2*4*2*60, res.Updates)
 	// The committee's decider answers the advice: the counterfactual
-	// allocators take its re-simulation mode, and say so.
+	// allocators take its re-simulation mode, under the names typed.
 	var names []string
 	for _, r := range res.Rows[:4] {
 		names = append(names, r.Allocator)
 	}
-	assert.Equal(t, []string{"team", "difference:sim=resimulate", "shapley:sim=resimulate", "leave-one-out:sim=resimulate"}, names)
+	assert.Equal(t, []string{"team", "difference", "shapley", "leave-one-out"}, names, "the names typed: the scenario re-simulates by default")
 	for _, c := range res.Cells {
 		require.Len(t, c.Team, 60)
 		for _, g := range c.Team {
@@ -405,7 +405,7 @@ func TestCommitteeWithCounterfactualAllocators(t *testing.T) {
 	frozen.Allocators = []string{"difference:sim=frozen"}
 	still, err := experiment.Run(context.Background(), frozen)
 	require.NoError(t, err)
-	assert.Equal(t, "difference", still.Rows[0].Allocator, "an explicit mode is kept")
+	assert.Equal(t, "difference:sim=frozen", still.Rows[0].Allocator, "an explicit mode is kept, and named as typed against the scenario's")
 	cfg.Parallel = 1
 	again, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
