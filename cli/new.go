@@ -91,7 +91,8 @@ func moduleFiles(root, path string) (gomod, gosum []byte, err error) {
 
 // NewScenario writes a working, tested scenario called name into dir
 // (created if need be; it must be empty): NAME.go (the scenario: one role
-// in looplab/fsm's vocabulary, the game, two policies, the package doc),
+// in looplab/fsm's vocabulary, the game with a private message, a channel
+// and a counterfactual declaration, two policies, the package doc),
 // NAME_test.go (envtest.Check, agentstest.Check, the doc's diagram, a
 // golden transcript), testdata/seed1.golden, and main.go, the full troupe
 // command with the scenario registered (Main with WithScenarios). The
@@ -170,7 +171,8 @@ func (a *App) newCommand() *cobra.Command {
 		Use:   "scenario NAME",
 		Short: "Write a working, tested scenario and its troupe command into a new directory",
 		Long: `Write a scenario called NAME into DIR (default ./NAME): NAME.go (one role
-in looplab/fsm's vocabulary, the game, two policies, the package doc),
+in looplab/fsm's vocabulary, the game with a private message, a channel and
+a counterfactual declaration, two policies, the package doc),
 NAME_test.go (envtest.Check, the role against looplab/fsm, a golden
 transcript), testdata/seed1.golden, and main.go, which is the full troupe
 command with the scenario registered. Outside a module that requires

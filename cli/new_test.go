@@ -61,6 +61,11 @@ func TestNewScenarioBuildsTestsAndRuns(t *testing.T) {
 	out = m.Go("run", ".", "run", "my-game", "--episodes", "3", "--out", "out.jsonl")
 	assert.Contains(t, out, "my-game: 3 episodes, 27 samples written to out.jsonl")
 	assert.Len(t, readRollouts(t, readFile(t, filepath.Join(m.Dir, "out.jsonl"))), 3)
+	// Its counterfactual declaration serves the counterfactual
+	// allocators, re-simulating, under the key typed.
+	out = m.Go("run", ".", "run", "my-game", "--episodes", "2", "-a", "team,leave-one-out", "--reward-format", "dict", "--out", "dict.jsonl")
+	assert.Contains(t, out, "my-game: 2 episodes, 18 samples written to dict.jsonl")
+	assert.Contains(t, string(readFile(t, filepath.Join(m.Dir, "dict.jsonl"))), `"reward":{"leave-one-out":`)
 	out = m.Go("run", ".", "scenarios")
 	assert.Contains(t, out, "my-game")
 	assert.Contains(t, out, "elfarol", "the built-in scenarios are there too")
