@@ -36,14 +36,9 @@ type Module struct {
 // them); under CI=true that fails t.
 func New(t testing.TB, root, path string, fsys fs.FS) *Module {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds a module of its own outside the repository (-short)")
-	}
-	gob, err := exec.LookPath("go")
+	gob := goCommand(t)
+	root, err := filepath.Abs(root)
 	if err != nil {
-		t.Skip("no go command")
-	}
-	if root, err = filepath.Abs(root); err != nil {
 		t.Fatal(err)
 	}
 	m := &Module{t: t, gob: gob, Dir: t.TempDir()}
@@ -62,9 +57,7 @@ func New(t testing.TB, root, path string, fsys fs.FS) *Module {
 			t.Fatal(err)
 		}
 	}
-	if msg, err := m.command("list", "-m", "all").CombinedOutput(); err != nil && bytes.Contains(msg, []byte("GOPROXY=off")) && os.Getenv("CI") == "" {
-		t.Skipf("the module cache lacks go.mod files of troupe's module graph; go list -m all in the repository (or make test) fetches them:\n%s", msg)
-	}
+	m.skipWithoutGraph()
 	return m
 }
 
@@ -74,6 +67,15 @@ func New(t testing.TB, root, path string, fsys fs.FS) *Module {
 // filled in. It skips t as New does.
 func At(t testing.TB, dir string) *Module {
 	t.Helper()
+	m := &Module{t: t, gob: goCommand(t), Dir: dir, readOnly: true}
+	m.skipWithoutGraph()
+	return m
+}
+
+// goCommand returns the go command's path, and skips t under -short or
+// without one.
+func goCommand(t testing.TB) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a module of its own outside the repository (-short)")
 	}
@@ -81,11 +83,16 @@ func At(t testing.TB, dir string) *Module {
 	if err != nil {
 		t.Skip("no go command")
 	}
-	m := &Module{t: t, gob: gob, Dir: dir, readOnly: true}
+	return gob
+}
+
+// skipWithoutGraph skips the test, outside CI, when the module cache
+// lacks go.mod files of the module's graph (see New).
+func (m *Module) skipWithoutGraph() {
+	m.t.Helper()
 	if msg, err := m.command("list", "-m", "all").CombinedOutput(); err != nil && bytes.Contains(msg, []byte("GOPROXY=off")) && os.Getenv("CI") == "" {
-		t.Skipf("the module cache lacks go.mod files of troupe's module graph; go list -m all in the repository (or make test) fetches them:\n%s", msg)
+		m.t.Skipf("the module cache lacks go.mod files of troupe's module graph; go list -m all in the repository (or make test) fetches them:\n%s", msg)
 	}
-	return m
 }
 
 // Go runs the go command with args in the module, offline, and returns
