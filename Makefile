@@ -26,10 +26,23 @@ LLAMA_DIR ?= $(or $(TROUPE_LLAMA_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe
 # and requires its end-to-end tests; elsewhere they run when the cache
 # exists and skip, saying so, when it does not.
 LLAMA_E2E ?= $(if $(filter true 1,$(CI)),1,)
+# make agentsjs: where tools/agentsjs/install.sh installs the OpenAI Agents
+# SDK for JavaScript (env/seats' harness test), outside the clone. CI
+# installs it and requires the test; elsewhere it runs when the cache exists
+# and skips, saying so, when it does not.
+AGENTSJS_DIR ?= $(or $(TROUPE_AGENTSJS_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/agentsjs)
+AGENTSJS_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # CI installs Debian's chromium (tools/browser/install.sh) and requires troupe
 # view's browser tests; elsewhere they run when chromium is on PATH and skip,
 # saying so, when it is not.
 BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
+# CI tries to ready PettingZoo, Gymnasium, OpenEnv and websockets (tools/
+# python/install.sh: snapshots from GitHub, which a CI machine may not
+# reach, unlike the npm registry and Debian). Wherever they are in PY_DIR,
+# make test points troupe env-serve's tests at them and requires them;
+# where they are not, those tests skip, saying so.
+PY_E2E ?= $(if $(filter true 1,$(CI)),1,)
+PY_DIR ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/python
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -38,7 +51,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser
+.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -52,10 +65,19 @@ build: ## build the troupe binary into out/troupe
 llama: ## build llama-server and a tiny test model into LLAMA_DIR (cached)
 	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" bash tools/llama/build.sh
 
+agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cached; needs node and npm)
+	TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" bash tools/agentsjs/install.sh
+
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh
 
-test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) ## gofmt check, go vet, go test -race (in CI with the llama.cpp and browser end-to-end tests)
+python-e2e: ## ready PettingZoo, Gymnasium, OpenEnv and websockets for troupe env-serve's tests (cached in PY_DIR)
+	bash tools/python/install.sh "$(PY_DIR)"
+
+python-e2e-try: # CI: python-e2e, and on failure a warning (the tests then skip, saying so)
+	@bash tools/python/install.sh "$(PY_DIR)" || echo "python-e2e: PettingZoo, Gymnasium and OpenEnv could not be readied; troupe env-serve's tests against them skip"
+
+test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e-try) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser and Agents SDK end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -64,7 +86,11 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) ## gofmt check, go v
 	@# its own offline (GOPROXY=off), and resolving its graph reads them.
 	$(GO) list -m all >/dev/null
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	TROUPE_LLAMA_DIR="$(LLAMA_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(GO) test $(RACE) -timeout 20m ./...
+	@py=(); \
+	if [ -d "$(PY_DIR)/lib/pettingzoo" ]; then py+=(TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1); fi; \
+	if [ -d "$(PY_DIR)/openenv/src/openenv" ]; then py+=(TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_OPENENV=1); fi; \
+	set -x; env "$${py[@]}" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) \
+		$(GO) test $(RACE) -timeout 20m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \

@@ -35,6 +35,13 @@ type Observation struct {
 	// policy seed, the agent and the turn: a policy that draws from it alone
 	// makes the same choice whenever the same episode is replayed.
 	Seed uint64
+	// Session names the agent's conversation in this episode: the same at
+	// every turn of the agent, different for its other seats and (but for
+	// a 2^-64 chance) other episodes, derived from the episode's policy
+	// seed and the seat. An LLM policy sends it to servers that route by a
+	// key (SGLang's router), so that one agent's turns, which extend one
+	// prompt, reach the worker whose prefix cache holds it.
+	Session uint64
 }
 
 // Intn returns a uniform integer in [0, n) drawn from the turn's seed and the

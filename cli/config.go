@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -40,14 +38,16 @@ type runFlags struct {
 	rolloutIDBase   int64
 	quiet           bool
 	onInvalid       string
-	llm             llm.Config // the "llm" policy's server and sampling
-	llmEndpoint     string     // --llm-endpoint: the workers' endpoint a distributed run's llm plays on
+	llm             llm.Config // the "llm" policy's default server and sampling
+	llmEndpoints    []string   // --llm-endpoint: NAME=URL,... defines an endpoint, NAME names the default one
+	roleLLM         []string   // --role-llm ROLE=key=value,...: a role's endpoint, model, sampling, frozen
 	nats            natsrun.Flags
 	llmEnvErr       error         // a bad TROUPE_LLM_* variable, reported if "llm" is used
 	specFile        string        // --spec: the run spec file; "" runs the flags
 	printSpec       bool          // --print-spec: print the run's spec and exit
 	resume          bool          // --resume: continue the run --out holds
 	checkpointEvery time.Duration // --checkpoint-every
+	lookupEnv       func(string) (string, bool)
 }
 
 // plan is a validated run: everything env.Run needs, and where the samples
@@ -62,7 +62,7 @@ type plan struct {
 	episodes   string            // --episodes-out, "" for none
 	policies   map[string]string // role -> policy name, for the summary
 	closers    []func()          // what the run must close when it ends (LLM clients)
-	llm        *llmPolicies      // the run's LLM policy, when a role plays "llm"
+	llm        *llmPool          // the run's LLM clients and policies, when a role plays "llm"
 }
 
 // stdoutPath is the --out value that sends samples to standard output.
@@ -118,8 +118,15 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 	if err != nil {
 		return nil, err
 	}
+	roles, err := roleLLMsOf(info, f.roleLLM)
+	if err != nil {
+		return nil, err
+	}
 	_, emitRoles, err := buildEmit(info, f.emit)
 	if err != nil {
+		return nil, err
+	}
+	if emitRoles, err = unfrozen(info, emitRoles, roles); err != nil {
 		return nil, err
 	}
 	allocators, err := splitAllocators(allocs, f.allocators)
@@ -129,7 +136,7 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 	if _, err := trajectories.ParseRewardFormat(f.rewardFormat); err != nil {
 		return nil, usagef("--reward-format: %w", err)
 	}
-	policies, err := policiesOf(info, f.policies, llmSettingsOf(&f.llm))
+	policies, err := policiesOf(info, f.policies, settingsOf(&f.llm), roles)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +202,8 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 	}
 	// Policies come last in Resolve: an LLM policy opens a client, which
 	// nothing after it may fail to close.
-	var llms *llmPolicies
+	var llms *llmPool
+	made := map[string]agents.Policy{} // by settings: roles of the same settings share a policy
 	r, err := spec.Resolve(runspec.Resolvers{
 		Scenarios:  reg,
 		Allocators: allocs,
@@ -205,19 +213,33 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 				return nil, env.ErrUnknownPolicy
 			}
 			if llms == nil {
-				var err error
-				if llms, err = newLLMPolicies(req, f); err != nil {
+				if f.llmEnvErr != nil {
+					return nil, f.llmEnvErr
+				}
+				eps, err := parseEndpoints(f.llm, f.llmEndpoints, f.lookupEnv)
+				if err != nil {
 					return nil, err
 				}
-			} else if !bytes.Equal(llms.settings, req.Settings) {
-				return nil, fmt.Errorf("every role that plays llm must have the same settings")
+				// The seed roots the clients' retry jitter.
+				llms = newLLMPool(eps, req.Seed)
 			}
-			return llms.policy, nil
+			if pol, ok := made[string(req.Settings)]; ok {
+				return pol, nil
+			}
+			pol, err := llms.policy(req)
+			if err != nil {
+				return nil, &UsageError{Err: err} // it names the role and the field
+			}
+			made[string(req.Settings)] = pol
+			return pol, nil
 		},
 	})
 	if err != nil {
 		if llms != nil {
-			llms.client.Close()
+			llms.close()
+		}
+		if ue, ok := errors.AsType[*UsageError](err); ok {
+			return nil, ue // a bad --llm-endpoint
 		}
 		if fe, ok := errors.AsType[*runspec.FieldError](err); ok {
 			if from != "" {
@@ -234,7 +256,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 	}
 	var closers []func()
 	if llms != nil {
-		closers = append(closers, llms.client.Close)
+		closers = append(closers, llms.close)
 	}
 	cfg := r.Config
 	cfg.Concurrency = f.concurrency
@@ -260,8 +282,11 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 //
 // The name "llm" is available in every scenario: an LLM policy on the
 // server the --llm-* flags (or TROUPE_LLM_* variables) name, with the
-// sampling settings of those flags.
-func policiesOf(info *env.Info, specs []string, llmSettings json.RawMessage) (map[string]runspec.Policy, error) {
+// sampling settings of those flags (base), or, for a role with a
+// --role-llm, its endpoint, model and sampling over them. A role whose
+// --role-llm gives any of those plays llm, and --policy ROLE=NAME of
+// another policy is refused; one of frozen alone plays what it would.
+func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[string]roleLLM) (map[string]runspec.Policy, error) {
 	all := ""
 	perRole := map[string]string{}
 	for _, spec := range specs {
@@ -294,14 +319,26 @@ func policiesOf(info *env.Info, specs []string, llmSettings json.RawMessage) (ma
 	out := map[string]runspec.Policy{}
 	for _, r := range info.Roles {
 		name, ok := perRole[r.Name]
-		if !ok {
+		rl := roles[r.Name]
+		// A --role-llm of frozen alone freezes the role whatever it plays.
+		hasLLM := !reflect.ValueOf(rl.settings).IsZero()
+		switch {
+		case hasLLM && ok && name != llmPolicyName:
+			return nil, usagef("--role-llm %s: role %s plays policy %q (--policy %s=%s); a --role-llm role plays llm", r.Name, r.Name, name, r.Name, name)
+		case hasLLM:
+			name = llmPolicyName
+		case !ok:
 			name = all
 		}
 		switch name {
 		case "":
 			continue // the resolver's default
 		case llmPolicyName:
-			out[r.Name] = runspec.Policy{Name: name, Settings: llmSettings}
+			st := base
+			if hasLLM {
+				st = rl.settings.over(base)
+			}
+			out[r.Name] = runspec.Policy{Name: name, Settings: st.encode()}
 		default:
 			out[r.Name] = runspec.Policy{Name: name}
 		}
@@ -402,36 +439,41 @@ func buildAllocators(reg *credit.Registry, values []string, resimulate bool) ([]
 // llmPolicyName is the policy name that plays an LLM in any scenario.
 const llmPolicyName = "llm"
 
-// llmPolicies is the LLM policy of a run and the client it shares with
-// every role that plays it.
-type llmPolicies struct {
-	client   *llm.Client
-	policy   *llm.Policy
-	settings json.RawMessage // the spec's settings it was made with
+// roleLLMsOf reads the --role-llm values, one per role, checking the
+// roles against the scenario.
+func roleLLMsOf(info *env.Info, values []string) (map[string]roleLLM, error) {
+	out := map[string]roleLLM{}
+	for _, v := range values {
+		r, err := parseRoleLLM(v)
+		if err != nil {
+			return nil, err
+		}
+		if info.Role(r.role) == nil {
+			return nil, usagef("--role-llm %q: scenario %s has no role %q (its roles: %s)", v, info.Name, r.role, info.RoleNames())
+		}
+		if _, dup := out[r.role]; dup {
+			return nil, usagef("--role-llm %q: role %s was given settings already", v, r.role)
+		}
+		out[r.role] = r
+	}
+	return out, nil
 }
 
-// newLLMPolicies connects the "llm" policy to the server of the --llm-*
-// flags, with the spec's settings, fitted to the scenario (its rules in
-// the system prompt, its structured answers' schemas).
-func newLLMPolicies(req env.PolicyRequest, f *runFlags) (*llmPolicies, error) {
-	if f.llmEnvErr != nil {
-		return nil, f.llmEnvErr
+// unfrozen is the run's emitted roles (none: all) less the frozen ones
+// (runspec.Unfrozen): a frozen role is played and recorded in the episode
+// records, and its turns become no samples, as a role --emit leaves out.
+func unfrozen(info *env.Info, emit []string, roles map[string]roleLLM) ([]string, error) {
+	var frozen []string
+	for _, r := range info.Roles {
+		if roles[r.Name].frozen {
+			frozen = append(frozen, r.Name)
+		}
 	}
-	cfg := f.llm
-	if err := applyLLMSettings(&cfg, req.Settings); err != nil {
-		return nil, err
-	}
-	cfg.Seed = req.Seed // reproducible retry jitter
-	client, err := llm.NewClient(cfg)
+	emit, err := runspec.Unfrozen(info, emit, frozen)
 	if err != nil {
-		return nil, err
+		return nil, usagef("--role-llm frozen, --emit: %w", err)
 	}
-	policy, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	return &llmPolicies{client: client, policy: policy, settings: req.Settings}, nil
+	return emit, nil
 }
 
 // parseInvalidRule reads --on-invalid: what an invalid answer (an LLM's

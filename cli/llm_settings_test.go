@@ -19,13 +19,13 @@ func TestServedLLMSettings(t *testing.T) {
 	base := llm.DefaultConfig()
 	base.Model, base.Temperature, base.TopK, base.MaxTokens, base.TopP = "m", ptr(0.7), ptr(40), ptr(48), ptr(0.9)
 	base.Extra = map[string]json.RawMessage{"min_p": json.RawMessage(`0.1`)}
-	settings := servedLLMSettings(base)
+	settings := servedLLMSettings(&llmEndpoints{base: base})
 
 	// Names other than llm get none; no sampling leaves the flags'.
-	got, err := settings("scripted", &rollout.Request{})
+	got, err := settings("scripted", "x", &rollout.Request{})
 	require.NoError(t, err)
 	assert.Nil(t, got)
-	got, err = settings(llmPolicyName, &rollout.Request{})
+	got, err = settings(llmPolicyName, "x", &rollout.Request{})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"model":"m","temperature":0.7,"top_p":0.9,"top_k":40,"max_tokens":48,"extra":{"min_p":0.1}}`, string(got))
 	cfg := base
@@ -41,7 +41,7 @@ func TestServedLLMSettings(t *testing.T) {
 		SpacesBetweenSpecialTokens: ptr(false), RepetitionPenalty: ptr(1.1), MinTokens: ptr(1),
 		Extra: map[string]json.RawMessage{"top_a": json.RawMessage(`1`)},
 	}}
-	got, err = settings(llmPolicyName, req)
+	got, err = settings(llmPolicyName, "x", req)
 	require.NoError(t, err)
 	cfg = base
 	require.NoError(t, applyLLMSettings(&cfg, got))
@@ -57,9 +57,20 @@ func TestServedLLMSettings(t *testing.T) {
 
 	// A sampling seed roots every call's seed: one episode per request.
 	req.N = 2
-	_, err = settings(llmPolicyName, req)
+	_, err = settings(llmPolicyName, "x", req)
 	assert.ErrorContains(t, err, "sampling seed with n 2")
 
 	// A spec's settings are read strictly.
 	assert.ErrorContains(t, applyLLMSettings(&cfg, json.RawMessage(`{"temprature":1}`)), `"temprature"`)
+}
+
+// applyLLMSettings sets cfg's model and sampling from a spec's settings,
+// as llmPool does.
+func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
+	st, err := decodeLLMSettings(settings)
+	if err != nil {
+		return err
+	}
+	st.applyTo(cfg)
+	return nil
 }

@@ -160,14 +160,12 @@ func TestServeLLMRolloutsAgainstRealLlamaServer(t *testing.T) {
 	llama := llamatest.New(t, llamatest.Options{})
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL, cfg.Kind, cfg.Timeout = llama.URL+"/v1", llm.KindLlamaCpp, time.Minute
-	client, err := llm.NewClient(cfg)
-	require.NoError(t, err)
-	defer client.Close()
+	pool := testPool(t, cfg)
 	srv, err := server.New(server.Config{
 		Scenarios:        scenarios.Builtin(),
 		Allocators:       credit.Builtin(),
-		Policies:         llmPolicyMaker(client, cfg),
-		PolicySettings:   servedLLMSettings(cfg),
+		Policies:         llmPolicyMaker(pool),
+		PolicySettings:   servedLLMSettings(pool.endpoints),
 		ParallelPolicies: true,
 	})
 	require.NoError(t, err)
@@ -268,16 +266,14 @@ func TestRunLLMToolFormatAgainstRealLlamaServer(t *testing.T) {
 
 // serveLLM runs the rollout service with the "llm" policy on cfg's model
 // server, and returns a client for it.
-func serveLLM(t *testing.T, cfg llm.Config) *rcli.Client {
+func serveLLM(t *testing.T, cfg llm.Config, endpoints ...string) *rcli.Client {
 	t.Helper()
-	client, err := llm.NewClient(cfg)
-	require.NoError(t, err)
-	t.Cleanup(client.Close)
+	pool := testPool(t, cfg, endpoints...)
 	srv, err := server.New(server.Config{
 		Scenarios:      scenarios.Builtin(),
 		Allocators:     credit.Builtin(),
-		Policies:       llmPolicyMaker(client, cfg),
-		PolicySettings: servedLLMSettings(cfg),
+		Policies:       llmPolicyMaker(pool),
+		PolicySettings: servedLLMSettings(pool.endpoints),
 	})
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)

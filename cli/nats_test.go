@@ -121,3 +121,24 @@ func skipShort(t *testing.T) {
 		t.Skip("an embedded NATS server: skipped under -short")
 	}
 }
+
+// TestRoleLLMRunOnEmbeddedNATS: the embedded server's worker plays each
+// role on its own endpoint, as a local run does.
+func TestRoleLLMRunOnEmbeddedNATS(t *testing.T) {
+	skipShort(t)
+	a := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
+	b := llmtest.Start(t, llmtest.Options{Kind: llmtest.SGLang})
+	dir := t.TempDir()
+	args := []string{"run", "tictactoe", "-n", "4", "--llm-base-url", a.URL(), "--llm-endpoint", "bsrv=" + b.URL() + ",kind=sglang",
+		"--role-llm", "x=model=mx,top_k=3", "--role-llm", "o=endpoint=bsrv,model=mo,frozen"}
+	r, local := llmRun(t, args...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	r, remote := llmRun(t, append(args, "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js"))...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Equal(t, local, remote)
+	for _, ro := range remote {
+		for _, s := range ro {
+			assert.Equal(t, "mx", s.Metadata.Extra["llm_model"])
+		}
+	}
+}

@@ -27,6 +27,7 @@ func (a *App) runCommand() *cobra.Command {
 	// Flags override the environment: read it before binding the flags,
 	// whose defaults it becomes.
 	f.llmEnvErr = f.llm.ApplyEnv(a.lookupEnv())
+	f.lookupEnv = a.lookupEnv()
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Play episodes of a scenario and write their turns as samples",
@@ -133,7 +134,8 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-every", durable.DefaultEvery, "how often, at most, the progress file beside --out is written (what a kill can cost --resume)")
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
-	fl.StringVar(&f.llmEndpoint, "llm-endpoint", "", "with --nats: the `NAME` of the workers' LLM endpoint the llm policy plays on (troupe worker --llm-endpoint NAME); default: the run's own --llm-base-url, which workers must share")
+	fl.StringArrayVar(&f.llmEndpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint roles name (--role-llm ROLE=endpoint=NAME); the other --llm-* flags are its defaults, never the key. A bare NAME names the default endpoint: with --nats, the workers' endpoint the llm policy plays on (troupe worker --llm-endpoint NAME; default: the run's own --llm-base-url, which workers must share) (repeatable)")
+	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON) over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
 	f.nats.BindRun(fl)
 	return cmd
 }
@@ -318,7 +320,7 @@ func (s *natsSession) close() {
 func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter) (*natsSession, error) {
 	nf := &f.nats
 	nf.ApplyEnv(a.lookupEnv())
-	spec := natsrun.SpecOf(p.spec, llmEndpointOf(p.spec.Spec.Policies, f.llmEndpoint, f.llm.BaseURL))
+	spec := natsrun.SpecOf(p.spec, llmEndpointOf(p.spec.Spec.Policies, defaultEndpointName(f.llmEndpoints), f.llm.BaseURL))
 	id := nf.RunID
 	if id == "" {
 		// The run's identity is its spec's: running the same command again
@@ -333,7 +335,7 @@ func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter
 	policies := func(string) env.PolicyMaker {
 		return func(r env.PolicyRequest) (agents.Policy, error) {
 			if r.Name == llmPolicyName && p.llm != nil {
-				return p.llm.policy, nil
+				return p.llm.policy(r)
 			}
 			return nil, env.ErrUnknownPolicy
 		}

@@ -78,7 +78,7 @@ func TestWorkersPlayTheRunsLLMSettings(t *testing.T) {
 	stopBare := background(t, "worker", "--nats", url, "--nats-ack-wait", "2s", "-c", "2", "--llm-base-url", "http://127.0.0.1:9/v1")
 	// The run's endpoint, on the real server, with other sampling flags.
 	stopGPU := background(t, "worker", "--nats", url, "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", llmSrv.URL(), "--llm-model", "worker-model", "--llm-temperature", "1.5")
-	time.Sleep(300 * time.Millisecond) // both follow the runs before the run starts
+	liveWorkers(t, url, 2) // both follow the runs before the run starts
 
 	out := filepath.Join(dir, "nats.jsonl")
 	rr := invokeCtx(t.Context(), append(args, "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1", "--nats", url, "-o", out)...)
@@ -171,6 +171,21 @@ func TestRunIDMismatchKeepsTheOutput(t *testing.T) {
 	assert.Equal(t, "precious\n", string(readFile(t, out)))
 }
 
+// liveWorkers waits until n workers of the deployment at url are live,
+// which a worker is once it follows the runs (natsrun.Worker.Run).
+func liveWorkers(t *testing.T, url string, n int) {
+	t.Helper()
+	nf := natsrun.DefaultFlags()
+	nf.Conn.URL = url
+	d, err := nf.OpenAdmin(t.Context(), nil)
+	require.NoError(t, err)
+	defer d.Close()
+	eventually(t, func() bool {
+		st, err := d.Client.Stats(t.Context())
+		return err == nil && st.Workers == n
+	})
+}
+
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
@@ -180,4 +195,49 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestWorkersPlayRolesOnNamedEndpoints: a distributed run whose roles
+// play on two endpoints, the default one and a named one, is played by a
+// worker that serves both, with each role's model on its own server; a
+// worker without the named endpoint leaves the run, naming it. The output
+// is a local run's.
+func TestWorkersPlayRolesOnNamedEndpoints(t *testing.T) {
+	skipShort(t)
+	a := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM, Record: true})
+	b := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM, Record: true})
+	url := natsServer(t)
+	dir := t.TempDir()
+	args := []string{"run", "tictactoe", "-n", "4", "--role-llm", "x=model=mx,temperature=0.5", "--role-llm", "o=endpoint=bsrv,model=mo,temperature=0.25"}
+	r, local := llmRun(t, append(args, "--llm-base-url", a.URL(), "--llm-endpoint", "bsrv="+b.URL())...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	localA, localB := len(a.Requests()), len(b.Requests())
+
+	// The default endpoint only: it cannot play o.
+	stopHalf := background(t, "worker", "--nats", url, "--nats-ack-wait", "2s", "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1")
+	stopBoth := background(t, "worker", "--nats", url, "-c", "2", "--llm-endpoint", "gpu", "--llm-base-url", a.URL(), "--llm-endpoint", "bsrv="+b.URL())
+	liveWorkers(t, url, 2) // both follow the runs before the run starts
+
+	out := filepath.Join(dir, "nats.jsonl")
+	rr := invokeCtx(t.Context(), append(args, "--llm-endpoint", "gpu", "--llm-base-url", "http://127.0.0.1:9/v1", "--llm-endpoint", "bsrv=http://127.0.0.1:9/v1", "--nats", url, "-o", out)...)
+	require.Equal(t, ExitOK, rr.code, rr.stderr)
+	require.Equal(t, local, readRollouts(t, readFile(t, out)), "each role's model and sampling decide its samples")
+	for _, side := range []struct {
+		srv   *llmtest.Server
+		from  int
+		model string
+		temp  float64
+	}{{a, localA, "mx", 0.5}, {b, localB, "mo", 0.25}} {
+		calls := side.srv.Requests()[side.from:]
+		require.NotEmpty(t, calls)
+		for _, c := range calls {
+			assert.Equal(t, side.model, c.Model)
+			require.NotNil(t, c.Temperature)
+			assert.Equal(t, side.temp, *c.Temperature)
+		}
+	}
+	half := stopHalf()
+	assert.Contains(t, half.stderr, "cannot play the run")
+	assert.Contains(t, half.stderr, `role o: endpoint \"bsrv\" is not defined here`) // the log quotes it
+	assert.Equal(t, ExitOK, stopBoth().code)
 }

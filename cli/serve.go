@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
@@ -29,6 +30,7 @@ func (a *App) serveCommand() *cobra.Command {
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	nf := natsrun.DefaultFlags()
 	var lf leagueServeFlags
+	var endpoints []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Args:  cobra.NoArgs,
@@ -43,12 +45,16 @@ func (a *App) serveCommand() *cobra.Command {
 				return &UsageError{Err: llmEnvErr}
 			}
 			llmCfg.Seed = cfg.Seed
-			client, err := llm.NewClient(llmCfg)
+			eps, err := parseEndpoints(llmCfg, endpoints, a.lookupEnv())
 			if err != nil {
+				return err
+			}
+			pool := newLLMPool(eps, cfg.Seed)
+			defer pool.close()
+			if err := pool.check(); err != nil {
 				return &UsageError{Err: err}
 			}
-			defer client.Close()
-			cfg.Policies, cfg.PolicySettings = llmPolicyMaker(client, llmCfg), servedLLMSettings(llmCfg)
+			cfg.Policies, cfg.PolicySettings = llmPolicyMaker(pool), servedLLMSettings(eps)
 			closeLeague, err := a.serveLeague(&cfg, lf, nf.Conn.URL != "")
 			if err != nil {
 				return err
@@ -59,7 +65,7 @@ func (a *App) serveCommand() *cobra.Command {
 				nf.ApplyEnv(a.lookupEnv())
 				// With --nats embedded, the service's own worker plays the
 				// episodes; troupe workers may join it (--nats-listen).
-				d, err := nf.OpenRun(cmd.Context(), a.Scenarios, a.workerPolicies(client, llmCfg), cfg.MaxConcurrentEpisodes, cfg.Logger)
+				d, err := nf.OpenRun(cmd.Context(), a.Scenarios, a.workerPolicies(pool), cfg.MaxConcurrentEpisodes, cfg.Logger)
 				if err != nil {
 					return &UsageError{Err: err}
 				}
@@ -109,27 +115,47 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
 	lf.bind(fl)
 	llmCfg.BindFlags(fl)
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
 	nf.BindServe(fl)
 	return cmd
 }
 
 // llmPolicyMaker makes the "llm" policy of a rollout request's run spec:
-// the --llm-* server, with the role's settings in the spec (the request's
-// sampling over the service's flags: servedLLMSettings). Every request
-// shares the client, and so its bound on requests in flight to the model
-// server. A field the server kind cannot honour is refused by name
-// (llm.Config.Validate), which the service answers as 400 bad_policy.
-func llmPolicyMaker(client *llm.Client, base llm.Config) env.PolicyMaker {
+// on the endpoint the role's settings name (the default one: the --llm-*
+// server), with the role's model and sampling (servedLLMSettings). Every
+// request shares the endpoints' clients, and so their bounds on requests
+// in flight to the model servers. A field the server kind cannot honour
+// is refused by name (llm.Config.Validate), which the service answers as
+// 400 bad_policy.
+func llmPolicyMaker(pool *llmPool) env.PolicyMaker {
 	return func(req env.PolicyRequest) (agents.Policy, error) {
 		if req.Name != llmPolicyName {
 			return nil, env.ErrUnknownPolicy
 		}
-		cfg := base
-		if err := applyLLMSettings(&cfg, req.Settings); err != nil {
-			return nil, err
-		}
-		return llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
+		return pool.policy(req)
 	}
+}
+
+// served is the result of a command that served until it was stopped:
+// nil, a usage error for a configuration the server refused (badConfig),
+// else a failure, printed.
+func (a *App) served(err, badConfig error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, badConfig):
+		return &UsageError{Err: err}
+	}
+	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
+	return &exitError{code: ExitFailure, err: err}
+}
+
+// bindServeFlags binds the flags every serving command has: where it
+// listens and its bearer token.
+func bindServeFlags(fl *pflag.FlagSet, addr *string, defAddr string, token, tokenFile *string) {
+	fl.StringVar(addr, "addr", defAddr, "address to listen on (127.0.0.1 keeps it local)")
+	fl.StringVar(token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
+	fl.StringVar(tokenFile, "token-file", "", "file holding the bearer token")
 }
 
 // readToken is the bearer token of a command that serves: --token-file's

@@ -21,26 +21,33 @@ import (
 // returned stop is called; stop returns the exit code.
 func serving(t *testing.T, args ...string) (base string, stop func() int) {
 	t.Helper()
+	return servingCommand(t, "serve", "troupe: serving on ", args...)
+}
+
+// servingCommand runs `troupe command --addr 127.0.0.1:0 args...` until
+// stop is called, and returns the base URL it printed after ready.
+func servingCommand(t *testing.T, command, ready string, args ...string) (base string, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	pr, pw := io.Pipe()
 	app := New(io.Discard, pw)
 	code := make(chan int, 1)
 	go func() {
-		code <- app.Main(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
+		code <- app.Main(ctx, append([]string{command, "--addr", "127.0.0.1:0"}, args...))
 		_ = pw.Close()
 	}()
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "troupe: serving on "); ok {
+			if a, ok := strings.CutPrefix(sc.Text(), ready); ok {
 				addr <- a
 			}
 		}
 		close(addr)
 	}()
 	base, ok := <-addr
-	require.True(t, ok, "troupe serve did not start")
+	require.True(t, ok, "troupe %s did not start", command)
 	return base, func() int {
 		cancel()
 		return <-code

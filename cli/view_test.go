@@ -85,7 +85,7 @@ func TestViewServesExportsAndRefuses(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Contains(t, string(body), "episodes-data")
+	assert.Contains(t, string(body), "episodes-body")
 	cancel()
 	select {
 	case code := <-done:

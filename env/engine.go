@@ -159,6 +159,9 @@ type Setup struct {
 	// Engines, when set, lends engines to the episode's replays, so
 	// counterfactual re-simulations reuse their state machines.
 	Engines *EnginePool
+	// onState, when set (States), is called with the game after its start
+	// (step 0) and after every step's moves.
+	onState func(step int, g Game)
 	// records, when set, lends the episode its record and the arrays
 	// behind it (see RecyclingOutput).
 	records *recordPool
@@ -658,6 +661,9 @@ func (e *Engine) begin() bool {
 		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err))
 	}
 	e.deliver()
+	if h := setup.onState; h != nil {
+		h(0, game)
+	}
 	return false
 }
 
@@ -732,6 +738,9 @@ func (e *Engine) apply(actors []int) bool {
 		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("step %d: apply: %w", t, err))
 	}
 	e.deliver()
+	if h := e.setup.onState; h != nil {
+		h(t, e.current)
+	}
 	e.rec.Steps = t
 	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(e.bus.Log()) > lim && !e.ended {
 		return e.over(protocol.StatusTruncated, EndMaxMessages, nil)
@@ -1112,6 +1121,7 @@ func (e *Engine) observe(actors []int) {
 		// The turn's seed: from the policy seed, the seat and the turn,
 		// salted for seats a counterfactual reseeds.
 		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
+		o.Session = seeds.Mix2(policySeed, sessionStream, uint64(i))
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
@@ -1119,6 +1129,11 @@ func (e *Engine) observe(actors []int) {
 		mv.Seat, mv.Action = i, &acts[k]
 	}
 }
+
+// sessionStream separates the agents' session keys
+// (agents.Observation.Session) from the turns' seeds, which mix the seat
+// first.
+const sessionStream = 0x5e5510_4e7
 
 // ask asks the policies of the step's actors (those that share an
 // agents.BatchPolicy in one call) for their answers, into e.acts.

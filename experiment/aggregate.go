@@ -40,11 +40,16 @@ type Row struct {
 type RowDiagnostics struct {
 	Factoredness Stats `json:"factoredness"`
 	Learnability Stats `json:"learnability"`
+	// Unbounded summarises the per-seed share of the states whose
+	// learnability is unbounded (only the agent's own changes moved its
+	// reward), which the learnability's mean leaves out.
+	Unbounded Stats `json:"learnability_unbounded_share"`
 	// Per seed, in seed order; null (NaN) where a seed had no sample,
 	// and for learnability +Inf, written null too, where the others never
-	// moved the agent's reward.
+	// moved the agent's reward at any state.
 	PerSeedF []Number `json:"factoredness_per_seed"`
 	PerSeedL []Number `json:"learnability_per_seed"`
+	PerSeedU []Number `json:"learnability_unbounded_share_per_seed"`
 }
 
 // Number is a float64 that JSON writes as null when it is not finite.
@@ -136,6 +141,7 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 			}
 			r.Diagnostics.PerSeedF = append(r.Diagnostics.PerSeedF, Number(cell.Diagnostics.Factoredness()))
 			r.Diagnostics.PerSeedL = append(r.Diagnostics.PerSeedL, Number(cell.Diagnostics.Learnability()))
+			r.Diagnostics.PerSeedU = append(r.Diagnostics.PerSeedU, Number(cell.Diagnostics.UnboundedShare()))
 		}
 		if cell.Credit != nil {
 			sig[len(rows)-1] = append(sig[len(rows)-1], cell.Credit.Std)
@@ -162,6 +168,7 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 		if d := r.Diagnostics; d != nil {
 			d.Factoredness = withCI(finite(d.PerSeedF), statsSeed(p.cfg.Seed, 4, i))
 			d.Learnability = withCI(finite(d.PerSeedL), statsSeed(p.cfg.Seed, 5, i))
+			d.Unbounded = summarise(finite(d.PerSeedU))
 		}
 		r.Signal, r.Spread = summarise(sig[i]), summarise(spread[i])
 	}

@@ -19,26 +19,40 @@ import (
 // measures none.
 //
 // At each diagnosed episode z, for each sampled learning agent i, the
-// diagnostics draw Samples alternative actions a' of i (uniformly among
+// diagnostics take Samples alternative actions a' of i (uniformly among
 // its turn's other legal actions, or the other actions its role played
-// when the turn has no legal list) and Samples joint alternatives of the
-// other learning agents (each drawn uniformly among its actions), and score the counterfactual
-// episodes by the scenario's re-simulation with every other action as
-// recorded (Episode.Replay with Replace), or asked again of their policies
-// where the scenario declares that its agents answer each other
-// (env.CounterfactualSpec.Resimulate: a decider must hear the changed
-// advice). The allocator, a fresh instance
-// of the cell's, rewards each counterfactual episode as it rewards a
-// played one (its own counterfactuals are taken relative to it), in the
-// group of the diagnosed episode; r_i is the mean reward of i's samples.
+// when the turn has no legal list; every alternative once, in order, when
+// there are no more than Samples of them, which makes the own-change
+// measurements an exact enumeration) and Samples joint alternatives of
+// the other learning agents (each drawn uniformly among its actions), and
+// score the counterfactual episodes by the scenario's re-simulation with
+// every other action as recorded (Episode.Replay with Replace), or asked
+// again of their policies where the scenario declares that its agents
+// answer each other (env.CounterfactualSpec.Resimulate: a decider must
+// hear the changed advice). The allocator, a fresh instance of the cell's,
+// rewards each counterfactual episode as it rewards a played one (its own
+// counterfactuals are taken relative to it), in the group of the
+// diagnosed episode; r_i is the mean reward of i's samples.
 //
 //   - factoredness: the share of own changes z → z' whose Δr_i and ΔG =
 //     G(z') − G(z) have the same sign (both zero counting as agreeing).
-//     1 means that whatever raises i's reward raises the team's.
-//   - learnability: E|Δr_i| over changes of i's own action divided by
-//     E|Δr_i| over changes of the others' actions: how much of the
-//     reward's variation is i's own doing. The team reward's is small in
-//     large teams: one agent's move barely shows in G, the others' do.
+//     1 means that whatever raises i's reward raises the team's. A change
+//     within TieTolerance of the magnitudes involved counts as zero: a move
+//     that only permutes a sum's terms (El Farol's patron moving from a
+//     night of 10 to a night of 9) leaves G unchanged, yet floating-point
+//     sums in another order differ in their last bits (ΔG = −1.78e-15
+//     against G ≈ 14), which the exact sign would count as a change.
+//   - learnability: Agogino & Tumer's per-state ratio, averaged over the
+//     states measured. At each state (z, i), L_i(z) = E|Δr_i| over changes
+//     of i's own action divided by E|Δr_i| over changes of the others'
+//     actions: how much of the reward's variation at z is i's own doing.
+//     The team reward's is small in large teams: one agent's move barely
+//     shows in G, the others' do. A state where neither kind of change
+//     moves r_i says nothing and is left out; one where only i's own
+//     changes move it has an unbounded ratio, which would swamp the mean:
+//     it is counted apart (Diagnostics.Unbounded, reported as a share),
+//     and the learnability is the mean over the finite states (+Inf when
+//     every state measured is unbounded).
 //
 // A stateful allocator (trajectories.Sequential, such as rae) is not
 // diagnosed: a fresh instance would not give the cell's rewards.
@@ -70,6 +84,11 @@ func cmpOr(v, def int) int {
 	return def
 }
 
+// TieTolerance is the relative size under which a change of the team
+// reward or of an agent's reward counts as none in the diagnostics: |Δ| ≤
+// TieTolerance · the largest magnitude of G and r_i before and after.
+const TieTolerance = 1e-9
+
 // Diagnostics are a cell's counterfactual measurements, kept as sums so
 // that they add up across episodes and read back exactly.
 type Diagnostics struct {
@@ -84,6 +103,12 @@ type Diagnostics struct {
 	// their |Δr_i|.
 	Others    int     `json:"others"`
 	OthersAbs float64 `json:"others_abs"`
+	// States counts the states (z, i) whose learnability is finite, and
+	// StateSum sums it; Unbounded counts those where only i's own changes
+	// move r_i.
+	States    int     `json:"learn_states"`
+	StateSum  float64 `json:"learn_sum"`
+	Unbounded int     `json:"learn_unbounded"`
 }
 
 // Factoredness is Aligned/Own, NaN without samples.
@@ -94,15 +119,39 @@ func (d *Diagnostics) Factoredness() float64 {
 	return float64(d.Aligned) / float64(d.Own)
 }
 
-// Learnability is the mean |Δr_i| of own changes over that of the
-// others' changes; +Inf when the others never move r_i but i does, NaN
-// without samples or when nothing moves r_i.
+// Learnability is the mean of the finite per-state learnabilities (see
+// Diagnose); +Inf when every state measured is unbounded (only i's own
+// changes move r_i), NaN when no state was measured or nothing moved r_i
+// anywhere.
 func (d *Diagnostics) Learnability() float64 {
-	if d == nil || d.Own == 0 || d.Others == 0 {
+	switch {
+	case d == nil:
+		return math.NaN()
+	case d.States > 0:
+		return d.StateSum / float64(d.States)
+	case d.Unbounded > 0:
+		return math.Inf(1)
+	}
+	return math.NaN()
+}
+
+// UnboundedShare is the share of the states measured whose learnability
+// is unbounded; NaN when none was measured.
+func (d *Diagnostics) UnboundedShare() float64 {
+	if d == nil || d.States+d.Unbounded == 0 {
 		return math.NaN()
 	}
-	own, others := d.OwnAbs/float64(d.Own), d.OthersAbs/float64(d.Others)
-	return own / others
+	return float64(d.Unbounded) / float64(d.States+d.Unbounded)
+}
+
+// tie reports whether the change from a to b is none, within TieTolerance
+// of the largest of the magnitudes given.
+func tie(a, b float64, scale ...float64) bool {
+	m := max(math.Abs(a), math.Abs(b))
+	for _, s := range scale {
+		m = max(m, math.Abs(s))
+	}
+	return math.Abs(b-a) <= TieTolerance*m
 }
 
 // diagnoser measures one cell's diagnostics.
@@ -284,8 +333,21 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 		if len(alts[i]) == 0 {
 			continue // nothing else i could have done
 		}
-		for range d.cfg.samples() {
-			ep, err := under(ctx, rec, map[int]string{i: alts[i][rng.IntN(len(alts[i]))]}, d.resimulate)
+		// Every alternative once when there are no more than the samples
+		// asked for; otherwise drawn.
+		n := d.cfg.samples()
+		exact := len(alts[i]) <= n
+		if exact {
+			n = len(alts[i])
+		}
+		var own, others float64
+		var nOthers int
+		for s := range n {
+			a := alts[i][s%len(alts[i])]
+			if !exact {
+				a = alts[i][rng.IntN(len(alts[i]))]
+			}
+			ep, err := under(ctx, rec, map[int]string{i: a}, d.resimulate)
 			if err != nil {
 				return err
 			}
@@ -293,13 +355,21 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 			if err != nil {
 				return err
 			}
-			dr, dg := r[i]-base[i], ep.Score.Team-rec.Score.Team
+			g0, g1 := rec.Score.Team, ep.Score.Team
+			dr, dg := r[i]-base[i], g1-g0
+			if tie(g0, g1) {
+				dg = 0
+			}
+			if tie(base[i], r[i], g0, g1) {
+				dr = 0
+			}
 			res.Own++
 			if dr*dg > 0 || (dr == 0 && dg == 0) {
 				res.Aligned++
 			}
 			res.OwnAbs += math.Abs(dr)
 			res.OwnAbsG += math.Abs(dg)
+			own += math.Abs(dr)
 		}
 		for range d.cfg.samples() {
 			// z − z_−i + z'_−i: every other learning agent's action drawn
@@ -321,8 +391,23 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 			if err != nil {
 				return err
 			}
+			dr := r[i] - base[i]
+			if tie(base[i], r[i], rec.Score.Team, ep.Score.Team) {
+				dr = 0
+			}
 			res.Others++
-			res.OthersAbs += math.Abs(r[i] - base[i])
+			res.OthersAbs += math.Abs(dr)
+			others += math.Abs(dr)
+			nOthers++
+		}
+		switch {
+		case nOthers == 0 || (own == 0 && others == 0):
+			// Nothing to compare, or nothing moves r_i: no information.
+		case others == 0:
+			res.Unbounded++
+		default:
+			res.States++
+			res.StateSum += (own / float64(n)) / (others / float64(nOthers))
 		}
 	}
 	return nil

@@ -137,7 +137,7 @@ func (p *plan) diagnosticsTable(res *Result) string {
 	diag := p.cfg.Diagnose.Episodes > 0
 	if diag {
 		d := p.cfg.Diagnose
-		fmt.Fprintf(&b, "- **factoredness** and **learnability** (Agogino & Tumer), from sampled counterfactuals: at %d episodes of each seed, spread evenly, %d learning agents, each with %d changes of its own action (to another, uniformly) and %d redraws of every other learning agent's action (uniformly), scored by re-simulation with every other action as recorded. Factoredness is the share of own changes whose change of the agent's reward Δr_i has the sign of the team's ΔG (both 0 counting as agreeing); learnability is E|Δr_i| over own changes divided by E|Δr_i| over the others' redraws. Mean over seeds [95%% CI].\n", d.Episodes, d.agents(), d.samples(), d.samples())
+		fmt.Fprintf(&b, "- **factoredness** and **learnability** (Agogino & Tumer), from sampled counterfactuals: at %d episodes of each seed, spread evenly, %d learning agents, each with %d changes of its own action (to another, uniformly) and %d redraws of every other learning agent's action (uniformly), scored by re-simulation with every other action as recorded. Factoredness is the share of own changes whose change of the agent's reward Δr_i has the sign of the team's ΔG (both 0 counting as agreeing; a change within %g of the magnitudes counts as 0); learnability is, at each (episode, agent), E|Δr_i| over own changes divided by E|Δr_i| over the others' redraws, averaged over those states; a state where only the agent's own changes move its reward has no finite ratio, and its share is given beside the mean of the others. Mean over seeds [95%% CI].\n", d.Episodes, d.agents(), d.samples(), d.samples(), TieTolerance)
 	}
 	b.WriteString("- **signal std**: the standard deviation of the rewards of the final window's samples; **credit spread**: the standard deviation across agents of each agent's mean reward there (`credit.csv` has every agent's); means over seeds.\n")
 	if len(metrics) > 0 {
@@ -159,7 +159,11 @@ func (p *plan) diagnosticsTable(res *Result) string {
 		if diag {
 			if d := r.Diagnostics; d != nil && d.Factoredness.N > 0 {
 				f, l := d.Factoredness, d.Learnability
-				cells = append(cells, fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh), fmt.Sprintf("%.3g [%.3g, %.3g]", l.Mean, l.CILow, l.CIHigh))
+				learn := fmt.Sprintf("%.3g [%.3g, %.3g]", l.Mean, l.CILow, l.CIHigh)
+				if u := d.Unbounded.Mean; u > 0 {
+					learn += fmt.Sprintf(" (%.0f%% of states unbounded)", 100*u)
+				}
+				cells = append(cells, fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh), learn)
 			} else {
 				cells = append(cells, "not measured", "not measured")
 			}

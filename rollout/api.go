@@ -158,6 +158,12 @@ type Request struct {
 	// routing key for consistent-hashing routers.
 	Sampling  *protocol.Sampling `json:"sampling,omitempty"`
 	SessionID string             `json:"session_id,omitempty"`
+	// Roles gives roles settings of their own: the endpoint, model and
+	// sampling their policy (the service's own, llm) plays with, over
+	// Sampling and the service's flags, and whether the role is frozen.
+	// A role it names must be one of the scenario's; settings other than
+	// frozen need a role that plays one of the service's policies.
+	Roles map[string]RoleSettings `json:"roles,omitempty"`
 	// Allocators are reward allocator specs ("team", "rloo(key=role)",
 	// "rae:alpha=0.9"); default ["team"]. They see the request's episodes
 	// as one group. Stateless ones are built for the request; a stateful
@@ -180,6 +186,23 @@ type Request struct {
 	// error or a broken game is not a training signal. Their rewards are
 	// set all the same, and the rollout keeps its status and error.
 	KeepFailed bool `json:"keep_failed,omitempty"`
+}
+
+// RoleSettings are one role's settings in a rollout request.
+type RoleSettings struct {
+	// Endpoint names one of the service's LLM endpoints (troupe serve
+	// --llm-endpoint NAME=URL); empty: the default one.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Model is the model name (or LoRA adapter) sent; empty: the
+	// service's.
+	Model string `json:"model,omitempty"`
+	// Sampling is laid over the request's Sampling, field by field.
+	Sampling *protocol.Sampling `json:"sampling,omitempty"`
+	// Frozen roles are played and recorded but return no samples (the
+	// opponents a learner is not trained against itself as): their turns
+	// are left out as Emit leaves roles out, and the credit of the others
+	// is theirs all the same. A role both frozen and in Emit is refused.
+	Frozen bool `json:"frozen,omitempty"`
 }
 
 // Limits bound each episode of a request; zero fields take the service's

@@ -193,6 +193,9 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 				return nil, fmt.Errorf("policy %q: %w", req.Name, err)
 			}
 		}
+		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
+			return replayOf(req.Settings)
+		}
 		return info.MakePolicy(req)
 	}
 	policy, policyNames, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params, Seed: n.Seed}, perRole, build)
@@ -283,4 +286,31 @@ func Named(names map[string]string) map[string]Policy {
 		out[role] = Policy{Name: strings.TrimSpace(name)}
 	}
 	return out
+}
+
+// Unfrozen is the emit list of a run whose frozen roles are played and
+// recorded but write no samples: emit (empty: every role of info) less
+// frozen, in info's order when emit is empty. A role both in emit and
+// frozen is refused, as is freezing every role (a run of no samples); the
+// error names the role.
+func Unfrozen(info *env.Info, emit, frozen []string) ([]string, error) {
+	if len(frozen) == 0 {
+		return emit, nil
+	}
+	for _, r := range frozen {
+		if slices.Contains(emit, r) {
+			return nil, fmt.Errorf("role %s is frozen, and emitted too: a frozen role's turns become no samples", r)
+		}
+	}
+	if len(emit) == 0 {
+		for _, r := range info.Roles {
+			if !slices.Contains(frozen, r.Name) {
+				emit = append(emit, r.Name)
+			}
+		}
+	}
+	if len(emit) == 0 {
+		return nil, fmt.Errorf("every role is frozen (%s): the run would write no samples", strings.Join(frozen, ", "))
+	}
+	return emit, nil
 }

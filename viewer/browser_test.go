@@ -156,6 +156,24 @@ func (b *browser) eval(js string, out any) {
 	require.NoError(b.t, json.Unmarshal([]byte(raw), out), raw)
 }
 
+// navigate runs js, which leaves the page (a form's submission, a link's
+// click), and waits for the next page to load.
+func (b *browser) navigate(js string) {
+	b.t.Helper()
+	b.exec(`window.__old = true`)
+	b.exec(js)
+	for range 500 {
+		var gone bool
+		b.eval(`window.__old === undefined && document.readyState === "complete"`, &gone)
+		if gone {
+			b.settle()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.t.Fatalf("%s did not leave the page", js)
+}
+
 // exec runs js in the page for its effect.
 func (b *browser) exec(js string) {
 	b.t.Helper()
@@ -538,29 +556,88 @@ func checkTurnTimeline(t *testing.T, b *browser, rec *episode.Record) {
 	assert.Contains(t, note, "sample files do not hold the state machines' transitions")
 }
 
-// TestBrowserListFiltersSortsAndJumps drives the episode list: a status
-// filter, a sort by an allocator's reward, a group filter and a jump by
-// rollout_id.
+// TestBrowserListFiltersSortsAndJumps drives the episode list the server
+// filters, sorts and pages: a status filter chosen in the form, a sort by
+// an allocator's reward from its column's header, a group filter, a team
+// reward bound and a jump by rollout_id.
 func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
 	b := newBrowser(t)
 	_, runs := fixtures(t)
 	recs, credits := readRecords(t, runs[0].Records) // elfarol: groups of 4, three allocators
 	base := serve(t, openFiles(t, runs[0].Records))
 	b.open(base + "/run-0/episodes.html")
+	checkListFilters(t, b, recs, credits, func(js string) { b.navigate(js) })
 
-	var count int
-	rows := `document.querySelectorAll("#episodes-body tr").length`
-	b.eval(rows, &count)
-	require.Equal(t, len(recs), count)
+	// A rollout_id that does not exist is said so; one that does opens.
+	b.do(chromedp.SendKeys("#jump", "999999"))
+	b.navigate(`document.querySelector("#jump-form").requestSubmit()`)
+	var msg string
+	b.eval(`document.body.textContent`, &msg)
+	assert.Contains(t, msg, "has no episode with rollout_id 999999")
+	b.mu.Lock()
+	b.errors = nil // the 404 is logged
+	b.mu.Unlock()
+	b.open(base + "/run-0/episodes.html")
+	target := recs[5].RolloutID
+	b.do(chromedp.SetValue("#jump", strconv.FormatInt(target, 10)))
+	b.navigate(`document.querySelector("#jump-form").requestSubmit()`)
+	var title string
+	b.eval(`document.querySelector("h1").textContent`, &title)
+	assert.Contains(t, title, fmt.Sprintf("rollout_id %d", target))
+	b.noErrors("the jump")
+
+	// A bad parameter is named on the page, and the list is shown whole.
+	b.open(base + "/run-0/episodes.html?group=one")
+	var bad string
+	b.eval(`document.querySelector("#list-error").textContent`, &bad)
+	assert.Contains(t, bad, `group: want an integer, got "one"`)
+}
+
+// listRollouts returns the rollout ids of the list's rows, in order.
+func listRollouts(b *browser) []int64 {
+	var ids []int64
+	b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &ids)
+	return ids
+}
+
+// listMatched returns how many episodes the list says match its filters.
+func listMatched(t *testing.T, b *browser) int {
+	var n string
+	b.eval(`document.querySelector("#count").dataset.matched`, &n)
+	k, err := strconv.Atoi(n)
+	require.NoError(t, err)
+	return k
+}
+
+// setField is a script that sets a form field's value as a reader does.
+func setField(sel, value string) string {
+	return fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event("change", {bubbles: true})); })()`, sel, value)
+}
+
+// checkListFilters drives a list page's filters and sort; act runs a
+// script that changes them (served: a navigation; exported: in place).
+func checkListFilters(t *testing.T, b *browser, recs []*episode.Record, credits []*trajectories.Credit, act func(js string)) {
+	t.Helper()
+	rollouts := func() []int64 { return listRollouts(b) }
+	matched := func() int { return listMatched(t, b) }
+	set := func(sel, value string) { act(setField(sel, value)) }
+	want := []int64{}
+	for _, r := range recs {
+		want = append(want, r.RolloutID)
+	}
+	require.Equal(t, want, rollouts(), "every episode, in file order")
+	require.Equal(t, len(recs), matched())
 
 	// Group 1 only.
-	b.do(chromedp.SendKeys("#f-group", "1"))
-	b.eval(rows, &count)
-	assert.Equal(t, 4, count, "group 1 holds 4 episodes")
-	b.do(chromedp.SetValue("#f-group", ""))
-	b.exec(`document.querySelector("#f-group").dispatchEvent(new Event("input"))`)
-	b.eval(rows, &count)
-	assert.Equal(t, len(recs), count)
+	set("#f-group", "1")
+	assert.Equal(t, 4, matched(), "group 1 holds 4 episodes")
+	assert.Len(t, rollouts(), 4)
+	set("#f-group", "")
+	assert.Equal(t, len(recs), matched())
+
+	// Status: every episode is completed; another status matches none.
+	set("#f-status", "completed")
+	assert.Equal(t, len(recs), matched())
 
 	// Team reward at least the median.
 	teams := make([]float64, len(recs))
@@ -575,20 +652,24 @@ func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
 			above++
 		}
 	}
-	b.do(chromedp.SendKeys("#f-team-min", strconv.FormatFloat(median, 'g', -1, 64)))
-	b.eval(rows, &count)
-	assert.Equal(t, above, count, "team reward ≥ %v", median)
-	b.do(chromedp.SetValue("#f-team-min", ""))
-	b.exec(`document.querySelector("#f-team-min").dispatchEvent(new Event("input"))`)
+	set("#f-team-min", strconv.FormatFloat(median, 'g', -1, 64))
+	assert.Equal(t, above, matched(), "team reward ≥ %v", median)
+	set("#f-team-min", "")
+
+	// Role and scenario: the only ones there are.
+	set("#f-role", recs[0].Seats[0].Role)
+	assert.Equal(t, len(recs), matched())
+	set("#f-role", "")
+	set("#f-scenario", recs[0].Scenario)
+	assert.Equal(t, len(recs), matched())
+	set("#f-scenario", "")
 
 	// Sort by the difference allocator's reward, descending (two clicks).
 	diff := slices.IndexFunc(credits[0].Allocators, func(s string) bool { return strings.HasPrefix(s, "difference") })
 	require.GreaterOrEqual(t, diff, 0)
-	header := fmt.Sprintf(`[...document.querySelectorAll("#episodes-head th")].find(th => th.textContent === %q)`, credits[0].Allocators[diff])
-	b.exec(header + `.click()`)
-	b.exec(header + `.click()`)
-	var order []int64
-	b.eval(`[...document.querySelectorAll("#episodes-body tr")].map(r => +r.dataset.rollout)`, &order)
+	header := fmt.Sprintf(`[...document.querySelectorAll("#episodes-head th a")].find(a => a.textContent === %q)`, credits[0].Allocators[diff])
+	act(header + `.click()`)
+	act(header + `.click()`)
 	mean := func(e int) float64 {
 		s := 0.0
 		for _, v := range credits[e].Values[diff] {
@@ -600,27 +681,31 @@ func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
 	for i, r := range recs {
 		byID[r.RolloutID] = i
 	}
+	order := rollouts()
 	require.Len(t, order, len(recs))
 	for k := 1; k < len(order); k++ {
 		assert.GreaterOrEqual(t, mean(byID[order[k-1]])+1e-9, mean(byID[order[k]]), "sorted by %s, descending", credits[0].Allocators[diff])
 	}
 	b.shot("elfarol-list-sorted")
 
-	// A rollout_id that does not exist is said so; one that does opens.
-	b.do(chromedp.SendKeys("#jump", "999999"))
-	b.exec(`document.querySelector("#filters").requestSubmit()`)
-	var msg string
-	b.eval(`document.querySelector("#jump-error").textContent`, &msg)
-	assert.Contains(t, msg, "no episode has rollout_id 999999")
-	target := recs[5].RolloutID
-	b.do(chromedp.SetValue("#jump", strconv.FormatInt(target, 10)))
-	b.exec(`document.querySelector("#filters").requestSubmit()`)
-	b.do(chromedp.WaitVisible("#facts"))
-	b.settle()
-	var title string
-	b.eval(`document.querySelector("h1").textContent`, &title)
-	assert.Contains(t, title, fmt.Sprintf("rollout_id %d", target))
-	b.noErrors("the jump")
+	// The allocator's bounds: above its median.
+	vals := make([]float64, len(recs))
+	for i := range recs {
+		vals[i] = mean(i)
+	}
+	mid := slices.Sorted(slices.Values(vals))[len(vals)/2]
+	n := 0
+	for _, v := range vals {
+		if v >= mid {
+			n++
+		}
+	}
+	set("#f-alloc", credits[0].Allocators[diff])
+	set("#f-alloc-min", strconv.FormatFloat(mid, 'g', -1, 64))
+	assert.Equal(t, n, matched(), "%s ≥ %v", credits[0].Allocators[diff], mid)
+	set("#f-alloc-min", "")
+	set("#f-alloc", "")
+	b.noErrors("the list's filters")
 }
 
 // TestBrowserCompare compares the same seeds under two allocators: every
@@ -649,6 +734,15 @@ func TestBrowserCompare(t *testing.T) {
 	require.Contains(t, rewards, "equal-split (mean per sample)")
 	assert.Equal(t, "–", rewards["team (mean per sample)"][1], "B has no team allocator")
 	assert.Equal(t, "–", rewards["equal-split (mean per sample)"][0], "A has no equal-split allocator")
+	// The team reward's difference comes with its interval, paired by seed,
+	// in words.
+	type interval struct{ Paired, Diff, Verdict, Text string }
+	var ivs []interval
+	b.eval(`[...document.querySelectorAll("#intervals li")].map(l => ({Paired: l.dataset.paired, Diff: l.dataset.diff, Verdict: l.dataset.verdict, Text: l.textContent}))`, &ivs)
+	require.NotEmpty(t, ivs)
+	assert.Equal(t, "true", ivs[0].Paired)
+	assert.Equal(t, "0", ivs[0].Diff)
+	assert.Contains(t, ivs[0].Text, "paired over 20 episodes with the same seeds")
 }
 
 // checkLLMTurns checks an LLM's turns: the chat prompt, the re-asks, the
@@ -758,7 +852,7 @@ func TestBrowserEscapesHostileText(t *testing.T) {
 		b.eval(`window.__xss === undefined ? null : window.__xss`, &flag)
 		assert.Nil(t, flag, "%s ran a payload", page)
 		var injected int
-		b.eval(`document.querySelectorAll("main script:not(#episodes-data), main img, main style, main iframe, [onerror], [onload]").length`, &injected)
+		b.eval(`document.querySelectorAll("main script, main img, main style, main iframe, [onerror], [onload]").length`, &injected)
 		assert.Zero(t, injected, "%s: a payload became markup", page)
 		b.noErrors(page)
 	}
@@ -847,7 +941,7 @@ func TestBrowserStaticExport(t *testing.T) {
 	b.noErrors("the exported list")
 	recs, _ := readRecords(t, runs[2].Records)
 	b.do(chromedp.SendKeys("#jump", strconv.FormatInt(recs[2].RolloutID, 10)))
-	b.exec(`document.querySelector("#filters").requestSubmit()`)
+	b.exec(`document.querySelector("#jump-form").requestSubmit()`)
 	b.do(chromedp.WaitVisible("#sequence"))
 	b.settle()
 	b.noErrors("an exported episode")
@@ -867,4 +961,15 @@ func TestBrowserStaticExport(t *testing.T) {
 	assert.Contains(t, title, fmt.Sprintf("rollout_id %d", recs[0].RolloutID))
 	checkTurnTimeline(t, b, recs[0])
 	b.shotOf("export-samples-states", "#states")
+
+	// An exported list filters and sorts its compact index as the server
+	// does.
+	elfarol, credits := readRecords(t, runs[0].Records)
+	v, err = viewer.New(openFiles(t, runs[0].Records), scenarios.Builtin())
+	require.NoError(t, err)
+	dir = t.TempDir()
+	_, err = v.Export(dir, 0)
+	require.NoError(t, err)
+	b.open("file://" + filepath.ToSlash(dir) + "/run-0/episodes.html")
+	checkListFilters(t, b, elfarol, credits, func(js string) { b.exec(js) })
 }

@@ -44,7 +44,7 @@ const bins = 30
 
 // histogram draws the distribution of values over [lo, hi].
 func histogram(values []float64, lo, hi float64, class, what string) Chart {
-	const w, h, left, bottom = 560, 180, 40, 30
+	const w, h, bottom = 560, 180, 30
 	c := Chart{W: w, H: h}
 	if len(values) == 0 {
 		c.Texts = append(c.Texts, Text{X: w / 2, Y: h / 2, Anchor: "middle", Class: "muted", S: "no scored episodes"})
@@ -65,6 +65,7 @@ func histogram(values []float64, lo, hi float64, class, what string) Chart {
 	for _, n := range counts {
 		peak = max(peak, n)
 	}
+	left := max(40, 8+math.Ceil(textWidth(fmt.Sprint(peak), 10)))
 	plotW, plotH := float64(w-left-10), float64(h-bottom-10)
 	bw := plotW / bins
 	for k, n := range counts {
@@ -145,9 +146,12 @@ func groupChart(groups []GroupStat) Chart {
 	if hi <= lo {
 		lo, hi = lo-0.5, hi+0.5
 	}
-	const h, left = 180, 40
+	const h = 180
+	// The y labels are right-aligned left of the axis: leave them room
+	// (a fixed 40 px cut 14.3295 to "4.3295").
+	left := 8 + math.Ceil(max(textWidth(num(hi), 10), textWidth(num(lo), 10)))
 	step := math.Max(3, math.Min(24, 560/float64(len(groups))))
-	w := int(left + step*float64(len(groups)) + 10)
+	w := int(math.Ceil(left + step*float64(len(groups)) + 10))
 	c := Chart{W: w, H: h}
 	y := func(v float64) float64 { return 10 + (h-40)*(hi-v)/(hi-lo) }
 	for i, g := range groups {
@@ -163,6 +167,10 @@ func groupChart(groups []GroupStat) Chart {
 		)
 	}
 	c.Lines = append(c.Lines, Line{X1: left, Y1: h - 30, X2: float64(w - 10), Y2: h - 30, Class: "axis"})
+	// The last group's label is right-aligned at the chart's edge: with
+	// few groups the chart is narrower than both labels.
+	w = max(w, int(math.Ceil(left+textWidth(fmt.Sprintf("group %d", groups[0].Group), 10)+textWidth(fmt.Sprintf("group %d", groups[len(groups)-1].Group), 10)+30)))
+	c.W = w
 	c.Texts = append(c.Texts,
 		Text{X: left - 4, Y: y(hi) + 4, Anchor: "end", Class: "tick", S: num(hi)},
 		Text{X: left - 4, Y: y(lo), Anchor: "end", Class: "tick", S: num(lo)},
@@ -173,31 +181,34 @@ func groupChart(groups []GroupStat) Chart {
 }
 
 // creditChart draws each agent's value per sample under every allocator,
-// side by side, on one scale with its zero.
+// side by side, each allocator on its own scale with its zero: one scale
+// for all, the team reward's, made difference rewards (-0.13 to +0.03
+// against G = 14) invisible. Each column's head names its scale.
 func creditChart(e *Episode) Chart {
 	if len(e.Allocators) == 0 || len(e.Seats) == 0 {
 		return Chart{}
 	}
-	peak := math.Abs(e.Team)
-	for _, s := range e.Seats {
-		for _, c := range s.Credit {
-			if c.N > 0 {
-				peak = math.Max(peak, math.Abs(c.Mean()))
-			}
-		}
-	}
-	if peak == 0 || math.IsNaN(peak) || math.IsInf(peak, 0) {
-		peak = 1
-	}
-	const label, colW, rowH = 130, 170, 16
+	const label, colW, rowH = 130, 190, 16
 	w := label + colW*len(e.Allocators) + 10
-	h := 30 + rowH*len(e.Seats)
+	h := 44 + rowH*len(e.Seats)
 	c := Chart{W: w, H: h}
 	for a, name := range e.Allocators {
+		peak := 0.0
+		for _, s := range e.Seats {
+			if cr := s.Credit[a]; cr.N > 0 && !math.IsInf(cr.Mean(), 0) {
+				peak = math.Max(peak, math.Abs(cr.Mean()))
+			}
+		}
+		if peak == 0 || math.IsNaN(peak) {
+			peak = 1
+		}
 		x0 := float64(label + colW*a)
 		zero := x0 + colW/2
-		c.Texts = append(c.Texts, Text{X: zero, Y: 14, Anchor: "middle", Class: "col-head", S: name})
-		c.Lines = append(c.Lines, Line{X1: zero, Y1: 20, X2: zero, Y2: float64(h), Class: "zero"})
+		c.Texts = append(c.Texts,
+			Text{X: zero, Y: 14, Anchor: "middle", Class: "col-head", S: clip(name, 30)},
+			Text{X: zero, Y: 28, Anchor: "middle", Class: "tick scale", S: "±" + num(peak)},
+		)
+		c.Lines = append(c.Lines, Line{X1: zero, Y1: 34, X2: zero, Y2: float64(h), Class: "zero"})
 		for i, s := range e.Seats {
 			cr := s.Credit[a]
 			if cr.N == 0 {
@@ -217,12 +228,12 @@ func creditChart(e *Episode) Chart {
 			if cr.Varies() {
 				title += fmt.Sprintf(" (from %s to %s)", num(cr.Min), num(cr.Max))
 			}
-			c.Bars = append(c.Bars, Bar{X: x, Y: float64(24 + rowH*i), W: math.Max(bw, 0.5), H: rowH - 4, Class: class,
+			c.Bars = append(c.Bars, Bar{X: x, Y: float64(38 + rowH*i), W: math.Max(bw, 0.5), H: rowH - 4, Class: class,
 				Title: title, Agent: s.ID, Alloc: name, Value: num(v)})
 		}
 	}
 	for i, s := range e.Seats {
-		c.Texts = append(c.Texts, Text{X: label - 6, Y: float64(24 + rowH*i + 10), Anchor: "end", Class: "row-head", S: s.ID})
+		c.Texts = append(c.Texts, Text{X: label - 6, Y: float64(38 + rowH*i + 10), Anchor: "end", Class: "row-head", S: clip(s.ID, 20)})
 	}
 	return c
 }

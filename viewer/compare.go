@@ -23,6 +23,11 @@ type Comparison struct {
 	DeltaHist    Chart
 	Largest      []Pair // the pairs that differ most
 	ScatterChart Chart
+	// Intervals are B − A with a 95% interval for the team reward, then
+	// every allocator both runs have (its episodes' mean per sample):
+	// paired by seed when every common episode has the same seed in both,
+	// Welch's otherwise.
+	Intervals []Interval
 }
 
 // CompareRow is one name's values in both runs.
@@ -161,6 +166,7 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 		deltas = append(deltas, p.Delta)
 		c.Delta.add(p.Delta)
 	}
+	c.Intervals = intervals(a.File, b.File, byIndex, c.Paired > 0 && c.SameSeeds, allocs)
 	c.DeltaHist = histogram(deltas, c.Delta.Min, c.Delta.Max, "delta-hist", "team reward, B − A")
 	slices.SortStableFunc(pairs, func(x, y Pair) int { return cmp.Compare(math.Abs(y.Delta), math.Abs(x.Delta)) })
 	c.Largest = pairs[:min(len(pairs), maxLargest)]
@@ -212,6 +218,58 @@ func union(a, b []string) []string {
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// intervals computes the comparison's intervals: the team reward's over
+// scored episodes, then each allocator's over the episodes that have it.
+func intervals(a, b *File, byIndex map[int64]int, paired bool, allocs []string) []Interval {
+	type value func(e *EpisodeInfo) (float64, bool)
+	team := func(e *EpisodeInfo) (float64, bool) { return e.Team, e.Scored() }
+	whats := []string{"team reward"}
+	values := []value{team}
+	for _, name := range allocs {
+		whats = append(whats, name+" (episode mean per sample)")
+		values = append(values, func(e *EpisodeInfo) (float64, bool) { return e.AllocValue(name) })
+	}
+	out := make([]Interval, 0, len(values))
+	for k, val := range values {
+		if paired {
+			var d moments
+			for j := range b.Episodes {
+				eb := &b.Episodes[j]
+				i, ok := byIndex[eb.Index]
+				if !ok {
+					continue
+				}
+				va, okA := val(&a.Episodes[i])
+				vb, okB := val(eb)
+				if okA && okB {
+					d.add(vb - va)
+				}
+			}
+			if d.n == 0 {
+				continue
+			}
+			out = append(out, pairedInterval(whats[k], d))
+			continue
+		}
+		var ma, mb moments
+		for i := range a.Episodes {
+			if v, ok := val(&a.Episodes[i]); ok {
+				ma.add(v)
+			}
+		}
+		for j := range b.Episodes {
+			if v, ok := val(&b.Episodes[j]); ok {
+				mb.add(v)
+			}
+		}
+		if ma.n == 0 || mb.n == 0 {
+			continue
+		}
+		out = append(out, welchInterval(whats[k], ma, mb))
 	}
 	return out
 }

@@ -63,7 +63,6 @@ type SeqMsg struct {
 	LabelX         float64
 	Heads          []Head
 	Nobody         bool // reached no one: a cross at the line's end
-	Color          string
 }
 
 // Head is an arrowhead at one recipient's lifeline.
@@ -75,8 +74,11 @@ type Head struct {
 // maxDrawn bounds the messages drawn; the table lists them all.
 const maxDrawn = 4000
 
-// channelColors tell channels apart.
-var channelColors = []string{"#b5651d", "#2e8b57", "#8a2be2", "#c71585", "#1e90ff", "#daa520", "#556b2f", "#d2691e"}
+// channelClasses is how many colours (app.css's ch-0 … ch-7) tell
+// channels apart. A class, not a stroke attribute: the stylesheet's
+// .msg-line rule outranks an SVG presentation attribute, so a stroke="…"
+// on the line was never drawn, and the CSP forbids inline styles.
+const channelClasses = 8
 
 func sequence(e *Episode) SeqDiagram {
 	var d SeqDiagram
@@ -84,7 +86,11 @@ func sequence(e *Episode) SeqDiagram {
 	laneW := math.Max(56, math.Min(140, 1100/float64(max(len(e.Seats), 1))))
 	x0 := 70.0
 	if env {
-		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: "environment"})
+		label := "environment"
+		if e.Others {
+			label = "environment, others"
+		}
+		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: label})
 		x0 += laneW
 	}
 	laneX := make([]float64, len(e.Seats))
@@ -99,7 +105,7 @@ func sequence(e *Episode) SeqDiagram {
 		}
 		return envX
 	}
-	channels := map[string]string{}
+	channels := map[string]int{}
 	const rowH, top = 22.0, 40.0
 	y := top
 	// The steps that have turns or messages, each a band.
@@ -118,6 +124,7 @@ func sequence(e *Episode) SeqDiagram {
 	}
 	slices.Sort(steps)
 	drawn := 0
+	labelRight := 0.0 // where the widest message label ends
 	for b, step := range steps {
 		band := Band{Y: y, Step: step, Odd: b%2 == 1}
 		if ts := turnsAt[step]; len(ts) > 0 {
@@ -153,10 +160,10 @@ func sequence(e *Episode) SeqDiagram {
 			if m.Mode == "channel" {
 				c, ok := channels[m.Channel]
 				if !ok {
-					c = channelColors[len(channels)%len(channelColors)]
+					c = len(channels) % channelClasses
 					channels[m.Channel] = c
 				}
-				sm.Color = c
+				sm.Class += fmt.Sprintf(" ch-%d", c)
 			}
 			lo, hi := from, from
 			var rs []string
@@ -183,8 +190,16 @@ func sequence(e *Episode) SeqDiagram {
 			if m.Mode == "direct" && len(m.Recipients) == 1 {
 				to += " (private)"
 			}
-			sm.Label = clip(fmt.Sprintf("%s: %s", m.Kind, m.Payload), 48)
+			label := fmt.Sprintf("%s: %s", m.Kind, m.Payload)
+			switch {
+			case m.Mode == "channel":
+				label = "#" + m.Channel + " " + label
+			case m.Mode == "direct" && len(m.Recipients) == 1:
+				label = "→ " + m.To + " " + label
+			}
+			sm.Label = clip(label, maxLabel)
 			sm.LabelX = from + 6
+			labelRight = math.Max(labelRight, sm.LabelX+textWidth(sm.Label, 10))
 			who := strings.Join(m.RecipientIDs, ", ")
 			if who == "" {
 				who = "no one"
@@ -201,9 +216,31 @@ func sequence(e *Episode) SeqDiagram {
 		d.Bands = append(d.Bands, band)
 	}
 	right := x0 + laneW*float64(max(len(e.Seats), 1))
-	d.W = int(math.Max(right+40, 400))
+	// The diagram is as wide as its longest label: a label cut by the
+	// SVG's edge hid what a message announced (votes:, verdict:).
+	d.W = int(math.Ceil(max(right+40, 400, labelRight+8)))
 	d.H = int(y + 10)
 	return d
+}
+
+// maxLabel is how many runes of a message a label shows: the kind and
+// enough of the payload to read; the tooltip and the table have it all.
+const maxLabel = 96
+
+// textWidth bounds the width of s drawn at size px in the pages' sans-serif
+// font, so that the SVG can be made wide enough for it: an upper bound of
+// an ASCII glyph's advance (0.62 em), and a full em for the rest (CJK,
+// emoji).
+func textWidth(s string, size float64) float64 {
+	w := 0.0
+	for _, r := range s {
+		if r < 0x80 {
+			w += 0.62 * size
+		} else {
+			w += size
+		}
+	}
+	return w
 }
 
 // arrowHead draws an arrowhead ending at (x, y) pointing along dir (0: a

@@ -22,8 +22,8 @@ type ExportStats struct {
 // serves.
 func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
 	var st ExportStats
-	v.linked = maxEpisodes
-	defer func() { v.linked = 0 }()
+	v.linked, v.exporting = maxEpisodes, true
+	defer func() { v.linked, v.exporting = 0, false }()
 	write := func(rel string, data []byte) error {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -38,7 +38,7 @@ func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
 	}
 	page := func(rel string) error {
 		var b bytes.Buffer
-		if err := v.render(&b, rel); err != nil {
+		if err := v.render(&b, rel, nil); err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
 		return write(rel, b.Bytes())
@@ -51,6 +51,9 @@ func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
 			if err := page(rel); err != nil {
 				return st, err
 			}
+		}
+		if err := write(fmt.Sprintf("run-%d/episodes-index.js", i), f.indexJS(maxEpisodes)); err != nil {
+			return st, err
 		}
 		n := len(f.Episodes)
 		if maxEpisodes > 0 {

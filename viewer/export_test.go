@@ -10,3 +10,48 @@ func OpenWith(path string, workers int, chunk int64) (*File, error) {
 	g := &File{Path: f.Path, Name: f.Name, Size: f.Size, f: f.f}
 	return g, g.build(workers, chunk)
 }
+
+// Synthesized returns the index of a made-up run of n episodes, without a
+// file (its episodes cannot be opened): for the list's tests at sizes that
+// playing would make too slow. Episode k has rollout_id and index k, group
+// k/8; every 7th is truncated and every 13th failed (not scored); every
+// 3rd is of scenario "other" with a second role; its team reward and
+// allocator values are fixed functions of k.
+func Synthesized(name string, n int) *File {
+	x := &File{Name: name, Path: name, byRollout: map[int64]int32{}}
+	allocs := []string{"team", "difference"}
+	one := []RoleFacts{{Role: "patron", Agents: 3, Scored: 3, Samples: 3, AllocSum: []float64{0, 0}}}
+	two := []RoleFacts{{Role: "dealer", Agents: 1, Scored: 1, Samples: 1, AllocSum: []float64{0, 0}}, one[0]}
+	x.Episodes = make([]EpisodeInfo, n)
+	for k := range n {
+		e := &x.Episodes[k]
+		*e = EpisodeInfo{Ordinal: k, Line: k + 1, Lines: 1, Layout: Record, RolloutID: int64(k), Index: int64(k), GroupIndex: int64(k / 8),
+			Seed: uint64(k), Scenario: "elfarol", Status: "completed", End: "terminated", Samples: 3, Turns: 3, Agents: 3, Messages: k % 5,
+			Invalid: k % 11 / 10, Allocators: allocs, Roles: one}
+		switch {
+		case k%13 == 0:
+			e.Status, e.End = "failed", "error"
+		case k%7 == 0:
+			e.Status, e.End = "truncated", "max steps"
+		}
+		if k%3 == 0 {
+			e.Scenario, e.Roles, e.Agents = "other", two, 4
+		}
+		e.Team = SynthTeam(k)
+		e.Alloc = []float64{e.Team, SynthDiff(k)}
+		x.byRollout[e.RolloutID] = int32(k)
+	}
+	x.Lines = n
+	return x
+}
+
+// SynthTeam is episode k's team reward in Synthesized: in [0, 10).
+func SynthTeam(k int) float64 { return float64(k*7919%10007) / 1000.7 }
+
+// SynthDiff is episode k's difference reward in Synthesized: in [-0.5, 0.5).
+func SynthDiff(k int) float64 { return float64(k*104729%1009)/1009 - 0.5 }
+
+// reset makes v the viewer of files, forgetting what it kept of others.
+func (v *Viewer) reset(files []*File) {
+	v.files, v.cache, v.overviews, v.lastList = files, newCache(cacheSize), map[int]*Overview{}, nil
+}

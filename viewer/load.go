@@ -56,15 +56,21 @@ func (x *File) Load(ordinal int) (*Episode, error) {
 }
 
 // cache keeps the episodes pages opened last, so that going back and forth
-// between a few does not decode them again; it holds at most max.
+// between a few does not decode them again; it holds at most max, and
+// episodes of at most maxBytes of file between them (an episode of 10,000
+// agents is megabytes: 32 of them would be the server's largest cost).
 type cache struct {
 	mu    sync.Mutex
 	max   int
+	bytes int64
 	order *list.List // of cacheKey, most recent first
 	items map[cacheKey]*list.Element
 }
 
 type cacheKey struct{ file, ordinal int }
+
+// cacheBytes bounds the file bytes of the episodes the cache keeps.
+const cacheBytes = 64 << 20
 
 type cacheItem struct {
 	key cacheKey
@@ -90,14 +96,19 @@ func (c *cache) put(k cacheKey, ep *Episode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[k]; ok {
+		c.bytes += ep.Info.Size - el.Value.(*cacheItem).ep.Info.Size
 		el.Value.(*cacheItem).ep = ep
 		c.order.MoveToFront(el)
 		return
 	}
 	c.items[k] = c.order.PushFront(&cacheItem{k, ep})
-	for c.order.Len() > c.max {
+	c.bytes += ep.Info.Size
+	// The newest stays, however large.
+	for c.order.Len() > c.max || c.bytes > cacheBytes && c.order.Len() > 1 {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.items, last.Value.(*cacheItem).key)
+		it := last.Value.(*cacheItem)
+		c.bytes -= it.ep.Info.Size
+		delete(c.items, it.key)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -41,6 +42,23 @@ type Episode struct {
 
 	Allocators  []string
 	CreditNotes []KV
+	// Others is set on an episode cut down to a few of its agents
+	// (subset) when a message it draws comes from an agent not shown.
+	Others bool
+
+	// States are the game's state after its start and after every step,
+	// for a scenario the binary knows whose game draws it
+	// (env.StateRenderer), from a replay of the record; StatesErr says why
+	// a replay could not give them.
+	States    []env.StepState
+	StatesErr string
+	// Empty is, per allocator, v(∅) for the Shapley allocators (whose
+	// values sum to G − v(∅) over the agents): the team reward of a replay
+	// with every seat absent (or playing its null action), NaN when it
+	// could not be computed or for the other allocators.
+	Empty []float64
+	// record is the decoded record, until the viewer has replayed it.
+	record *episode.Record
 }
 
 // KV is a note or parameter, its value as JSON text.
@@ -62,6 +80,10 @@ type AgentCredit struct {
 	N              int
 	Sum, Min, Max  float64
 	Counterfactual string // what a counterfactual allocator compared, derived from the value; "" if none
+	// Derived is, for an agent without samples under an efficient
+	// allocator (Shapley), its value implied by G − v(∅) and the other
+	// agents' values; "" if none.
+	Derived string
 }
 
 // Mean is the value per sample.
@@ -139,7 +161,7 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 		Info: info, Scenario: rec.Scenario, Params: paramKVs(rec.Params), Seed: rec.Seed, PolicySeed: rec.PolicySeed,
 		Index: rec.Index, RolloutID: rec.RolloutID, Group: rec.GroupIndex,
 		Status: string(rec.Status), End: rec.End, Err: rec.Err, Label: rec.Label, Steps: rec.Steps,
-		Team: rec.Score.Team, Scored: rec.Finished(), HasBus: true,
+		Team: rec.Score.Team, Scored: rec.Finished(), HasBus: true, record: rec,
 	}
 	seatOf := map[string]int{}
 	for i, s := range rec.Seats {

@@ -2,6 +2,7 @@ package viewer
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 //go:embed templates/*.html
@@ -51,9 +54,13 @@ type Viewer struct {
 
 	mu        sync.Mutex
 	overviews map[int]*Overview
+	lastList  *listResult // the list's last query, for its next page
 	// linked, while Export writes a bounded site, is how many episode
 	// pages each file has: the pages link no further. 0: all.
 	linked int
+	// exporting is set while Export writes: the list's script filters the
+	// compact index instead of asking the server.
+	exporting bool
 }
 
 // cacheSize is how many decoded episodes the viewer keeps.
@@ -114,8 +121,84 @@ func (v *Viewer) episode(i, ordinal int) (*Episode, error) {
 	if err != nil {
 		return nil, err
 	}
+	v.replayStates(ep)
 	v.cache.put(k, ep)
 	return ep, nil
+}
+
+// maxStates bounds the states an episode's page shows: the first ones and
+// the last.
+const maxStates = 200
+
+// replayStates gives ep its states when the binary knows its scenario and
+// the scenario's game draws them: a deterministic replay of the record's
+// own moves, once per decoded episode (the record stays as it was, and
+// the run paid nothing for it).
+func (v *Viewer) replayStates(ep *Episode) {
+	rec := ep.record
+	ep.record = nil
+	if rec == nil || v.scenarios == nil {
+		return
+	}
+	sc, err := v.scenarios.Lookup(rec.Scenario)
+	if err != nil {
+		return
+	}
+	ep.Empty = emptyCoalitions(sc, rec, ep)
+	states, err := env.States(context.Background(), sc, rec)
+	if errors.Is(err, env.ErrNoStates) {
+		return
+	}
+	if err != nil {
+		ep.StatesErr = err.Error()
+	}
+	if len(states) > maxStates {
+		states = append(states[:maxStates-1], states[len(states)-1])
+	}
+	ep.States = states
+}
+
+// emptyCoalitions computes v(∅) for each Shapley allocator of ep, by a
+// replay of rec with every seat absent (or, mode=null, playing its null
+// action): the record keeps each sample's value, not the coalition values,
+// and an agent that took no turn has no sample, so without it the sum over
+// agents was not G − v(∅). With v(∅), an agent without samples gets the
+// value efficiency implies when it is the only one.
+func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float64 {
+	out := make([]float64, len(ep.Allocators))
+	all := make([]int, len(rec.Seats))
+	for i := range all {
+		all[i] = i
+	}
+	for a, name := range ep.Allocators {
+		out[a] = math.NaN()
+		base, params, _ := strings.Cut(name, ":")
+		if base != "shapley" && base != "shapley-mc" || !ep.Scored {
+			continue
+		}
+		cf := episode.Counterfactual{Absent: all}
+		if strings.Contains(params, "mode=null") {
+			cf = episode.Counterfactual{Null: all}
+		}
+		score, err := env.ReplayRecord(context.Background(), sc, rec, cf)
+		if err != nil {
+			continue
+		}
+		out[a] = score.Team
+		var missing []int
+		sum := 0.0
+		for i := range ep.Seats {
+			if c := ep.Seats[i].Credit[a]; c.N > 0 {
+				sum += c.Mean()
+			} else {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 1 {
+			ep.Seats[missing[0]].Credit[a].Derived = num(ep.Team - score.Team - sum)
+		}
+	}
+	return out
 }
 
 func (v *Viewer) roles(scenario string) ([]*agents.Role, error) {
@@ -149,8 +232,9 @@ var (
 // errNotFound is a path the viewer has no page for.
 var errNotFound = errors.New("no such page")
 
-// render writes the page at path (relative, no leading slash).
-func (v *Viewer) render(w io.Writer, path string) error {
+// render writes the page at path (relative, no leading slash); query is
+// the list's filters, sort and page (nil in an export).
+func (v *Viewer) render(w io.Writer, path string, query url.Values) error {
 	if path == "" || path == "index.html" {
 		return v.exec(w, "index", page{Title: "troupe view", Files: v.files, Nav: "index", Data: v.runsData()})
 	}
@@ -164,7 +248,11 @@ func (v *Viewer) render(w io.Writer, path string) error {
 			p.Title, p.Nav, p.Data = v.files[i].Name+": overview", "overview", v.overview(i)
 			return v.exec(w, "overview", p)
 		}
-		p.Title, p.Nav, p.Data = v.files[i].Name+": episodes", "episodes", v.listData(i)
+		lp := v.listPage(i, query)
+		if v.linked != 0 || v.exporting {
+			lp.Index = "episodes-index.js"
+		}
+		p.Title, p.Nav, p.Data = v.files[i].Name+": episodes", "episodes", lp
 		return v.exec(w, "list", p)
 	}
 	if m := episodePath.FindStringSubmatch(path); m != nil {
@@ -183,7 +271,7 @@ func (v *Viewer) render(w io.Writer, path string) error {
 		if err != nil {
 			p.Data = episodePage{Info: info, Err: err.Error()}
 		} else {
-			p.Data = v.episodePage(ep)
+			p.Data = v.episodePage(ep, query.Get("agent"))
 		}
 		return v.exec(w, "episode", p)
 	}
@@ -231,9 +319,16 @@ func (v *Viewer) runsData() []*Overview {
 
 // episodePage is the data of an episode's page.
 type episodePage struct {
-	Info     *EpisodeInfo
-	Err      string
-	Ep       *Episode
+	Info *EpisodeInfo
+	Err  string
+	// Ep is what the page draws: the episode, or, past manyAgents, the
+	// few agents Many lists; Full is the whole episode.
+	Ep, Full *Episode
+	Many     *manyView
+	Serving  bool // the page is served: it may ask for an agent
+	Extremes int
+	Turns    []TurnView
+	Msgs     []MessageView
 	Seq      SeqDiagram
 	Roles    []RoleView
 	Credit   Chart
@@ -241,8 +336,15 @@ type episodePage struct {
 	AgentSum []float64 // per allocator, the sum over agents of their value per sample
 }
 
-func (v *Viewer) episodePage(ep *Episode) episodePage {
-	p := episodePage{Info: ep.Info, Ep: ep, Seq: sequence(ep), Credit: creditChart(ep)}
+func (v *Viewer) episodePage(full *Episode, focus string) episodePage {
+	ep := full
+	var many *manyView
+	if len(full.Seats) > manyAgents {
+		ep, many = focusSubset(full, focus)
+	}
+	p := episodePage{Info: ep.Info, Ep: ep, Full: full, Many: many, Serving: !v.exporting, Extremes: extremes, Seq: sequence(ep), Credit: creditChart(ep)}
+	p.Turns = ep.Turns[:min(len(ep.Turns), maxTurnsShown)]
+	p.Msgs = ep.Messages[:min(len(ep.Messages), maxMessagesListed)]
 	var lookup func(string) ([]*agents.Role, error)
 	if v.scenarios != nil {
 		lookup = v.roles
@@ -250,10 +352,17 @@ func (v *Viewer) episodePage(ep *Episode) episodePage {
 	p.Roles = roleViews(ep, lookup)
 	p.Sum = make([]float64, len(ep.Allocators))
 	p.AgentSum = make([]float64, len(ep.Allocators))
-	for _, s := range ep.Seats {
+	for _, s := range full.Seats {
 		for a, c := range s.Credit {
 			p.Sum[a] += c.Sum
 			p.AgentSum[a] += c.Mean()
+		}
+	}
+	// Efficient allocators sum to G − v(∅) over the agents, those without
+	// samples included.
+	for a, empty := range full.Empty {
+		if !math.IsNaN(empty) {
+			p.AgentSum[a] = full.Team - empty
 		}
 	}
 	return p
@@ -299,7 +408,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 			return
 		}
 		var b bytes.Buffer
-		if err := v.render(&b, path); err != nil {
+		if err := v.render(&b, path, r.URL.Query()); err != nil {
 			if errors.Is(err, errNotFound) {
 				http.NotFound(w, r)
 				return

@@ -243,7 +243,9 @@ func TestCancelRemovesQueuedRequests(t *testing.T) {
 	_, work, _, _, err := c.StoreSize(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, work, "no request of the run is left queued")
-	time.Sleep(500 * time.Millisecond)
+	// Nothing is queued: once the workers' hands are empty, nothing more can
+	// be played.
+	eventually(t, "the workers' hands empty", func() bool { return w.Stats().Busy == 0 })
 	played := w.Stats().Played
 	assert.Less(t, played, int64(20), "the workers played what they held, not the queue")
 
@@ -283,7 +285,7 @@ func TestInterruptedRunLeavesNothingQueued(t *testing.T) {
 	require.NoError(t, err)
 	// What the workers held when the run stopped may still be acknowledged.
 	assert.Zero(t, work, "no request left queued")
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, "the workers' hands empty", func() bool { return w.Stats().Busy == 0 })
 	assert.Less(t, w.Stats().Played, int64(20), "the workers stopped with the run")
 	stop()
 

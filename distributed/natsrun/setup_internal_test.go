@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,11 +25,27 @@ func TestSetupUpdatesOnlyWhatChanged(t *testing.T) {
 	nc, err := e.Connect()
 	require.NoError(t, err)
 	defer nc.Close()
+	ctx := context.Background()
+	// A stream of the test's own, updated after the connects: the server
+	// announces updates in order, so once its advisory arrives, any update
+	// the connects made has been counted before it.
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	markerCfg := jetstream.StreamConfig{Name: "marker", Subjects: []string{"marker"}}
+	_, err = js.CreateStream(ctx, markerCfg)
+	require.NoError(t, err)
 	var updates atomic.Int32
-	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(*nats.Msg) { updates.Add(1) })
+	marked := make(chan struct{})
+	sub, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
+		if m.Subject == "$JS.EVENT.ADVISORY.STREAM.UPDATED.marker" {
+			close(marked)
+			return
+		}
+		updates.Add(1)
+	})
 	require.NoError(t, err)
 	defer sub.Unsubscribe()
-	ctx := context.Background()
+	require.NoError(t, nc.Flush())
 
 	open := func(maxAge time.Duration) *Client {
 		t.Helper()
@@ -40,7 +57,14 @@ func TestSetupUpdatesOnlyWhatChanged(t *testing.T) {
 	open(time.Hour)
 	open(time.Hour)
 	open(time.Hour)
-	time.Sleep(50 * time.Millisecond) // advisories are asynchronous
+	markerCfg.MaxMsgs = 10
+	_, err = js.UpdateStream(ctx, markerCfg)
+	require.NoError(t, err)
+	select {
+	case <-marked:
+	case <-time.After(time.Minute):
+		t.Fatal("the marker stream's update was never announced")
+	}
 	assert.Zero(t, updates.Load(), "connecting again updates nothing")
 
 	c := open(2 * time.Hour)

@@ -172,9 +172,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	epCtx, stopEpisodes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopEpisodes()
 
+	// The worker counts as live (its presence key, which Stats and
+	// submitters read) only once it follows the runs: the watcher has
+	// delivered every spec already stored. A submitter, an operator or a
+	// test that waits for N live workers then knows that each of them sees
+	// the next run, however loaded its machine.
+	following := make(chan struct{})
 	var aux sync.WaitGroup
-	aux.Go(func() { w.presence(ctx) })
-	aux.Go(func() { w.followRuns(ctx, epCtx) })
+	aux.Go(func() { w.presence(ctx, following) })
+	aux.Go(func() { w.followRuns(ctx, epCtx, following) })
 	w.c.log.Info("natsrun: worker started", "worker", w.cfg.Name, "slots", w.cfg.Concurrency)
 
 	<-ctx.Done()
@@ -197,8 +203,10 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // followRuns watches the runs' specs and starts or stops playing each,
-// until ctx ends.
-func (w *Worker) followRuns(ctx, epCtx context.Context) {
+// until ctx ends. It closes following once the first watcher has
+// delivered the specs already stored.
+func (w *Worker) followRuns(ctx, epCtx context.Context, following chan<- struct{}) {
+	var once sync.Once
 	for ctx.Err() == nil {
 		kw, err := w.c.runs.Watch(ctx, specFilter)
 		if err != nil {
@@ -215,9 +223,11 @@ func (w *Worker) followRuns(ctx, epCtx context.Context) {
 				if !ok {
 					break follow // the watcher died: a new one resumes
 				}
-				if e != nil {
-					w.follow(ctx, epCtx, e)
+				if e == nil { // the watcher has delivered what was already there
+					once.Do(func() { close(following) })
+					continue
 				}
+				w.follow(ctx, epCtx, e)
 			case <-ctx.Done():
 				break follow
 			}
@@ -777,14 +787,20 @@ func (c *execCache) Len() int {
 	return len(c.m)
 }
 
-// presence keeps the worker's key in the presence bucket fresh, and
-// deletes it when ctx ends.
-func (w *Worker) presence(ctx context.Context) {
+// presence puts the worker's key in the presence bucket once following
+// is closed (the worker follows the runs), keeps it fresh, and deletes it
+// when ctx ends.
+func (w *Worker) presence(ctx context.Context, following <-chan struct{}) {
 	put := func(ctx context.Context) {
 		val, _ := json.Marshal(w.Stats())
 		if _, err := w.c.alive.Put(ctx, w.id, val); err != nil {
 			w.c.log.Debug("natsrun: refreshing presence", "err", err)
 		}
+	}
+	select {
+	case <-following:
+	case <-ctx.Done():
+		return
 	}
 	put(ctx)
 	t := time.NewTicker(presenceTTL / 3)

@@ -211,38 +211,22 @@ func (c *Client) chat(ctx context.Context, req *chatRequest) (*completion, error
 		return nil, err
 	}
 	out.retries = retries
-	if ids := &out.ids; c.cfg.Kind == KindLlamaCpp && ids.why == "" && len(ids.completion) > 0 && ids.prompt == nil {
-		// llama.cpp's chat answer has the completion's ids (in its
-		// log-probs) but not the prompt's: ask the server to render and
-		// tokenize the same request.
-		if !c.cfg.Tokenize {
-			ids.why = "llamacpp: tokenize is off, so the prompt token ids are unknown"
-		} else {
-			prompt, n, err := c.llamaPromptIDs(ctx, sent, seeds.Mix(jitter, 1), out.usage.PromptTokens)
-			out.retries += n
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return nil, err
-			case err != nil:
-				ids.why = "llamacpp: prompt token ids: " + err.Error()
-			default:
-				ids.prompt = prompt
-			}
-		}
+	n, err := c.llamaPrompt(ctx, &out.ids, sent, jitter, out.usage.PromptTokens)
+	out.retries += n
+	if err != nil {
+		return nil, err
 	}
 	out.tokens, out.textOnly = out.ids.assemble()
 	if c.cfg.Kind == KindLlamaCpp && out.tokens != nil {
 		// The response is the text of the trained tokens, as the server
 		// decodes them, not the chat parser's content.
-		ids := llamaResponseIDs(out.tokens.Response, out.finish, out.ids.lastNoText)
-		text, n, err := c.llamaDetokenize(ctx, ids, seeds.Mix(jitter, 2))
+		var text string
+		text, out.decodeErr, n, err = c.llamaResponse(ctx, out.tokens, out.finish, out.ids.lastNoText, jitter)
 		out.retries += n
 		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, err
 		case err != nil:
-			out.decodeErr = "llamacpp: /detokenize: " + err.Error()
-		default:
+			return nil, err
+		case out.decodeErr == "":
 			out.decoded = &text
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -116,6 +117,11 @@ func NewClient(cfg Config, opts ...ClientOption) (*Client, error) {
 	if c.hc == nil {
 		c.tr = newTransport(cfg.MaxInFlight)
 		c.hc = &http.Client{Transport: c.tr}
+	}
+	if cfg.RoutingHeader != "" {
+		// Every request the client sends, whichever endpoint, carries the
+		// key of the agent it is made for.
+		c.hc = &http.Client{Transport: routing{rt: c.hc.Transport, header: http.CanonicalHeaderKey(cfg.RoutingHeader)}}
 	}
 	base := strings.TrimRight(cfg.BaseURL, "/")
 	c.chatURL = base + "/chat/completions"
@@ -473,4 +479,56 @@ func (c *Client) postJSON(ctx context.Context, st *callState, url string, body [
 		return nil, &statusError{code: resp.StatusCode, body: string(b)}
 	}
 	return b, nil
+}
+
+// routingKeyOf is the context key of a call's routing key.
+type routingKeyOf struct{}
+
+// withRoutingKey returns ctx carrying the routing key of an agent's
+// session (agents.Observation.Session), which the client's requests made
+// under it send in Config.RoutingHeader.
+func withRoutingKey(ctx context.Context, session uint64) context.Context {
+	return context.WithValue(ctx, routingKeyOf{}, session)
+}
+
+// routing is the transport that writes a request's routing key, from its
+// context, into the routing header.
+type routing struct {
+	rt     http.RoundTripper // nil: http.DefaultTransport
+	header string            // canonical
+}
+
+func (r routing) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt := r.rt
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	if session, ok := req.Context().Value(routingKeyOf{}).(uint64); ok {
+		// A RoundTripper must not change the request it is given: a
+		// shallow copy with its own header map (req.Clone would copy the
+		// URL and the rest too, for nothing).
+		r2 := *req
+		r2.Header = make(http.Header, len(req.Header)+1)
+		maps.Copy(r2.Header, req.Header)
+		r2.Header[r.header] = []string{routingKey(session)}
+		req = &r2
+	}
+	return rt.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the wrapped transport's idle connections.
+func (r routing) CloseIdleConnections() {
+	if c, ok := r.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// routingKey is the header value of a session: 16 hex digits.
+func routingKey(session uint64) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := range b {
+		b[15-i] = hex[session>>(4*i)&0xf]
+	}
+	return string(b[:])
 }

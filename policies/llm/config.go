@@ -66,6 +66,18 @@ type Config struct {
 	BaseURL string // the OpenAI base URL, e.g. http://127.0.0.1:8000/v1
 	APIKey  string // sent as a bearer token when not empty
 	Kind    Kind
+	// Endpoint is the endpoint's name (troupe's --llm-endpoint NAME=URL),
+	// which the samples of policies on it carry as metadata llm_endpoint;
+	// "" for the default endpoint, whose samples carry none. It names the
+	// server, never its address or key.
+	Endpoint string
+	// RoutingHeader is the HTTP header that carries each agent's session
+	// key (agents.Observation.Session, as 16 hex digits), so that a
+	// router that hashes it sends one agent's turns to one worker, whose
+	// prefix cache holds the agent's conversation. The default is
+	// SGLang's router's, X-SMG-Routing-Key (slime's adapters send it too);
+	// "" sends none. Servers that do not route ignore it.
+	RoutingHeader string
 	// Tokenize lets a llama.cpp client fetch prompt token ids from the
 	// server's own /apply-template and /tokenize endpoints, which render
 	// and tokenize exactly as its chat endpoint does; the count is
@@ -130,6 +142,11 @@ type Config struct {
 	Seed uint64
 }
 
+// DefaultRoutingHeader is the header SGLang's router (sgl-model-gateway)
+// reads for consistent-hash routing: requests with the same key reach the
+// same worker.
+const DefaultRoutingHeader = "X-SMG-Routing-Key"
+
 // DefaultConfig returns the defaults: a vLLM server on localhost, greedy
 // decoding off (temperature 1), JSON answers with two re-asks shown the
 // error, 60 s per attempt, 4 retries with backoff from 250 ms to 10 s,
@@ -139,6 +156,7 @@ func DefaultConfig() Config {
 		BaseURL:        "http://127.0.0.1:8000/v1",
 		Kind:           KindVLLM,
 		Tokenize:       true,
+		RoutingHeader:  DefaultRoutingHeader,
 		Model:          "default",
 		Sampling:       protocol.Sampling{Temperature: ptr(1.0)},
 		Format:         FormatJSON,
@@ -176,6 +194,8 @@ func (c *Config) Validate() error {
 		return bad("base URL %q has no host", c.BaseURL)
 	case !slices.Contains(kinds, c.Kind):
 		return bad("kind %q: want one of %s", c.Kind, joinKinds())
+	case c.RoutingHeader != "" && !validHeaderName(c.RoutingHeader):
+		return bad("routing header %q is not an HTTP header name", c.RoutingHeader)
 	case c.Model == "":
 		return bad("model is empty (set TROUPE_LLM_MODEL or --llm-model)")
 	case math.IsNaN(temperature) || temperature < 0 || temperature > 2:
@@ -358,6 +378,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.BaseURL, "llm-base-url", c.BaseURL, "OpenAI-compatible base URL of the LLM server (env "+EnvBaseURL+")")
 	fs.StringVar(&c.Model, "llm-model", c.Model, "model name sent to the server (env "+EnvModel+")")
 	fs.Var((*kindValue)(&c.Kind), "llm-kind", "server kind, which decides how token ids and log-probs are requested: "+joinKinds()+" (env "+EnvKind+")")
+	fs.StringVar(&c.RoutingHeader, "llm-routing-header", c.RoutingHeader, "HTTP header carrying each agent's session key, for routers that keep one agent's turns on one worker (SGLang's router: X-SMG-Routing-Key); empty sends none")
 	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
 	fs.Var(optFloat{&c.Temperature}, "llm-temperature", "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
 	fs.Var(optFloat{&c.TopP}, "llm-top-p", "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
@@ -480,4 +501,18 @@ func (e *extraValue) Set(v string) error {
 	}
 	(*e)[k] = json.RawMessage(raw)
 	return nil
+}
+
+// validHeaderName reports whether s is an HTTP header field name: one or
+// more token characters (RFC 9110, section 5.6.2).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return true
 }

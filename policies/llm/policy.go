@@ -35,6 +35,7 @@ type Policy struct {
 	feedback       bool
 	fields         []byte
 	samplingSeed   *int64 // Config.SamplingSeed
+	endpoint       string // Config.Endpoint, noted as llm_endpoint
 
 	scenario *env.Info
 	system   map[string]string // role -> fixed system prompt; "" for any role
@@ -70,17 +71,18 @@ func WithAnswer(role string, a Answer) Option {
 
 // NewPolicy returns a policy that asks client. cfg supplies the model, the
 // sampling parameters and the answer settings; its endpoint settings
-// (BaseURL, APIKey, Kind, Tokenize, timeouts, retries, MaxInFlight, Seed)
-// are the client's, and ignored here. Several policies (one model per
-// role, say) may share a client, and so its bound on requests in flight.
+// (BaseURL, APIKey, Kind, Tokenize, Endpoint, RoutingHeader, timeouts,
+// retries, MaxInFlight, Seed) are the client's, and ignored here. Several
+// policies (one model per role, say) may share a client, and so its bound
+// on requests in flight.
 func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
-	cfg.BaseURL, cfg.Kind = client.cfg.BaseURL, client.cfg.Kind
+	cfg.BaseURL, cfg.Kind, cfg.Endpoint = client.cfg.BaseURL, client.cfg.Kind, client.cfg.Endpoint
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	p := &Policy{
 		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
-		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed,
+		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed, endpoint: cfg.Endpoint,
 		system: map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
 	}
 	for _, o := range opts {
@@ -132,6 +134,7 @@ func (p *Policy) Client() *Client { return p.client }
 // the finish reason, the server's token counts, HTTP retries, and, for a
 // text-only sample, why the server's token ids could not be used.
 func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+	ctx = withRoutingKey(ctx, obs.Session) // sent when the client has a routing header
 	ans := p.lookupAnswer(obs.Role)
 	instructions := p.instructions(ans, obs)
 	chat := withInstructions(p.lookupRenderer(obs.Role).Render(obs, p.systemPrompt(obs)), instructions)
@@ -184,6 +187,9 @@ func (p *Policy) notes(comp *completion, attempts, retries int, rejected []strin
 		"llm_finish_reason":     comp.finish,
 		"llm_prompt_tokens":     comp.usage.PromptTokens,
 		"llm_completion_tokens": comp.usage.CompletionTokens,
+	}
+	if p.endpoint != "" {
+		n["llm_endpoint"] = p.endpoint
 	}
 	if retries > 0 {
 		n["llm_retries"] = retries

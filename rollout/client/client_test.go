@@ -39,7 +39,7 @@ func TestRollouts(t *testing.T) {
 	var mu sync.Mutex
 	var seen []json.RawMessage
 	_, ts := start(t, server.Config{Token: "tok",
-		PolicySettings: func(_ string, req *rollout.Request) (json.RawMessage, error) { return json.Marshal(req.Sampling) },
+		PolicySettings: func(_, _ string, req *rollout.Request) (json.RawMessage, error) { return json.Marshal(req.Sampling) },
 		Policies: func(req env.PolicyRequest) (agents.Policy, error) {
 			if req.Name != "sampled" {
 				return nil, env.ErrUnknownPolicy

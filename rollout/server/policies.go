@@ -8,14 +8,15 @@ import (
 	"github.com/troupe-rl/troupe/rollout"
 )
 
-// PolicySettings turns a request's policy fields into the settings of a
-// role's policy in the request's run spec (runspec.Policy.Settings), for
-// the policies Config.Policies makes: an LLM's model and sampling, the
-// request's Sampling over the service's defaults. It is called for every
-// role whose policy the request names and that is not one of the
-// scenario's own or "random" (those take no settings and ignore
-// Sampling). nil settings are none; an error is answered 400 bad_policy.
-type PolicySettings func(name string, req *rollout.Request) (json.RawMessage, error)
+// PolicySettings turns a request's policy fields into the settings of
+// role's policy name in the request's run spec (runspec.Policy.Settings),
+// for the policies Config.Policies makes: an LLM's endpoint, model and
+// sampling, the request's Roles[role] over its Sampling over the
+// service's defaults. It is called for every role whose policy the request
+// names and that is not one of the scenario's own or "random" (those take
+// no settings and ignore Sampling). nil settings are none; an error is
+// answered 400 bad_policy.
+type PolicySettings func(name, role string, req *rollout.Request) (json.RawMessage, error)
 
 // CallRecorder counts the model calls a policy makes (an LLM policy calls it
 // once per server call, with the call's latency and error). It is safe for

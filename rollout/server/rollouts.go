@@ -302,7 +302,8 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 			return nil, badRequest(rollout.CodeBadAllocator, "allocator %q: a request may not name a state file (state=): the service keeps one instance of each stateful allocator and its state (troupe serve --allocator-state DIR)", spec)
 		}
 	}
-	p.capTurns = len(req.Emit) == 0 && p.limits.MaxTurns == 0
+	frozen := slices.ContainsFunc(slices.Collect(maps.Values(req.Roles)), func(r rollout.RoleSettings) bool { return r.Frozen })
+	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0
 	if s.cfg.League != nil {
 		if e := s.leagueMatch(req, info, p); e != nil {
 			return nil, e
@@ -402,12 +403,29 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		if s.cfg.PolicySettings == nil || pol.Name == "" || slices.Contains(info.PolicyNames(), pol.Name) {
 			continue
 		}
-		settings, err := s.cfg.PolicySettings(pol.Name, req)
+		settings, err := s.cfg.PolicySettings(pol.Name, role, req)
 		if err != nil {
 			return nil, badRequest(rollout.CodeBadPolicy, "policy %q of role %s: %v", pol.Name, role, err)
 		}
 		pol.Settings = settings
 		policies[role] = pol
+	}
+	for _, role := range slices.Sorted(maps.Keys(req.Roles)) {
+		rs := req.Roles[role]
+		if info.Role(role) == nil {
+			return nil, badRequest(rollout.CodeBadPolicy, "roles: scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
+		}
+		if rs.Endpoint == "" && rs.Model == "" && rs.Sampling == nil {
+			continue // frozen only, or nothing: any policy
+		}
+		if pol := policies[role]; s.cfg.PolicySettings == nil || pol.Name == "" || slices.Contains(info.PolicyNames(), pol.Name) {
+			return nil, badRequest(rollout.CodeBadPolicy, "roles.%s: role %s plays %s, which takes no endpoint, model or sampling (name one of the service's policies for it, such as llm)",
+				role, role, cmpOr(pol.Name, "the scenario's default policy"))
+		}
+	}
+	emit, e := unfrozen(req, info)
+	if e != nil {
+		return nil, e
 	}
 	limits := p.limits
 	if p.capTurns {
@@ -424,7 +442,7 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		Scenario:     info.Name,
 		Params:       params,
 		Policies:     policies,
-		Emit:         req.Emit,
+		Emit:         emit,
 		Limits:       runspec.LimitsOf(limits, p.timeout),
 		OnInvalid:    runspec.InvalidOf(invalid),
 		Allocators:   req.Allocators,
@@ -434,6 +452,29 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		Seed:         s.cfg.Seed,
 	}
 	return spec, nil
+}
+
+// unfrozen is the request's emitted roles (none: all) less its frozen
+// ones (Roles[role].Frozen; runspec.Unfrozen).
+func unfrozen(req *rollout.Request, info *env.Info) ([]string, *rollout.Error) {
+	var frozen []string
+	for _, r := range info.Roles {
+		if req.Roles[r.Name].Frozen {
+			frozen = append(frozen, r.Name)
+		}
+	}
+	emit, err := runspec.Unfrozen(info, req.Emit, frozen)
+	if err != nil {
+		return nil, badRequest(rollout.CodeBadRequest, "roles, emit: %v", err)
+	}
+	return emit, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // place puts the request's run at its ids and seeds: the request's

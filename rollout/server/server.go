@@ -30,14 +30,11 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -46,6 +43,7 @@ import (
 	"time"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -292,7 +290,7 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelCauseFunc
 
-	token     [sha256.Size]byte
+	token     httpedge.Token
 	scenarios []byte // the encoded GET /v1/scenarios answer
 	allocs    []byte // the encoded GET /v1/allocators answer
 	bufs      sync.Pool
@@ -316,7 +314,7 @@ func New(cfg Config) (*Server, error) {
 		metrics: newMetrics(cfg.Scenarios.Names(), cfg.Calls),
 		slots:   make(chan struct{}, cfg.MaxConcurrentEpisodes),
 		idle:    make(chan struct{}),
-		token:   sha256.Sum256([]byte(cfg.Token)),
+		token:   httpedge.NewToken(cfg.Token),
 	}
 	s.nextRollout.Store(cfg.RolloutIDBase)
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
@@ -384,19 +382,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // its status, or returns the error for ServeHTTP to answer.
 type handler func(http.ResponseWriter, *http.Request) (int, *rollout.Error)
 
-// authorized checks the bearer token. Both sides are hashed first, so the
-// comparison takes the same time whatever the lengths.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
-}
+// authorized checks the bearer token (httpedge.Token).
+func (s *Server) authorized(r *http.Request) bool { return s.token.Authorized(r) }
 
 // fail answers e as a JSON error body.
 func (s *Server) fail(w http.ResponseWriter, endpoint string, e *rollout.Error) {
@@ -596,25 +583,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("rollout service: %w", err)
-	}
-	return s.Serve(ctx, ln)
+	return httpedge.ListenAndServe(ctx, s.cfg.Addr, "rollout service", s.Serve)
 }
 
-// checkContentType accepts a JSON media type or none.
+// checkContentType accepts a JSON media type or none (httpedge.CheckJSON).
 func checkContentType(r *http.Request) *rollout.Error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil
+	if err := httpedge.CheckJSON(r); err != nil {
+		return &rollout.Error{Status: http.StatusUnsupportedMediaType, Code: rollout.CodeUnsupportedMedia, Message: err.Error()}
 	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return nil
-	}
-	return &rollout.Error{Status: http.StatusUnsupportedMediaType, Code: rollout.CodeUnsupportedMedia,
-		Message: fmt.Sprintf("Content-Type %q: send application/json", ct)}
+	return nil
 }
 
 // Remote plays requests' episodes somewhere other than this process

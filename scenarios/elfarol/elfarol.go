@@ -454,3 +454,12 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 	}
 	return env.Score{Team: team, Agents: agents}, true
 }
+
+// ActionSet implements env.ActionSets: the nights 0 to K-1, every
+// patron's legal answers at every turn.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RolePatron {
+		return nil
+	}
+	return agents.IntRange(0, p.Int("nights")-1).Legal()
+}

@@ -491,3 +491,68 @@ func (g *game) penaltyScore() env.Score {
 	}
 	return env.Score{Team: scores[0] + scores[1], Agents: scores}
 }
+
+// RenderState implements env.StateRenderer: the pool, each negotiator's
+// private values, the standing offer and the deal.
+func (g *game) RenderState() string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "pool: %s\n", g.pool.Describe(g.pool.Counts))
+	for seat := range g.seats {
+		fmt.Fprintf(&w, "%s values each", g.seats[seat].ID)
+		for i, it := range g.pool.Items {
+			fmt.Fprintf(&w, " %s %d", it, g.brief[seat].Values[i])
+		}
+		fmt.Fprintf(&w, " (the pool is worth %d to it)\n", g.brief[seat].Total())
+	}
+	fmt.Fprintf(&w, "moves: %d of %d\n", g.moves, 2*g.rounds)
+	switch {
+	case g.deal != nil:
+		u := g.utilities()
+		fmt.Fprintf(&w, "deal: %s gets %s (%.3g), %s gets %s (%.3g)\n", g.seats[0].ID, g.pool.Describe(g.deal), u[0],
+			g.seats[1].ID, g.pool.Describe(g.pool.Rest(g.deal)), u[1])
+	case g.offer != nil:
+		by := g.offerBy
+		fmt.Fprintf(&w, "standing offer: %s takes %s, %s would get %s\n", g.seats[by].ID, g.pool.Describe(g.offer),
+			g.seats[1-by].ID, g.pool.Describe(g.pool.Rest(g.offer)))
+	default:
+		w.WriteString("no offer on the table\n")
+	}
+	if g.offender >= 0 {
+		fmt.Fprintf(&w, "%s answered illegally\n", g.seats[g.offender].ID)
+	}
+	return w.String()
+}
+
+// maxActionSet bounds the proposals ActionSet lists: (max_count+1)^items
+// grows fast (11^6 at the parameters' bounds).
+const maxActionSet = 1 << 14
+
+// ActionSet implements env.ActionSets: every proposal of counts 0 to
+// max_count of each item, in the canonical JSON Encode writes (the last
+// item's count varying fastest), then accept and walk; nil when there are
+// more than 16,384. The episode's pool holds at most max_count of each
+// item: CheckAnswer accepts, each turn, the proposals within it (and accept
+// only when an offer stands).
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RoleAlice && role != RoleBob {
+		return nil
+	}
+	n, maxCount := p.Int("items"), p.Int("max_count")
+	size := 1
+	for range n {
+		size *= maxCount + 1
+		if size > maxActionSet {
+			return nil
+		}
+	}
+	pool := Pool{Items: itemNames[:n]}
+	set := make([]string, 0, size+2)
+	take := make([]int, n)
+	for k := range size {
+		for i, r := n-1, k; i >= 0; i-- {
+			take[i], r = r%(maxCount+1), r/(maxCount+1)
+		}
+		set = append(set, Action{Type: Propose, Take: take}.Encode(pool))
+	}
+	return append(set, Action{Type: Accept}.Encode(pool), Action{Type: Walk}.Encode(pool))
+}

@@ -497,3 +497,30 @@ func (b *board) appendTo(dst []byte) []byte {
 	}
 	return dst
 }
+
+// RenderState implements env.StateRenderer: the board, and who won or
+// whose move it is.
+func (g *game) RenderState() string {
+	b := g.board.appendTo(nil)
+	switch {
+	case g.offender >= 0:
+		b = fmt.Appendf(b, "%s (%c) moved illegally\n", g.seats[g.offender].ID, marks[g.offender])
+	case g.winner >= 0:
+		b = fmt.Appendf(b, "%s (%c) wins\n", g.seats[g.winner].ID, marks[g.winner])
+	case g.empty == 0:
+		b = append(b, "a draw\n"...)
+	default:
+		mover := bits.OnesCount16(g.empty^(1<<9-1)) & 1
+		b = fmt.Appendf(b, "%s (%c) to move\n", g.seats[mover].ID, marks[mover])
+	}
+	return string(b)
+}
+
+// ActionSet implements env.ActionSets: the nine cells, a1 to c3, row by
+// row, of which every turn's legal list is a subset.
+func (s *Scenario) ActionSet(_ env.Params, role string) []string {
+	if role != RoleX && role != RoleO {
+		return nil
+	}
+	return legals[1<<9-1]
+}

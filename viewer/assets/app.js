@@ -18,97 +18,122 @@
     return String(Number(v.toPrecision(6)));
   }
 
-  // The episode list: filters, sorting and jumps over the rows of the
-  // page's JSON block.
+  // The episode list. Served, the server filters, sorts and pages it: the
+  // script only submits the form when a filter changes, leaving out the
+  // empty ones. Exported, there is no server: the script filters and sorts
+  // the compact index (episodes-index.js) with the server's rules and
+  // draws the rows a page at a time.
   function list() {
-    var block = $("#episodes-data");
-    if (!block) { return; }
-    var d = JSON.parse(block.textContent);
-    var rows = d.rows;
-    var C = {}; d.columns.forEach(function (c, i) { C[c] = i; });
-    function fill(id, names) {
-      var s = $(id);
-      names.forEach(function (n, i) { s.appendChild(el("option", { value: String(i) }, n)); });
+    var form = $("#filters");
+    if (!form) { return; }
+    if (!form.getAttribute("data-index")) {
+      form.addEventListener("submit", function () {
+        $$("input, select", form).forEach(function (i) { if (i.value === "") { i.disabled = true; } });
+      });
+      $$("select", form).forEach(function (s) { s.addEventListener("change", function () { form.requestSubmit(); }); });
+      $$("input[type=number]", form).forEach(function (s) { s.addEventListener("change", function () { form.requestSubmit(); }); });
+      return;
     }
-    fill("#f-status", d.statuses); fill("#f-scenario", d.scenarios); fill("#f-role", d.roles); fill("#f-alloc", d.allocators);
-
+    var d = window.troupeEpisodes;
+    if (!d) { return; }
+    var n = d.n;
+    // Undo the index's differences: each integer column as absolute values.
+    ["rollout_id", "episode", "group", "scenario", "status", "end", "agents", "samples", "turns", "messages", "invalid", "roleset"].forEach(function (k) {
+      if (d[k].rle) {
+        var runs = d[k].rle, out = new Array(n), at = 0;
+        for (var r = 0; r < runs.length; r += 2) {
+          for (var j = 0; j < runs[r + 1]; j++) { out[at++] = runs[r]; }
+        }
+        d[k] = out;
+      }
+      var c = d[k], acc = 0;
+      for (var i = 0; i < n; i++) { acc += c[i]; c[i] = acc; }
+    });
+    // A float column may be a table of its values and a position per row.
+    function column(c) {
+      if (Array.isArray(c)) { return c; }
+      return c.at.map(function (k) { return k === null ? null : c.table[k]; });
+    }
+    d.team = column(d.team);
+    d.alloc = d.alloc.map(column);
     var cols = [
-      { name: "rollout_id", get: function (r) { return r[C.rollout_id]; } },
-      { name: "episode", get: function (r) { return r[C.index]; } },
-      { name: "group", get: function (r) { return r[C.group]; } },
-      { name: "scenario", get: function (r) { return d.scenarios[r[C.scenario]]; } },
-      { name: "status", get: function (r) { return d.statuses[r[C.status]]; } },
-      { name: "end", get: function (r) { return d.ends[r[C.end]]; } },
-      { name: "team reward", get: function (r) { return r[C.team]; } },
-      { name: "agents", get: function (r) { return r[C.agents]; } },
-      { name: "samples", get: function (r) { return r[C.samples]; } },
-      { name: "turns", get: function (r) { return r[C.turns]; } },
-      { name: "messages", get: function (r) { return r[C.messages] < 0 ? null : r[C.messages]; } },
-      { name: "invalid", get: function (r) { return r[C.invalid]; } },
-      { name: "roles", get: function (r) { return r[C.roles].map(function (k) { return d.roles[k]; }).join(" "); } }
+      { key: "rollout_id", get: function (i) { return d.rollout_id[i]; } },
+      { key: "episode", get: function (i) { return d.episode[i]; } },
+      { key: "group", get: function (i) { return d.group[i]; } },
+      { key: "scenario", str: true, get: function (i) { return d.scenarios[d.scenario[i]]; } },
+      { key: "status", str: true, get: function (i) { return d.statuses[d.status[i]]; } },
+      { key: "end", str: true, get: function (i) { return d.ends[d.end[i]]; } },
+      { key: "team", get: function (i) { return d.team[i]; } },
+      { key: "agents", get: function (i) { return d.agents[i]; } },
+      { key: "samples", get: function (i) { return d.samples[i]; } },
+      { key: "turns", get: function (i) { return d.turns[i]; } },
+      { key: "messages", get: function (i) { return d.messages[i] < 0 ? null : d.messages[i]; } },
+      { key: "invalid", get: function (i) { return d.invalid[i]; } },
+      { key: "roles", str: true, get: function (i) { return d.rolesets[d.roleset[i]].map(function (k) { return d.roles[k]; }).join(" "); } }
     ];
     d.allocators.forEach(function (a, k) {
-      cols.push({ name: a, alloc: true, get: function (r) { return r[C.alloc][k]; } });
+      cols.push({ key: "alloc:" + a, get: function (i) { return d.alloc[k][i]; } });
     });
-    var head = $("#episodes-head");
-    cols.forEach(function (c, i) {
-      var th = el("th", { "data-col": String(i) }, c.name);
-      th.addEventListener("click", function () { sortBy(i); });
-      head.appendChild(th);
-    });
-    var sortCol = -1, sortDir = 1, shown = 100, view = rows;
+    var sortCol = -1, sortDir = 1, page = 0, view = [];
     function num(id) { var v = $(id).value; return v === "" ? null : Number(v); }
     function apply() {
-      var st = $("#f-status").value, sc = $("#f-scenario").value, ro = $("#f-role").value, al = $("#f-alloc").value;
+      var st = d.statuses.indexOf($("#f-status").value), sc = d.scenarios.indexOf($("#f-scenario").value);
+      var ro = d.roles.indexOf($("#f-role").value), al = d.allocators.indexOf($("#f-alloc").value);
       var g = num("#f-group"), tmin = num("#f-team-min"), tmax = num("#f-team-max"), amin = num("#f-alloc-min"), amax = num("#f-alloc-max");
-      view = rows.filter(function (r) {
-        if (st !== "" && r[C.status] !== Number(st)) { return false; }
-        if (sc !== "" && r[C.scenario] !== Number(sc)) { return false; }
-        if (ro !== "" && r[C.roles].indexOf(Number(ro)) < 0) { return false; }
-        if (g !== null && r[C.group] !== g) { return false; }
-        if (tmin !== null && !(r[C.team] >= tmin)) { return false; }
-        if (tmax !== null && !(r[C.team] <= tmax)) { return false; }
-        if (al !== "") {
-          var v = r[C.alloc][Number(al)];
-          if (v === null) { return false; }
-          if (amin !== null && !(v >= amin)) { return false; }
-          if (amax !== null && !(v <= amax)) { return false; }
+      view = [];
+      for (var i = 0; i < n; i++) {
+        if ($("#f-status").value !== "" && d.status[i] !== st) { continue; }
+        if ($("#f-scenario").value !== "" && d.scenario[i] !== sc) { continue; }
+        if ($("#f-role").value !== "" && d.rolesets[d.roleset[i]].indexOf(ro) < 0) { continue; }
+        if (g !== null && d.group[i] !== g) { continue; }
+        if (tmin !== null && !(d.team[i] >= tmin)) { continue; }
+        if (tmax !== null && !(d.team[i] <= tmax)) { continue; }
+        if ($("#f-alloc").value !== "") {
+          var v = d.alloc[al][i];
+          if (v === null) { continue; }
+          if (amin !== null && !(v >= amin)) { continue; }
+          if (amax !== null && !(v <= amax)) { continue; }
         }
-        return true;
-      });
+        view.push(i);
+      }
       if (sortCol >= 0) {
         var get = cols[sortCol].get;
-        view = view.slice().sort(function (a, b) {
+        view.sort(function (a, b) {
           var x = get(a), y = get(b);
-          if (x === y) { return a[C.ordinal] - b[C.ordinal]; }
+          if (x === y) { return a - b; }
           if (x === null) { return 1; }
           if (y === null) { return -1; }
           return (x < y ? -1 : 1) * sortDir;
         });
       }
-      shown = 100;
+      page = 0;
       draw();
     }
-    function sortBy(i) {
-      sortDir = sortCol === i ? -sortDir : 1;
-      sortCol = i;
-      $$("#episodes-head th").forEach(function (th, k) {
-        th.classList.toggle("sorted-asc", k === i && sortDir === 1);
-        th.classList.toggle("sorted-desc", k === i && sortDir === -1);
+    var heads = $$("#episodes-head th");
+    heads.forEach(function (th, i) {
+      $("a", th).addEventListener("click", function (ev) {
+        ev.preventDefault();
+        sortDir = sortCol === i ? -sortDir : 1;
+        sortCol = i;
+        heads.forEach(function (h, k) {
+          h.classList.toggle("sorted-asc", k === i && sortDir === 1);
+          h.classList.toggle("sorted-desc", k === i && sortDir === -1);
+        });
+        apply();
       });
-      apply();
-    }
+    });
+    var size = 100;
     function draw() {
       var body = $("#episodes-body");
       body.textContent = "";
       var frag = document.createDocumentFragment();
-      view.slice(0, shown).forEach(function (r) {
-        var tr = el("tr", { "class": "episode-row", "data-ordinal": String(r[C.ordinal]), "data-rollout": String(r[C.rollout_id]) });
-        cols.forEach(function (c, i) {
-          var v = c.get(r);
-          var td = el("td", typeof v === "number" || v === null ? { "class": "n" } : {});
-          if (i === 0 && (!d.linked || r[C.ordinal] < d.linked)) {
-            td.appendChild(el("a", { href: "ep-" + r[C.ordinal] + ".html" }, fmt(v)));
+      view.slice(page * size, (page + 1) * size).forEach(function (i) {
+        var tr = el("tr", { "class": "episode-row", "data-ordinal": String(i), "data-rollout": String(d.rollout_id[i]) });
+        cols.forEach(function (c, k) {
+          var v = c.get(i);
+          var td = el("td", c.str ? {} : { "class": "n" });
+          if (k === 0 && (!d.linked || i < d.linked)) {
+            td.appendChild(el("a", { href: "ep-" + i + ".html" }, fmt(v)));
           } else {
             td.textContent = fmt(v);
           }
@@ -117,25 +142,41 @@
         frag.appendChild(tr);
       });
       body.appendChild(frag);
-      $("#count").textContent = view.length + " of " + rows.length + " episodes" + (view.length > shown ? ", the first " + shown + " shown" : "");
-      $("#more").hidden = view.length <= shown;
+      var last = Math.max(0, Math.ceil(view.length / size) - 1);
+      var count = $("#count");
+      count.setAttribute("data-matched", String(view.length));
+      count.textContent = view.length ? "episodes " + (page * size + 1) + "–" + Math.min(view.length, (page + 1) * size) + " of the " + view.length + " that match, of " + n : "no episode of the " + n + " matches";
+      var pager = $("#list-pager");
+      pager.textContent = "";
+      if (page > 0) {
+        var prev = el("a", { id: "list-prev", href: "#" }, "← previous " + size);
+        prev.addEventListener("click", function (ev) { ev.preventDefault(); page--; draw(); });
+        pager.appendChild(prev);
+      }
+      if (last > 0) { pager.appendChild(el("span", { id: "list-page" }, " page " + (page + 1) + " of " + (last + 1) + " ")); }
+      if (page < last) {
+        var next = el("a", { id: "list-next", href: "#" }, "next →");
+        next.addEventListener("click", function (ev) { ev.preventDefault(); page++; draw(); });
+        pager.appendChild(next);
+      }
     }
-    $("#more").addEventListener("click", function () { shown += 500; draw(); });
-    $$("#filters select, #filters input:not(#jump)").forEach(function (i) {
+    form.addEventListener("submit", function (ev) { ev.preventDefault(); apply(); });
+    $$("select, input", form).forEach(function (i) {
       i.addEventListener("input", apply);
       i.addEventListener("change", apply);
     });
-    $("#filters").addEventListener("submit", function (ev) {
+    $("#reset").addEventListener("click", function (ev) { ev.preventDefault(); form.reset(); sortCol = -1; heads.forEach(function (h) { h.classList.remove("sorted-asc", "sorted-desc"); }); apply(); });
+    $("#jump-form").addEventListener("submit", function (ev) {
       ev.preventDefault();
       var id = Number($("#jump").value);
-      var hit = rows.filter(function (r) { return r[C.rollout_id] === id; });
+      var hit = d.rollout_id.indexOf(id);
       var e = $("#jump-error");
-      if (hit.length === 0 || (d.linked && hit[0][C.ordinal] >= d.linked)) {
-        e.textContent = hit.length === 0 ? "no episode has rollout_id " + $("#jump").value : "the page of rollout_id " + $("#jump").value + " was not exported (--export-max)";
+      if (hit < 0 || (d.linked && hit >= d.linked)) {
+        e.textContent = hit < 0 ? "no episode has rollout_id " + $("#jump").value : "the page of rollout_id " + $("#jump").value + " was not exported (--export-max)";
         e.hidden = false;
         return;
       }
-      window.location.href = "ep-" + hit[0][C.ordinal] + ".html";
+      window.location.href = "ep-" + hit + ".html";
     });
     apply();
   }

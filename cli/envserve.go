@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-rl/troupe/env/envserver"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// envServeCommand is `troupe env-serve`: the environment server outside
+// learners step (OpenEnv's conventions, PettingZoo through python/troupe_env,
+// Go through env/envclient). It writes every finished episode's samples
+// (--out) and records (--episodes-out) as troupe run does, and exits 0 on
+// SIGTERM or Ctrl-C once the episodes in play are written, aborted.
+func (a *App) envServeCommand() *cobra.Command {
+	cfg := envserver.Config{}
+	var tokenFile, out, episodesOut string
+	cmd := &cobra.Command{
+		Use:   "env-serve",
+		Args:  cobra.NoArgs,
+		Short: "Serve scenarios as environments that outside learners step (OpenEnv's HTTP and WebSocket conventions, multi-agent)",
+		Long: "Serves the registered scenarios as environments: a session creates an episode (POST /reset) or joins one, " +
+			"holds one seat or every seat, and steps it (POST /step, or the WebSocket at /ws); troupe policies play the seats " +
+			"no session holds. Finished episodes are credited and written like troupe run's. See docs/envserver.md.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Token, err = readToken(cfg.Token, tokenFile); err != nil {
+				return err
+			}
+			cfg.Scenarios, cfg.Allocators = a.Scenarios, a.Allocators
+			if out != "" && out == episodesOut {
+				return usagef("--episodes-out %q: that is --out too; give the records a file of their own", episodesOut)
+			}
+			var sinks []trajectories.Sink
+			var closers []io.Closer
+			defer func() {
+				for _, c := range closers {
+					_ = c.Close()
+				}
+			}()
+			for _, f := range []struct {
+				flag, path string
+				sink       func(io.Writer) trajectories.Sink
+			}{
+				{"--out", out, func(w io.Writer) trajectories.Sink { return trajectories.NewJSONLWriter(w, trajectories.Flat) }},
+				{"--episodes-out", episodesOut, func(w io.Writer) trajectories.Sink { return trajectories.NewEpisodeWriter(w) }},
+			} {
+				if f.path == "" {
+					continue
+				}
+				// Appended to: a server restarted on the same files adds
+				// its episodes after those written before.
+				file, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+				if err != nil {
+					return usagef("%s: %w", f.flag, err)
+				}
+				closers = append(closers, file)
+				sinks = append(sinks, f.sink(file))
+			}
+			if len(sinks) > 0 {
+				cfg.Sink = trajectories.Tee(sinks...)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
+			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: environment server on http://%s\n", addr) }
+			return a.served(envserver.Serve(cmd.Context(), cfg), envserver.ErrBadConfig)
+		},
+	}
+	fl := cmd.Flags()
+	bindServeFlags(fl, &cfg.Addr, envserver.DefaultAddr, &cfg.Token, &tokenFile)
+	fl.StringVarP(&out, "out", "o", "", "append every finished episode's samples to this JSONL file")
+	fl.StringVar(&episodesOut, "episodes-out", "", "append every finished episode's record (and credit) to this file")
+	fl.Uint64Var(&cfg.Seed, "seed", 0, "server seed: the run seeds of episodes whose reset brings none derive from it")
+	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to episodes whose reset brings none")
+	fl.IntVar(&cfg.MaxSessions, "max-sessions", envserver.DefaultMaxSessions, "live sessions at once")
+	fl.IntVar(&cfg.MaxEpisodes, "max-episodes", envserver.DefaultMaxEpisodes, "live episodes at once")
+	fl.DurationVar(&cfg.SessionTimeout, "session-timeout", envserver.DefaultSessionTimeout,
+		"a silent HTTP session's seats fall back after this long; an episode waiting this long for seats nobody took ends aborted")
+	fl.DurationVar(&cfg.MaxWait, "max-wait", envserver.DefaultMaxWait, "longest one reset or step waits for the session's turn")
+	fl.DurationVar(&cfg.Retain, "retain", envserver.DefaultRetain, "how long a finished episode stays readable at /state and /record")
+	fl.IntVar(&cfg.MaxRetained, "max-retained", envserver.DefaultMaxRetained, "finished episodes kept readable at most (the oldest go first)")
+	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
+	return cmd
+}

@@ -1,0 +1,57 @@
+package env_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// TestSessionIsOneAgentsEpisode: an agent's session key is the same at
+// every one of its turns in an episode, and differs between agents and
+// between episodes; replaying an episode gives the same keys.
+func TestSessionIsOneAgentsEpisode(t *testing.T) {
+	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
+	var mu sync.Mutex
+	sessions := map[[2]uint64]map[string]uint64{} // (policy seed, run) -> agent -> session
+	run := 0
+	record := func(policySeed uint64) agents.Policy {
+		return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			k := [2]uint64{policySeed, uint64(run)}
+			if sessions[k] == nil {
+				sessions[k] = map[string]uint64{}
+			}
+			if s, ok := sessions[k][obs.Agent]; ok {
+				assert.Equal(t, s, obs.Session, "agent %s's session changed at turn %d", obs.Agent, obs.Turn)
+			}
+			sessions[k][obs.Agent] = obs.Session
+			return agents.Action{Text: "1"}, nil
+		})
+	}
+	for _, seed := range []uint64{1, 2, 1} {
+		if seed == 1 && len(sessions) > 0 {
+			run++ // the replay of seed 1
+		}
+		x := &env.LocalExecutor{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(record(seed))}}
+		rec := x.Execute(context.Background(), env.Request{Seed: 7, PolicySeed: seed})
+		require.Equal(t, protocol.StatusCompleted, rec.Status)
+	}
+	first, other, again := sessions[[2]uint64{1, 0}], sessions[[2]uint64{2, 0}], sessions[[2]uint64{1, 1}]
+	require.Len(t, first, 3)
+	assert.Equal(t, first, again, "a replay has the same sessions")
+	seen := map[uint64]bool{}
+	for _, m := range []map[string]uint64{first, other} {
+		for _, s := range m {
+			assert.False(t, seen[s], "session %x shared", s)
+			seen[s] = true
+		}
+	}
+}

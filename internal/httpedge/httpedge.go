@@ -1,0 +1,70 @@
+// Package httpedge holds what troupe's HTTP services share at their edge:
+// the bearer-token check and the JSON content-type check. The rollout
+// service (rollout/server) and the environment server (env/envserver) use
+// them.
+package httpedge
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// Token is a service's bearer token, kept hashed. The zero Token (NewToken
+// of "") lets every request through.
+type Token struct {
+	set  bool
+	hash [sha256.Size]byte
+}
+
+// NewToken returns the token s; "" is no token.
+func NewToken(s string) Token {
+	if s == "" {
+		return Token{}
+	}
+	return Token{set: true, hash: sha256.Sum256([]byte(s))}
+}
+
+// Authorized checks r's "Authorization: Bearer TOKEN" header. Both sides
+// are hashed first, so the comparison takes the same time whatever the
+// lengths.
+func (t Token) Authorized(r *http.Request) bool {
+	if !t.set {
+		return true
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], t.hash[:]) == 1
+}
+
+// CheckJSON accepts a request with a JSON media type, or none; its error
+// says what to send.
+func CheckJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return fmt.Errorf("Content-Type %q: send application/json", ct)
+}
+
+// ListenAndServe listens on addr (TCP) and hands the listener to serve, a
+// service's Serve; what names the service in the listener's error.
+func ListenAndServe(ctx context.Context, addr, what string, serve func(context.Context, net.Listener) error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return serve(ctx, ln)
+}
