@@ -216,7 +216,7 @@ THUDM/slime training Sample, one JSON object per line.
 	root.SetErr(a.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.envServeCommand(), a.workerCommand(), a.runsCommand(), a.newCommand(), a.viewCommand(), a.checkCommand(), a.leagueCommand())
+	root.AddCommand(a.runCommand(), a.scenariosCommand(), a.allocatorsCommand(), a.experimentCommand(), a.serveCommand(), a.envServeCommand(), a.workerCommand(), a.runsCommand(), a.newCommand(), a.viewCommand(), a.checkCommand(), a.exportCommand(), a.leagueCommand())
 	return root
 }
 

@@ -26,7 +26,7 @@ type experimentFlags struct {
 	diagnose                                  int
 	seed                                      uint64
 	out, title                                string
-	quiet, resume                             bool
+	quiet, resume, png                        bool
 }
 
 func (a *App) experimentCommand() *cobra.Command {
@@ -46,7 +46,7 @@ confidence intervals across seeds (results.csv, results.json), every seed's
 final result (finals.csv), paired comparisons of the allocators over the
 same seeds (comparisons.csv: difference, CI, paired t and sign-flip tests,
 Holm-adjusted p, Cohen's d_z), each agent's mean credit (credit.csv),
-learning curves, final-result and per-seed plots (PNG and SVG) and a
+learning curves, final-result and per-seed plots (SVG; --png adds PNGs) and a
 Markdown report (report.md) that embeds them and says what every number
 is. Results are G/G* when troupe knows the scenario's optimum G* (elfarol,
 committee), the team reward G otherwise. --diagnose N adds Agogino &
@@ -101,6 +101,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the experiment in --out (after an interruption): refused if it was run with other settings")
 	fl.StringVar(&f.title, "title", "", "the report's title")
+	fl.BoolVar(&f.png, "png", false, "render the plots as PNG too (1600×1000), and show those in the report; SVG only without it (the PNGs cost more CPU than the grid)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	var learners strings.Builder
 	_ = learn.Usage(&learners)
@@ -178,6 +179,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Parallel:   f.parallel,
 		Out:        f.out,
 		Title:      f.title,
+		PNG:        f.png,
 	}
 	cfg.Command = experimentCommandLine(name, cfg)
 	return cfg, nil
@@ -226,6 +228,9 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
 		args = append(args, "--title", cfg.Title)
+	}
+	if cfg.PNG {
+		args = append(args, "--png")
 	}
 	for i, s := range args {
 		if strings.ContainsAny(s, " \t\"'*?$;&|()<>") {

@@ -57,9 +57,12 @@ func TestExperimentWritesTheReport(t *testing.T) {
 	// The report names the command that reproduces it, every setting explicit.
 	assert.Contains(t, string(report), "troupe experiment elfarol --param capacity=2 --param nights=2 --grid agents=4,8 "+
 		"--allocator team --allocator difference --learner egreedy:alpha=0.1,epsilon=0.05,init=0,unbiased=1 --seeds 2 --seed 1 --episodes 30 --out "+out)
-	for _, f := range []string{"episodes.csv", "results.json", "final.png", "curves_agents-4.svg"} {
+	for _, f := range []string{"episodes.csv", "results.json", "final.svg", "curves_agents-4.svg"} {
 		assert.FileExists(t, filepath.Join(out, f))
 	}
+	// Without --png the plots are SVG only, and the report shows those.
+	assert.NoFileExists(t, filepath.Join(out, "final.png"))
+	assert.Contains(t, string(report), "](final.svg)")
 
 	refused := troupe(t, barGrid(out)...)
 	assert.Equal(t, ExitUsage, refused.code, refused.stderr)

@@ -2,6 +2,7 @@ package experiment_test
 
 import (
 	"context"
+	"flag"
 	"testing"
 
 	"github.com/troupe-rl/troupe/experiment"
@@ -59,16 +60,25 @@ func BenchmarkElFarolGrid(b *testing.B) {
 }
 
 // BenchmarkElFarolGridWithOutputs adds writing the cells, metrics, plots
-// and report.
+// and report: its cpu-s/grid less BenchmarkElFarolGrid's is what the
+// outputs cost (with -png, PNG plots too).
 func BenchmarkElFarolGridWithOutputs(b *testing.B) {
+	cpu := cputime.Seconds()
 	for b.Loop() {
 		cfg := elFarolGrid(b, b.TempDir())
+		cfg.PNG = *benchPNG
 		if _, err := experiment.Run(context.Background(), cfg); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu = cputime.Seconds() - cpu
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/grid")
+	if cputime.Available {
+		b.ReportMetric(cpu/float64(b.N), "cpu-s/grid")
+	}
 }
+
+var benchPNG = flag.Bool("png", false, "BenchmarkElFarolGridWithOutputs renders PNG plots too")
 
 // BenchmarkElFarolGridDiagnosed is the grid with the credit diagnostics of
 // docs/experiments/elfarol.md: 10 episodes per cell, 8 agents, 4

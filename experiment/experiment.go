@@ -161,6 +161,12 @@ type Config struct {
 	// (ErrExists), so that no output of one experiment mixes with
 	// another's.
 	Resume bool
+	// PNG renders every plot as a 1600 × 1000 PNG beside its SVG, and has
+	// the report show the PNGs. Without it the plots are SVG only: a
+	// PNG's rasterising and compression cost more CPU than the whole El
+	// Farol grid they plot. Not part of the experiment's identity: a
+	// resumed experiment may set it or not.
+	PNG bool
 	// Title and Command head the report: the command that ran the
 	// experiment, so that a reader can reproduce it.
 	Title, Command string
@@ -219,8 +225,11 @@ type plan struct {
 	// allocs are the allocator specs, as the registry names them, with the
 	// scenario's counterfactual mode applied (see effective).
 	allocs []string
-	window int
-	cells  []*cellPlan
+	// resimulate is the scenario's counterfactual mode: the allocators'
+	// names are read back with it (ParseDefaultingSim), as they were made.
+	resimulate bool
+	window     int
+	cells      []*cellPlan
 	// reuse holds, per point, the env.Reuse of that point's cells that
 	// are not playing: a cell takes one, or makes one, and gives it back
 	// when done. The cells are played largest point first, one after
@@ -282,6 +291,9 @@ type cellPlan struct {
 	id           CellConfig
 	file         string // name in Out/cells
 	done         *Cell  // read back from Out
+	// json is the cell's encoding, when it was played and written by this
+	// Run: episodes.json splices it rather than encode the cell again.
+	json []byte
 	// series is the array the cell's per-episode series are carved from
 	// (allocSeries), nil until it is to be played.
 	series []float64
@@ -404,7 +416,8 @@ func newPlan(cfg Config) (*plan, error) {
 // registry reads back), defaulting counterfactual allocators to the
 // scenario's declared re-simulation mode.
 func (p *plan) effective(info *env.Info, spec string) (string, trajectories.Allocator, error) {
-	a, err := p.registry.ParseDefaultingSim(spec, info.Counterfactual != nil && info.Counterfactual.Resimulate)
+	p.resimulate = info.Counterfactual != nil && info.Counterfactual.Resimulate
+	a, err := p.registry.ParseDefaultingSim(spec, p.resimulate)
 	if err != nil {
 		return "", nil, fmt.Errorf("scenario %s: %w", info.Name, err)
 	}
@@ -564,7 +577,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return err
 			}
 			if cfg.Out != "" {
-				if err := writeCell(cfg.Out, c.file, cell); err != nil {
+				if c.json, err = writeCell(cfg.Out, c.file, cell); err != nil {
 					return err
 				}
 			}
@@ -651,7 +664,8 @@ func (pr *progress) cellsDone() int {
 	return pr.p.CellsDone
 }
 
-// allocator parses the cell's allocator afresh.
+// allocator parses the cell's allocator afresh, in the scenario's
+// counterfactual mode.
 func (p *plan) allocator(c *cellPlan) (trajectories.Allocator, error) {
-	return p.registry.Parse(p.allocs[c.alloc])
+	return p.registry.ParseDefaultingSim(p.allocs[c.alloc], p.resimulate)
 }

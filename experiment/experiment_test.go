@@ -66,7 +66,9 @@ func outputs(t *testing.T, dir string) map[string][]byte {
 func TestRunWritesEveryOutput(t *testing.T) {
 	t.Parallel() // independent; drawing its plots keeps one core busy
 	dir := t.TempDir()
-	res, err := experiment.Run(context.Background(), smallBar(t, dir))
+	cfg := smallBar(t, dir)
+	cfg.PNG = true
+	res, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	assert.Equal(t, "G/G*", res.Metric)
 	require.Len(t, res.Cells, 2*2*2)
@@ -97,6 +99,16 @@ func TestRunWritesEveryOutput(t *testing.T) {
 		}
 	}
 	assert.Contains(t, string(files["final.svg"]), "<svg")
+	// episodes.json splices in the cells' own encodings: the bytes are
+	// those of encoding the whole document.
+	whole, err := json.Marshal(struct {
+		Scenario string             `json:"scenario"`
+		Metric   string             `json:"metric"`
+		Axes     []string           `json:"axes"`
+		Cells    []*experiment.Cell `json:"cells"`
+	}{"elfarol", res.Metric, []string{"agents"}, res.Cells})
+	require.NoError(t, err)
+	assert.Equal(t, string(whole)+"\n", string(files["episodes.json"]))
 
 	rows, err := csv.NewReader(bytes.NewReader(files["episodes.csv"])).ReadAll()
 	require.NoError(t, err)
@@ -369,12 +381,12 @@ func TestCommitteeWithCounterfactualAllocators(t *testing.T) {
 	// its (2 points × 4 allocators × 2 seeds × 60 episodes).
 	assert.Equal(t, res.Turns-2*4*2*60, res.Updates)
 	// The committee's decider answers the advice: the counterfactual
-	// allocators take its re-simulation mode, and say so.
+	// allocators take its re-simulation mode, under the names typed.
 	var names []string
 	for _, r := range res.Rows[:4] {
 		names = append(names, r.Allocator)
 	}
-	assert.Equal(t, []string{"team", "difference:sim=resimulate", "shapley:sim=resimulate", "leave-one-out:sim=resimulate"}, names)
+	assert.Equal(t, []string{"team", "difference", "shapley", "leave-one-out"}, names, "the names typed: the scenario re-simulates by default")
 	for _, c := range res.Cells {
 		require.Len(t, c.Team, 60)
 		for _, g := range c.Team {
@@ -393,7 +405,7 @@ func TestCommitteeWithCounterfactualAllocators(t *testing.T) {
 	frozen.Allocators = []string{"difference:sim=frozen"}
 	still, err := experiment.Run(context.Background(), frozen)
 	require.NoError(t, err)
-	assert.Equal(t, "difference", still.Rows[0].Allocator, "an explicit mode is kept")
+	assert.Equal(t, "difference:sim=frozen", still.Rows[0].Allocator, "an explicit mode is kept, and named as typed against the scenario's")
 	cfg.Parallel = 1
 	again, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)

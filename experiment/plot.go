@@ -168,11 +168,15 @@ func (roundTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// render draws the chart as PNG and SVG, its legend in a column on the
-// right.
-func (c *chart) render(base, caption string) (figure, error) {
+// render draws the chart as SVG, and as PNG too when png is set, its
+// legend in a column on the right.
+func (c *chart) render(base, caption string, png bool) (figure, error) {
 	f := figure{caption: caption, base: base}
-	for _, format := range []string{"png", "svg"} {
+	formats := []string{"svg"}
+	if png {
+		formats = []string{"png", "svg"}
+	}
+	for _, format := range formats {
 		var cw vg.CanvasWriterTo
 		switch format {
 		case "png":
@@ -251,7 +255,7 @@ func (p *plan) curves(res *Result, pi int) (figure, error) {
 	if len(p.cfg.Axes) > 0 {
 		base += "_" + slug(strings.ReplaceAll(desc, " ", "_"))
 	}
-	f, err := c.render(base, fmt.Sprintf("Learning curves, %s", desc))
+	f, err := c.render(base, fmt.Sprintf("Learning curves, %s", desc), p.cfg.PNG)
 	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: a thin line per seed (%d seeds), the thick line their mean.", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
 	return f, err
 }
@@ -357,7 +361,7 @@ func (p *plan) finals(res *Result) ([]figure, error) {
 			base += "_" + slug(strings.ReplaceAll(rest, " ", "_"))
 			caption += ", " + rest
 		}
-		f, err := c.render(base, caption)
+		f, err := c.render(base, caption, p.cfg.PNG)
 		if err != nil {
 			return nil, err
 		}
@@ -420,7 +424,7 @@ func (p *plan) strip(res *Result) (figure, error) {
 	if err := c.finish(c.pl.X.Min, c.pl.X.Max); err != nil {
 		return figure{}, err
 	}
-	f, err := c.render("seeds", fmt.Sprintf("Final %s of every seed", res.Metric))
+	f, err := c.render("seeds", fmt.Sprintf("Final %s of every seed", res.Metric), p.cfg.PNG)
 	f.note = fmt.Sprintf("Each dot is one seed's %s averaged over its last %d episodes; beside each strip, the square is the mean over the %d seeds and the bar its bootstrap 95%% confidence interval. Two clusters mean a bimodal outcome that a mean alone hides.", res.Metric, p.window, p.cfg.Seeds)
 	return f, err
 }

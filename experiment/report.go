@@ -34,7 +34,11 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 		b.WriteString(t)
 	}
 	for _, f := range figs {
-		fmt.Fprintf(&b, "\n### %s\n\n![%s](%s.png)\n\n%s ([SVG](%s.svg))\n", f.caption, f.caption, f.base, f.note, f.base)
+		if p.cfg.PNG {
+			fmt.Fprintf(&b, "\n### %s\n\n![%s](%s.png)\n\n%s ([SVG](%s.svg))\n", f.caption, f.caption, f.base, f.note, f.base)
+		} else {
+			fmt.Fprintf(&b, "\n### %s\n\n![%s](%s.svg)\n\n%s\n", f.caption, f.caption, f.base, f.note)
+		}
 	}
 	return []byte(b.String())
 }

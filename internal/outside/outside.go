@@ -21,6 +21,8 @@ type Module struct {
 	gob string
 	// Dir is the module's directory.
 	Dir string
+	// readOnly runs the go commands with -mod=readonly (At).
+	readOnly bool
 }
 
 // New makes the module path in a temporary directory, with the files of
@@ -34,14 +36,9 @@ type Module struct {
 // them); under CI=true that fails t.
 func New(t testing.TB, root, path string, fsys fs.FS) *Module {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds a module of its own outside the repository (-short)")
-	}
-	gob, err := exec.LookPath("go")
+	gob := goCommand(t)
+	root, err := filepath.Abs(root)
 	if err != nil {
-		t.Skip("no go command")
-	}
-	if root, err = filepath.Abs(root); err != nil {
 		t.Fatal(err)
 	}
 	m := &Module{t: t, gob: gob, Dir: t.TempDir()}
@@ -60,10 +57,42 @@ func New(t testing.TB, root, path string, fsys fs.FS) *Module {
 			t.Fatal(err)
 		}
 	}
-	if msg, err := m.command("list", "-m", "all").CombinedOutput(); err != nil && bytes.Contains(msg, []byte("GOPROXY=off")) && os.Getenv("CI") == "" {
-		t.Skipf("the module cache lacks go.mod files of troupe's module graph; go list -m all in the repository (or make test) fetches them:\n%s", msg)
-	}
+	m.skipWithoutGraph()
 	return m
+}
+
+// At is the module a user made in dir (its go.mod and go.sum are there),
+// whose go commands run as the user types them: offline, but without
+// -mod=mod, so that a go.mod that lacks a requirement fails rather than be
+// filled in. It skips t as New does.
+func At(t testing.TB, dir string) *Module {
+	t.Helper()
+	m := &Module{t: t, gob: goCommand(t), Dir: dir, readOnly: true}
+	m.skipWithoutGraph()
+	return m
+}
+
+// goCommand returns the go command's path, and skips t under -short or
+// without one.
+func goCommand(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a module of its own outside the repository (-short)")
+	}
+	gob, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	return gob
+}
+
+// skipWithoutGraph skips the test, outside CI, when the module cache
+// lacks go.mod files of the module's graph (see New).
+func (m *Module) skipWithoutGraph() {
+	m.t.Helper()
+	if msg, err := m.command("list", "-m", "all").CombinedOutput(); err != nil && bytes.Contains(msg, []byte("GOPROXY=off")) && os.Getenv("CI") == "" {
+		m.t.Skipf("the module cache lacks go.mod files of troupe's module graph; go list -m all in the repository (or make test) fetches them:\n%s", msg)
+	}
 }
 
 // Go runs the go command with args in the module, offline, and returns
@@ -86,6 +115,10 @@ func (m *Module) Go(args ...string) string {
 func (m *Module) command(args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(m.t.Context(), m.gob, args...)
 	cmd.Dir = m.Dir
-	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+	flags := "GOFLAGS=-mod=mod"
+	if m.readOnly {
+		flags = "GOFLAGS=-mod=readonly"
+	}
+	cmd.Env = append(os.Environ(), "GOPROXY=off", flags, "GOWORK=off")
 	return cmd
 }

@@ -10,7 +10,7 @@ import (
 // Parameters shared by the counterfactual allocators.
 var (
 	simParams = []Param{
-		{Name: "sim", Default: "frozen", Doc: "frozen: the agents not changed replay their recorded actions; resimulate: their policies are asked again, with the same seeds"},
+		{Name: "sim", Default: "frozen", Doc: "frozen: the agents not changed replay their recorded actions; resimulate: their policies are asked again, with the same seeds. In a scenario whose counterfactual declaration asks for re-simulation (its agents answer one another: committee, signal) the default is resimulate; either way the key leaves the default out (-a difference writes the key difference)"},
 		{Name: "budget", Default: strconv.Itoa(DefaultBudget), Doc: "most re-simulations per episode"},
 		{Name: "parallel", Doc: "re-simulations at once (default: the number of CPUs); changes speed only"},
 	}

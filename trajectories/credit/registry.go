@@ -265,6 +265,10 @@ func (r *Registry) Usage(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("Allocators, chosen by a spec: NAME or NAME:key=value,...\n")
 	b.WriteString("(NAME(key=value;...) when the spec is a parameter's value).\n")
+	b.WriteString("The key a spec writes (its name in a dict reward, slime's --reward-key, and in\n")
+	b.WriteString("metadata.allocator) is the spec as typed, parameters at their defaults left\n")
+	b.WriteString("out: -a difference writes difference, -a difference:c=average,budget=65536\n")
+	b.WriteString("writes difference:c=average.\n")
 	for _, name := range r.Names() {
 		e := r.entries[name]
 		fmt.Fprintf(&b, "\n%s\n", name)
@@ -305,11 +309,17 @@ func wrapText(b *strings.Builder, text, indent string) {
 // a speaker: replayed frozen, it repeats its recorded answer and every
 // agent's credit is 0). When resimulate is set and spec is a counterfactual
 // allocator that does not choose a mode itself (no sim=), it gets
-// sim=resimulate, and its name says so.
+// sim=resimulate. A built-in allocator's name is then the one its user
+// typed (difference, not difference:sim=resimulate: the key a dict reward
+// writes, and slime's --reward-key reads), and one that asks for
+// sim=frozen says so (Sim.Implied).
 func (r *Registry) ParseDefaultingSim(spec string, resimulate bool) (trajectories.Allocator, error) {
 	a, err := r.Parse(spec)
-	if err != nil || !resimulate || !NeedsOf(a).Replay || strings.Contains(spec, "sim=") {
+	if err != nil || !resimulate || !NeedsOf(a).Replay {
 		return a, err
+	}
+	if strings.Contains(spec, "sim=") {
+		return implySim(a), nil
 	}
 	withSim := spec + ":sim=resimulate"
 	switch {
@@ -322,7 +332,31 @@ func (r *Registry) ParseDefaultingSim(spec string, resimulate bool) (trajectorie
 	if err != nil {
 		return nil, fmt.Errorf("%w: the scenario needs its counterfactuals re-simulated, and %s does not parse (%v): give sim= explicitly", ErrBadAllocatorParam, withSim, err)
 	}
-	return re, nil
+	return implySim(re), nil
+}
+
+// implySim marks the Sim of a built-in counterfactual allocator Implied:
+// re-simulation is the scenario's mode. Other allocators (a registry's
+// own) keep their names.
+func implySim(a trajectories.Allocator) trajectories.Allocator {
+	switch x := a.(type) {
+	case Difference:
+		x.Sim.Implied = true
+		return x
+	case LeaveOneOut:
+		x.Sim.Implied = true
+		return x
+	case Shapley:
+		x.Sim.Implied = true
+		return x
+	case MonteCarloShapley:
+		x.Sim.Implied = true
+		return x
+	case COMA:
+		x.Sim.Implied = true
+		return x
+	}
+	return a
 }
 
 // SplitSpecs splits a comma-separated list of allocator specs, as a

@@ -202,9 +202,11 @@ func FuzzParse(f *testing.F) {
 func TestParseDefaultingSim(t *testing.T) {
 	reg := credit.Builtin()
 	for spec, want := range map[string]string{
-		"difference":                 "difference:sim=resimulate",
-		"shapley-mc:permutations=20": "shapley-mc:permutations=20,sim=resimulate",
-		"difference:sim=frozen":      "difference",
+		// The name is what the user typed: the key of a dict reward.
+		"difference":                 "difference",
+		"shapley-mc:permutations=20": "shapley-mc:permutations=20",
+		"difference:sim=resimulate":  "difference",
+		"difference:sim=frozen":      "difference:sim=frozen",
 		"team":                       "team",
 	} {
 		a, err := reg.ParseDefaultingSim(spec, true)
@@ -212,6 +214,12 @@ func TestParseDefaultingSim(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, want, a.Name(), spec)
+		if d, ok := a.(credit.Difference); ok {
+			assert.Equal(t, spec != "difference:sim=frozen", d.Sim.Resimulate, "%s re-simulates as the scenario asks, unless told otherwise", spec)
+		}
+		if m, ok := a.(credit.MonteCarloShapley); ok {
+			assert.True(t, m.Sim.Resimulate, spec)
+		}
 		plain, err := reg.ParseDefaultingSim(spec, false)
 		require.NoError(t, err)
 		direct, err := reg.Parse(spec)

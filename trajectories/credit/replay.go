@@ -41,6 +41,13 @@ type Sim struct {
 	// Parallel is how many re-simulations run at once; 0 means GOMAXPROCS.
 	// It changes the speed only: values do not depend on it.
 	Parallel int
+	// Implied says that Resimulate is the scenario's declared mode
+	// (env.CounterfactualSpec.Resimulate, applied by ParseDefaultingSim),
+	// not a choice of the spec: the allocator's name then leaves sim= out,
+	// as its user typed it, and says sim=frozen where the spec asked for
+	// that against the scenario's mode. Its dict reward key is what its
+	// user typed.
+	Implied bool
 }
 
 func (s Sim) budget() int {
@@ -63,7 +70,11 @@ func (s Sim) params() []kv {
 	if s.Resimulate {
 		mode = "resimulate"
 	}
-	return []kv{{"sim", mode, "frozen"}, {"budget", strconv.Itoa(s.budget()), strconv.Itoa(DefaultBudget)}}
+	def := "frozen"
+	if s.Implied {
+		def = "resimulate"
+	}
+	return []kv{{"sim", mode, def}, {"budget", strconv.Itoa(s.budget()), strconv.Itoa(DefaultBudget)}}
 }
 
 // Presence says what an agent outside a coalition does.
