@@ -45,7 +45,11 @@ func (f RendererFunc) Render(obs *agents.Observation, system string) []protocol.
 //
 // In a trained sample, all of this is prompt (observation) tokens; only the
 // new answer is response tokens.
-func Transcript() Renderer { return RendererFunc(transcript) }
+//
+// It is a TurnRenderer: with memory, a later turn's user message holds the
+// messages delivered since the agent's previous turn and the view, after
+// the agent's earlier answers (see TurnRenderer).
+func Transcript() Renderer { return transcriptRenderer{} }
 
 func transcript(obs *agents.Observation, system string) []protocol.ChatMessage {
 	msgs := make([]protocol.ChatMessage, 1, 2+len(obs.Seen)/2)
