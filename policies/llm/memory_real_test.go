@@ -89,19 +89,19 @@ func detokenize(t *testing.T, url string, ids []int) string {
 
 // memoryRun plays sc against the real server with memory, and returns the
 // episodes, per-turn and merged.
-func memoryRun(t *testing.T, sc env.Scenario, params map[string]string, cfg llm.Config) []*trajectories.Episode {
+func memoryRun(t *testing.T, sc env.Scenario, params map[string]string, cfg llm.Config, episodes int, opts ...llm.Option) []*trajectories.Episode {
 	t.Helper()
 	client, err := llm.NewClient(cfg)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
 	p, err := sc.Info().ParseParams(params)
 	require.NoError(t, err)
-	pol, err := llm.NewPolicy(client, cfg, llm.ForScenario(sc, p)...)
+	pol, err := llm.NewPolicy(client, cfg, append(llm.ForScenario(sc, p), opts...)...)
 	require.NoError(t, err)
 	var col trajectories.Collector
 	_, err = env.Run(t.Context(), env.RunConfig{
 		Play:     env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pol)},
-		Episodes: 3, Concurrency: 3, Seed: 5,
+		Episodes: episodes, Concurrency: episodes, Seed: 5,
 	}, &trajectories.Output{Sink: &col, Allocators: []trajectories.Allocator{credit.Team{}}})
 	require.NoError(t, err)
 	return col.Episodes()
@@ -204,14 +204,14 @@ func TestMemoryIsTokenExactOnLlamaServer(t *testing.T) {
 		params map[string]string
 		format llm.Format
 	}{
-		{"negotiation", negotiation.New(), map[string]string{"rounds": "2"}, llm.FormatJSON},
+		{"negotiation", negotiation.New(), map[string]string{"rounds": "2", "max_count": "1"}, llm.FormatJSON},
 		{"whisper", whisper(2), nil, llm.FormatText},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := cfg
 			cfg.Format = c.format
-			eps := memoryRun(t, c.sc, c.params, cfg)
-			require.Len(t, eps, 3)
+			eps := memoryRun(t, c.sc, c.params, cfg, 2, proposals()...)
+			require.Len(t, eps, 2)
 			most := 0
 			for _, ep := range eps {
 				turns := checkTurns(t, llama.URL, ep)
@@ -226,4 +226,54 @@ func TestMemoryIsTokenExactOnLlamaServer(t *testing.T) {
 			require.GreaterOrEqual(t, most, 2, "no agent played two turns: nothing was remembered")
 		})
 	}
+}
+
+// proposals makes both negotiators answer with proposals only, each count
+// 0 or 1 (the pools of max_count 1 hold one of each item): the random
+// tiny model then never ends a negotiation early with an accept, a walk
+// or an illegal count, and every episode plays all its rounds.
+func proposals() []llm.Option {
+	schema := json.RawMessage(`{"type":"object","properties":{"type":{"const":"propose"},"take":{"type":"object","properties":{` +
+		`"book":{"type":"integer","minimum":0,"maximum":1},"hat":{"type":"integer","minimum":0,"maximum":1},"ball":{"type":"integer","minimum":0,"maximum":1}},` +
+		`"required":["book","hat","ball"],"additionalProperties":false}},"required":["type","take"],"additionalProperties":false}`)
+	var opts []llm.Option
+	for _, role := range []string{negotiation.RoleAlice, negotiation.RoleBob} {
+		opts = append(opts, llm.WithAnswer(role, llm.ObjectAnswer(schema, "one proposal", nil)))
+	}
+	return opts
+}
+
+// A 40-turn negotiation under a context budget of 2,048 tokens: the
+// conversation outgrows it, the oldest turns are left out (the samples
+// say how many), no prompt leaves less than the answer's max_tokens of
+// the budget, and the merged layout starts a new sample where the
+// conversation was cut.
+func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
+	llama := llamatest.New(t, llamatest.Options{})
+	cfg := llamaMemoryConfig(llama)
+	const budget, maxTokens = 2048, 40
+	cfg.MaxContext, cfg.MaxTokens = budget, ptr(maxTokens)
+	eps := memoryRun(t, negotiation.New(), map[string]string{"rounds": "20", "max_count": "1"}, cfg, 1, proposals()...)
+	require.Len(t, eps, 1)
+	ep := eps[0]
+	require.Len(t, ep.Samples, 40, "the negotiation plays its 40 moves: %s %v", ep.End, ep.Err)
+	dropped, longest := 0, 0
+	for _, s := range ep.Samples {
+		require.False(t, s.Metadata.TextOnly, "%v", s.Metadata.Extra["llm_text_only"])
+		prompt := len(s.Tokens) - s.ResponseLength
+		longest = max(longest, prompt)
+		assert.LessOrEqual(t, prompt+maxTokens, budget, "turn %d of %s asks beyond the budget", s.Metadata.Turn, s.Metadata.Agent)
+		if d, ok := s.Metadata.Extra["llm_memory_dropped"]; ok {
+			dropped++
+			assert.Positive(t, d)
+		}
+	}
+	require.Positive(t, dropped, "the conversation never outgrew the budget (longest prompt %d tokens)", longest)
+	merged := trajectories.MergeTurns(slices.Clone(ep.Samples))
+	assert.Greater(t, len(merged), 2, "the cut conversations are samples of their own")
+	for _, m := range merged {
+		assert.LessOrEqual(t, len(m.Tokens), budget)
+		assert.Len(t, m.LossMask, m.ResponseLength)
+	}
+	t.Logf("40 turns under %d tokens: %d turns started a cut conversation, longest prompt %d tokens, %d merged samples", budget, dropped, longest, len(merged))
 }
