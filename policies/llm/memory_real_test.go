@@ -204,13 +204,16 @@ func TestMemoryIsTokenExactOnLlamaServer(t *testing.T) {
 		params map[string]string
 		format llm.Format
 	}{
-		{"negotiation", negotiation.New(), map[string]string{"rounds": "2", "max_count": "1"}, llm.FormatJSON},
+		{"negotiation", negotiation.New(), map[string]string{"rounds": "2", "max_count": "1"}, ""},
 		{"whisper", whisper(2), nil, llm.FormatText},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := cfg
 			cfg.Format = c.format
-			eps := memoryRun(t, c.sc, c.params, cfg, 2, proposals()...)
+			if c.format == "" {
+				proposals(&cfg)
+			}
+			eps := memoryRun(t, c.sc, c.params, cfg, 2)
 			require.Len(t, eps, 2)
 			most := 0
 			for _, ep := range eps {
@@ -229,18 +232,13 @@ func TestMemoryIsTokenExactOnLlamaServer(t *testing.T) {
 }
 
 // proposals makes both negotiators answer with proposals only, each count
-// 0 or 1 (the pools of max_count 1 hold one of each item): the random
-// tiny model then never ends a negotiation early with an accept, a walk
-// or an illegal count, and every episode plays all its rounds.
-func proposals() []llm.Option {
-	schema := json.RawMessage(`{"type":"object","properties":{"type":{"const":"propose"},"take":{"type":"object","properties":{` +
-		`"book":{"type":"integer","minimum":0,"maximum":1},"hat":{"type":"integer","minimum":0,"maximum":1},"ball":{"type":"integer","minimum":0,"maximum":1}},` +
-		`"required":["book","hat","ball"],"additionalProperties":false}},"required":["type","take"],"additionalProperties":false}`)
-	var opts []llm.Option
-	for _, role := range []string{negotiation.RoleAlice, negotiation.RoleBob} {
-		opts = append(opts, llm.WithAnswer(role, llm.ObjectAnswer(schema, "one proposal", nil)))
-	}
-	return opts
+// 0 or 1 (the pools of max_count 1 hold one of each item), by a llama.cpp
+// grammar with no room for white space: the random tiny model then never
+// ends a negotiation early with an accept, a walk, an illegal count or an
+// answer cut at max_tokens, and every episode plays all its rounds.
+func proposals(cfg *llm.Config) {
+	cfg.Format = llm.FormatText
+	cfg.Extra = map[string]json.RawMessage{"grammar": json.RawMessage(`"root ::= \"{\\\"type\\\":\\\"propose\\\",\\\"take\\\":{\\\"book\\\":\" [01] \",\\\"hat\\\":\" [01] \",\\\"ball\\\":\" [01] \"}}\""`)}
 }
 
 // A 40-turn negotiation under a context budget of 2,048 tokens: the
@@ -253,7 +251,8 @@ func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
 	cfg := llamaMemoryConfig(llama)
 	const budget, maxTokens = 2048, 40
 	cfg.MaxContext, cfg.MaxTokens = budget, ptr(maxTokens)
-	eps := memoryRun(t, negotiation.New(), map[string]string{"rounds": "20", "max_count": "1"}, cfg, 1, proposals()...)
+	proposals(&cfg)
+	eps := memoryRun(t, negotiation.New(), map[string]string{"rounds": "20", "max_count": "1"}, cfg, 1)
 	require.Len(t, eps, 1)
 	ep := eps[0]
 	require.Len(t, ep.Samples, 40, "the negotiation plays its 40 moves: %s %v", ep.End, ep.Err)
