@@ -97,6 +97,7 @@ func TestOutputMergesAfterAllocation(t *testing.T) {
 	assert.Equal(t, int64(0), m.Index)
 	require.NoError(t, m.Validate())
 }
+
 type perTurn struct{}
 
 func (perTurn) Name() string { return "per-turn" }
