@@ -170,7 +170,7 @@ async def troupe_generate(args, sample, sampling_params):
 
 
 class DataSource:
-    """slime's data source contract: groups of prompt samples, each its own index."""
+    """slime's data source contract: groups of n_samples_per_prompt (2) prompt samples, each its own index."""
 
     def __init__(self):
         self.n = 0
@@ -180,8 +180,9 @@ class DataSource:
 
         groups = []
         for _ in range(n):
-            groups.append([Sample(prompt="troupe episode", index=self.n, group_index=self.n)])
-            self.n += 1
+            g = self.n // 2
+            groups.append([Sample(prompt="troupe episode", index=self.n + j, group_index=g) for j in range(2)])
+            self.n += 2
         return groups
 
     def add_samples(self, samples):
@@ -197,14 +198,17 @@ def slime_args(n_rollouts):
         ["--custom-generate-function-path", "slime_real_check.troupe_generate", "--rollout-batch-size", str(n_rollouts)]
     )
     # Megatron's and the cluster's flags, which slime's own parser does not define.
-    args.rollout_batch_size = n_rollouts
-    args.over_sampling_batch_size = n_rollouts
-    args.n_samples_per_prompt = 1
+    # GRPO groups of two: each prompt's two copies are two episodes.
+    args.n_samples_per_prompt = 2
+    args.rollout_batch_size = n_rollouts // 2
+    args.over_sampling_batch_size = args.rollout_batch_size
     args.rollout_global_dataset = True
     args.global_batch_size = n_rollouts
     args.micro_batch_size = 1
-    args.use_dynamic_batch_size = False
-    args.max_tokens_per_gpu = None
+    # Fan-out makes the number of samples per rollout vary, which slime's
+    # static micro-batches refuse unless it divides evenly: pack by tokens.
+    args.use_dynamic_batch_size = True
+    args.max_tokens_per_gpu = 16384
     args.balance_data = False
     args.sglang_server_concurrency = getattr(args, "sglang_server_concurrency", 64) or 64
     args.sglang_dp_size = 1
@@ -220,8 +224,8 @@ def check(path):
         for line in f:
             if line.strip():
                 EPISODES.append(json.loads(line))
-    if not EPISODES:
-        raise SystemExit(f"{path}: no episodes")
+    if not EPISODES or len(EPISODES) % 2:
+        raise SystemExit(f"{path}: {len(EPISODES)} episodes: want an even number (GRPO groups of two)")
 
     import slime.rollout.sglang_rollout as sr
     from slime.ray.rollout import RolloutManager
@@ -243,7 +247,7 @@ def check(path):
     args = slime_args(len(EPISODES))
     out = sr.generate_rollout(args, 0, DataSource())
     groups = out.samples
-    assert len(groups) == len(EPISODES), (len(groups), len(EPISODES))
+    assert len(groups) == len(EPISODES) // 2, (len(groups), len(EPISODES))
 
     manager = object.__new__(RolloutManager)
     manager.args = args
