@@ -121,12 +121,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	}
 	cbody = append(cbody, '}')
 	var a llamaCompletion
-	url := c.root + "/completion"
-	n, err = c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, cbody)
-		if err != nil {
-			return err
-		}
+	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
 		a = llamaCompletion{}
 		if err := json.Unmarshal(b, &a); err != nil {
 			return fmt.Errorf("%w: /completion: %w", ErrMalformed, err)
@@ -177,6 +172,20 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		}
 	}
 	return out, why, nil
+}
+
+// llamaPost posts body to the llama.cpp endpoint path (one call of the
+// client: its bound, timeout and retries) and hands the 2xx answer to
+// read. It returns the retries taken.
+func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter uint64, read func([]byte) error) (int, error) {
+	url := c.root + path
+	return c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
+		b, err := c.postJSON(ctx, st, url, body)
+		if err != nil {
+			return err
+		}
+		return read(b)
+	})
 }
 
 // appendInts appends ids as a JSON array.
@@ -270,12 +279,7 @@ func (c *Client) llamaBOS(ctx context.Context, jitter uint64) (string, int, erro
 // POST /apply-template, the chat endpoint's own parser and template.
 func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter uint64) (string, int, error) {
 	var prompt string
-	url := c.root + "/apply-template"
-	n, err := c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, chatBody)
-		if err != nil {
-			return err
-		}
+	n, err := c.llamaPost(ctx, "/apply-template", chatBody, jitter, func(b []byte) error {
 		var a struct {
 			Prompt *string `json:"prompt"`
 		}
@@ -303,12 +307,7 @@ func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool
 		return nil, 0, err
 	}
 	var ids []int
-	url := c.root + "/tokenize"
-	n, err := c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, body)
-		if err != nil {
-			return err
-		}
+	n, err := c.llamaPost(ctx, "/tokenize", body, jitter, func(b []byte) error {
 		var a struct {
 			Tokens []int `json:"tokens"`
 		}

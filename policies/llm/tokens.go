@@ -187,12 +187,7 @@ func (c *Client) llamaDetokenize(ctx context.Context, ids []int, jitter uint64) 
 		return "", 0, err
 	}
 	var text string
-	url := c.root + "/detokenize"
-	n, err := c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, body)
-		if err != nil {
-			return err
-		}
+	n, err := c.llamaPost(ctx, "/detokenize", body, jitter, func(b []byte) error {
 		var a struct {
 			Content *string `json:"content"`
 		}
