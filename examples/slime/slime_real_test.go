@@ -71,7 +71,7 @@ func TestSlimeRealRollout(t *testing.T) {
 	files := map[string]string{}
 	for _, layout := range []string{"turns", "merged"} {
 		files[layout] = filepath.Join(dir, layout+".jsonl")
-		args := []string{"run", "negotiation", "-n", "4", "-c", "4", "-p", "rounds=2", "-p", "max_count=1",
+		args := []string{"run", "negotiation", "-n", "2", "-c", "2", "-p", "rounds=2", "-p", "max_count=1",
 			"--policy", "llm", "--llm-base-url", llama.URL + "/v1", "--llm-kind", "llamacpp", "--llm-model", llamatest.ModelAlias,
 			"--llm-format", "text", "--llm-max-tokens", "40", "--llm-extra", "grammar=" + string(grammar),
 			"--layout", "nested", "-o", files[layout]}
@@ -98,8 +98,8 @@ func TestSlimeRealRollout(t *testing.T) {
 	require.Len(t, got, 2)
 	turns, merged := got[0], got[1]
 	for _, r := range got {
-		assert.Equal(t, 4, r.Episodes)
-		assert.Equal(t, 4, r.Rollouts, "%s: one rollout per episode", r.File)
+		assert.Equal(t, 2, r.Episodes)
+		assert.Equal(t, 2, r.Rollouts, "%s: one rollout per episode", r.File)
 		assert.Positive(t, r.TrainedTokens)
 		assert.True(t, r.RolloutLogProbs)
 		assert.Equal(t, r.Samples, r.DPPartitionSizes[0]+r.DPPartitionSizes[1], "%s: the schedule places every sample", r.File)
