@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,11 +88,6 @@ type Client struct {
 	sem     *semaphore.Weighted
 	chatURL string
 	root    string // the server's root URL: BaseURL without its /v1
-
-	// bos is the text of what llama.cpp's /tokenize adds at the start of
-	// a prompt (llamaBOS), once asked.
-	bosMu sync.Mutex
-	bos   *string
 
 	calls, attempts, retries, failures atomic.Int64
 	inFlight, maxInFlight              atomic.Int64

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -66,10 +67,10 @@ type memory struct {
 	extends bool
 }
 
-// reply is what the model wrote at turn t, as the conversation shows it
+// replyOf is what the model wrote at turn t, as the conversation shows it
 // back: the completion (the text of its tokens, less a trailing end of
 // generation), or the action of a turn without one (a scripted move).
-func reply(t *agents.Turn) string {
+func replyOf(t *agents.Turn) string {
 	if g := t.Action.Generation; g != nil && g.Completion != "" {
 		return g.Completion
 	}
@@ -129,7 +130,7 @@ func (p *Policy) conversation(obs *agents.Observation, ans Answer, from int) ([]
 		}
 	}
 	for i := start; i < k; i++ {
-		chat = append(chat, protocol.ChatMessage{Role: RoleAssistant, Content: reply(&h[i])})
+		chat = append(chat, protocol.ChatMessage{Role: RoleAssistant, Content: replyOf(&h[i])})
 		o := obs
 		if i+1 < k {
 			t := h[i+1].Observation(obs.Agent, obs.Role, i+1, h)
@@ -183,20 +184,26 @@ func (p *Policy) reserve() int {
 
 // refit returns obs's chat with its oldest turns left out so that it fits
 // the context budget: the fewest turns left out that bring the prompt's
-// bound (tokenBound) to at most half the budget, less the answer's
-// reserve, so that the next turns extend the new conversation for a while
-// before it is cut again; or, when no such cut exists, the chat of the
-// current turn alone if its bound fits the whole budget. It fails with
-// ErrContextFull when even that does not fit.
-func (p *Policy) refit(obs *agents.Observation, ans Answer) ([]protocol.ChatMessage, memory, error) {
+// size (measure: exact ids on llamacpp, tokenBound elsewhere) to at most
+// half the budget, less the answer's reserve, so that the next turns
+// extend the new conversation for a while before it is cut again; or,
+// when no such cut exists, the chat of the current turn alone if it fits
+// the whole budget. It fails with ErrContextFull when even that does not
+// fit.
+func (p *Policy) refit(obs *agents.Observation, ans Answer, measure func([]protocol.ChatMessage) (int, error)) ([]protocol.ChatMessage, memory, error) {
 	k := len(obs.History)
 	for from := 1; from <= k; from++ {
 		chat, mem := p.conversation(obs, ans, from)
-		b := tokenBound(chat, nil, 0) + p.reserve()
-		if b <= p.maxContext/2 || from == k && b <= p.maxContext {
+		n, err := measure(chat)
+		if err != nil {
+			return nil, memory{}, err
+		}
+		if b := n + p.reserve(); b <= p.maxContext/2 || from == k && b <= p.maxContext {
 			return chat, mem, nil
 		}
 	}
-	chat, mem := p.conversation(obs, ans, k)
-	return chat, mem, ErrContextFull
+	return nil, memory{}, fmt.Errorf("%w: even the current turn alone leaves less than %d of the budget of %d", ErrContextFull, p.reserve(), p.maxContext)
 }
+
+// boundOf is refit's measure off llamacpp: tokenBound.
+func boundOf(chat []protocol.ChatMessage) (int, error) { return tokenBound(chat, nil, 0), nil }

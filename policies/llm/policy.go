@@ -149,10 +149,14 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 	instructions := p.instructions(ans, obs)
 	chat, mem := p.conversation(obs, ans, 0)
 	// prev is the prompt and answer whose tokens this chat's extend: the
-	// previous turn's, then a rejected attempt's.
+	// previous turn's, then a rejected attempt's; prevChat and prevReply
+	// are that prompt's chat and the answer's text.
 	var prev *agents.Tokens
+	var prevChat []protocol.ChatMessage
+	var prevReply string
 	if mem.extends {
-		prev = obs.History[len(obs.History)-1].Action.Generation.Tokens
+		last := &obs.History[len(obs.History)-1]
+		prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
 	}
 	req := &chatRequest{model: p.model, fields: p.fields}
 	switch p.format {
@@ -198,18 +202,20 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 		if p.tokenIn {
 			var why string
 			var err error
-			comp, why, err = p.askTokens(ctx, req.schema, chat, prev, seed)
+			comp, why, err = p.askTokens(ctx, req.schema, chat, prev, prevChat, prevReply, seed)
 			if errors.Is(err, errOverBudget) {
 				if attempt > 0 {
 					// A re-ask that no longer fits: the answer stays invalid.
 					return answer(last, lastText, lastErr, attempt), nil
 				}
-				chat, mem, err = p.refit(obs, ans)
+				chat, mem, err = p.refit(obs, ans, func(c []protocol.ChatMessage) (int, error) {
+					return p.client.llamaCount(ctx, req.model, c, p.fields, seed)
+				})
 				if err != nil {
 					return fail(err)
 				}
 				prev = nil
-				comp, why, err = p.askTokens(ctx, req.schema, chat, nil, seed)
+				comp, why, err = p.askTokens(ctx, req.schema, chat, nil, nil, "", seed)
 				if errors.Is(err, errOverBudget) {
 					return fail(fmt.Errorf("%w: %w", ErrContextFull, err))
 				}
@@ -237,7 +243,7 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 						return fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.maxContext))
 					}
 					var err error
-					if chat, mem, err = p.refit(obs, ans); err != nil {
+					if chat, mem, err = p.refit(obs, ans, boundOf); err != nil {
 						return fail(err)
 					}
 					prev, b = nil, tokenBound(chat, nil, 0)
@@ -270,7 +276,8 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 				reply = *comp.decoded
 			}
 			if reply != "" {
-				chat = append(chat, protocol.ChatMessage{Role: RoleAssistant, Content: reply})
+				prevChat, prevReply = chat, reply
+				chat = append(chat[:len(chat):len(chat)], protocol.ChatMessage{Role: RoleAssistant, Content: reply})
 				prev = comp.tokens
 			} else {
 				prev = nil
@@ -279,16 +286,17 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 		} else {
 			prev = nil
 			if mem.extends && attempt == 0 {
-				prev = obs.History[len(obs.History)-1].Action.Generation.Tokens
+				last := &obs.History[len(obs.History)-1]
+				prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
 			}
 		}
 	}
 }
 
 // askTokens asks llama.cpp for one answer token in, token out.
-func (p *Policy) askTokens(ctx context.Context, schema json.RawMessage, chat []protocol.ChatMessage, prev *agents.Tokens, seed int) (*completion, string, error) {
+func (p *Policy) askTokens(ctx context.Context, schema json.RawMessage, chat []protocol.ChatMessage, prev *agents.Tokens, prevChat []protocol.ChatMessage, prevReply string, seed int) (*completion, string, error) {
 	treq := &tokenRequest{
-		model: p.model, chat: chat, prev: prev, seed: seed, schema: schema,
+		model: p.model, chat: chat, prev: prev, prevChat: prevChat, prevReply: prevReply, seed: seed, schema: schema,
 		chatFields: p.fields, fields: p.cfields, maxTokens: max(value(p.cfg.MaxTokens), 0),
 		budget: p.maxContext, reserve: p.reserve(),
 	}

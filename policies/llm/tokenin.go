@@ -20,11 +20,15 @@ import (
 // chat is rendered by the server's template, its prompt ids extend prev's
 // where the rendering allows, and POST /completion generates from the ids.
 type tokenRequest struct {
-	model  string
-	chat   []protocol.ChatMessage
-	prev   *agents.Tokens // the previous prompt and answer this chat extends; nil: none
-	seed   int
-	schema json.RawMessage // FormatJSON's schema; nil for free text
+	model string
+	chat  []protocol.ChatMessage
+	prev  *agents.Tokens // the previous prompt and answer this chat extends; nil: none
+	// prevChat is prev's prompt as a chat, prevReply the text of its
+	// answer less a trailing end-of-generation token.
+	prevChat  []protocol.ChatMessage
+	prevReply string
+	seed      int
+	schema    json.RawMessage // FormatJSON's schema; nil for free text
 	// chatFields are the policy's chat body fields (bodyFields), sent to
 	// /apply-template for what reaches the template (Extra's
 	// chat_template_kwargs); fields the /completion body's (completionFields).
@@ -70,25 +74,21 @@ type llamaCompletion struct {
 // less than the reserve in the budget.
 func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion, string, error) {
 	jitter := seeds.Mix(c.cfg.Seed, uint64(req.seed))
-	body, err := json.Marshal(struct {
-		Model    string                         `json:"model"`
-		Messages []openai.ChatCompletionMessage `json:"messages"`
-	}{req.model, toOpenAI(req.chat)})
-	if err != nil {
-		return nil, "", err
-	}
-	if len(req.chatFields) > 0 {
-		if body, err = splice(body, req.chatFields); err != nil {
-			return nil, "", err
-		}
-	}
 	retries := 0
-	text, n, err := c.llamaApplyTemplate(ctx, body, seeds.Mix(jitter, 1))
+	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
 	retries += n
 	if err != nil {
 		return nil, "", err
 	}
-	ids, why, n, err := c.llamaPromptTokens(ctx, text, req.prev, seeds.Mix(jitter, 3))
+	var prevText string
+	if req.prev != nil && req.prevChat != nil {
+		prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
+		retries += n
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, seeds.Mix(jitter, 3))
 	retries += n
 	if err != nil {
 		return nil, "", err
@@ -202,51 +202,40 @@ func appendInts(b []byte, ids []int) []byte {
 
 // llamaPromptTokens returns the prompt ids of text, the server's rendering
 // of a chat. When prev is set (the previous prompt and the answer to it,
-// whose chat this one extends) and text begins with prev's text, the ids
-// are prev's, exactly as they were sent and sampled, followed by the ids
-// of the rest of text: the server's tokenization of the "delta" (the
-// template's end of the answer, unless the model sampled it, the new user
-// message, the assistant header). When the model ended its answer with an
-// end-of-generation token that is not the template's end of turn (Qwen's
-// <|endoftext|> where its template writes <|im_end|>), that token stays,
-// as sampled, and the template's end of turn follows it. Otherwise the
-// text is tokenized whole, and why says why the ids start afresh.
-func (c *Client) llamaPromptTokens(ctx context.Context, text string, prev *agents.Tokens, jitter uint64) (ids []int, why string, retries int, err error) {
-	if prev != nil && len(prev.Prompt) > 0 {
-		both := make([]int, 0, len(prev.Prompt)+len(prev.Response))
-		both = append(append(both, prev.Prompt...), prev.Response...)
-		x, n, err := c.llamaDetokenize(ctx, both, seeds.Mix(jitter, 1))
-		retries += n
-		if err != nil {
-			return nil, "", retries, err
-		}
-		bos, n, err := c.llamaBOS(ctx, seeds.Mix(jitter, 2))
-		retries += n
-		if err != nil {
-			return nil, "", retries, err
-		}
-		full := bos + text
+// whose chat this one extends), prevText is the rendering of prev's chat
+// and prevReply the answer's text, and text begins with them, the ids are
+// prev's, exactly as they were sent and sampled, followed by the server's
+// tokenization of the rest of text (the "delta": the template's end of the
+// answer, unless the model sampled it, the new user message, the assistant
+// header). When the model ended its answer on an end-of-generation token
+// that the template does not write (Qwen's <|endoftext|> where its
+// template writes <|im_end|>), that token stays, as sampled, and the
+// template's end of turn follows it. Otherwise text is tokenized whole, and
+// why says why the ids start afresh.
+func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, jitter uint64) (ids []int, why string, retries int, err error) {
+	if prev != nil && prevText != "" {
 		cut := -1
-		switch {
-		case strings.HasPrefix(full, x):
-			cut = len(x)
-		case len(prev.Response) > 0:
-			last, n, err := c.llamaDetokenize(ctx, prev.Response[len(prev.Response)-1:], seeds.Mix(jitter, 3))
+		if head := prevText + prevReply; strings.HasPrefix(text, head) {
+			cut = len(head)
+			// The answer's whole text, its end token's included: the
+			// template's end of turn when the model sampled that.
+			all, n, err := c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
 			retries += n
 			if err != nil {
 				return nil, "", retries, err
 			}
-			if last != "" && strings.HasSuffix(x, last) && strings.HasPrefix(full, x[:len(x)-len(last)]) {
-				cut = len(x) - len(last)
+			if whole := prevText + all; len(all) > len(prevReply) && strings.HasPrefix(text, whole) {
+				cut = len(whole)
 			}
 		}
 		if cut >= 0 {
-			delta, n, err := c.llamaTokenize(ctx, full[cut:], false, seeds.Mix(jitter, 4))
+			delta, n, err := c.llamaTokenize(ctx, text[cut:], false, seeds.Mix(jitter, 4))
 			retries += n
 			if err != nil {
 				return nil, "", retries, err
 			}
-			return append(both, delta...), "", retries, nil
+			ids := make([]int, 0, len(prev.Prompt)+len(prev.Response)+len(delta))
+			return append(append(append(ids, prev.Prompt...), prev.Response...), delta...), "", retries, nil
 		}
 		why = "the template's rendering of the chat does not begin with the previous prompt and answer"
 	}
@@ -254,25 +243,35 @@ func (c *Client) llamaPromptTokens(ctx context.Context, text string, prev *agent
 	return ids, why, retries + n, err
 }
 
-// llamaBOS returns the text of the tokens /tokenize adds at the start with
-// add_special (a BOS token; nothing for Qwen), which the template's
-// rendering lacks and a detokenized prompt has.
-func (c *Client) llamaBOS(ctx context.Context, jitter uint64) (string, int, error) {
-	c.bosMu.Lock()
-	defer c.bosMu.Unlock()
-	if c.bos != nil {
-		return *c.bos, 0, nil
-	}
-	ids, n, err := c.llamaTokenize(ctx, "", true, jitter)
+// llamaRender returns the server's rendering of chat (POST /apply-template
+// of a chat body with the policy's fields, so that Extra's
+// chat_template_kwargs reach the template).
+func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, jitter uint64) (string, int, error) {
+	body, err := json.Marshal(struct {
+		Model    string                         `json:"model"`
+		Messages []openai.ChatCompletionMessage `json:"messages"`
+	}{model, toOpenAI(chat)})
 	if err != nil {
-		return "", n, err
+		return "", 0, err
 	}
-	text, m, err := c.llamaDetokenize(ctx, ids, seeds.Mix(jitter, 1))
+	if len(fields) > 0 {
+		if body, err = splice(body, fields); err != nil {
+			return "", 0, err
+		}
+	}
+	return c.llamaApplyTemplate(ctx, body, jitter)
+}
+
+// llamaCount returns the number of prompt tokens of chat, as the server
+// renders and tokenizes it whole.
+func (c *Client) llamaCount(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, seed int) (int, error) {
+	jitter := seeds.Mix(c.cfg.Seed, uint64(seed), 7)
+	text, _, err := c.llamaRender(ctx, model, chat, fields, jitter)
 	if err != nil {
-		return "", n + m, err
+		return 0, err
 	}
-	c.bos = &text
-	return text, n + m, nil
+	ids, _, err := c.llamaTokenize(ctx, text, true, seeds.Mix(jitter, 1))
+	return len(ids), err
 }
 
 // llamaApplyTemplate returns the server's rendering of a chat body:
