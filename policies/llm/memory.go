@@ -97,12 +97,12 @@ func (p *Policy) conversation(obs *agents.Observation, ans Answer, from int) ([]
 		return withInstructions(r.Render(obs, p.systemPrompt(obs)), p.instructions(ans, obs)), memory{}
 	}
 	k := len(h)
-	start := -1
+	start, based := -1, false // based: the chat extends turn start's recorded chat
 	var chat []protocol.ChatMessage
 	if from == 0 {
 		for i := k - 1; i >= 0; i-- {
 			if g := h[i].Action.Generation; g != nil && g.Prompt != nil && len(g.Prompt.Messages) > 0 {
-				start = i
+				start, based = i, true
 				msgs := g.Prompt.Messages
 				chat = make([]protocol.ChatMessage, len(msgs), len(msgs)+2*(k-i))
 				copy(chat, msgs)
@@ -144,7 +144,17 @@ func (p *Policy) conversation(obs *agents.Observation, ans Answer, from int) ([]
 		}
 		chat = append(chat, protocol.ChatMessage{Role: RoleUser, Content: user})
 	}
-	return chat, memory{on: true, turns: k - from, dropped: from, extends: from == 0 && start == k-1}
+	// The earlier turns the chat holds: those of the chat it extends (a
+	// cut conversation holds fewer than its turn number), and the ones
+	// added since.
+	prior := 0 // a fresh start at from
+	if based {
+		prior = start
+		if n, ok := h[start].Action.Notes["llm_memory_turns"].(int); ok {
+			prior = n
+		}
+	}
+	return chat, memory{on: true, turns: prior + k - start, dropped: from, extends: from == 0 && start == k-1}
 }
 
 // Bounds of the tokens a chat template adds: around each message, and

@@ -262,14 +262,16 @@ func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
 		prompt := len(s.Tokens) - s.ResponseLength
 		longest = max(longest, prompt)
 		assert.LessOrEqual(t, prompt+maxTokens, budget, "turn %d of %s asks beyond the budget", s.Metadata.Turn, s.Metadata.Agent)
+		assert.NotContains(t, s.Metadata.Extra, "llm_memory_rebuilt", "turn %d of %s", s.Metadata.Turn, s.Metadata.Agent)
 		if d, ok := s.Metadata.Extra["llm_memory_dropped"]; ok {
 			dropped++
 			assert.Positive(t, d)
+			assert.EqualValues(t, 0, s.Metadata.Extra["llm_memory_turns"], "a cut conversation starts at the current turn or later ones")
 		}
 	}
 	require.Positive(t, dropped, "the conversation never outgrew the budget (longest prompt %d tokens)", longest)
 	merged := trajectories.MergeTurns(slices.Clone(ep.Samples))
-	assert.Greater(t, len(merged), 2, "the cut conversations are samples of their own")
+	assert.Len(t, merged, 2+dropped, "each negotiator's conversation, and each cut one, is one sample")
 	for _, m := range merged {
 		assert.LessOrEqual(t, len(m.Tokens), budget)
 		assert.Len(t, m.LossMask, m.ResponseLength)
