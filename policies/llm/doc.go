@@ -209,20 +209,23 @@
 // (POST /tokenize, no BOS, special tokens parsed) of the rest of the
 // rendered text: the template's end of the answer (unless the model
 // sampled it), the new user message, the assistant header. Which text is
-// the rest: POST /detokenize of the earlier ids gives the text they
-// stand for, and the rendering must begin with it. When the model ended
-// its answer on an end-of-generation token that the template does not
-// write (the tiny Qwen2's <|endoftext|>, where ChatML writes <|im_end|>),
-// that token stays in the ids where it was sampled and the rest starts
-// after the answer's text. The answer then comes from POST /completion
-// with the ids as its prompt (n_probs 1 for the log-probs, return_tokens
-// for the ids, json_schema for the json format), and its response text is
-// /detokenize of its ids, as for chat answers. So every turn's prompt ids
-// begin with the previous turn's prompt and response ids, and read back
-// (/detokenize) as the template's rendering of the chat, save such a
-// sampled end token. When the rendering does not begin with the earlier
-// text (a template that rewrites earlier assistant messages, as Qwen3's
-// drops old reasoning), the prompt is tokenized whole and the note
+// the rest: the rendering of the new chat must begin with the rendering of
+// the previous turn's chat followed by the answer's text (POST
+// /detokenize of its ids, less a trailing end-of-generation token), and the
+// rest is what follows; when it begins with the text of the answer's end
+// token, the model sampled the template's end of turn, and the rest starts
+// after it. When the model ended its answer on an end-of-generation token
+// that the template does not write (the tiny Qwen2's <|endoftext|>, where
+// ChatML writes <|im_end|>), that token stays in the ids where it was
+// sampled, and the template's end of turn follows it. The answer then comes
+// from POST /completion with the ids as its prompt (n_probs 1 for the
+// log-probs, return_tokens for the ids, json_schema for the json format),
+// and its response text is /detokenize of its ids, as for chat answers. So
+// every turn's prompt ids begin with the previous turn's prompt and
+// response ids, and read back (/detokenize) as the template's rendering of
+// the chat, save such sampled end tokens. When the rendering does not
+// begin so (a template that rewrites earlier assistant messages, as
+// Qwen3's drops old reasoning), the prompt is tokenized whole and the note
 // llm_memory_rebuilt says why. The tests check this against the real
 // llama-server (memory_real_test.go).
 //
