@@ -244,16 +244,16 @@
 // the prompt leaves, and a prompt must leave a reserve (Config.MaxTokens
 // when set, else an eighth of the budget). A conversation that no longer
 // leaves it is cut: its oldest turns are left out, the fewest that bring
-// an upper bound of the prompt (its bytes plus 16 tokens a message and 64
-// once: byte-level BPE makes no more tokens than bytes) to half the
-// budget, so that the next turns extend the new conversation for a while
+// the prompt (with the reserve) to half the budget, so that the next turns extend the new conversation for a while
 // before the next cut; the new conversation starts afresh with the first
 // kept turn's observation, its first user message saying "[N earlier turns
 // of yours are left out]", and the sample's note llm_memory_dropped is N.
 // The current turn is always kept; when even it alone leaves no reserve,
 // Act fails with ErrContextFull (the episode ends aborted). On llamacpp the
-// check uses the exact ids; elsewhere the prompt's bound, counting the
-// previous turn's prompt and response by their ids.
+// checks and the cut count exact ids (the server's); elsewhere an upper
+// bound of the prompt: its bytes plus 16 tokens a message and 64 once
+// (byte-level BPE makes no more tokens than bytes), the previous turn's
+// prompt and response counted by their ids.
 //
 // # Transport
 //
