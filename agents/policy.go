@@ -42,6 +42,34 @@ type Observation struct {
 	// key (SGLang's router), so that one agent's turns, which extend one
 	// prompt, reach the worker whose prefix cache holds it.
 	Session uint64
+	// History is the agent's own earlier turns in this episode, oldest
+	// first: History[k] is its turn k, what it observed then and what it
+	// played. It is the agent's memory: a policy that holds no state (as
+	// troupe's own do) rebuilds the agent's conversation from it, and a
+	// forked or replayed episode hands it the same. Its elements share
+	// their slices and Generation with the episode: read them, never
+	// change them or keep them after Act returns.
+	History []Turn
+}
+
+// Turn is one of an agent's earlier turns, as its later observations carry
+// it (Observation.History): what it observed, and the action it played,
+// with the Generation of a model policy (the chat it sent, what it wrote,
+// its tokens) and the policy's notes.
+type Turn struct {
+	Step   int
+	State  State
+	View   string
+	Inbox  []protocol.Message // the messages delivered since its previous turn
+	Legal  []string
+	Action Action
+}
+
+// Observation returns the observation the agent had at turn t, as far as
+// the history keeps it: everything but Seen (nil), Seed (0) and the
+// History before it (h[:turn]).
+func (t *Turn) Observation(agent, role string, turn int, h []Turn) Observation {
+	return Observation{Agent: agent, Role: role, State: t.State, Turn: turn, Step: t.Step, View: t.View, Inbox: t.Inbox, Legal: t.Legal, History: h[:turn:turn]}
 }
 
 // Intn returns a uniform integer in [0, n) drawn from the turn's seed and the

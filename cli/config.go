@@ -34,6 +34,7 @@ type runFlags struct {
 	rewardFormat    string
 	groupSize       int
 	layout          string
+	mergeTurns      bool
 	policies        []string
 	emit            []string
 	maxSteps        int
@@ -64,6 +65,7 @@ type plan struct {
 	allocators []trajectories.Allocator
 	format     trajectories.RewardFormat
 	layout     trajectories.Layout
+	merge      bool              // --merge-turns
 	out        string            // "-" for stdout
 	episodes   string            // --episodes-out, "" for none
 	policies   map[string]string // role -> policy name, for the summary
@@ -287,6 +289,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		allocators: r.Allocators,
 		format:     r.Format,
 		layout:     layout,
+		merge:      f.mergeTurns,
 		out:        f.out,
 		episodes:   f.episodesOut,
 		policies:   r.PolicyNames,

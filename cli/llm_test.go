@@ -315,7 +315,11 @@ func TestServeLLMSlimeSampling(t *testing.T) {
 			turns := map[string]int{}
 			for _, r := range reqs {
 				f := r.Fields()
-				assert.JSONEq(t, "48", string(f["max_tokens"]), "max_tokens -1 leaves the service's")
+				maxTokens := "max_tokens"
+				if kind == llmtest.LlamaCpp {
+					maxTokens = "n_predict" // agents with memory ask llama.cpp's /completion, token in
+				}
+				assert.JSONEq(t, "48", string(f[maxTokens]), "max_tokens -1 leaves the service's")
 				agent := "x" // tic-tac-toe alternates, x first; every answer is valid
 				if turns["x"] > turns["o"] {
 					agent = "o"

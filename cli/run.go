@@ -129,6 +129,7 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO), not one seat's at a time (AT-GRPO)")
 	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the `ROLES` tree-sampled (comma-separated, repeatable; default: every emitted role)")
 	fl.StringVar(&f.layout, "layout", "flat", "flat (one sample per line) or nested (one episode's samples per line, as a JSON array)")
+	fl.BoolVar(&f.mergeTurns, "merge-turns", false, "one sample per agent per episode, its whole conversation (loss mask on the model's tokens, the turns' rewards summed), where each turn is otherwise a sample")
 	fl.StringArrayVar(&f.emit, "emit", []string{"all"}, "whose turns become samples: all, or `ROLES` (comma-separated, repeatable)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: the scenario's bound, 100000 unless it sets one; an episode that reaches it ends with end step_limit)")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "truncate an episode after this many agent turns, all agents together (0: no limit)")
@@ -237,7 +238,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if files.episodes != nil {
 		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
 	}
-	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format}
+	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge}
 	var out env.Output = stage
 	skipped := 0 // episodes of the resumed run, written before
 	if prog := files.progress; prog != nil {

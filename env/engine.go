@@ -192,6 +192,10 @@ type Engine struct {
 	absent   []bool
 	turns    []int // per seat: turns taken
 	cursor   []int // per seat: mailbox entries already observed
+	// hist is, per seat, its turns so far (agents.Observation.History).
+	// The arrays are reused by the next episodes: policies keep nothing
+	// of an observation once they answered.
+	hist [][]agents.Turn
 	// lastTurn is, per seat, 1 + the index in rec.Turns of its latest
 	// turn, or 0 before its first: zero, as resize leaves it.
 	lastTurn []int
@@ -727,9 +731,11 @@ func (e *Engine) apply(actors []int) bool {
 	if e.setup.Counterfactual == nil {
 		e.record(actors)
 	}
-	turns := e.turns
+	turns, hist, obs, acts := e.turns, e.hist, e.obs, e.acts
 	for k, i := range actors {
 		turns[i]++
+		o := &obs[k]
+		hist[i] = append(hist[i], agents.Turn{Step: o.Step, State: o.State, View: o.View, Inbox: o.Inbox, Legal: o.Legal, Action: acts[k]})
 		if e.acts[k].Invalid != "" {
 			e.offenders = append(e.offenders, i)
 		}
@@ -844,6 +850,14 @@ func (e *Engine) seat(seats []Seat) error {
 	e.turns = resize(e.turns, n)
 	e.cursor = resize(e.cursor, n)
 	e.lastTurn = resize(e.lastTurn, n)
+	if cap(e.hist) < n {
+		e.hist = slices.Grow(e.hist[:cap(e.hist)], n-cap(e.hist))
+	}
+	e.hist = e.hist[:n]
+	for i := range e.hist {
+		clear(e.hist[i]) // the last episode's pointers
+		e.hist[i] = e.hist[i][:0]
+	}
 	if err := e.seatPolicies(seats); err != nil {
 		return err
 	}
@@ -1115,6 +1129,7 @@ func (e *Engine) observe(actors []int) {
 		o.Agent, o.Role = seats[i].ID, seats[i].Role
 		o.State = state
 		o.Turn, o.Step = turns[i], now
+		o.History = e.hist[i]
 		o.View, o.Legal = v.Text, v.Legal
 		if mail := e.mailbox(i); len(mail) == 0 {
 			o.Inbox, o.Seen = mail, mail // and the cursor is at 0

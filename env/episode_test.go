@@ -367,3 +367,43 @@ func playOut(t *testing.T, ep *env.Episode, text string) {
 		require.NoError(t, ep.Step(actions...))
 	}
 }
+
+// Each observation carries the agent's own earlier turns (its memory):
+// what it observed at each and the action it played, in order, also in a
+// fork, which replays them.
+func TestObservationsCarryTheAgentsOwnTurns(t *testing.T) {
+	setup := setupOf(t, "negotiation", 0)
+	ep, err := env.NewEpisode(setup)
+	require.NoError(t, err)
+	type seen struct {
+		view, action string
+		inbox        []protocol.Message
+	}
+	mine := map[string][]seen{}
+	check := func(o agents.Observation) {
+		t.Helper()
+		want := mine[o.Agent]
+		require.Len(t, o.History, o.Turn, "%s turn %d", o.Agent, o.Turn)
+		for k, h := range o.History {
+			assert.Equal(t, want[k].view, h.View, "%s turn %d: turn %d's view", o.Agent, o.Turn, k)
+			assert.Equal(t, want[k].action, h.Action.Text)
+			assert.Equal(t, want[k].inbox, h.Inbox)
+		}
+	}
+	for n := 0; !ep.Done(); n++ {
+		for _, o := range ep.Pending() {
+			check(o)
+			if n == 4 {
+				f, err := ep.Fork()
+				require.NoError(t, err)
+				for _, fo := range f.Pending() {
+					check(fo)
+				}
+			}
+			text := fmt.Sprintf(`{"type":"propose","take":{"book":%d,"hat":0,"ball":0}}`, n%2)
+			mine[o.Agent] = append(mine[o.Agent], seen{o.View, text, append([]protocol.Message(nil), o.Inbox...)})
+			require.NoError(t, ep.Act(seatOf(t, ep, o.Agent), agents.Action{Text: text}))
+		}
+	}
+	assert.Len(t, mine["alice"], 5, "the default five rounds were played")
+}

@@ -68,6 +68,10 @@ type Output struct {
 	// sink that writes every episode whole, envelope and all (a rollout
 	// answer), so that none is missing from it for want of a sample.
 	NoPlaceholders bool
+	// Merge writes one sample per agent per episode, its whole
+	// conversation, where each turn is otherwise a sample: MergeTurns,
+	// after the allocators (whose per-turn credit a merged sample sums).
+	Merge bool
 	// Observe, when set, sees every episode right after Sink, when the
 	// runner writes it (one episode at a time, in order), with its samples
 	// projected and rewarded.
@@ -350,6 +354,11 @@ func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 			for k := range ep.Samples {
 				o.stampSample(ep, &ep.Samples[k])
 			}
+		}
+	}
+	if o.Merge {
+		for _, ep := range g.eps {
+			ep.Samples = MergeTurns(ep.Samples)
 		}
 	}
 	if o.preparer != nil && !o.sequential {

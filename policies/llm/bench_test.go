@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -304,4 +305,73 @@ func BenchmarkTurn(b *testing.B) {
 
 func board(seed uint64, legal ...string) *agents.Observation {
 	return &agents.Observation{Agent: "x", Role: "x", View: "Tic-tac-toe. " + strconv.Itoa(len(legal)) + " cells are free.", Legal: legal, Seed: seed}
+}
+
+// BenchmarkMemoryTurn measures what an LLM turn costs troupe as the
+// conversation grows: one agent plays turns conversations of `turns`
+// turns against a test server in a child process (vLLM's answer shape,
+// token ids and log-probs, 2 ms latency), each turn delivering two
+// messages of 120 bytes and a view of 200, with memory (the prompt holds
+// the whole conversation) and without (the stateless prompts of before).
+// It reports troupe's CPU and heap bytes per turn, and the bytes of the
+// chat sent per turn (hist-B/turn): with memory the cost per turn may grow
+// with the conversation by about what the chat itself grows, not more.
+//
+//	go test ./policies/llm -run '^$' -bench MemoryTurn -benchtime 20x
+func BenchmarkMemoryTurn(b *testing.B) {
+	srv := startChild(b, llmtest.VLLM, 2*time.Millisecond)
+	defer srv.stop(b)
+	for _, memory := range []bool{false, true} {
+		for _, turns := range []int{10, 40} {
+			b.Run(fmt.Sprintf("memory=%v/turns=%d", memory, turns), func(b *testing.B) {
+				cfg := llm.DefaultConfig()
+				cfg.BaseURL, cfg.Model, cfg.Format, cfg.NoMemory = srv.url, "bench", llm.FormatText, !memory
+				p, err := llm.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Client().Close()
+				ctx := context.Background()
+				converse := func() int {
+					var hist []agents.Turn
+					var seen []protocol.Message
+					sent := 0
+					for k := range turns {
+						inbox := []protocol.Message{
+							{From: "env", To: "a", Kind: "news", Payload: strings.Repeat("n", 100), Time: k},
+							{From: "b", To: "a", Kind: "say", Payload: strings.Repeat("s", 100), Time: k},
+						}
+						seen = append(seen, inbox...)
+						obs := &agents.Observation{Agent: "a", Role: "r", Turn: k, Step: k, View: strings.Repeat("v", 200),
+							Inbox: inbox, Seen: seen, Seed: uint64(k), History: hist}
+						a, err := p.Act(ctx, obs)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, m := range a.Generation.Prompt.Messages {
+							sent += len(m.Content)
+						}
+						hist = append(hist, agents.Turn{Step: k, View: obs.View, Inbox: inbox, Action: a})
+					}
+					return sent
+				}
+				converse() // warm up: connections, pools
+				runtime.GC()
+				sent := 0
+				bytes0, _ := heapAllocs()
+				cpu0 := selfCPU()
+				b.ResetTimer()
+				for range b.N {
+					sent += converse()
+				}
+				b.StopTimer()
+				cpu := selfCPU() - cpu0
+				bytes1, _ := heapAllocs()
+				n := float64(b.N * turns)
+				b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-us/turn")
+				b.ReportMetric(float64(bytes1-bytes0)/n, "B/turn")
+				b.ReportMetric(float64(sent)/n, "hist-B/turn")
+			})
+		}
+	}
 }

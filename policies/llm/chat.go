@@ -84,7 +84,10 @@ func samplingFields(cfg *Config) []field {
 // policy: sampling, then the kind's vendor fields, then cfg.Extra, a later
 // field replacing an earlier one of the same name. The result is spliced
 // into go-openai's JSON, which never sets these names itself.
-func bodyFields(cfg *Config) []byte {
+func bodyFields(cfg *Config) []byte { return encodeFields(cfg, vendorFields(cfg.Kind)) }
+
+// encodeFields is bodyFields with the given vendor fields.
+func encodeFields(cfg *Config, vendor []field) []byte {
 	num := func(v float64) json.RawMessage { return strconv.AppendFloat(nil, v, 'g', -1, 64) }
 	var fs []field
 	if cfg.Temperature != nil {
@@ -112,7 +115,7 @@ func bodyFields(cfg *Config) []byte {
 		fs = append(fs, field{"stop", b})
 	}
 	fs = append(fs, samplingFields(cfg)...)
-	fs = append(fs, vendorFields(cfg.Kind)...)
+	fs = append(fs, vendor...)
 	for _, k := range slices.Sorted(maps.Keys(cfg.Extra)) {
 		fs = slices.DeleteFunc(fs, func(f field) bool { return f.name == k })
 		fs = append(fs, field{k, cfg.Extra[k]})

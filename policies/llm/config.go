@@ -140,6 +140,20 @@ type Config struct {
 	MaxInFlight int
 	// Seed roots the retry jitter, so that backoff is reproducible.
 	Seed uint64
+
+	// Memory (issue 33, item 1; see the package doc's "Memory").
+	//
+	// NoMemory makes the policy stateless as it was before memory: each
+	// prompt is rendered from the observation alone, and the agent never
+	// sees its own earlier moves. By default an agent's prompt carries its
+	// conversation so far, its own answers as assistant messages.
+	NoMemory bool
+	// MaxContext is the context budget in tokens (slime's
+	// --rollout-max-context-len): no request asks for more than
+	// MaxContext tokens, prompt and answer together, and when the
+	// conversation no longer fits, its oldest turns are left out (the
+	// rule is in the package doc). 0: no budget.
+	MaxContext int
 }
 
 // DefaultRoutingHeader is the header SGLang's router (sgl-model-gateway)
@@ -228,6 +242,10 @@ func (c *Config) Validate() error {
 		return bad("max retry wait %v: want 0 or more", c.MaxRetryWait)
 	case c.MaxInFlight < 1:
 		return bad("max in flight %d: want 1 or more", c.MaxInFlight)
+	case c.MaxContext < 0:
+		return bad("max context %d: want 0 (no budget) or more", c.MaxContext)
+	case c.MaxContext > 0 && maxTokens >= c.MaxContext:
+		return bad("max tokens %d leaves no room for a prompt in the context budget of %d", maxTokens, c.MaxContext)
 	}
 	if err := c.checkKindFields(); err != nil {
 		return bad("%v", err)
@@ -318,6 +336,7 @@ const (
 	EnvRetries     = "TROUPE_LLM_RETRIES"
 	EnvMaxInFlight = "TROUPE_LLM_MAX_IN_FLIGHT"
 	EnvExtra       = "TROUPE_LLM_EXTRA" // a JSON object of extra body fields
+	EnvMaxContext  = "TROUPE_LLM_MAX_CONTEXT"
 )
 
 // ConfigFromEnv returns DefaultConfig with the TROUPE_LLM_* variables
@@ -356,6 +375,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	parse(EnvRetries, func(v string) (err error) { c.Retries, err = strconv.Atoi(v); return })
 	parse(EnvMaxInFlight, func(v string) (err error) { c.MaxInFlight, err = strconv.Atoi(v); return })
 	parse(EnvTimeout, func(v string) (err error) { c.Timeout, err = time.ParseDuration(v); return })
+	parse(EnvMaxContext, func(v string) (err error) { c.MaxContext, err = strconv.Atoi(v); return })
 	parse(EnvExtra, func(v string) error {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(v), &m); err != nil {
@@ -398,6 +418,8 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.BackoffMax, "llm-backoff-max", c.BackoffMax, "largest retry backoff")
 	fs.DurationVar(&c.MaxRetryWait, "llm-max-retry-wait", c.MaxRetryWait, "longest Retry-After honoured; a longer one fails the call")
 	fs.IntVar(&c.MaxInFlight, "llm-max-in-flight", c.MaxInFlight, "most requests in flight to the server, over all episodes (env "+EnvMaxInFlight+")")
+	fs.BoolVar(&c.NoMemory, "llm-no-memory", c.NoMemory, "stateless prompts: an agent does not see its own earlier turns")
+	fs.IntVar(&c.MaxContext, "llm-max-context", c.MaxContext, "context budget in tokens, prompt and answer (slime's --rollout-max-context-len); the oldest turns are left out when the conversation outgrows it; 0: none (env "+EnvMaxContext+")")
 }
 
 // ptr is v's address.

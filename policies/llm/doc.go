@@ -6,9 +6,11 @@
 //
 // # Turns
 //
-// A Policy is stateless. For each turn it renders the observation into a
-// chat (a Renderer: by default the system prompt, then the messages the
-// agent was delivered, then the scenario's view), asks for an answer in
+// A Policy is stateless: the agent's memory is in its observation
+// (agents.Observation.History, its own earlier turns), not in the policy.
+// For each turn it renders the observation into a chat (see Memory below;
+// a Renderer renders the first turn: by default the system prompt, then
+// the messages the agent was delivered, then the scenario's view), asks for an answer in
 // the configured Format (a JSON object under response_format json_schema,
 // which vLLM, SGLang and llama.cpp enforce by constrained decoding; a
 // forced call of the function "act"; or plain text), and parses it
@@ -184,6 +186,74 @@
 // scanner, without reflection (answers carry thousands of ids per turn);
 // the fields read this way are then blanked before go-openai decodes the
 // rest, which it ignores or troupe does not use.
+//
+// # Memory
+//
+// An agent remembers its own turns (Config.NoMemory turns it off). With a
+// TurnRenderer (Transcript is one) the chat of its turn k is the chat it
+// sent at turn k-1 (the Generation's Prompt, re-asks included), then what
+// the model wrote as an assistant message (the Generation's Completion, or
+// the action of a turn played without a model, a scripted move), then a
+// user message of what it observed since: the messages delivered since its
+// previous turn, the view, the answer instructions. Consecutive turns of
+// one agent so extend one conversation, message by message. A plain
+// Renderer is asked for the whole chat every turn, as before memory; it
+// can read the history itself. The notes say llm_memory_turns (the
+// earlier turns in the prompt).
+//
+// Token-exact continuation. On llamacpp (with Tokenize, in the json and
+// text formats) every turn is generated token in, token out: the chat is
+// rendered by POST /apply-template (the server's own template), and the
+// prompt ids of turn k are the ids of turn k-1's prompt and response,
+// exactly as they were sent and sampled, then the server's tokenization
+// (POST /tokenize, no BOS, special tokens parsed) of the rest of the
+// rendered text: the template's end of the answer (unless the model
+// sampled it), the new user message, the assistant header. Which text is
+// the rest: the rendering of the new chat must begin with the rendering of
+// the previous turn's chat followed by the answer's text (POST
+// /detokenize of its ids, less a trailing end-of-generation token), and the
+// rest is what follows; when it begins with the text of the answer's end
+// token, the model sampled the template's end of turn, and the rest starts
+// after it. When the model ended its answer on an end-of-generation token
+// that the template does not write (the tiny Qwen2's <|endoftext|>, where
+// ChatML writes <|im_end|>), that token stays in the ids where it was
+// sampled, and the template's end of turn follows it. The answer then comes
+// from POST /completion with the ids as its prompt (n_probs 1 for the
+// log-probs, return_tokens for the ids, json_schema for the json format),
+// and its response text is /detokenize of its ids, as for chat answers. So
+// every turn's prompt ids begin with the previous turn's prompt and
+// response ids, and read back (/detokenize) as the template's rendering of
+// the chat, save such sampled end tokens. When the rendering does not
+// begin so (a template that rewrites earlier assistant messages, as
+// Qwen3's drops old reasoning), the prompt is tokenized whole and the note
+// llm_memory_rebuilt says why. The tests check this against the real
+// llama-server (memory_real_test.go).
+//
+// Other kinds, and the tool format, ask the chat endpoint with the whole
+// chat; the server tokenizes it anew each turn. vLLM and SGLang return the
+// prompt ids they used: where they do not begin with the previous turn's
+// prompt and response ids (a sampled tokenization that the re-tokenized
+// text splits otherwise), the note llm_memory_rebuilt says so, and the
+// merged layout starts a new sample there. Token-in generation on them
+// (SGLang's /generate with input_ids, vLLM's token prompts) is not built
+// yet.
+//
+// Context budget. With Config.MaxContext (slime's
+// --rollout-max-context-len), no request asks for more tokens than the
+// budget, prompt and max_tokens together: max_tokens is lowered to what
+// the prompt leaves, and a prompt must leave a reserve (Config.MaxTokens
+// when set, else an eighth of the budget). A conversation that no longer
+// leaves it is cut: its oldest turns are left out, the fewest that bring
+// the prompt (with the reserve) to half the budget, so that the next turns extend the new conversation for a while
+// before the next cut; the new conversation starts afresh with the first
+// kept turn's observation, its first user message saying "[N earlier turns
+// of yours are left out]", and the sample's note llm_memory_dropped is N.
+// The current turn is always kept; when even it alone leaves no reserve,
+// Act fails with ErrContextFull (the episode ends aborted). On llamacpp the
+// checks and the cut count exact ids (the server's); elsewhere an upper
+// bound of the prompt: its bytes plus 16 tokens a message and 64 once
+// (byte-level BPE makes no more tokens than bytes), the previous turn's
+// prompt and response counted by their ids.
 //
 // # Transport
 //

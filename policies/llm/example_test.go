@@ -14,7 +14,8 @@ import (
 )
 
 // Self-play tic-tac-toe against an SGLang-shaped test server: every turn
-// becomes a sample with the server's token ids and log-probs.
+// becomes a sample with the server's token ids and log-probs. Each player
+// remembers its own turns, so its prompts grow with its conversation.
 func Example() {
 	srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.SGLang})
 	url := srv.Listen()
@@ -54,13 +55,13 @@ func Example() {
 	// Output:
 	// x c2: 314 prompt tokens, 6 response tokens, 6 log-probs
 	// o b3: 321 prompt tokens, 6 response tokens, 6 log-probs
-	// x a3: 318 prompt tokens, 6 response tokens, 6 log-probs
-	// o c3: 324 prompt tokens, 6 response tokens, 6 log-probs
-	// x b1: 321 prompt tokens, 6 response tokens, 6 log-probs
-	// o c1: 328 prompt tokens, 6 response tokens, 6 log-probs
-	// x b2: 324 prompt tokens, 6 response tokens, 6 log-probs
-	// o a1: 331 prompt tokens, 6 response tokens, 6 log-probs
-	// x a2: 328 prompt tokens, 6 response tokens, 6 log-probs
+	// x a3: 443 prompt tokens, 6 response tokens, 6 log-probs
+	// o c3: 447 prompt tokens, 6 response tokens, 6 log-probs
+	// x b1: 567 prompt tokens, 6 response tokens, 6 log-probs
+	// o c1: 569 prompt tokens, 6 response tokens, 6 log-probs
+	// x b2: 686 prompt tokens, 6 response tokens, 6 log-probs
+	// o a1: 686 prompt tokens, 6 response tokens, 6 log-probs
+	// x a2: 801 prompt tokens, 6 response tokens, 6 log-probs
 	// completed [1 -1]
 }
 

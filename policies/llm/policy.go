@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -36,6 +37,13 @@ type Policy struct {
 	fields         []byte
 	samplingSeed   *int64 // Config.SamplingSeed
 	endpoint       string // Config.Endpoint, noted as llm_endpoint
+	cfg            Config // the policy's configuration, for fields made per request
+
+	// Memory (see the package doc).
+	noMemory   bool   // Config.NoMemory
+	maxContext int    // Config.MaxContext
+	tokenIn    bool   // llama.cpp, memory, tokenize, not tools: /completion with token ids
+	cfields    []byte // completionFields, when tokenIn
 
 	scenario *env.Info
 	system   map[string]string // role -> fixed system prompt; "" for any role
@@ -82,11 +90,16 @@ func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
 	}
 	p := &Policy{
 		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
-		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed, endpoint: cfg.Endpoint,
-		system: map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
+		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed, endpoint: cfg.Endpoint, cfg: cfg,
+		noMemory: cfg.NoMemory, maxContext: cfg.MaxContext,
+		tokenIn: cfg.Kind == KindLlamaCpp && cfg.Tokenize && !cfg.NoMemory && cfg.Format != FormatTool,
+		system:  map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
 	}
 	for _, o := range opts {
 		o(p)
+	}
+	if p.tokenIn {
+		p.cfields = completionFields(&cfg)
 	}
 	for role, r := range p.render {
 		if r == nil {
@@ -137,7 +150,17 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 	ctx = withRoutingKey(ctx, obs.Session) // sent when the client has a routing header
 	ans := p.lookupAnswer(obs.Role)
 	instructions := p.instructions(ans, obs)
-	chat := withInstructions(p.lookupRenderer(obs.Role).Render(obs, p.systemPrompt(obs)), instructions)
+	chat, mem := p.conversation(obs, ans, 0)
+	// prev is the prompt and answer whose tokens this chat's extend: the
+	// previous turn's, then a rejected attempt's; prevChat and prevReply
+	// are that prompt's chat and the answer's text.
+	var prev *agents.Tokens
+	var prevChat []protocol.ChatMessage
+	var prevReply string
+	if mem.extends {
+		last := &obs.History[len(obs.History)-1]
+		prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
+	}
 	req := &chatRequest{model: p.model, fields: p.fields}
 	switch p.format {
 	case FormatJSON:
@@ -145,13 +168,100 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 	case FormatTool:
 		req.schema, req.tool = ans.Schema(obs), ToolName
 	}
+	fail := func(err error) (agents.Action, error) {
+		return agents.Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, err)
+	}
 	var rejected []string
+	var rebuilt string // why the prompt's ids do not extend the previous turn's
 	retries := 0
+	var last *completion // the last attempt's answer
+	var lastText string
+	var lastErr error
+	answer := func(comp *completion, text string, perr error, attempts int) agents.Action {
+		g := &agents.Generation{Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat}}
+		a := agents.Action{Text: text, Generation: g, Notes: p.notes(comp, attempts, retries, rejected)}
+		resp, source := p.response(comp)
+		a.Notes["llm_response_source"] = source
+		if mem.on {
+			a.Notes["llm_memory_turns"] = mem.turns
+			if mem.dropped > 0 {
+				a.Notes["llm_memory_dropped"] = mem.dropped
+			}
+			if rebuilt != "" {
+				a.Notes["llm_memory_rebuilt"] = rebuilt
+			}
+		}
+		if resp != text {
+			g.Completion = resp
+		}
+		if perr != nil {
+			a.Invalid = perr.Error()
+		}
+		return a
+	}
 	for attempt := 0; ; attempt++ {
-		req.messages, req.seed = toOpenAI(chat), p.requestSeed(obs, attempt)
-		comp, err := p.client.chat(ctx, req)
-		if err != nil {
-			return agents.Action{}, err
+		seed := p.requestSeed(obs, attempt)
+		var comp *completion
+		if p.tokenIn {
+			var why string
+			var err error
+			comp, why, err = p.askTokens(ctx, req.schema, chat, prev, prevChat, prevReply, seed)
+			if errors.Is(err, errOverBudget) {
+				if attempt > 0 {
+					// A re-ask that no longer fits: the answer stays invalid.
+					return answer(last, lastText, lastErr, attempt), nil
+				}
+				chat, mem, err = p.refit(obs, ans, func(c []protocol.ChatMessage) (int, error) {
+					return p.client.llamaCount(ctx, req.model, c, p.fields, seed)
+				})
+				if err != nil {
+					return fail(err)
+				}
+				prev = nil
+				comp, why, err = p.askTokens(ctx, req.schema, chat, nil, nil, "", seed)
+				if errors.Is(err, errOverBudget) {
+					return fail(fmt.Errorf("%w: %w", ErrContextFull, err))
+				}
+			}
+			if err != nil {
+				return agents.Action{}, err
+			}
+			if why != "" && rebuilt == "" {
+				rebuilt = why
+			}
+		} else {
+			if p.maxContext > 0 {
+				n := 0
+				if prev != nil && attempt == 0 {
+					n = len(obs.History[len(obs.History)-1].Action.Generation.Prompt.Messages) + 1
+				} else if prev != nil {
+					n = len(chat) - 2
+				}
+				b := tokenBound(chat, prev, n)
+				if b+p.reserve() > p.maxContext {
+					if attempt > 0 {
+						return answer(last, lastText, lastErr, attempt), nil
+					}
+					if !mem.on {
+						return fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.maxContext))
+					}
+					var err error
+					if chat, mem, err = p.refit(obs, ans, boundOf); err != nil {
+						return fail(err)
+					}
+					prev, b = nil, tokenBound(chat, nil, 0)
+				}
+				req.fields = p.fieldsWithMaxTokens(p.maxContext - b)
+			}
+			req.messages, req.seed = toOpenAI(chat), seed
+			var err error
+			comp, err = p.client.chat(ctx, req)
+			if err != nil {
+				return agents.Action{}, err
+			}
+			if prev != nil && comp.tokens != nil && !extendsTokens(comp.tokens.Prompt, prev) && rebuilt == "" {
+				rebuilt = "the server's prompt ids do not begin with the previous prompt and answer (the chat was tokenized anew)"
+			}
 		}
 		retries += comp.retries
 		text, reply, perr := p.parse(ans, obs, comp)
@@ -159,25 +269,52 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 			rejected = append(rejected, perr.Error())
 		}
 		if perr == nil || attempt >= p.invalidRetries {
-			g := &agents.Generation{Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat}}
-			a := agents.Action{Text: text, Generation: g, Notes: p.notes(comp, attempt+1, retries, rejected)}
-			resp, source := p.response(comp)
-			a.Notes["llm_response_source"] = source
-			if resp != text {
-				g.Completion = resp
-			}
-			if perr != nil {
-				a.Invalid = perr.Error()
-			}
-			return a, nil
+			return answer(comp, text, perr, attempt+1), nil
 		}
+		last, lastText, lastErr = comp, text, perr
 		if p.feedback {
+			if comp.decoded != nil {
+				// What the model wrote, as its tokens read: the next prompt
+				// extends them.
+				reply = *comp.decoded
+			}
 			if reply != "" {
-				chat = append(chat, protocol.ChatMessage{Role: RoleAssistant, Content: reply})
+				prevChat, prevReply = chat, reply
+				chat = append(chat[:len(chat):len(chat)], protocol.ChatMessage{Role: RoleAssistant, Content: reply})
+				prev = comp.tokens
+			} else {
+				prev = nil
 			}
 			chat = append(chat, protocol.ChatMessage{Role: RoleUser, Content: "Your answer was rejected: " + strings.TrimPrefix(perr.Error(), ErrInvalidAnswer.Error()+": ") + ". " + instructions})
+		} else {
+			prev = nil
+			if mem.extends && attempt == 0 {
+				last := &obs.History[len(obs.History)-1]
+				prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
+			}
 		}
 	}
+}
+
+// askTokens asks llama.cpp for one answer token in, token out.
+func (p *Policy) askTokens(ctx context.Context, schema json.RawMessage, chat []protocol.ChatMessage, prev *agents.Tokens, prevChat []protocol.ChatMessage, prevReply string, seed int) (*completion, string, error) {
+	treq := &tokenRequest{
+		model: p.model, chat: chat, prev: prev, prevChat: prevChat, prevReply: prevReply, seed: seed, schema: schema,
+		chatFields: p.fields, fields: p.cfields, maxTokens: max(value(p.cfg.MaxTokens), 0),
+		budget: p.maxContext, reserve: p.reserve(),
+	}
+	return p.client.tokenTurn(ctx, treq)
+}
+
+// fieldsWithMaxTokens returns the policy's body fields with max_tokens at
+// most n: the room the context budget leaves.
+func (p *Policy) fieldsWithMaxTokens(n int) []byte {
+	if m := value(p.cfg.MaxTokens); m > 0 && m <= n {
+		return p.fields
+	}
+	c := p.cfg
+	c.MaxTokens = &n
+	return bodyFields(&c)
 }
 
 func (p *Policy) notes(comp *completion, attempts, retries int, rejected []string) map[string]any {

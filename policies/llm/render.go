@@ -18,10 +18,11 @@ const (
 
 // Renderer turns an observation into the chat sent to the model, system
 // prompt first. The policy appends its answer instructions to the last
-// message when it is the user's (or adds a user message). Policies are
-// stateless, so a renderer rebuilds the conversation from the observation
-// alone: the agent's earlier turns are visible only through the messages it
-// was delivered (Seen) and the scenario's view. A Renderer must be a
+// message when it is the user's (or adds a user message). With memory, a
+// TurnRenderer renders only an agent's first turn, and the policy extends
+// that conversation turn by turn (see TurnRenderer); a plain Renderer
+// rebuilds the whole chat from the observation every turn, the agent's
+// earlier turns included (Observation.History). A Renderer must be a
 // deterministic function of its arguments and safe for concurrent use, and
 // return a new slice each time: the policy owns it and may change it.
 type Renderer interface {
@@ -45,7 +46,11 @@ func (f RendererFunc) Render(obs *agents.Observation, system string) []protocol.
 //
 // In a trained sample, all of this is prompt (observation) tokens; only the
 // new answer is response tokens.
-func Transcript() Renderer { return RendererFunc(transcript) }
+//
+// It is a TurnRenderer: with memory, a later turn's user message holds the
+// messages delivered since the agent's previous turn and the view, after
+// the agent's earlier answers (see TurnRenderer).
+func Transcript() Renderer { return transcriptRenderer{} }
 
 func transcript(obs *agents.Observation, system string) []protocol.ChatMessage {
 	msgs := make([]protocol.ChatMessage, 1, 2+len(obs.Seen)/2)

@@ -258,7 +258,10 @@ func TestUnrecoverableFaultsAbortEpisodes(t *testing.T) {
 // they end truncated, and their earlier turns are kept.
 func TestHangingServerTruncatesEpisodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.VLLM, Script: llmtest.Sometimes(3, llmtest.Always(llmtest.HangFault))})
+		// One request body in 8 hangs: an episode's seven requests are all
+		// distinct (each prompt holds the agent's conversation so far), so
+		// about a third of the episodes meet none.
+		srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.VLLM, Script: llmtest.Sometimes(8, llmtest.Always(llmtest.HangFault))})
 		cfg := runConfig(llm.KindVLLM)
 		cfg.BaseURL = "http://llmtest.invalid/v1"
 		cfg.Timeout = time.Minute

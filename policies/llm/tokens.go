@@ -144,49 +144,11 @@ func (t *serverTokens) assemble() (*agents.Tokens, string) {
 // usage.prompt_tokens: ids of another length are rejected. It returns the
 // retries taken.
 func (c *Client) llamaPromptIDs(ctx context.Context, chatBody []byte, jitter uint64, want int) ([]int, int, error) {
-	var prompt string
-	url := c.root + "/apply-template"
-	r1, err := c.do(ctx, "POST "+url, seeds.Mix(jitter, 1), nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, chatBody)
-		if err != nil {
-			return err
-		}
-		var a struct {
-			Prompt *string `json:"prompt"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Prompt == nil {
-			return fmt.Errorf("%w: the /apply-template answer has no prompt string", ErrMalformed)
-		}
-		prompt = *a.Prompt
-		return nil
-	})
+	prompt, r1, err := c.llamaApplyTemplate(ctx, chatBody, seeds.Mix(jitter, 1))
 	if err != nil {
 		return nil, r1, err
 	}
-	body, err := json.Marshal(struct {
-		Content      string `json:"content"`
-		AddSpecial   bool   `json:"add_special"`
-		ParseSpecial bool   `json:"parse_special"`
-	}{prompt, true, true})
-	if err != nil {
-		return nil, r1, err
-	}
-	var ids []int
-	url = c.root + "/tokenize"
-	r2, err := c.do(ctx, "POST "+url, seeds.Mix(jitter, 2), nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, body)
-		if err != nil {
-			return err
-		}
-		var a struct {
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
-			return fmt.Errorf("%w: the /tokenize answer has no token list", ErrMalformed)
-		}
-		ids = a.Tokens
-		return nil
-	})
+	ids, r2, err := c.llamaTokenize(ctx, prompt, true, seeds.Mix(jitter, 2))
 	switch {
 	case err != nil:
 		return nil, r1 + r2, err
@@ -225,12 +187,7 @@ func (c *Client) llamaDetokenize(ctx context.Context, ids []int, jitter uint64) 
 		return "", 0, err
 	}
 	var text string
-	url := c.root + "/detokenize"
-	n, err := c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
-		b, err := c.postJSON(ctx, st, url, body)
-		if err != nil {
-			return err
-		}
+	n, err := c.llamaPost(ctx, "/detokenize", body, jitter, func(b []byte) error {
 		var a struct {
 			Content *string `json:"content"`
 		}

@@ -31,6 +31,7 @@ func TestRequestBody(t *testing.T) {
 			cfg := testConfig(kind)
 			cfg.MaxTokens = ptr(64)
 			cfg.Stop = []string{"\n\n"}
+			cfg.NoMemory = true // llamacpp with memory asks /completion: TestCompletionBody
 			if kind != KindOpenAI {
 				cfg.TopK = ptr(20)
 			}
@@ -65,6 +66,42 @@ func TestRequestBody(t *testing.T) {
 			assert.Equal(t, slices.Compact(slices.Clone(keys)), keys, "a key is written twice")
 		})
 	}
+}
+
+// TestCompletionBody: with memory, llama.cpp is asked token in, token out
+// (POST /completion): the prompt is token ids, the sampling fields are the
+// chat's (n_predict for max_tokens), the log-probs come as n_probs, and no
+// chat-only field is sent.
+func TestCompletionBody(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
+	cfg := testConfig(KindLlamaCpp)
+	cfg.MaxTokens, cfg.TopK, cfg.Stop = ptr(64), ptr(20), []string{"\n\n"}
+	turn, err := overNetwork(t, srv, cfg).Act(t.Context(), board(42, "a1", "b2", "c3"))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	f := reqs[0].Fields()
+	assert.JSONEq(t, "0", string(f["temperature"]))
+	assert.JSONEq(t, strconv.Itoa(requestSeed(42, 0)), string(f["seed"]))
+	assert.JSONEq(t, "64", string(f["n_predict"]))
+	assert.JSONEq(t, "20", string(f["top_k"]))
+	assert.JSONEq(t, `["\n\n"]`, string(f["stop"]))
+	assert.JSONEq(t, "1", string(f["n_probs"]))
+	assert.JSONEq(t, "true", string(f["return_tokens"]))
+	assert.JSONEq(t, `{"type":"object","properties":{"action":{"type":"string","enum":["a1","b2","c3"]}},"required":["action"],"additionalProperties":false}`, string(f["json_schema"]))
+	for _, name := range []string{"max_tokens", "logprobs", "top_logprobs", "messages", "response_format", "model"} {
+		assert.NotContains(t, f, name)
+	}
+	var prompt []int
+	require.NoError(t, json.Unmarshal(f["prompt"], &prompt))
+	tk := turn.Generation.Tokens
+	require.NotNil(t, tk, "%v", turn.Notes["llm_text_only"])
+	assert.Equal(t, prompt, tk.Prompt, "the sample's prompt ids are the ids sent")
+	assert.Equal(t, llmtest.PromptIDs(reqs[0].Messages), tk.Prompt, "a first turn's ids are the template's, tokenized whole")
+	assert.Len(t, tk.LogProbs, len(tk.Response))
+	keys := topLevelKeys(t, reqs[0].Body)
+	slices.Sort(keys)
+	assert.Equal(t, slices.Compact(slices.Clone(keys)), keys, "a key is written twice")
 }
 
 func TestRequestBodyToolFormat(t *testing.T) {

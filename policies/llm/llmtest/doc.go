@@ -15,8 +15,9 @@
 //   - LlamaCpp: each log-prob entry carries its token's "id", and a
 //     control token's (the end token's) text is "", as llama-server writes
 //     it; top_logprobs (default 20) sets the alternatives; POST /tokenize,
-//     POST /apply-template and POST /detokenize (special tokens written
-//     out) answer as llama-server does.
+//     POST /apply-template, POST /detokenize (special tokens written
+//     out) and POST /completion with a token-id prompt (the brain is shown
+//     the chat the ids render, ReadTemplate) answer as llama-server does.
 //   - OpenAI: no token ids at all.
 //
 // Every answer has usage, a finish reason ("stop", "length" past

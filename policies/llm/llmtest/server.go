@@ -95,6 +95,7 @@ func NewServer(opts Options) *Server {
 		mux.HandleFunc("POST /tokenize", s.tokenize)
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
 		mux.HandleFunc("POST /detokenize", s.detokenize)
+		mux.HandleFunc("POST /completion", s.completion)
 	}
 	s.mux = mux
 	return s
@@ -238,31 +239,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r.Context(), s.opts.Latency) {
 		return
 	}
-	switch fault.Kind {
-	case StatusCode:
-		if fault.RetryAfter != "" {
-			w.Header().Set("Retry-After", fault.RetryAfter)
-		}
-		if fault.Body != "" {
-			w.Header().Set("Content-Type", "text/plain")
-			w.WriteHeader(fault.Status)
-			_, _ = io.WriteString(w, fault.Body)
-			return
-		}
-		writeError(w, fault.Status, "injected fault: "+http.StatusText(fault.Status))
-		return
-	case Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.done:
-		}
-		return
-	case Malformed:
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"chatcmpl-malformed","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
-		return
-	case EmptyChoices:
-		writeJSON(w, http.StatusOK, completion{ID: "chatcmpl-empty", Object: "chat.completion", Created: created, Model: req.Model, Choices: []choice{}})
+	if s.injected(w, r, fault, req.Model) {
 		return
 	}
 	reply := s.opts.Brain(req)
@@ -277,6 +254,128 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	answered = true
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// injected answers with the fault when it is one that replaces the answer
+// (a status, a hang, a malformed body, no choices), and reports whether it
+// did.
+func (s *Server) injected(w http.ResponseWriter, r *http.Request, fault Fault, model string) bool {
+	switch fault.Kind {
+	case StatusCode:
+		if fault.RetryAfter != "" {
+			w.Header().Set("Retry-After", fault.RetryAfter)
+		}
+		if fault.Body != "" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(fault.Status)
+			_, _ = io.WriteString(w, fault.Body)
+			return true
+		}
+		writeError(w, fault.Status, "injected fault: "+http.StatusText(fault.Status))
+		return true
+	case Hang:
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		}
+		return true
+	case Malformed:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-malformed","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`)
+		return true
+	case EmptyChoices:
+		writeJSON(w, http.StatusOK, completion{ID: "chatcmpl-empty", Object: "chat.completion", Created: created, Model: model, Choices: []choice{}})
+		return true
+	}
+	return false
+}
+
+// llamaCompletion is llama.cpp's POST /completion answer, as much of it as
+// troupe reads.
+type llamaCompletion struct {
+	Content         string      `json:"content"`
+	Tokens          []int       `json:"tokens,omitempty"`
+	Stop            bool        `json:"stop"`
+	StopType        string      `json:"stop_type"`
+	TokensEvaluated int         `json:"tokens_evaluated"`
+	TokensPredicted int         `json:"tokens_predicted"`
+	Truncated       bool        `json:"truncated"`
+	Probs           []llamaProb `json:"completion_probabilities,omitempty"`
+}
+
+type llamaProb struct {
+	ID      int     `json:"id"`
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+}
+
+// completion answers llama.cpp's POST /completion with a token-id prompt
+// (token in, token out). The brain sees the chat the ids stand for: the
+// fake template read back (ReadTemplate). n_predict bounds the answer
+// ("limit"); a finished answer ends with ImEnd ("eos"). Faults apply as to
+// chat requests; NoTokenIDs leaves out the ids and log-probs.
+func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
+	s.enter()
+	answered, bad := false, false
+	defer func() { s.leave(answered, bad) }()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var in struct {
+		Prompt      []int           `json:"prompt"`
+		NPredict    int             `json:"n_predict"`
+		Seed        *int64          `json:"seed"`
+		Temperature *float64        `json:"temperature"`
+		Schema      json.RawMessage `json:"json_schema"`
+		NProbs      int             `json:"n_probs"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil || len(in.Prompt) == 0 {
+		bad = true
+		writeError(w, http.StatusBadRequest, "completion needs a prompt of token ids")
+		return
+	}
+	req := &Request{Body: body, Messages: ReadTemplate(Detokenize(in.Prompt)), Seed: in.Seed, Temperature: in.Temperature,
+		MaxTokens: in.NPredict, Logprobs: in.NProbs > 0, Schema: in.Schema}
+	fault := s.admit(req)
+	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, "") {
+		return
+	}
+	reply := s.opts.Brain(req)
+	if fault.Kind == Content {
+		reply = Reply{Text: fault.Body}
+	}
+	comp := Tokenize(reply.Text)
+	out := llamaCompletion{Stop: true, StopType: "eos", TokensEvaluated: len(in.Prompt)}
+	if reply.Finish == "" {
+		comp = append(comp, ImEnd)
+	} else {
+		out.StopType = "limit"
+	}
+	if in.NPredict > 0 && len(comp) > in.NPredict {
+		comp, out.StopType = comp[:in.NPredict], "limit"
+	}
+	out.TokensPredicted = len(comp)
+	text := comp
+	if n := len(comp); n > 0 && comp[n-1] == ImEnd {
+		text = comp[:n-1]
+	}
+	out.Content = Detokenize(text)
+	if fault.Kind != NoTokenIDs {
+		out.Tokens = comp
+		if in.NProbs > 0 {
+			out.Probs = make([]llamaProb, len(comp))
+			for i, id := range comp {
+				piece := Piece(id)
+				if id < FirstByte {
+					piece = ""
+				}
+				out.Probs[i] = llamaProb{ID: id, Token: piece, Logprob: LogProb(id, i)}
+			}
+		}
+	}
+	answered = true
+	writeJSON(w, http.StatusOK, out)
 }
 
 // created is the fixed creation time of every completion: answers depend

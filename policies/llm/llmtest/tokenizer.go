@@ -119,6 +119,28 @@ func ApplyTemplate(msgs []Message) string {
 	return b.String()
 }
 
+// ReadTemplate reads a chat back from its rendering by ApplyTemplate (the
+// generation prompt at its end left out): what a llama.cpp-shaped server's
+// /completion shows its brain of a token-id prompt.
+func ReadTemplate(text string) []Message {
+	var msgs []Message
+	for _, part := range strings.Split(text, specials[ImStart])[1:] {
+		role, content, ok := strings.Cut(part, "\n")
+		if !ok {
+			continue
+		}
+		content, done := strings.CutSuffix(content, specials[ImEnd]+"\n")
+		if !done {
+			content, done = strings.CutSuffix(content, specials[ImEnd])
+		}
+		if !done && content == "" {
+			continue // the generation prompt
+		}
+		msgs = append(msgs, Message{Role: role, Content: content})
+	}
+	return msgs
+}
+
 // PromptIDs returns the prompt token ids the server computes for msgs.
 func PromptIDs(msgs []Message) []int { return Tokenize(ApplyTemplate(msgs)) }
 

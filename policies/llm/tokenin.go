@@ -1,0 +1,328 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// tokenRequest is one answer asked of llama.cpp token in, token out: the
+// chat is rendered by the server's template, its prompt ids extend prev's
+// where the rendering allows, and POST /completion generates from the ids.
+type tokenRequest struct {
+	model string
+	chat  []protocol.ChatMessage
+	prev  *agents.Tokens // the previous prompt and answer this chat extends; nil: none
+	// prevChat is prev's prompt as a chat, prevReply the text of its
+	// answer less a trailing end-of-generation token.
+	prevChat  []protocol.ChatMessage
+	prevReply string
+	seed      int
+	schema    json.RawMessage // FormatJSON's schema; nil for free text
+	// chatFields are the policy's chat body fields (bodyFields), sent to
+	// /apply-template for what reaches the template (Extra's
+	// chat_template_kwargs); fields the /completion body's (completionFields).
+	chatFields, fields []byte
+	maxTokens          int // Config.MaxTokens; 0: the server's default
+	budget             int // Config.MaxContext; 0: none
+	reserve            int // the room the prompt must leave for the answer under budget
+}
+
+// errOverBudget: the prompt's exact ids leave less than the reserve in the
+// context budget; the policy leaves older turns out and asks again.
+var errOverBudget = errors.New("over the context budget")
+
+// completionFields are the fields of a /completion body: the policy's
+// sampling and Extra fields, less max_tokens (each request sets n_predict),
+// with the log-probs of the sampled tokens (n_probs 1: the fewest
+// alternatives) and their ids.
+func completionFields(cfg *Config) []byte {
+	c := *cfg
+	c.MaxTokens = nil
+	return encodeFields(&c, []field{
+		{"n_probs", json.RawMessage("1")}, {"return_tokens", json.RawMessage("true")}, {"cache_prompt", json.RawMessage("true")},
+	})
+}
+
+// llamaCompletion is the part of a /completion answer troupe reads.
+type llamaCompletion struct {
+	Content         string `json:"content"`
+	Tokens          []int  `json:"tokens"`
+	StopType        string `json:"stop_type"`
+	TokensEvaluated int    `json:"tokens_evaluated"`
+	Truncated       bool   `json:"truncated"`
+	Probs           []struct {
+		ID      int     `json:"id"`
+		LogProb float64 `json:"logprob"`
+	} `json:"completion_probabilities"`
+}
+
+// tokenTurn asks for one answer token in, token out. It returns the
+// completion (its tokens: the prompt ids sent, the sampled ids and their
+// log-probs) and, when the prompt does not extend req.prev although asked
+// to, why. It fails with errOverBudget (wrapped) when the prompt leaves
+// less than the reserve in the budget.
+func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion, string, error) {
+	jitter := seeds.Mix(c.cfg.Seed, uint64(req.seed))
+	retries := 0
+	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
+	retries += n
+	if err != nil {
+		return nil, "", err
+	}
+	var prevText string
+	if req.prev != nil && req.prevChat != nil {
+		prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
+		retries += n
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, seeds.Mix(jitter, 3))
+	retries += n
+	if err != nil {
+		return nil, "", err
+	}
+	nPredict := req.maxTokens
+	if req.budget > 0 {
+		left := req.budget - len(ids)
+		if left < req.reserve {
+			return nil, why, fmt.Errorf("%w: %d prompt tokens leave %d of the budget of %d, less than the %d kept for the answer", errOverBudget, len(ids), left, req.budget, req.reserve)
+		}
+		if nPredict <= 0 || nPredict > left {
+			nPredict = left
+		}
+	}
+	cbody := []byte(`{"prompt":`)
+	cbody = appendInts(cbody, ids)
+	cbody = append(cbody, `,"seed":`...)
+	cbody = strconv.AppendInt(cbody, int64(req.seed), 10)
+	if nPredict > 0 {
+		cbody = append(cbody, `,"n_predict":`...)
+		cbody = strconv.AppendInt(cbody, int64(nPredict), 10)
+	}
+	if req.schema != nil {
+		cbody = append(cbody, `,"json_schema":`...)
+		cbody = append(cbody, req.schema...)
+	}
+	if len(req.fields) > 0 {
+		cbody = append(cbody, ',')
+		cbody = append(cbody, req.fields...)
+	}
+	cbody = append(cbody, '}')
+	var a llamaCompletion
+	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
+		a = llamaCompletion{}
+		if err := json.Unmarshal(b, &a); err != nil {
+			return fmt.Errorf("%w: /completion: %w", ErrMalformed, err)
+		}
+		return nil
+	})
+	retries += n
+	if err != nil {
+		return nil, why, err
+	}
+	out := &completion{content: a.Content, finish: "stop", retries: retries}
+	if a.StopType == "limit" {
+		out.finish = string(openai.FinishReasonLength)
+	}
+	out.usage = openai.Usage{PromptTokens: a.TokensEvaluated, CompletionTokens: len(a.Tokens), TotalTokens: a.TokensEvaluated + len(a.Tokens)}
+	t := &out.ids
+	t.prompt, t.completion = ids, a.Tokens
+	t.lastNoText = a.StopType == "eos"
+	switch {
+	case a.Truncated:
+		t.why = "llamacpp: /completion truncated the prompt (it does not fit the server's context)"
+	case a.TokensEvaluated != len(ids):
+		t.why = fmt.Sprintf("llamacpp: /completion evaluated %d prompt tokens where %d were sent", a.TokensEvaluated, len(ids))
+	}
+	present := len(a.Probs) > 0 || len(a.Tokens) == 0
+	if present {
+		t.logprobs = make([]float64, len(a.Probs))
+		for i, p := range a.Probs {
+			t.logprobs[i] = p.LogProb
+			if i < len(a.Tokens) && p.ID != a.Tokens[i] && t.why == "" {
+				t.why = fmt.Sprintf("llamacpp: /completion's tokens and log-probs name different ids at %d", i)
+			}
+		}
+	}
+	t.checkLogProbs(present)
+	out.tokens, out.textOnly = t.assemble()
+	if out.tokens != nil {
+		rids := llamaResponseIDs(out.tokens.Response, out.finish, t.lastNoText)
+		text, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
+		out.retries += n
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, why, err
+		case err != nil:
+			out.decodeErr = "llamacpp: /detokenize: " + err.Error()
+		default:
+			out.decoded = &text
+		}
+	}
+	return out, why, nil
+}
+
+// llamaPost posts body to the llama.cpp endpoint path (one call of the
+// client: its bound, timeout and retries) and hands the 2xx answer to
+// read. It returns the retries taken.
+func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter uint64, read func([]byte) error) (int, error) {
+	url := c.root + path
+	return c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
+		b, err := c.postJSON(ctx, st, url, body)
+		if err != nil {
+			return err
+		}
+		return read(b)
+	})
+}
+
+// appendInts appends ids as a JSON array.
+func appendInts(b []byte, ids []int) []byte {
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(id), 10)
+	}
+	return append(b, ']')
+}
+
+// llamaPromptTokens returns the prompt ids of text, the server's rendering
+// of a chat. When prev is set (the previous prompt and the answer to it,
+// whose chat this one extends), prevText is the rendering of prev's chat
+// and prevReply the answer's text, and text begins with them, the ids are
+// prev's, exactly as they were sent and sampled, followed by the server's
+// tokenization of the rest of text (the "delta": the template's end of the
+// answer, unless the model sampled it, the new user message, the assistant
+// header). When the model ended its answer on an end-of-generation token
+// that the template does not write (Qwen's <|endoftext|> where its
+// template writes <|im_end|>), that token stays, as sampled, and the
+// template's end of turn follows it. Otherwise text is tokenized whole, and
+// why says why the ids start afresh.
+func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, jitter uint64) (ids []int, why string, retries int, err error) {
+	if prev != nil && prevText != "" {
+		cut := -1
+		if head := prevText + prevReply; strings.HasPrefix(text, head) {
+			cut = len(head)
+			// The answer's whole text, its end token's included: the
+			// template's end of turn when the model sampled that.
+			all, n, err := c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
+			retries += n
+			if err != nil {
+				return nil, "", retries, err
+			}
+			if whole := prevText + all; len(all) > len(prevReply) && strings.HasPrefix(text, whole) {
+				cut = len(whole)
+			}
+		}
+		if cut >= 0 {
+			delta, n, err := c.llamaTokenize(ctx, text[cut:], false, seeds.Mix(jitter, 4))
+			retries += n
+			if err != nil {
+				return nil, "", retries, err
+			}
+			ids := make([]int, 0, len(prev.Prompt)+len(prev.Response)+len(delta))
+			return append(append(append(ids, prev.Prompt...), prev.Response...), delta...), "", retries, nil
+		}
+		why = "the template's rendering of the chat does not begin with the previous prompt and answer"
+	}
+	ids, n, err := c.llamaTokenize(ctx, text, true, seeds.Mix(jitter, 5))
+	return ids, why, retries + n, err
+}
+
+// llamaRender returns the server's rendering of chat (POST /apply-template
+// of a chat body with the policy's fields, so that Extra's
+// chat_template_kwargs reach the template).
+func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, jitter uint64) (string, int, error) {
+	body, err := json.Marshal(struct {
+		Model    string                         `json:"model"`
+		Messages []openai.ChatCompletionMessage `json:"messages"`
+	}{model, toOpenAI(chat)})
+	if err != nil {
+		return "", 0, err
+	}
+	if len(fields) > 0 {
+		if body, err = splice(body, fields); err != nil {
+			return "", 0, err
+		}
+	}
+	return c.llamaApplyTemplate(ctx, body, jitter)
+}
+
+// llamaCount returns the number of prompt tokens of chat, as the server
+// renders and tokenizes it whole.
+func (c *Client) llamaCount(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, seed int) (int, error) {
+	jitter := seeds.Mix(c.cfg.Seed, uint64(seed), 7)
+	text, _, err := c.llamaRender(ctx, model, chat, fields, jitter)
+	if err != nil {
+		return 0, err
+	}
+	ids, _, err := c.llamaTokenize(ctx, text, true, seeds.Mix(jitter, 1))
+	return len(ids), err
+}
+
+// llamaApplyTemplate returns the server's rendering of a chat body:
+// POST /apply-template, the chat endpoint's own parser and template.
+func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter uint64) (string, int, error) {
+	var prompt string
+	n, err := c.llamaPost(ctx, "/apply-template", chatBody, jitter, func(b []byte) error {
+		var a struct {
+			Prompt *string `json:"prompt"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil || a.Prompt == nil {
+			return fmt.Errorf("%w: the /apply-template answer has no prompt string", ErrMalformed)
+		}
+		prompt = *a.Prompt
+		return nil
+	})
+	return prompt, n, err
+}
+
+// llamaTokenize returns the server's token ids of text: POST /tokenize
+// with parse_special (special tokens' text is read as those tokens, as
+// the chat endpoint reads a rendered template), and add_special as asked
+// (a whole prompt gets the BOS the chat endpoint adds; a continuation
+// none).
+func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool, jitter uint64) ([]int, int, error) {
+	body, err := json.Marshal(struct {
+		Content      string `json:"content"`
+		AddSpecial   bool   `json:"add_special"`
+		ParseSpecial bool   `json:"parse_special"`
+	}{text, addSpecial, true})
+	if err != nil {
+		return nil, 0, err
+	}
+	var ids []int
+	n, err := c.llamaPost(ctx, "/tokenize", body, jitter, func(b []byte) error {
+		var a struct {
+			Tokens []int `json:"tokens"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
+			return fmt.Errorf("%w: the /tokenize answer has no token list", ErrMalformed)
+		}
+		ids = a.Tokens
+		return nil
+	})
+	return ids, n, err
+}
+
+// extendsTokens reports whether prompt begins with prev's prompt and
+// response ids: the check that a chat server's own prompt ids (vllm,
+// sglang, llama.cpp's chat) continue the previous turn's.
+func extendsTokens(prompt []int, prev *agents.Tokens) bool {
+	n := len(prev.Prompt)
+	return len(prompt) >= n+len(prev.Response) && slices.Equal(prompt[:n], prev.Prompt) && slices.Equal(prompt[n:n+len(prev.Response)], prev.Response)
+}

@@ -1,0 +1,173 @@
+package trajectories
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// Metadata keys of a merged sample (MergeTurns).
+const (
+	// MergedTurnsKey: how many of the agent's turns the sample holds.
+	MergedTurnsKey = "merged_turns"
+	// MergedFromKey: the agent's turn number the sample starts at (0
+	// unless an earlier segment was cut off, see MergeTurns).
+	MergedFromKey = "merged_from_turn"
+)
+
+// MergeTurns folds the per-turn samples of one episode into one sample per
+// agent: the merged layout, which slime's own multi-turn agents write.
+// Consecutive turns of an agent merge when each turn's prompt ids begin
+// with the previous turn's prompt and response ids (an LLM policy with
+// memory makes them so, token for token); the merged sample is then:
+//
+//   - tokens: the last turn's prompt and response ids, the agent's whole
+//     conversation;
+//   - prompt: the first turn's; response_length: every token after the
+//     first turn's prompt (slime's "response" region of a multi-turn
+//     sample), so loss_mask and rollout_log_probs have that length;
+//   - loss_mask: each turn's own mask (1 on its sampled tokens) over its
+//     response span, 0 on everything between them (the environment's and
+//     the other agents' messages, the chat template's tokens);
+//   - rollout_log_probs: each turn's over its span, 0.0 elsewhere; none
+//     when a turn has none;
+//   - reward: the sum of the turns' rewards, under each allocator for a
+//     dict reward: the per-turn credit summed (an allocator that
+//     discounts, credit's discount, makes it the discounted return);
+//   - response: the turns' responses, one after the other, separated by a
+//     blank line (for reward models and logs: the token region between
+//     them is the environment's, which troupe does not detokenize);
+//   - metadata: the last turn's, with Turn the first turn's number,
+//     merged_turns (MergedTurnsKey) and merged_from_turn (MergedFromKey)
+//     in Extra, and "invalid" when any turn was.
+//
+// A turn that does not extend the one before (its context was cut for the
+// budget, its ids were tokenized anew, it has no token ids at all) starts
+// a new sample of the agent, so that every token of a merged sample is one
+// the model saw in that order; a text-only turn stays a sample of its
+// own. The merged samples come in the order of their last turns. samples
+// is changed in place: the result is its prefix, the rest cleared.
+func MergeTurns(samples []protocol.Sample) []protocol.Sample {
+	if len(samples) < 2 {
+		return samples
+	}
+	type segment struct{ first, last int }
+	open := map[string]int{} // agent -> its open segment's index in segs
+	var segs []segment
+	next := make([]int, len(samples)) // the next turn of the same segment, or -1
+	for i := range samples {
+		next[i] = -1
+		s := &samples[i]
+		agent := s.Metadata.Agent
+		if k, ok := open[agent]; ok && extends(&samples[segs[k].last], s) {
+			next[segs[k].last] = i
+			segs[k].last = i
+			continue
+		}
+		if s.Metadata.TextOnly {
+			delete(open, agent)
+		} else {
+			open[agent] = len(segs)
+		}
+		segs = append(segs, segment{i, i})
+	}
+	if len(segs) == len(samples) {
+		return samples
+	}
+	slices.SortStableFunc(segs, func(a, b segment) int { return a.last - b.last })
+	out := make([]protocol.Sample, len(segs))
+	for k, sg := range segs {
+		if sg.first == sg.last {
+			out[k] = samples[sg.first]
+			continue
+		}
+		out[k] = merge(samples, sg.first, next)
+	}
+	n := copy(samples, out)
+	clear(samples[n:])
+	return samples[:n]
+}
+
+// extends reports whether s's prompt ids begin with prev's tokens.
+func extends(prev, s *protocol.Sample) bool {
+	if prev.Metadata.TextOnly || s.Metadata.TextOnly || len(prev.Tokens) == 0 {
+		return false
+	}
+	prompt := s.Tokens[:len(s.Tokens)-s.ResponseLength]
+	return len(prompt) > len(prev.Tokens) && slices.Equal(prompt[:len(prev.Tokens)], prev.Tokens)
+}
+
+// merge folds the segment that starts at samples[first] and goes on
+// through next.
+func merge(samples []protocol.Sample, first int, next []int) protocol.Sample {
+	f := &samples[first]
+	start := len(f.Tokens) - f.ResponseLength // the first prompt's length
+	last, turns := first, 1
+	for i := next[first]; i >= 0; i = next[i] {
+		last, turns = i, turns+1
+	}
+	l := &samples[last]
+	m := *l
+	m.Prompt = f.Prompt
+	m.ResponseLength = len(l.Tokens) - start
+	m.LossMask = make([]int, m.ResponseLength)
+	logProbs := make([]float64, m.ResponseLength)
+	var resp strings.Builder
+	var invalid []string
+	m.Reward = protocol.Reward{Kind: f.Reward.Kind}
+	if f.Reward.Kind == protocol.RewardDict {
+		m.Reward.Dict = make(map[string]float64, len(f.Reward.Dict))
+	}
+	for i := first; i >= 0; i = next[i] {
+		s := &samples[i]
+		at := len(s.Tokens) - s.ResponseLength - start
+		if s.LossMask != nil {
+			copy(m.LossMask[at:], s.LossMask)
+		} else {
+			for j := range s.ResponseLength {
+				m.LossMask[at+j] = 1
+			}
+		}
+		if s.RolloutLogProbs == nil {
+			logProbs = nil
+		} else if logProbs != nil {
+			copy(logProbs[at:], s.RolloutLogProbs)
+		}
+		if resp.Len() > 0 {
+			resp.WriteString("\n\n")
+		}
+		resp.WriteString(s.Response)
+		switch s.Reward.Kind {
+		case protocol.RewardScalar:
+			m.Reward.Value += s.Reward.Value
+		case protocol.RewardDict:
+			for k, v := range s.Reward.Dict {
+				m.Reward.Dict[k] += v
+			}
+		}
+		if v, ok := s.Metadata.Extra["invalid"].(string); ok {
+			invalid = append(invalid, v)
+		}
+		m.RemoveSample = m.RemoveSample || s.RemoveSample
+	}
+	for j, b := range m.LossMask {
+		if b == 0 && logProbs != nil {
+			logProbs[j] = 0 // slime's rule: 0.0 where nothing is trained
+		}
+	}
+	m.RolloutLogProbs = logProbs
+	m.Response = resp.String()
+	m.Metadata.Turn = f.Metadata.Turn
+	extra := make(map[string]any, len(l.Metadata.Extra)+3)
+	maps.Copy(extra, l.Metadata.Extra)
+	extra[MergedTurnsKey] = turns
+	extra[MergedFromKey] = f.Metadata.Turn
+	delete(extra, "invalid")
+	if len(invalid) > 0 {
+		extra["invalid"] = strings.Join(invalid, "; ")
+	}
+	m.Metadata.Extra = extra
+	return m
+}
