@@ -33,7 +33,9 @@ func (a *App) envServeCommand() *cobra.Command {
 		Short: "Serve scenarios as environments that outside learners step (OpenEnv's HTTP and WebSocket conventions, multi-agent)",
 		Long: "Serves the registered scenarios as environments: a session creates an episode (POST /reset) or joins one, " +
 			"holds one seat or every seat, and steps it (POST /step, or the WebSocket at /ws); troupe policies play the seats " +
-			"no session holds. Finished episodes are credited and written like troupe run's. See docs/envserver.md.",
+			"no session holds (llm among them with --llm-base-url). A reset's \"harness\" seats are played by outside agent harnesses " +
+			"(the OpenAI Agents SDK...) through the seat's OpenAI-compatible endpoint, forwarded to --llm-base-url and captured as samples, " +
+			"and its tools over MCP. Finished episodes are credited and written like troupe run's. See docs/envserver.md.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.Token, err = readToken(cfg.Token, tokenFile); err != nil {
