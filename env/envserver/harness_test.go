@@ -224,3 +224,21 @@ func TestHarnessBadInput(t *testing.T) {
 	code, b := call(t, "GET", hs.URL+"/episodes/e-none/seats/alice/tools", "", "")
 	require.Equal(t, http.StatusNotFound, code, string(b))
 }
+
+// TestHarnessNeverActs: a harness that never moves gives its seat up after
+// the seat's act timeout, and the reset's fallback (the house policy)
+// plays it to the end, which the server writes.
+func TestHarnessNeverActs(t *testing.T) {
+	model, srv := harnessModel(t)
+	eps := &lockedBuffer{}
+	c, _, _, _ := start(t, envserver.Config{HarnessModel: model, HarnessSeat: seats.Options{ActTimeout: 20 * time.Millisecond}, Sink: trajectories.NewEpisodeWriter(eps)})
+	seed := uint64(2)
+	_, res, err := c.Reset(t.Context(), envclient.ResetRequest{Scenario: "tictactoe", Seed: &seed, Open: []string{"x"}, Harness: []string{"x"}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(eps.String(), "\n") }, 10*time.Second, 5*time.Millisecond)
+	rec, err := c.Record(t.Context(), res.Observation.EpisodeID)
+	require.NoError(t, err)
+	require.Contains(t, string(rec), `"completed"`)
+	require.Contains(t, string(rec), "no move in time", "the fallback's turns say why")
+	require.Empty(t, srv.Requests())
+}
