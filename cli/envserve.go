@@ -82,15 +82,11 @@ func (a *App) envServeCommand() *cobra.Command {
 			// reset, by name, rather than failing at its first call.
 			_, fromEnv := a.lookupEnv()(llm.EnvBaseURL)
 			if cmd.Flags().Changed("llm-base-url") || fromEnv {
-				eps, err := parseEndpoints(llmCfg, endpoints, a.lookupEnv())
+				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
 				if err != nil {
 					return err
 				}
-				pool := newLLMPool(eps, cfg.Seed)
 				defer pool.close()
-				if err := pool.check(); err != nil {
-					return &UsageError{Err: err}
-				}
 				cfg.Policies = llmPolicyMaker(pool)
 				cfg.HarnessModel = func(string) (*llm.Client, error) { return pool.client("") }
 			} else if len(endpoints) > 0 {
