@@ -272,7 +272,7 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 				require.False(t, s.Metadata.TextOnly, s.Metadata.Extra["llm_text_only"])
 				checkAgainstServer(t, srv.URL, chat, &s)
 				t.Logf("alice turn %d: %d calls, %d merged, %d prompt + %d response tokens, move %s, response %q",
-					s.Metadata.Turn, n, s.Metadata.Extra[seats.NoteMerged], len(s.Tokens)-s.ResponseLength, s.ResponseLength, s.Metadata.Action, s.Response)
+					s.Metadata.Turn, n, count(s.Metadata.Extra[seats.NoteMerged]), len(s.Tokens)-s.ResponseLength, s.ResponseLength, s.Metadata.Action, s.Response)
 			}
 			require.Equal(t, st.Calls-st.Orphaned, calls, "each call belongs to the turn its next move ended")
 			loadWithSlime(t, all)
