@@ -80,8 +80,8 @@ func (a *App) envServeCommand() *cobra.Command {
 			// A model server is the one given, never the flag's default:
 			// a harness seat or llm policy without one is refused at
 			// reset, by name, rather than failing at its first call.
-			_, fromEnv := a.lookupEnv()(llm.EnvBaseURL)
-			if cmd.Flags().Changed("llm-base-url") || fromEnv {
+			fromEnv, _ := a.lookupEnv()(llm.EnvBaseURL)
+			if cmd.Flags().Changed("llm-base-url") || fromEnv != "" {
 				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
 				if err != nil {
 					return err

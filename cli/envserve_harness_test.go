@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env/envclient"
 	"github.com/troupe-rl/troupe/env/seats"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -94,6 +95,7 @@ func TestEnvServeHarness(t *testing.T) {
 // TestEnvServeHarnessNeedsModel: without --llm-base-url a reset naming a
 // harness seat is refused by name.
 func TestEnvServeHarnessNeedsModel(t *testing.T) {
+	t.Setenv(llm.EnvBaseURL, "")
 	base, stop := envServing(t, "--token", "tok")
 	defer stop()
 	code, b := harnessCall(t, "POST", base+"/reset", `{"scenario":"tictactoe","harness":["x"]}`)
