@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env/envclient"
@@ -241,4 +242,38 @@ func TestHarnessNeverActs(t *testing.T) {
 	require.Contains(t, string(rec), `"completed"`)
 	require.Contains(t, string(rec), "no move in time", "the fallback's turns say why")
 	require.Empty(t, srv.Requests())
+}
+
+// TestHarnessOverWebSocket: a WebSocket session's reset seats a harness
+// too; its session holds the other seat and steps it once the harness
+// has moved.
+func TestHarnessOverWebSocket(t *testing.T) {
+	model, _ := harnessModel(t)
+	_, hs, _, _ := start(t, envserver.Config{HarnessModel: model})
+	ctx := t.Context()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(hs.URL, "http", "ws", 1)+"/ws", nil)
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	send := func(typ, data string) envclient.Result {
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(`{"type":"`+typ+`","data":`+data+`}`)))
+		_, b, err := ws.Read(ctx)
+		require.NoError(t, err)
+		var m envclient.WSMessage
+		require.NoError(t, json.Unmarshal(b, &m))
+		require.Equal(t, "observation", m.Type, string(m.Data))
+		var res envclient.Result
+		require.NoError(t, json.Unmarshal(m.Data, &res))
+		return res
+	}
+	res := send("reset", `{"scenario":"tictactoe","seed":4,"harness":["x"]}`)
+	require.True(t, res.Observation.Seats[1].Mine)
+	h := res.Observation.Seats[0].Harness
+	require.NotNil(t, h)
+	require.Empty(t, res.Observation.Pending, "x moves first: the answer comes at once")
+	code, b := call(t, "POST", h.ToolsURL+"/act", "", `{"action":"b2"}`)
+	require.Equal(t, http.StatusOK, code, string(b))
+	res = send("step", `{}`)
+	require.Len(t, res.Observation.Pending, 1)
+	require.Equal(t, "o", res.Observation.Pending[0].Agent)
+	require.NotContains(t, res.Observation.Pending[0].Legal, "b2", "x's move is in the game")
 }
