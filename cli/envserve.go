@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/env/envserver"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -21,13 +22,20 @@ import (
 func (a *App) envServeCommand() *cobra.Command {
 	cfg := envserver.Config{}
 	var tokenFile, out, episodesOut string
+	// The model server of the llm house policy and of harness seats:
+	// troupe run's --llm-* flags, the environment their defaults.
+	llmCfg := llm.DefaultConfig()
+	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
+	var endpoints []string
 	cmd := &cobra.Command{
 		Use:   "env-serve",
 		Args:  cobra.NoArgs,
 		Short: "Serve scenarios as environments that outside learners step (OpenEnv's HTTP and WebSocket conventions, multi-agent)",
 		Long: "Serves the registered scenarios as environments: a session creates an episode (POST /reset) or joins one, " +
 			"holds one seat or every seat, and steps it (POST /step, or the WebSocket at /ws); troupe policies play the seats " +
-			"no session holds. Finished episodes are credited and written like troupe run's. See docs/envserver.md.",
+			"no session holds (llm among them with --llm-base-url). A reset's \"harness\" seats are played by outside agent harnesses " +
+			"(the OpenAI Agents SDK...) through the seat's OpenAI-compatible endpoint, forwarded to --llm-base-url and captured as samples, " +
+			"and its tools over MCP. Finished episodes are credited and written like troupe run's. See docs/envserver.md.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if cfg.Token, err = readToken(cfg.Token, tokenFile); err != nil {
@@ -66,6 +74,24 @@ func (a *App) envServeCommand() *cobra.Command {
 			if len(sinks) > 0 {
 				cfg.Sink = trajectories.Tee(sinks...)
 			}
+			if llmEnvErr != nil {
+				return &UsageError{Err: llmEnvErr}
+			}
+			// A model server is the one given, never the flag's default:
+			// a harness seat or llm policy without one is refused at
+			// reset, by name, rather than failing at its first call.
+			fromEnv, _ := a.lookupEnv()(llm.EnvBaseURL)
+			if cmd.Flags().Changed("llm-base-url") || fromEnv != "" {
+				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
+				if err != nil {
+					return err
+				}
+				defer pool.close()
+				cfg.Policies = llmPolicyMaker(pool)
+				cfg.HarnessModel = func(string) (*llm.Client, error) { return pool.client("") }
+			} else if len(endpoints) > 0 {
+				return usagef("--llm-endpoint: give the default model server too (--llm-base-url)")
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: environment server on http://%s\n", addr) }
 			return a.served(envserver.Serve(cmd.Context(), cfg), envserver.ErrBadConfig)
@@ -85,5 +111,8 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.DurationVar(&cfg.Retain, "retain", envserver.DefaultRetain, "how long a finished episode stays readable at /state and /record")
 	fl.IntVar(&cfg.MaxRetained, "max-retained", envserver.DefaultMaxRetained, "finished episodes kept readable at most (the oldest go first)")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
+	fl.DurationVar(&cfg.HarnessSeat.ActTimeout, "harness-act-timeout", 0, "a harness seat whose harness makes no move this long falls back (to the house policy, or forfeit) (0: --session-timeout)")
+	llmCfg.BindFlags(fl)
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")
 	return cmd
 }

@@ -45,15 +45,11 @@ func (a *App) serveCommand() *cobra.Command {
 				return &UsageError{Err: llmEnvErr}
 			}
 			llmCfg.Seed = cfg.Seed
-			eps, err := parseEndpoints(llmCfg, endpoints, a.lookupEnv())
+			pool, eps, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
 			if err != nil {
 				return err
 			}
-			pool := newLLMPool(eps, cfg.Seed)
 			defer pool.close()
-			if err := pool.check(); err != nil {
-				return &UsageError{Err: err}
-			}
 			cfg.Policies, cfg.PolicySettings = llmPolicyMaker(pool), servedLLMSettings(eps)
 			closeLeague, err := a.serveLeague(&cfg, lf, nf.Conn.URL != "")
 			if err != nil {
@@ -134,6 +130,22 @@ func llmPolicyMaker(pool *llmPool) env.PolicyMaker {
 		}
 		return pool.policy(req)
 	}
+}
+
+// checkedLLMPool is the LLM pool of a serving command's --llm-* and
+// --llm-endpoint flags, every endpoint's client made (check), so that a
+// bad definition is refused before it serves.
+func (a *App) checkedLLMPool(base llm.Config, endpoints []string, seed uint64) (*llmPool, *llmEndpoints, error) {
+	eps, err := parseEndpoints(base, endpoints, a.lookupEnv())
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := newLLMPool(eps, seed)
+	if err := pool.check(); err != nil {
+		pool.close()
+		return nil, nil, &UsageError{Err: err}
+	}
+	return pool, eps, nil
 }
 
 // served is the result of a command that served until it was stopped:

@@ -35,6 +35,9 @@ const (
 	PathRecord   = "/record"
 	PathWS       = "/ws"
 	PathSeats    = "/seats"
+	// PathEpisodes prefixes the harness seats' endpoints:
+	// /episodes/{episode_id}/seats/{agent}/ (see HarnessURLs).
+	PathEpisodes = "/episodes/"
 )
 
 // SeatsRequest asks for the seats of a scenario under parameters, and
@@ -95,8 +98,18 @@ type ResetRequest struct {
 	RolloutID    *int64   `json:"rollout_id,omitempty"`
 
 	// Seats are the seats (agent ids) this session takes; empty: every
-	// open seat no session holds yet.
+	// open seat no session holds yet (but the Harness seats).
 	Seats []string `json:"seats,omitempty"`
+
+	// Harness lists the seats (agent ids) an outside agent harness plays
+	// (the OpenAI Agents SDK, ...): the server seats each at its own
+	// endpoints, an OpenAI-compatible chat endpoint forwarding to the
+	// server's model server, whose calls become the seat's samples, and
+	// the tools observe and act (MCP and function tools); the answer's
+	// Seats tell their URLs (Seat.Harness). A reset that names only
+	// harness seats, none left to its session, answers no session: the
+	// caller follows the episode by its id (GET /state, /record).
+	Harness []string `json:"harness,omitempty"`
 }
 
 // Limits bound an episode; zero means none.
@@ -187,6 +200,24 @@ type Seat struct {
 	// (env.ActionSets): every move the seat may ever make, in a fixed
 	// order, of which each turn's Choices are a subset. nil: free-form.
 	Actions []string `json:"actions"`
+	// Harness is, for a seat an outside harness plays, where it plays.
+	Harness *HarnessURLs `json:"harness,omitempty"`
+}
+
+// HarnessURLs are a harness seat's endpoints, all under
+// /episodes/{episode_id}/seats/{agent}/ and guarded by the server's bearer
+// token (an OpenAI SDK sends its API key as the bearer: give it the
+// token). The URLs are absolute, with the host the request reached.
+type HarnessURLs struct {
+	// OpenAIBaseURL is the base URL of the seat's model (an OpenAI
+	// client's baseURL): POST {it}/chat/completions, GET {it}/models.
+	OpenAIBaseURL string `json:"openai_base_url"`
+	// MCPURL is the MCP server of the tools observe and act (streamable
+	// HTTP).
+	MCPURL string `json:"mcp_url"`
+	// ToolsURL lists the tools as OpenAI function tools (GET); a call is
+	// POST {it}/{name} with the arguments' JSON object.
+	ToolsURL string `json:"tools_url"`
 }
 
 // SeatObservation is one seat's observation: what a troupe policy sees.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -39,8 +40,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		envclient.PathSeats:    {http.MethodPost, s.handleSeats},
 	}
 	rt, ok := routes[r.URL.Path]
+	if !ok && strings.HasPrefix(r.URL.Path, envclient.PathEpisodes) {
+		s.handleHarness(w, r)
+		return
+	}
 	if !ok {
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats)", r.URL.Path))
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
 		return
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
@@ -140,15 +145,18 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := s.decode(w, r, &req); e != nil {
 		return e
 	}
-	ss, e := s.reset(r.Context(), &req, false)
+	ep, ss, e := s.reset(r.Context(), &req, false)
 	if e != nil {
 		return e
 	}
-	res, e := s.await(r.Context(), ss)
+	if ss == nil {
+		return reply(w, s.unheld(ep, baseURL(r)))
+	}
+	res, e := s.first(r.Context(), ss)
 	if e != nil {
 		return e
 	}
-	res.Reward, res.Observation.Seats = nil, ss.ep.seats(ss)
+	res.Reward, res.Observation.Seats = nil, ss.ep.seats(ss, baseURL(r))
 	return reply(w, res)
 }
 
@@ -190,7 +198,7 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	return reply(w, s.state(ep, ss))
+	return reply(w, s.state(ep, ss, baseURL(r)))
 }
 
 func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) *apiError {
@@ -203,7 +211,72 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) *apiError {
 		return e
 	}
 	s.leave(r.Context(), ss, "the session closed")
-	return reply(w, s.state(ss.ep, nil))
+	return reply(w, s.state(ss.ep, nil, baseURL(r)))
+}
+
+// first is a reset's answer: the session's first turn, waited for, or
+// with harness seats at the episode, what the session sees now (the
+// harnesses learn their URLs from the answer, so it cannot wait for
+// their moves).
+func (s *Server) first(ctx context.Context, ss *session) (envclient.Result, *apiError) {
+	if ss.ep.harness == nil {
+		return s.await(ctx, ss)
+	}
+	return s.result(ss, ss.s.Pending()), nil
+}
+
+// unheld is the answer of a reset whose episode's seats are all the
+// harnesses' or the house's: the episode, and no session.
+func (s *Server) unheld(ep *episodeEntry, base string) envclient.Result {
+	o := s.observation(ep, nil)
+	o.Seats = ep.seats(nil, base)
+	return envclient.Result{Observation: o, Done: o.Done}
+}
+
+// baseURL is the server's URL as r reached it.
+func baseURL(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// handleHarness serves a harness seat's endpoints, under
+// /episodes/{episode}/seats/{agent}/, behind the server's bearer token.
+// The seat's handler answers in the OpenAI and MCP shapes; what does not
+// reach it (an unknown episode or seat, no token) answers in the server's.
+func (s *Server) handleHarness(w http.ResponseWriter, r *http.Request) {
+	if !s.token.Authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+		s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN; an OpenAI SDK sends its API key so)"))
+		return
+	}
+	rest := strings.TrimPrefix(r.URL.Path, envclient.PathEpisodes)
+	epID, rest, _ := strings.Cut(rest, "/")
+	kw, rest, _ := strings.Cut(rest, "/")
+	agent, rest, _ := strings.Cut(rest, "/")
+	if epID == "" || kw != "seats" || agent == "" {
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/models, mcp, tools)", r.URL.Path))
+		return
+	}
+	ep, e := s.episode(epID)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	h := ep.harness[agent]
+	if h == nil {
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "episode %s has no harness seat %q", epID, agent))
+		return
+	}
+	s.mu.Lock()
+	if ep.ended.IsZero() {
+		ep.last = time.Now()
+	}
+	s.mu.Unlock()
+	r2 := r.Clone(r.Context())
+	r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
+	h.handler.ServeHTTP(w, r2)
 }
 
 // handleSeats answers the seats of a scenario under parameters, with
@@ -285,7 +358,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) *apiError {
 		if err != nil {
 			return nil
 		}
-		typ, v, e := s.wsMessage(ctx, data, &ss)
+		typ, v, e := s.wsMessage(ctx, baseURL(r), data, &ss)
 		if typ == "close" {
 			_ = c.Close(websocket.StatusNormalClosure, "")
 			return nil
@@ -309,7 +382,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // wsMessage answers one WebSocket message: its answer's type and data.
-func (s *Server) wsMessage(ctx context.Context, data []byte, ss **session) (string, any, *apiError) {
+func (s *Server) wsMessage(ctx context.Context, base string, data []byte, ss **session) (string, any, *apiError) {
 	var m envclient.WSMessage
 	if e := decodeJSON(data, &m); e != nil {
 		return "", nil, e
@@ -328,13 +401,16 @@ func (s *Server) wsMessage(ctx context.Context, data []byte, ss **session) (stri
 			s.leave(ctx, *ss, "its WebSocket session reset")
 			*ss = nil
 		}
-		n, e := s.reset(ctx, &req, true)
+		ep, n, e := s.reset(ctx, &req, true)
 		if e != nil {
 			return "", nil, e
 		}
+		if n == nil {
+			return "observation", s.unheld(ep, base), nil
+		}
 		*ss = n
-		res, e := s.await(ctx, n)
-		res.Reward, res.Observation.Seats = nil, n.ep.seats(n)
+		res, e := s.first(ctx, n)
+		res.Reward, res.Observation.Seats = nil, n.ep.seats(n, base)
 		return "observation", res, e
 	case "step":
 		if *ss == nil {
@@ -351,7 +427,7 @@ func (s *Server) wsMessage(ctx context.Context, data []byte, ss **session) (stri
 			return "", nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "state before reset")
 		}
 		s.touch(*ss)
-		return "state", s.state((*ss).ep, *ss), nil
+		return "state", s.state((*ss).ep, *ss, base), nil
 	case "close":
 		return "close", nil, nil
 	}

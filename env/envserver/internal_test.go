@@ -23,9 +23,9 @@ func TestIdle(t *testing.T) {
 		s, err := New(Config{SessionTimeout: time.Minute})
 		require.NoError(t, err)
 		ctx := context.Background()
-		x, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Open: []string{"x"}, Policies: map[string]string{"x": "random", "o": "random"}}, false)
+		_, x, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Open: []string{"x"}, Policies: map[string]string{"x": "random", "o": "random"}}, false)
 		require.Nil(t, e)
-		half, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Seats: []string{"x"}}, false)
+		_, half, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Seats: []string{"x"}}, false)
 		require.Nil(t, e)
 
 		time.Sleep(30 * time.Second)
@@ -76,7 +76,7 @@ func FuzzRequests(f *testing.F) {
 			}
 		}
 		var ss *session
-		if _, _, e := s.wsMessage(context.Background(), []byte(body), &ss); e != nil && e.status >= 500 {
+		if _, _, e := s.wsMessage(context.Background(), "http://127.0.0.1", []byte(body), &ss); e != nil && e.status >= 500 {
 			t.Fatalf("ws %q: %v", body, e)
 		}
 		s.Shutdown()

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,10 +38,12 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/env/envclient"
+	"github.com/troupe-rl/troupe/env/seats"
 	"github.com/troupe-rl/troupe/env/table"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -82,6 +85,15 @@ type Config struct {
 	// LLM), as runspec.Resolvers.Policies; nil: the scenarios' own and
 	// "random".
 	Policies env.PolicyMaker
+	// HarnessModel is the model server the seats an outside harness plays
+	// (ResetRequest.Harness) forward their chat calls to, by the seat's
+	// role; nil: resets naming harness seats are refused. The server
+	// does not close the clients.
+	HarnessModel func(role string) (*llm.Client, error)
+	// HarnessSeat configures the harness seats; an ActTimeout of 0 is
+	// SessionTimeout: a harness that makes no move that long gives its
+	// seat up to the episode's fallback.
+	HarnessSeat seats.Options
 	// Seed roots the run seeds of episodes whose reset brings none: the
 	// n-th such episode plays run seed seeds.Mix(Seed, n).
 	Seed uint64
@@ -153,6 +165,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if c.HarnessSeat.ActTimeout == 0 {
+		c.HarnessSeat.ActTimeout = c.SessionTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -194,8 +209,17 @@ type episodeEntry struct {
 	sessions int        // live sessions
 	members  []*session // every session that joined it
 
+	// harness are the seats outside harnesses play, by agent id; their
+	// handlers serve under PathEpisodes until the episode is forgotten.
+	harness  map[string]*harnessSeat
 	written  sync.Once
 	writeErr error
+}
+
+// harnessSeat is a seat an outside harness plays, and its endpoints.
+type harnessSeat struct {
+	seat    *seats.Seat
+	handler http.Handler
 }
 
 // session is one session: its seats at its episode's table.
@@ -262,42 +286,55 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// reset starts a session: a new episode, or a seat at one (Join).
-func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*session, *apiError) {
+// reset starts a session: a new episode, or a seat at one (Join). A new
+// episode's harness seats are seated first; when they leave the session
+// no seat, the answer is the episode and no session.
+func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*episodeEntry, *session, *apiError) {
 	s.reapSoon()
 	var ep *episodeEntry
 	if req.Join != "" {
 		if e := joinOnly(req); e != nil {
-			return nil, e
+			return nil, nil, e
 		}
 		s.mu.Lock()
 		ep = s.episodes[req.Join]
 		s.mu.Unlock()
 		if ep == nil {
-			return nil, errorf(http.StatusNotFound, envclient.CodeUnknown, "join: no episode %q", req.Join)
+			return nil, nil, errorf(http.StatusNotFound, envclient.CodeUnknown, "join: no episode %q", req.Join)
+		}
+	}
+	var seats []int
+	if req.Join == "" {
+		if len(req.Harness) > 0 && s.cfg.HarnessModel == nil {
+			return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: this server has no model server for harness seats (troupe env-serve --llm-base-url URL)")
+		}
+		var e *apiError
+		if ep, seats, e = s.create(ctx, req); e != nil {
+			return nil, nil, e
+		}
+		if len(req.Harness) > 0 && len(seats) == 0 {
+			// Every seat left is the harnesses' or the house's: the
+			// creator follows the episode by its id.
+			s.started(ep)
+			return ep, nil, nil
 		}
 	} else {
 		var e *apiError
-		if ep, e = s.create(ctx, req); e != nil {
-			return nil, e
+		if seats, e = seatsOf(ep.tb, req.Seats, "seats"); e != nil {
+			return nil, nil, e
 		}
-	}
-	seats, e := seatsOf(ep.tb, req.Seats, "seats")
-	if e != nil {
-		s.dropIfUnjoined(ep)
-		return nil, e
 	}
 	s.mu.Lock()
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		s.mu.Unlock()
 		s.dropIfUnjoined(ep)
-		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server holds %d sessions, its limit", s.cfg.MaxSessions)
+		return nil, nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server holds %d sessions, its limit", s.cfg.MaxSessions)
 	}
 	s.mu.Unlock()
 	ts, err := ep.tb.Join(seats...)
 	if err != nil {
 		s.dropIfUnjoined(ep)
-		return nil, tableError(err)
+		return nil, nil, tableError(err)
 	}
 	ss := &session{id: newID("s-"), ep: ep, s: ts, ws: ws}
 	s.mu.Lock()
@@ -307,7 +344,82 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 	ep.members = append(ep.members, ss)
 	s.sessions[ss.id] = ss
 	s.mu.Unlock()
-	return ss, nil
+	if len(req.Harness) > 0 {
+		s.started(ep)
+	}
+	return ep, ss, nil
+}
+
+// seatHarness seats outside harnesses at the new episode ep's seats
+// named, and returns the seats its creator's session takes: those given
+// (which must not be the harnesses'), or when none are, every open seat
+// but the harnesses'. Nothing is seated when a name is wrong.
+func (s *Server) seatHarness(ctx context.Context, ep *episodeEntry, names []string, mine []int) ([]int, *apiError) {
+	hs, e := seatsOf(ep.tb, names, "harness")
+	if e != nil {
+		return nil, e
+	}
+	open := ep.tb.Open()
+	for k, i := range hs {
+		agent := ep.tb.Seats()[i].ID
+		switch {
+		case slices.Contains(hs[:k], i):
+			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is named twice", agent)
+		case slices.Contains(mine, i):
+			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is in seats too: a seat is played by the session or by a harness, not both", agent)
+		case !slices.Contains(open, i):
+			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is played by the house (open names the seats sessions and harnesses may take)", agent)
+		}
+	}
+	if len(mine) == 0 {
+		for _, i := range open {
+			if !slices.Contains(hs, i) {
+				mine = append(mine, i)
+			}
+		}
+	}
+	// The seats' watchers live as long as the server, not the request:
+	// they end when the episode does (started) or is dropped.
+	wctx := context.WithoutCancel(ctx)
+	ep.harness = make(map[string]*harnessSeat, len(hs))
+	for _, i := range hs {
+		role := ep.tb.Seats()[i].Role
+		client, err := s.cfg.HarnessModel(role)
+		if err != nil {
+			s.closeHarness(ep)
+			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: the model server of role %s: %v", role, err)
+		}
+		st, err := seats.New(wctx, ep.tb, i, client, s.cfg.HarnessSeat)
+		if err != nil {
+			s.closeHarness(ep)
+			return nil, tableError(err)
+		}
+		ep.harness[st.ID()] = &harnessSeat{seat: st, handler: st.Handler()}
+	}
+	return mine, nil
+}
+
+// started watches an episode with harness seats: nobody may step it once
+// its sessions are gone, so its end is written when it comes, and its
+// seats' watchers stop.
+func (s *Server) started(ep *episodeEntry) {
+	s.mu.Lock()
+	if ep.last.IsZero() {
+		ep.last = time.Now()
+	}
+	s.mu.Unlock()
+	go func() {
+		<-ep.tb.Done()
+		s.settle(ep)
+		s.closeHarness(ep)
+	}()
+}
+
+// closeHarness stops the watchers of ep's harness seats.
+func (s *Server) closeHarness(ep *episodeEntry) {
+	for _, h := range ep.harness {
+		h.seat.Close()
+	}
 }
 
 // joinOnly refuses the episode's fields in a reset that joins one.
@@ -316,6 +428,9 @@ func joinOnly(req *envclient.ResetRequest) *apiError {
 		req.Limits != nil || req.OnInvalid != nil || req.Emit != nil || req.Allocators != nil || req.RewardFormat != "" ||
 		req.RolloutID != nil || req.EpisodeID != "" || req.PassIllegal {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "join: a reset that joins an episode names only join and seats: the episode's creator set the rest")
+	}
+	if req.Harness != nil {
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "join: harness seats are named by the reset that creates the episode")
 	}
 	return nil
 }
@@ -337,33 +452,38 @@ func seatsOf(tb *table.Table, names []string, field string) ([]int, *apiError) {
 // (a bad seats field): nobody else knows its id yet.
 func (s *Server) dropIfUnjoined(ep *episodeEntry) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ep.sessions == 0 && s.episodes[ep.id] == ep && ep.ended.IsZero() && ep.last.IsZero() {
+	drop := ep.sessions == 0 && s.episodes[ep.id] == ep && ep.ended.IsZero() && ep.last.IsZero()
+	if drop {
 		delete(s.episodes, ep.id)
 		s.live--
 	}
+	s.mu.Unlock()
+	if drop {
+		s.closeHarness(ep)
+	}
 }
 
-// create makes the episode a reset describes.
-func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*episodeEntry, *apiError) {
+// create makes the episode a reset describes, its harness seats seated,
+// and returns the seats its creator's session takes.
+func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*episodeEntry, []int, *apiError) {
 	if req.Scenario == "" {
-		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode", s.cfg.Scenarios.Names())
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode", s.cfg.Scenarios.Names())
 	}
 	fb, err := table.ParseFallback(req.Fallback)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "fallback: %v", err)
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "fallback: %v", err)
 	}
 	s.mu.Lock()
 	switch {
 	case s.draining:
 		s.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeDraining, "the server is shutting down")
+		return nil, nil, errorf(http.StatusServiceUnavailable, envclient.CodeDraining, "the server is shutting down")
 	case s.live >= s.cfg.MaxEpisodes:
 		s.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server plays %d episodes, its limit", s.cfg.MaxEpisodes)
+		return nil, nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server plays %d episodes, its limit", s.cfg.MaxEpisodes)
 	case req.EpisodeID != "" && s.episodes[req.EpisodeID] != nil:
 		s.mu.Unlock()
-		return nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "episode_id %q is in use", req.EpisodeID)
+		return nil, nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "episode_id %q is in use", req.EpisodeID)
 	}
 	var seed uint64
 	if req.Seed != nil {
@@ -397,7 +517,7 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	}
 	res, err := spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies})
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
 	r := res.Config.Request(0)
 	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
@@ -409,7 +529,7 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	}
 	tb, err := table.New(ctx, table.Config{Setup: setup, Open: open, OpenAgents: req.Open, Fallback: fb, PassIllegal: req.PassIllegal})
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
 	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res}
 	if ep.id == "" {
@@ -429,14 +549,26 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 			ep.actions = append(ep.actions, set)
 		}
 	}
+	mine, e := seatsOf(tb, req.Seats, "seats")
+	if e != nil {
+		return nil, nil, e
+	}
+	if len(req.Harness) > 0 {
+		// Seated before the episode is known: its harness map is
+		// read, never written, once it is.
+		if mine, e = s.seatHarness(ctx, ep, req.Harness, mine); e != nil {
+			return nil, nil, e
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.episodes[ep.id] != nil {
-		return nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "episode_id %q is in use", ep.id)
+		s.closeHarness(ep)
+		return nil, nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "episode_id %q is in use", ep.id)
 	}
 	s.episodes[ep.id] = ep
 	s.live++
-	return ep, nil
+	return ep, mine, nil
 }
 
 // step gives a session's moves and waits for its next turn.
@@ -652,8 +784,10 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 	return o
 }
 
-// seats describes the episode's seats as ss sees them.
-func (ep *episodeEntry) seats(ss *session) []envclient.Seat {
+// seats describes the episode's seats as ss sees them; base is the
+// server's URL as the request reached it (the harness seats' URLs start
+// with it).
+func (ep *episodeEntry) seats(ss *session, base string) []envclient.Seat {
 	var mine []int
 	if ss != nil {
 		mine = ss.s.Seats()
@@ -665,8 +799,17 @@ func (ep *episodeEntry) seats(ss *session) []envclient.Seat {
 		if ep.actions != nil {
 			out[i].Actions = ep.actions[i]
 		}
+		if _, ok := ep.harness[seat.ID]; ok {
+			p := base + harnessPath(ep.id, seat.ID)
+			out[i].Harness = &envclient.HarnessURLs{OpenAIBaseURL: p + "/v1", MCPURL: p + "/mcp", ToolsURL: p + "/tools"}
+		}
 	}
 	return out
+}
+
+// harnessPath is where a harness seat's endpoints are served.
+func harnessPath(episode, agent string) string {
+	return envclient.PathEpisodes + url.PathEscape(episode) + "/seats/" + url.PathEscape(agent)
 }
 
 // seatObservation is o on the wire, with the choices of its action set
@@ -698,9 +841,9 @@ func (ep *episodeEntry) seatObservation(o *agents.Observation) envclient.SeatObs
 }
 
 // state is GET /state's answer.
-func (s *Server) state(ep *episodeEntry, ss *session) envclient.State {
+func (s *Server) state(ep *episodeEntry, ss *session, base string) envclient.State {
 	o := s.observation(ep, ss)
-	o.Seats = ep.seats(ss)
+	o.Seats = ep.seats(ss, base)
 	setup := ep.tb.Setup()
 	return envclient.State{EpisodeID: ep.id, StepCount: o.Step, Scenario: ep.res.Info.Name, Params: setup.Params.Map(),
 		Seats: o.Seats, Waiting: o.Waiting, Done: o.Done, Status: o.Status, End: o.End}

@@ -20,11 +20,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/env/envclient"
+	"github.com/troupe-rl/troupe/env/envserver"
 	"github.com/troupe-rl/troupe/env/seats"
 	"github.com/troupe-rl/troupe/env/table"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/tools/llama/llamatest"
+	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Environment of the harness test: where tools/agentsjs/install.sh put the
@@ -142,12 +145,21 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 	// itself, so that one turn holds several real calls. (llama.cpp samples
 	// the same under the same seed, threads and binary; the test does not
 	// depend on which happens.)
+	// The third plays through troupe env-serve's server (env/envserver,
+	// over HTTP): a reset seats the harness and answers the seat's URLs,
+	// behind the server's token, and the server's output stage writes
+	// the samples.
 	for _, tc := range []struct {
-		mode string
-		seed uint64
-	}{{"mcp", 12}, {"function", 11}} {
+		mode   string
+		seed   uint64
+		served bool
+	}{{"mcp", 12, false}, {"function", 11, false}, {"mcp", 12, true}} {
 		mode := tc.mode
-		t.Run(mode, func(t *testing.T) {
+		name := mode
+		if tc.served {
+			name = "env-serve"
+		}
+		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
 			proxy := rec.proxy(t, srv.URL)
 			cfg := llm.DefaultConfig()
@@ -161,8 +173,19 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			t.Cleanup(client.Close)
 
 			setup, res := negotiation(t, tc.seed)
-			h := seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{})
-			tb, seat := h.tb, h.seat
+			var (
+				tb      *table.Table
+				seat    *seats.Seat
+				seatURL string
+				served  *servedSeat
+			)
+			if tc.served {
+				served = serveSeat(t, client, tc.seed)
+				seatURL = served.url
+			} else {
+				h := seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{})
+				tb, seat, seatURL = h.tb, h.seat, h.url
+			}
 
 			// The harness runs from a directory whose node_modules is the
 			// cache's, where node resolves its imports.
@@ -178,7 +201,10 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, "node", "harness.mjs")
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "SEAT_URL="+h.url, "SEAT_TOOLS="+mode)
+			cmd.Env = append(os.Environ(), "SEAT_URL="+seatURL, "SEAT_TOOLS="+mode)
+			if served != nil {
+				cmd.Env = append(cmd.Env, "SEAT_TOKEN="+servedToken)
+			}
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err = cmd.Run()
@@ -201,10 +227,15 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 			require.Contains(t, sum.End, "The episode is over", stderr.String())
 			require.Positive(t, sum.Runs)
 
-			<-tb.Done()
-			record := tb.Record()
-			require.Equal(t, protocol.StatusCompleted, record.Status, record.Err)
-			all := samples(t, res, record)
+			var all []protocol.Sample
+			if served != nil {
+				all = served.samples(t)
+			} else {
+				<-tb.Done()
+				record := tb.Record()
+				require.Equal(t, protocol.StatusCompleted, record.Status, record.Err)
+				all = samples(t, res, record)
+			}
 			var alice []protocol.Sample
 			for _, s := range all {
 				if s.Metadata.Agent == "alice" {
@@ -220,21 +251,28 @@ func TestAgentsSDKHarnessPlaysASeat(t *testing.T) {
 				}
 			}
 			rec.mu.Unlock()
-			st := seat.Stats()
-			require.Equal(t, len(chat), st.Calls, "every model call went through the seat")
-			require.Equal(t, st.Calls, st.Trainable, "llama-server returns token ids for every call")
-			require.Positive(t, st.Calls)
+			var st seats.Stats
+			if seat != nil {
+				st = seat.Stats()
+				require.Equal(t, len(chat), st.Calls, "every model call went through the seat")
+				require.Equal(t, st.Calls, st.Trainable, "llama-server returns token ids for every call")
+				require.Positive(t, st.Calls)
+			} else {
+				// The server's seat is its own: its calls are the answered
+				// ones, none orphaned (the harness stops at the end).
+				st = seats.Stats{Calls: len(chat)}
+			}
 
 			calls := 0
 			for _, s := range alice {
-				n := s.Metadata.Extra[seats.NoteCalls].(int)
+				n := count(s.Metadata.Extra[seats.NoteCalls])
 				calls += n
 				require.Positive(t, n, "the harness called the model before every move")
 				require.Contains(t, []string{"act/" + mode, "act/function"}, s.Metadata.Extra[seats.NoteTool])
 				require.False(t, s.Metadata.TextOnly, s.Metadata.Extra["llm_text_only"])
 				checkAgainstServer(t, srv.URL, chat, &s)
 				t.Logf("alice turn %d: %d calls, %d merged, %d prompt + %d response tokens, move %s, response %q",
-					s.Metadata.Turn, n, s.Metadata.Extra[seats.NoteMerged], len(s.Tokens)-s.ResponseLength, s.ResponseLength, s.Metadata.Action, s.Response)
+					s.Metadata.Turn, n, count(s.Metadata.Extra[seats.NoteMerged]), len(s.Tokens)-s.ResponseLength, s.ResponseLength, s.Metadata.Action, s.Response)
 			}
 			require.Equal(t, st.Calls-st.Orphaned, calls, "each call belongs to the turn its next move ended")
 			loadWithSlime(t, all)
@@ -263,7 +301,7 @@ func checkAgainstServer(t *testing.T, root string, chat []exchange, s *protocol.
 	}
 	prompt := s.Tokens[:len(s.Tokens)-s.ResponseLength]
 	resp := s.Tokens[len(prompt):]
-	merged := s.Metadata.Extra[seats.NoteMerged].(int)
+	merged := count(s.Metadata.Extra[seats.NoteMerged])
 	var last, first = -1, -1
 	for i, ex := range chat {
 		var a answer
@@ -338,4 +376,90 @@ func loadWithSlime(t *testing.T, samples []protocol.Sample) {
 	out, err := exec.Command(py, filepath.Join("testdata", "load_slime.py"), dir, f).CombinedOutput()
 	require.NoError(t, err, string(out))
 	t.Logf("slime: %s", strings.TrimSpace(string(out)))
+}
+
+// servedToken is the bearer token of the environment server the harness
+// plays through.
+const servedToken = "harness-test-token"
+
+// servedSeat is alice's seat of a negotiation an environment server
+// (env/envserver, what troupe env-serve serves) seated for a harness.
+type servedSeat struct {
+	url     string // the seat's root: the reset's openai_base_url less /v1
+	episode string
+	client  *envclient.Client
+	server  *envserver.Server
+	out     *syncBuffer
+}
+
+// syncBuffer is the server's samples file.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// serveSeat starts an environment server whose harness seats play on
+// client, and resets the negotiation of negotiation(t, seed) with alice
+// the harness's and bob the fair policy's.
+func serveSeat(t *testing.T, client *llm.Client, seed uint64) *servedSeat {
+	t.Helper()
+	out := &syncBuffer{}
+	s, err := envserver.New(envserver.Config{Token: servedToken, Sink: trajectories.NewJSONLWriter(out, trajectories.Flat),
+		HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.Shutdown)
+	ec := envclient.New(hs.URL, servedToken, hs.Client())
+	_, res, err := ec.Reset(t.Context(), envclient.ResetRequest{Scenario: "negotiation", Seed: &seed, Open: []string{"alice"}, Harness: []string{"alice"},
+		Policies: map[string]string{"bob": "fair"}, Allocators: []string{"team", "individual"}, RewardFormat: "dict"})
+	require.NoError(t, err)
+	h := res.Observation.Seats[0].Harness
+	require.NotNil(t, h, "the reset answers alice's URLs")
+	return &servedSeat{url: strings.TrimSuffix(h.OpenAIBaseURL, "/v1"), episode: res.Observation.EpisodeID, client: ec, server: s, out: out}
+}
+
+// samples waits for the server to write the episode, which it does when
+// it ends, and returns its samples.
+func (ss *servedSeat) samples(t *testing.T) []protocol.Sample {
+	t.Helper()
+	var rec []byte
+	require.Eventually(t, func() bool {
+		var err error
+		rec, err = ss.client.Record(t.Context(), ss.episode)
+		return err == nil
+	}, time.Minute, 10*time.Millisecond, "the episode ends once the harness saw it over")
+	require.Contains(t, string(rec), `"completed"`)
+	// Shutdown returns once every episode over is written.
+	ss.server.Shutdown()
+	var all []protocol.Sample
+	for line := range strings.Lines(ss.out.String()) {
+		var s protocol.Sample
+		require.NoError(t, json.Unmarshal([]byte(line), &s))
+		all = append(all, s)
+	}
+	require.NoError(t, protocol.ValidateRollout(all))
+	return all
+}
+
+// count is a metadata count: an int in a record's samples, a float64 in
+// samples read back from JSON.
+func count(v any) int {
+	if f, ok := v.(float64); ok {
+		return int(f)
+	}
+	n, _ := v.(int)
+	return n
 }

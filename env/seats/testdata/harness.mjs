@@ -30,18 +30,23 @@ import {
 import OpenAI, { APIError } from 'openai';
 
 const seat = process.env.SEAT_URL;
+// SEAT_TOKEN is the bearer token of a seat behind troupe env-serve's
+// --token: the OpenAI client sends it as its API key, the tool calls and
+// MCP requests as Authorization.
+const token = process.env.SEAT_TOKEN || '';
+const auth = token ? { authorization: 'Bearer ' + token } : {};
 const mode = process.env.SEAT_TOOLS || 'mcp';
 const tries = Number(process.env.SEAT_TRIES || 3);
 if (!seat) throw new Error('SEAT_URL is not set');
 setTracingDisabled(true);
 
-const client = new OpenAI({ baseURL: seat + '/v1', apiKey: 'unused', maxRetries: 0 });
+const client = new OpenAI({ baseURL: seat + '/v1', apiKey: token || 'unused', maxRetries: 0 });
 const model = new OpenAIChatCompletionsModel(client, 'any-model');
 
 async function post(path, body) {
   const r = await fetch(seat + path, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...auth },
     body: JSON.stringify(body),
   });
   if (!r.ok) throw new Error(`POST ${path}: ${r.status} ${await r.text()}`);
@@ -55,7 +60,7 @@ let tools = [];
 let mcpServers = [];
 let server;
 if (mode === 'function') {
-  const defs = await (await fetch(seat + '/tools')).json();
+  const defs = await (await fetch(seat + '/tools', { headers: auth })).json();
   tools = defs.filter((d) => d.function.name === 'act').map((d) =>
     tool({
       name: d.function.name,
@@ -67,7 +72,7 @@ if (mode === 'function') {
   );
   callTool = async (name, args) => post('/tools/' + name, args);
 } else if (mode === 'mcp') {
-  server = new MCPServerStreamableHttp({ url: seat + '/mcp', name: 'seat', toolFilter: { allowedToolNames: ['act'] } });
+  server = new MCPServerStreamableHttp({ url: seat + '/mcp', name: 'seat', toolFilter: { allowedToolNames: ['act'] }, requestInit: { headers: auth } });
   await server.connect();
   mcpServers = [server];
   callTool = async (name, args) => {
