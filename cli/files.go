@@ -108,7 +108,13 @@ func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 // the files and the allocators' states at the start.
 func identity(p *plan) (*durable.Progress, error) {
 	empty := durable.NewDigest().String()
-	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layoutName(p.layout), Digest: empty}}
+	// The layout names --merge-turns too: a resume must write its samples
+	// as the run began them.
+	layout := layoutName(p.layout)
+	if p.merge {
+		layout += ", merged turns"
+	}
+	files := []durable.File{{Kind: durable.KindSamples, Path: p.out, Layout: layout, Digest: empty}}
 	if p.episodes != "" {
 		files = append(files, durable.File{Kind: durable.KindEpisodes, Path: p.episodes, Digest: empty})
 	}

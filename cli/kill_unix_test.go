@@ -157,6 +157,7 @@ func TestResumeRefusesAnotherRun(t *testing.T) {
 		{[]string{"-n", "30", "-g", "2", "-p", "agents=5"}, "episodes: 20, now 30 (--episodes)"},
 		{[]string{"-n", "20", "-g", "2", "-p", "agents=6"}, `params.agents: "5", now "6" (--param)`},
 		{[]string{"-n", "20", "-g", "2", "-p", "agents=5", "--layout", "nested"}, "files: samples " + out + " (flat), now samples " + out + " (nested)"},
+		{[]string{"-n", "20", "-g", "2", "-p", "agents=5", "--merge-turns"}, "files: samples " + out + " (flat), now samples " + out + " (flat, merged turns)"},
 		{[]string{"-n", "20", "-g", "2", "-p", "agents=5", "-a", "rae"}, `allocators: ["team"], now ["rae"] (--allocator)`},
 	} {
 		res := runBin(t, bin, append([]string{"run", "elfarol", "-o", out, "--resume"}, tc.args...)...)

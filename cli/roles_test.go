@@ -84,7 +84,9 @@ func (rp *recordingProxy) chats() []wireCall {
 	defer rp.mu.Unlock()
 	var out []wireCall
 	for _, c := range rp.calls {
-		if strings.HasSuffix(c.Path, "/chat/completions") {
+		// llama.cpp's /completion: an agent that remembers continues its
+		// conversation from token ids (policies/llm's token-in path).
+		if strings.HasSuffix(c.Path, "/chat/completions") || strings.HasSuffix(c.Path, "/completion") {
 			out = append(out, c)
 		}
 	}
@@ -306,9 +308,15 @@ func checkTwoServers(t *testing.T, a, b *recordingProxy, rollouts [][]protocol.S
 		require.NotEmpty(t, chats)
 		keys := map[string]int{}
 		for _, c := range chats {
-			assert.Equal(t, side.model, c.Body["model"], "a role's requests reach its own server only")
+			tokenIn := strings.HasSuffix(c.Path, "/completion")
+			if !tokenIn { // a /completion body names no model: the server's own plays it
+				assert.Equal(t, side.model, c.Body["model"], "a role's requests reach its own server only")
+			}
 			for k, v := range side.fields {
-				assert.Equal(t, v, c.Body[k], "%s of %s", k, side.model)
+				if k == "max_tokens" && tokenIn {
+					k = "n_predict"
+				}
+				assert.Equal(t, v, c.Body[k], "%s of %s (%s)", k, side.model, c.Path)
 			}
 			keys[c.Header.Get(llm.DefaultRoutingHeader)]++
 		}

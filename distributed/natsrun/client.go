@@ -506,7 +506,14 @@ func permanent(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		// 503 and 408 are the server saying "not now"; other API errors
-		// (a bad request, a conflicting configuration) stay as they are.
+		// (a bad request, a conflicting configuration) stay as they are,
+		// but one: two clients creating the same durable consumer at once
+		// can race on its files inside nats-server (a 500, "consumer
+		// create", open .../meta.inf.tmp: no such file), and the next try
+		// finds the consumer the other made.
+		if apiErr.Code == 500 && apiErr.ErrorCode == jetstream.JSErrCodeConsumerCreate {
+			return false
+		}
 		return apiErr.Code != 503 && apiErr.Code != 408 && apiErr.Code != 0
 	}
 	return false

@@ -28,7 +28,7 @@ func (h *headerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestRoutingKeyOnEveryRequest: every request a turn makes (llama.cpp's
-// /apply-template and /tokenize too) carries the agent's session key in
+// /apply-template, /tokenize, /completion and /detokenize) carries the agent's session key in
 // the routing header; "" sends none; the header name is checked.
 func TestRoutingKeyOnEveryRequest(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.LlamaCpp})
@@ -48,7 +48,9 @@ func TestRoutingKeyOnEveryRequest(t *testing.T) {
 		a, err := p.Act(context.Background(), obs)
 		require.NoError(t, err)
 		assert.Equal(t, "big", a.Notes["llm_endpoint"], "the sample names the endpoint")
-		require.Contains(t, rec.seen, "/v1/chat/completions")
+		// An agent that remembers asks llama.cpp's /completion with token
+		// ids (the token-in path), after /apply-template and /tokenize.
+		require.Contains(t, rec.seen, "/completion")
 		require.Contains(t, rec.seen, "/tokenize")
 		for path, values := range rec.seen {
 			for _, v := range values {

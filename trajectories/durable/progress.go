@@ -64,7 +64,7 @@ const (
 type File struct {
 	Kind   string `json:"kind"`             // KindSamples or KindEpisodes
 	Path   string `json:"path"`             // as given on the command line
-	Layout string `json:"layout,omitempty"` // samples: flat or nested
+	Layout string `json:"layout,omitempty"` // samples: flat or nested, then ", merged turns" with troupe run --merge-turns
 	Bytes  int64  `json:"bytes"`            // its length at the checkpoint
 	// Digest is the digest of its first Bytes bytes (v2; empty in v1):
 	// DigestPrefix and the hex HighwayHash-256.
