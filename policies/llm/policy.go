@@ -411,22 +411,7 @@ func (p *Policy) response(comp *completion) (string, string) {
 	case comp.decoded != nil:
 		return *comp.decoded, ResponseDetokenized
 	case comp.content == "" && len(comp.toolCalls) > 0:
-		calls := make([]json.RawMessage, len(comp.toolCalls))
-		for i, c := range comp.toolCalls {
-			args := json.RawMessage(c.Function.Arguments)
-			if !json.Valid(args) {
-				args, _ = json.Marshal(c.Function.Arguments)
-			}
-			calls[i], _ = json.Marshal(struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-			}{c.Function.Name, args})
-		}
-		if len(calls) == 1 {
-			return string(calls[0]), ResponseToolCall
-		}
-		b, _ := json.Marshal(calls)
-		return string(b), ResponseToolCall
+		return toolCallsJSON(comp.toolCalls), ResponseToolCall
 	}
 	return comp.content, ResponseContent
 }
