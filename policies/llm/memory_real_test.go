@@ -111,7 +111,11 @@ func llamaMemoryConfig(llama *llamatest.Server) llm.Config {
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL, cfg.Kind, cfg.Timeout, cfg.Model = llama.URL+"/v1", llm.KindLlamaCpp, 2*time.Minute, llamatest.ModelAlias
 	maxTokens := 48
-	cfg.MaxTokens, cfg.TopK = &maxTokens, ptr(-1)
+	// Top-k 20: llama.cpp checks a grammar against the candidates left,
+	// which top-k off (-1) leaves at the whole vocabulary (151,936 tokens
+	// for the tiny Qwen2) at every token; what is checked here (the ids,
+	// the memory, the budget) does not depend on it.
+	cfg.MaxTokens, cfg.TopK = &maxTokens, ptr(20)
 	cfg.InvalidRetries = 1
 	return cfg
 }
