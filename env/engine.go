@@ -196,6 +196,9 @@ type Engine struct {
 	// The arrays are reused by the next episodes: policies keep nothing
 	// of an observation once they answered.
 	hist [][]agents.Turn
+	// session is, per seat, its agents.Observation.Session: one mix per
+	// seat and episode, not one per turn.
+	session []uint64
 	// lastTurn is, per seat, 1 + the index in rec.Turns of its latest
 	// turn, or 0 before its first: zero, as resize leaves it.
 	lastTurn []int
@@ -858,6 +861,10 @@ func (e *Engine) seat(seats []Seat) error {
 		clear(e.hist[i]) // the last episode's pointers
 		e.hist[i] = e.hist[i][:0]
 	}
+	e.session = resize(e.session, n)
+	for i := range e.session {
+		e.session[i] = seeds.Mix2(e.setup.PolicySeed, sessionStream, uint64(i))
+	}
 	if err := e.seatPolicies(seats); err != nil {
 		return err
 	}
@@ -1140,7 +1147,7 @@ func (e *Engine) observe(actors []int) {
 		// The turn's seed: from the policy seed, the seat and the turn,
 		// salted for seats a counterfactual reseeds.
 		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
-		o.Session = seeds.Mix2(policySeed, sessionStream, uint64(i))
+		o.Session = e.session[i]
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
