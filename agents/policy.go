@@ -178,7 +178,7 @@ type BatchPolicy interface {
 // The engine keeps an agent's history only when the policy of its seat
 // remembers: copying every turn, and keeping what it points to alive until
 // the episode ends, costs a policy that decides from the present alone (a
-// scripted, random or learned one) a fifth of its turn.
+// scripted, random or learned one) about a seventh of an El Farol turn.
 type Remembering interface {
 	Remembers() bool
 }
