@@ -529,9 +529,10 @@ func (p *plan) resume() error {
 }
 
 // writeCell writes a finished cell's file atomically, and returns its JSON
-// (without the newline), which episodes.json splices in.
-func writeCell(out, name string, cell *Cell) ([]byte, error) {
-	data, err := json.Marshal(cell)
+// (without the newline), which episodes.json splices in and episodes.csv
+// takes numbers from.
+func writeCell(out, name string, cell *Cell) (*cellJSON, error) {
+	j, err := encodeCell(cell)
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", name, err)
 	}
@@ -539,10 +540,10 @@ func writeCell(out, name string, cell *Cell) ([]byte, error) {
 	// cell whose file does not decode whole (what a power cut can leave of
 	// an unsynced file), so a sync would buy nothing for what it costs (a
 	// tenth of the outputs' CPU time, on a grid of small cells).
-	if err := writeFile(filepath.Join(out, cellsDir, name), append(data, '\n'), false); err != nil {
+	if err := writeFile(filepath.Join(out, cellsDir, name), append(j.data, '\n'), false); err != nil {
 		return nil, err
 	}
-	return data, nil
+	return j, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same

@@ -309,8 +309,9 @@ type cellPlan struct {
 	file               string // name in Out/cells
 	done               *Cell  // read back from Out
 	// json is the cell's encoding, when it was played and written by this
-	// Run: episodes.json splices it rather than encode the cell again.
-	json []byte
+	// Run: episodes.json splices it rather than encode the cell again, and
+	// episodes.csv copies numbers from it.
+	json *cellJSON
 	// series is the array the cell's per-episode series are carved from
 	// (allocSeries), nil until it is to be played.
 	series []float64

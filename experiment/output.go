@@ -180,7 +180,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 			buf = append(buf, ',')
 			buf = strconv.AppendInt(buf, int64(e), 10)
 			buf = append(buf, ',')
-			buf = appendFtoa(buf, cell.Team[e])
+			buf = c.json.number(buf, e, 0, cell.Team[e])
 			buf = append(buf, ',')
 			buf = append(buf, gs...)
 			buf = append(buf, ',')
@@ -188,7 +188,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 				buf = appendFtoa(buf, cell.Ratio(e))
 			}
 			buf = append(buf, ',')
-			buf = appendFtoa(buf, cell.Reward[e])
+			buf = c.json.number(buf, e, 1, cell.Reward[e])
 			for m := range metrics {
 				buf = append(buf, ',')
 				if m < len(cell.Metrics) {
@@ -211,9 +211,6 @@ func csvLine(dst []byte, record []string) ([]byte, error) {
 	w.Flush()
 	return append(dst, b.Bytes()...), w.Error()
 }
-
-// appendFtoa appends ftoa(v).
-func appendFtoa(dst []byte, v float64) []byte { return strconv.AppendFloat(dst, v, 'g', -1, 64) }
 
 func (p *plan) axisNames() []string {
 	names := make([]string, len(p.cfg.Axes))
@@ -245,16 +242,23 @@ func (p *plan) episodesJSON(res *Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := append(head[:len(head)-1], `,"cells":[`...)
+	datas := make([][]byte, len(p.cells))
+	size := len(head) + 16
 	for i, c := range p.cells {
+		if c.json != nil {
+			datas[i] = c.json.data
+		} else if datas[i], err = json.Marshal(res.Cells[c.index]); err != nil {
+			return nil, err
+		}
+		size += len(datas[i]) + 1
+	}
+	// Sized once: the cells are megabytes, and growing the buffer by
+	// doubling would copy them again and again.
+	buf := append(make([]byte, 0, size), head[:len(head)-1]...)
+	buf = append(buf, `,"cells":[`...)
+	for i, data := range datas {
 		if i > 0 {
 			buf = append(buf, ',')
-		}
-		data := c.json
-		if data == nil {
-			if data, err = json.Marshal(res.Cells[c.index]); err != nil {
-				return nil, err
-			}
 		}
 		buf = append(buf, data...)
 	}

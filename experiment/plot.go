@@ -218,7 +218,8 @@ func (c *chart) render(base, caption string, png bool) (figure, error) {
 // curves draws the learning curves of point pi and learner li: per
 // allocator, the mean over seeds of the metric averaged in bins of
 // episodes, and a band for the 95% confidence interval of that mean
-// (Student's t over the seeds; none for one seed).
+// (Student's t over the seeds, within the seeds' range; none for one
+// seed).
 func (p *plan) curves(res *Result, pi, li int) (figure, error) {
 	desc := describePoint(p.cfg.Axes, p.points[pi].values)
 	title := fmt.Sprintf("%s: learning curves, %s", p.name, desc)
@@ -259,10 +260,17 @@ func (p *plan) curves(res *Result, pi, li int) (figure, error) {
 			if n := len(ys); n > 1 {
 				half = tq * math.Sqrt(ss/float64(n-1)/float64(n))
 			}
+			// The t interval of a mean near a bound (G/G* near 1) can pass
+			// it; no mean lies outside the seeds' range, so neither does the
+			// band.
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, y := range ys {
+				lo, hi = min(lo, y[j]), max(hi, y[j])
+			}
 			mean[j] = plotter.XY{X: x[j], Y: m}
-			band[j] = plotter.XY{X: x[j], Y: m + half}
-			band[len(band)-1-j] = plotter.XY{X: x[j], Y: m - half}
-			c.see(m-half, m+half)
+			band[j] = plotter.XY{X: x[j], Y: min(m+half, hi)}
+			band[len(band)-1-j] = plotter.XY{X: x[j], Y: max(m-half, lo)}
+			c.see(band[j].Y, band[len(band)-1-j].Y)
 		}
 		if len(ys) > 1 {
 			poly, err := plotter.NewPolygon(band)
@@ -301,7 +309,7 @@ func (p *plan) curves(res *Result, pi, li int) (figure, error) {
 		caption += ", learner " + p.specLabels[li]
 	}
 	f, err := c.render(base, caption, p.cfg.PNG)
-	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: the line is the mean over %d seeds, the band its 95%% confidence interval (Student's t).", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
+	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: the line is the mean over %d seeds, the band its 95%% confidence interval (Student's t, within the seeds' range).", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
 	return f, err
 }
 
