@@ -185,20 +185,26 @@ func assertSnakeCase(t *testing.T, name string, data []byte) {
 	walk(doc)
 }
 
-func TestRunIsDeterministicAndResumes(t *testing.T) {
-	t.Parallel() // independent; drawing its plots keeps one core busy
-	first := t.TempDir()
-	cfg := smallBar(t, first)
+// sameBytesInSerial runs cfg into a new directory, then one cell at a
+// time into another, checks that both hold the same bytes, and returns
+// them and cfg as it ran the second time.
+func sameBytesInSerial(t *testing.T, cfg experiment.Config) (map[string][]byte, experiment.Config) {
+	t.Helper()
+	cfg.Out = t.TempDir()
 	_, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	want := outputs(t, first)
-
-	// One cell at a time gives the same bytes as cells in parallel.
-	second := t.TempDir()
-	cfg.Out, cfg.Parallel = second, 1
+	want := outputs(t, cfg.Out)
+	cfg.Out, cfg.Parallel = t.TempDir(), 1
 	_, err = experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	assert.Equal(t, want, outputs(t, second))
+	require.Equal(t, want, outputs(t, cfg.Out))
+	return want, cfg
+}
+
+func TestRunIsDeterministicAndResumes(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
+	want, cfg := sameBytesInSerial(t, smallBar(t, ""))
+	second := cfg.Out
 
 	// Lose three cells, as an interrupted run would; the rest is read back.
 	var names []string
@@ -212,7 +218,7 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 		require.NoError(t, os.Remove(filepath.Join(second, name)))
 	}
 	// Without Resume, a directory that holds an experiment is refused.
-	_, err = experiment.Run(context.Background(), cfg)
+	_, err := experiment.Run(context.Background(), cfg)
 	require.ErrorIs(t, err, experiment.ErrExists)
 	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
