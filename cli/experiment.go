@@ -334,7 +334,9 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 			fmt.Fprintf(&b, " (%s agent-updates/s on %d CPUs)", compact(rate(float64(res.Updates), res.Elapsed)), runtime.GOMAXPROCS(0))
 		}
 		fmt.Fprintf(&b, "\n  final %s (mean ± std over %d seeds):\n", res.Metric, cfg.Seeds)
-		for _, r := range res.Rows {
+		points := make([]string, len(res.Rows))
+		wp, wa := 24, 32 // the columns' widths: at least these, or the widest
+		for k, r := range res.Rows {
 			point := make([]string, len(cfg.Axes))
 			for i, ax := range cfg.Axes {
 				point[i] = ax.Param + "=" + r.Point[i]
@@ -342,7 +344,11 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 			if len(cfg.Learners) > 1 {
 				point = append(point, "learner="+r.LearnerLabel)
 			}
-			fmt.Fprintf(&b, "    %-24s %-32s %.3f ± %.3f", strings.Join(point, " "), r.Allocator, r.FinalStats.Mean, r.FinalStats.Std)
+			points[k] = strings.Join(point, " ")
+			wp, wa = max(wp, len(points[k])), max(wa, len(r.Allocator))
+		}
+		for k, r := range res.Rows {
+			fmt.Fprintf(&b, "    %-*s %-*s %.3f ± %.3f", wp, points[k], wa, r.Allocator, r.FinalStats.Mean, r.FinalStats.Std)
 			if len(r.Modes) > 1 {
 				modes := make([]string, len(r.Modes))
 				for i, m := range r.Modes {

@@ -527,7 +527,14 @@ func (p *plan) expand(optimum Optimum) error {
 				for s := range p.cfg.Seeds {
 					c := &cellPlan{index: len(p.cells), point: pi, spec: li, alloc: ai, seed: s, runSeed: seeds.Mix(p.cfg.Seed, uint64(s))}
 					c.id = p.identity(c)
-					c.file = c.id.fileName(p.cfg.Axes, p.points[pi].values, p.learnerSlug(li))
+					// In a sweep, the learner's spec in full names its cells:
+					// their names must not change with the labels (learnerLabels),
+					// or a resumed sweep would not find them.
+					learner := ""
+					if len(p.specs) > 1 {
+						learner = slug(p.specNames[li])
+					}
+					c.file = c.id.fileName(p.cfg.Axes, p.points[pi].values, learner)
 					p.cells = append(p.cells, c)
 				}
 			}

@@ -346,7 +346,8 @@ type finalView struct {
 	title, xlabel, base, caption string
 	xs                           []float64
 	labels                       []string
-	rotate                       bool // long labels: drawn slanted
+	rotate                       bool // long labels: drawn upright
+	categories                   bool // x values without an order: the means are not joined by lines
 	row                          func(x, ai int) int
 }
 
@@ -368,7 +369,7 @@ func (p *plan) finals(res *Result) ([]figure, error) {
 		}
 		for pi := range p.points {
 			v := finalView{title: fmt.Sprintf("%s: final %s across the learners", p.name, res.Metric), xlabel: "learner", base: "final",
-				caption: fmt.Sprintf("Final %s across the learners", res.Metric), xs: xs, labels: p.specLabels, rotate: long,
+				caption: fmt.Sprintf("Final %s across the learners", res.Metric), xs: xs, labels: p.specLabels, rotate: long, categories: true,
 				row: func(x, ai int) int { return p.row(pi, x, ai) }}
 			if len(p.cfg.Axes) > 0 {
 				desc := describePoint(p.cfg.Axes, p.points[pi].values)
@@ -380,7 +381,7 @@ func (p *plan) finals(res *Result) ([]figure, error) {
 		}
 	case len(p.cfg.Axes) == 0:
 		views = append(views, finalView{title: fmt.Sprintf("%s: final %s", p.name, res.Metric), base: "final",
-			caption: fmt.Sprintf("Final %s", res.Metric), xs: []float64{0}, labels: []string{p.name},
+			caption: fmt.Sprintf("Final %s", res.Metric), xs: []float64{0}, labels: []string{p.name}, categories: true,
 			row: func(_, ai int) int { return ai }})
 	default:
 		first := p.cfg.Axes[0]
@@ -441,9 +442,9 @@ func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
 	}
 	c.pl.X.Tick.Marker = plot.ConstantTicks(ticks)
 	if v.rotate {
-		c.pl.X.Tick.Label.Rotation = math.Pi / 6
+		c.pl.X.Tick.Label.Rotation = math.Pi / 2
 		c.pl.X.Tick.Label.XAlign = draw.XRight
-		c.pl.X.Tick.Label.YAlign = draw.YTop
+		c.pl.X.Tick.Label.YAlign = draw.YCenter
 	}
 	k := float64(len(p.allocs))
 	for ai, spec := range p.allocs {
@@ -474,8 +475,8 @@ func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
 		}
 		line.Color, scatter.Color, bars.Color = colorOf(ai), colorOf(ai), colorOf(ai)
 		line.Dashes = plotutil.Dashes(ai)
-		if len(xs) == 1 {
-			line.Width = 0 // one point: nothing to join
+		if v.categories {
+			line.Width = 0 // nothing between two learners: no line to draw
 		}
 		scatter.Shape = plotutil.Shape(ai)
 		seedDots.Color = faded(colorOf(ai), 0x90)
@@ -493,7 +494,11 @@ func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
 	if err != nil {
 		return figure{}, err
 	}
-	f.note = fmt.Sprintf("%s averaged over the last %d episodes of each seed: the line joins the means over %d seeds, the bars are their bootstrap 95%% confidence intervals, and the small dots beside each value are the seeds, one each.", res.Metric, p.window, p.cfg.Seeds)
+	means := "the line joins the means"
+	if v.categories {
+		means = "the large markers are the means"
+	}
+	f.note = fmt.Sprintf("%s averaged over the last %d episodes of each seed: %s over %d seeds, the bars are their bootstrap 95%% confidence intervals, and the small dots beside each value are the seeds, one each.", res.Metric, p.window, means, p.cfg.Seeds)
 	return f, nil
 }
 

@@ -68,8 +68,11 @@ func ParseLearners(spec string) ([]learn.Spec, error) {
 // learnerLabels are short names of the learners names lists (specs in
 // full, as learn.Spec.String writes them, all different): with one, its
 // spec; with more, the learner's name where the names differ, and the
-// parameters whose values differ among the learners, so that a sweep of
-// alpha reads "alpha=0.05", "alpha=0.1".
+// parameters whose values differ among the learners of that name, less
+// those at their default ("egreedy:alpha=0.3" beside "egreedy", which
+// runs the default alpha), unless nothing would be left to name it. A
+// sweep of alpha alone reads "alpha=0.05", "alpha=0.1", "alpha=0.3".
+// Labels that would coincide fall back to the specs in full.
 func learnerLabels(names []string) []string {
 	if len(names) == 1 {
 		return slices.Clone(names)
@@ -80,8 +83,8 @@ func learnerLabels(names []string) []string {
 		vals map[string]string
 	}
 	ps := make([]parsed, len(names))
-	varies := map[string]bool{}
-	first := map[string]string{}
+	first := map[string]string{} // "name.key" → the first value seen
+	varies := map[string]bool{}  // "name.key" → values differ within the name
 	sameName := true
 	for i, n := range names {
 		name, rest, _ := strings.Cut(n, ":")
@@ -94,21 +97,40 @@ func learnerLabels(names []string) []string {
 			k, v, _ := strings.Cut(kv, "=")
 			ps[i].keys = append(ps[i].keys, k)
 			ps[i].vals[k] = v
-			if f, seen := first[k]; seen && f != v {
-				varies[k] = true
-			}
-			if _, seen := first[k]; !seen {
-				first[k] = v
+			if f, seen := first[name+"."+k]; !seen {
+				first[name+"."+k] = v
+			} else if f != v {
+				varies[name+"."+k] = true
 			}
 		}
 	}
-	labels := make([]string, len(names))
-	for i, pl := range ps {
-		var kv []string
-		for _, k := range pl.keys {
-			if varies[k] {
-				kv = append(kv, k+"="+pl.vals[k])
+	defaults := func(name string) map[string]string {
+		d := map[string]string{}
+		if l, err := learn.Parse(name); err == nil {
+			_, rest, _ := strings.Cut(l.String(), ":")
+			for kv := range strings.SplitSeq(rest, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				d[k] = v
 			}
+		}
+		return d
+	}
+	labels := make([]string, len(names))
+	seen := map[string]bool{}
+	for i, pl := range ps {
+		def := defaults(pl.name)
+		var all, changed []string
+		for _, k := range pl.keys {
+			if varies[pl.name+"."+k] {
+				all = append(all, k+"="+pl.vals[k])
+				if def[k] != pl.vals[k] {
+					changed = append(changed, k+"="+pl.vals[k])
+				}
+			}
+		}
+		kv := changed
+		if len(kv) == 0 && sameName {
+			kv = all
 		}
 		switch {
 		case !sameName && len(kv) > 0:
@@ -118,15 +140,16 @@ func learnerLabels(names []string) []string {
 		default:
 			labels[i] = strings.Join(kv, ",")
 		}
-		if labels[i] == "" {
-			labels[i] = names[i] // cannot happen with different names; stay unique anyway
+		if labels[i] == "" || seen[labels[i]] {
+			return slices.Clone(names)
 		}
+		seen[labels[i]] = true
 	}
 	return labels
 }
 
-// learnerSlug names learner li in file names: empty with a single
-// learner, whose files keep the names they had before sweeps.
+// learnerSlug names learner li in the names of figures: empty with a
+// single learner, whose figures keep the names they had before sweeps.
 func (p *plan) learnerSlug(li int) string {
 	if len(p.specs) < 2 {
 		return ""

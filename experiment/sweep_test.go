@@ -134,7 +134,7 @@ func TestASweepResumesAndIsDeterministic(t *testing.T) {
 	require.NoError(t, err)
 	lost := 0
 	for _, e := range entries {
-		if strings.Contains(e.Name(), "_reinforce_") {
+		if strings.Contains(e.Name(), "_reinforce-baseline-0-rate-0.3_") {
 			require.NoError(t, os.Remove(filepath.Join(second, "cells", e.Name())))
 			lost++
 		}
