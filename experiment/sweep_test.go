@@ -177,3 +177,28 @@ func TestConfigRefusesALearnerTwice(t *testing.T) {
 	_, err = experiment.Run(context.Background(), cfg)
 	assert.ErrorContains(t, err, "learner 1: not parsed")
 }
+
+// FuzzParseLearners: a sweep spec is refused with an error or read as
+// learners each of which learn.Parse reads back to itself, all different.
+func FuzzParseLearners(f *testing.F) {
+	for _, s := range []string{"egreedy", "egreedy:alpha=0.1/0.3,epsilon=0.01/0.05", "reinforce:rate=1", "boltzmann:temperature=0.03/0.3",
+		"egreedy:alpha=/", "egreedy:alpha=0.1//0.2", ":", "egreedy:alpha=0.1/0.1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		ls, err := experiment.ParseLearners(spec)
+		if err != nil {
+			require.Empty(t, ls)
+			return
+		}
+		require.NotEmpty(t, ls)
+		seen := map[string]bool{}
+		for _, l := range ls {
+			again, err := learn.Parse(l.String())
+			require.NoError(t, err, l.String())
+			require.Equal(t, l.String(), again.String())
+			require.False(t, seen[l.String()], "%s twice", l.String())
+			seen[l.String()] = true
+		}
+	})
+}
