@@ -170,4 +170,11 @@ func TestExperimentSweepsLearners(t *testing.T) {
 	for _, want := range []string{"learner=egreedy:alpha=0.3", "learner=reinforce"} {
 		assert.Contains(t, r.stderr, want, "the summary names each row's learner")
 	}
+	// The sweep resumes as any grid: every cell read back, the same report.
+	again := troupe(t, append(args, "--resume")...)
+	require.Equal(t, ExitOK, again.code, again.stderr)
+	assert.Contains(t, again.stderr, "12 cells (12 read back")
+	report2, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(report), string(report2))
 }
