@@ -1,5 +1,11 @@
 package viewer
 
+import (
+	"crypto/sha256"
+	"fmt"
+	"net/url"
+)
+
 // OpenWith indexes path with the given workers and least chunk, for tests
 // that check the parallel pass against a single worker.
 func OpenWith(path string, workers int, chunk int64) (*File, error) {
@@ -55,3 +61,54 @@ func SynthDiff(k int) float64 { return float64(k*104729%1009)/1009 - 0.5 }
 func (v *Viewer) reset(files []*File) {
 	v.files, v.cache, v.overviews, v.lastList = files, newCache(cacheSize), map[int]*Overview{}, nil
 }
+
+// ListDigest runs the list's query q on x and describes its result: how
+// many episodes it selects, the first of them, a digest of every ordinal
+// in order and of the first page's cells as the list shows them.
+func ListDigest(x *File, q url.Values) (string, error) {
+	cols := x.columns()
+	l, err := parseListQuery(q, cols)
+	if err != nil {
+		return "", err
+	}
+	ords := x.run(&l, cols)
+	h := sha256.New()
+	for _, o := range ords {
+		fmt.Fprintf(h, "%d,", o)
+	}
+	cells := sha256.New()
+	for _, o := range ords[:min(len(ords), listPageSize)] {
+		for _, c := range cols {
+			if c.num != nil {
+				v, ok := c.num(&x.Episodes[o])
+				fmt.Fprintf(cells, "%v %v|", v, ok)
+			} else {
+				fmt.Fprintf(cells, "%s|", c.str(&x.Episodes[o]))
+			}
+		}
+	}
+	return fmt.Sprintf("%d first %v ords %x cells %x", len(ords), ords[:min(len(ords), 5)], h.Sum(nil)[:8], cells.Sum(nil)[:8]), nil
+}
+
+// ListNames are the names the list's filters offer for x.
+func ListNames(x *File) (allocs, roles, scenarios, statuses []string) {
+	x.allocators()
+	return x.allocNames, x.roleNames, x.scenarioNames, x.statusNames
+}
+
+// ColumnKeys are the keys of the list's columns for x.
+func ColumnKeys(x *File) []string {
+	var out []string
+	for _, c := range x.columns() {
+		out = append(out, c.Key)
+	}
+	return out
+}
+
+// IndexJSDigest is a digest of x's export index.
+func IndexJSDigest(x *File) string {
+	return fmt.Sprintf("%x", sha256.Sum256(x.indexJS(0)))
+}
+
+// Len is how many episodes x indexes.
+func (x *File) Len() int { return len(x.Episodes) }
