@@ -262,12 +262,12 @@ func TestBrowserLargeFile(t *testing.T) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	t.Logf("%d episodes indexed in %v; heap kept %.0f MiB", len(x.Episodes), opened, float64(ms.HeapAlloc)/(1<<20))
+	t.Logf("%d episodes indexed in %v; heap kept %.0f MiB", x.Len(), opened, float64(ms.HeapAlloc)/(1<<20))
 	base := serve(t, []*viewer.File{x})
-	e0 := x.Episodes[0]
+	e0 := x.Info(0)
 	alloc := e0.Allocators[len(e0.Allocators)-1]
 	for _, page := range []string{"/run-0/index.html", "/run-0/episodes.html", "/run-0/episodes.html?sort=team&dir=desc&page=500",
-		"/run-0/episodes.html?status=completed&scenario=" + url.QueryEscape(e0.Scenario) + "&role=" + url.QueryEscape(e0.Roles[0].Role) + "&team_min=1&team_max=2&alloc=" + url.QueryEscape(alloc) + "&alloc_min=0.3&sort=alloc%3A" + url.QueryEscape(alloc),
+		"/run-0/episodes.html?status=completed&scenario=" + url.QueryEscape(e0.Scenario) + "&role=" + url.QueryEscape(e0.Roles[0]) + "&team_min=1&team_max=2&alloc=" + url.QueryEscape(alloc) + "&alloc_min=0.3&sort=alloc%3A" + url.QueryEscape(alloc),
 		"/run-0/episodes.html?group=777", "/run-0/ep-999.html", "/compare-0-0.html"} {
 		t0 := time.Now()
 		resp, err := http.Get(base + page)
@@ -287,8 +287,8 @@ func TestBrowserLargeFile(t *testing.T) {
 	b.open(base + "/run-0/episodes.html")
 	count := func(keep func(e *viewer.EpisodeInfo) bool) int {
 		n := 0
-		for k := range x.Episodes {
-			if keep(&x.Episodes[k]) {
+		for k := range x.Len() {
+			if e := x.Info(k); keep(&e) {
 				n++
 			}
 		}
@@ -323,7 +323,7 @@ func TestBrowserLargeFile(t *testing.T) {
 	t0 := time.Now()
 	b.open("file://" + filepath.ToSlash(dir) + "/run-0/episodes.html")
 	t.Logf("exported list opened in %v", time.Since(t0))
-	assert.Equal(t, len(x.Episodes), listMatched(t, b))
+	assert.Equal(t, x.Len(), listMatched(t, b))
 	b.exec(setField("#f-team-min", "2"))
 	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.Team >= 2 }), listMatched(t, b))
 	b.noErrors("the large file's exported list")

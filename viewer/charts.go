@@ -105,8 +105,9 @@ func allocHistograms(x *File, allocs []AllocStat) Chart {
 	var out Chart
 	for i, a := range allocs {
 		var vs []float64
-		for k := range x.Episodes {
-			if v, ok := x.Episodes[k].AllocValue(a.Name); ok {
+		c := x.allocColumn(a.Name)
+		for k := range x.n {
+			if v, ok := x.allocValue(k, c); ok {
 				vs = append(vs, v)
 			}
 		}

@@ -55,7 +55,7 @@ func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
 		if err := write(fmt.Sprintf("run-%d/episodes-index.js", i), f.indexJS(maxEpisodes)); err != nil {
 			return st, err
 		}
-		n := len(f.Episodes)
+		n := f.n
 		if maxEpisodes > 0 {
 			n = min(n, maxEpisodes)
 		}

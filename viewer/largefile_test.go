@@ -30,6 +30,7 @@ func TestLargeFileIndexMemory(t *testing.T) {
 	kept := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	t.Logf("%d episodes indexed in %v; heap kept %.1f MiB, %.1f B per episode; peak RSS %s", x.Len(), took,
 		kept/(1<<20), kept/float64(x.Len()), peakRSS(t))
+	t.Logf("the columns: %.1f B per episode", float64(x.IndexBytes())/float64(x.Len()))
 	runtime.KeepAlive(x)
 }
 

@@ -97,92 +97,73 @@ type GroupStat struct {
 // maxGroupsShown bounds the groups listed on the overview.
 const maxGroupsShown = 200
 
-// Overview computes the overview of the file.
+// Overview computes the overview of the file: the counts and statistics
+// from the index's columns, the roles' from the sums the index added up.
 func (x *File) Overview() *Overview {
-	o := &Overview{File: x, Episodes: len(x.Episodes)}
-	layouts, scenarios, statuses, ends := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	allocs := map[string]*AllocStat{}
-	var allocOrder []string
-	roles := map[string]*RoleStat{}
+	o := &Overview{File: x, Episodes: x.n}
+	// Counted per kind, then by name.
+	perKind := make([]int, len(x.kinds))
+	allocs := make([]AllocStat, len(x.allocNames))
 	groups := map[int64]*GroupStat{}
-	var groupOrder []int64
 	var teams []float64
-	for i := range x.Episodes {
-		e := &x.Episodes[i]
-		layouts[e.Layout.String()]++
-		scenarios[e.Scenario]++
-		statuses[e.Status]++
-		ends[e.End]++
-		o.Samples += e.Samples
-		o.Turns += e.Turns
-		g, ok := groups[e.GroupIndex]
+	for k := range x.n {
+		kd := int(x.kindOf.get(k))
+		kn := &x.kinds[kd]
+		perKind[kd]++
+		o.Samples += int(x.samples.get(k))
+		o.Turns += int(x.turns.get(k))
+		gi := x.group.get(k)
+		g, ok := groups[gi]
 		if !ok {
-			g = &GroupStat{Group: e.GroupIndex}
-			groups[e.GroupIndex] = g
-			groupOrder = append(groupOrder, e.GroupIndex)
+			g = &GroupStat{Group: gi}
+			groups[gi] = g
 		}
 		g.Episodes++
-		if e.Scored() {
+		if kn.scored {
+			t := x.team.get(k)
 			o.Scored++
-			o.Team.add(e.Team)
-			teams = append(teams, e.Team)
-			g.Team.add(e.Team)
+			o.Team.add(t)
+			teams = append(teams, t)
+			g.Team.add(t)
 		}
-		for a, name := range e.Allocators {
-			s, ok := allocs[name]
-			if !ok {
-				s = &AllocStat{Name: name}
-				allocs[name] = s
-				allocOrder = append(allocOrder, name)
-			}
-			if !math.IsNaN(e.Alloc[a]) {
-				s.Episodes.add(e.Alloc[a])
+		for _, c := range kn.allocCols {
+			if v, ok := x.allocValue(k, c); ok {
+				allocs[c].Episodes.add(v)
 			}
 		}
-		for _, rf := range e.Roles {
-			r, ok := roles[rf.Role]
-			if !ok {
-				r = &RoleStat{Role: rf.Role}
-				roles[rf.Role] = r
-			}
-			r.Agents += rf.Agents
-			r.Samples += rf.Samples
-			r.Scored += rf.Scored
-			r.ScoreSum += rf.ScoreSum
-			for a, v := range rf.AllocSum {
-				s := allocs[e.Allocators[a]]
-				s.sum += v
-				s.samples += rf.Samples
-				k := slices.Index(allocOrder, e.Allocators[a])
-				for len(r.allocSum) <= k {
-					r.allocSum, r.allocN = append(r.allocSum, 0), append(r.allocN, 0)
-				}
-				r.allocSum[k] += v
-				r.allocN[k] += rf.Samples
-			}
+	}
+	layouts, scenarios, statuses, ends := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	for i, n := range perKind {
+		if n == 0 {
+			continue
 		}
+		kn := &x.kinds[i]
+		layouts[kn.layout.String()] += n
+		scenarios[kn.scenario] += n
+		statuses[kn.status] += n
+		ends[kn.end] += n
 	}
 	o.Layouts, o.Scenarios, o.Statuses, o.Ends = counts(layouts), counts(scenarios), counts(statuses), counts(ends)
-	for _, name := range allocOrder {
-		s := allocs[name]
-		if s.samples > 0 {
-			s.PerSample = s.sum / float64(s.samples)
+	for c, name := range x.allocNames {
+		s := allocs[c]
+		s.Name = name
+		if t := x.allocTotals[c]; t.samples > 0 {
+			s.PerSample = t.sum / float64(t.samples)
 		}
-		o.Allocators = append(o.Allocators, *s)
+		o.Allocators = append(o.Allocators, s)
 	}
-	for _, name := range slices.Sorted(maps.Keys(roles)) {
-		r := roles[name]
-		r.Alloc = make([]float64, len(allocOrder))
+	for _, name := range slices.Sorted(maps.Keys(x.roleTotals)) {
+		r := *x.roleTotals[name]
+		r.Alloc = make([]float64, len(x.allocNames))
 		for k := range r.Alloc {
 			r.Alloc[k] = math.NaN()
 			if k < len(r.allocN) && r.allocN[k] > 0 {
 				r.Alloc[k] = r.allocSum[k] / float64(r.allocN[k])
 			}
 		}
-		o.Roles = append(o.Roles, *r)
+		o.Roles = append(o.Roles, r)
 	}
-	slices.SortFunc(groupOrder, cmp.Compare)
-	for _, g := range groupOrder {
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		o.Groups = append(o.Groups, *groups[g])
 	}
 	o.GroupsShown = min(len(o.Groups), maxGroupsShown)

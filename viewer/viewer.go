@@ -261,11 +261,12 @@ func (v *Viewer) render(w io.Writer, path string, query url.Values) error {
 			return err
 		}
 		ord, err := strconv.Atoi(m[2])
-		if err != nil || ord >= len(v.files[i].Episodes) {
+		if err != nil || ord >= v.files[i].n {
 			return errNotFound
 		}
 		p := page{Root: "../", Files: v.files, File: v.files[i], Run: i, Nav: "episode"}
-		info := &v.files[i].Episodes[ord]
+		e := v.files[i].Info(ord)
+		info := &e
 		p.Title = fmt.Sprintf("%s: episode %d (rollout_id %d)", v.files[i].Name, info.Index, info.RolloutID)
 		ep, err := v.episode(i, ord)
 		if err != nil {
