@@ -122,7 +122,10 @@ func TestListResultsAreTheGoldenOnes(t *testing.T) {
 		for _, r := range o.Roles {
 			fmt.Fprintf(&out, "role %s %d %d %v %d %v\n", r.Role, r.Agents, r.Scored, r.ScoreSum, r.Samples, r.Alloc)
 		}
-		fmt.Fprintf(&out, "groups %d\n", len(o.Groups))
+		fmt.Fprintf(&out, "groups %d\n", o.GroupCount)
+		for _, g := range o.Groups[:min(len(o.Groups), 200)] {
+			fmt.Fprintf(&out, "group %d %d %v %v %v %v %v\n", g.Group, g.Episodes, g.Team.N, g.Team.Mean, g.Team.Std, g.Team.Min, g.Team.Max)
+		}
 		qs := listQueries(f.x)
 		slices.Sort(qs)
 		qs = slices.Compact(qs)

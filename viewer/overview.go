@@ -22,10 +22,11 @@ type Overview struct {
 	Allocators       []AllocStat
 	AllocChart       Chart // per allocator, the distribution of episode means, on one scale
 	Roles            []RoleStat
-	Groups           []GroupStat
-	GroupChart       Chart
-	// GroupsShown is how many groups the tables list (the first ones).
-	GroupsShown int
+	// Groups are the first groups (by group_index), at most
+	// maxGroupsShown; GroupCount counts them all.
+	Groups     []GroupStat
+	GroupCount int
+	GroupChart Chart
 }
 
 // Count is a named number.
@@ -104,27 +105,24 @@ func (x *File) Overview() *Overview {
 	// Counted per kind, then by name.
 	perKind := make([]int, len(x.kinds))
 	allocs := make([]AllocStat, len(x.allocNames))
-	groups := map[int64]*GroupStat{}
-	var teams []float64
+	groups := x.groupStats()
 	for k := range x.n {
 		kd := int(x.kindOf.get(k))
 		kn := &x.kinds[kd]
 		perKind[kd]++
 		o.Samples += int(x.samples.get(k))
 		o.Turns += int(x.turns.get(k))
-		gi := x.group.get(k)
-		g, ok := groups[gi]
-		if !ok {
-			g = &GroupStat{Group: gi}
-			groups[gi] = g
+		g := groups.at(x.group.get(k))
+		if g != nil {
+			g.Episodes++
 		}
-		g.Episodes++
 		if kn.scored {
 			t := x.team.get(k)
 			o.Scored++
 			o.Team.add(t)
-			teams = append(teams, t)
-			g.Team.add(t)
+			if g != nil {
+				g.Team.add(t)
+			}
 		}
 		for _, c := range kn.allocCols {
 			if v, ok := x.allocValue(k, c); ok {
@@ -163,14 +161,71 @@ func (x *File) Overview() *Overview {
 		}
 		o.Roles = append(o.Roles, r)
 	}
-	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		o.Groups = append(o.Groups, *groups[g])
+	o.Groups, o.GroupCount = groups.shown, groups.count
+	teams := func(yield func(float64) bool) {
+		for k := range x.n {
+			if x.scored(k) && !yield(x.team.get(k)) {
+				return
+			}
+		}
 	}
-	o.GroupsShown = min(len(o.Groups), maxGroupsShown)
-	o.TeamHist = histogram(teams, o.Team.Min, o.Team.Max, "team-hist", "team reward")
+	o.TeamHist = histogramOf(o.Scored, teams, o.Team.Min, o.Team.Max, "team-hist", "team reward")
 	o.AllocChart = allocHistograms(x, o.Allocators)
-	o.GroupChart = groupChart(o.Groups[:o.GroupsShown])
+	o.GroupChart = groupChart(o.Groups)
 	return o
+}
+
+// groupTable is the groups the overview lists: the maxGroupsShown lowest
+// group_index values, and how many there are.
+type groupTable struct {
+	shown []GroupStat // sorted by group
+	pos   map[int64]int
+	count int
+}
+
+// groupStats finds the file's groups: their number, and the first
+// maxGroupsShown, whose statistics the overview then adds up (a run of a
+// million groups keeps 200). Groups that rise through the file, as troupe
+// writes them, are counted without a set.
+func (x *File) groupStats() *groupTable {
+	t := &groupTable{}
+	rising := true
+	for k := 1; k < x.n && rising; k++ {
+		rising = x.group.get(k) >= x.group.get(k-1)
+	}
+	var low []int64
+	if rising {
+		for k := range x.n {
+			if g := x.group.get(k); k == 0 || g != x.group.get(k-1) {
+				t.count++
+				if len(low) < maxGroupsShown {
+					low = append(low, g)
+				}
+			}
+		}
+	} else {
+		seen := map[int64]struct{}{}
+		for k := range x.n {
+			seen[x.group.get(k)] = struct{}{}
+		}
+		t.count = len(seen)
+		low = slices.Sorted(maps.Keys(seen))
+		low = low[:min(len(low), maxGroupsShown)]
+	}
+	t.pos = make(map[int64]int, len(low))
+	for i, g := range low {
+		t.shown = append(t.shown, GroupStat{Group: g})
+		t.pos[g] = i
+	}
+	return t
+}
+
+// at returns the statistics of group g, nil for a group not shown.
+func (t *groupTable) at(g int64) *GroupStat {
+	if i, ok := t.pos[g]; ok {
+		return &t.shown[i]
+	}
+	return nil
 }
 
 // counts sorts a tally by count, then name.
