@@ -251,18 +251,8 @@ const EnvLargeFile = "TROUPE_VIEW_LARGE_FILE"
 // server keeps. Skipped unless $TROUPE_VIEW_LARGE_FILE names the file
 // (docs/viewer.md gives the command and the numbers).
 func TestBrowserLargeFile(t *testing.T) {
-	path := os.Getenv(EnvLargeFile)
-	if path == "" {
-		t.Skipf("$%s names no file: this check of a million episodes is run by hand", EnvLargeFile)
-	}
+	x := openLarge(t)
 	b := newBrowser(t)
-	start := time.Now()
-	x := openFiles(t, path)[0]
-	opened := time.Since(start)
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	t.Logf("%d episodes indexed in %v; heap kept %.0f MiB", x.Len(), opened, float64(ms.HeapAlloc)/(1<<20))
 	base := serve(t, []*viewer.File{x})
 	e0 := x.Info(0)
 	alloc := e0.Allocators[len(e0.Allocators)-1]
@@ -328,6 +318,7 @@ func TestBrowserLargeFile(t *testing.T) {
 	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.Team >= 2 }), listMatched(t, b))
 	b.noErrors("the large file's exported list")
 	runtime.GC()
+	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t.Logf("heap after serving: %.0f MiB", float64(ms.HeapAlloc)/(1<<20))
 }
