@@ -102,3 +102,12 @@ func TestSpansFindEveryStart(t *testing.T) {
 		require.Equal(t, w, span{start, size}, "row %d", k)
 	}
 }
+
+// TestIdsThatCountUpCostNothing: a file whose rollout ids and episode
+// numbers count up keeps no byte for them.
+func TestIdsThatCountUpCostNothing(t *testing.T) {
+	x := Synthesized("run", 1000)
+	assert.Zero(t, x.rollout.bytes()+x.index.bytes())
+	assert.Equal(t, []int{999}, x.Lookup(999))
+	assert.Empty(t, x.Lookup(1000))
+}

@@ -77,8 +77,10 @@ type allocTotal struct {
 }
 
 func newFile(path, name string) *File {
-	return &File{Path: path, Name: name, rising: true, allocPos: map[string]int{}, roleTotals: map[string]*RoleStat{},
+	x := &File{Path: path, Name: name, rising: true, allocPos: map[string]int{}, roleTotals: map[string]*RoleStat{},
 		kindPos: map[string]int{}, lastKind: -1}
+	x.rollout.slope, x.index.slope = 1, 1
+	return x
 }
 
 // Len is how many episodes the file holds.
