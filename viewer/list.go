@@ -181,8 +181,9 @@ func (x *File) columns() []listCol {
 	return cols
 }
 
-// match returns whether each kind of x passes the query's filters on
-// names (nil: all do), and whether any filter reads the rows.
+// kindsMatch returns whether each kind of x passes the query's filters on
+// names (status, scenario, role), nil when there are none: the rows are
+// then only read for the filters on numbers.
 func (l *listQuery) kindsMatch(x *File) []bool {
 	if l.Status == "" && l.Scenario == "" && l.Role == "" {
 		return nil
