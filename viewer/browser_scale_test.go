@@ -146,6 +146,64 @@ func TestBrowserTenThousandAgents(t *testing.T) {
 	assert.Contains(t, msg, `no agent "nobody"`)
 }
 
+// TestBrowserExportedAgent asks an exported page of 10,000 agents, opened
+// from the file system, for one agent: its row of the credit table comes
+// from the page's agents file, the same row the server draws; an unknown
+// agent is named.
+func TestBrowserExportedAgent(t *testing.T) {
+	b := newBrowser(t)
+	path, _, _ := crowdRecord(t, t.TempDir(), 10000)
+	files := openFiles(t, path)
+	v, err := viewer.New(files, nil)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	_, err = v.Export(dir, 0)
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "run-0", "ep-0.agents.js"))
+	require.NoError(t, err)
+	t.Logf("agents file of 10,000 agents: %d bytes", fi.Size())
+
+	// The served page's row of agent-4321, to compare.
+	base := serve(t, files)
+	b.open(base + "/run-0/ep-0.html?agent=agent-4321")
+	var served []string
+	rowText := `[...document.querySelector('#credit-table tr[data-agent="agent-4321"]').cells].map(c => c.textContent)`
+	b.eval(rowText, &served)
+
+	page := "file://" + filepath.ToSlash(dir) + "/run-0/ep-0.html"
+	b.open(page + "?agent=agent-4321")
+	var focus string
+	for range 200 {
+		b.eval(`document.querySelector("#focus").textContent`, &focus)
+		if focus != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Equal(t, "agent-4321", focus)
+	var static []string
+	b.eval(rowText, &static)
+	assert.Equal(t, served, static, "the exported row is the served one")
+	var value string
+	b.eval(`document.querySelector("#agent").value`, &value)
+	assert.Equal(t, "agent-4321", value)
+	b.noErrors("an exported page of many agents, asked for one")
+
+	b.open(page + "?agent=nobody")
+	var msg string
+	for range 200 {
+		b.eval(`document.querySelector("#agent-error").textContent`, &msg)
+		if msg != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Contains(t, msg, `no agent "nobody"`)
+	var hidden bool
+	b.eval(`document.querySelector("#focus-line").hidden`, &hidden)
+	assert.True(t, hidden)
+}
+
 // TestBrowserListOfManyEpisodes drives the list of a made-up run of
 // 100,000 episodes (viewer.Synthesized: an index without a file, as playing
 // them would be too slow for a test; the real million is measured by
