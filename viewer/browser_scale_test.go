@@ -154,14 +154,7 @@ func TestBrowserExportedAgent(t *testing.T) {
 	b := newBrowser(t)
 	path, _, _ := crowdRecord(t, t.TempDir(), 10000)
 	files := openFiles(t, path)
-	v, err := viewer.New(files, nil)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	_, err = v.Export(dir, 0)
-	require.NoError(t, err)
-	fi, err := os.Stat(filepath.Join(dir, "run-0", "ep-0.agents.js"))
-	require.NoError(t, err)
-	t.Logf("agents file of 10,000 agents: %d bytes", fi.Size())
+	dir := exportSized(t, files, 0, "run-0/ep-0.agents.js")
 
 	// The served page's row of agent-4321, to compare.
 	base := serve(t, files)
@@ -172,15 +165,7 @@ func TestBrowserExportedAgent(t *testing.T) {
 
 	page := "file://" + filepath.ToSlash(dir) + "/run-0/ep-0.html"
 	b.open(page + "?agent=agent-4321")
-	var focus string
-	for range 200 {
-		b.eval(`document.querySelector("#focus").textContent`, &focus)
-		if focus != "" {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	assert.Equal(t, "agent-4321", focus)
+	assert.Equal(t, "agent-4321", textOnceSet(b, "#focus"), "the agents file is read when asked")
 	var static []string
 	b.eval(rowText, &static)
 	assert.Equal(t, served, static, "the exported row is the served one")
@@ -190,18 +175,39 @@ func TestBrowserExportedAgent(t *testing.T) {
 	b.noErrors("an exported page of many agents, asked for one")
 
 	b.open(page + "?agent=nobody")
-	var msg string
+	assert.Contains(t, textOnceSet(b, "#agent-error"), `no agent "nobody"`)
+	var hidden bool
+	b.eval(`document.querySelector("#focus-line").hidden`, &hidden)
+	assert.True(t, hidden)
+}
+
+// exportSized exports files (at most maxEpisodes pages each) to a new
+// directory, logs the size of its file rel and returns the directory.
+func exportSized(t *testing.T, files []*viewer.File, maxEpisodes int, rel string) string {
+	t.Helper()
+	v, err := viewer.New(files, nil)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	_, err = v.Export(dir, maxEpisodes)
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
+	require.NoError(t, err)
+	t.Logf("export: %s %d bytes", rel, fi.Size())
+	return dir
+}
+
+// textOnceSet polls the text of the element sel until the page's script
+// sets it (for 2 s at most) and returns it.
+func textOnceSet(b *browser, sel string) string {
+	var text string
 	for range 200 {
-		b.eval(`document.querySelector("#agent-error").textContent`, &msg)
-		if msg != "" {
+		b.eval(`document.querySelector(`+strconv.Quote(sel)+`).textContent`, &text)
+		if text != "" {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	assert.Contains(t, msg, `no agent "nobody"`)
-	var hidden bool
-	b.eval(`document.querySelector("#focus-line").hidden`, &hidden)
-	assert.True(t, hidden)
+	return text
 }
 
 // TestBrowserListOfManyEpisodes drives the list of a made-up run of
@@ -360,14 +366,7 @@ func TestBrowserLargeFile(t *testing.T) {
 	b.noErrors("the large file's list")
 
 	// Its export: the list filters the compact index in the browser.
-	v, err := viewer.New([]*viewer.File{x}, nil)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	_, err = v.Export(dir, 20)
-	require.NoError(t, err)
-	fi, err := os.Stat(filepath.Join(dir, "run-0", "episodes-index.js"))
-	require.NoError(t, err)
-	t.Logf("export: episodes-index.js %d bytes", fi.Size())
+	dir := exportSized(t, []*viewer.File{x}, 20, "run-0/episodes-index.js")
 	t0 := time.Now()
 	b.open("file://" + filepath.ToSlash(dir) + "/run-0/episodes.html")
 	t.Logf("exported list opened in %v", time.Since(t0))
