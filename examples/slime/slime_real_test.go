@@ -47,24 +47,9 @@ type harnessResult struct {
 // default flags. It needs a slime checkout ($TROUPE_SLIME_DIR) and a
 // python3 with numpy and PyYAML; it skips without them.
 func TestSlimeRealRollout(t *testing.T) {
-	slime := os.Getenv(EnvSlimeDir)
-	if slime == "" {
-		t.Skipf("set %s to a checkout of github.com/THUDM/slime to run its rollout code on troupe's samples", EnvSlimeDir)
-	}
-	python := ""
-	for _, p := range []string{"python3", "/usr/bin/python3"} {
-		if exec.Command(p, "-c", "import numpy, yaml").Run() == nil {
-			python = p
-			break
-		}
-	}
-	if python == "" {
-		t.Skip("no python3 with numpy and PyYAML: slime's rollout code cannot be imported")
-	}
+	slime, python := slimePython(t)
 	llama := llamatest.New(t, llamatest.Options{})
-	bin := filepath.Join(t.TempDir(), "troupe")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/troupe").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildTroupe(t)
 	grammar, err := json.Marshal(proposal)
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -81,7 +66,51 @@ func TestSlimeRealRollout(t *testing.T) {
 		out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
 		require.NoError(t, err, "troupe %v: %s", args, out)
 	}
-	cmd := exec.CommandContext(t.Context(), python, "-B", "slime_real_check.py", files["turns"], files["merged"])
+	got := slimeCheck(t, slime, python, files["turns"], files["merged"])
+	turns, merged := got[0], got[1]
+	for _, r := range got {
+		assert.Equal(t, 2, r.Episodes)
+		assert.Equal(t, 2, r.Rollouts, "%s: one rollout per episode", r.File)
+		assert.Positive(t, r.TrainedTokens)
+		assert.True(t, r.RolloutLogProbs)
+		assert.Equal(t, r.Samples, r.DPPartitionSizes[0]+r.DPPartitionSizes[1], "%s: the schedule places every sample", r.File)
+	}
+	assert.Equal(t, turns.TrainedTokens, turns.ResponseTokens, "per turn, every response token is trained")
+	assert.Less(t, merged.Samples, turns.Samples, "merged, an agent's turns are one sample")
+	assert.Less(t, merged.TrainedTokens, merged.ResponseTokens, "merged, the other negotiator's and the environment's tokens are not trained")
+}
+
+// slimePython returns $TROUPE_SLIME_DIR and a python3 with numpy and
+// PyYAML, and skips the test without them.
+func slimePython(t *testing.T) (slime, python string) {
+	t.Helper()
+	slime = os.Getenv(EnvSlimeDir)
+	if slime == "" {
+		t.Skipf("set %s to a checkout of github.com/THUDM/slime to run its rollout code on troupe's samples", EnvSlimeDir)
+	}
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(p, "-c", "import numpy, yaml").Run() == nil {
+			return slime, p
+		}
+	}
+	t.Skip("no python3 with numpy and PyYAML: slime's rollout code cannot be imported")
+	return "", ""
+}
+
+// buildTroupe builds cmd/troupe into the test's temporary directory.
+func buildTroupe(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "troupe")
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/troupe").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// slimeCheck runs slime_real_check.py on files (nested layout) and
+// returns its line for each, in order.
+func slimeCheck(t *testing.T, slime, python string, files ...string) []harnessResult {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), python, append([]string{"-B", "slime_real_check.py"}, files...)...)
 	cmd.Env = append(os.Environ(), "SLIME_DIR="+slime, "PYTHONDONTWRITEBYTECODE=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -95,16 +124,6 @@ func TestSlimeRealRollout(t *testing.T) {
 		got = append(got, r)
 		t.Logf("slime took %s: %s", r.File, sc.Text())
 	}
-	require.Len(t, got, 2)
-	turns, merged := got[0], got[1]
-	for _, r := range got {
-		assert.Equal(t, 2, r.Episodes)
-		assert.Equal(t, 2, r.Rollouts, "%s: one rollout per episode", r.File)
-		assert.Positive(t, r.TrainedTokens)
-		assert.True(t, r.RolloutLogProbs)
-		assert.Equal(t, r.Samples, r.DPPartitionSizes[0]+r.DPPartitionSizes[1], "%s: the schedule places every sample", r.File)
-	}
-	assert.Equal(t, turns.TrainedTokens, turns.ResponseTokens, "per turn, every response token is trained")
-	assert.Less(t, merged.Samples, turns.Samples, "merged, an agent's turns are one sample")
-	assert.Less(t, merged.TrainedTokens, merged.ResponseTokens, "merged, the other negotiator's and the environment's tokens are not trained")
+	require.Len(t, got, len(files))
+	return got
 }
