@@ -53,8 +53,11 @@ type Stats struct {
 // benchmarks. It answers POST /v1/chat/completions (and /chat/completions)
 // in the shape of the configured server kind, with token ids and
 // log-probs from the fake tokenizer when the request asks for them in that
-// kind's own fields; llama.cpp-shaped servers also answer /tokenize,
-// /apply-template and /detokenize. It is safe for concurrent use.
+// kind's own fields. Each kind also answers its token-in endpoints:
+// llama.cpp's /tokenize, /apply-template, /detokenize and /completion;
+// vLLM's /tokenize, /detokenize and /v1/completions; SGLang's
+// /v1/tokenize, /v1/detokenize and native /generate (tokenin.go). It is
+// safe for concurrent use.
 //
 // Use it over the network (Start: a real listener on 127.0.0.1) or in
 // process (Transport: no sockets, so it runs inside a testing/synctest
@@ -91,7 +94,16 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	if opts.Kind == LlamaCpp {
+	switch opts.Kind {
+	case VLLM:
+		mux.HandleFunc("POST /tokenize", s.vllmTokenize)
+		mux.HandleFunc("POST /detokenize", s.vllmDetokenize)
+		mux.HandleFunc("POST /v1/completions", s.vllmCompletions)
+	case SGLang:
+		mux.HandleFunc("POST /v1/tokenize", s.sglangTokenize)
+		mux.HandleFunc("POST /v1/detokenize", s.sglangDetokenize)
+		mux.HandleFunc("POST /generate", s.sglangGenerate)
+	case LlamaCpp:
 		mux.HandleFunc("POST /tokenize", s.tokenize)
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
 		mux.HandleFunc("POST /detokenize", s.detokenize)
