@@ -47,18 +47,14 @@ type harnessResult struct {
 // default flags. It needs a slime checkout ($TROUPE_SLIME_DIR) and a
 // python3 with numpy and PyYAML; it skips without them.
 func TestSlimeRealRollout(t *testing.T) {
-	slime, python := slimePython(t)
-	llama := llamatest.New(t, llamatest.Options{})
-	bin := buildTroupe(t)
-	grammar, err := json.Marshal(proposal)
-	require.NoError(t, err)
+	slime, python, llama, bin, grammar := realSetup(t)
 	dir := t.TempDir()
 	files := map[string]string{}
 	for _, layout := range []string{"turns", "merged"} {
 		files[layout] = filepath.Join(dir, layout+".jsonl")
 		args := []string{"run", "negotiation", "-n", "2", "-c", "2", "-p", "rounds=2", "-p", "max_count=1",
 			"--policy", "llm", "--llm-base-url", llama.URL + "/v1", "--llm-kind", "llamacpp", "--llm-model", llamatest.ModelAlias,
-			"--llm-format", "text", "--llm-max-tokens", "40", "--llm-extra", "grammar=" + string(grammar),
+			"--llm-format", "text", "--llm-max-tokens", "40", "--llm-extra", "grammar=" + grammar,
 			"--layout", "nested", "-o", files[layout]}
 		if layout == "merged" {
 			args = append(args, "--merge-turns")
@@ -66,8 +62,27 @@ func TestSlimeRealRollout(t *testing.T) {
 		out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
 		require.NoError(t, err, "troupe %v: %s", args, out)
 	}
-	got := slimeCheck(t, slime, python, files["turns"], files["merged"])
-	turns, merged := got[0], got[1]
+	checkLayouts(t, slimeCheck(t, slime, python, files["turns"], files["merged"]))
+}
+
+// realSetup returns what the real-slime tests need: the slime checkout and
+// python (or skips), a llama-server, troupe built, and the proposal
+// grammar as JSON text.
+func realSetup(t *testing.T) (slime, python string, llama *llamatest.Server, bin, grammar string) {
+	t.Helper()
+	slime, python = slimePython(t)
+	llama = llamatest.New(t, llamatest.Options{})
+	bin = buildTroupe(t)
+	g, err := json.Marshal(proposal)
+	require.NoError(t, err)
+	return slime, python, llama, bin, string(g)
+}
+
+// checkLayouts checks what slime made of two episodes played per turn
+// (got[0]) and merged (got[1]), and returns both.
+func checkLayouts(t *testing.T, got []harnessResult) (turns, merged harnessResult) {
+	t.Helper()
+	turns, merged = got[0], got[1]
 	for _, r := range got {
 		assert.Equal(t, 2, r.Episodes)
 		assert.Equal(t, 2, r.Rollouts, "%s: one rollout per episode", r.File)
@@ -78,6 +93,7 @@ func TestSlimeRealRollout(t *testing.T) {
 	assert.Equal(t, turns.TrainedTokens, turns.ResponseTokens, "per turn, every response token is trained")
 	assert.Less(t, merged.Samples, turns.Samples, "merged, an agent's turns are one sample")
 	assert.Less(t, merged.TrainedTokens, merged.ResponseTokens, "merged, the other negotiator's and the environment's tokens are not trained")
+	return turns, merged
 }
 
 // slimePython returns $TROUPE_SLIME_DIR and a python3 with numpy and

@@ -28,14 +28,10 @@ import (
 // fewer samples, numbered contiguously from the request's index, and
 // slime trains only the model's own tokens of it.
 func TestSlimeRealServeMerged(t *testing.T) {
-	slime, python := slimePython(t)
-	llama := llamatest.New(t, llamatest.Options{})
-	bin := buildTroupe(t)
-	grammar, err := json.Marshal(proposal)
-	require.NoError(t, err)
+	slime, python, llama, bin, grammar := realSetup(t)
 	serve := exec.CommandContext(t.Context(), bin, "serve", "--addr", "127.0.0.1:0",
 		"--llm-base-url", llama.URL+"/v1", "--llm-kind", "llamacpp", "--llm-model", llamatest.ModelAlias,
-		"--llm-format", "text", "--llm-max-tokens", "40", "--llm-extra", "grammar="+string(grammar))
+		"--llm-format", "text", "--llm-max-tokens", "40", "--llm-extra", "grammar="+grammar)
 	stderr, err := serve.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, serve.Start())
@@ -86,18 +82,8 @@ func TestSlimeRealServeMerged(t *testing.T) {
 		assert.Len(t, ro.Samples, 2, "one sample per negotiator")
 	}
 
-	got := slimeCheck(t, slime, python, files["turns"], files["merged"])
-	turns, m := got[0], got[1]
-	for _, r := range got {
-		assert.Equal(t, 2, r.Episodes)
-		assert.Equal(t, 2, r.Rollouts, "%s: one rollout per episode", r.File)
-		assert.True(t, r.RolloutLogProbs)
-		assert.Equal(t, r.Samples, r.DPPartitionSizes[0]+r.DPPartitionSizes[1], "%s: the schedule places every sample", r.File)
-	}
+	turns, m := checkLayouts(t, slimeCheck(t, slime, python, files["turns"], files["merged"]))
 	assert.Equal(t, 4, m.Samples)
-	assert.Less(t, m.Samples, turns.Samples, "merged, an agent's turns are one sample")
-	assert.Equal(t, turns.TrainedTokens, turns.ResponseTokens, "per turn, every response token is trained")
-	assert.Less(t, m.TrainedTokens, m.ResponseTokens, "merged, the other negotiator's and the environment's tokens are not trained")
 	// The two requests play the same episodes (the same ids and seeds):
 	// merged, slime trains exactly the tokens it trains per turn.
 	assert.Equal(t, turns.TrainedTokens, m.TrainedTokens)
