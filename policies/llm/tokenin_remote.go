@@ -220,12 +220,19 @@ func (c *Client) remotePromptTokens(ctx context.Context, req *tokenRequest, jitt
 		return fresh, "", retries, err
 	}
 	prev := req.prev
+	head := append(slices.Clip(prev.Prompt), prev.Response...)
+	if len(fresh) > len(head) && slices.Equal(fresh[:len(head)], head) {
+		// The server's ids of the new chat begin with the previous
+		// prompt and response ids as sampled: they are those ids, then
+		// its tokenization of the rest, in context. Most turns end here,
+		// with no text compared.
+		return fresh, "", retries, nil
+	}
 	text, n, err := c.remoteDetokenize(ctx, fresh, seeds.Mix(jitter, 3))
 	retries += n
 	if err != nil {
 		return nil, "", retries, err
 	}
-	head := append(slices.Clip(prev.Prompt), prev.Response...)
 	cut := -1
 	for k, ids := range [][]int{head, head[:len(head)-1]} {
 		if k == 1 && len(prev.Response) == 0 {

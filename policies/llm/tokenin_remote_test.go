@@ -22,10 +22,10 @@ import (
 // tokenInWhisper plays whisper with token-in generation on the fake
 // server of kind (vLLM or SGLang), whose answers name the turn they
 // answer, and returns the episode (per turn, and merged) and the server.
-func tokenInWhisper(t *testing.T, kind llm.Kind, rounds int, edit func(*llm.Config)) (*trajectories.Episode, []protocol.Sample, *llmtest.Server) {
+func tokenInWhisper(t *testing.T, kind llm.Kind, rounds int, bytewise bool, edit func(*llm.Config)) (*trajectories.Episode, []protocol.Sample, *llmtest.Server) {
 	t.Helper()
 	srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.Kind(kind), Record: true, Brain: func(r *llmtest.Request) llmtest.Reply {
-		return llmtest.Reply{Text: fmt.Sprintf("said after %d messages", len(r.Messages))}
+		return llmtest.Reply{Text: fmt.Sprintf("said after %d messages", len(r.Messages)), Bytewise: bytewise}
 	}})
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL, cfg.Model, cfg.Format, cfg.Kind, cfg.TokenIn = "http://in-process/v1", "test", llm.FormatText, kind, true
@@ -56,10 +56,18 @@ func tokenInWhisper(t *testing.T, kind llm.Kind, rounds int, edit func(*llm.Conf
 // the response; generation goes through the kind's own token-in endpoint
 // (vLLM's /v1/completions with a prompt of ids, SGLang's /generate with
 // input_ids), and the merged samples are the agents' whole conversations.
+// Bytewise, the model samples its answers one byte a token, which the
+// server's tokenization of the next chat packs otherwise: the sampled ids
+// stay all the same, and the rest is tokenized from the text that follows
+// them.
 func TestTokenInIsTokenExact(t *testing.T) {
-	for _, kind := range []llm.Kind{llm.KindVLLM, llm.KindSGLang} {
-		t.Run(string(kind), func(t *testing.T) {
-			ep, merged, srv := tokenInWhisper(t, kind, 3, nil)
+	for _, tc := range []struct {
+		kind     llm.Kind
+		bytewise bool
+	}{{llm.KindVLLM, false}, {llm.KindSGLang, false}, {llm.KindVLLM, true}, {llm.KindSGLang, true}} {
+		kind := tc.kind
+		t.Run(fmt.Sprintf("%s/bytewise=%v", kind, tc.bytewise), func(t *testing.T) {
+			ep, merged, srv := tokenInWhisper(t, kind, 3, tc.bytewise, nil)
 			by := map[string][]protocol.Sample{}
 			for _, s := range ep.Samples {
 				require.False(t, s.Metadata.TextOnly, "%v", s.Metadata.Extra["llm_text_only"])
@@ -68,13 +76,18 @@ func TestTokenInIsTokenExact(t *testing.T) {
 				assert.NotContains(t, s.Metadata.Extra, "llm_no_logprobs")
 				agent := s.Metadata.Agent
 				prompt := s.Tokens[:len(s.Tokens)-s.ResponseLength]
-				if k := len(by[agent]); k > 0 {
-					prev := by[agent][k-1].Tokens
-					require.True(t, len(prompt) > len(prev) && slices.Equal(prompt[:len(prev)], prev), "%s turn %d", agent, k)
-				}
 				msgs := make([]llmtest.Message, len(s.Prompt.Messages))
 				for i, m := range s.Prompt.Messages {
 					msgs[i] = llmtest.Message{Role: m.Role, Content: m.Content}
+				}
+				if k := len(by[agent]); k > 0 {
+					prev := by[agent][k-1].Tokens
+					require.True(t, len(prompt) > len(prev) && slices.Equal(prompt[:len(prev)], prev), "%s turn %d", agent, k)
+					anew := llmtest.PromptIDs(msgs)
+					if tc.bytewise {
+						assert.False(t, len(anew) > len(prev) && slices.Equal(anew[:len(prev)], prev),
+							"bytewise, the chat tokenized anew does not begin with the sampled ids")
+					}
 				}
 				assert.Equal(t, llmtest.ApplyTemplate(msgs), llmtest.Detokenize(prompt), "the prompt ids are the template's rendering")
 				resp := s.Tokens[len(prompt):]
@@ -120,7 +133,7 @@ func TestTokenInBudget(t *testing.T) {
 	const budget = 700
 	for _, kind := range []llm.Kind{llm.KindVLLM, llm.KindSGLang} {
 		t.Run(string(kind), func(t *testing.T) {
-			ep, _, srv := tokenInWhisper(t, kind, 12, func(c *llm.Config) { c.MaxContext = budget })
+			ep, _, srv := tokenInWhisper(t, kind, 12, true, func(c *llm.Config) { c.MaxContext = budget })
 			dropped := 0
 			for _, s := range ep.Samples {
 				if _, ok := s.Metadata.Extra["llm_memory_dropped"]; ok {

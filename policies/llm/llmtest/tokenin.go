@@ -257,6 +257,12 @@ type generated struct {
 // max tokens (< 0: no bound).
 func (s *Server) generate(req *Request, reply Reply, max int) generated {
 	comp := Tokenize(reply.Text)
+	if reply.Bytewise {
+		comp = comp[:0]
+		for i := range len(reply.Text) {
+			comp = append(comp, Bytes(reply.Text[i:i+1]))
+		}
+	}
 	g := generated{stopped: reply.Finish == ""}
 	if g.stopped {
 		comp = append(comp, ImEnd)
