@@ -247,16 +247,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) {
+	reply, fault, ok := s.think(w, r, req, req.Model)
+	if !ok {
 		return
-	}
-	if s.injected(w, r, fault, req.Model) {
-		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	resp := s.answer(req, reply, fault.Kind != NoTokenIDs)
 	if fault.Kind == Truncated {
@@ -266,6 +259,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	answered = true
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// think admits a parsed request, waits the latency, answers a fault that
+// replaces the answer (and reports false), and otherwise returns the
+// brain's reply (a Content fault's instead) and the fault.
+func (s *Server) think(w http.ResponseWriter, r *http.Request, req *Request, model string) (Reply, Fault, bool) {
+	fault := s.admit(req)
+	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, model) {
+		return Reply{}, fault, false
+	}
+	if fault.Kind == Content {
+		return Reply{Text: fault.Body}, fault, true
+	}
+	return s.opts.Brain(req), fault, true
 }
 
 // injected answers with the fault when it is one that replaces the answer
@@ -349,13 +356,9 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &Request{Body: body, Messages: ReadTemplate(Detokenize(in.Prompt)), Seed: in.Seed, Temperature: in.Temperature,
 		MaxTokens: in.NPredict, Logprobs: in.NProbs > 0, Schema: in.Schema}
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, "") {
+	reply, fault, ok := s.think(w, r, req, "")
+	if !ok {
 		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	comp := Tokenize(reply.Text)
 	out := llamaCompletion{Stop: true, StopType: "eos", TokensEvaluated: len(in.Prompt)}

@@ -348,13 +348,9 @@ func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Messages, req.MaxTokens, req.Logprobs = ReadTemplate(Detokenize(prompt)), max, logprobs != nil
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, req.Model) {
+	reply, fault, ok := s.think(w, r, req, req.Model)
+	if !ok {
 		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	g := s.generate(req, reply, max)
 	text := g.ids
@@ -470,13 +466,9 @@ func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request) {
 		req.Schema = json.RawMessage(*schema)
 	}
 	req.Messages, req.MaxTokens = ReadTemplate(Detokenize(prompt)), max
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, "") {
+	reply, fault, ok := s.think(w, r, req, "")
+	if !ok {
 		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	g := s.generate(req, reply, max)
 	text := g.ids
