@@ -83,7 +83,7 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 		k, v, ok := strings.Cut(part, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok {
-			return cfg, fmt.Errorf("%q: want key=value (keys: kind, api_key_env, tokenize, max_in_flight)", part)
+			return cfg, fmt.Errorf("%q: want key=value (keys: kind, api_key_env, tokenize, token_in, max_in_flight)", part)
 		}
 		var err error
 		switch k {
@@ -97,10 +97,12 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 			cfg.APIKey = key
 		case "tokenize":
 			cfg.Tokenize, err = strconv.ParseBool(v)
+		case "token_in":
+			cfg.TokenIn, err = strconv.ParseBool(v)
 		case "max_in_flight":
 			cfg.MaxInFlight, err = strconv.Atoi(v)
 		default:
-			return cfg, fmt.Errorf("unknown key %q (keys: kind, api_key_env, tokenize, max_in_flight)", k)
+			return cfg, fmt.Errorf("unknown key %q (keys: kind, api_key_env, tokenize, token_in, max_in_flight)", k)
 		}
 		if err != nil {
 			return cfg, fmt.Errorf("%s %q: %w", k, v, err)

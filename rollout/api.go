@@ -186,6 +186,15 @@ type Request struct {
 	// error or a broken game is not a training signal. Their rewards are
 	// set all the same, and the rollout keeps its status and error.
 	KeepFailed bool `json:"keep_failed,omitempty"`
+	// MergeTurns answers with the merged layout (troupe run
+	// --merge-turns): one sample per agent per episode, its whole
+	// conversation, loss_mask 1 on the model's own tokens only, the
+	// turns' rewards summed (trajectories.MergeTurns). The answer's
+	// samples limit counts the merged samples, and their indexes are
+	// contiguous from Index (or the block reserved for them); episodes
+	// are then bounded by the request's limits and the episode timeout,
+	// not by a turn cap from the samples limit.
+	MergeTurns bool `json:"merge_turns,omitempty"`
 }
 
 // RoleSettings are one role's settings in a rollout request.

@@ -52,7 +52,7 @@ type Resolved struct {
 
 // Output is the output stage of the resolved run, writing to sink.
 func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
-	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format}
+	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format, Merge: r.Spec.MergeTurns}
 }
 
 // Executor is a local executor of the resolved run's episodes: what a

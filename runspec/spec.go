@@ -77,6 +77,11 @@ type Spec struct {
 	// Absent from the canonical form when nil, so specs without it keep
 	// their hash.
 	Tree *Tree `json:"tree,omitempty"`
+	// MergeTurns writes the merged layout: one sample per agent per
+	// episode, its whole conversation (trajectories.Output.Merge), where
+	// each turn is otherwise a sample. Absent from the canonical form when
+	// false, so specs without it keep their hash.
+	MergeTurns bool `json:"merge_turns,omitempty"`
 }
 
 // Tree is a run's tree sampling (episode.Tree): K candidates per turn,

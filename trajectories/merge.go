@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -53,10 +54,47 @@ func MergeTurns(samples []protocol.Sample) []protocol.Sample {
 	if len(samples) < 2 {
 		return samples
 	}
-	type segment struct{ first, last int }
+	segs, next := segmentsOf(samples)
+	if len(segs) == len(samples) {
+		return samples
+	}
+	slices.SortStableFunc(segs, func(a, b segment) int { return a.last - b.last })
+	out := make([]protocol.Sample, len(segs))
+	for k, sg := range segs {
+		if sg.first == sg.last {
+			out[k] = samples[sg.first]
+			continue
+		}
+		out[k] = merge(samples, sg.first, next)
+	}
+	n := copy(samples, out)
+	clear(samples[n:])
+	return samples[:n]
+}
+
+// MergedCount is the number of samples MergeTurns makes of rec's samples
+// (Samples): what a merged layout writes of the episode, before any
+// placeholder.
+func MergedCount(rec *episode.Record) int {
+	samples := Samples(rec)
+	if len(samples) < 2 {
+		return len(samples)
+	}
+	segs, _ := segmentsOf(samples)
+	return len(segs)
+}
+
+// segment is one merged sample's turns: samples[first] to samples[last],
+// through next.
+type segment struct{ first, last int }
+
+// segmentsOf splits samples into the merged samples' segments, in the
+// order of their first turns, and returns for each sample the next turn
+// of its segment, or -1.
+func segmentsOf(samples []protocol.Sample) ([]segment, []int) {
 	open := map[string]int{} // agent -> its open segment's index in segs
 	var segs []segment
-	next := make([]int, len(samples)) // the next turn of the same segment, or -1
+	next := make([]int, len(samples))
 	for i := range samples {
 		next[i] = -1
 		s := &samples[i]
@@ -73,21 +111,7 @@ func MergeTurns(samples []protocol.Sample) []protocol.Sample {
 		}
 		segs = append(segs, segment{i, i})
 	}
-	if len(segs) == len(samples) {
-		return samples
-	}
-	slices.SortStableFunc(segs, func(a, b segment) int { return a.last - b.last })
-	out := make([]protocol.Sample, len(segs))
-	for k, sg := range segs {
-		if sg.first == sg.last {
-			out[k] = samples[sg.first]
-			continue
-		}
-		out[k] = merge(samples, sg.first, next)
-	}
-	n := copy(samples, out)
-	clear(samples[n:])
-	return samples[:n]
+	return segs, next
 }
 
 // extends reports whether s's prompt ids begin with prev's tokens.

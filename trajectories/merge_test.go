@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -108,4 +109,24 @@ func (perTurn) Allocate(_ context.Context, group []*trajectories.Episode, dst []
 		}
 	}
 	return nil
+}
+
+// TestMergedCountIsMergeTurnsLength: MergedCount counts, from a record,
+// the samples MergeTurns makes of its projection.
+func TestMergedCountIsMergeTurnsLength(t *testing.T) {
+	tokens := func(prompt ...int) *agents.Generation {
+		return &agents.Generation{Tokens: &agents.Tokens{Prompt: prompt, Response: []int{prompt[len(prompt)-1] + 1}}}
+	}
+	a, b := 0, 1 // seats
+	rec := &episode.Record{Status: protocol.StatusCompleted, Seats: []env.Seat{{ID: "a", Role: "r"}, {ID: "b", Role: "r"}}, Turns: []episode.Turn{
+		{Seat: a, Emit: true, Generation: tokens(1)},
+		{Seat: b, Emit: true, Generation: tokens(9)},
+		{Seat: a, Emit: true, Generation: tokens(1, 2, 3)}, // extends a's turn 0
+		{Seat: b, Emit: true, Generation: tokens(7)},       // does not extend b's turn 0
+		{Seat: a, Emit: true},                              // text-only: a sample of its own
+		{Seat: a, Emit: false, Generation: tokens(1, 2, 3, 4, 5)},
+	}}
+	assert.Equal(t, 4, trajectories.MergedCount(rec))
+	assert.Len(t, trajectories.MergeTurns(trajectories.Samples(rec)), 4)
+	assert.Equal(t, 0, trajectories.MergedCount(&episode.Record{}))
 }

@@ -410,6 +410,14 @@ class BuildRequestTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "keep_failed"):
             troupe_slime.build_request(make_args(troupe_keep_failed="maybe"), sample, {})
 
+    def test_merge_turns_is_sent_when_on(self):
+        sample = Sample(group_index=0, index=0)
+        for value, want in ((None, None), (True, True), ("yes", True), ("off", None), (False, None)):
+            req = troupe_slime.build_request(make_args(troupe_merge_turns=value), sample, {})
+            self.assertIs(req.get("merge_turns"), want)
+        with self.assertRaisesRegex(ValueError, "merge_turns"):
+            troupe_slime.build_request(make_args(troupe_merge_turns="maybe"), sample, {})
+
     def test_environment_settings(self):
         os.environ["TROUPE_ALLOCATORS"] = "rae:alpha=0.9,beta=1"
         os.environ["TROUPE_EMIT"] = "x, o"

@@ -286,6 +286,11 @@ def build_request(args, sample, sampling_params, *, evaluation: bool = False) ->
     settings["reward_format"] = reward_format
     req.update({k: v for k, v in settings.items() if v is not None})
     req["keep_failed"] = _bool_setting(args, "keep_failed", False)
+    # The merged layout: one sample per agent per episode, its whole
+    # conversation with loss_mask 1 on the model's own tokens. Sent only
+    # when on, so that per-turn requests stay as they were.
+    if _bool_setting(args, "merge_turns", False):
+        req["merge_turns"] = True
     return req
 
 

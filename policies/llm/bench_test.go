@@ -309,23 +309,38 @@ func board(seed uint64, legal ...string) *agents.Observation {
 
 // BenchmarkMemoryTurn measures what an LLM turn costs troupe as the
 // conversation grows: one agent plays turns conversations of `turns`
-// turns against a test server in a child process (vLLM's answer shape,
-// token ids and log-probs, 2 ms latency), each turn delivering two
-// messages of 120 bytes and a view of 200, with memory (the prompt holds
-// the whole conversation) and without (the stateless prompts of before).
-// It reports troupe's CPU and heap bytes per turn, and the bytes of the
-// chat sent per turn (hist-B/turn): with memory the cost per turn may grow
-// with the conversation by about what the chat itself grows, not more.
+// turns against a test server in a child process (2 ms latency), each
+// turn delivering two messages of 120 bytes and a view of 200: without
+// memory (the stateless prompts of before), with memory on vLLM's chat
+// endpoint (the prompt holds the whole conversation), and with memory
+// token in, token out on vLLM and SGLang (TokenIn: four or five small
+// calls a turn besides the generation). It reports troupe's CPU and heap
+// bytes per turn, and the bytes of the chat sent per turn (hist-B/turn):
+// with memory the cost per turn may grow with the conversation by about
+// what the chat itself grows, not more.
 //
 //	go test ./policies/llm -run '^$' -bench MemoryTurn -benchtime 20x
 func BenchmarkMemoryTurn(b *testing.B) {
-	srv := startChild(b, llmtest.VLLM, 2*time.Millisecond)
-	defer srv.stop(b)
-	for _, memory := range []bool{false, true} {
+	servers := map[llmtest.Kind]*child{}
+	for _, kind := range []llmtest.Kind{llmtest.VLLM, llmtest.SGLang} {
+		servers[kind] = startChild(b, kind, 2*time.Millisecond)
+		defer servers[kind].stop(b)
+	}
+	for _, mode := range []struct {
+		name            string
+		kind            llmtest.Kind
+		memory, tokenIn bool
+	}{
+		{"memory=false", llmtest.VLLM, false, false},
+		{"memory=true", llmtest.VLLM, true, false},
+		{"memory=token-in-vllm", llmtest.VLLM, true, true},
+		{"memory=token-in-sglang", llmtest.SGLang, true, true},
+	} {
 		for _, turns := range []int{10, 40} {
-			b.Run(fmt.Sprintf("memory=%v/turns=%d", memory, turns), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/turns=%d", mode.name, turns), func(b *testing.B) {
 				cfg := llm.DefaultConfig()
-				cfg.BaseURL, cfg.Model, cfg.Format, cfg.NoMemory = srv.url, "bench", llm.FormatText, !memory
+				cfg.BaseURL, cfg.Model, cfg.Format, cfg.NoMemory = servers[mode.kind].url, "bench", llm.FormatText, !mode.memory
+				cfg.Kind, cfg.TokenIn = llm.Kind(mode.kind), mode.tokenIn
 				p, err := llm.New(cfg)
 				if err != nil {
 					b.Fatal(err)

@@ -84,6 +84,16 @@ type Config struct {
 	// checked against the answer's usage.prompt_tokens. Without it
 	// llama.cpp samples are text-only. Ignored by other kinds.
 	Tokenize bool
+	// TokenIn makes a vLLM or SGLang client generate token in, token out
+	// for policies with memory (not the tool format), as llama.cpp's does
+	// under Tokenize: each turn's prompt ids extend the previous turn's
+	// exactly (the package doc's "Memory"). It needs the server's own
+	// endpoints, not only its chat completions: vLLM's /tokenize,
+	// /detokenize and /v1/completions; SGLang's /v1/tokenize,
+	// /v1/detokenize and /generate (a router must forward them). Off, the
+	// chat endpoint is asked and a turn whose ids the server tokenized
+	// anew is flagged llm_memory_rebuilt. Refused for other kinds.
+	TokenIn bool
 
 	// Model is the model name sent to the server.
 	Model string
@@ -208,6 +218,8 @@ func (c *Config) Validate() error {
 		return bad("base URL %q has no host", c.BaseURL)
 	case !slices.Contains(kinds, c.Kind):
 		return bad("kind %q: want one of %s", c.Kind, joinKinds())
+	case c.TokenIn && !remoteKind(c.Kind):
+		return bad("token-in: kind %s has no token-in generation of this kind (vllm and sglang do; llamacpp's follows --llm-tokenize)", c.Kind)
 	case c.RoutingHeader != "" && !validHeaderName(c.RoutingHeader):
 		return bad("routing header %q is not an HTTP header name", c.RoutingHeader)
 	case c.Model == "":
@@ -337,6 +349,7 @@ const (
 	EnvMaxInFlight = "TROUPE_LLM_MAX_IN_FLIGHT"
 	EnvExtra       = "TROUPE_LLM_EXTRA" // a JSON object of extra body fields
 	EnvMaxContext  = "TROUPE_LLM_MAX_CONTEXT"
+	EnvTokenIn     = "TROUPE_LLM_TOKEN_IN"
 )
 
 // ConfigFromEnv returns DefaultConfig with the TROUPE_LLM_* variables
@@ -376,6 +389,7 @@ func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
 	parse(EnvMaxInFlight, func(v string) (err error) { c.MaxInFlight, err = strconv.Atoi(v); return })
 	parse(EnvTimeout, func(v string) (err error) { c.Timeout, err = time.ParseDuration(v); return })
 	parse(EnvMaxContext, func(v string) (err error) { c.MaxContext, err = strconv.Atoi(v); return })
+	parse(EnvTokenIn, func(v string) (err error) { c.TokenIn, err = strconv.ParseBool(v); return })
 	parse(EnvExtra, func(v string) error {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(v), &m); err != nil {
@@ -400,6 +414,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var((*kindValue)(&c.Kind), "llm-kind", "server kind, which decides how token ids and log-probs are requested: "+joinKinds()+" (env "+EnvKind+")")
 	fs.StringVar(&c.RoutingHeader, "llm-routing-header", c.RoutingHeader, "HTTP header carrying each agent's session key, for routers that keep one agent's turns on one worker (SGLang's router: X-SMG-Routing-Key); empty sends none")
 	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
+	fs.BoolVar(&c.TokenIn, "llm-token-in", c.TokenIn, "vllm, sglang: agents with memory generate token in, token out (vllm: /tokenize, /detokenize, /v1/completions; sglang: /v1/tokenize, /v1/detokenize, /generate), each turn's prompt ids extending the last exactly (env "+EnvTokenIn+")")
 	fs.Var(optFloat{&c.Temperature}, "llm-temperature", "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
 	fs.Var(optFloat{&c.TopP}, "llm-top-p", "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
 	fs.Var(optInt{&c.TopK}, "llm-top-k", "top_k sampling; 0 leaves the server's default, -1 turns top-k off (slime's -1; sent to llamacpp as 0) (env "+EnvTopK+")")

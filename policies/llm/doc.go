@@ -229,14 +229,43 @@
 // llm_memory_rebuilt says why. The tests check this against the real
 // llama-server (memory_real_test.go).
 //
-// Other kinds, and the tool format, ask the chat endpoint with the whole
-// chat; the server tokenizes it anew each turn. vLLM and SGLang return the
-// prompt ids they used: where they do not begin with the previous turn's
-// prompt and response ids (a sampled tokenization that the re-tokenized
-// text splits otherwise), the note llm_memory_rebuilt says so, and the
-// merged layout starts a new sample there. Token-in generation on them
-// (SGLang's /generate with input_ids, vLLM's token prompts) is not built
-// yet.
+// On vllm and sglang with Config.TokenIn (--llm-token-in; json and text
+// formats) the same rule holds on each server's own endpoints
+// (tokenin_remote.go): the new chat's prompt ids come from vLLM's POST
+// /tokenize with the messages, or from SGLang's chat endpoint asked for one
+// token with return_prompt_token_ids (SGLang has no endpoint that renders
+// a chat without generating); their text (vLLM's POST /detokenize,
+// SGLang's POST /v1/detokenize with skip_special_tokens false) must begin
+// with the text of the previous turn's prompt and response ids (or of
+// those less a last end-of-generation token the template does not write,
+// which then stays, as sampled), and the rest is tokenized (POST /tokenize
+// or /v1/tokenize with a prompt, no special tokens added) after those
+// ids. The answer comes from vLLM's POST /v1/completions with the prompt
+// as a list of ids (return_token_ids, return_tokens_as_token_ids,
+// logprobs 1, max_tokens null for the context's room where vLLM's default
+// is 16) or SGLang's native POST /generate with input_ids
+// (sampling_params with sampling_seed, max_new_tokens, json_schema as a
+// string, min_new_tokens; return_logprob: meta_info.output_token_logprobs,
+// [log-prob, id, text] per token, as slime reads it); the response text is
+// the detokenization of its ids less a last end-of-generation token (a
+// stop string's text stays, as sampled). Extra's chat_template and
+// chat_template_kwargs go with the rendering only; on SGLang, Extra's
+// other fields go into sampling_params when SamplingParams has them, to
+// /generate's top level when GenerateReqInput has them, and are refused
+// otherwise. These paths are written from vLLM's and SGLang's source and
+// tested against llmtest's fake of both (whose field lists are checked
+// against the source, llmtest/testdata/fields): no real vLLM or SGLang
+// runs in the tests (they need a GPU). TokenIn is off by default because
+// it needs those endpoints reachable (a router must forward them) and
+// costs three to five small calls a turn besides the generation.
+//
+// Other kinds, the tool format, and vllm and sglang without TokenIn ask
+// the chat endpoint with the whole chat; the server tokenizes it anew each
+// turn. vLLM and SGLang return the prompt ids they used: where they do not
+// begin with the previous turn's prompt and response ids (a sampled
+// tokenization that the re-tokenized text splits otherwise), the note
+// llm_memory_rebuilt says so, and the merged layout starts a new sample
+// there.
 //
 // Context budget. With Config.MaxContext (slime's
 // --rollout-max-context-len), no request asks for more tokens than the

@@ -40,10 +40,13 @@ type Policy struct {
 	cfg            Config // the policy's configuration, for fields made per request
 
 	// Memory (see the package doc).
-	noMemory   bool   // Config.NoMemory
-	maxContext int    // Config.MaxContext
-	tokenIn    bool   // llama.cpp, memory, tokenize, not tools: /completion with token ids
-	cfields    []byte // completionFields, when tokenIn
+	noMemory   bool // Config.NoMemory
+	maxContext int  // Config.MaxContext
+	// tokenIn: llama.cpp, vLLM or SGLang, memory, tokenize, not tools:
+	// generation from token ids (tokenin.go, tokenin_remote.go).
+	tokenIn bool
+	cfields []byte       // llama.cpp: completionFields, when tokenIn
+	remote  remoteFields // vLLM, SGLang: remoteTokenFields, when tokenIn
 
 	scenario *env.Info
 	system   map[string]string // role -> fixed system prompt; "" for any role
@@ -79,12 +82,12 @@ func WithAnswer(role string, a Answer) Option {
 
 // NewPolicy returns a policy that asks client. cfg supplies the model, the
 // sampling parameters and the answer settings; its endpoint settings
-// (BaseURL, APIKey, Kind, Tokenize, Endpoint, RoutingHeader, timeouts,
+// (BaseURL, APIKey, Kind, Tokenize, TokenIn, Endpoint, RoutingHeader, timeouts,
 // retries, MaxInFlight, Seed) are the client's, and ignored here. Several
 // policies (one model per role, say) may share a client, and so its bound
 // on requests in flight.
 func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
-	cfg.BaseURL, cfg.Kind, cfg.Endpoint = client.cfg.BaseURL, client.cfg.Kind, client.cfg.Endpoint
+	cfg.BaseURL, cfg.Kind, cfg.Endpoint, cfg.TokenIn = client.cfg.BaseURL, client.cfg.Kind, client.cfg.Endpoint, client.cfg.TokenIn
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,13 +95,19 @@ func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
 		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
 		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed, endpoint: cfg.Endpoint, cfg: cfg,
 		noMemory: cfg.NoMemory, maxContext: cfg.MaxContext,
-		tokenIn: cfg.Kind == KindLlamaCpp && cfg.Tokenize && !cfg.NoMemory && cfg.Format != FormatTool,
+		tokenIn: (cfg.Kind == KindLlamaCpp && cfg.Tokenize || remoteKind(cfg.Kind) && client.cfg.TokenIn) && !cfg.NoMemory && cfg.Format != FormatTool,
 		system:  map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
 	}
 	for _, o := range opts {
 		o(p)
 	}
-	if p.tokenIn {
+	switch {
+	case p.tokenIn && remoteKind(cfg.Kind):
+		var err error
+		if p.remote, err = remoteTokenFields(&cfg); err != nil {
+			return nil, err
+		}
+	case p.tokenIn:
 		p.cfields = completionFields(&cfg)
 	}
 	for role, r := range p.render {
@@ -217,7 +226,11 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 					return answer(last, lastText, lastErr, attempt), nil
 				}
 				chat, mem, err = p.refit(obs, ans, func(c []protocol.ChatMessage) (int, error) {
-					return p.client.llamaCount(ctx, req.model, c, p.fields, seed)
+					fields := p.fields
+					if remoteKind(p.cfg.Kind) {
+						fields = p.remote.render
+					}
+					return p.client.llamaCount(ctx, req.model, c, fields, seed)
 				})
 				if err != nil {
 					return fail(err)
@@ -301,12 +314,15 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 	}
 }
 
-// askTokens asks llama.cpp for one answer token in, token out.
+// askTokens asks for one answer token in, token out.
 func (p *Policy) askTokens(ctx context.Context, schema json.RawMessage, chat []protocol.ChatMessage, prev *agents.Tokens, prevChat []protocol.ChatMessage, prevReply string, seed int) (*completion, string, error) {
 	treq := &tokenRequest{
 		model: p.model, chat: chat, prev: prev, prevChat: prevChat, prevReply: prevReply, seed: seed, schema: schema,
 		chatFields: p.fields, fields: p.cfields, maxTokens: max(value(p.cfg.MaxTokens), 0),
 		budget: p.maxContext, reserve: p.reserve(),
+	}
+	if remoteKind(p.cfg.Kind) {
+		treq.chatFields, treq.fields, treq.sampling = p.remote.render, p.remote.generate, p.remote.sampling
 	}
 	return p.client.tokenTurn(ctx, treq)
 }
@@ -395,9 +411,10 @@ func (p *Policy) parse(ans Answer, obs *agents.Observation, comp *completion) (t
 
 // Where a sample's response came from (the note llm_response_source).
 const (
-	// ResponseDetokenized: llama.cpp's POST /detokenize of the completion
-	// token ids, less a trailing end-of-generation token: exactly the
-	// tokens the sample trains on, as text.
+	// ResponseDetokenized: the server's detokenization of the completion
+	// token ids (llama.cpp's POST /detokenize; token in on vLLM and
+	// SGLang, theirs), less a trailing end-of-generation token: exactly
+	// the tokens the sample trains on, as text.
 	ResponseDetokenized = "detokenize"
 	// ResponseContent: the answer's message content, as the server
 	// decoded it.

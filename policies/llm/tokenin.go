@@ -32,7 +32,12 @@ type tokenRequest struct {
 	// chatFields are the policy's chat body fields (bodyFields), sent to
 	// /apply-template for what reaches the template (Extra's
 	// chat_template_kwargs); fields the /completion body's (completionFields).
+	// On vLLM and SGLang (remoteTurn): chatFields are Extra's chat-only
+	// fields, sent with the rendering of a chat; fields the
+	// /v1/completions body's (vLLM) or /generate's top-level ones
+	// (SGLang), sampling SGLang's sampling_params (remoteTokenFields).
 	chatFields, fields []byte
+	sampling           []byte
 	maxTokens          int // Config.MaxTokens; 0: the server's default
 	budget             int // Config.MaxContext; 0: none
 	reserve            int // the room the prompt must leave for the answer under budget
@@ -73,6 +78,9 @@ type llamaCompletion struct {
 // to, why. It fails with errOverBudget (wrapped) when the prompt leaves
 // less than the reserve in the budget.
 func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion, string, error) {
+	if remoteKind(c.cfg.Kind) {
+		return c.remoteTurn(ctx, req)
+	}
 	jitter := seeds.Mix(c.cfg.Seed, uint64(req.seed))
 	retries := 0
 	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
@@ -93,15 +101,9 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	if err != nil {
 		return nil, "", err
 	}
-	nPredict := req.maxTokens
-	if req.budget > 0 {
-		left := req.budget - len(ids)
-		if left < req.reserve {
-			return nil, why, fmt.Errorf("%w: %d prompt tokens leave %d of the budget of %d, less than the %d kept for the answer", errOverBudget, len(ids), left, req.budget, req.reserve)
-		}
-		if nPredict <= 0 || nPredict > left {
-			nPredict = left
-		}
+	nPredict, err := req.room(len(ids))
+	if err != nil {
+		return nil, why, err
 	}
 	cbody := []byte(`{"prompt":`)
 	cbody = appendInts(cbody, ids)
@@ -263,8 +265,11 @@ func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.
 }
 
 // llamaCount returns the number of prompt tokens of chat, as the server
-// renders and tokenizes it whole.
+// renders and tokenizes it whole (remoteCount on vLLM and SGLang).
 func (c *Client) llamaCount(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, seed int) (int, error) {
+	if remoteKind(c.cfg.Kind) {
+		return c.remoteCount(ctx, model, chat, fields, seed)
+	}
 	jitter := seeds.Mix(c.cfg.Seed, uint64(seed), 7)
 	text, _, err := c.llamaRender(ctx, model, chat, fields, jitter)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/rollout"
+	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // MinTurnser is implemented by scenarios that know, from their parameters
@@ -42,7 +43,9 @@ func (s *Server) tooManySamples(p *plan, what string) *rollout.Error {
 func (s *Server) planSamples(p *plan) *rollout.Error {
 	limit := s.cfg.MaxSamplesPerAnswer
 	mt, ok := p.run.Scenario.(MinTurnser)
-	if !ok || p.limits.MaxSteps > 0 || p.limits.MaxMessages > 0 {
+	// A merged answer holds a sample per agent (per segment of its
+	// turns), which the turns do not bound from below: checked after play.
+	if !ok || p.limits.MaxSteps > 0 || p.limits.MaxMessages > 0 || p.run.Spec.MergeTurns {
 		return nil
 	}
 	emit := p.run.Config.Emit
@@ -78,10 +81,12 @@ type turnCounter struct {
 
 // countTurns returns the request's context, cancelled when its episodes
 // take too many turns, and the counter.
-func (s *Server) countTurns(parent context.Context, _ *plan) (context.Context, *turnCounter) {
+// A merged answer's turns are not its samples: they are not counted
+// (checkSamples counts the merged samples once the episodes are played).
+func (s *Server) countTurns(parent context.Context, p *plan) (context.Context, *turnCounter) {
 	ctx, cancel := context.WithCancelCause(parent)
 	c := &turnCounter{limit: int64(s.cfg.MaxSamplesPerAnswer), cancel: cancel}
-	c.playing.Store(true)
+	c.playing.Store(!p.run.Spec.MergeTurns)
 	return ctx, c
 }
 
@@ -121,7 +126,11 @@ func (s *Server) checkSamples(p *plan, group []*episode.Record, count *turnCount
 		if p.capTurns && rec.End == env.EndMaxTurns {
 			return s.tooManySamples(p, fmt.Sprintf("episode %d would have taken", rec.Index))
 		}
-		total += rec.Emitted() // its samples
+		if p.run.Spec.MergeTurns {
+			total += trajectories.MergedCount(rec) // its samples, merged
+		} else {
+			total += rec.Emitted() // its samples
+		}
 	}
 	if total > s.cfg.MaxSamplesPerAnswer {
 		return s.tooManySamples(p, fmt.Sprintf("the episodes made %d samples,", total))

@@ -32,6 +32,7 @@ type executor struct {
 	play  env.Play        // how they are played: remote episodes' replays
 	inner env.Executor    // a LocalExecutor, or the Remote's
 	local bool            // inner plays here, each episode in a slot
+	merge bool            // the answer's layout is merged: the metrics count its samples
 
 	// By episode: the records played, and when each started and ended.
 	recs         []*episode.Record
@@ -63,7 +64,11 @@ func (x *executor) Execute(_ context.Context, r env.Request) *episode.Record {
 		rec.Replay = env.NewReplayer(env.Setup{Play: x.play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index,
 			RolloutID: r.RolloutID, GroupIndex: r.GroupIndex, Engines: &x.s.replays}, rec.Seats, rec.Turns)
 	}
-	x.s.metrics.episode(x.name, rec.Status, rec.Emitted(), len(rec.Turns), x.ends[i].Sub(x.starts[i]))
+	samples := rec.Emitted()
+	if x.merge {
+		samples = trajectories.MergedCount(rec)
+	}
+	x.s.metrics.episode(x.name, rec.Status, samples, len(rec.Turns), x.ends[i].Sub(x.starts[i]))
 	x.recs[i] = rec
 	return rec
 }
@@ -148,7 +153,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	defer func() { *bp = w.buf }() // grown, for the next request
 	cfg := p.run.Config
 	cfg.Policy = count.wrap(cfg.Policy, cfg.Emit)
-	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, play: cfg.Play,
+	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, play: cfg.Play, merge: p.run.Spec.MergeTurns,
 		recs: make([]*episode.Record, p.n), starts: make([]time.Time, p.n), ends: make([]time.Time, p.n)}
 	if s.cfg.Remote != nil {
 		rx, err := s.cfg.Remote.Start(ctx, RemoteRequest{Run: p.run, Requests: p.run.Requests()})
@@ -168,7 +173,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 		sink = newLeagueSink(p.match, sink)
 	}
 	a.out = &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.run.Format,
-		Label: p.label, RemoveFailed: !p.req.KeepFailed, NoPlaceholders: true}
+		Label: p.label, RemoveFailed: !p.req.KeepFailed, NoPlaceholders: true, Merge: p.run.Spec.MergeTurns}
 	if p.req.Index != nil {
 		a.out.IndexBase = *p.req.Index
 	} else {

@@ -303,7 +303,10 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 		}
 	}
 	frozen := slices.ContainsFunc(slices.Collect(maps.Values(req.Roles)), func(r rollout.RoleSettings) bool { return r.Frozen })
-	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0
+	// A merged answer's samples are the agents', not their turns: no turn
+	// cap stands for the samples limit (checkSamples counts the merged
+	// samples).
+	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0 && !req.MergeTurns
 	if s.cfg.League != nil {
 		if e := s.leagueMatch(req, info, p); e != nil {
 			return nil, e
@@ -366,6 +369,7 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 //     turn limit, max_turns is the samples limit (capTurns).
 //   - on_invalid: pass, forfeit or spiral.
 //   - episodes and group_size: n (a request is one group).
+//   - merge_turns: the request's (the merged layout).
 //   - seed: the service seed. The ids (rollout_id_base, group_index_base)
 //     and seeds (the request's seed and policy_seed, else the service's
 //     derivations) are placed by place, once the request passed every
@@ -450,6 +454,7 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		Episodes:     p.n,
 		GroupSize:    p.n,
 		Seed:         s.cfg.Seed,
+		MergeTurns:   req.MergeTurns,
 	}
 	return spec, nil
 }

@@ -15,6 +15,12 @@ type Reply struct {
 	// than the request's max_tokens is cut there and reported as "length"
 	// whatever Finish says.
 	Finish string
+	// Bytewise makes the token-in endpoints (vLLM's /v1/completions,
+	// SGLang's /generate) sample Text one byte a token, where Tokenize
+	// packs up to three: a tokenization of the same text other than the
+	// tokenizer's own, as a real model may sample, so that the chat's ids
+	// tokenized anew do not begin with the sampled ones.
+	Bytewise bool
 }
 
 // Brain decides the fake model's answer to a request. It must be a

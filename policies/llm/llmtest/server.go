@@ -53,8 +53,11 @@ type Stats struct {
 // benchmarks. It answers POST /v1/chat/completions (and /chat/completions)
 // in the shape of the configured server kind, with token ids and
 // log-probs from the fake tokenizer when the request asks for them in that
-// kind's own fields; llama.cpp-shaped servers also answer /tokenize,
-// /apply-template and /detokenize. It is safe for concurrent use.
+// kind's own fields. Each kind also answers its token-in endpoints:
+// llama.cpp's /tokenize, /apply-template, /detokenize and /completion;
+// vLLM's /tokenize, /detokenize and /v1/completions; SGLang's
+// /v1/tokenize, /v1/detokenize and native /generate (tokenin.go). It is
+// safe for concurrent use.
 //
 // Use it over the network (Start: a real listener on 127.0.0.1) or in
 // process (Transport: no sockets, so it runs inside a testing/synctest
@@ -91,7 +94,16 @@ func NewServer(opts Options) *Server {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	if opts.Kind == LlamaCpp {
+	switch opts.Kind {
+	case VLLM:
+		mux.HandleFunc("POST /tokenize", s.vllmTokenize)
+		mux.HandleFunc("POST /detokenize", s.vllmDetokenize)
+		mux.HandleFunc("POST /v1/completions", s.vllmCompletions)
+	case SGLang:
+		mux.HandleFunc("POST /v1/tokenize", s.sglangTokenize)
+		mux.HandleFunc("POST /v1/detokenize", s.sglangDetokenize)
+		mux.HandleFunc("POST /generate", s.sglangGenerate)
+	case LlamaCpp:
 		mux.HandleFunc("POST /tokenize", s.tokenize)
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
 		mux.HandleFunc("POST /detokenize", s.detokenize)
@@ -235,16 +247,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) {
+	reply, fault, ok := s.think(w, r, req, req.Model)
+	if !ok {
 		return
-	}
-	if s.injected(w, r, fault, req.Model) {
-		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	resp := s.answer(req, reply, fault.Kind != NoTokenIDs)
 	if fault.Kind == Truncated {
@@ -254,6 +259,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	answered = true
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// think admits a parsed request, waits the latency, answers a fault that
+// replaces the answer (and reports false), and otherwise returns the
+// brain's reply (a Content fault's instead) and the fault.
+func (s *Server) think(w http.ResponseWriter, r *http.Request, req *Request, model string) (Reply, Fault, bool) {
+	fault := s.admit(req)
+	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, model) {
+		return Reply{}, fault, false
+	}
+	if fault.Kind == Content {
+		return Reply{Text: fault.Body}, fault, true
+	}
+	return s.opts.Brain(req), fault, true
 }
 
 // injected answers with the fault when it is one that replaces the answer
@@ -337,13 +356,9 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &Request{Body: body, Messages: ReadTemplate(Detokenize(in.Prompt)), Seed: in.Seed, Temperature: in.Temperature,
 		MaxTokens: in.NPredict, Logprobs: in.NProbs > 0, Schema: in.Schema}
-	fault := s.admit(req)
-	if !s.wait(r.Context(), s.opts.Latency) || s.injected(w, r, fault, "") {
+	reply, fault, ok := s.think(w, r, req, "")
+	if !ok {
 		return
-	}
-	reply := s.opts.Brain(req)
-	if fault.Kind == Content {
-		reply = Reply{Text: fault.Body}
 	}
 	comp := Tokenize(reply.Text)
 	out := llamaCompletion{Stop: true, StopType: "eos", TokensEvaluated: len(in.Prompt)}

@@ -204,7 +204,9 @@ func TestLlamaCppEndpoints(t *testing.T) {
 	assert.Equal(t, 1, st.ApplyTemplate)
 	assert.Equal(t, 3, st.Tokenize)
 	code, _, _ = post(t, strings.TrimSuffix(Start(t, Options{Kind: VLLM}).URL(), "/v1")+"/tokenize", `{"content":"x"}`)
-	assert.Equal(t, http.StatusNotFound, code, "only llama.cpp-shaped servers tokenize")
+	assert.Equal(t, http.StatusBadRequest, code, "vLLM's /tokenize takes a prompt or messages, not llama.cpp's content")
+	code, _, _ = post(t, strings.TrimSuffix(Start(t, Options{Kind: OpenAI}).URL(), "/v1")+"/tokenize", `{"content":"x"}`)
+	assert.Equal(t, http.StatusNotFound, code, "OpenAI-shaped servers do not tokenize")
 }
 
 func TestFaultsOverNetwork(t *testing.T) {
