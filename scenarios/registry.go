@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
+	"github.com/troupe-rl/troupe/scenarios/werewolf"
 )
 
 // Builtin returns a new registry of the built-in scenarios (List). Each
@@ -29,7 +30,8 @@ func Builtin() *env.Registry {
 // committee (informed and uninformed advisers: null players), debate (a
 // solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
 // for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
-// signalling game) and tictactoe (zero-sum self-play). A program that adds
+// signalling game), tictactoe (zero-sum self-play) and werewolf (hidden
+// roles, two teams). A program that adds
 // scenarios of its own registers them beside these:
 // env.NewRegistry(append(scenarios.List(), mine)...).
 func List() []env.Scenario {
@@ -40,5 +42,6 @@ func List() []env.Scenario {
 		negotiation.New(),
 		signal.New(),
 		tictactoe.New(),
+		werewolf.New(),
 	}
 }

@@ -31,10 +31,11 @@ var nonDefault = map[string][]map[string]string{
 	"negotiation": {{"scoring": "zero-sum", "illegal": "penalty"}, {"scoring": "cooperative", "items": "6", "max_count": "10", "rounds": "2"}},
 	"signal":      {{"vocab": "symbols", "candidates": "6"}, {"attributes": "3", "values": "2", "candidates": "8"}},
 	"tictactoe":   {{"illegal": "penalty"}},
+	"werewolf":    {{"players": "5", "wolves": "1", "seers": "0", "days": "2"}, {"players": "12", "wolves": "3"}},
 }
 
 func TestBuiltinNames(t *testing.T) {
-	assert.Equal(t, []string{"committee", "debate", "elfarol", "negotiation", "signal", "tictactoe"}, scenarios.Builtin().Names())
+	assert.Equal(t, []string{"committee", "debate", "elfarol", "negotiation", "signal", "tictactoe", "werewolf"}, scenarios.Builtin().Names())
 	for name := range nonDefault {
 		_, err := scenarios.Builtin().Lookup(name)
 		require.NoError(t, err)

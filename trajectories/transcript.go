@@ -212,7 +212,17 @@ func (t *transcript) disagreements(s *protocol.Sample) {
 	if md.Error != ep.Err {
 		bad = append(bad, "error "+strconv.Quote(md.Error))
 	}
-	if md.TeamReward != ep.Score.Team {
+	want := ep.Score.Team
+	if ep.Teams != nil {
+		// The agent's side's reward.
+		want = 0
+		for i, seat := range ep.Seats {
+			if seat.ID == md.Agent {
+				want = ep.SeatReward(i)
+			}
+		}
+	}
+	if md.TeamReward != want {
 		bad = append(bad, "team_reward "+formatFloat(md.TeamReward))
 	}
 	if len(bad) > 0 {
