@@ -54,12 +54,12 @@
 //
 //	stateDiagram-v2
 //	    [*] --> sleeping
-//	    sleeping --> discussing: dawn
 //	    discussing --> voting: call
-//	    voting --> sleeping: dusk
 //	    discussing --> dead: die
-//	    voting --> dead: die
+//	    sleeping --> discussing: dawn
 //	    sleeping --> dead: die
+//	    voting --> dead: die
+//	    voting --> sleeping: dusk
 package werewolf
 
 import (
