@@ -5,6 +5,7 @@ package scenarios
 
 import (
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios/bargain"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
@@ -27,7 +28,7 @@ func Builtin() *env.Registry {
 }
 
 // List returns new values of the built-in scenarios, in name order:
-// committee (informed and uninformed advisers: null players), debate (a
+// bargain (two teams bargain over a pie, general-sum), committee (informed and uninformed advisers: null players), debate (a
 // solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
 // for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
 // signalling game), tictactoe (zero-sum self-play) and werewolf (hidden
@@ -36,6 +37,7 @@ func Builtin() *env.Registry {
 // env.NewRegistry(append(scenarios.List(), mine)...).
 func List() []env.Scenario {
 	return []env.Scenario{
+		bargain.New(),
 		committee.New(),
 		debate.New(),
 		elfarol.New(),

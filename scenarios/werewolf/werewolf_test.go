@@ -2,11 +2,7 @@ package werewolf_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +17,6 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/werewolf"
 	"github.com/troupe-rl/troupe/trajectories"
-	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
@@ -196,96 +191,4 @@ func TestIllegalAnswersPass(t *testing.T) {
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	assert.Equal(t, []float64{0, 0}, ep.Score.Teams, "nobody dies: a draw")
 	assert.Equal(t, true, ep.Turns[0].Notes["illegal"])
-}
-
-// allocators are the specs testdata/bruteforce.py recomputes, in its order.
-var allocators = []string{
-	"team", "equal-split", "difference:sim=resimulate", "leave-one-out:sim=resimulate", "shapley:sim=resimulate",
-	"dr-grpo", "magrpo",
-}
-
-// Per-side credit of the two-team game equals a brute force in Python
-// (testdata/bruteforce.py) that is given only the episode and sample files
-// and what re-simulations give each team for every subset of seats
-// present: it picks the coalitions each allocator needs itself (its side's
-// members present or not, the other side present), and enumerates the
-// orderings of each side's members for Shapley.
-func TestCreditMatchesBruteForce(t *testing.T) {
-	python := "/usr/bin/python3"
-	if _, err := os.Stat(python); err != nil {
-		if os.Getenv("TROUPE_REQUIRE_PYTHON") != "" {
-			t.Fatalf("%s is required (TROUPE_REQUIRE_PYTHON) to recompute the per-side credit: %v", python, err)
-		}
-		t.Skipf("%s is absent: the per-side credit is not recomputed in Python", python)
-	}
-	sc := werewolf.New()
-	p := params(t, nil)
-	var allocs []trajectories.Allocator
-	for _, spec := range allocators {
-		a, err := credit.Builtin().Parse(spec)
-		require.NoError(t, err)
-		allocs = append(allocs, a)
-	}
-	dir := t.TempDir()
-	samples, err := os.Create(filepath.Join(dir, "samples.jsonl"))
-	require.NoError(t, err)
-	episodes, err := os.Create(filepath.Join(dir, "episodes.jsonl"))
-	require.NoError(t, err)
-	var eps []*trajectories.Episode
-	out := &trajectories.Output{
-		Sink:       trajectories.Tee(trajectories.NewJSONLWriter(samples, trajectories.Flat), trajectories.NewEpisodeWriter(episodes)),
-		Allocators: allocs, Format: trajectories.RewardDict,
-		Observe: func(ep *trajectories.Episode) {
-			c := *ep
-			eps = append(eps, &c)
-		},
-	}
-	_, err = env.Run(t.Context(), env.RunConfig{
-		Play:     env.Play{Scenario: sc, Params: p, Policy: scripted(t, sc, p)},
-		Episodes: 12, GroupSize: 3, Seed: 5, Concurrency: 2,
-	}, out)
-	require.NoError(t, err)
-	require.NoError(t, samples.Close())
-	require.NoError(t, episodes.Close())
-
-	// What re-simulation gives each team, for every subset of seats
-	// present and for every seat playing the null action.
-	type replays struct {
-		Present [][]float64 `json:"present"`
-		Null    [][]float64 `json:"null"`
-	}
-	values := map[int64]replays{}
-	won := map[int]int{}
-	for _, ep := range eps {
-		require.True(t, ep.Finished(), ep.Err)
-		won[slices.Index(ep.Score.Teams, 1)]++
-		n := len(ep.Seats)
-		var r replays
-		for mask := range 1 << n {
-			var absent []int
-			for i := range n {
-				if mask&(1<<i) == 0 {
-					absent = append(absent, i)
-				}
-			}
-			score, err := ep.Replay.Replay(t.Context(), episode.Counterfactual{Absent: absent, Resimulate: true})
-			require.NoError(t, err)
-			r.Present = append(r.Present, score.Teams)
-		}
-		for i := range n {
-			score, err := ep.Replay.Replay(t.Context(), episode.Counterfactual{Null: []int{i}, Resimulate: true})
-			require.NoError(t, err)
-			r.Null = append(r.Null, score.Teams)
-		}
-		values[ep.RolloutID] = r
-	}
-	t.Logf("wins: %v (-1: draws)", won)
-	data, err := json.Marshal(values)
-	require.NoError(t, err)
-	valuesPath := filepath.Join(dir, "values.json")
-	require.NoError(t, os.WriteFile(valuesPath, data, 0o644))
-	cmd := exec.CommandContext(t.Context(), python, "-B", "testdata/bruteforce.py", episodes.Name(), samples.Name(), valuesPath)
-	res, err := cmd.CombinedOutput()
-	require.NoError(t, err, "bruteforce.py:\n%s", res)
-	t.Logf("bruteforce.py: %s", res)
 }

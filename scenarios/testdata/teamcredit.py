@@ -1,6 +1,6 @@
 """Per-side credit of a two-team game recomputed by brute force, independently of troupe.
 
-Usage: bruteforce.py EPISODES.jsonl SAMPLES.jsonl VALUES.json
+Usage: teamcredit.py EPISODES.jsonl SAMPLES.jsonl VALUES.json
 
 EPISODES.jsonl is troupe's episode file (troupe.episode/v2): per episode its
 seats with their team, the teams' names, the score's team rewards, its turns
