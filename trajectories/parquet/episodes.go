@@ -33,6 +33,9 @@ const (
 	eMessages
 	eTransitions
 	eTeamScore
+	eTeams
+	eSeatTeams
+	eTeamScores
 	eAgentScores
 	eAllocators
 	eCreditNotes
@@ -45,7 +48,8 @@ func episodeSchema() *arrow.Schema {
 		str("status"), str("end"), optStr("error"), optStr("stack"), i32("steps"), optStr("label"),
 		listOf("seats", arrow.BinaryTypes.String, false), listOf("roles", arrow.BinaryTypes.String, false),
 		i32("turns"), i32("samples"), i32("messages"), i32("transitions"),
-		f64("team_score"), listOf("agent_scores", arrow.PrimitiveTypes.Float64, true),
+		f64("team_score"), listOf("teams", arrow.BinaryTypes.String, true), listOf("seat_teams", arrow.BinaryTypes.String, true),
+		listOf("team_scores", arrow.PrimitiveTypes.Float64, true), listOf("agent_scores", arrow.PrimitiveTypes.Float64, true),
 		listOf("allocators", arrow.BinaryTypes.String, true), optStr("credit_notes"),
 	}, nil)
 }
@@ -233,6 +237,18 @@ func (ew *EpisodeWriter) writeEpisode(rec *episode.Record, credit *trajectories.
 	f[eMessages].(*array.Int32Builder).Append(int32(len(rec.Messages)))
 	f[eTransitions].(*array.Int32Builder).Append(int32(len(rec.Transitions)))
 	f[eTeamScore].(*array.Float64Builder).Append(rec.Score.Team)
+	// A scenario with teams: their names, each seat's and each team's
+	// reward; null otherwise.
+	var seatTeams []string
+	if rec.Teams != nil {
+		seatTeams = make([]string, len(rec.Seats))
+		for i, s := range rec.Seats {
+			seatTeams[i] = rec.TeamName(s.Team)
+		}
+	}
+	size += appendStrs(f[eTeams], rec.Teams, true)
+	size += appendStrs(f[eSeatTeams], seatTeams, true)
+	size += appendFloats(f[eTeamScores], rec.Score.Teams, true)
 	size += appendFloats(f[eAgentScores], rec.Score.Agents, true)
 	if credit == nil {
 		f[eAllocators].AppendNull()

@@ -35,6 +35,7 @@ const (
 	sTurn
 	sStep
 	sState
+	sTeam
 	sTeamReward
 	sAgentScore
 	sAllocator
@@ -58,7 +59,7 @@ func sampleSchema() *arrow.Schema {
 		listOf("rollout_log_probs", arrow.PrimitiveTypes.Float64, true),
 		boolean("remove_sample"), str("status"),
 		str("scenario"), u64("seed"), i64("episode"), str("agent"), str("role"),
-		i32("turn"), i32("step"), str("state"),
+		i32("turn"), i32("step"), str("state"), optStr("team"),
 		f64("team_reward"), optF64("agent_score"), str("allocator"), boolean("text_only"),
 		str("end"), optStr("error"), optStr("action"),
 		boolean("placeholder"), optStr("extra"),
@@ -131,6 +132,7 @@ func (sw *SampleWriter) Write(s *protocol.Sample) error {
 	f[sTurn].(*array.Int32Builder).Append(int32(m.Turn))
 	f[sStep].(*array.Int32Builder).Append(int32(m.Step))
 	size += appendStr(f[sState], m.State)
+	size += appendOptStr(f[sTeam], m.Team)
 	f[sTeamReward].(*array.Float64Builder).Append(m.TeamReward)
 	appendOptF64(f[sAgentScore], m.AgentScore)
 	size += appendStr(f[sAllocator], m.Allocator)
