@@ -21,6 +21,13 @@
 // gives it to all of them, and ATGRPO and MAGRPO compare the candidates of
 // each turn, as their papers do (docs/credit.md).
 //
+// In a scenario with teams (episode.Record.Teams: werewolf's village and
+// wolves), every allocator works per team: a seat's reward is its own
+// team's, G_T (episode.Score.Of), its counterfactuals are valued by G_T,
+// Shapley's coalitions are those of its team's members with the other
+// teams present, and group normalisation never puts two teams' units in
+// one group (docs/credit.md#teams).
+//
 // Samples of episodes that did not finish (aborted, failed) get what Team
 // gives them, G = 0, from Team and EqualSplit, and 0 from every other
 // allocator: such an episode has no outcome to compare or re-simulate.

@@ -33,9 +33,16 @@ const (
 // by all K agents. The shares satisfy efficiency, Σ_i φ_i = v(N) - v(∅),
 // symmetry, the null-player property and additivity.
 //
-// An episode with more than MaxAgents agents fails with ErrTooManyAgents
-// (use MonteCarloShapley), one that needs more re-simulations than the
-// budget with ErrBudget.
+// In a scenario with teams, the game is per team T: v_T(S) is the reward
+// of T in the episode re-simulated with the members of T outside S absent
+// (or null) and every seat of the other teams present, S ranging over
+// T's members; Σ_{i∈T} φ_i = v_T(T) - v_T(∅). That is Σ_T (2^|T| - 1)
+// re-simulations, and MaxAgents bounds the largest team. A team none of
+// whose members has samples is not evaluated.
+//
+// An episode with more than MaxAgents agents (on one team) fails with
+// ErrTooManyAgents (use MonteCarloShapley), one that needs more
+// re-simulations than the budget with ErrBudget.
 type Shapley struct {
 	Out       Presence
 	MaxAgents int // 0 means DefaultMaxAgents; at most MaxShapleyAgents
@@ -169,6 +176,10 @@ const DefaultPermutations = 100
 // already seen are reused). For every permutation the marginals sum to
 // v(N) - v(∅), so the estimate is exactly efficient; it is unbiased for
 // every other φ_i, with an error falling as 1/√M.
+//
+// In a scenario with teams, each team's members are ordered apart (the
+// game of Shapley), the teams with samples sharing the budget equally and
+// one generator, which draws their permutations team after team.
 //
 // The permutations are drawn from a PCG generator seeded by the episode's
 // scenario and policy seeds and Seed, so the estimate is a deterministic
