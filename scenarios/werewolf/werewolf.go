@@ -436,14 +436,7 @@ func (g *game) night(s *env.Step, moves []env.Move) error {
 			return err
 		}
 	}
-	death := "nobody"
-	if v := most(g.kills, false); v >= 0 {
-		death = g.kill(s, v)
-		if err := s.Fire(v, Die); err != nil {
-			return err
-		}
-	}
-	if err := s.Announce(KindDeath, death); err != nil {
+	if err := g.eliminate(s, most(g.kills, false), KindDeath); err != nil {
 		return err
 	}
 	if err := g.settle(s); err != nil || g.done {
@@ -453,13 +446,20 @@ func (g *game) night(s *env.Step, moves []env.Move) error {
 	return g.fireLiving(s, Dawn)
 }
 
-// kill takes seat v out of the living and describes it.
-func (g *game) kill(s *env.Step, v int) string {
+// eliminate takes seat v (none when v < 0) out of the living and
+// announces it, with its role, as a message of kind.
+func (g *game) eliminate(s *env.Step, v int, kind string) error {
+	if v < 0 {
+		return s.Announce(kind, "nobody")
+	}
 	g.alive[v] = false
 	if g.seats[v].Team == Wolves {
 		s.Leave(v, channel)
 	}
-	return g.seats[v].ID + ", a " + g.seats[v].Role
+	if err := s.Fire(v, Die); err != nil {
+		return err
+	}
+	return s.Announce(kind, g.seats[v].ID+", a "+g.seats[v].Role)
 }
 
 func (g *game) fireLiving(s *env.Step, ev agents.Event) error {
@@ -502,14 +502,7 @@ func (g *game) vote(s *env.Step, moves []env.Move) error {
 	if err := s.Announce(KindVotes, strings.Join(tally, ", ")); err != nil {
 		return err
 	}
-	executed := "nobody"
-	if v := most(g.votes, true); v >= 0 {
-		executed = g.kill(s, v)
-		if err := s.Fire(v, Die); err != nil {
-			return err
-		}
-	}
-	if err := s.Announce(KindExecuted, executed); err != nil {
+	if err := g.eliminate(s, most(g.votes, true), KindExecuted); err != nil {
 		return err
 	}
 	g.day++
