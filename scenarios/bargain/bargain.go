@@ -46,6 +46,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 )
 
 // The role, teams, states, events and message kinds of the game.
@@ -202,6 +203,17 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 		return s.FireAll(Settle)
 	}
 	return nil
+}
+
+// MetricNames implements env.EpisodeMetricer: each team's reward, so that
+// an experiment reports the sides apart, and the rounds played.
+func (s *Scenario) MetricNames(env.Params) []string {
+	return []string{"east_reward", "west_reward", "rounds"}
+}
+
+// EpisodeMetrics implements env.EpisodeMetricer.
+func (s *Scenario) EpisodeMetrics(_ env.Params, rec *episode.Record, dst []float64) {
+	dst[0], dst[1], dst[2] = rec.Score.Of(East), rec.Score.Of(West), float64(rec.Steps)
 }
 
 // Score gives each team its members' takes, each bargainer its own.

@@ -3,6 +3,7 @@ package bargain_test
 import (
 	"context"
 	"flag"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,6 +79,9 @@ func TestRewards(t *testing.T) {
 			assert.InDeltaSlice(t, tc.teams, ep.Score.Teams, 1e-12)
 			assert.InDeltaSlice(t, tc.agents, ep.Score.Agents, 1e-12)
 			assert.InDelta(t, tc.teams[0]+tc.teams[1], ep.Score.Team, 1e-12, "the sum of the sides'")
+			metrics := make([]float64, 3)
+			bargain.New().EpisodeMetrics(env.Params{}, &ep.Record, metrics)
+			assert.InDeltaSlice(t, append(slices.Clone(tc.teams), float64(ep.Steps)), metrics, 1e-12, "east, west, rounds")
 		})
 	}
 }

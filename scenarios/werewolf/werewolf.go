@@ -73,6 +73,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -511,6 +512,20 @@ func (g *game) vote(s *env.Step, moves []env.Move) error {
 	}
 	g.phase = Hunting
 	return g.fireLiving(s, Dusk)
+}
+
+// MetricNames implements env.EpisodeMetricer: each team's reward, so that
+// an experiment reports the sides apart (the team reward, their sum, is 0),
+// and the days played.
+func (s *Scenario) MetricNames(env.Params) []string {
+	return []string{"village_reward", "wolves_reward", "days"}
+}
+
+// EpisodeMetrics implements env.EpisodeMetricer.
+func (s *Scenario) EpisodeMetrics(_ env.Params, rec *episode.Record, dst []float64) {
+	dst[0], dst[1] = rec.Score.Of(Village), rec.Score.Of(Wolves)
+	// Three steps a day, the last one perhaps cut short by a win.
+	dst[2] = float64((rec.Steps + 2) / 3)
 }
 
 // Score gives the winner +1 and the loser -1; nobody anything in a draw.

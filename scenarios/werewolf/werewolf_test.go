@@ -109,6 +109,11 @@ func TestDeal(t *testing.T) {
 		for i := range ep.Seats {
 			assert.Equal(t, ep.SeatReward(i), ep.Score.Agents[i])
 		}
+		// Experiments see each side's reward apart (env.EpisodeMetricer).
+		sc := werewolf.New()
+		metrics := make([]float64, len(sc.MetricNames(env.Params{})))
+		sc.EpisodeMetrics(env.Params{}, &ep.Record, metrics)
+		assert.Equal(t, []float64{ep.Score.Teams[0], ep.Score.Teams[1], float64((ep.Steps + 2) / 3)}, metrics)
 	}
 	assert.Greater(t, len(deals), 10)
 }
