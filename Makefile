@@ -89,7 +89,7 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),pytho
 	@py=(); \
 	if [ -d "$(PY_DIR)/lib/pettingzoo" ]; then py+=(TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1); fi; \
 	if [ -d "$(PY_DIR)/openenv/src/openenv" ]; then py+=(TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_OPENENV=1); fi; \
-	set -x; env "$${py[@]}" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) \
+	set -x; env "$${py[@]}" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(if $(PY_E2E),TROUPE_REQUIRE_PYTHON=1) \
 		$(GO) test $(RACE) -timeout 20m ./...
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it

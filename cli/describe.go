@@ -83,7 +83,13 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 		b.WriteString(wrap(info.Doc, 78, ""))
 		b.WriteString("\n\n")
 	}
-	fmt.Fprintf(&b, "Schedule: %s\n\n", info.Schedule)
+	fmt.Fprintf(&b, "Schedule: %s\n", info.Schedule)
+	if len(info.Teams) > 0 {
+		// Each seat is on one; every allocator credits it out of its
+		// team's reward.
+		fmt.Fprintf(&b, "Teams: %s (credit per team: docs/credit.md#teams)\n", strings.Join(info.Teams, ", "))
+	}
+	b.WriteString("\n")
 
 	b.WriteString("Roles:\n")
 	for _, r := range info.Roles {

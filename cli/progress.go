@@ -150,6 +150,15 @@ func writeSummary(r *reporter, p *plan, out string, s env.Summary) {
 	fmt.Fprintf(&b, "  status:      %s\n", statusCounts(s))
 	if s.Scored > 0 {
 		fmt.Fprintf(&b, "  team reward: mean %.6g over %d scored episodes\n", s.MeanTeamReward(), s.Scored)
+		if len(s.TeamScores) > 0 {
+			var teams []string
+			for _, t := range info.Teams {
+				if ts, ok := s.TeamScores[t]; ok {
+					teams = append(teams, fmt.Sprintf("%s %.6g", t, ts.Mean()))
+				}
+			}
+			fmt.Fprintf(&b, "  per team:    mean %s (the team reward is their sum)\n", strings.Join(teams, ", "))
+		}
 	} else {
 		fmt.Fprintf(&b, "  team reward: no scored episodes\n")
 	}

@@ -433,6 +433,7 @@ func (e *Engine) open(setup *Setup) *episode.Record {
 		}
 	}
 	ep.Scenario, ep.Params, ep.Seed, ep.PolicySeed = info.Name, setup.Params.raw, setup.Seed, setup.PolicySeed
+	ep.Teams = info.Teams
 	ep.Index, ep.RolloutID, ep.GroupIndex = setup.Index, setup.RolloutID, setup.GroupIndex
 	e.info, e.rec = info, ep
 	return ep
@@ -502,6 +503,9 @@ func (e *Engine) score() (score Score, err error) {
 	score = e.current.Score()
 	if score.Agents != nil && len(score.Agents) != len(e.seats) {
 		return Score{}, fmt.Errorf("%w: Score has %d agent scores for %d seats", ErrBadSeats, len(score.Agents), len(e.seats))
+	}
+	if err := teamScore(e.info, &score); err != nil {
+		return Score{}, err
 	}
 	// A reward that is not a number fails the episode here, named, rather
 	// than every mean and every learner it would reach downstream.
@@ -821,6 +825,8 @@ func (e *Engine) seat(seats []Seat) error {
 				return fmt.Errorf("%w: two seats are called %q", ErrBadSeats, s.ID)
 			case e.info.Role(s.Role) == nil:
 				return fmt.Errorf("%w: seat %q has role %q, which scenario %s does not declare", ErrBadSeats, s.ID, s.Role, e.info.Name)
+			case s.Team < 0 || s.Team >= max(1, len(e.info.Teams)):
+				return fmt.Errorf("%w: seat %q is on team %d; scenario %s declares %s", ErrBadSeats, s.ID, s.Team, e.info.Name, teamsOf(e.info))
 			}
 			seen[s.ID] = true
 			ids[i] = s.ID
@@ -1342,12 +1348,19 @@ func (e *Engine) policyPanic(k int, r any, p panicked) error {
 func (e *Engine) invalidScore() Score {
 	rule := e.setup.Invalid
 	score := Score{Agents: make([]float64, len(e.seats))}
+	if n := len(e.info.Teams); n > 0 {
+		// Each side's reward is the sum of its members'.
+		score.Teams = make([]float64, n)
+	}
 	for i := range score.Agents {
 		score.Agents[i] = rule.Bonus
 		if slices.Contains(e.offenders, i) {
 			score.Agents[i] = rule.Penalty
 		}
 		score.Team += score.Agents[i]
+		if score.Teams != nil {
+			score.Teams[e.seats[i].Team] += score.Agents[i]
+		}
 	}
 	return score
 }
@@ -1497,7 +1510,7 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 		}
 	}
 	if r.done != nil {
-		if score, ok, err := rescore(r.done, cf, len(seats)); err != nil || ok {
+		if score, ok, err := rescore(r.done, info, cf, len(seats)); err != nil || ok {
 			return score, err
 		}
 	}

@@ -2,6 +2,7 @@ package env
 
 import (
 	"fmt"
+	"github.com/troupe-rl/troupe/internal/finite"
 
 	"github.com/troupe-rl/troupe/episode"
 )
@@ -44,7 +45,7 @@ type Rescorer interface {
 // the caller must replay. A Rescore that panics or answers with the wrong
 // number of agent scores is a broken game: the error says so, rather than
 // a silent fallback hiding the bug.
-func rescore(game Game, cf episode.Counterfactual, seats int) (score Score, ok bool, err error) {
+func rescore(game Game, info *Info, cf episode.Counterfactual, seats int) (score Score, ok bool, err error) {
 	r, can := game.(Rescorer)
 	if !can || cf.Resimulate || len(cf.Reseed) > 0 {
 		return Score{}, false, nil
@@ -61,7 +62,40 @@ func rescore(game Game, cf episode.Counterfactual, seats int) (score Score, ok b
 	if score.Agents != nil && len(score.Agents) != seats {
 		return Score{}, false, fmt.Errorf("%w: Rescore gave %d agent scores for %d seats", ErrBadSeats, len(score.Agents), seats)
 	}
+	if err := teamScore(info, &score); err != nil {
+		return Score{}, false, fmt.Errorf("Rescore: %w", err)
+	}
 	return score, true, nil
+}
+
+// teamScore checks a game's score against its scenario's teams: one
+// reward per declared team, each finite, and none without teams; with
+// teams it sets Team to their sum (Score's contract).
+func teamScore(info *Info, score *Score) error {
+	switch n := len(info.Teams); {
+	case n == 0 && score.Teams != nil:
+		return fmt.Errorf("%w: Score has %d team rewards; scenario %s declares no teams (its reward is Score.Team)", ErrBadScore, len(score.Teams), info.Name)
+	case n > 0 && len(score.Teams) != n:
+		return fmt.Errorf("%w: Score has %d team rewards for the %d teams %v", ErrBadScore, len(score.Teams), n, info.Teams)
+	case n > 0:
+		sum := 0.0
+		for t, v := range score.Teams {
+			if !finite.Is(v) {
+				return fmt.Errorf("%w: team %s scored %v", ErrBadScore, info.Teams[t], v)
+			}
+			sum += v
+		}
+		score.Team = sum
+	}
+	return nil
+}
+
+// teamsOf describes a scenario's teams for an error message.
+func teamsOf(info *Info) string {
+	if len(info.Teams) == 0 {
+		return "no teams (every seat is on team 0)"
+	}
+	return fmt.Sprintf("the teams %v (0 to %d)", info.Teams, len(info.Teams)-1)
 }
 
 // OneOutRescorer is an optional interface of a Rescorer: it answers at

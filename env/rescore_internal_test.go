@@ -44,7 +44,7 @@ func TestRescoreAsksOnlyRescorersAboutFrozenCounterfactuals(t *testing.T) {
 		return Score{Team: g.moves[1-cf.Null[0]]}, true
 	}
 
-	score, ok, err := rescore(g, episode.Counterfactual{Null: []int{0}}, 2)
+	score, ok, err := rescore(g, &Info{Name: "t"}, episode.Counterfactual{Null: []int{0}}, 2)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, 3.0, score.Team)
@@ -54,25 +54,25 @@ func TestRescoreAsksOnlyRescorersAboutFrozenCounterfactuals(t *testing.T) {
 		{Null: []int{0}, Resimulate: true},
 		{Null: []int{0}, Reseed: map[int]uint64{1: 9}},
 	} {
-		_, ok, err = rescore(g, cf, 2)
+		_, ok, err = rescore(g, &Info{Name: "t"}, cf, 2)
 		require.NoError(t, err)
 		assert.False(t, ok, "%+v", cf)
 	}
 	assert.Equal(t, 1, g.calls)
 
 	// A counterfactual the game cannot work out falls back to the replay.
-	_, ok, err = rescore(g, episode.Counterfactual{Null: []int{7}}, 2)
+	_, ok, err = rescore(g, &Info{Name: "t"}, episode.Counterfactual{Null: []int{7}}, 2)
 	require.NoError(t, err)
 	assert.False(t, ok)
 
-	_, ok, err = rescore(&plainGame{}, episode.Counterfactual{Null: []int{0}}, 2)
+	_, ok, err = rescore(&plainGame{}, &Info{Name: "t"}, episode.Counterfactual{Null: []int{0}}, 2)
 	require.NoError(t, err)
 	assert.False(t, ok)
 }
 
 func TestRescoreReportsBrokenRescorers(t *testing.T) {
 	panics := &sumGame{answer: func(episode.Counterfactual) (Score, bool) { panic("boom") }}
-	_, ok, err := rescore(panics, episode.Counterfactual{Absent: []int{1}}, 2)
+	_, ok, err := rescore(panics, &Info{Name: "t"}, episode.Counterfactual{Absent: []int{1}}, 2)
 	require.ErrorIs(t, err, ErrGamePanic)
 	assert.ErrorContains(t, err, "boom")
 	assert.False(t, ok)
@@ -80,7 +80,7 @@ func TestRescoreReportsBrokenRescorers(t *testing.T) {
 	short := &sumGame{answer: func(episode.Counterfactual) (Score, bool) {
 		return Score{Team: 1, Agents: []float64{1}}, true
 	}}
-	_, ok, err = rescore(short, episode.Counterfactual{Absent: []int{1}}, 2)
+	_, ok, err = rescore(short, &Info{Name: "t"}, episode.Counterfactual{Absent: []int{1}}, 2)
 	require.ErrorIs(t, err, ErrBadSeats)
 	assert.ErrorContains(t, err, "1 agent scores for 2 seats")
 	assert.False(t, ok)

@@ -249,7 +249,11 @@ type Summary struct {
 	Scored        int     // completed and truncated episodes
 	// RoleScores sums, per role, the agent scores of scored episodes that
 	// have them: in zero-sum games the team reward says nothing, these do.
-	RoleScores     map[string]RoleScore
+	RoleScores map[string]RoleScore
+	// TeamScores sums, per team of a scenario that declares teams, the
+	// team's reward over the scored episodes (N counts them); empty for a
+	// scenario with one team, whose reward is TeamRewardSum's.
+	TeamScores     map[string]RoleScore
 	Elapsed        time.Duration
 	FirstFailure   string // the error of the first failed or aborted episode written
 	FirstFailureAt int64  // its episode index
@@ -404,7 +408,7 @@ func (c *RunConfig) validate() error {
 // panics with it on the caller's goroutine once the workers are done.
 func Run(ctx context.Context, cfg RunConfig, out Output) (Summary, error) {
 	r := &runner{cfg: cfg, out: out, start: time.Now()}
-	r.sum = Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}}
+	r.sum = Summary{ByStatus: map[protocol.Status]int{}, RoleScores: map[string]RoleScore{}, TeamScores: map[string]RoleScore{}}
 	if err := cfg.validate(); err != nil {
 		return r.sum, err
 	}
@@ -855,6 +859,12 @@ func (r *runner) write(g *group) error {
 		case protocol.StatusCompleted, protocol.StatusTruncated:
 			sum.Scored++
 			sum.TeamRewardSum += ep.Score.Team
+			for t, v := range ep.Score.Teams {
+				ts := sum.TeamScores[ep.TeamName(t)]
+				ts.Sum += v
+				ts.N++
+				sum.TeamScores[ep.TeamName(t)] = ts
+			}
 			// Consecutive seats of one role (El Farol's hundred
 			// patrons) add up in one entry, looked up once.
 			var role string

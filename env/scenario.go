@@ -125,7 +125,18 @@ type Info struct {
 	Doc      string // the rules, rewards and termination, in prose
 	Schedule Schedule
 	Roles    []*agents.Role
-	Params   []ParamSpec
+	// Teams names the scenario's sides, when it has more than one
+	// (villagers and wolves; the proposition and the opposition): each
+	// seat is on one of them (Seat.Team, an index into Teams, which a
+	// game with hidden roles draws per episode from its seed), and the
+	// game's Score gives each its own reward (Score.Teams, indexed like
+	// Teams), zero-sum or general-sum. Every allocator then credits a
+	// seat out of its own team's reward, among its team's members
+	// (docs/credit.md). nil: one team, whose reward is Score.Team. Names
+	// are distinct, non-empty, and hold no spaces, '=' or ','; a scenario
+	// that declares teams declares at least two.
+	Teams  []string
+	Params []ParamSpec
 	// Policies are the scenario's own named policies (a heuristic, a
 	// scripted opponent), made by MakePolicy: a maker reads the request's
 	// Params and Role (its Settings are always empty: MakePolicy refuses
@@ -277,6 +288,17 @@ func (in *Info) Validate() error {
 			return bad("two roles are called %q", r.Name)
 		}
 		roles[r.Name] = true
+	}
+	if len(in.Teams) == 1 {
+		return bad("one team %q declared: a scenario with one team declares none", in.Teams[0])
+	}
+	for i, t := range in.Teams {
+		if t == "" || strings.ContainsAny(t, " \t\n=,") {
+			return bad("team %d is called %q: a team name is not empty and holds no spaces, '=' or ','", i, t)
+		}
+		if slices.Index(in.Teams, t) < i {
+			return bad("two teams are called %q", t)
+		}
 	}
 	params := map[string]bool{}
 	for _, p := range in.Params {

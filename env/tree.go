@@ -58,7 +58,8 @@ func ValidateTree(t *episode.Tree, info *Info) error {
 // Tree.Roles when it names any) is asked K-1 times more from the same
 // observation, candidate c with the seed CandidateSeed(turn's seed, c).
 // Each candidate is scored by a fork of the episode given it, played to
-// its end with setup's policies: its Team reward and the seat's own score
+// its end with setup's policies: its Team reward (the seat's side's, in a
+// scenario with teams) and the seat's own score
 // (Local, 0 for a scenario without agent scores), mixed into
 // Reward = Alpha·Team + Local, as AT-GRPO (Zhao et al., arXiv 2510.11062)
 // mixes them. The main line goes on with the candidate of the highest
@@ -261,7 +262,8 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 	record := func(k int, scores []episode.Score, best int) {
 		for c := range d.tree.K {
 			a := answers[k][c]
-			team, local := scores[c].Team, 0.0
+			// The seat's own side's reward, in a scenario with teams.
+			team, local := scores[c].Of(ep.Seats()[seats[k]].Team), 0.0
 			if i := seats[k]; i < len(scores[c].Agents) {
 				local = scores[c].Agents[i]
 			}
@@ -281,7 +283,7 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 		for c := range d.tree.K {
 			r := 0.0
 			for _, k := range sampled {
-				r += d.reward(scores[c], seats[k])
+				r += d.reward(ep, scores[c], seats[k])
 			}
 			if r /= float64(len(sampled)); r > bestR {
 				best, bestR = c, r
@@ -303,7 +305,7 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 			}
 			best, bestR := 0, math.Inf(-1)
 			for c := range d.tree.K {
-				if r := d.reward(scores[c], seats[k]); r > bestR {
+				if r := d.reward(ep, scores[c], seats[k]); r > bestR {
 					best, bestR = c, r
 				}
 			}
@@ -319,13 +321,14 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 	return cands, nil
 }
 
-// reward is the mixed reward of seat i in the continuation scored s.
-func (d *treeDriver) reward(s episode.Score, i int) float64 {
+// reward is the mixed reward of seat i in the continuation scored s: its
+// team's reward (its side's, in a scenario with teams) and its own score.
+func (d *treeDriver) reward(ep *Episode, s episode.Score, i int) float64 {
 	local := 0.0
 	if i < len(s.Agents) {
 		local = s.Agents[i]
 	}
-	return d.tree.Alpha*s.Team + local
+	return d.tree.Alpha*s.Of(ep.Seats()[i].Team) + local
 }
 
 // generationOf is the generation a turn records of g: nil for one that

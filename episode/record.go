@@ -9,11 +9,18 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// Seat is one agent of an episode: its id and its role. An episode's seats
-// are in a fixed order; that order breaks every tie.
+// Seat is one agent of an episode: its id, its role and its team. An
+// episode's seats are in a fixed order; that order breaks every tie.
+//
+// Team is the index of the seat's side in the scenario's declared teams
+// (Record.Teams, env.Info.Teams): every seat belongs to exactly one team
+// per episode, which a game with hidden roles draws from its seed. It is 0
+// in a scenario that declares no teams, where every seat is on the one
+// team.
 type Seat struct {
 	ID   string
 	Role string
+	Team int
 }
 
 // SameSeats reports whether a and b are the same seats in the same order:
@@ -27,7 +34,7 @@ func SameSeats(a, b []Seat) bool {
 		return true
 	}
 	for i := range a {
-		if !strcmp.Equal(a[i].ID, b[i].ID) || !strcmp.Equal(a[i].Role, b[i].Role) {
+		if a[i].Team != b[i].Team || !strcmp.Equal(a[i].ID, b[i].ID) || !strcmp.Equal(a[i].Role, b[i].Role) {
 			return false
 		}
 	}
@@ -44,12 +51,37 @@ func sameWords(a, b []Seat) bool {
 	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }
 
-// Score is a scenario's verdict on a finished episode: the team reward G and,
-// for scenarios that have them, per-agent scores in seat order (nil when the
-// scenario has none).
+// Score is a scenario's verdict on a finished episode: the team rewards
+// and, for scenarios that have them, per-agent scores in seat order (nil
+// when the scenario has none).
+//
+// A scenario that declares no teams has one: Team is its reward G and
+// Teams is nil. A scenario that declares teams (sides: villagers and
+// wolves, the two benches of a debate) gives each its own reward in Teams,
+// indexed like its declared team list (Record.Teams), zero-sum or
+// general-sum alike; Team is then the sum of Teams, the episode's total
+// welfare (0 in a zero-sum game), which the engine works out: a game sets
+// Teams only. The reward of a seat is its team's (Of): every allocator
+// splits that, among that team's members.
 type Score struct {
 	Team   float64
+	Teams  []float64
 	Agents []float64
+}
+
+// Of returns team t's reward: Teams[t] in a scenario with teams, Team in
+// one without (whose only team is 0). A t out of range is 0.
+func (s Score) Of(t int) float64 {
+	if s.Teams == nil {
+		if t == 0 {
+			return s.Team
+		}
+		return 0
+	}
+	if t < 0 || t >= len(s.Teams) {
+		return 0
+	}
+	return s.Teams[t]
 }
 
 // Message is one entry of an episode's message log: a message as the bus
@@ -142,8 +174,11 @@ type Record struct {
 	// Empty otherwise.
 	Stack string
 
-	Steps    int       // logical steps taken
-	Seats    []Seat    // the agents, in seat order
+	Steps int    // logical steps taken
+	Seats []Seat // the agents, in seat order
+	// Teams names the scenario's declared teams (sides), which Seat.Team
+	// and Score.Teams index; nil for a scenario with one team.
+	Teams    []string
 	Turns    []Turn    // every turn, in order of play
 	Messages []Message // every message sent on the bus, in Seq order
 	// Transitions are the moves of the seats' state machines, in the
@@ -176,6 +211,39 @@ type Transition struct {
 	Event agents.Event
 	From  agents.State
 	To    agents.State
+}
+
+// TeamCount returns the number of the episode's teams: len(Teams), and 1
+// for a scenario that declares none.
+func (r *Record) TeamCount() int {
+	return max(1, len(r.Teams))
+}
+
+// SeatReward returns the reward of seat i's team, G_T for the team T of
+// seat i (Score.Of); 0 for a seat out of range.
+func (r *Record) SeatReward(i int) float64 {
+	if i < 0 || i >= len(r.Seats) {
+		return 0
+	}
+	return r.Score.Of(r.Seats[i].Team)
+}
+
+// TeamName returns the name of team t, "" in a scenario with one team.
+func (r *Record) TeamName(t int) string {
+	if t < 0 || t >= len(r.Teams) {
+		return ""
+	}
+	return r.Teams[t]
+}
+
+// Members appends to dst the seats of team t, in seat order.
+func (r *Record) Members(dst []int, t int) []int {
+	for i := range r.Seats {
+		if r.Seats[i].Team == t {
+			dst = append(dst, i)
+		}
+	}
+	return dst
 }
 
 // AgentScore returns seat i's individual score and whether the scenario has

@@ -34,8 +34,9 @@ type Counterfactual struct {
 	// Resimulate asks the other agents' policies again (with the same seeds)
 	// instead of replaying their recorded actions.
 	Resimulate bool
-	// TeamOnly says the caller reads only the team reward of the result:
-	// the replayer may leave Score.Agents nil, which lets a scenario
+	// TeamOnly says the caller reads only the team rewards of the result
+	// (Team, and Teams in a scenario with teams): the replayer may leave
+	// Score.Agents nil, which lets a scenario
 	// rescore the counterfactual in O(1) instead of O(agents)
 	// (env.Rescorer).
 	TeamOnly bool

@@ -44,7 +44,8 @@ type Candidate struct {
 	Generation *agents.Generation
 	Invalid    string
 	Notes      map[string]any
-	// Team and Local are the team reward and the seat's own score
+	// Team and Local are the team reward (the seat's team's, Score.Of)
+	// and the seat's own score
 	// (Score.Agents; 0 when the scenario has none) of the continuation
 	// that scored the candidate: a fork of the episode given the
 	// candidate, played to its end with the run's policies. Reward is

@@ -260,7 +260,7 @@ func under(ctx context.Context, rec *episode.Record, replace map[int]string, res
 		return nil, err
 	}
 	cp := *rec
-	cp.Score = episode.Score{Team: score.Team, Agents: slices.Clone(score.Agents)} // a scenario may reuse its arrays
+	cp.Score = episode.Score{Team: score.Team, Teams: slices.Clone(score.Teams), Agents: slices.Clone(score.Agents)} // a scenario may reuse its arrays
 	cp.Turns = slices.Clone(rec.Turns)
 	for i := range cp.Turns {
 		if a, ok := replace[cp.Turns[i].Seat]; ok {

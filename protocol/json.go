@@ -379,6 +379,10 @@ func (m *Metadata) appendJSON(dst []byte, reward *Reward, e *Encoder) []byte {
 	dst = appendInt(dst, int64(m.Step))
 	dst = append(dst, `,"state":`...)
 	dst = e.str(dst, slotState, m.State)
+	if m.Team != "" {
+		dst = append(dst, `,"team":`...)
+		dst = appendString(dst, m.Team)
+	}
 	dst = append(dst, `,"team_reward":`...)
 	dst = e.float(dst, slotTeamReward, m.TeamReward)
 	if raw, ok := rawReward(reward); ok {
@@ -570,7 +574,7 @@ func (m *Metadata) decode(raw json.RawMessage) error {
 	}{
 		{"scenario", &m.Scenario}, {"seed", &m.Seed}, {"episode", &m.Episode},
 		{"agent", &m.Agent}, {"role", &m.Role}, {"turn", &m.Turn}, {"step", &m.Step},
-		{"state", &m.State}, {"team_reward", &m.TeamReward}, {"raw_reward", &raw_},
+		{"state", &m.State}, {"team", &m.Team}, {"team_reward", &m.TeamReward}, {"raw_reward", &raw_},
 		{"agent_score", &score}, {"allocator", &m.Allocator}, {"text_only", &m.TextOnly},
 		{"end", &m.End}, {"error", &m.Error}, {"action", &m.Action},
 	} {

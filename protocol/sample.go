@@ -122,7 +122,10 @@ type Metadata struct {
 	Step     int    // the episode's logical time when the turn was taken
 	State    string // the agent's FSM state when it acted
 
-	TeamReward float64  // the scenario's raw team reward for the episode
+	// Team is the agent's side, in a scenario that declares teams (sides):
+	// its name; empty, and not written, in a scenario with one team.
+	Team       string
+	TeamReward float64  // the scenario's raw team reward for the episode: the agent's team's, in a scenario with teams
 	AgentScore *float64 // the scenario's per-agent score, when it has one
 	Allocator  string   // the allocator that set Reward
 	TextOnly   bool     // true when the policy gave no token ids
@@ -171,7 +174,7 @@ var (
 // and ignored when read.
 var metadataKeys = []string{
 	"scenario", "seed", "episode", "agent", "role", "turn", "step", "state",
-	"team_reward", "raw_reward", "agent_score", "allocator", "text_only", "end", "error",
+	"team", "team_reward", "raw_reward", "agent_score", "allocator", "text_only", "end", "error",
 	"action",
 }
 

@@ -5,12 +5,14 @@ package scenarios
 
 import (
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/scenarios/bargain"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
+	"github.com/troupe-rl/troupe/scenarios/werewolf"
 )
 
 // Builtin returns a new registry of the built-in scenarios (List). Each
@@ -26,19 +28,22 @@ func Builtin() *env.Registry {
 }
 
 // List returns new values of the built-in scenarios, in name order:
-// committee (informed and uninformed advisers: null players), debate (a
+// bargain (two teams bargain over a pie, general-sum), committee (informed and uninformed advisers: null players), debate (a
 // solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
 // for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
-// signalling game) and tictactoe (zero-sum self-play). A program that adds
+// signalling game), tictactoe (zero-sum self-play) and werewolf (hidden
+// roles, two teams). A program that adds
 // scenarios of its own registers them beside these:
 // env.NewRegistry(append(scenarios.List(), mine)...).
 func List() []env.Scenario {
 	return []env.Scenario{
+		bargain.New(),
 		committee.New(),
 		debate.New(),
 		elfarol.New(),
 		negotiation.New(),
 		signal.New(),
 		tictactoe.New(),
+		werewolf.New(),
 	}
 }

@@ -25,16 +25,18 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // nonDefault are parameter sets, other than the defaults, that every
 // built-in scenario must pass the harness with.
 var nonDefault = map[string][]map[string]string{
+	"bargain":     {{"members": "1", "rounds": "1"}, {"members": "3", "pie": "20", "discount": "0.5"}},
 	"committee":   {{"informed": "1", "uninformed": "0", "options": "2"}, {"informed": "3", "uninformed": "9", "options": "6"}},
 	"debate":      {{"kind": "arithmetic", "difficulty": "5", "rounds": "1"}, {"kind": "linear", "difficulty": "3", "rounds": "5", "skill": "0.2"}},
 	"elfarol":     {{"agents": "7", "nights": "2", "capacity": "3"}, {"agents": "200", "nights": "10"}},
 	"negotiation": {{"scoring": "zero-sum", "illegal": "penalty"}, {"scoring": "cooperative", "items": "6", "max_count": "10", "rounds": "2"}},
 	"signal":      {{"vocab": "symbols", "candidates": "6"}, {"attributes": "3", "values": "2", "candidates": "8"}},
 	"tictactoe":   {{"illegal": "penalty"}},
+	"werewolf":    {{"players": "5", "wolves": "1", "seers": "0", "days": "2"}, {"players": "12", "wolves": "3"}},
 }
 
 func TestBuiltinNames(t *testing.T) {
-	assert.Equal(t, []string{"committee", "debate", "elfarol", "negotiation", "signal", "tictactoe"}, scenarios.Builtin().Names())
+	assert.Equal(t, []string{"bargain", "committee", "debate", "elfarol", "negotiation", "signal", "tictactoe", "werewolf"}, scenarios.Builtin().Names())
 	for name := range nonDefault {
 		_, err := scenarios.Builtin().Lookup(name)
 		require.NoError(t, err)

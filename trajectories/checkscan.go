@@ -478,7 +478,7 @@ var metadataKinds = func() map[string]metadataKind {
 		kind int
 	}{
 		{"scenario", mString}, {"seed", mUint}, {"episode", mInt}, {"agent", mString}, {"role", mString},
-		{"turn", mInt}, {"step", mInt}, {"state", mString}, {"team_reward", mFloat}, {"raw_reward", mFloat},
+		{"turn", mInt}, {"step", mInt}, {"state", mString}, {"team", mString}, {"team_reward", mFloat}, {"raw_reward", mFloat},
 		{"agent_score", mFloat}, {"allocator", mString}, {"text_only", mBool}, {"end", mString},
 		{"error", mString}, {"action", mString},
 	} {

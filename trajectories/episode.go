@@ -133,6 +133,10 @@ func projectTurn(s *protocol.Sample, rec *episode.Record, t *episode.Turn, label
 	md.End, md.Error, md.TeamReward = rec.End, rec.Err, rec.Score.Team
 	if t.Seat >= 0 && t.Seat < len(rec.Seats) {
 		s.Metadata.Agent, s.Metadata.Role = rec.Seats[t.Seat].ID, rec.Seats[t.Seat].Role
+		if rec.Teams != nil {
+			// The agent's side, and the reward its credit is made of.
+			md.Team, md.TeamReward = rec.TeamName(rec.Seats[t.Seat].Team), rec.SeatReward(t.Seat)
+		}
 	}
 	if t.Seat >= 0 && t.Seat < len(rec.Score.Agents) {
 		s.Metadata.AgentScore = &rec.Score.Agents[t.Seat]

@@ -86,6 +86,10 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 	dst = strconv.AppendInt(dst, int64(rec.Steps), 10)
 	dst = append(dst, `,"label":`...)
 	dst = appendJSONString(dst, rec.Label)
+	if rec.Teams != nil {
+		dst = append(dst, `,"teams":`...)
+		dst = appendJSONStrings(dst, rec.Teams)
+	}
 	dst = append(dst, `,"seats":[`...)
 	for i, s := range rec.Seats {
 		if i > 0 {
@@ -95,6 +99,10 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = appendJSONString(dst, s.ID)
 		dst = append(dst, `,"role":`...)
 		dst = appendJSONString(dst, s.Role)
+		if rec.Teams != nil {
+			dst = append(dst, `,"team":`...)
+			dst = appendJSONString(dst, rec.TeamName(s.Team))
+		}
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"turns":[`...)
@@ -164,6 +172,10 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 	}
 	dst = append(dst, `],"score":{"team":`...)
 	dst = appendJFloat(dst, rec.Score.Team)
+	if rec.Score.Teams != nil {
+		dst = append(dst, `,"teams":`...)
+		dst = appendJFloats(dst, rec.Score.Teams)
+	}
 	dst = append(dst, `,"agents":`...)
 	dst = appendJFloats(dst, rec.Score.Agents)
 	dst = append(dst, `},"credit":`...)

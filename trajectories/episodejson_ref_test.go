@@ -22,7 +22,8 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		Turns:       make([]turnLine, len(rec.Turns)),
 		Messages:    make([]messageLine, len(rec.Messages)),
 		Transitions: make([]transitionLine, len(rec.Transitions)),
-		Score:       scoreLine{Team: jfloat(rec.Score.Team), Agents: jfloats(rec.Score.Agents)},
+		Teams:       rec.Teams,
+		Score:       scoreLine{Team: jfloat(rec.Score.Team), Teams: jfloats(rec.Score.Teams), Agents: jfloats(rec.Score.Agents)},
 	}
 	for i, tr := range rec.Transitions {
 		l.Transitions[i] = transitionLine{Step: tr.Step, Seat: tr.Seat, Event: string(tr.Event), From: string(tr.From), To: string(tr.To)}
@@ -31,7 +32,7 @@ func appendEpisodeJSONReflect(dst []byte, rec *episode.Record, credit *Credit) (
 		l.Params = map[string]string{}
 	}
 	for i, s := range rec.Seats {
-		l.Seats[i] = seatLine(s)
+		l.Seats[i] = seatLine{ID: s.ID, Role: s.Role, Team: rec.TeamName(s.Team)}
 	}
 	for i := range rec.Turns {
 		t := &rec.Turns[i]

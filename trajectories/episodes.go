@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -36,8 +37,12 @@ const EpisodeFormat = "troupe.episode/v2"
 //     panic failed: where it was raised, episode.Record.Stack), "steps"
 //     (logical steps taken), "label" (the scenario's ground truth, empty
 //     if none);
+//   - "teams": the names of the scenario's declared teams (sides), only
+//     for a scenario that declares them (env.Info.Teams);
 //   - "seats": [{"id", "role"}], in seat order: a seat number below is an
-//     index into this list;
+//     index into this list; in a scenario with teams each also has "team",
+//     the name of its side in this episode (hidden roles are drawn per
+//     episode);
 //   - "turns": every turn in order of play, emitted or not, each with
 //     "seat", "step" (logical time), "turn" (the agent's own number, from
 //     0), "state" (its state-machine state), "seed" (the turn's policy
@@ -65,7 +70,10 @@ const EpisodeFormat = "troupe.episode/v2"
 //     "event", "from" and "to" (equal for a self-transition); a seat is in
 //     its role's initial state before its first;
 //   - "score": {"team", "agents"}: the team reward and the per-agent scores
-//     in seat order (null when the scenario has none);
+//     in seat order (null when the scenario has none); in a scenario with
+//     teams, "teams" between them holds each team's reward in the order
+//     of "teams" (absent when the episode was not scored), and "team" is
+//     their sum;
 //   - "credit": null without allocators, else {"allocators": names in run
 //     order, "values": per allocator one list with a value per sample, in
 //     order (the k-th emitted turn is the episode's k-th sample, but for a
@@ -99,6 +107,7 @@ type episodeLine struct {
 	Stack       string            `json:"stack,omitempty"`
 	Steps       int               `json:"steps"`
 	Label       string            `json:"label"`
+	Teams       []string          `json:"teams,omitempty"`
 	Seats       []seatLine        `json:"seats"`
 	Turns       []turnLine        `json:"turns"`
 	Messages    []messageLine     `json:"messages"`
@@ -200,9 +209,44 @@ func decodeTree(l *episodeLine, rec *episode.Record) error {
 	return nil
 }
 
+// checkTeams checks a line's teams: distinct names, at least two when
+// any; every seat on one of them (and none on a team when there are
+// none); a reward per team or none.
+func checkTeams(l *episodeLine) error {
+	if l.Teams == nil {
+		for i, s := range l.Seats {
+			if s.Team != "" {
+				return fmt.Errorf("%w: seat %d is on team %q, and the episode declares no teams", ErrEpisodeLine, i, s.Team)
+			}
+		}
+		if l.Score.Teams != nil {
+			return fmt.Errorf("%w: the score has %d team rewards, and the episode declares no teams", ErrEpisodeLine, len(l.Score.Teams))
+		}
+		return nil
+	}
+	if len(l.Teams) < 2 {
+		return fmt.Errorf("%w: %d teams declared (a scenario with teams has at least two)", ErrEpisodeLine, len(l.Teams))
+	}
+	for t, name := range l.Teams {
+		if name == "" || slices.Index(l.Teams, name) < t {
+			return fmt.Errorf("%w: team %d is called %q: team names are distinct and not empty", ErrEpisodeLine, t, name)
+		}
+	}
+	for i, s := range l.Seats {
+		if !slices.Contains(l.Teams, s.Team) {
+			return fmt.Errorf("%w: seat %d is on team %q, not one of the teams %q", ErrEpisodeLine, i, s.Team, l.Teams)
+		}
+	}
+	if l.Score.Teams != nil && len(l.Score.Teams) != len(l.Teams) {
+		return fmt.Errorf("%w: the score has %d team rewards for %d teams", ErrEpisodeLine, len(l.Score.Teams), len(l.Teams))
+	}
+	return nil
+}
+
 type seatLine struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
+	Team string `json:"team,omitempty"`
 }
 
 type turnLine struct {
@@ -249,6 +293,7 @@ type transitionLine struct {
 
 type scoreLine struct {
 	Team   jfloat   `json:"team"`
+	Teams  []jfloat `json:"teams,omitempty"`
 	Agents []jfloat `json:"agents"`
 }
 
@@ -377,12 +422,19 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 		Scenario: l.Scenario, Params: l.Params, Seed: l.Seed, PolicySeed: l.PolicySeed,
 		Index: l.Index, RolloutID: l.RolloutID, GroupIndex: l.GroupIndex,
 		Status: l.Status, End: l.End, Err: l.Error, Stack: l.Stack, Steps: l.Steps, Label: l.Label,
-		Score: episode.Score{Team: float64(l.Score.Team), Agents: floats(l.Score.Agents)},
+		Score: episode.Score{Team: float64(l.Score.Team), Teams: floats(l.Score.Teams), Agents: floats(l.Score.Agents)},
+		Teams: l.Teams,
+	}
+	if err := checkTeams(&l); err != nil {
+		return nil, nil, err
 	}
 	if l.Seats != nil {
 		rec.Seats = make([]episode.Seat, len(l.Seats))
 		for i, s := range l.Seats {
-			rec.Seats[i] = episode.Seat(s)
+			rec.Seats[i] = episode.Seat{ID: s.ID, Role: s.Role}
+			if s.Team != "" {
+				rec.Seats[i].Team = slices.Index(l.Teams, s.Team)
+			}
 		}
 	}
 	seat := func(i int) bool { return i >= 0 && i < len(l.Seats) }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -117,16 +118,53 @@ func TestEpisodeFileProjectsToTheSamples(t *testing.T) {
 
 // TestEpisodeLineRoundTrip: a decoded line encodes to the same bytes.
 func TestEpisodeLineRoundTrip(t *testing.T) {
-	_, episodes := played(t, "signal", 4)
-	recs, credits := readEpisodes(t, episodes)
-	var out []byte
-	for i, rec := range recs {
-		var err error
-		out, err = trajectories.AppendEpisodeJSON(out, rec, credits[i])
-		require.NoError(t, err)
+	for _, name := range []string{"signal", "werewolf"} {
+		_, episodes := played(t, name, 4)
+		recs, credits := readEpisodes(t, episodes)
+		var out []byte
+		for i, rec := range recs {
+			var err error
+			out, err = trajectories.AppendEpisodeJSON(out, rec, credits[i])
+			require.NoError(t, err)
+		}
+		assert.Equal(t, string(episodes), string(out), name)
 	}
-	assert.Equal(t, string(episodes), string(out))
 }
+
+// A scenario with teams: the line names them, each seat's and each
+// team's reward, and the decoder reads them back; it refuses teams that
+// do not add up.
+func TestEpisodeTeams(t *testing.T) {
+	_, episodes := played(t, "werewolf", 1)
+	recs, _ := readEpisodes(t, episodes)
+	rec := recs[0]
+	assert.Equal(t, []string{"village", "wolves"}, rec.Teams)
+	require.Len(t, rec.Score.Teams, 2)
+	assert.Equal(t, 0.0, rec.Score.Teams[0]+rec.Score.Teams[1])
+	for _, s := range rec.Seats {
+		assert.Equal(t, s.Role == "wolf", s.Team == 1, s.ID)
+	}
+	line := string(bytes.TrimSpace(episodes))
+	assert.Contains(t, line, `,"teams":["village","wolves"],"seats":[{"id":"player-0","role":`)
+	for name, tc := range map[string]struct{ old, new, text string }{
+		"unknown team":     {`"team":"wolves"}`, `"team":"sheep"}`, `is on team "sheep", not one of the teams`},
+		"a seat teamless":  {`,"team":"village"}`, `}`, `is on team "", not one of the teams`},
+		"one team":         {`"teams":["village","wolves"]`, `"teams":["village"]`, "1 teams declared"},
+		"same name twice":  {`"teams":["village","wolves"]`, `"teams":["village","village"]`, `team 1 is called "village"`},
+		"a reward short":   {`"teams":[` + jsonNumber(rec.Score.Teams[0]) + `,`, `"teams":[`, "the score has 1 team rewards for 2 teams"},
+		"rewards, no team": {`"teams":["village","wolves"],`, ``, "declares no teams"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bad := strings.Replace(line, tc.old, tc.new, 1)
+			require.NotEqual(t, line, bad, "the test's replacement")
+			_, _, err := trajectories.DecodeEpisode([]byte(bad))
+			require.ErrorIs(t, err, trajectories.ErrEpisodeLine)
+			assert.ErrorContains(t, err, tc.text)
+		})
+	}
+}
+
+func jsonNumber(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // TestEpisodeLastStepMessages: the message the last step sends (the
 // result) is in the log, with its recipients.
@@ -142,7 +180,7 @@ func TestEpisodeLastStepMessages(t *testing.T) {
 }
 
 func TestEpisodeGolden(t *testing.T) {
-	for _, name := range []string{"tictactoe", "signal", "tree-tictactoe"} {
+	for _, name := range []string{"tictactoe", "signal", "tree-tictactoe", "werewolf"} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join("testdata", "episode-"+name+".jsonl")
 			var tree *episode.Tree
@@ -205,6 +243,8 @@ func FuzzEpisodeDecode(f *testing.F) {
 	f.Add([]byte(`{"format":"troupe.episode/v2"}`))
 	f.Add([]byte(`{"format":"troupe.episode/v2","seats":[{"id":"a","role":"r"}],"turns":[{"seat":0,"emit":true}],"tree":{"k":2,"alpha":0.5,"joint":true,"roles":["r"]},"candidates":[{"turn":0,"index":0,"action":"x","chosen":true,"team":1,"local":"NaN","reward":2},{"turn":0,"index":1,"tokens":{"prompt":[1],"response":[2],"log_probs":null,"loss_mask":null}}]}`))
 	f.Add([]byte(`null`))
+	f.Add([]byte(`{"format":"troupe.episode/v2","status":"completed","teams":["a","b"],"seats":[{"id":"x","role":"r","team":"b"},{"id":"y","role":"r","team":"a"}],"score":{"team":0,"teams":[1,-1],"agents":null}}`))
+	f.Add([]byte(`{"format":"troupe.episode/v2","status":"failed","teams":["a","b","c"],"seats":[{"id":"x","role":"r","team":"c"}],"score":{"team":0,"agents":null}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, c, err := trajectories.DecodeEpisode(line)
 		if err != nil {

@@ -25,12 +25,14 @@ func Transcript(ep *Episode) string {
 //
 // The layout, in order:
 //   - a header: scenario, parameters (sorted by name), seeds, identity
-//     (index, rollout_id, group_index) and the seats with their roles;
+//     (index, rollout_id, group_index) and the seats with their roles (and
+//     their [team], in a scenario with teams);
 //   - the timeline, grouped by logical time: at each time the turns taken
 //     ("x turn 0: "b2"") then the messages sent ("#3 x -> * (move): "b2""),
 //     in order of play and send order. Time 0 holds what Start sent;
 //   - the outcome: status, end reason, error, steps, turns, messages, the
-//     team reward and each seat's score;
+//     team reward (the sum of the teams' and then each team's, in a
+//     scenario with teams) and each seat's score;
 //   - every sample: who, when, its reward, allocator and flags, the
 //     scenario's metadata extras (sorted, JSON-encoded), the prompt (one
 //     "| " line per prompt line) and the response.
@@ -85,6 +87,9 @@ func (t *transcript) header() {
 		if s.Role != s.ID {
 			t.printf("(%s)", s.Role)
 		}
+		if ep.Teams != nil {
+			t.printf("[%s]", ep.TeamName(s.Team))
+		}
 	}
 	t.printf("\n")
 }
@@ -123,6 +128,9 @@ func (t *transcript) outcome() {
 		t.printf("error %s\n", ep.Err)
 	}
 	t.printf("team %s", formatFloat(ep.Score.Team))
+	for k, v := range ep.Score.Teams {
+		t.printf("  %s %s", ep.TeamName(k), formatFloat(v))
+	}
 	for i, v := range ep.Score.Agents {
 		t.printf("  %s %s", t.seat(i), formatFloat(v))
 	}
@@ -212,7 +220,17 @@ func (t *transcript) disagreements(s *protocol.Sample) {
 	if md.Error != ep.Err {
 		bad = append(bad, "error "+strconv.Quote(md.Error))
 	}
-	if md.TeamReward != ep.Score.Team {
+	want := ep.Score.Team
+	if ep.Teams != nil {
+		// The agent's side's reward.
+		want = 0
+		for i, seat := range ep.Seats {
+			if seat.ID == md.Agent {
+				want = ep.SeatReward(i)
+			}
+		}
+	}
+	if md.TeamReward != want {
 		bad = append(bad, "team_reward "+formatFloat(md.TeamReward))
 	}
 	if len(bad) > 0 {

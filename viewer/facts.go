@@ -179,7 +179,7 @@ type episodeFacts struct {
 func validEpisodeKey(k string) bool {
 	switch k {
 	case "format", "scenario", "params", "seed", "policy_seed", "index", "rollout_id", "group_index",
-		"status", "end", "error", "stack", "steps", "label", "seats", "turns", "messages", "transitions", "score", "credit",
+		"status", "end", "error", "stack", "steps", "label", "teams", "seats", "turns", "messages", "transitions", "score", "credit",
 		"tree", "candidates":
 		return true
 	}
@@ -220,7 +220,7 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 					switch string(k) {
 					case "role":
 						role = s.nstr(in)
-					case "id":
+					case "id", "team":
 						s.skip()
 					default:
 						s.fail("unknown seat key %q", k)
@@ -283,6 +283,8 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 				switch string(k) {
 				case "team":
 					f.Team, _ = s.float()
+				case "teams":
+					s.skip() // a scenario with teams: the page reads them from the record
 				case "agents":
 					if s.null() {
 						return

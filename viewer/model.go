@@ -29,6 +29,10 @@ type Episode struct {
 	Steps                   int
 	Team                    float64
 	Scored                  bool
+	// Sides are the teams of a scenario that declares them (werewolf's
+	// village and wolves): each one's reward and its members' credit;
+	// nil for a scenario with one team.
+	Sides []SideView
 
 	Seats    []SeatView
 	Turns    []TurnView
@@ -64,10 +68,21 @@ type Episode struct {
 // KV is a note or parameter, its value as JSON text.
 type KV struct{ Key, Value string }
 
+// SideView is one team of an episode with teams.
+type SideView struct {
+	Name    string
+	Reward  float64
+	Members int
+	// Credit is, per allocator, the sum over the side's members of their
+	// value per sample.
+	Credit []float64
+}
+
 // SeatView is one agent of an episode.
 type SeatView struct {
 	Seat     int
 	ID, Role string
+	Team     string // its team, in a scenario with teams
 	Score    float64
 	HasScore bool
 	Samples  int
@@ -165,7 +180,7 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 	}
 	seatOf := map[string]int{}
 	for i, s := range rec.Seats {
-		sv := SeatView{Seat: i, ID: s.ID, Role: s.Role}
+		sv := SeatView{Seat: i, ID: s.ID, Role: s.Role, Team: rec.TeamName(s.Team)}
 		sv.Score, sv.HasScore = rec.AgentScore(i)
 		e.Seats = append(e.Seats, sv)
 		seatOf[s.ID] = i
@@ -235,7 +250,28 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 		e.Transitions = append(e.Transitions, TransitionView{K: k, Step: tr.Step, Seat: tr.Seat, Event: string(tr.Event), From: string(tr.From), To: string(tr.To)})
 	}
 	e.sumCredit()
+	e.sides(rec)
 	return e
+}
+
+// sides fills Sides for a record of a scenario with teams, once the seats'
+// credit is summed.
+func (e *Episode) sides(rec *episode.Record) {
+	for t, name := range rec.Teams {
+		sv := SideView{Name: name, Reward: rec.Score.Of(t), Credit: make([]float64, len(e.Allocators))}
+		for i := range e.Seats {
+			if rec.Seats[i].Team != t {
+				continue
+			}
+			sv.Members++
+			for a := range sv.Credit {
+				if a < len(e.Seats[i].Credit) {
+					sv.Credit[a] += e.Seats[i].Credit[a].Mean()
+				}
+			}
+		}
+		e.Sides = append(e.Sides, sv)
+	}
 }
 
 // fromSamples builds the view of an episode stored as samples: one turn

@@ -200,7 +200,9 @@ func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float6
 	for a, name := range ep.Allocators {
 		out[a] = math.NaN()
 		base, params, _ := strings.Cut(name, ":")
-		if base != "shapley" && base != "shapley-mc" || !ep.Scored {
+		// With teams, each side's shares sum to its own v(N) − v(∅),
+		// the other sides present: there is no one empty coalition.
+		if base != "shapley" && base != "shapley-mc" || !ep.Scored || rec.Teams != nil {
 			continue
 		}
 		cf := episode.Counterfactual{Absent: all}

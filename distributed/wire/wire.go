@@ -44,8 +44,9 @@ import (
 // rejects others. Versions 1 to 3 were JSON: version 1 carried the samples
 // beside a record without the turns' prompts, tokens and notes; version 2
 // had no state-machine transitions; version 4 had no panic stack
-// (Record.Stack).
-const Version = 5
+// (Record.Stack); version 5 had no teams (Record.Teams, Seat.Team,
+// Score.Teams).
+const Version = 6
 
 // magic opens every encoding: a byte no JSON text starts with, so that a
 // message of the JSON versions is told apart.
@@ -78,10 +79,16 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 	e.str(ep.Stack)
 	e.varint(int64(ep.Steps))
 	e.str(ep.Label)
+	if e.count(ep.Teams == nil, len(ep.Teams)) {
+		for _, t := range ep.Teams {
+			e.str(t)
+		}
+	}
 	if e.count(ep.Seats == nil, len(ep.Seats)) {
 		for _, s := range ep.Seats {
 			e.str(s.ID)
 			e.str(s.Role)
+			e.varint(int64(s.Team))
 		}
 	}
 	if e.count(ep.Turns == nil, len(ep.Turns)) {
@@ -113,6 +120,7 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 		}
 	}
 	e.float(ep.Score.Team)
+	e.floats(ep.Score.Teams)
 	e.floats(ep.Score.Agents)
 	return e.b
 }
@@ -279,10 +287,19 @@ func Decode(data []byte) (*episode.Record, error) {
 	ep.Status, ep.End, ep.Err, ep.Stack = protocol.Status(d.str()), d.str(), d.str(), d.str()
 	ep.Steps = d.intn()
 	ep.Label = d.str()
-	if n, ok := d.count(2); ok {
+	if n, ok := d.count(1); ok {
+		ep.Teams = make([]string, n)
+		for t := range ep.Teams {
+			ep.Teams[t] = d.short()
+		}
+	}
+	if n, ok := d.count(3); ok {
 		ep.Seats = make([]episode.Seat, n)
 		for i := range ep.Seats {
-			ep.Seats[i] = episode.Seat{ID: d.short(), Role: d.short()}
+			ep.Seats[i] = episode.Seat{ID: d.short(), Role: d.short(), Team: d.intn()}
+			if t := ep.Seats[i].Team; d.err == nil && (t < 0 || t >= ep.TeamCount()) {
+				d.fail("seat %d is on team %d of %d", i, t, ep.TeamCount())
+			}
 		}
 	}
 	if n, ok := d.count(12); ok {
@@ -313,6 +330,10 @@ func Decode(data []byte) (*episode.Record, error) {
 		}
 	}
 	ep.Score.Team = d.float()
+	ep.Score.Teams = d.floats()
+	if d.err == nil && ep.Score.Teams != nil && len(ep.Score.Teams) != len(ep.Teams) {
+		d.fail("%d team rewards for %d teams", len(ep.Score.Teams), len(ep.Teams))
+	}
 	ep.Score.Agents = d.floats()
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d bytes after the record", len(d.b)-d.off)

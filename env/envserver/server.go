@@ -775,7 +775,7 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 			for i, seat := range rec.Seats {
 				v, ok := rec.AgentScore(i)
 				if !ok {
-					v = team
+					v = rec.SeatReward(i) // its team's: G, or its side's
 				}
 				o.Scores[seat.ID] = v
 			}

@@ -490,7 +490,7 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 		if err != nil {
 			return fmt.Errorf("%w: %+v: %w", ErrReplay, cf, err)
 		}
-		if score.Team != ep.Score.Team || !slices.Equal(score.Agents, ep.Score.Agents) {
+		if score.Team != ep.Score.Team || !slices.Equal(score.Teams, ep.Score.Teams) || !slices.Equal(score.Agents, ep.Score.Agents) {
 			return fmt.Errorf("%w: %+v scored %v, the episode %v", ErrReplay, cf, score, ep.Score)
 		}
 	}
@@ -538,6 +538,26 @@ func checkReplayer(ctx context.Context, sc env.Scenario, ep *trajectories.Episod
 	return nil
 }
 
+// largestTeam returns the number of seats of the largest team.
+func largestTeam(seats []env.Seat) int {
+	n := map[int]int{}
+	top := 0
+	for _, s := range seats {
+		n[s.Team]++
+		top = max(top, n[s.Team])
+	}
+	return top
+}
+
+// teamName names team t of ep for an error message: " of team NAME", or
+// nothing in a scenario without teams.
+func teamName(ep *trajectories.Episode, t int) string {
+	if ep.Teams == nil {
+		return ""
+	}
+	return " of team " + ep.TeamName(t)
+}
+
 func allSeats(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -551,6 +571,9 @@ func allSeats(n int) []int {
 func finiteScore(score env.Score, seats int) error {
 	if !finite.Is(score.Team) {
 		return fmt.Errorf("team reward %v", score.Team)
+	}
+	if !finite.All(score.Teams) {
+		return fmt.Errorf("team rewards %v", score.Teams)
 	}
 	if score.Agents != nil && len(score.Agents) != seats {
 		return fmt.Errorf("%d agent scores for %d seats", len(score.Agents), seats)
@@ -566,12 +589,13 @@ func finiteScore(score env.Score, seats int) error {
 // maxExactShapley is the most seats Check runs exact Shapley with.
 const maxExactShapley = 12
 
-// creditCase is one counterfactual allocator Check runs, and the value of
-// the empty coalition its shares add up from (exact and Monte Carlo
-// Shapley: Σ φ_i = v(N) - v(∅)); empty is nil for the others.
+// creditCase is one counterfactual allocator Check runs, and for exact
+// and Monte Carlo Shapley, whose shares add up to v(N) - v(∅) on every
+// team (Σ_{i∈T} φ_i = G_T(N) - G_T(N \ T)), the empty coalition's
+// counterfactual with the seats out (empty); empty is nil for the others.
 type creditCase struct {
 	a     trajectories.Allocator
-	empty *episode.Counterfactual
+	empty func(out []int) episode.Counterfactual
 }
 
 // creditCases lists the counterfactual allocators of trajectories/credit
@@ -597,17 +621,20 @@ func creditCases(spec *env.CounterfactualSpec, seats []env.Seat) []creditCase {
 		out = append(out, creditCase{a: credit.Difference{Sim: sim}})
 	}
 	for _, mode := range modes {
-		empty := episode.Counterfactual{Resimulate: sim.Resimulate, TeamOnly: true}
-		if mode == credit.Absent {
-			empty.Absent = allSeats(len(seats))
-		} else {
-			empty.Null = allSeats(len(seats))
+		empty := func(seats []int) episode.Counterfactual {
+			cf := episode.Counterfactual{Resimulate: sim.Resimulate, TeamOnly: true}
+			if mode == credit.Absent {
+				cf.Absent = seats
+			} else {
+				cf.Null = seats
+			}
+			return cf
 		}
 		out = append(out, creditCase{a: credit.LeaveOneOut{Out: mode, Sim: sim}})
-		if len(seats) <= maxExactShapley {
-			out = append(out, creditCase{a: credit.Shapley{Out: mode, Sim: sim}, empty: &empty})
+		if largestTeam(seats) <= maxExactShapley {
+			out = append(out, creditCase{a: credit.Shapley{Out: mode, Sim: sim}, empty: empty})
 		}
-		out = append(out, creditCase{a: credit.MonteCarloShapley{Out: mode, Permutations: 4, Sim: sim}, empty: &empty})
+		out = append(out, creditCase{a: credit.MonteCarloShapley{Out: mode, Permutations: 4, Sim: sim}, empty: empty})
 	}
 	return append(out, creditCase{a: credit.COMA{Samples: 2, Sim: sim}})
 }
@@ -646,21 +673,29 @@ func checkCredit(ctx context.Context, sc env.Scenario, p env.Params, pl play, op
 				i := ep.Turns[k].Seat
 				share[i], has[i] = v, true
 			}
-			if c.empty == nil || slices.Contains(has, false) {
-				continue // a seat without samples: its share is not known
+			if c.empty == nil {
+				continue
 			}
-			empty, err := ep.Replay.Replay(ctx, *c.empty)
-			if err != nil {
-				return fmt.Errorf("%w: seed %d: %s: the empty coalition: %w", ErrCredit, seed, c.a.Name(), err)
-			}
-			sum := 0.0
-			for _, v := range share {
-				sum += v
-			}
-			want := ep.Score.Team - empty.Team
-			if math.Abs(sum-want) > 1e-9*max(1, math.Abs(want)) {
-				return fmt.Errorf("%w: seed %d: %s: the shares add up to %v, v(N) - v(∅) = %v - %v = %v (replays of one coalition differ?)",
-					ErrCredit, seed, c.a.Name(), sum, ep.Score.Team, empty.Team, want)
+			// Each team's shares add up to its own v(N) - v(∅), the
+			// other teams present.
+			for t := range ep.TeamCount() {
+				members := ep.Members(nil, t)
+				if len(members) == 0 || slices.ContainsFunc(members, func(i int) bool { return !has[i] }) {
+					continue // a seat without samples: its share is not known
+				}
+				empty, err := ep.Replay.Replay(ctx, c.empty(members))
+				if err != nil {
+					return fmt.Errorf("%w: seed %d: %s: the empty coalition%s: %w", ErrCredit, seed, c.a.Name(), teamName(ep, t), err)
+				}
+				sum := 0.0
+				for _, i := range members {
+					sum += share[i]
+				}
+				full, none := ep.Score.Of(t), empty.Of(t)
+				if want := full - none; math.Abs(sum-want) > 1e-9*max(1, math.Abs(want)) {
+					return fmt.Errorf("%w: seed %d: %s: the shares%s add up to %v, v(N) - v(∅) = %v - %v = %v (replays of one coalition differ?)",
+						ErrCredit, seed, c.a.Name(), teamName(ep, t), sum, full, none, want)
+				}
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/signal"
+	"github.com/troupe-rl/troupe/scenarios/werewolf"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -103,6 +104,11 @@ func BenchmarkAllocators(b *testing.B) {
 			}
 		}
 		benchSpecs(b, signal.New(), nil, env.EmitRoles(signal.RoleSpeaker), cheap, resim)
+	})
+	// Two teams (2 wolves, 6 of the village), credited per team:
+	// exact Shapley re-simulates 3 + 63 coalitions, not 255.
+	b.Run("werewolf", func(b *testing.B) {
+		benchSpecs(b, werewolf.New(), nil, nil, cheap, counterfactual)
 	})
 }
 

@@ -19,8 +19,8 @@ var (
 
 func builtinEntries() []Entry {
 	return []Entry{
-		{Name: "team", Doc: "every sample gets the team reward G", Make: fixed(Team{})},
-		{Name: "equal-split", Doc: "every agent's samples get G/K, K the number of agents", Make: fixed(EqualSplit{})},
+		{Name: "team", Doc: "every sample gets the team reward G (its agent's team's, G_T, in a scenario with teams)", Make: fixed(Team{})},
+		{Name: "equal-split", Doc: "every agent's samples get G/K, K the number of agents (G_T/K_T, among its team, in a scenario with teams)", Make: fixed(EqualSplit{})},
 		{Name: "equal-split-sample", Doc: "every sample gets G/S, S the number of samples", Make: fixed(EqualSplit{PerSample: true})},
 		{Name: "individual", Doc: "every sample gets its agent's own score from the scenario (an error for scenarios without per-agent scores)", Make: fixed(Individual{})},
 		{
@@ -99,7 +99,7 @@ func builtinEntries() []Entry {
 		},
 		{
 			Name: "shapley",
-			Doc:  "exact Shapley value over all 2^K coalitions (re-simulated once each, in parallel); episodes above max-agents are an error",
+			Doc:  "exact Shapley value over all 2^K coalitions (re-simulated once each, in parallel); episodes above max-agents are an error. In a scenario with teams, per team: the coalitions of its members, the other teams present, valued by its reward",
 			Params: append([]Param{
 				modeParam,
 				{Name: "max-agents", Default: strconv.Itoa(DefaultMaxAgents), Doc: fmt.Sprintf("most agents per episode, at most %d", MaxShapleyAgents)},

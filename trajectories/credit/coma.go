@@ -128,6 +128,7 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 		}
 		short := false
 		var cfs []episode.Counterfactual
+		var teams []int                  // per counterfactual: the team whose reward it is valued by
 		type term struct{ seat, cf int } // cf -1: G(z)
 		var terms []term
 		for i, u := range order {
@@ -138,20 +139,19 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 				t := term{seat: i, cf: -1}
 				if c.Sim.Resimulate || !playedOnly(acts[i], a) {
 					t.cf = len(cfs)
-					cfs = append(cfs, c.Sim.replace(i, a))
+					cfs, teams = append(cfs, c.Sim.replace(i, a)), append(teams, ep.Seats[i].Team)
 				}
 				terms = append(terms, t)
 			}
 		}
-		vals, err := c.Sim.runList(ctx, ep, cfs)
+		vals, err := c.Sim.runList(ctx, ep, cfs, teams)
 		if err != nil {
 			return err
 		}
-		G := ep.Score.Team
 		sum := make([]float64, len(ep.Seats))
 		n := make([]int, len(ep.Seats))
 		for _, t := range terms {
-			v := G
+			v := ep.SeatReward(t.seat)
 			if t.cf >= 0 {
 				v = vals[t.cf]
 			}
@@ -161,7 +161,7 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 		adv := make([]float64, len(ep.Seats))
 		for i := range adv {
 			if n[i] > 0 {
-				adv[i] = G - sum[i]/float64(n[i])
+				adv[i] = ep.SeatReward(i) - sum[i]/float64(n[i])
 			}
 		}
 		if short {

@@ -21,6 +21,13 @@
 // gives it to all of them, and ATGRPO and MAGRPO compare the candidates of
 // each turn, as their papers do (docs/credit.md).
 //
+// In a scenario with teams (episode.Record.Teams: werewolf's village and
+// wolves), every allocator works per team: a seat's reward is its own
+// team's, G_T (episode.Score.Of), its counterfactuals are valued by G_T,
+// Shapley's coalitions are those of its team's members with the other
+// teams present, and group normalisation never puts two teams' units in
+// one group (docs/credit.md#teams).
+//
 // Samples of episodes that did not finish (aborted, failed) get what Team
 // gives them, G = 0, from Team and EqualSplit, and 0 from every other
 // allocator: such an episode has no outcome to compare or re-simulate.
@@ -57,7 +64,9 @@ var (
 	ErrTooManyAgents = errors.New("too many agents for exact Shapley")
 )
 
-// Team gives every sample the episode's team reward G: r_i = G(z).
+// Team gives every sample the episode's team reward G: r_i = G(z). In a
+// scenario with teams, a sample gets its agent's team's reward, r_i =
+// G_T(z) for i on team T.
 type Team struct{}
 
 // Name implements trajectories.Allocator.
@@ -66,8 +75,18 @@ func (Team) Name() string { return "team" }
 // Allocate implements trajectories.Allocator.
 func (Team) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	for e, ep := range group {
-		for s := range dst[e] {
-			dst[e][s] = ep.Score.Team
+		if ep.Teams == nil {
+			for s := range dst[e] {
+				dst[e][s] = ep.Score.Team
+			}
+			continue
+		}
+		seats, err := sampleSeats(ep)
+		if err != nil {
+			return err
+		}
+		for s, i := range seats {
+			dst[e][s] = ep.SeatReward(i)
 		}
 	}
 	return nil
@@ -79,6 +98,10 @@ func (Team) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]f
 //
 // Per agent, K counts every seat, emitted or not, so the shares of all
 // agents sum to G; per sample, the emitted samples' values sum to G.
+//
+// In a scenario with teams, each team's reward is split among its own
+// members: G_T/K_T per agent, K_T the seats of team T, or G_T/S_T per
+// sample, S_T the samples of T's agents.
 type EqualSplit struct {
 	PerSample bool
 }
@@ -94,6 +117,12 @@ func (a EqualSplit) Name() string {
 // Allocate implements trajectories.Allocator.
 func (a EqualSplit) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
 	for e, ep := range group {
+		if ep.Teams != nil {
+			if err := a.teams(ep, dst[e]); err != nil {
+				return err
+			}
+			continue
+		}
 		n := len(ep.Seats)
 		if a.PerSample {
 			n = len(dst[e])
@@ -105,6 +134,28 @@ func (a EqualSplit) Allocate(_ context.Context, group []*trajectories.Episode, d
 		for s := range dst[e] {
 			dst[e][s] = share
 		}
+	}
+	return nil
+}
+
+// teams is Allocate for an episode of a scenario with teams.
+func (a EqualSplit) teams(ep *trajectories.Episode, dst []float64) error {
+	seats, err := sampleSeats(ep)
+	if err != nil {
+		return err
+	}
+	n := make([]int, ep.TeamCount())
+	if a.PerSample {
+		for _, i := range seats {
+			n[ep.Seats[i].Team]++
+		}
+	} else {
+		for _, seat := range ep.Seats {
+			n[seat.Team]++
+		}
+	}
+	for s, i := range seats {
+		dst[s] = ep.SeatReward(i) / float64(n[ep.Seats[i].Team])
 	}
 	return nil
 }

@@ -16,7 +16,9 @@ const DefaultAlternatives = 16
 // Difference is the difference reward of Wolpert & Tumer (2001), the
 // "wonderful life utility": D_i = G(z) - G(z_-i ∪ c_i), the team reward
 // minus what it would have been had agent i played c_i instead, everything
-// else as Sim says.
+// else as Sim says. In a scenario with teams, G is G_T, the reward of i's
+// own team T, in both terms: D_i = G_T(z) - G_T(z_-i ∪ c_i), whatever
+// the other teams then earn.
 //
 // With Average false (c=null, WL0), c_i is the scenario's null action for
 // i's role, played at every one of its turns (K re-simulations).
@@ -90,6 +92,7 @@ func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode,
 		}
 		var terms []term
 		var cfs []episode.Counterfactual
+		var teams []int // per counterfactual: the team whose reward it is valued by
 		for i, seat := range ep.Seats {
 			if !want[i] {
 				continue
@@ -104,7 +107,7 @@ func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode,
 				t := term{seat: i, w: float64(a.n) / float64(total), cf: -1}
 				if d.Sim.Resimulate || !playedOnly(acts[i], a.text) {
 					t.cf = len(cfs)
-					cfs = append(cfs, d.Sim.replace(i, a.text))
+					cfs, teams = append(cfs, d.Sim.replace(i, a.text)), append(teams, seat.Team)
 				}
 				terms = append(terms, t)
 			}
@@ -112,19 +115,18 @@ func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode,
 		if err := checkBudget(ep, len(cfs), d.Sim); err != nil {
 			return err
 		}
-		vals, err := d.Sim.runList(ctx, ep, cfs)
+		vals, err := d.Sim.runList(ctx, ep, cfs, teams)
 		if err != nil {
 			return err
 		}
-		G := ep.Score.Team
 		share := make([]float64, len(ep.Seats))
 		for i := range share {
 			if want[i] {
-				share[i] = G
+				share[i] = ep.SeatReward(i)
 			}
 		}
 		for _, t := range terms {
-			v := G
+			v := ep.SeatReward(t.seat)
 			if t.cf >= 0 {
 				v = vals[t.cf]
 			}
@@ -138,7 +140,8 @@ func (d Difference) Allocate(ctx context.Context, group []*trajectories.Episode,
 }
 
 // LeaveOneOut is r_i = v(N) - v(N \ {i}): the team reward minus what the
-// others would have earned without agent i (absent, or playing its null
+// others would have earned without agent i (in a scenario with teams, the
+// reward of i's team, v_T(N) - v_T(N \ {i})) (absent, or playing its null
 // action with Out = Null, which makes it Difference's WL0). Only agents
 // with samples are evaluated, one re-simulation each.
 type LeaveOneOut struct {
@@ -190,10 +193,15 @@ func perAgent(ctx context.Context, sim Sim, out Presence, group []*trajectories.
 		}
 		vals := sized(sc.vals, len(who))
 		sc.vals = vals
-		if oo, ok := ep.Replay.(episode.OneOutReplayer); !ok || sim.Resimulate || !oo.ReplayOneOut(out == Null, who, vals) {
+		// The one-out replayer answers with the one team reward: a
+		// scenario with teams values each counterfactual by the reward of
+		// the left-out seat's team, replayed one by one.
+		if oo, ok := ep.Replay.(episode.OneOutReplayer); !ok || sim.Resimulate || ep.Teams != nil || !oo.ReplayOneOut(out == Null, who, vals) {
 			// Each counterfactual's seat list is its stretch of who:
 			// nothing is allocated per agent.
-			if _, err := sim.runInto(ctx, vals, ep, len(who), func(k int) episode.Counterfactual { return sim.without(out, who[k:k+1:k+1]) }); err != nil {
+			if _, err := sim.runInto(ctx, vals, ep, len(who), func(k int) (episode.Counterfactual, int) {
+				return sim.without(out, who[k:k+1:k+1]), ep.Seats[who[k]].Team
+			}); err != nil {
 				return err
 			}
 		} else if ctx.Err() != nil {
@@ -203,7 +211,7 @@ func perAgent(ctx context.Context, sim Sim, out Presence, group []*trajectories.
 		clear(share)
 		sc.share = share
 		for k, i := range who {
-			share[i] = ep.Score.Team - vals[k]
+			share[i] = ep.SeatReward(i) - vals[k]
 		}
 		for s, i := range seats {
 			dst[e][s] = share[i]

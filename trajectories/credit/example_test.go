@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/troupe-rl/troupe/agents"
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios/bargain"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -80,4 +83,37 @@ func Example_customAllocator() {
 	// ann turn 0: spotlight 10, equal-split 5, discounted 5
 	// bob turn 0: spotlight 0, equal-split 5, discounted 0
 	// ann turn 1: spotlight 10, equal-split 5, discounted 10
+}
+
+// Credit per side: in a scenario with teams, each seat is credited out of
+// its own team's reward, among its team. Two teams bargain over a pie of
+// 12: east demands 5 and 1, west 4 and 2, a deal; east's reward is 6 and
+// west's 6, and each bargainer's Shapley value to its side is its demand.
+func Example_teams() {
+	sc := bargain.New()
+	p, err := sc.Info().ParseParams(map[string]string{"rounds": "1"})
+	if err != nil {
+		panic(err)
+	}
+	demands := map[string]string{"east-0": "5", "east-1": "1", "west-0": "4", "west-1": "2"}
+	rec := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p,
+		Policy: func(s env.Seat) agents.Policy { return agents.Replay(demands[s.ID]) }}})
+	ep := trajectories.NewEpisode(rec)
+	fmt.Println("teams", ep.Teams, "rewards", ep.Score.Teams, "sum", ep.Score.Team)
+	for _, spec := range []string{"team", "equal-split", "shapley"} {
+		a, err := credit.Builtin().Parse(spec)
+		if err != nil {
+			panic(err)
+		}
+		dst := [][]float64{make([]float64, len(ep.Samples))}
+		if err := a.Allocate(context.Background(), []*trajectories.Episode{ep}, dst); err != nil {
+			panic(err)
+		}
+		fmt.Println(spec, dst[0])
+	}
+	// Output:
+	// teams [east west] rewards [6 6] sum 12
+	// team [6 6 6 6]
+	// equal-split [3 3 3 3]
+	// shapley [5 1 4 2]
 }

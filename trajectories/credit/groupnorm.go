@@ -119,6 +119,11 @@ const DefaultEps = 1e-6
 // sqrt((N·n−1)/(N·(n−1))), its std being taken over the N·n units; keyed
 // so that each key has one unit per episode (key=scenario+group+agent),
 // grpo is magrpo:std=true and dr-grpo magrpo, bit for bit.
+//
+// In a scenario with teams, a unit's team reward is its side's (G_T), and
+// the units of different sides are in different groups whatever the key:
+// a side is compared with itself only (in a zero-sum game the two sides'
+// rewards mirror each other, and pooling them would cancel the signal).
 type GroupNorm struct {
 	Mode NormMode
 	Eps  float64  // ε, added to the std (NormStd only)
@@ -161,6 +166,9 @@ func (g GroupNorm) Needs() Needs {
 }
 
 type groupKey struct {
+	// team is the unit's side, in a scenario with teams: units of two
+	// sides are never normalised together, whatever the key.
+	team     string
 	scenario string
 	group    int64
 	role     string
@@ -213,7 +221,7 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 			if err != nil {
 				return err
 			}
-			k := groupKey{turn: -1}
+			k := groupKey{turn: -1, team: ep.TeamName(ep.Seats[i].Team)}
 			if key&KeyScenario != 0 {
 				k.scenario = ep.Scenario
 			}

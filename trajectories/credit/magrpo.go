@@ -38,6 +38,10 @@ import (
 // A group of one, or of equal rewards, gets 0; the samples of an
 // unfinished episode get 0, and it takes no part in the mean.
 //
+// In a scenario with teams, R is the reward of the seat's own side (G_T,
+// and a candidate's Team is its seat's side's), and each side is
+// compared across the group's episodes with itself only.
+//
 // When allocators coincide: on episodes that are not tree-sampled, with
 // the team reward, magrpo equals dr-grpo (and magrpo:std=true grpo)
 // whenever the group key gives each unit's group one unit per episode,
@@ -81,17 +85,39 @@ func (m MAGRPO) Allocate(_ context.Context, group []*trajectories.Episode, dst [
 			treeAdvantages(group[e], dst[e], mode, m.Eps, func(c *episode.Candidate) float64 { return c.Team })
 		}
 	}
+	// Every side is compared across the group's episodes with itself
+	// (one side, whose reward is G, in a scenario without teams).
+	sides := 1
+	for _, e := range plain {
+		sides = max(sides, group[e].TeamCount())
+	}
 	var r []float64
 	var who []int
-	for _, e := range plain {
-		if finished(group[e]) {
-			r, who = append(r, group[e].Score.Team), append(who, e)
+	for t := range sides {
+		r, who = r[:0], who[:0]
+		for _, e := range plain {
+			if ep := group[e]; finished(ep) && t < ep.TeamCount() {
+				r, who = append(r, ep.Score.Of(t)), append(who, e)
+			}
 		}
-	}
-	normalise(r, mode, m.Eps)
-	for j, e := range who {
-		for s := range dst[e] {
-			dst[e][s] = r[j]
+		normalise(r, mode, m.Eps)
+		for j, e := range who {
+			ep := group[e]
+			if ep.Teams == nil {
+				for s := range dst[e] {
+					dst[e][s] = r[j]
+				}
+				continue
+			}
+			seats, err := sampleSeats(ep)
+			if err != nil {
+				return err
+			}
+			for s, i := range seats {
+				if ep.Seats[i].Team == t {
+					dst[e][s] = r[j]
+				}
+			}
 		}
 	}
 	return nil

@@ -134,26 +134,27 @@ const inlineFor = 100 * time.Microsecond
 const clockEvery = 16
 
 // run re-simulates ep under the counterfactuals cf(0), ..., cf(n-1) and
-// returns their team rewards, in order. It takes them in index order on
+// returns their team rewards, in order: of each, the reward of the team
+// cf names beside it (Score.Of; 0 in a scenario without teams). It takes them in index order on
 // the calling goroutine, for as long as they have taken less than
 // inlineFor; then parallel workers (an errgroup) take the rest, still in
 // index order. A failure stops the workers from taking more, and the error
 // of the lowest failing index is returned: an error every replay shares (a
 // scenario that declares no absence) costs one replay. Neither the values
 // nor the error depend on how the work was split.
-func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
+func (s Sim) run(ctx context.Context, ep *trajectories.Episode, n int, cf func(k int) (episode.Counterfactual, int)) ([]float64, error) {
 	return s.runInto(ctx, make([]float64, n), ep, n, cf)
 }
 
 // runInto is run, writing the values into out, of length n.
-func (s Sim) runInto(ctx context.Context, out []float64, ep *trajectories.Episode, n int, cf func(k int) episode.Counterfactual) ([]float64, error) {
+func (s Sim) runInto(ctx context.Context, out []float64, ep *trajectories.Episode, n int, cf func(k int) (episode.Counterfactual, int)) ([]float64, error) {
 	// An episode that cannot be replayed is an error even when it needs
 	// no replay, so that the allocator fails the same way on every episode.
 	if ep.Replay == nil {
 		return nil, fmt.Errorf("episode %d of %s: %w", ep.Index, ep.Scenario, ErrNoReplay)
 	}
 	one := func(k int) error {
-		c := cf(k)
+		c, team := cf(k)
 		score, err := ep.Replay.Replay(ctx, c)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -161,7 +162,7 @@ func (s Sim) runInto(ctx context.Context, out []float64, ep *trajectories.Episod
 			}
 			return fmt.Errorf("episode %d of %s: re-simulation with %s: %w", ep.Index, ep.Scenario, describe(ep, c), err)
 		}
-		out[k] = score.Team
+		out[k] = score.Of(team)
 		return nil
 	}
 	start := time.Now()
@@ -239,9 +240,10 @@ func (s Sim) fanOut(ctx context.Context, first, n int, one func(k int) error) er
 	return lowest.err
 }
 
-// runList is run over a list of counterfactuals.
-func (s Sim) runList(ctx context.Context, ep *trajectories.Episode, cfs []episode.Counterfactual) ([]float64, error) {
-	return s.run(ctx, ep, len(cfs), func(k int) episode.Counterfactual { return cfs[k] })
+// runList is run over a list of counterfactuals, the k-th valued by the
+// reward of team teams[k].
+func (s Sim) runList(ctx context.Context, ep *trajectories.Episode, cfs []episode.Counterfactual, teams []int) ([]float64, error) {
+	return s.run(ctx, ep, len(cfs), func(k int) (episode.Counterfactual, int) { return cfs[k], teams[k] })
 }
 
 // describe names a counterfactual for an error message.

@@ -33,9 +33,16 @@ const (
 // by all K agents. The shares satisfy efficiency, Σ_i φ_i = v(N) - v(∅),
 // symmetry, the null-player property and additivity.
 //
-// An episode with more than MaxAgents agents fails with ErrTooManyAgents
-// (use MonteCarloShapley), one that needs more re-simulations than the
-// budget with ErrBudget.
+// In a scenario with teams, the game is per team T: v_T(S) is the reward
+// of T in the episode re-simulated with the members of T outside S absent
+// (or null) and every seat of the other teams present, S ranging over
+// T's members; Σ_{i∈T} φ_i = v_T(T) - v_T(∅). That is Σ_T (2^|T| - 1)
+// re-simulations, and MaxAgents bounds the largest team. A team none of
+// whose members has samples is not evaluated.
+//
+// An episode with more than MaxAgents agents (on one team) fails with
+// ErrTooManyAgents (use MonteCarloShapley), one that needs more
+// re-simulations than the budget with ErrBudget.
 type Shapley struct {
 	Out       Presence
 	MaxAgents int // 0 means DefaultMaxAgents; at most MaxShapleyAgents
@@ -70,32 +77,64 @@ func (sh Shapley) Allocate(ctx context.Context, group []*trajectories.Episode, d
 		if err != nil {
 			return err
 		}
-		k := len(ep.Seats)
-		if k > sh.maxAgents() {
-			return fmt.Errorf("%w: episode %d of %s has %d agents, above the limit of %d (max-agents, at most %d); use shapley-mc", ErrTooManyAgents, ep.Index, ep.Scenario, k, sh.maxAgents(), MaxShapleyAgents)
-		}
-		full := 1<<k - 1
-		if err := checkBudget(ep, full, sh.Sim); err != nil {
-			return err
-		}
-		v, err := sh.Sim.run(ctx, ep, full, func(mask int) episode.Counterfactual {
-			out := make([]int, 0, k-bits.OnesCount(uint(mask)))
-			for i := range k {
-				if mask&(1<<i) == 0 {
-					out = append(out, i)
-				}
+		want := emitted(ep, seats)
+		phi := make([]float64, len(ep.Seats))
+		need := 0
+		var members []int
+		for t := range ep.TeamCount() {
+			members = ep.Members(members[:0], t)
+			if !anyOf(want, members) {
+				continue // a side without samples needs no credit
 			}
-			return sh.Sim.without(sh.Out, out)
-		})
-		if err != nil {
-			return err
+			k := len(members)
+			if k > sh.maxAgents() {
+				return fmt.Errorf("%w: episode %d of %s has %d agents%s, above the limit of %d (max-agents, at most %d); use shapley-mc", ErrTooManyAgents, ep.Index, ep.Scenario, k, onTeam(ep, t), sh.maxAgents(), MaxShapleyAgents)
+			}
+			full := 1<<k - 1
+			need += full
+			if err := checkBudget(ep, need, sh.Sim); err != nil {
+				return err
+			}
+			v, err := sh.Sim.run(ctx, ep, full, func(mask int) (episode.Counterfactual, int) {
+				out := make([]int, 0, k-bits.OnesCount(uint(mask)))
+				for j, i := range members {
+					if mask&(1<<j) == 0 {
+						out = append(out, i)
+					}
+				}
+				return sh.Sim.without(sh.Out, out), t
+			})
+			if err != nil {
+				return err
+			}
+			for j, p := range ExactShapley(k, append(v, ep.Score.Of(t))) {
+				phi[members[j]] = p
+			}
 		}
-		phi := ExactShapley(k, append(v, ep.Score.Team))
 		for s, i := range seats {
 			dst[e][s] = phi[i]
 		}
 	}
 	return nil
+}
+
+// anyOf reports whether want holds for any of seats.
+func anyOf(want []bool, seats []int) bool {
+	for _, i := range seats {
+		if want[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// onTeam names team t of ep for an error message: " on team NAME", or
+// nothing in a scenario without teams.
+func onTeam(ep *trajectories.Episode, t int) string {
+	if ep.Teams == nil {
+		return ""
+	}
+	return " on team " + strconv.Quote(ep.TeamName(t))
 }
 
 // ExactShapley returns the Shapley values of the k-player game whose
@@ -137,6 +176,10 @@ const DefaultPermutations = 100
 // already seen are reused). For every permutation the marginals sum to
 // v(N) - v(∅), so the estimate is exactly efficient; it is unbiased for
 // every other φ_i, with an error falling as 1/√M.
+//
+// In a scenario with teams, each team's members are ordered apart (the
+// game of Shapley), the teams with samples sharing the budget equally and
+// one generator, which draws their permutations team after team.
 //
 // The permutations are drawn from a PCG generator seeded by the episode's
 // scenario and policy seeds and Seed, so the estimate is a deterministic
@@ -190,9 +233,38 @@ func (m MonteCarloShapley) AllocateNoted(ctx context.Context, group []*trajector
 		if err != nil {
 			return err
 		}
-		phi, used, err := m.estimate(ctx, ep)
-		if err != nil {
-			return err
+		want := emitted(ep, seats)
+		// The sides with samples share the budget equally; one
+		// generator draws their orderings, side after side.
+		var teams [][]int
+		for t := range ep.TeamCount() {
+			if members := ep.Members(nil, t); anyOf(want, members) {
+				teams = append(teams, members)
+			} else {
+				teams = append(teams, nil)
+			}
+		}
+		credited := 0
+		for _, members := range teams {
+			if members != nil {
+				credited++
+			}
+		}
+		rng := rand.New(rand.NewPCG(seeds.Mix(ep.Seed, ep.PolicySeed, m.Seed), pcgStream))
+		phi := make([]float64, len(ep.Seats))
+		used := m.permutations()
+		for t, members := range teams {
+			if members == nil {
+				continue
+			}
+			p, n, err := m.estimate(ctx, ep, rng, t, members, m.Sim.budget()/credited)
+			if err != nil {
+				return err
+			}
+			used = min(used, n)
+			for j, v := range p {
+				phi[members[j]] = v
+			}
 		}
 		if used < m.permutations() {
 			note(notes, e, NoteBudgetExhausted, true)
@@ -205,13 +277,12 @@ func (m MonteCarloShapley) AllocateNoted(ctx context.Context, group []*trajector
 	return nil
 }
 
-// estimate returns the estimated Shapley values of ep's agents and the
-// number of permutations they rest on.
-func (m MonteCarloShapley) estimate(ctx context.Context, ep *trajectories.Episode) ([]float64, int, error) {
-	k := len(ep.Seats)
+// estimate returns the estimated Shapley values of the members of team t
+// of ep, in the order of members, and the number of permutations they
+// rest on, drawn from rng within budget re-simulations.
+func (m MonteCarloShapley) estimate(ctx context.Context, ep *trajectories.Episode, rng *rand.Rand, t int, members []int, budget int) ([]float64, int, error) {
+	k := len(members)
 	words := (k + 63) / 64
-	rng := rand.New(rand.NewPCG(seeds.Mix(ep.Seed, ep.PolicySeed, m.Seed), pcgStream))
-	budget := m.Sim.budget()
 
 	// Plan: walk each permutation's prefixes, giving every new coalition
 	// an index; the full coalition is -1 (its value is G).
@@ -252,24 +323,24 @@ func (m MonteCarloShapley) estimate(ctx context.Context, ep *trajectories.Episod
 		perms, ids = append(perms, perm), append(ids, at)
 	}
 	if len(perms) == 0 {
-		return nil, 0, fmt.Errorf("%w: episode %d of %s: one permutation of %d agents needs up to %d re-simulations, the budget is %d", ErrBudget, ep.Index, ep.Scenario, k, k, budget)
+		return nil, 0, fmt.Errorf("%w: episode %d of %s: one permutation of %d agents%s needs up to %d re-simulations, the budget is %d", ErrBudget, ep.Index, ep.Scenario, k, onTeam(ep, t), k, budget)
 	}
 
-	v, err := m.Sim.run(ctx, ep, len(coalitions), func(n int) episode.Counterfactual {
+	v, err := m.Sim.run(ctx, ep, len(coalitions), func(n int) (episode.Counterfactual, int) {
 		out := []int{}
-		for i := range k {
-			if coalitions[n][i/64]&(1<<(i%64)) == 0 {
+		for j, i := range members {
+			if coalitions[n][j/64]&(1<<(j%64)) == 0 {
 				out = append(out, i)
 			}
 		}
-		return m.Sim.without(m.Out, out)
+		return m.Sim.without(m.Out, out), t
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	value := func(id int) float64 {
 		if id < 0 {
-			return ep.Score.Team
+			return ep.Score.Of(t)
 		}
 		return v[id]
 	}

@@ -11,12 +11,13 @@ import (
 type Source int
 
 const (
-	// SourceTeam is the team reward G, the same for every agent.
+	// SourceTeam is the team reward G, the same for every agent (its
+	// team's, G_T, in a scenario with teams).
 	SourceTeam Source = iota
 	// SourceIndividual is the agent's own score L_i (Score.Agents); a
 	// scenario without per-agent scores is an error.
 	SourceIndividual
-	// SourceAuto is L_i when the scenario gives per-agent scores, G
+	// SourceAuto is L_i when the scenario gives per-agent scores, G (G_T)
 	// otherwise.
 	SourceAuto
 )
@@ -36,14 +37,14 @@ func (s Source) String() string {
 func (s Source) value(ep *trajectories.Episode, i int) (float64, error) {
 	switch s {
 	case SourceTeam:
-		return ep.Score.Team, nil
+		return ep.SeatReward(i), nil
 	case SourceIndividual:
 		return agentScore(ep, i)
 	case SourceAuto:
 		if v, ok := ep.AgentScore(i); ok {
 			return v, nil
 		}
-		return ep.Score.Team, nil
+		return ep.SeatReward(i), nil
 	}
 	return 0, fmt.Errorf("%w: unknown reward source %d", ErrBadAllocatorParam, int(s))
 }

@@ -165,7 +165,7 @@ func checkSampleRows(t *testing.T, db *sql.DB, path string, samples []protocol.S
 	t.Helper()
 	rows, err := db.Query(`SELECT group_index, index, rollout_id, prompt, chat, len(tokens), response, response_length,
 		label, reward, rewards, remove_sample, status, scenario, seed, episode, agent, role, turn, step, state,
-		team_reward, agent_score, allocator, text_only, "end", error, action, placeholder, extra
+		team, team_reward, agent_score, allocator, text_only, "end", error, action, placeholder, extra
 		FROM read_parquet(?) ORDER BY index`, path)
 	require.NoError(t, err)
 	defer rows.Close()
@@ -180,12 +180,13 @@ func checkSampleRows(t *testing.T, db *sql.DB, path string, samples []protocol.S
 			seed                                uint64
 			teamReward                          float64
 			label, errText, action, extra       sql.NullString
+			team                                sql.NullString
 			reward, agentScore                  sql.NullFloat64
 			rewards                             any
 		)
 		require.NoError(t, rows.Scan(&group, &index, &rollout, &prompt, &chat, &ntokens, &response, &respLen,
 			&label, &reward, &rewards, &remove, &status, &scen, &seed, &episodeN, &agent, &role, &turn, &step, &state,
-			&teamReward, &agentScore, &allocator, &textOnly, &end, &errText, &action, &placeholder, &extra))
+			&team, &teamReward, &agentScore, &allocator, &textOnly, &end, &errText, &action, &placeholder, &extra))
 		require.Less(t, i, len(samples), "more rows than samples")
 		s := &samples[i]
 		m := &s.Metadata
@@ -201,6 +202,8 @@ func checkSampleRows(t *testing.T, db *sql.DB, path string, samples []protocol.S
 		assert.Equal(t, []bool{s.RemoveSample, m.TextOnly, trajectories.IsPlaceholder(s)}, []bool{remove, textOnly, placeholder}, at)
 		assert.Equal(t, m.Seed, seed, at)
 		assert.Equal(t, m.TeamReward, teamReward, at)
+		assert.Equal(t, m.Team, team.String, at)
+		assert.Equal(t, m.Team != "", team.Valid, at)
 		assert.Equal(t, !s.Label.IsNull(), label.Valid, at)
 		if label.Valid {
 			assert.JSONEq(t, s.Label.JSON(), label.String, at)
@@ -328,6 +331,19 @@ func checkEpisodeTables(t *testing.T, db *sql.DB, pq map[string]string, recs []*
 	assert.Equal(t, []int{len(recs), turns, emitted, messages, transitions}, []int{n, nTurns, nSamples, nMessages, nTransitions})
 	assertClose(t, team, gotTeam, "team_score")
 	assertClose(t, scores, gotScores.Float64, "agent_scores")
+
+	// A scenario with teams: each seat's team is one of the teams, and
+	// the teams' rewards add up to the team score; no teams anywhere
+	// otherwise.
+	var withTeams, seatsOK, sumsOK int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FILTER (teams IS NOT NULL),
+		count(*) FILTER (len(seat_teams) = len(seats) AND list_has_all(teams, seat_teams)),
+		count(*) FILTER (abs(list_sum(team_scores) - team_score) < 1e-9) FROM read_parquet(?)`, pq["episodes"]).Scan(&withTeams, &seatsOK, &sumsOK))
+	want := 0
+	if recs[0].Teams != nil {
+		want = len(recs)
+	}
+	assert.Equal(t, []int{want, want, want}, []int{withTeams, seatsOK, sumsOK}, "teams, seat_teams, team_scores")
 
 	var rowsTurns, rowsEmitted, joined int
 	require.NoError(t, db.QueryRow(`SELECT count(*), count(*) FILTER (emit),

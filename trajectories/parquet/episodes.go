@@ -30,6 +30,9 @@ const (
 	eMessages
 	eTransitions
 	eTeamScore
+	eTeams
+	eSeatTeams
+	eTeamScores
 	eAgentScores
 	eAllocators
 	eCreditNotes
@@ -42,7 +45,8 @@ func episodeSchema() []field {
 		str("status"), str("end"), optStr("error"), optStr("stack"), i32("steps"), optStr("label"),
 		listOf("seats", kString, false), listOf("roles", kString, false),
 		i32("turns"), i32("samples"), i32("messages"), i32("transitions"),
-		f64("team_score"), listOf("agent_scores", kFloat64, true),
+		f64("team_score"), listOf("teams", kString, true), listOf("seat_teams", kString, true),
+		listOf("team_scores", kFloat64, true), listOf("agent_scores", kFloat64, true),
 		listOf("allocators", kString, true), optStr("credit_notes"),
 	}
 }
@@ -230,6 +234,18 @@ func (ew *EpisodeWriter) writeEpisode(rec *episode.Record, credit *trajectories.
 	f[eMessages].int32(int32(len(rec.Messages)))
 	f[eTransitions].int32(int32(len(rec.Transitions)))
 	f[eTeamScore].float64(rec.Score.Team)
+	// A scenario with teams: their names, each seat's and each team's
+	// reward; null otherwise.
+	var seatTeams []string
+	if rec.Teams != nil {
+		seatTeams = make([]string, len(rec.Seats))
+		for i, s := range rec.Seats {
+			seatTeams[i] = rec.TeamName(s.Team)
+		}
+	}
+	size += appendStrs(f[eTeams], rec.Teams, true)
+	size += appendStrs(f[eSeatTeams], seatTeams, true)
+	size += appendFloats(f[eTeamScores], rec.Score.Teams, true)
 	size += appendFloats(f[eAgentScores], rec.Score.Agents, true)
 	if credit == nil {
 		f[eAllocators].null()

@@ -32,6 +32,7 @@ const (
 	sTurn
 	sStep
 	sState
+	sTeam
 	sTeamReward
 	sAgentScore
 	sAllocator
@@ -55,7 +56,7 @@ func sampleSchema() []field {
 		listOf("rollout_log_probs", kFloat64, true),
 		boolean("remove_sample"), str("status"),
 		str("scenario"), u64("seed"), i64("episode"), str("agent"), str("role"),
-		i32("turn"), i32("step"), str("state"),
+		i32("turn"), i32("step"), str("state"), optStr("team"),
 		f64("team_reward"), optF64("agent_score"), str("allocator"), boolean("text_only"),
 		str("end"), optStr("error"), optStr("action"),
 		boolean("placeholder"), optStr("extra"),
@@ -128,6 +129,7 @@ func (sw *SampleWriter) Write(s *protocol.Sample) error {
 	f[sTurn].int32(int32(m.Turn))
 	f[sStep].int32(int32(m.Step))
 	size += appendStr(f[sState], m.State)
+	size += appendOptStr(f[sTeam], m.Team)
 	f[sTeamReward].float64(m.TeamReward)
 	appendOptF64(f[sAgentScore], m.AgentScore)
 	size += appendStr(f[sAllocator], m.Allocator)
