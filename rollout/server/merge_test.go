@@ -26,6 +26,9 @@ import (
 // its response is one id, 500 + its turn, with log-prob -0.5.
 type memo struct{}
 
+// Remembers: memo reads its history (agents.Remembering).
+func (memo) Remembers() bool { return true }
+
 func (memo) Act(_ context.Context, obs *agents.Observation) (agents.Action, error) {
 	var prompt []int
 	if n := len(obs.History); n > 0 {
