@@ -10,11 +10,11 @@ import (
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 )
 
-// TestCanPlayChecksTheFingerprint: a worker plays a run whose fingerprint
+// TestCheckFingerprint: a worker plays a run whose fingerprint
 // is its own, and refuses one whose fingerprint differs or is missing,
 // naming the scenario and both fingerprints; it computes a run input's
 // fingerprint once.
-func TestCanPlayChecksTheFingerprint(t *testing.T) {
+func TestCheckFingerprint(t *testing.T) {
 	reg, err := env.NewRegistry(elfarol.New())
 	require.NoError(t, err)
 	w := &Worker{cfg: WorkerConfig{Registry: reg}}
@@ -26,20 +26,19 @@ func TestCanPlayChecksTheFingerprint(t *testing.T) {
 	rec := record{Scenario: "elfarol", Params: p.Map(), Episodes: 1, GroupSize: 1}
 	rec.Fingerprint, err = Fingerprint(sc, rec.Params, env.Limits{}, env.InvalidRule{})
 	require.NoError(t, err)
-	run := runRef{id: "r", rev: "1"}
-	require.NoError(t, w.canPlay(run, &rec))
+	require.NoError(t, w.checkFingerprint(t.Context(), &rec))
 	assert.Len(t, w.fps.m, 1)
-	require.NoError(t, w.canPlay(run, &rec))
+	require.NoError(t, w.checkFingerprint(t.Context(), &rec))
 	assert.Len(t, w.fps.m, 1, "computed once")
 
 	own := rec.Fingerprint
 	rec.Fingerprint = "sha256:00000000000000000000000000000000"
-	err = w.canPlay(run, &rec)
+	err = w.checkFingerprint(t.Context(), &rec)
 	require.ErrorIs(t, err, ErrFingerprint)
 	assert.Contains(t, err.Error(), "scenario elfarol plays differently on this worker: the run's fingerprint is sha256:00000000000000000000000000000000, this worker's "+own)
 
 	rec.Fingerprint = ""
-	err = w.canPlay(run, &rec)
+	err = w.checkFingerprint(t.Context(), &rec)
 	require.ErrorIs(t, err, ErrFingerprint)
 	assert.Contains(t, err.Error(), "the run's fingerprint is missing")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,6 +386,64 @@ func TestBatchedRequests(t *testing.T) {
 	require.Equal(t, want, <-result)
 	assert.Equal(t, int64(40), a.Stats().Played+b.Stats().Played, "every episode played once")
 	assert.Equal(t, int64(40), st.Published)
+}
+
+// TestWorkerFollowsRunsWhileFingerprinting: a worker checks a run's
+// fingerprint on the run's own goroutine, not on the one that follows the
+// runs. Its elfarol's games wait at a gate, so the first run's fingerprint
+// (three episodes of elfarol) stalls until the gate opens; meanwhile the
+// worker plays a second run, of another scenario, to the end. Once the
+// gate opens, the first run's fingerprint is the submitter's and the run
+// plays as a local one. Before, a large scenario's fingerprint (about 2 s
+// at 100,000 agents) held up every other run.
+func TestWorkerFollowsRunsWhileFingerprinting(t *testing.T) {
+	srv, _ := embedded(t, "")
+	c := open(t, connect(t, srv), testConfig())
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var enter, release sync.Once
+	elf := elfarol.New()
+	gated := env.Define(elf.Info(), func(p env.Params, seed uint64) (env.Game, error) {
+		enter.Do(func() { close(entered) })
+		<-gate
+		return elf.New(p, seed)
+	})
+	wreg, err := env.NewRegistry(gated, testscen.Count())
+	require.NoError(t, err)
+	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Registry: wreg})
+	// Runs before the worker's cleanup (cleanups run last first), which
+	// waits for the games at the gate.
+	t.Cleanup(func() { release.Do(func() { close(gate) }) })
+
+	reg := testscen.Registry(testscen.Options{})
+	slowPlan, slowSpec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Params: map[string]string{"agents": "8", "nights": "4"}, Policy: "random", Episodes: 4, Seed: 2})
+	slowWant := local(t, slowPlan, trajectories.Flat)
+	slow := make(chan string, 1)
+	go func() {
+		defer close(slow) // also when remote fails the test
+		got, _, _ := remote(t, c, "gated", slowPlan, slowSpec, trajectories.Flat)
+		slow <- got
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the worker never started the gated run's fingerprint")
+	}
+
+	fastPlan, fastSpec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 4, Seed: 1})
+	got, _, _ := remote(t, c, "ungated", fastPlan, fastSpec, trajectories.Flat)
+	require.Equal(t, local(t, fastPlan, trajectories.Flat), got, "the other run, played while the first's fingerprint stalls")
+	select {
+	case <-slow:
+		t.Fatal("the gated run finished before its gate opened")
+	default:
+	}
+
+	release.Do(func() { close(gate) })
+	slowGot, ok := <-slow
+	require.True(t, ok, "the gated run failed")
+	require.Equal(t, slowWant, slowGot)
+	assert.Zero(t, w.Stats().Refused)
+	assert.Equal(t, int64(8), w.Stats().Played)
 }
 
 // capacity3 is elfarol as a worker built from a changed copy might play
