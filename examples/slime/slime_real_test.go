@@ -62,9 +62,7 @@ func TestSlimeRealRollout(t *testing.T) {
 		t.Skip("no python3 with numpy and PyYAML: slime's rollout code cannot be imported")
 	}
 	llama := llamatest.New(t, llamatest.Options{})
-	bin := filepath.Join(t.TempDir(), "troupe")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/troupe").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildTroupe(t)
 	grammar, err := json.Marshal(proposal)
 	require.NoError(t, err)
 	dir := t.TempDir()
