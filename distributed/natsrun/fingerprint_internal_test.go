@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,4 +42,26 @@ func TestCheckFingerprint(t *testing.T) {
 	err = w.checkFingerprint(t.Context(), &rec)
 	require.ErrorIs(t, err, ErrFingerprint)
 	assert.Contains(t, err.Error(), "the run's fingerprint is missing")
+}
+
+// TestFingerprintStopsWithItsContext: a fingerprint whose context ends
+// (the run replaced, the worker stopping) is an error that says so, and
+// is not cached: the next asking computes it.
+func TestFingerprintStopsWithItsContext(t *testing.T) {
+	sc := elfarol.New()
+	p, err := sc.Info().ParseParams(map[string]string{"agents": "5"})
+	require.NoError(t, err)
+	in := fingerprintInput{Scenario: "elfarol", Params: p.Map()}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var fps fingerprints
+	_, err = fps.of(ctx, sc, in)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "natsrun: fingerprinting scenario elfarol: stopped before its 3 episodes were played")
+	assert.Empty(t, fps.m)
+	fp, err := fps.of(t.Context(), sc, in)
+	require.NoError(t, err)
+	want, err := Fingerprint(sc, p.Map(), env.Limits{}, env.InvalidRule{})
+	require.NoError(t, err)
+	assert.Equal(t, want, fp)
 }
