@@ -201,7 +201,7 @@ func checkMerged(t *testing.T, turns map[string][]protocol.Sample, merged []prot
 }
 
 func TestMemoryIsTokenExactOnLlamaServer(t *testing.T) {
-	llama := llamatest.New(t, llamatest.Options{})
+	llama := sharedLlama.Get(t)
 	cfg := llamaMemoryConfig(llama)
 	for _, c := range []struct {
 		name   string
@@ -251,7 +251,7 @@ func proposals(cfg *llm.Config) {
 // no prompt leaves less than the answer's max_tokens of the budget, and the
 // merged layout starts a new sample where the conversation was cut.
 func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
-	llama := llamatest.New(t, llamatest.Options{})
+	llama := sharedLlama.Get(t)
 	cfg := llamaMemoryConfig(llama)
 	// A smaller budget outgrown sooner proves what a larger one outgrown
 	// later does (this test first played 40 turns under 2,048 tokens), with

@@ -320,6 +320,68 @@ func New(t testing.TB, opts Options) *Server {
 	return s
 }
 
+// Shared is one server for the tests of a package that need no options of
+// their own, so that the package starts one llama-server (a second of CPU
+// time each) rather than one per test. Its first Get starts it; the
+// package's TestMain closes it after m.Run:
+//
+//	var llama llamatest.Shared
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		llama.Close()
+//		os.Exit(code)
+//	}
+//
+// The tests that share it take turns (none calls t.Parallel): llama.cpp
+// batches concurrent requests together, which a test that compares
+// log-probs must not depend on.
+type Shared struct {
+	// Options start the server; set before the first Get.
+	Options Options
+
+	mu  sync.Mutex
+	s   *Server
+	err error
+}
+
+// Get returns the shared server, started on the first call. It skips or
+// fails t as New does; a server that failed to start is not tried again.
+func (sh *Shared) Get(t testing.TB) *Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a real llama-server: skipped under -short")
+	}
+	sh.mu.Lock()
+	if sh.s == nil && sh.err == nil {
+		// Not the test's context: the server outlives the test.
+		sh.s, sh.err = Start(context.Background(), sh.Options)
+	}
+	s, err := sh.s, sh.err
+	sh.mu.Unlock()
+	if errors.Is(err, ErrNotBuilt) && os.Getenv(EnvRequire) != "1" {
+		t.Skipf("%v; set %s=1 to fail instead of skipping", err, EnvRequire)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+		t.Fatalf("llamatest: the shared llama-server has exited (%v); its output:\n%s", s.err, s.log)
+	default:
+	}
+	return s
+}
+
+// Close stops the shared server, if it was started.
+func (sh *Shared) Close() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.s != nil {
+		_ = sh.s.Close()
+	}
+}
+
 // tail keeps the last max bytes written to it; safe for concurrent use,
 // since exec copies stdout and stderr from two goroutines.
 type tail struct {
