@@ -49,6 +49,10 @@ type Observation struct {
 	// forked or replayed episode hands it the same. Its elements share
 	// their slices and Generation with the episode: read them, never
 	// change them or keep them after Act returns.
+	//
+	// The engine keeps it only for a policy that reads it (Remembers):
+	// for the others, and for every policy a stepped episode's driver
+	// does not ask itself, it is empty.
 	History []Turn
 }
 
@@ -168,6 +172,47 @@ type BatchPolicy interface {
 	// set, as if Act had panicked there, and asks the ones after it with
 	// Act. The three slices have the same length.
 	ActBatch(ctx context.Context, obs []Observation, acts []Action, errs []error)
+}
+
+// Remembering is implemented by a policy that reads Observation.History.
+// The engine keeps an agent's history only when the policy of its seat
+// remembers: copying every turn, and keeping what it points to alive until
+// the episode ends, costs a policy that decides from the present alone (a
+// scripted, random or learned one) about a seventh of an El Farol turn.
+type Remembering interface {
+	Remembers() bool
+}
+
+// Remembers reports whether p reads Observation.History: whether it
+// implements Remembering and says so.
+func Remembers(p Policy) bool {
+	r, ok := p.(Remembering)
+	return ok && r.Remembers()
+}
+
+// Remember returns p as a policy that Remembers: for a PolicyFunc or a
+// Scripted policy that reads Observation.History. It returns p itself when
+// p remembers already. The result answers one observation at a time: a
+// BatchPolicy given to it is asked with Act only.
+func Remember(p Policy) Policy {
+	if Remembers(p) {
+		return p
+	}
+	return remembering{p}
+}
+
+type remembering struct{ Policy }
+
+func (remembering) Remembers() bool { return true }
+
+// Wrap returns outer, a policy that asks inner, as one that remembers when
+// inner does: a wrapper (one that counts turns, or picks a policy per
+// agent) must pass on what the policy it asks reads.
+func Wrap(inner, outer Policy) Policy {
+	if Remembers(inner) {
+		return Remember(outer)
+	}
+	return outer
 }
 
 // PolicyFunc adapts a function to Policy.

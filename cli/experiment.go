@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,11 +22,11 @@ import (
 // experimentFlags are the raw values of troupe experiment's flags.
 type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
-	learner                                   string
+	learners                                  []string
 	seeds, episodes, window, parallel, group  int
 	diagnose                                  int
 	seed                                      uint64
-	out, title                                string
+	out, title, cpuProfile                    string
 	quiet, resume, png                        bool
 }
 
@@ -49,7 +50,12 @@ Holm-adjusted p, Cohen's d_z), each agent's mean credit (credit.csv),
 learning curves, final-result and per-seed plots (SVG; --png adds PNGs) and a
 Markdown report (report.md) that embeds them and says what every number
 is. Results are G/G* when troupe knows the scenario's optimum G* (elfarol,
-committee), the team reward G otherwise. --diagnose N adds Agogino &
+committee), the team reward G otherwise; beside each mean, the modes of the
+seeds' finals (modes.csv), where they ended in distinct places. Several
+--learner values, or one that sweeps (egreedy:alpha=0.05/0.1/0.3), make the
+learner a dimension of the grid: the report then gives, per reward, the
+best and the median over the learners and how many learners give each
+ordering of the rewards (sweep.csv). --diagnose N adds Agogino &
 Tumer's factoredness and learnability of each reward, from sampled
 counterfactuals of N episodes per cell.
 
@@ -80,6 +86,13 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 			if err != nil {
 				return err
 			}
+			if f.cpuProfile != "" {
+				stop, err := startCPUProfile(f.cpuProfile)
+				if err != nil {
+					return usagef("--cpuprofile: %w", err)
+				}
+				defer stop()
+			}
 			return a.experiment(cmd.Context(), cfg, f.quiet)
 		},
 	}
@@ -88,7 +101,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.StringArrayVarP(&f.grid, "grid", "G", nil, "grid axis `param=v1,v2,...`: a scenario parameter and its values (repeatable: the grid is every combination)")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "fixed scenario parameter `key=value` (repeatable)")
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec` to compare (repeatable or comma-separated; see troupe allocators)")
-	fl.StringVarP(&f.learner, "learner", "l", "egreedy", "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below)")
+	fl.StringArrayVarP(&f.learners, "learner", "l", []string{"egreedy"}, "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below); a value may sweep, key=v1/v2/..., and the flag repeats: every learner is a dimension of the grid")
 	fl.StringArrayVar(&f.learn, "learn", nil, "`ROLES` that learn (comma-separated, repeatable; default every role)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "`ROLE=NAME`: the scenario policy a role that does not learn plays (repeatable; default the scenario's default, or random)")
 	fl.IntVar(&f.seeds, "seeds", 20, "seeds per grid point and allocator (the confidence intervals and paired tests are over seeds)")
@@ -103,6 +116,10 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.StringVar(&f.title, "title", "", "the report's title")
 	fl.BoolVar(&f.png, "png", false, "render the plots as PNG too (1600×1000), and show those in the report; SVG only without it (the PNGs cost more CPU than the grid)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
+	// What the grid and its outputs cost, for those who make them cheaper
+	// (docs/experiments.md); hidden: no result depends on it.
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the experiment to `FILE` (go tool pprof)")
+	_ = fl.MarkHidden("cpuprofile")
 	var learners strings.Builder
 	_ = learn.Usage(&learners)
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + "\n" + learners.String())
@@ -137,9 +154,18 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 	for i, al := range allocators {
 		specs[i] = al.Name() // canonical: a spec the registry reads back
 	}
-	spec, err := learn.Parse(f.learner)
-	if err != nil {
-		return experiment.Config{}, usagef("--learner: %w", err)
+	var learners []learn.Spec
+	for _, l := range f.learners {
+		more, err := experiment.ParseLearners(l)
+		if err != nil {
+			return experiment.Config{}, usagef("--learner: %w", err)
+		}
+		for _, m := range more {
+			if slices.ContainsFunc(learners, func(s learn.Spec) bool { return s.String() == m.String() }) {
+				return experiment.Config{}, usagef("--learner %s: learner %s given twice", l, m.String())
+			}
+			learners = append(learners, m)
+		}
 	}
 	var roles []string
 	for _, v := range f.learn {
@@ -166,7 +192,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Axes:       axes,
 		Allocators: specs,
 		Registry:   a.Allocators,
-		Learner:    spec,
+		Learners:   learners,
 		Learn:      roles,
 		Policies:   policies,
 		Seeds:      f.seeds,
@@ -203,7 +229,9 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	for _, s := range cfg.Allocators {
 		args = append(args, "--allocator", s)
 	}
-	args = append(args, "--learner", cfg.Learner.String())
+	for _, l := range cfg.Learners {
+		args = append(args, "--learner", l.String())
+	}
 	if len(cfg.Learn) > 0 {
 		args = append(args, "--learn", strings.Join(cfg.Learn, ","))
 	}
@@ -242,7 +270,7 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 
 // experimentFlagOf names the flag behind each field of experiment.json.
 var experimentFlagOf = map[string]string{
-	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learner": "--learner",
+	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learners": "--learner",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
 	"group": "--group", "window": "--window", "diagnose": "--diagnose",
 }
@@ -306,15 +334,48 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 			fmt.Fprintf(&b, " (%s agent-updates/s on %d CPUs)", compact(rate(float64(res.Updates), res.Elapsed)), runtime.GOMAXPROCS(0))
 		}
 		fmt.Fprintf(&b, "\n  final %s (mean ± std over %d seeds):\n", res.Metric, cfg.Seeds)
-		for _, r := range res.Rows {
+		points := make([]string, len(res.Rows))
+		wp, wa := 24, 32 // the columns' widths: at least these, or the widest
+		for k, r := range res.Rows {
 			point := make([]string, len(cfg.Axes))
 			for i, ax := range cfg.Axes {
 				point[i] = ax.Param + "=" + r.Point[i]
 			}
-			fmt.Fprintf(&b, "    %-24s %-32s %.3f ± %.3f\n", strings.Join(point, " "), r.Allocator, r.FinalStats.Mean, r.FinalStats.Std)
+			if len(cfg.Learners) > 1 {
+				point = append(point, "learner="+r.LearnerLabel)
+			}
+			points[k] = strings.Join(point, " ")
+			wp, wa = max(wp, len(points[k])), max(wa, len(r.Allocator))
+		}
+		for k, r := range res.Rows {
+			fmt.Fprintf(&b, "    %-*s %-*s %.3f ± %.3f", wp, points[k], wa, r.Allocator, r.FinalStats.Mean, r.FinalStats.Std)
+			if len(r.Modes) > 1 {
+				modes := make([]string, len(r.Modes))
+				for i, m := range r.Modes {
+					modes[i] = fmt.Sprintf("%.3f (%d)", m.Center, m.Seeds)
+				}
+				fmt.Fprintf(&b, "   modes %s", strings.Join(modes, ", "))
+			}
+			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "  report: %s/%s\n", cfg.Out, experiment.ReportMD)
 		rep.printf("%s", b.String())
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }

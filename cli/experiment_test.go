@@ -84,6 +84,8 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{[]string{"experiment"}, "experiment needs a scenario name"},
 		{[]string{"experiment", "nowhere"}, "nowhere"},
 		{append(barGrid(out), "--learner", "sarsa"), "--learner"},
+		{append(barGrid(out), "--learner", "egreedy:alpha=0.1/0.1"), "alpha=0.1 given twice"},
+		{append(barGrid(out), "--learner", "egreedy:alpha=0.1/0.2", "--learner", "egreedy:alpha=0.2"), "given twice"},
 		{append(barGrid(out), "--grid", "agents"), "--grid"},
 		{append(barGrid(out), "--allocator", "bogus"), `--allocator "bogus"`},
 		{append(barGrid(out), "--learn", "bartender"), `learning role "bartender"`},
@@ -126,7 +128,7 @@ func TestExperimentResumeRefusesAnotherExperiment(t *testing.T) {
 		{[]string{"--episodes", "40"}, []string{"episodes: 30, now 40 (--episodes)", "window: 3, now 4 (--window)"}},
 		{nil, []string{`params.capacity: "2", now "3" (--param)`}}, // barGrid's capacity=2, changed below
 		{[]string{"--allocator", "individual", "--seeds", "3"}, []string{`allocators: ["team","difference"], now ["team","difference","individual"] (--allocator)`, "seeds: 2, now 3 (--seeds)"}},
-		{[]string{"--learner", "boltzmann"}, []string{"learner: "}},
+		{[]string{"--learner", "boltzmann"}, []string{"learners", "(--learner)"}},
 	} {
 		args := barGrid(out)
 		if tc.args == nil {
@@ -146,4 +148,33 @@ func TestExperimentResumeRefusesAnotherExperiment(t *testing.T) {
 	r := troupe(t, append(barGrid(filepath.Join(t.TempDir(), "empty")), "--resume")...)
 	assert.Equal(t, ExitUsage, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "nothing to resume")
+}
+
+// TestExperimentSweepsLearners: --learner repeats and sweeps, each learner
+// a dimension of the grid, and the report says how the rewards fare over
+// the sweep.
+func TestExperimentSweepsLearners(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sweep")
+	args := []string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--param", "capacity=2",
+		"--allocator", "team,difference", "--learner", "egreedy:alpha=0.1/0.3", "--learner", "reinforce", "--seeds", "2", "--episodes", "20", "--out", out}
+	r := troupe(t, args...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "12 cells")
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "--learner egreedy:alpha=0.1,epsilon=0.05,init=0,unbiased=1 --learner egreedy:alpha=0.3,epsilon=0.05,init=0,unbiased=1 --learner reinforce:baseline=0,rate=0.1 ")
+	assert.Contains(t, string(report), "### Learner sweep")
+	for _, f := range []string{"sweep.csv", "modes.csv", "final.svg", "curves_reinforce.svg"} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+	for _, want := range []string{"learner=egreedy:alpha=0.3", "learner=reinforce"} {
+		assert.Contains(t, r.stderr, want, "the summary names each row's learner")
+	}
+	// The sweep resumes as any grid: every cell read back, the same report.
+	again := troupe(t, append(args, "--resume")...)
+	require.Equal(t, ExitOK, again.code, again.stderr)
+	assert.Contains(t, again.stderr, "12 cells (12 read back")
+	report2, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Equal(t, string(report), string(report2))
 }

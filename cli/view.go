@@ -68,7 +68,7 @@ with cli.WithScenarios).`,
 					return &exitError{code: ExitFailure, err: err}
 				}
 				files = append(files, f)
-				fmt.Fprintf(a.Stderr, "troupe: %s: %d episodes in %d lines", path, len(f.Episodes), f.Lines)
+				fmt.Fprintf(a.Stderr, "troupe: %s: %d episodes in %d lines", path, f.Len(), f.Lines)
 				if f.ProblemCount > 0 {
 					fmt.Fprintf(a.Stderr, ", %d unreadable (listed on the pages)", f.ProblemCount)
 				}

@@ -166,6 +166,10 @@ type Setup struct {
 	// onState, when set (States), is called with the game after its start
 	// (step 0) and after every step's moves.
 	onState func(step int, g Game)
+	// stepped is set by NewEpisode: the episode's driver asks the
+	// policies itself, whatever they are, so every seat keeps its history
+	// (agents.Remembers).
+	stepped bool
 	// records, when set, lends the episode its record and the arrays
 	// behind it (see RecyclingOutput).
 	records *recordPool
@@ -196,9 +200,16 @@ type Engine struct {
 	// The arrays are reused by the next episodes: policies keep nothing
 	// of an observation once they answered.
 	hist [][]agents.Turn
-	// session is, per seat, its agents.Observation.Session: one mix per
-	// seat and episode, not one per turn.
-	session []uint64
+	// remember is, per seat, whether its policy reads the history
+	// (agents.Remembers): the engine keeps hist[i] only then. baseRemember
+	// is base's answers, kept with them; remember is this episode's,
+	// cfRemember when a counterfactual changes a seat's policy.
+	remember, baseRemember, cfRemember []bool
+	// sessions is the episode's base of its agents' session keys
+	// (agents.Observation.Session): seat i's is sessions + (i+1)·
+	// sessionGamma, one mix per episode rather than one per seat, which a
+	// game of one turn per seat would pay at every turn.
+	sessions uint64
 	// lastTurn is, per seat, 1 + the index in rec.Turns of its latest
 	// turn, or 0 before its first: zero, as resize leaves it.
 	lastTurn []int
@@ -738,7 +749,9 @@ func (e *Engine) apply(actors []int) bool {
 	for k, i := range actors {
 		turns[i]++
 		o := &obs[k]
-		hist[i] = append(hist[i], agents.Turn{Step: o.Step, State: o.State, View: o.View, Inbox: o.Inbox, Legal: o.Legal, Action: acts[k]})
+		if e.remember[i] {
+			hist[i] = append(hist[i], agents.Turn{Step: o.Step, State: o.State, View: o.View, Inbox: o.Inbox, Legal: o.Legal, Action: acts[k]})
+		}
 		if e.acts[k].Invalid != "" {
 			e.offenders = append(e.offenders, i)
 		}
@@ -857,20 +870,20 @@ func (e *Engine) seat(seats []Seat) error {
 		e.hist = slices.Grow(e.hist[:cap(e.hist)], n-cap(e.hist))
 	}
 	e.hist = e.hist[:n]
-	for i := range e.hist {
-		clear(e.hist[i]) // the last episode's pointers
-		e.hist[i] = e.hist[i][:0]
+	for i, h := range e.hist {
+		if len(h) > 0 {
+			clear(h) // the last episode's pointers
+			e.hist[i] = h[:0]
+		}
 	}
-	e.session = resize(e.session, n)
-	for i := range e.session {
-		e.session[i] = seeds.Mix2(e.setup.PolicySeed, sessionStream, uint64(i))
-	}
+	e.sessions = seeds.Mix2(e.setup.PolicySeed, sessionStream, 0)
 	if err := e.seatPolicies(seats); err != nil {
 		return err
 	}
 	cf := e.setup.Counterfactual
 	if cf == nil {
 		e.policies = e.base
+		e.remember = e.baseRemember
 		return nil
 	}
 	var recorded [][]string
@@ -882,6 +895,8 @@ func (e *Engine) seat(seats []Seat) error {
 	}
 	e.cfPolicies = append(e.cfPolicies[:0], e.base...)
 	e.policies = e.cfPolicies
+	e.cfRemember = append(e.cfRemember[:0], e.baseRemember...)
+	e.remember = e.cfRemember
 	e.frozen = grow(e.frozen, n)
 	for i, s := range seats {
 		if slices.Contains(cf.Absent, i) {
@@ -909,6 +924,9 @@ func (e *Engine) seat(seats []Seat) error {
 			// A seat played afresh in an episode its driver played.
 			return fmt.Errorf("seat %q: %w", s.ID, ErrNoLivePolicy)
 		}
+		if !e.setup.stepped && e.setup.Policy != nil {
+			e.remember[i] = agents.Remembers(e.policies[i])
+		}
 	}
 	return nil
 }
@@ -924,20 +942,27 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 	n := len(seats)
 	if e.setup.Policy == nil {
 		// A stepped episode's driver gives the moves: no policy to ask.
+		// It asks the policies itself, so every seat remembers.
 		e.policyKey = nil
 		e.base = resize(e.base, n)
 		e.batch = resize(e.batch, n)
 		e.batched = false
+		e.baseRemember = resize(e.baseRemember, n)
+		for i := range e.baseRemember {
+			e.baseRemember[i] = true
+		}
 	} else if key == nil || key != e.policyKey {
 		e.policyKey = nil
 		e.base = resize(e.base, n)
 		e.batch = resize(e.batch, n)
 		e.batched = false
+		e.baseRemember = resize(e.baseRemember, n)
 		for i, s := range seats {
 			e.base[i] = e.setup.Policy(s)
 			if e.base[i] == nil {
 				return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
 			}
+			e.baseRemember[i] = e.setup.stepped || agents.Remembers(e.base[i])
 			e.batch[i] = -1
 			// The value, not only its type, must compare: a struct
 			// holding an interface may hold an uncomparable one.
@@ -1147,7 +1172,7 @@ func (e *Engine) observe(actors []int) {
 		// The turn's seed: from the policy seed, the seat and the turn,
 		// salted for seats a counterfactual reseeds.
 		o.Seed = seeds.Mix2(policySeed, uint64(i), uint64(turns[i]))
-		o.Session = e.session[i]
+		o.Session = e.sessions + uint64(i+1)*sessionGamma
 		if replay {
 			o.Seed = e.reseed(i, o.Seed)
 		}
@@ -1160,6 +1185,11 @@ func (e *Engine) observe(actors []int) {
 // (agents.Observation.Session) from the turns' seeds, which mix the seat
 // first.
 const sessionStream = 0x5e5510_4e7
+
+// sessionGamma steps from one seat's session key to the next: odd, so the
+// keys of an episode's seats are distinct (a Weyl sequence); two seats of
+// different episodes share one with a chance of about 2^-64 per pair.
+const sessionGamma = 0x9e3779b97f4a7c15
 
 // ask asks the policies of the step's actors (those that share an
 // agents.BatchPolicy in one call) for their answers, into e.acts.
@@ -1600,6 +1630,10 @@ type frozen struct {
 	actions []string
 	live    agents.Policy
 }
+
+// Remembers: the turns it replays are history the live policy reads beyond
+// the record.
+func (f *frozen) Remembers() bool { return f.live != nil && agents.Remembers(f.live) }
 
 func (f *frozen) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 	if obs.Turn < len(f.actions) {

@@ -77,6 +77,7 @@ func NewEpisode(setup Setup) (*Episode, error) {
 	if err := setup.Scenario.Info().Validate(); err != nil {
 		return nil, err
 	}
+	setup.stepped = true
 	ep := &Episode{e: NewEngine(), setup: setup}
 	ep.rec = ep.e.open(&ep.setup)
 	ep.phase(ep.e.begin)

@@ -6,16 +6,25 @@ import (
 	"slices"
 )
 
-// Row is the result of one grid point and allocator, across seeds.
+// Row is the result of one grid point, learner and allocator, across
+// seeds.
 type Row struct {
-	Point     []string // the axis values, in axis order
-	Allocator string
+	Point   []string // the axis values, in axis order
+	Learner string   // the learner's spec, in full
+	// LearnerLabel is the short name the tables give the learner: in a
+	// sweep, what differs from the others ("alpha=0.3").
+	LearnerLabel string
+	Allocator    string
 	// Final is, per seed, the mean of the metric (G/G*, or G) over the
 	// last Window episodes; Overall its mean over every episode, which
 	// rewards learning fast as well as well.
 	Final, Overall []float64
 	FinalStats     Stats
 	OverallStats   Stats
+	// Modes are the clusters of the seeds' final results (FindModes):
+	// one for a unimodal outcome, two or more where the seeds ended in
+	// distinct places, which a mean alone hides.
+	Modes []Mode
 	// LockedIn is, per seed, the share of the learner's rows (agent and
 	// state) whose greedy action never changed after their first update
 	// (learn.Lock); nil for a learner that does not say.
@@ -117,7 +126,7 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 	sig, spread := map[int][]float64{}, map[int][]float64{}
 	for _, c := range p.cells {
 		if c.seed == 0 {
-			rows = append(rows, Row{Point: p.points[c.point].values, Allocator: p.allocs[c.alloc]})
+			rows = append(rows, Row{Point: p.points[c.point].values, Learner: p.specNames[c.spec], LearnerLabel: p.specLabels[c.spec], Allocator: p.allocs[c.alloc]})
 		}
 		r := &rows[len(rows)-1]
 		cell := cells[c.index]
@@ -161,6 +170,7 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 		r := &rows[i]
 		r.FinalStats = withCI(r.Final, statsSeed(p.cfg.Seed, 0, i))
 		r.OverallStats = withCI(r.Overall, statsSeed(p.cfg.Seed, 1, i))
+		r.Modes = FindModes(r.Final)
 		if len(r.LockedIn) != len(r.Final) {
 			r.LockedIn = nil // some cells' learners do not say
 		}
@@ -189,22 +199,35 @@ func finite(xs []Number) []float64 {
 }
 
 // compare makes the paired comparisons of every two allocators at every
-// point, over their seeds' final results, rows in grid order.
+// point and learner, over their seeds' final results, rows in grid order.
 func (p *plan) compare(rows []Row) []Comparison {
 	var out []Comparison
 	k := len(p.allocs)
 	for pi := range p.points {
-		for a := range k {
-			for b := a + 1; b < k; b++ {
-				ra, rb := rows[pi*k+a], rows[pi*k+b]
-				c := compare(ra.Final, rb.Final, statsSeed(p.cfg.Seed, 3, len(out)))
-				c.Point, c.A, c.B = ra.Point, ra.Allocator, rb.Allocator
-				out = append(out, c)
+		for li := range p.specs {
+			for a := range k {
+				for b := a + 1; b < k; b++ {
+					ra, rb := rows[p.row(pi, li, a)], rows[p.row(pi, li, b)]
+					c := compare(ra.Final, rb.Final, statsSeed(p.cfg.Seed, 3, len(out)))
+					c.Point, c.Learner, c.A, c.B = ra.Point, ra.Learner, ra.Allocator, rb.Allocator
+					out = append(out, c)
+				}
 			}
 		}
 	}
 	holm(out)
 	return out
+}
+
+// row is the index in Result.Rows of point pi, learner li and allocator
+// ai.
+func (p *plan) row(pi, li, ai int) int { return (pi*len(p.specs)+li)*len(p.allocs) + ai }
+
+// rowAt is row's inverse: the point, learner and allocator of row i.
+func (p *plan) rowAt(i int) (pi, li, ai int) {
+	ai = i % len(p.allocs)
+	i /= len(p.allocs)
+	return i / len(p.specs), i % len(p.specs), ai
 }
 
 // curve is one cell's metric averaged in bins of episodes: at most

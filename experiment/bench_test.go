@@ -24,7 +24,7 @@ func elFarolGrid(b testing.TB, out string) experiment.Config {
 		Params:     map[string]string{"nights": "7", "capacity": "6"},
 		Axes:       []experiment.Axis{{Param: "agents", Values: []string{"20", "60", "100", "200"}}},
 		Allocators: []string{"team", "individual", "difference"},
-		Learner:    spec,
+		Learners:   []learn.Spec{spec},
 		Seeds:      3,
 		Seed:       1,
 		Episodes:   1000,

@@ -83,7 +83,7 @@ func (p *plan) identity(c *cellPlan) CellConfig {
 		Scenario:  p.name,
 		Params:    p.points[c.point].params.Map(),
 		Allocator: p.allocs[c.alloc],
-		Learner:   p.cfg.Learner.String(),
+		Learner:   p.specNames[c.spec],
 		Learn:     p.learners,
 		Policies:  p.cfg.Policies,
 		Seed:      c.seed,
@@ -105,14 +105,18 @@ func (id CellConfig) key() string {
 	return string(b)
 }
 
-// fileName is a readable, unique name: the point, the allocator, the seed
-// and a hash of the whole id.
-func (id CellConfig) fileName(axes []Axis, values []string) string {
+// fileName is a readable, unique name: the point, the learner (learner,
+// empty when the experiment compares one), the allocator, the seed and a
+// hash of the whole id.
+func (id CellConfig) fileName(axes []Axis, values []string, learner string) string {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, id.key())
 	var parts []string
 	for i, a := range axes {
 		parts = append(parts, slug(a.Param+"-"+values[i]))
+	}
+	if learner != "" {
+		parts = append(parts, learner)
 	}
 	parts = append(parts, slug(id.Allocator), fmt.Sprintf("seed%d", id.Seed), fmt.Sprintf("%016x", h.Sum64()))
 	return strings.Join(parts, "_") + ".json"
@@ -271,7 +275,7 @@ const progressEvery = 25
 func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, err error) {
 	cfg := p.cfg
 	pt := p.points[c.point]
-	learner, err := cfg.Learner.New(learn.Options{State: cfg.State})
+	learner, err := p.specs[c.spec].New(learn.Options{State: cfg.State})
 	if err != nil {
 		return nil, err
 	}
@@ -410,6 +414,9 @@ func (a *afterGroups) Finish(ctx context.Context, group []*episode.Record) (func
 
 // describe names a cell in errors.
 func (p *plan) describe(c *cellPlan) string {
+	if len(p.specs) > 1 {
+		return fmt.Sprintf("%s learner=%s allocator=%s seed=%d", describePoint(p.cfg.Axes, p.points[c.point].values), p.specNames[c.spec], p.allocs[c.alloc], c.seed)
+	}
 	return fmt.Sprintf("%s allocator=%s seed=%d", describePoint(p.cfg.Axes, p.points[c.point].values), p.allocs[c.alloc], c.seed)
 }
 
@@ -522,9 +529,10 @@ func (p *plan) resume() error {
 }
 
 // writeCell writes a finished cell's file atomically, and returns its JSON
-// (without the newline), which episodes.json splices in.
-func writeCell(out, name string, cell *Cell) ([]byte, error) {
-	data, err := json.Marshal(cell)
+// (without the newline), which episodes.json splices in and episodes.csv
+// takes numbers from.
+func writeCell(out, name string, cell *Cell) (*cellJSON, error) {
+	j, err := encodeCell(cell)
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", name, err)
 	}
@@ -532,10 +540,10 @@ func writeCell(out, name string, cell *Cell) ([]byte, error) {
 	// cell whose file does not decode whole (what a power cut can leave of
 	// an unsynced file), so a sync would buy nothing for what it costs (a
 	// tenth of the outputs' CPU time, on a grid of small cells).
-	if err := writeFile(filepath.Join(out, cellsDir, name), append(data, '\n'), false); err != nil {
+	if err := writeFile(filepath.Join(out, cellsDir, name), append(j.data, '\n'), false); err != nil {
 		return nil, err
 	}
-	return data, nil
+	return j, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same

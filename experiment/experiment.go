@@ -107,9 +107,14 @@ type Config struct {
 	// Registry resolves the allocator specs; nil means credit.Builtin().
 	Registry *credit.Registry
 
-	// Learner is the learning policy every learning agent plays; each cell
-	// gets a fresh one (learn.Parse).
-	Learner learn.Spec
+	// Learners are the learning policies compared: a dimension of the grid
+	// like the allocators, every learner playing every point, allocator
+	// and seed, each cell with a fresh learner (learn.Parse; ParseLearners
+	// reads a sweep of hyper-parameters). At least one. With several, the
+	// outputs say, per reward, the best and the median over the sweep and
+	// how often each ordering of the rewards holds (Result.Sweep), since
+	// the learner decides as much of the result as the reward does.
+	Learners []learn.Spec
 	// State maps a prompt to the learner's state (learn.Options.State);
 	// nil keys states by the whole prompt.
 	State func(prompt string) string
@@ -190,11 +195,17 @@ type Result struct {
 	// Metric is what the results measure: "G/G*" when the optimum is
 	// known, else "G".
 	Metric string
-	Cells  []*Cell // in grid order: points, then allocators, then seeds
-	Rows   []Row   // one per point and allocator, in grid order
+	Cells  []*Cell // in grid order: points, then learners, then allocators, then seeds
+	Rows   []Row   // one per point, learner and allocator, in grid order
 	// Comparisons are the paired comparisons of every two allocators at
-	// every point, over the seeds' final results.
+	// every point and learner, over the seeds' final results.
 	Comparisons []Comparison
+	// Sweep summarises each point and allocator over the learners, in
+	// grid order (points, then allocators); nil with a single learner.
+	Sweep []SweepRow
+	// Orderings are, per point, the orderings of the allocators the
+	// learners give, the most frequent first; nil with a single learner.
+	Orderings []Ordering
 	// Resumed counts the cells read back from Out.
 	Resumed int
 	// Turns, Updates and Elapsed are what this Run played (agent turns,
@@ -222,6 +233,12 @@ type plan struct {
 	registry *credit.Registry
 	points   []point
 	learners []string // roles that learn
+	// specs are the learners compared (Config.Learners), names their
+	// specs in full and labels the short names the tables and plots give
+	// them (learnerLabels).
+	specs      []learn.Spec
+	specNames  []string
+	specLabels []string
 	// allocs are the allocator specs, as the registry names them, with the
 	// scenario's counterfactual mode applied (see effective).
 	allocs []string
@@ -284,16 +301,17 @@ func (p *plan) giveReuse(point int, r *env.Reuse) {
 }
 
 type cellPlan struct {
-	index        int
-	point, alloc int
-	seed         int
-	runSeed      uint64
-	id           CellConfig
-	file         string // name in Out/cells
-	done         *Cell  // read back from Out
+	index              int
+	point, spec, alloc int
+	seed               int
+	runSeed            uint64
+	id                 CellConfig
+	file               string // name in Out/cells
+	done               *Cell  // read back from Out
 	// json is the cell's encoding, when it was played and written by this
-	// Run: episodes.json splices it rather than encode the cell again.
-	json []byte
+	// Run: episodes.json splices it rather than encode the cell again, and
+	// episodes.csv copies numbers from it.
+	json *cellJSON
 	// series is the array the cell's per-episode series are carved from
 	// (allocSeries), nil until it is to be played.
 	series []float64
@@ -342,8 +360,8 @@ func newPlan(cfg Config) (*plan, error) {
 		return bad("episodes %d: want at least 1", cfg.Episodes)
 	case cfg.Window < 0 || cfg.Window > cfg.Episodes:
 		return bad("window %d: want 0 (a tenth) to episodes (%d)", cfg.Window, cfg.Episodes)
-	case cfg.Learner.Name() == "":
-		return bad("no learner (use learn.Parse)")
+	case len(cfg.Learners) == 0:
+		return bad("no learner (use learn.Parse or ParseLearners)")
 	case cfg.Parallel < 0:
 		return bad("parallel %d < 0", cfg.Parallel)
 	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
@@ -362,6 +380,17 @@ func newPlan(cfg Config) (*plan, error) {
 			return bad("learning role %q: scenario %s has %s", role, info.Name, info.RoleNames())
 		}
 	}
+	for i, l := range cfg.Learners {
+		if l.Name() == "" {
+			return bad("learner %d: not parsed (use learn.Parse or ParseLearners)", i+1)
+		}
+		if slices.Contains(p.specNames, l.String()) {
+			return bad("learner %s given twice", l.String())
+		}
+		p.specs = append(p.specs, l)
+		p.specNames = append(p.specNames, l.String())
+	}
+	p.specLabels = learnerLabels(p.specNames)
 	p.learners = slices.Clone(cfg.Learn)
 	if len(p.learners) == 0 {
 		for _, r := range info.Roles {
@@ -493,12 +522,21 @@ func (p *plan) expand(optimum Optimum) error {
 		p.points = append(p.points, pt)
 	}
 	for pi := range p.points {
-		for ai := range p.allocs {
-			for s := range p.cfg.Seeds {
-				c := &cellPlan{index: len(p.cells), point: pi, alloc: ai, seed: s, runSeed: seeds.Mix(p.cfg.Seed, uint64(s))}
-				c.id = p.identity(c)
-				c.file = c.id.fileName(p.cfg.Axes, p.points[pi].values)
-				p.cells = append(p.cells, c)
+		for li := range p.specs {
+			for ai := range p.allocs {
+				for s := range p.cfg.Seeds {
+					c := &cellPlan{index: len(p.cells), point: pi, spec: li, alloc: ai, seed: s, runSeed: seeds.Mix(p.cfg.Seed, uint64(s))}
+					c.id = p.identity(c)
+					// In a sweep, the learner's spec in full names its cells:
+					// their names must not change with the labels (learnerLabels),
+					// or a resumed sweep would not find them.
+					learner := ""
+					if len(p.specs) > 1 {
+						learner = slug(p.specNames[li])
+					}
+					c.file = c.id.fileName(p.cfg.Axes, p.points[pi].values, learner)
+					p.cells = append(p.cells, c)
+				}
 			}
 		}
 	}
@@ -600,6 +638,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Rows = p.aggregate(res.Cells)
 	res.Comparisons = p.compare(res.Rows)
+	res.Sweep = p.sweep(res.Rows)
+	res.Orderings = p.orderings(res.Rows, res.Comparisons)
 	if cfg.Out != "" {
 		files, err := p.writeOutputs(res)
 		res.Files = files

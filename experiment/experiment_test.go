@@ -35,7 +35,7 @@ func smallBar(t testing.TB, out string) experiment.Config {
 		Params:     map[string]string{"nights": "3", "capacity": "2"},
 		Axes:       []experiment.Axis{{Param: "agents", Values: []string{"6", "12"}}},
 		Allocators: []string{"team", "difference"},
-		Learner:    spec,
+		Learners:   []learn.Spec{spec},
 		Seeds:      2,
 		Seed:       5,
 		Episodes:   80,
@@ -185,20 +185,26 @@ func assertSnakeCase(t *testing.T, name string, data []byte) {
 	walk(doc)
 }
 
-func TestRunIsDeterministicAndResumes(t *testing.T) {
-	t.Parallel() // independent; drawing its plots keeps one core busy
-	first := t.TempDir()
-	cfg := smallBar(t, first)
+// sameBytesInSerial runs cfg into a new directory, then one cell at a
+// time into another, checks that both hold the same bytes, and returns
+// them and cfg as it ran the second time.
+func sameBytesInSerial(t *testing.T, cfg experiment.Config) (map[string][]byte, experiment.Config) {
+	t.Helper()
+	cfg.Out = t.TempDir()
 	_, err := experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	want := outputs(t, first)
-
-	// One cell at a time gives the same bytes as cells in parallel.
-	second := t.TempDir()
-	cfg.Out, cfg.Parallel = second, 1
+	want := outputs(t, cfg.Out)
+	cfg.Out, cfg.Parallel = t.TempDir(), 1
 	_, err = experiment.Run(context.Background(), cfg)
 	require.NoError(t, err)
-	assert.Equal(t, want, outputs(t, second))
+	require.Equal(t, want, outputs(t, cfg.Out))
+	return want, cfg
+}
+
+func TestRunIsDeterministicAndResumes(t *testing.T) {
+	t.Parallel() // independent; drawing its plots keeps one core busy
+	want, cfg := sameBytesInSerial(t, smallBar(t, ""))
+	second := cfg.Out
 
 	// Lose three cells, as an interrupted run would; the rest is read back.
 	var names []string
@@ -212,7 +218,7 @@ func TestRunIsDeterministicAndResumes(t *testing.T) {
 		require.NoError(t, os.Remove(filepath.Join(second, name)))
 	}
 	// Without Resume, a directory that holds an experiment is refused.
-	_, err = experiment.Run(context.Background(), cfg)
+	_, err := experiment.Run(context.Background(), cfg)
 	require.ErrorIs(t, err, experiment.ErrExists)
 	cfg.Resume = true
 	res, err := experiment.Run(context.Background(), cfg)
@@ -347,7 +353,7 @@ func TestDifferenceRewardsLearnTheBar(t *testing.T) {
 		Scenario:   elfarol.New(),
 		Params:     map[string]string{"agents": "12", "nights": "3", "capacity": "4"},
 		Allocators: []string{"difference"},
-		Learner:    spec,
+		Learners:   []learn.Spec{spec},
 		Seeds:      2,
 		Episodes:   400,
 	})
@@ -368,7 +374,7 @@ func TestCommitteeWithCounterfactualAllocators(t *testing.T) {
 		Params:     map[string]string{"informed": "1", "options": "3"},
 		Axes:       []experiment.Axis{{Param: "uninformed", Values: []string{"1", "3"}}},
 		Allocators: []string{"team", "difference", "shapley", "leave-one-out"},
-		Learner:    spec,
+		Learners:   []learn.Spec{spec},
 		Learn:      []string{committee.RoleAdviser},
 		Policies:   map[string]string{committee.RoleDecider: "scripted"},
 		Seeds:      2,
@@ -424,7 +430,7 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		"no seeds":         {func(c *experiment.Config) { c.Seeds = 0 }, "seeds 0"},
 		"no episodes":      {func(c *experiment.Config) { c.Episodes = 0 }, "episodes 0"},
 		"window":           {func(c *experiment.Config) { c.Window = 81 }, "window 81"},
-		"no learner":       {func(c *experiment.Config) { c.Learner = learn.Spec{} }, "no learner"},
+		"no learner":       {func(c *experiment.Config) { c.Learners = nil }, "no learner"},
 		"unknown param":    {func(c *experiment.Config) { c.Axes = []experiment.Axis{{Param: "bars", Values: []string{"1"}}} }, "grid point bars=1"},
 		"bad value":        {func(c *experiment.Config) { c.Axes[0].Values = []string{"6", "many"} }, "grid point agents=many"},
 		"fixed and axis":   {func(c *experiment.Config) { c.Params = map[string]string{"agents": "5"} }, "both fixed (5) and a grid axis"},
@@ -484,7 +490,7 @@ func TestRunWritesResultsOfSeedsThatAllDifferAlike(t *testing.T) {
 		Scenario:   committee.New(),
 		Axes:       []experiment.Axis{{Param: "uninformed", Values: []string{"1"}}},
 		Allocators: []string{"team", "difference"},
-		Learner:    spec,
+		Learners:   []learn.Spec{spec},
 		Learn:      []string{committee.RoleAdviser},
 		Policies:   map[string]string{committee.RoleDecider: "scripted"},
 		Seeds:      2,

@@ -30,7 +30,7 @@ func TestTeamLearnersNoLongerLockIn(t *testing.T) {
 			Scenario:   elfarol.New(),
 			Params:     map[string]string{"agents": "40", "nights": "7", "capacity": "6"},
 			Allocators: []string{"team"},
-			Learner:    s,
+			Learners:   []learn.Spec{s},
 			Seeds:      3,
 			Seed:       1,
 			Episodes:   300,

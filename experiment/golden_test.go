@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden experiment outputs i
 // TestOutputsMatchTheGoldenFiles pins what small grids measure, every
 // episode's team reward and mean reward to the last bit: every learner,
 // the counterfactual allocators (rescored and re-simulated), a stateful
-// one, and a scenario whose prompts carry messages. A change of the
+// one, a scenario whose prompts carry messages, and a sweep of learners. A change of the
 // engine, the allocators or the learners that changes what is learned
 // shows here; run with -update only when that change is meant.
 func TestOutputsMatchTheGoldenFiles(t *testing.T) {
@@ -38,22 +38,36 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 			Params:     map[string]string{"nights": "3", "capacity": "2"},
 			Axes:       []experiment.Axis{{Param: "agents", Values: []string{"5", "9"}}},
 			Allocators: allocators,
-			Learner:    spec(learner),
+			Learners:   []learn.Spec{spec(learner)},
 			Seeds:      2,
 			Seed:       7,
 			Episodes:   40,
 		}
 	}
+	sweep := func(learners ...string) experiment.Config {
+		cfg := bar("egreedy", "team", "difference")
+		cfg.Learners = nil
+		for _, l := range learners {
+			ls, err := experiment.ParseLearners(l)
+			require.NoError(t, err)
+			cfg.Learners = append(cfg.Learners, ls...)
+		}
+		return cfg
+	}
 	grids := map[string]experiment.Config{
 		"elfarol-egreedy":   bar("egreedy:alpha=0.2,epsilon=0.1", "team", "individual", "difference"),
 		"elfarol-boltzmann": bar("boltzmann:temperature=0.3", "team", "difference:c=average", "shapley-mc:permutations=4"),
 		"elfarol-reinforce": bar("reinforce:rate=0.3", "equal-split", "rae", "leave-one-out"),
+		// A sweep of learners: the cells of each are those a grid with that
+		// learner alone plays (elfarol-egreedy's alpha=0.2 cells are
+		// repeated here bit for bit).
+		"elfarol-sweep": sweep("egreedy:alpha=0.2/0.5,epsilon=0.1", "reinforce:rate=0.3"),
 		"committee": {
 			Scenario:   committee.New(),
 			Params:     map[string]string{"informed": "1", "options": "3"},
 			Axes:       []experiment.Axis{{Param: "uninformed", Values: []string{"1", "2"}}},
 			Allocators: []string{"team", "difference", "shapley"},
-			Learner:    spec("egreedy:alpha=0.2,epsilon=0.1"),
+			Learners:   []learn.Spec{spec("egreedy:alpha=0.2,epsilon=0.1")},
 			Learn:      []string{committee.RoleAdviser},
 			Policies:   map[string]string{committee.RoleDecider: "scripted"},
 			Seeds:      2,
@@ -67,7 +81,11 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 			cfg.Out = t.TempDir()
 			_, err := experiment.Run(context.Background(), cfg)
 			require.NoError(t, err)
-			for _, file := range []string{"episodes.csv", "results.csv"} {
+			files := []string{"episodes.csv", "results.csv", "modes.csv"}
+			if len(cfg.Learners) > 1 {
+				files = append(files, "sweep.csv")
+			}
+			for _, file := range files {
 				got, err := os.ReadFile(filepath.Join(cfg.Out, file))
 				require.NoError(t, err)
 				golden := filepath.Join("testdata", name, file)

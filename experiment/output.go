@@ -22,6 +22,8 @@ const (
 	FinalsCSV      = "finals.csv"
 	ComparisonsCSV = "comparisons.csv"
 	CreditCSV      = "credit.csv"
+	ModesCSV       = "modes.csv"
+	SweepCSV       = "sweep.csv" // written for a sweep of learners only
 	ReportMD       = "report.md"
 )
 
@@ -47,6 +49,13 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		{FinalsCSV, p.finalsCSV},
 		{ComparisonsCSV, p.comparisonsCSV},
 		{CreditCSV, p.creditCSV},
+		{ModesCSV, p.modesCSV},
+	}
+	if len(p.specs) > 1 {
+		outputs = append(outputs, struct {
+			name string
+			make func(*Result) ([]byte, error)
+		}{SweepCSV, p.sweepCSV})
 	}
 	for _, o := range outputs {
 		data, err := o.make(res)
@@ -98,14 +107,15 @@ func (p *plan) leadHeader(alloc bool) []string {
 	return h
 }
 
-// lead is the leading columns of point pi (and allocator ai, when ≥ 0).
-func (p *plan) lead(pi, ai int) []string {
+// lead is the leading columns of point pi and learner li (and allocator
+// ai, when ≥ 0).
+func (p *plan) lead(pi, li, ai int) []string {
 	m := p.points[pi].params.Map()
 	rec := []string{p.name}
 	for _, k := range p.paramNames() {
 		rec = append(rec, m[k])
 	}
-	rec = append(rec, p.cfg.Learner.String(), strconv.Itoa(p.cfg.Episodes), strconv.Itoa(p.group()), strconv.Itoa(p.window), strconv.FormatUint(p.cfg.Seed, 10))
+	rec = append(rec, p.specNames[li], strconv.Itoa(p.cfg.Episodes), strconv.Itoa(p.group()), strconv.Itoa(p.window), strconv.FormatUint(p.cfg.Seed, 10))
 	if ai >= 0 {
 		rec = append(rec, p.allocs[ai])
 	}
@@ -159,7 +169,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 	}
 	for _, c := range p.cells {
 		cell := res.Cells[c.index]
-		lead, err := csvLine(nil, append(p.lead(c.point, c.alloc), strconv.Itoa(cell.Seed)))
+		lead, err := csvLine(nil, append(p.lead(c.point, c.spec, c.alloc), strconv.Itoa(cell.Seed)))
 		if err != nil {
 			return nil, err
 		}
@@ -170,7 +180,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 			buf = append(buf, ',')
 			buf = strconv.AppendInt(buf, int64(e), 10)
 			buf = append(buf, ',')
-			buf = appendFtoa(buf, cell.Team[e])
+			buf = c.json.number(buf, e, 0, cell.Team[e])
 			buf = append(buf, ',')
 			buf = append(buf, gs...)
 			buf = append(buf, ',')
@@ -178,7 +188,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 				buf = appendFtoa(buf, cell.Ratio(e))
 			}
 			buf = append(buf, ',')
-			buf = appendFtoa(buf, cell.Reward[e])
+			buf = c.json.number(buf, e, 1, cell.Reward[e])
 			for m := range metrics {
 				buf = append(buf, ',')
 				if m < len(cell.Metrics) {
@@ -201,9 +211,6 @@ func csvLine(dst []byte, record []string) ([]byte, error) {
 	w.Flush()
 	return append(dst, b.Bytes()...), w.Error()
 }
-
-// appendFtoa appends ftoa(v).
-func appendFtoa(dst []byte, v float64) []byte { return strconv.AppendFloat(dst, v, 'g', -1, 64) }
 
 func (p *plan) axisNames() []string {
 	names := make([]string, len(p.cfg.Axes))
@@ -235,16 +242,23 @@ func (p *plan) episodesJSON(res *Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	buf := append(head[:len(head)-1], `,"cells":[`...)
+	datas := make([][]byte, len(p.cells))
+	size := len(head) + 16
 	for i, c := range p.cells {
+		if c.json != nil {
+			datas[i] = c.json.data
+		} else if datas[i], err = json.Marshal(res.Cells[c.index]); err != nil {
+			return nil, err
+		}
+		size += len(datas[i]) + 1
+	}
+	// Sized once: the cells are megabytes, and growing the buffer by
+	// doubling would copy them again and again.
+	buf := append(make([]byte, 0, size), head[:len(head)-1]...)
+	buf = append(buf, `,"cells":[`...)
+	for i, data := range datas {
 		if i > 0 {
 			buf = append(buf, ',')
-		}
-		data := c.json
-		if data == nil {
-			if data, err = json.Marshal(res.Cells[c.index]); err != nil {
-				return nil, err
-			}
 		}
 		buf = append(buf, data...)
 	}
@@ -269,6 +283,7 @@ func statsHeader(prefix string) []string {
 func (p *plan) resultsCSV(res *Result) ([]byte, error) {
 	header := append(p.leadHeader(true), "metric", "g_star", "seeds")
 	header = append(header, statsHeader("final")...)
+	header = append(header, "final_modes")
 	header = append(header, statsHeader("overall")...)
 	header = append(header, statsHeader("locked_in")...)
 	header = append(header, statsHeader("factoredness")...)
@@ -286,9 +301,10 @@ func (p *plan) resultsCSV(res *Result) ([]byte, error) {
 	}
 	return writeCSV(header, func(emit func([]string) error) error {
 		for i, r := range res.Rows {
-			pi, ai := i/len(p.allocs), i%len(p.allocs)
-			rec := append(p.lead(pi, ai), res.Metric, p.gStar(pi), strconv.Itoa(r.FinalStats.N))
+			pi, li, ai := p.rowAt(i)
+			rec := append(p.lead(pi, li, ai), res.Metric, p.gStar(pi), strconv.Itoa(r.FinalStats.N))
 			rec = append(rec, statsFields(r.FinalStats)...)
+			rec = append(rec, strconv.Itoa(len(r.Modes)))
 			rec = append(rec, statsFields(r.OverallStats)...)
 			rec = append(rec, orEmpty(r.LockedIn != nil, r.LockedInStats)...)
 			d := r.Diagnostics
@@ -345,7 +361,7 @@ func (p *plan) creditCSV(res *Result) ([]byte, error) {
 			if cell.Credit == nil {
 				continue
 			}
-			lead := append(p.lead(c.point, c.alloc), strconv.Itoa(cell.Seed))
+			lead := append(p.lead(c.point, c.spec, c.alloc), strconv.Itoa(cell.Seed))
 			for a, id := range cell.Credit.Agents {
 				rec := append(lead[:len(lead):len(lead)], id, ftoa(cell.Credit.Mean[a]))
 				if err := emit(rec); err != nil {
@@ -363,13 +379,13 @@ func (p *plan) finalsCSV(res *Result) ([]byte, error) {
 	header := append(p.leadHeader(true), "seed", "run_seed", "metric", "final", "overall", "locked_in")
 	return writeCSV(header, func(emit func([]string) error) error {
 		for i, r := range res.Rows {
-			pi, ai := i/len(p.allocs), i%len(p.allocs)
+			pi, li, ai := p.rowAt(i)
 			for s := range r.Final {
 				lock := ""
 				if r.LockedIn != nil {
 					lock = ftoa(r.LockedIn[s])
 				}
-				rec := append(p.lead(pi, ai), strconv.Itoa(s), strconv.FormatUint(seeds.Mix(p.cfg.Seed, uint64(s)), 10), res.Metric, ftoa(r.Final[s]), ftoa(r.Overall[s]), lock)
+				rec := append(p.lead(pi, li, ai), strconv.Itoa(s), strconv.FormatUint(seeds.Mix(p.cfg.Seed, uint64(s)), 10), res.Metric, ftoa(r.Final[s]), ftoa(r.Overall[s]), lock)
 				if err := emit(rec); err != nil {
 					return err
 				}
@@ -386,7 +402,8 @@ func (p *plan) comparisonsCSV(res *Result) ([]byte, error) {
 	return writeCSV(header, func(emit func([]string) error) error {
 		per := k * (k - 1) / 2
 		for i, c := range res.Comparisons {
-			rec := append(p.lead(i/max(per, 1), -1), res.Metric, c.A, c.B, strconv.Itoa(c.N), ftoa(c.Diff), ftoa(c.CILow), ftoa(c.CIHigh),
+			pl := i / max(per, 1) // the comparison's point and learner
+			rec := append(p.lead(pl/len(p.specs), pl%len(p.specs), -1), res.Metric, c.A, c.B, strconv.Itoa(c.N), ftoa(c.Diff), ftoa(c.CILow), ftoa(c.CIHigh),
 				strconv.Itoa(c.Wins), strconv.Itoa(c.Ties), ftoa(c.PT), ftoa(c.PSign), ftoa(c.PHolm), ftoa(float64(c.D)))
 			if err := emit(rec); err != nil {
 				return err
@@ -401,11 +418,13 @@ func (p *plan) comparisonsCSV(res *Result) ([]byte, error) {
 func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 	type row struct {
 		Point     map[string]string  `json:"point"`
+		Learner   string             `json:"learner"`
 		Allocator string             `json:"allocator"`
 		Final     []float64          `json:"final"`
 		Overall   []float64          `json:"overall"`
 		LockedIn  []float64          `json:"locked_in,omitempty"`
 		FinalS    Stats              `json:"final_stats"`
+		Modes     []Mode             `json:"final_modes"`
 		OverallS  Stats              `json:"overall_stats"`
 		LockedInS *Stats             `json:"locked_in_stats,omitempty"`
 		Diag      *RowDiagnostics    `json:"diagnostics,omitempty"`
@@ -417,10 +436,18 @@ func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 		Point map[string]string `json:"point"`
 		Comparison
 	}
+	type sweep struct {
+		Point map[string]string `json:"point"`
+		SweepRow
+	}
+	type ordering struct {
+		Point map[string]string `json:"point"`
+		Ordering
+	}
 	doc := struct {
 		Scenario    string            `json:"scenario"`
 		Params      map[string]string `json:"params"`
-		Learner     string            `json:"learner"`
+		Learners    []string          `json:"learners"`
 		Metric      string            `json:"metric"`
 		Episodes    int               `json:"episodes"`
 		Group       int               `json:"group"`
@@ -430,7 +457,9 @@ func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 		Confidence  float64           `json:"confidence"`
 		Rows        []row             `json:"rows"`
 		Comparisons []comparison      `json:"comparisons"`
-	}{p.name, p.cfg.Params, p.cfg.Learner.String(), res.Metric, p.cfg.Episodes, p.group(), p.window, p.cfg.Seeds, p.cfg.Seed, Confidence, nil, nil}
+		Sweep       []sweep           `json:"sweep,omitempty"`
+		Orderings   []ordering        `json:"orderings,omitempty"`
+	}{p.name, p.cfg.Params, p.specNames, res.Metric, p.cfg.Episodes, p.group(), p.window, p.cfg.Seeds, p.cfg.Seed, Confidence, nil, nil, nil, nil}
 	point := func(values []string) map[string]string {
 		pt := map[string]string{}
 		for i, a := range p.cfg.Axes {
@@ -439,8 +468,8 @@ func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 		return pt
 	}
 	for _, r := range res.Rows {
-		rw := row{Point: point(r.Point), Allocator: r.Allocator, Final: r.Final, Overall: r.Overall, LockedIn: r.LockedIn,
-			FinalS: r.FinalStats, OverallS: r.OverallStats, Diag: r.Diagnostics, Signal: r.Signal, Spread: r.Spread}
+		rw := row{Point: point(r.Point), Learner: r.Learner, Allocator: r.Allocator, Final: r.Final, Overall: r.Overall, LockedIn: r.LockedIn,
+			FinalS: r.FinalStats, Modes: r.Modes, OverallS: r.OverallStats, Diag: r.Diagnostics, Signal: r.Signal, Spread: r.Spread}
 		if len(r.MetricNames) > 0 {
 			rw.Metrics = map[string]float64{}
 			for m, name := range r.MetricNames {
@@ -455,6 +484,50 @@ func (p *plan) resultsJSON(res *Result) ([]byte, error) {
 	for _, c := range res.Comparisons {
 		doc.Comparisons = append(doc.Comparisons, comparison{point(c.Point), c})
 	}
+	for _, s := range res.Sweep {
+		doc.Sweep = append(doc.Sweep, sweep{point(s.Point), s})
+	}
+	for _, o := range res.Orderings {
+		doc.Orderings = append(doc.Orderings, ordering{point(o.Point), o})
+	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	return append(data, '\n'), err
+}
+
+// modesCSV has one line per mode of each row's final results (FindModes).
+func (p *plan) modesCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "metric", "seeds", "mode", "mode_seeds", "mode_share", "mode_center", "mode_low", "mode_high")
+	return writeCSV(header, func(emit func([]string) error) error {
+		for i, r := range res.Rows {
+			pi, li, ai := p.rowAt(i)
+			lead := append(p.lead(pi, li, ai), res.Metric, strconv.Itoa(len(r.Final)))
+			for k, m := range r.Modes {
+				rec := append(lead[:len(lead):len(lead)], strconv.Itoa(k+1), strconv.Itoa(m.Seeds), ftoa(m.Share), ftoa(m.Center), ftoa(m.Low), ftoa(m.High))
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// sweepCSV has one line per point, allocator and learner of a sweep: the
+// learner's mean final result, its rank among the allocators, and the
+// allocator's best, median and worst over the sweep.
+func (p *plan) sweepCSV(res *Result) ([]byte, error) {
+	header := append(p.leadHeader(true), "metric", "g_star", "seeds", "final_mean", "rank", "learners", "best", "best_learner", "median", "worst", "worst_learner", "first_at")
+	return writeCSV(header, func(emit func([]string) error) error {
+		for i, s := range res.Sweep {
+			pi, ai := i/len(p.allocs), i%len(p.allocs)
+			for li := range p.specs {
+				rec := append(p.lead(pi, li, ai), res.Metric, p.gStar(pi), strconv.Itoa(p.cfg.Seeds), ftoa(s.Means[li]), strconv.Itoa(s.Ranks[li]),
+					strconv.Itoa(len(p.specs)), ftoa(s.Best), s.BestLearner, ftoa(s.Median), ftoa(s.Worst), s.WorstLearner, strconv.Itoa(s.Top))
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }

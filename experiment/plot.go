@@ -37,23 +37,27 @@ const (
 	plotDPI    = 200
 )
 
-// plots draws the learning curves of every point, the final results
-// against the first axis, and every seed's final result.
+// plots draws the learning curves of every point (and learner), the
+// final results (against the first axis, or the learners of a sweep, or
+// at the single point), and every seed's final result.
 func (p *plan) plots(res *Result) ([]figure, error) {
 	var figs []figure
 	for pi := range p.points {
-		f, err := p.curves(res, pi)
-		if err != nil {
-			return nil, err
+		for li := range p.specs {
+			f, err := p.curves(res, pi, li)
+			if err != nil {
+				return nil, err
+			}
+			figs = append(figs, f)
 		}
-		figs = append(figs, f)
 	}
-	if len(p.cfg.Axes) > 0 {
-		finals, err := p.finals(res)
-		if err != nil {
-			return nil, err
-		}
-		figs = append(figs, finals...)
+	finals, err := p.finals(res)
+	if err != nil {
+		return nil, err
+	}
+	figs = append(figs, finals...)
+	if len(p.specs) > 1 {
+		return figs, nil // the finals against the learners show every seed
 	}
 	strip, err := p.strip(res)
 	if err != nil {
@@ -62,8 +66,21 @@ func (p *plan) plots(res *Result) ([]figure, error) {
 	return append(figs, strip), nil
 }
 
-// color of allocator i, the same in every plot.
-func colorOf(i int) color.Color { return plotutil.Color(i) }
+// okabeIto is Okabe & Ito's colour-blind-safe palette, less its yellow,
+// which shows poorly on white, and black, which draws the optimum: blue,
+// vermillion, bluish green, orange, sky blue, reddish purple.
+var okabeIto = [...]color.NRGBA{
+	{0x00, 0x72, 0xb2, 0xff},
+	{0xd5, 0x5e, 0x00, 0xff},
+	{0x00, 0x9e, 0x73, 0xff},
+	{0xe6, 0x9f, 0x00, 0xff},
+	{0x56, 0xb4, 0xe9, 0xff},
+	{0xcc, 0x79, 0xa7, 0xff},
+}
+
+// color of allocator i, the same in every plot: Okabe-Ito's, in turn
+// (the dashes and marker shapes tell apart allocators beyond six).
+func colorOf(i int) color.Color { return okabeIto[i%len(okabeIto)] }
 
 // faded returns c at the given opacity (0 to 255).
 func faded(c color.Color, alpha uint8) color.Color {
@@ -198,43 +215,71 @@ func (c *chart) render(base, caption string, png bool) (figure, error) {
 	return f, nil
 }
 
-// curves draws point pi's learning curves: per allocator, every seed's
-// metric averaged in bins of episodes as a thin line, and their mean as a
-// thick one.
-func (p *plan) curves(res *Result, pi int) (figure, error) {
+// curves draws the learning curves of point pi and learner li: per
+// allocator, the mean over seeds of the metric averaged in bins of
+// episodes, and a band for the 95% confidence interval of that mean
+// (Student's t over the seeds, within the seeds' range; none for one
+// seed).
+func (p *plan) curves(res *Result, pi, li int) (figure, error) {
 	desc := describePoint(p.cfg.Axes, p.points[pi].values)
 	title := fmt.Sprintf("%s: learning curves, %s", p.name, desc)
 	if len(p.cfg.Axes) == 0 {
 		title = p.name + ": learning curves"
 	}
+	if len(p.specs) > 1 {
+		title += ", learner " + p.specLabels[li]
+	}
 	c := p.newChart(res, title, "episode", res.Metric)
 	c.pl.X.Tick.Marker = roundTicks{}
 	c.pl.X.Min, c.pl.X.Max = 0, float64(p.cfg.Episodes)
+	tq := tQuantile(p.cfg.Seeds)
+	var lines []*plotter.Line
 	for ai, spec := range p.allocs {
 		var x []float64
 		var ys [][]float64
 		for _, cp := range p.cells {
-			if cp.point == pi && cp.alloc == ai {
+			if cp.point == pi && cp.spec == li && cp.alloc == ai {
 				cx, cy := p.curve(res.Cells[cp.index])
 				x = cx
 				ys = append(ys, cy)
 			}
 		}
 		mean := make(plotter.XYs, len(x))
-		for _, y := range ys {
-			seed := make(plotter.XYs, len(x))
-			for j := range x {
-				seed[j] = plotter.XY{X: x[j], Y: y[j]}
-				mean[j].X, mean[j].Y = x[j], mean[j].Y+y[j]/float64(len(ys))
+		band := make(plotter.XYs, 2*len(x)) // upper edge left to right, lower right to left
+		for j := range x {
+			s := 0.0
+			for _, y := range ys {
+				s += y[j]
 			}
-			c.see(y...)
-			thin, err := plotter.NewLine(seed)
+			m := s / float64(len(ys))
+			ss := 0.0
+			for _, y := range ys {
+				ss += (y[j] - m) * (y[j] - m)
+			}
+			half := 0.0
+			if n := len(ys); n > 1 {
+				half = tq * math.Sqrt(ss/float64(n-1)/float64(n))
+			}
+			// The t interval of a mean near a bound (G/G* near 1) can pass
+			// it; no mean lies outside the seeds' range, so neither does the
+			// band.
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, y := range ys {
+				lo, hi = min(lo, y[j]), max(hi, y[j])
+			}
+			mean[j] = plotter.XY{X: x[j], Y: m}
+			band[j] = plotter.XY{X: x[j], Y: min(m+half, hi)}
+			band[len(band)-1-j] = plotter.XY{X: x[j], Y: max(m-half, lo)}
+			c.see(band[j].Y, band[len(band)-1-j].Y)
+		}
+		if len(ys) > 1 {
+			poly, err := plotter.NewPolygon(band)
 			if err != nil {
 				return figure{}, err
 			}
-			thin.Color = faded(colorOf(ai), 0x50)
-			thin.Width = vg.Points(0.5)
-			c.pl.Add(thin)
+			poly.Color = faded(colorOf(ai), 0x40)
+			poly.LineStyle.Width = 0
+			c.pl.Add(poly)
 		}
 		line, err := plotter.NewLine(mean)
 		if err != nil {
@@ -245,8 +290,11 @@ func (p *plan) curves(res *Result, pi int) (figure, error) {
 		// Allocators that give the same rewards draw the same curve: the
 		// dashes keep the one drawn last from hiding the others.
 		line.Dashes = plotutil.Dashes(ai)
-		c.pl.Add(line)
+		lines = append(lines, line)
 		c.legend.Add(spec, line)
+	}
+	for _, l := range lines { // over every band
+		c.pl.Add(l)
 	}
 	if err := c.finish(0, float64(p.cfg.Episodes)); err != nil {
 		return figure{}, err
@@ -255,9 +303,32 @@ func (p *plan) curves(res *Result, pi int) (figure, error) {
 	if len(p.cfg.Axes) > 0 {
 		base += "_" + slug(strings.ReplaceAll(desc, " ", "_"))
 	}
-	f, err := c.render(base, fmt.Sprintf("Learning curves, %s", desc), p.cfg.PNG)
-	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: a thin line per seed (%d seeds), the thick line their mean.", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
+	caption := fmt.Sprintf("Learning curves, %s", desc)
+	if ls := p.learnerSlug(li); ls != "" {
+		base += "_" + ls
+		caption += ", learner " + p.specLabels[li]
+	}
+	f, err := c.render(base, caption, p.cfg.PNG)
+	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: the line is the mean over %d seeds, the band its 95%% confidence interval (Student's t, within the seeds' range).", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
 	return f, err
+}
+
+// tQuantile is the two-sided 95% quantile of Student's t with n − 1
+// degrees of freedom, by bisection of studentTwoSided; 0 for n < 2.
+func tQuantile(n int) float64 {
+	if n < 2 {
+		return 0
+	}
+	lo, hi := 0.0, 1000.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if studentTwoSided(mid, float64(n-1)) > 1-Confidence {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
 }
 
 // jitter is a seed's horizontal offset in a strip of half-width w: spread
@@ -269,106 +340,166 @@ func jitter(seed, seeds int, w float64) float64 {
 	return -w + 2*w*float64(seed)/float64(seeds-1)
 }
 
-// finals draws the final results against the first axis, one plot per
-// combination of the other axes' values: per allocator the mean over
-// seeds with its bootstrap 95% interval, and each seed as a dot.
+// finalView is one final-results figure: its x positions and labels, and
+// the row each x position and allocator shows.
+type finalView struct {
+	title, xlabel, base, caption string
+	xs                           []float64
+	labels                       []string
+	rotate                       bool // long labels: drawn upright
+	categories                   bool // x values without an order: the means are not joined by lines
+	row                          func(x, ai int) int
+}
+
+// finals draws the final results, one figure per view: with one learner,
+// against the first axis, a figure per combination of the other axes'
+// values (a grid without axes: its single point); in a sweep, against the
+// learners, a figure per point. Per allocator: the mean over seeds with
+// its bootstrap 95% interval, and each seed as a dot.
 func (p *plan) finals(res *Result) ([]figure, error) {
-	first := p.cfg.Axes[0]
-	xs, numeric := make([]float64, len(first.Values)), true
-	for i, v := range first.Values {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			numeric = false
-			break
-		}
-		xs[i] = f
-	}
-	if !numeric {
-		for i := range xs {
+	var views []finalView
+	k := len(p.allocs)
+	switch {
+	case len(p.specs) > 1:
+		xs := make([]float64, len(p.specs))
+		long := false
+		for i, l := range p.specLabels {
 			xs[i] = float64(i)
+			long = long || len(l) > 12
+		}
+		for pi := range p.points {
+			v := finalView{title: fmt.Sprintf("%s: final %s across the learners", p.name, res.Metric), xlabel: "learner", base: "final",
+				caption: fmt.Sprintf("Final %s across the learners", res.Metric), xs: xs, labels: p.specLabels, rotate: long, categories: true,
+				row: func(x, ai int) int { return p.row(pi, x, ai) }}
+			if len(p.cfg.Axes) > 0 {
+				desc := describePoint(p.cfg.Axes, p.points[pi].values)
+				v.title += " (" + desc + ")"
+				v.caption += ", " + desc
+				v.base += "_" + slug(strings.ReplaceAll(desc, " ", "_"))
+			}
+			views = append(views, v)
+		}
+	case len(p.cfg.Axes) == 0:
+		views = append(views, finalView{title: fmt.Sprintf("%s: final %s", p.name, res.Metric), base: "final",
+			caption: fmt.Sprintf("Final %s", res.Metric), xs: []float64{0}, labels: []string{p.name}, categories: true,
+			row: func(_, ai int) int { return ai }})
+	default:
+		first := p.cfg.Axes[0]
+		xs, numeric := make([]float64, len(first.Values)), true
+		for i, v := range first.Values {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				numeric = false
+				break
+			}
+			xs[i] = f
+		}
+		if !numeric {
+			for i := range xs {
+				xs[i] = float64(i)
+			}
+		}
+		// Rows are in grid order: the first axis slowest, allocators fastest.
+		perFirst := len(res.Rows) / len(first.Values) // rows per first-axis value
+		for o := range perFirst / k {                 // combinations of the other axes
+			v := finalView{title: fmt.Sprintf("%s: final %s against %s", p.name, res.Metric, first.Param), xlabel: first.Param, base: "final",
+				caption: fmt.Sprintf("Final %s against %s", res.Metric, first.Param), xs: xs, labels: first.Values,
+				row: func(x, ai int) int { return x*perFirst + o*k + ai }}
+			if len(p.cfg.Axes) > 1 {
+				rest := describePoint(p.cfg.Axes[1:], res.Rows[o*k].Point[1:])
+				v.title += " (" + rest + ")"
+				v.caption += ", " + rest
+				v.base += "_" + slug(strings.ReplaceAll(rest, " ", "_"))
+			}
+			views = append(views, v)
 		}
 	}
-	spread := 1.0 // the least gap between the axis' values, for the dots' strips
+	figs := make([]figure, 0, len(views))
+	for _, v := range views {
+		f, err := p.finalFigure(res, v)
+		if err != nil {
+			return nil, err
+		}
+		figs = append(figs, f)
+	}
+	return figs, nil
+}
+
+// finalFigure draws one view of the final results.
+func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
+	xs := v.xs
+	spread := 1.0 // the least gap between the x values, for the dots' strips
 	if len(xs) > 1 {
 		spread = math.Inf(1)
 		for i := 1; i < len(xs); i++ {
 			spread = min(spread, math.Abs(xs[i]-xs[i-1]))
 		}
 	}
-	// Rows are in grid order: the first axis slowest, allocators fastest.
-	perFirst := len(res.Rows) / len(first.Values) // rows per first-axis value
-	others := perFirst / len(p.allocs)            // combinations of the other axes
-	var figs []figure
-	for o := range others {
-		rest := ""
-		if len(p.cfg.Axes) > 1 {
-			rest = describePoint(p.cfg.Axes[1:], res.Rows[o*len(p.allocs)].Point[1:])
-		}
-		title := fmt.Sprintf("%s: final %s against %s", p.name, res.Metric, first.Param)
-		if rest != "" {
-			title += " (" + rest + ")"
-		}
-		c := p.newChart(res, title, first.Param, "final "+res.Metric)
-		ticks := make([]plot.Tick, len(first.Values))
-		for i, v := range first.Values {
-			ticks[i] = plot.Tick{Value: xs[i], Label: v}
-		}
-		c.pl.X.Tick.Marker = plot.ConstantTicks(ticks)
-		k := float64(len(p.allocs))
-		for ai, spec := range p.allocs {
-			pts := make(errPoints, len(first.Values))
-			var dots plotter.XYs
-			for fi := range first.Values {
-				r := res.Rows[fi*perFirst+o*len(p.allocs)+ai]
-				f := r.FinalStats
-				// Each allocator's dots in a strip of its own beside the value.
-				centre := xs[fi] + spread*0.3*((float64(ai)+0.5)/k-0.5)
-				pts[fi] = errPoint{x: xs[fi], y: f.Mean, lo: f.Mean - f.CILow, hi: f.CIHigh - f.Mean}
-				for s, v := range r.Final {
-					dots = append(dots, plotter.XY{X: centre + jitter(s, len(r.Final), spread*0.1/k), Y: v})
-				}
-				c.see(f.Min, f.Max)
-			}
-			line, scatter, err := plotter.NewLinePoints(pts)
-			if err != nil {
-				return nil, err
-			}
-			bars, err := plotter.NewYErrorBars(pts)
-			if err != nil {
-				return nil, err
-			}
-			seedDots, err := plotter.NewScatter(dots)
-			if err != nil {
-				return nil, err
-			}
-			line.Color, scatter.Color, bars.Color = colorOf(ai), colorOf(ai), colorOf(ai)
-			line.Dashes = plotutil.Dashes(ai)
-			scatter.Shape = plotutil.Shape(ai)
-			seedDots.Color = faded(colorOf(ai), 0x90)
-			seedDots.Radius = vg.Points(1.5)
-			seedDots.Shape = plotutil.Shape(ai)
-			c.pl.Add(seedDots, line, scatter, bars)
-			c.legend.Add(spec, line, scatter)
-		}
-		pad := spread * 0.4
-		c.pl.X.Min, c.pl.X.Max = xs[0]-pad, xs[len(xs)-1]+pad
-		if err := c.finish(c.pl.X.Min, c.pl.X.Max); err != nil {
-			return nil, err
-		}
-		base := "final"
-		caption := fmt.Sprintf("Final %s against %s", res.Metric, first.Param)
-		if rest != "" {
-			base += "_" + slug(strings.ReplaceAll(rest, " ", "_"))
-			caption += ", " + rest
-		}
-		f, err := c.render(base, caption, p.cfg.PNG)
-		if err != nil {
-			return nil, err
-		}
-		f.note = fmt.Sprintf("%s averaged over the last %d episodes of each seed: the line joins the means over %d seeds, the bars are their bootstrap 95%% confidence intervals, and the small dots beside each value are the seeds, one each.", res.Metric, p.window, p.cfg.Seeds)
-		figs = append(figs, f)
+	c := p.newChart(res, v.title, v.xlabel, "final "+res.Metric)
+	ticks := make([]plot.Tick, len(xs))
+	for i, l := range v.labels {
+		ticks[i] = plot.Tick{Value: xs[i], Label: l}
 	}
-	return figs, nil
+	c.pl.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if v.rotate {
+		c.pl.X.Tick.Label.Rotation = math.Pi / 2
+		c.pl.X.Tick.Label.XAlign = draw.XRight
+		c.pl.X.Tick.Label.YAlign = draw.YCenter
+	}
+	k := float64(len(p.allocs))
+	for ai, spec := range p.allocs {
+		pts := make(errPoints, len(xs))
+		var dots plotter.XYs
+		for xi := range xs {
+			r := res.Rows[v.row(xi, ai)]
+			f := r.FinalStats
+			// Each allocator's dots in a strip of its own beside the value.
+			centre := xs[xi] + spread*0.3*((float64(ai)+0.5)/k-0.5)
+			pts[xi] = errPoint{x: xs[xi], y: f.Mean, lo: f.Mean - f.CILow, hi: f.CIHigh - f.Mean}
+			for s, y := range r.Final {
+				dots = append(dots, plotter.XY{X: centre + jitter(s, len(r.Final), spread*0.1/k), Y: y})
+			}
+			c.see(f.Min, f.Max)
+		}
+		line, scatter, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return figure{}, err
+		}
+		bars, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return figure{}, err
+		}
+		seedDots, err := plotter.NewScatter(dots)
+		if err != nil {
+			return figure{}, err
+		}
+		line.Color, scatter.Color, bars.Color = colorOf(ai), colorOf(ai), colorOf(ai)
+		line.Dashes = plotutil.Dashes(ai)
+		if v.categories {
+			line.Width = 0 // nothing between two learners: no line to draw
+		}
+		scatter.Shape = plotutil.Shape(ai)
+		seedDots.Color = faded(colorOf(ai), 0x90)
+		seedDots.Radius = vg.Points(1.5)
+		seedDots.Shape = plotutil.Shape(ai)
+		c.pl.Add(seedDots, line, scatter, bars)
+		c.legend.Add(spec, line, scatter)
+	}
+	pad := spread * 0.4
+	c.pl.X.Min, c.pl.X.Max = xs[0]-pad, xs[len(xs)-1]+pad
+	if err := c.finish(c.pl.X.Min, c.pl.X.Max); err != nil {
+		return figure{}, err
+	}
+	f, err := c.render(v.base, v.caption, p.cfg.PNG)
+	if err != nil {
+		return figure{}, err
+	}
+	means := "the line joins the means"
+	if v.categories {
+		means = "the large markers are the means"
+	}
+	f.note = fmt.Sprintf("%s averaged over the last %d episodes of each seed: %s over %d seeds, the bars are their bootstrap 95%% confidence intervals, and the small dots beside each value are the seeds, one each.", res.Metric, p.window, means, p.cfg.Seeds)
+	return f, nil
 }
 
 // strip draws every seed's final result, per point and allocator, so that

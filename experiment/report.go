@@ -25,6 +25,10 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 	b.WriteString(p.legend(res))
 	b.WriteString("\n")
 	b.WriteString(p.table(res))
+	if len(res.Sweep) > 0 {
+		b.WriteString("\n### Learner sweep\n\n")
+		b.WriteString(p.sweepTable(res))
+	}
 	if t := p.comparisonTable(res); t != "" {
 		b.WriteString("\n### Paired comparisons\n\n")
 		b.WriteString(t)
@@ -64,7 +68,17 @@ func (p *plan) setup(res *Result) string {
 		quoted[i] = "`" + a + "`"
 	}
 	fmt.Fprintf(&b, "- rewards (allocators): %s\n", strings.Join(quoted, ", "))
-	fmt.Fprintf(&b, "- learner: `%s`, played by every %s agent", p.cfg.Learner.String(), strings.Join(p.learners, " and "))
+	if len(p.specs) == 1 {
+		fmt.Fprintf(&b, "- learner: `%s`, played by every %s agent", p.specNames[0], strings.Join(p.learners, " and "))
+	} else {
+		fmt.Fprintf(&b, "- learners: a sweep of %d, each played by every %s agent in cells of its own (the tables name them by what differs):", len(p.specs), strings.Join(p.learners, " and "))
+		for i, n := range p.specNames {
+			fmt.Fprintf(&b, " `%s` (`%s`)", p.specLabels[i], n)
+			if i < len(p.specNames)-1 {
+				b.WriteString(",")
+			}
+		}
+	}
 	var fixed []string
 	for _, r := range info.Roles {
 		if name, ok := p.cfg.Policies[r.Name]; ok {
@@ -89,6 +103,7 @@ func (p *plan) legend(res *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "What the numbers are:\n\n")
 	fmt.Fprintf(&b, "- **final**: a seed's %s averaged over its last %d episodes; the table gives the mean over the %d seeds with its percentile-bootstrap 95%% confidence interval (%d resamples), the median and the range of the seeds. `finals.csv` lists every seed.\n", res.Metric, p.window, p.cfg.Seeds, resamples)
+	fmt.Fprintf(&b, "- **modes**: the seeds' final results clustered by their gaps (a gap of at least %g of their range and %g of their largest magnitude separates two modes: `experiment.FindModes`), each as its mean and the share of seeds in it; more than one mode means the seeds ended in distinct places, where the mean may be a value no seed reached. `modes.csv` lists them.\n", ModeGap, ModeResolution)
 	fmt.Fprintf(&b, "- **overall**: a seed's %s averaged over all %d episodes (higher when learning is faster), mean over seeds [95%% CI].\n", res.Metric, p.cfg.Episodes)
 	b.WriteString("- **locked in**: the share of the learner's (agent, state) rows whose greedy action never changed after their first update, mean over seeds (blank: the learner does not say). Near 1, the agents play what their first rewards made them play.\n")
 	if len(res.Comparisons) > 0 {
@@ -101,17 +116,20 @@ func (p *plan) legend(res *Result) string {
 func (p *plan) table(res *Result) string {
 	var b strings.Builder
 	m := res.Metric
-	head := append(p.axisNames(), "reward", fmt.Sprintf("final %s mean [95%% CI]", m), "median", "min – max", fmt.Sprintf("overall %s [95%% CI]", m), "locked in")
+	head := append(p.pointHead(), "reward", fmt.Sprintf("final %s mean [95%% CI]", m), "modes (share of seeds)", "median", "min – max", fmt.Sprintf("overall %s [95%% CI]", m), "locked in")
 	if m == "G/G*" {
 		head = append(head[:len(p.cfg.Axes)], append([]string{"G*"}, head[len(p.cfg.Axes):]...)...)
 	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
 	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
 	for i, r := range res.Rows {
-		pi := i / len(p.allocs)
+		pi, li, _ := p.rowAt(i)
 		cells := append([]string(nil), r.Point...)
 		if m == "G/G*" {
 			cells = append(cells, fmt.Sprintf("%.4f", p.points[pi].optimum))
+		}
+		if len(p.specs) > 1 {
+			cells = append(cells, "`"+p.specLabels[li]+"`")
 		}
 		f, o := r.FinalStats, r.OverallStats
 		lock := ""
@@ -120,6 +138,7 @@ func (p *plan) table(res *Result) string {
 		}
 		cells = append(cells, "`"+r.Allocator+"`",
 			fmt.Sprintf("%.3f [%.3f, %.3f]", f.Mean, f.CILow, f.CIHigh),
+			modesText(r.Modes),
 			fmt.Sprintf("%.3f", f.Median),
 			fmt.Sprintf("%.3f – %.3f", f.Min, f.Max),
 			fmt.Sprintf("%.3f [%.3f, %.3f]", o.Mean, o.CILow, o.CIHigh),
@@ -144,7 +163,7 @@ func (p *plan) diagnosticsTable(res *Result) string {
 		fmt.Fprintf(&b, "- **final %s**: the scenario's episode metrics (%s), averaged over the final window, mean over seeds.\n", p.name, strings.Join(metrics, ", "))
 	}
 	b.WriteString("\n")
-	head := append(p.axisNames(), "reward")
+	head := append(p.pointHead(), "reward")
 	if diag {
 		head = append(head, "factoredness [95% CI]", "learnability [95% CI]")
 	}
@@ -154,8 +173,8 @@ func (p *plan) diagnosticsTable(res *Result) string {
 	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
 	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
-	for _, r := range res.Rows {
-		cells := append(append([]string(nil), r.Point...), "`"+r.Allocator+"`")
+	for i, r := range res.Rows {
+		cells := append(p.pointCells(i), "`"+r.Allocator+"`")
 		if diag {
 			if d := r.Diagnostics; d != nil && d.Factoredness.N > 0 {
 				f, l := d.Factoredness, d.Learnability
@@ -187,11 +206,12 @@ func (p *plan) comparisonTable(res *Result) string {
 		return ""
 	}
 	var b strings.Builder
-	head := append(p.axisNames(), "A", "B", "Δ final (A − B) [95% CI]", "wins / seeds", "p(t)", "p(flip)", "p(Holm)", "d_z")
+	head := append(p.pointHead(), "A", "B", "Δ final (A − B) [95% CI]", "wins / seeds", "p(t)", "p(flip)", "p(Holm)", "d_z")
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
 	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
-	for _, c := range res.Comparisons {
-		cells := append(append([]string(nil), c.Point...), "`"+c.A+"`", "`"+c.B+"`",
+	per := max(1, len(p.allocs)*(len(p.allocs)-1)/2)
+	for i, c := range res.Comparisons {
+		cells := append(p.pointCells(p.row(i/per/len(p.specs), i/per%len(p.specs), 0)), "`"+c.A+"`", "`"+c.B+"`",
 			fmt.Sprintf("%+.3f [%+.3f, %+.3f]", c.Diff, c.CILow, c.CIHigh),
 			fmt.Sprintf("%d / %d", c.Wins, c.N),
 			pvalue(c.PT), pvalue(c.PSign), pvalue(c.PHolm), fmt.Sprintf("%.2f", c.D))
@@ -207,4 +227,78 @@ func pvalue(p float64) string {
 		return "< 1e-4"
 	}
 	return fmt.Sprintf("%.2g", p)
+}
+
+// pointHead heads the columns that say which point (and learner, in a
+// sweep) a row is.
+func (p *plan) pointHead() []string {
+	if len(p.specs) > 1 {
+		return append(p.axisNames(), "learner")
+	}
+	return p.axisNames()
+}
+
+// pointCells are row i's cells under pointHead.
+func (p *plan) pointCells(i int) []string {
+	pi, li, _ := p.rowAt(i)
+	cells := slices.Clone(p.points[pi].values)
+	if len(p.specs) > 1 {
+		cells = append(cells, "`"+p.specLabels[li]+"`")
+	}
+	return cells
+}
+
+// modesText renders modes as "0.81 (50%) · 0.97 (50%)"; one mode as its
+// value alone would repeat the mean, so it reads "one".
+func modesText(modes []Mode) string {
+	if len(modes) < 2 {
+		return "one"
+	}
+	parts := make([]string, len(modes))
+	for i, m := range modes {
+		parts[i] = fmt.Sprintf("%.3f (%.0f%%)", m.Center, 100*m.Share)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// sweepTable renders the learner sweep: per point and reward, the best
+// and the median over the learners, and the orderings of the rewards.
+func (p *plan) sweepTable(res *Result) string {
+	var b strings.Builder
+	m := res.Metric
+	fmt.Fprintf(&b, "Over the %d learners: **best** is the highest mean final %s, with its learner, its 95%% CI and its modes; **median** is the median over the learners of their mean final %s, the reward with a typical learner of the sweep; **worst** the lowest; **first at** counts the learners at which the reward has the highest mean of the rewards. `sweep.csv` has every learner's mean.\n\n", len(p.specs), m, m)
+	head := append(p.axisNames(), "reward", "best [95% CI]", "best learner", "modes of the best", "median", "worst (learner)", "first at")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, s := range res.Sweep {
+		cells := append(slices.Clone(s.Point), "`"+s.Allocator+"`",
+			fmt.Sprintf("%.3f [%.3f, %.3f]", s.Best, s.BestCILow, s.BestCIHigh),
+			"`"+p.labelOf(s.BestLearner)+"`",
+			modesText(s.BestModes),
+			fmt.Sprintf("%.3f", s.Median),
+			fmt.Sprintf("%.3f (`%s`)", s.Worst, p.labelOf(s.WorstLearner)),
+			fmt.Sprintf("%d / %d", s.Top, len(p.specs)))
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	b.WriteString("\nThe orderings of the rewards by mean final result, and the learners that give each (`>`: the paired comparison of the neighbours is significant, p(Holm) < 0.05; `≈`: it is not; rewards none of which differs significantly from another are a tie, listed in the order of the allocators given):\n\n")
+	head = append(p.axisNames(), "ordering", "learners", "which")
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, o := range res.Orderings {
+		quoted := make([]string, len(o.Learners))
+		for i, l := range o.Learners {
+			quoted[i] = "`" + l + "`"
+		}
+		cells := append(slices.Clone(o.Point), o.Order, fmt.Sprintf("%d / %d", len(o.Learners), len(p.specs)), strings.Join(quoted, ", "))
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// labelOf is the label of the learner spec name.
+func (p *plan) labelOf(name string) string {
+	if i := slices.Index(p.specNames, name); i >= 0 {
+		return p.specLabels[i]
+	}
+	return name
 }

@@ -18,8 +18,9 @@ import (
 // checks it first (see Config.Resume).
 const ManifestJSON = "experiment.json"
 
-// manifestVersion is the format of ManifestJSON.
-const manifestVersion = 1
+// manifestVersion is the format of ManifestJSON: 2 since the learners are
+// a list (a sweep).
+const manifestVersion = 2
 
 // ErrOtherExperiment is wrapped by the error of a Run into a directory
 // that holds another experiment; the error is a *MismatchError naming
@@ -64,7 +65,7 @@ type manifest struct {
 	Params      map[string]string `json:"params"`
 	Grid        []manifestAxis    `json:"grid"`
 	Allocators  []string          `json:"allocators"`
-	Learner     string            `json:"learner"`
+	Learners    []string          `json:"learners"`
 	Learn       []string          `json:"learn"`
 	Policies    map[string]string `json:"policies"`
 	Seeds       int               `json:"seeds"`
@@ -80,7 +81,7 @@ type manifest struct {
 func (p *plan) manifest() ([]byte, error) {
 	m := manifest{
 		Version: manifestVersion, Scenario: p.name, Params: p.cfg.Params, Allocators: p.allocs,
-		Learner: p.cfg.Learner.String(), Learn: p.learners, Policies: p.cfg.Policies,
+		Learners: p.specNames, Learn: p.learners, Policies: p.cfg.Policies,
 		Seeds: p.cfg.Seeds, Seed: p.cfg.Seed, Episodes: p.cfg.Episodes, Group: p.group(), Window: p.window,
 		Diagnose: p.diagnoseID(), Limits: limitsOf(p.cfg.Limits), CustomState: p.cfg.State != nil,
 	}

@@ -70,10 +70,11 @@ func quantile(sorted []float64, q float64) float64 {
 // over the seeds they share: seed s of both plays the same scenario draws,
 // so each seed gives one difference d_s = final_A − final_B.
 type Comparison struct {
-	Point []string `json:"-"` // the axis values
-	A     string   `json:"a"`
-	B     string   `json:"b"`
-	N     int      `json:"n"` // seeds
+	Point   []string `json:"-"` // the axis values
+	Learner string   `json:"learner"`
+	A       string   `json:"a"`
+	B       string   `json:"b"`
+	N       int      `json:"n"` // seeds
 	// Diff is the mean of d_s, with its bootstrap confidence interval.
 	Diff   float64 `json:"diff"`
 	CILow  float64 `json:"ci_low"`

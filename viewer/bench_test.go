@@ -91,8 +91,8 @@ func BenchmarkOpen1M(b *testing.B) {
 	close(stop)
 	<-done
 	cpu := time.Duration(after.Utime.Nano()-before.Utime.Nano()+after.Stime.Nano()-before.Stime.Nano()) / time.Duration(b.N)
-	if len(f.Episodes) != 10000 && os.Getenv("TROUPE_VIEW_BENCH_FILE") == "" {
-		b.Fatalf("%d episodes", len(f.Episodes))
+	if f.Len() != 10000 && os.Getenv("TROUPE_VIEW_BENCH_FILE") == "" {
+		b.Fatalf("%d episodes", f.Len())
 	}
 	runtime.GC()
 	var ms runtime.MemStats

@@ -154,6 +154,70 @@ func TestBrowserTenThousandAgents(t *testing.T) {
 	assert.Contains(t, msg, `no agent "nobody"`)
 }
 
+// TestBrowserExportedAgent asks an exported page of 10,000 agents, opened
+// from the file system, for one agent: its row of the credit table comes
+// from the page's agents file, the same row the server draws; an unknown
+// agent is named.
+func TestBrowserExportedAgent(t *testing.T) {
+	b := newBrowser(t)
+	path, _, _ := crowdRecord(t, t.TempDir(), 10000)
+	files := openFiles(t, path)
+	dir := exportSized(t, files, 0, "run-0/ep-0.agents.js")
+
+	// The served page's row of agent-4321, to compare.
+	base := serve(t, files)
+	b.open(base + "/run-0/ep-0.html?agent=agent-4321")
+	var served []string
+	rowText := `[...document.querySelector('#credit-table tr[data-agent="agent-4321"]').cells].map(c => c.textContent)`
+	b.eval(rowText, &served)
+
+	page := "file://" + filepath.ToSlash(dir) + "/run-0/ep-0.html"
+	b.open(page + "?agent=agent-4321")
+	assert.Equal(t, "agent-4321", textOnceSet(b, "#focus"), "the agents file is read when asked")
+	var static []string
+	b.eval(rowText, &static)
+	assert.Equal(t, served, static, "the exported row is the served one")
+	var value string
+	b.eval(`document.querySelector("#agent").value`, &value)
+	assert.Equal(t, "agent-4321", value)
+	b.noErrors("an exported page of many agents, asked for one")
+
+	b.open(page + "?agent=nobody")
+	assert.Contains(t, textOnceSet(b, "#agent-error"), `no agent "nobody"`)
+	var hidden bool
+	b.eval(`document.querySelector("#focus-line").hidden`, &hidden)
+	assert.True(t, hidden)
+}
+
+// exportSized exports files (at most maxEpisodes pages each) to a new
+// directory, logs the size of its file rel and returns the directory.
+func exportSized(t *testing.T, files []*viewer.File, maxEpisodes int, rel string) string {
+	t.Helper()
+	v, err := viewer.New(files, nil)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	_, err = v.Export(dir, maxEpisodes)
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
+	require.NoError(t, err)
+	t.Logf("export: %s %d bytes", rel, fi.Size())
+	return dir
+}
+
+// textOnceSet polls the text of the element sel until the page's script
+// sets it (for 2 s at most) and returns it.
+func textOnceSet(b *browser, sel string) string {
+	var text string
+	for range 200 {
+		b.eval(`document.querySelector(`+strconv.Quote(sel)+`).textContent`, &text)
+		if text != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return text
+}
+
 // TestBrowserListOfManyEpisodes drives the list of a made-up run of
 // 100,000 episodes (viewer.Synthesized: an index without a file, as playing
 // them would be too slow for a test; the real million is measured by
@@ -259,23 +323,13 @@ const EnvLargeFile = "TROUPE_VIEW_LARGE_FILE"
 // server keeps. Skipped unless $TROUPE_VIEW_LARGE_FILE names the file
 // (docs/viewer.md gives the command and the numbers).
 func TestBrowserLargeFile(t *testing.T) {
-	path := os.Getenv(EnvLargeFile)
-	if path == "" {
-		t.Skipf("$%s names no file: this check of a million episodes is run by hand", EnvLargeFile)
-	}
+	x := openLarge(t)
 	b := newBrowser(t)
-	start := time.Now()
-	x := openFiles(t, path)[0]
-	opened := time.Since(start)
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	t.Logf("%d episodes indexed in %v; heap kept %.0f MiB", len(x.Episodes), opened, float64(ms.HeapAlloc)/(1<<20))
 	base := serve(t, []*viewer.File{x})
-	e0 := x.Episodes[0]
+	e0 := x.Info(0)
 	alloc := e0.Allocators[len(e0.Allocators)-1]
 	for _, page := range []string{"/run-0/index.html", "/run-0/episodes.html", "/run-0/episodes.html?sort=team&dir=desc&page=500",
-		"/run-0/episodes.html?status=completed&scenario=" + url.QueryEscape(e0.Scenario) + "&role=" + url.QueryEscape(e0.Roles[0].Role) + "&team_min=1&team_max=2&alloc=" + url.QueryEscape(alloc) + "&alloc_min=0.3&sort=alloc%3A" + url.QueryEscape(alloc),
+		"/run-0/episodes.html?status=completed&scenario=" + url.QueryEscape(e0.Scenario) + "&role=" + url.QueryEscape(e0.Roles[0]) + "&team_min=1&team_max=2&alloc=" + url.QueryEscape(alloc) + "&alloc_min=0.3&sort=alloc%3A" + url.QueryEscape(alloc),
 		"/run-0/episodes.html?group=777", "/run-0/ep-999.html", "/compare-0-0.html"} {
 		t0 := time.Now()
 		resp, err := http.Get(base + page)
@@ -295,8 +349,8 @@ func TestBrowserLargeFile(t *testing.T) {
 	b.open(base + "/run-0/episodes.html")
 	count := func(keep func(e *viewer.EpisodeInfo) bool) int {
 		n := 0
-		for k := range x.Episodes {
-			if keep(&x.Episodes[k]) {
+		for k := range x.Len() {
+			if e := x.Info(k); keep(&e) {
 				n++
 			}
 		}
@@ -320,22 +374,16 @@ func TestBrowserLargeFile(t *testing.T) {
 	b.noErrors("the large file's list")
 
 	// Its export: the list filters the compact index in the browser.
-	v, err := viewer.New([]*viewer.File{x}, nil)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	_, err = v.Export(dir, 20)
-	require.NoError(t, err)
-	fi, err := os.Stat(filepath.Join(dir, "run-0", "episodes-index.js"))
-	require.NoError(t, err)
-	t.Logf("export: episodes-index.js %d bytes", fi.Size())
+	dir := exportSized(t, []*viewer.File{x}, 20, "run-0/episodes-index.js")
 	t0 := time.Now()
 	b.open("file://" + filepath.ToSlash(dir) + "/run-0/episodes.html")
 	t.Logf("exported list opened in %v", time.Since(t0))
-	assert.Equal(t, len(x.Episodes), listMatched(t, b))
+	assert.Equal(t, x.Len(), listMatched(t, b))
 	b.exec(setField("#f-team-min", "2"))
 	assert.Equal(t, count(func(e *viewer.EpisodeInfo) bool { return e.Team >= 2 }), listMatched(t, b))
 	b.noErrors("the large file's exported list")
 	runtime.GC()
+	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t.Logf("heap after serving: %.0f MiB", float64(ms.HeapAlloc)/(1<<20))
 }

@@ -171,8 +171,12 @@ func (b *browser) navigate(js string) {
 	b.exec(`window.__old = true`)
 	b.exec(js)
 	for range 500 {
-		var gone bool
-		b.eval(`window.__old === undefined && document.readyState === "complete"`, &gone)
+		// Asked while the old page goes, Chromium may answer that the
+		// target navigated: not yet, ask again.
+		gone, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`window.__old === undefined && document.readyState === "complete"`))
+		if err != nil && !strings.Contains(err.Error(), "Inspected target navigated or closed") {
+			require.NoError(b.t, err)
+		}
 		if gone {
 			b.settle()
 			return

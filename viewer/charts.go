@@ -2,7 +2,9 @@ package viewer
 
 import (
 	"fmt"
+	"iter"
 	"math"
+	"slices"
 )
 
 // Chart is an SVG drawn by the templates: every mark's geometry is
@@ -44,9 +46,15 @@ const bins = 30
 
 // histogram draws the distribution of values over [lo, hi].
 func histogram(values []float64, lo, hi float64, class, what string) Chart {
+	return histogramOf(len(values), slices.Values(values), lo, hi, class, what)
+}
+
+// histogramOf is histogram of n values given one by one: a run's million
+// values are read from the index's columns, not copied out.
+func histogramOf(n int, values iter.Seq[float64], lo, hi float64, class, what string) Chart {
 	const w, h, bottom = 560, 180, 30
 	c := Chart{W: w, H: h}
-	if len(values) == 0 {
+	if n == 0 {
 		c.Texts = append(c.Texts, Text{X: w / 2, Y: h / 2, Anchor: "middle", Class: "muted", S: "no scored episodes"})
 		return c
 	}
@@ -54,7 +62,7 @@ func histogram(values []float64, lo, hi float64, class, what string) Chart {
 		lo, hi = lo-0.5, hi+0.5
 	}
 	counts := make([]int, bins)
-	for _, v := range values {
+	for v := range values {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			continue
 		}
@@ -104,13 +112,15 @@ func allocHistograms(x *File, allocs []AllocStat) Chart {
 	}
 	var out Chart
 	for i, a := range allocs {
-		var vs []float64
-		for k := range x.Episodes {
-			if v, ok := x.Episodes[k].AllocValue(a.Name); ok {
-				vs = append(vs, v)
+		c := x.allocColumn(a.Name)
+		vs := func(yield func(float64) bool) {
+			for k := range x.n {
+				if v, ok := x.allocValue(k, c); ok && !yield(v) {
+					return
+				}
 			}
 		}
-		h := histogram(vs, lo, hi, fmt.Sprintf("alloc-hist alloc-%d", i%8), a.Name+" (mean per sample)")
+		h := histogramOf(a.Episodes.N, vs, lo, hi, fmt.Sprintf("alloc-hist alloc-%d", i%8), a.Name+" (mean per sample)")
 		dy := float64(i * h.H)
 		for _, b := range h.Bars {
 			b.Y += dy

@@ -64,8 +64,8 @@ func BenchmarkCheckBesideIndex(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if !rep.OK() || int64(len(x.Episodes)) != rep.Episodes {
-			b.Fatalf("check: %v, %d episodes; index: %d", rep.Problems, rep.Episodes, len(x.Episodes))
+		if !rep.OK() || int64(x.Len()) != rep.Episodes {
+			b.Fatalf("check: %v, %d episodes; index: %d", rep.Problems, rep.Episodes, x.Len())
 		}
 		x.Close()
 		checkCPU += t1 - t0

@@ -139,29 +139,30 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 
 	// Pairs: the same episode number in both files.
 	byIndex := map[int64]int{}
-	for k := range a.File.Episodes {
-		if _, ok := byIndex[a.File.Episodes[k].Index]; !ok {
-			byIndex[a.File.Episodes[k].Index] = k
+	fa, fb := a.File, b.File
+	for k := range fa.n {
+		if _, ok := byIndex[fa.index.get(k)]; !ok {
+			byIndex[fa.index.get(k)] = k
 		}
 	}
 	c.SameSeeds = true
 	var pairs []Pair
 	var deltas []float64
-	for k := range b.File.Episodes {
-		eb := &b.File.Episodes[k]
-		ka, ok := byIndex[eb.Index]
+	for k := range fb.n {
+		index := fb.index.get(k)
+		ka, ok := byIndex[index]
 		if !ok {
 			continue
 		}
-		ea := &a.File.Episodes[ka]
 		c.Paired++
-		if ea.Seed != eb.Seed || ea.Scenario != eb.Scenario {
+		if fa.seed.get(ka) != fb.seed.get(k) || fa.kind(ka).scenario != fb.kind(k).scenario {
 			c.SameSeeds = false
 		}
-		if !ea.Scored() || !eb.Scored() {
+		if !fa.scored(ka) || !fb.scored(k) {
 			continue
 		}
-		p := Pair{Index: eb.Index, OrdA: ka, OrdB: k, RolloutA: ea.RolloutID, RolloutB: eb.RolloutID, TeamA: ea.Team, TeamB: eb.Team, Delta: eb.Team - ea.Team}
+		ta, tb := fa.team.get(ka), fb.team.get(k)
+		p := Pair{Index: index, OrdA: ka, OrdB: k, RolloutA: fa.rollout.get(ka), RolloutB: fb.rollout.get(k), TeamA: ta, TeamB: tb, Delta: tb - ta}
 		pairs = append(pairs, p)
 		deltas = append(deltas, p.Delta)
 		c.Delta.add(p.Delta)
@@ -225,26 +226,37 @@ func union(a, b []string) []string {
 // intervals computes the comparison's intervals: the team reward's over
 // scored episodes, then each allocator's over the episodes that have it.
 func intervals(a, b *File, byIndex map[int64]int, paired bool, allocs []string) []Interval {
-	type value func(e *EpisodeInfo) (float64, bool)
-	team := func(e *EpisodeInfo) (float64, bool) { return e.Team, e.Scored() }
+	// A value gives a file's episodes' values, by ordinal.
+	type value func(x *File) func(k int) (float64, bool)
+	team := func(x *File) func(k int) (float64, bool) {
+		return func(k int) (float64, bool) { return x.team.get(k), x.scored(k) }
+	}
 	whats := []string{"team reward"}
 	values := []value{team}
 	for _, name := range allocs {
 		whats = append(whats, name+" (episode mean per sample)")
-		values = append(values, func(e *EpisodeInfo) (float64, bool) { return e.AllocValue(name) })
+		values = append(values, func(x *File) func(k int) (float64, bool) {
+			c := x.allocColumn(name)
+			return func(k int) (float64, bool) {
+				if c < 0 {
+					return 0, false
+				}
+				return x.allocValue(k, c)
+			}
+		})
 	}
 	out := make([]Interval, 0, len(values))
-	for k, val := range values {
+	for k, value := range values {
+		valA, valB := value(a), value(b)
 		if paired {
 			var d moments
-			for j := range b.Episodes {
-				eb := &b.Episodes[j]
-				i, ok := byIndex[eb.Index]
+			for j := range b.n {
+				i, ok := byIndex[b.index.get(j)]
 				if !ok {
 					continue
 				}
-				va, okA := val(&a.Episodes[i])
-				vb, okB := val(eb)
+				va, okA := valA(i)
+				vb, okB := valB(j)
 				if okA && okB {
 					d.add(vb - va)
 				}
@@ -256,13 +268,13 @@ func intervals(a, b *File, byIndex map[int64]int, paired bool, allocs []string) 
 			continue
 		}
 		var ma, mb moments
-		for i := range a.Episodes {
-			if v, ok := val(&a.Episodes[i]); ok {
+		for i := range a.n {
+			if v, ok := valA(i); ok {
 				ma.add(v)
 			}
 		}
-		for j := range b.Episodes {
-			if v, ok := val(&b.Episodes[j]); ok {
+		for j := range b.n {
+			if v, ok := valB(j); ok {
 				mb.add(v)
 			}
 		}

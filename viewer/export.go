@@ -55,13 +55,24 @@ func (v *Viewer) Export(dir string, maxEpisodes int) (ExportStats, error) {
 		if err := write(fmt.Sprintf("run-%d/episodes-index.js", i), f.indexJS(maxEpisodes)); err != nil {
 			return st, err
 		}
-		n := len(f.Episodes)
+		n := f.n
 		if maxEpisodes > 0 {
 			n = min(n, maxEpisodes)
 		}
 		for k := range n {
 			if err := page(fmt.Sprintf("run-%d/ep-%d.html", i, k)); err != nil {
 				return st, err
+			}
+			// A page of many agents shows a few; its agents file holds the
+			// others, for ?agent=.
+			if ep, err := v.episode(i, k); err == nil && len(ep.Seats) > manyAgents {
+				js, err := v.agentsJS(ep)
+				if err != nil {
+					return st, fmt.Errorf("run-%d/ep-%d: %w", i, k, err)
+				}
+				if err := write(fmt.Sprintf("run-%d/ep-%d.agents.js", i, k), js); err != nil {
+					return st, err
+				}
 			}
 			st.Episodes++
 		}

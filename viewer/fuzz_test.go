@@ -172,7 +172,7 @@ func FuzzOpen(f *testing.F) {
 		}
 		defer x.Close()
 		v.reset([]*File{x})
-		for k := range x.Episodes {
+		for k := range x.Len() {
 			if ep, err := x.Load(k); err == nil && ep.Info.Ordinal != k {
 				t.Fatalf("episode %d loaded as %d", k, ep.Info.Ordinal)
 			} else if err != nil && !strings.Contains(err.Error(), "line ") {

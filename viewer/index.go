@@ -39,8 +39,9 @@ func (l Layout) String() string {
 }
 
 // EpisodeInfo is what the index knows of one episode without decoding it:
-// where its lines are, its identity and outcome, and the sums the
-// overview, the list and the comparison are made of.
+// where its lines are, its identity and outcome, and the means the list,
+// the overview and the comparison are made of. The index keeps it column
+// by column (File.Info puts one back together).
 type EpisodeInfo struct {
 	Ordinal      int   // position in the file, from 0
 	Offset, Size int64 // its bytes in the file
@@ -59,13 +60,17 @@ type EpisodeInfo struct {
 	// over the episode's samples, NaN when no sample has it.
 	Allocators []string
 	Alloc      []float64
-	Roles      []RoleFacts
+	// Roles are the roles of the episode's agents, sorted (shared between
+	// episodes with the same roles).
+	Roles []string
 }
 
 // Scored reports whether the episode has an outcome (completed or
 // truncated): aborted and failed episodes are not scored.
-func (e *EpisodeInfo) Scored() bool {
-	return e.Status == string(protocol.StatusCompleted) || e.Status == string(protocol.StatusTruncated)
+func (e *EpisodeInfo) Scored() bool { return scored(e.Status) }
+
+func scored(status string) bool {
+	return status == string(protocol.StatusCompleted) || status == string(protocol.StatusTruncated)
 }
 
 // AllocValue returns the episode's mean value under the named allocator.
@@ -78,7 +83,9 @@ func (e *EpisodeInfo) AllocValue(name string) (float64, bool) {
 	return 0, false
 }
 
-// RoleFacts are one role's sums over an episode.
+// RoleFacts are one role's sums over an episode: what the index pass
+// finds, summed into the file's totals per role (File.add), not kept per
+// episode.
 type RoleFacts struct {
 	Role     string
 	Agents   int       // agents of the role (seats, or distinct agents with samples)
@@ -94,8 +101,8 @@ type Problem struct {
 	Err  string
 }
 
-// maxProblems is how many problems a file keeps to show; the rest are
-// counted.
+// maxProblems is how many problems a file keeps to show (the first by
+// line); the rest are counted.
 const maxProblems = 200
 
 // maxLine bounds one line, as trajectories' readers do.
@@ -104,30 +111,6 @@ const maxLine = 256 << 20
 // ErrTruncated is the problem of a last line without its newline: the
 // file was cut while being written.
 var ErrTruncated = errors.New("the file ends inside a line (cut while being written?)")
-
-// File is the index of one file: every episode's place and facts, built by
-// one streaming pass; episodes are decoded when a page asks for them.
-type File struct {
-	Path     string
-	Name     string // the base name, shown on pages
-	Size     int64
-	Lines    int
-	Episodes []EpisodeInfo
-	Problems []Problem
-	// ProblemCount counts every problem, also those past maxProblems.
-	ProblemCount int
-
-	// byRollout finds an episode by rollout_id: its first ordinal, and in
-	// repeated the others of an id used again (a slice per id cost 40
-	// bytes an episode for what is nearly always one).
-	byRollout map[int64]int32
-	repeated  map[int64][]int
-	f         *os.File
-
-	// The names the list's filters offer, collected once (names).
-	namesOnce                                                   sync.Once
-	allocNames, roleNames, scenarioNames, statusNames, endNames []string
-}
 
 // Open indexes the file at path: one pass, on every CPU, that reads each
 // line's identity, outcome and rewards and keeps where each episode's bytes
@@ -147,8 +130,9 @@ func Open(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	idx := &File{Path: path, Name: filepath.Base(path), Size: fi.Size(), f: f}
-	if err := idx.build(runtime.GOMAXPROCS(0), minChunk); err != nil {
+	idx := newFile(path, filepath.Base(path))
+	idx.Size, idx.f = fi.Size(), f
+	if err := idx.build(runtime.GOMAXPROCS(0), segmentSize); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -158,31 +142,39 @@ func Open(path string) (*File, error) {
 // Close closes the file.
 func (x *File) Close() error { return x.f.Close() }
 
-// Lookup returns the ordinals of the episodes with rollout_id id, in file
-// order (more than one only in a file that repeats an id).
-func (x *File) Lookup(id int64) []int {
-	first, ok := x.byRollout[id]
-	if !ok {
-		return nil
-	}
-	return append([]int{int(first)}, x.repeated[id]...)
-}
+// segmentSize is what a worker of the index pass reads at a time: the
+// file is cut in segments of about this size, read by the workers and
+// added to the index in file order, so that the pass holds a few
+// segments' episodes at a time whatever the file's size, and the index is
+// the same whatever the number of workers.
+const segmentSize = 8 << 20
 
-// minChunk is the least a worker of the index pass reads: below it, one
-// worker is faster than the hand-over.
-const minChunk = 8 << 20
+// maxSegments bounds the segments of a file (tests cut small files in
+// segments of a few bytes).
+const maxSegments = 1 << 12
 
-// chunkResult is one worker's part of the index.
+// chunkResult is one segment's part of the index: its line numbers count
+// from the segment's first line.
 type chunkResult struct {
-	episodes []EpisodeInfo
+	episodes []entry
 	problems []Problem
 	problemN int
 	lines    int
 	err      error
 }
 
-func (x *File) build(workers int, chunk int64) error {
-	n := int(min(int64(max(workers, 1)), max(x.Size/chunk, 1)))
+// entry is one episode as a worker found it: its facts, and the sums of
+// its roles.
+type entry struct {
+	info  EpisodeInfo
+	roles []RoleFacts // sorted by role
+}
+
+// build indexes the file: workers read its segments, and the segments are
+// added in file order as they come, at most 2×workers held at once.
+func (x *File) build(workers int, segment int64) error {
+	workers = max(workers, 1)
+	n := int(min(max(x.Size/max(segment, 1), 1), maxSegments))
 	bounds := make([]int64, 0, n+1)
 	bounds = append(bounds, 0)
 	for k := 1; k < n; k++ {
@@ -195,54 +187,63 @@ func (x *File) build(workers int, chunk int64) error {
 		}
 	}
 	bounds = append(bounds, x.Size)
-	results := make([]chunkResult, len(bounds)-1)
+	results := make([]chan chunkResult, len(bounds)-1)
+	for k := range results {
+		results[k] = make(chan chunkResult, 1) // a worker never waits to hand over
+	}
+	held := make(chan struct{}, 2*workers) // segments read or being read, not yet added
+	cpus := make(chan struct{}, workers)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		for k := range results {
+			select {
+			case held <- struct{}{}:
+			case <-stop:
+				return
+			}
+			wg.Go(func() {
+				cpus <- struct{}{}
+				defer func() { <-cpus }()
+				results[k] <- x.scanChunk(bounds[k], bounds[k+1], bounds[k+1] == x.Size)
+			})
+		}
+	})
+	var err error
 	for k := range results {
-		wg.Go(func() {
-			results[k] = x.scanChunk(bounds[k], bounds[k+1], bounds[k+1] == x.Size)
-		})
-	}
-	wg.Wait()
-	total := 0
-	for _, r := range results {
+		r := <-results[k]
+		<-held
 		if r.err != nil {
-			return r.err
+			err = r.err
+			break
 		}
-		total += len(r.episodes)
+		x.merge(&r)
 	}
-	// One allocation of the final size: appending the workers' parts
-	// doubled the slice as it grew, a quarter of the index's peak.
-	x.Episodes = make([]EpisodeInfo, 0, total)
-	x.byRollout = make(map[int64]int32, total)
-	x.repeated = map[int64][]int{}
-	for k := range results {
-		r := &results[k]
-		for _, p := range r.problems {
-			if len(x.Problems) < maxProblems {
-				p.Line += x.Lines
-				x.Problems = append(x.Problems, p)
-			}
-		}
-		x.ProblemCount += r.problemN
-		for _, e := range r.episodes {
-			e.Line += x.Lines
-			e.Ordinal = len(x.Episodes)
-			if first, ok := x.byRollout[e.RolloutID]; ok {
-				if len(x.Problems) < maxProblems {
-					x.Problems = append(x.Problems, Problem{Line: e.Line, Err: fmt.Sprintf("rollout_id %d is used again (first at line %d): the two are shown as separate episodes", e.RolloutID, x.Episodes[first].Line)})
-				}
-				x.ProblemCount++
-				x.repeated[e.RolloutID] = append(x.repeated[e.RolloutID], e.Ordinal)
-			} else {
-				x.byRollout[e.RolloutID] = int32(e.Ordinal)
-			}
-			x.Episodes = append(x.Episodes, e)
-		}
-		r.episodes = nil // the worker's part is copied: let it go
-		x.Lines += r.lines
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return err
 	}
-	slices.SortStableFunc(x.Problems, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
+	x.seal()
 	return nil
+}
+
+// merge adds a segment's episodes and problems to the index.
+func (x *File) merge(r *chunkResult) {
+	for _, p := range r.problems {
+		// Segments come in file order: the first maxProblems by line.
+		if len(x.Problems) < maxProblems {
+			p.Line += x.Lines
+			x.Problems = append(x.Problems, p)
+		}
+	}
+	x.ProblemCount += r.problemN
+	for k := range r.episodes {
+		e := &r.episodes[k]
+		e.info.Line += x.Lines
+		x.add(&e.info, e.roles)
+	}
+	x.Lines += r.lines
 }
 
 // alignedStart returns where a worker that should start near off starts:
@@ -278,9 +279,13 @@ func (x *File) alignedStart(off int64) (int64, error) {
 // lineStart returns the start of the line that holds byte off-1: the
 // beginning of the file for off 0.
 func (x *File) lineStart(off int64) (int64, error) {
-	buf := make([]byte, 64<<10)
+	// Most lines are short: read back 4 KiB, then more.
+	buf := make([]byte, 4<<10)
 	end := off
 	for end > 0 {
+		if len(buf) < 64<<10 && end < off {
+			buf = make([]byte, 2*len(buf))
+		}
 		begin := max(end-int64(len(buf)), 0)
 		n, err := x.f.ReadAt(buf[:end-begin], begin)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -305,7 +310,7 @@ func (x *File) lineStart(off int64) (int64, error) {
 // lineAt returns the line starting at off, its newline included, and
 // whether it had one.
 func (x *File) lineAt(off int64) ([]byte, bool, error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(x.f, off, x.Size-off), 64<<10)
+	br := bufio.NewReaderSize(io.NewSectionReader(x.f, off, x.Size-off), 4<<10)
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
@@ -341,7 +346,7 @@ func flatRollout(line []byte) (int64, bool) {
 func (x *File) scanChunk(from, to int64, last bool) chunkResult {
 	var r chunkResult
 	b := newBuilder(&r)
-	br := bufio.NewReaderSize(io.NewSectionReader(x.f, from, to-from), 1<<20)
+	br := bufio.NewReaderSize(io.NewSectionReader(x.f, from, to-from), int(min(max(to-from, 4<<10), 1<<20)))
 	off, lineStart := from, from
 	var long []byte // a line longer than the reader's buffer
 	tooLong := false
@@ -452,8 +457,9 @@ func (a *episodeAcc) add(role, alloc int, v float64) {
 	a.roles[role].AllocSum[alloc] += v
 }
 
-// finish writes the sums into e.
-func (b *builder) finish(e *EpisodeInfo, a *episodeAcc) {
+// finish writes the sums into e and returns its roles' sums, sorted by
+// role.
+func (b *builder) finish(e *EpisodeInfo, a *episodeAcc) []RoleFacts {
 	key := strings.Join(a.allocs, "\x00")
 	list, ok := b.lists[key]
 	if !ok {
@@ -461,8 +467,7 @@ func (b *builder) finish(e *EpisodeInfo, a *episodeAcc) {
 		b.lists[key] = list
 	}
 	e.Allocators = list
-	// The episode's values share one allocation: a million episodes, a
-	// million allocations fewer per role.
+	// The episode's values share one allocation.
 	k := len(a.allocs)
 	vals := make([]float64, k*(1+len(a.roles)))
 	e.Alloc = vals[:k:k]
@@ -472,14 +477,15 @@ func (b *builder) finish(e *EpisodeInfo, a *episodeAcc) {
 			e.Alloc[i] = a.sums[i] / float64(a.counts[i])
 		}
 	}
-	e.Roles = make([]RoleFacts, len(a.roles))
+	roles := make([]RoleFacts, len(a.roles))
 	for i, r := range a.roles {
 		own := vals[(i+1)*k : (i+2)*k : (i+2)*k]
 		copy(own, r.AllocSum)
 		r.AllocSum = own
-		e.Roles[i] = r
+		roles[i] = r
 	}
-	slices.SortFunc(e.Roles, func(x, y RoleFacts) int { return cmp.Compare(x.Role, y.Role) })
+	slices.SortFunc(roles, func(x, y RoleFacts) int { return cmp.Compare(x.Role, y.Role) })
+	return roles
 }
 
 func (b *builder) problem(line int, msg string) {
@@ -496,8 +502,8 @@ func (b *builder) flush() {
 	}
 	b.open = false
 	b.cur.Agents = len(b.agents)
-	b.finish(&b.cur, &b.acc)
-	b.r.episodes = append(b.r.episodes, b.cur)
+	roles := b.finish(&b.cur, &b.acc)
+	b.r.episodes = append(b.r.episodes, entry{b.cur, roles})
 }
 
 // line indexes one line that starts at off.
@@ -673,6 +679,6 @@ func (b *builder) record(line []byte, off int64, n int) {
 			a.add(seatRole[f.EmitSeats[t]], k, v)
 		}
 	}
-	b.finish(&e, a)
-	b.r.episodes = append(b.r.episodes, e)
+	roles := b.finish(&e, a)
+	b.r.episodes = append(b.r.episodes, entry{e, roles})
 }

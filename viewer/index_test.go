@@ -42,8 +42,9 @@ func TestIndexAgreesWithTheReaders(t *testing.T) {
 			for _, path := range []string{r.Records, r.Samples} {
 				x := openFiles(t, path)[0]
 				require.Zero(t, x.ProblemCount, "%v", x.Problems)
-				require.Len(t, x.Episodes, len(recs))
-				for k, e := range x.Episodes {
+				require.Equal(t, len(recs), x.Len())
+				for k := range x.Len() {
+					e := x.Info(k)
 					rec := recs[k]
 					assert.Equal(t, rec.RolloutID, e.RolloutID)
 					assert.Equal(t, rec.Index, e.Index)
@@ -83,7 +84,11 @@ func TestParallelIndexIsTheSequentialOne(t *testing.T) {
 		for _, chunk := range []int64{1, 100, 4096} {
 			many, err := viewer.OpenWith(path, 7, chunk)
 			require.NoError(t, err)
-			assert.Equal(t, one.Episodes, many.Episodes, "%s in chunks of %d", path, chunk)
+			require.Equal(t, one.Len(), many.Len())
+			for k := range one.Len() {
+				assert.Equal(t, one.Info(k), many.Info(k), "%s in segments of %d: episode %d", path, chunk, k)
+			}
+			assert.Equal(t, one.Overview().Roles, many.Overview().Roles, "%s in segments of %d: the sums per role", path, chunk)
 			assert.Equal(t, one.Lines, many.Lines)
 		}
 	}
@@ -122,7 +127,8 @@ func TestIndexReportsBadLines(t *testing.T) {
 		assert.Contains(t, x.Problems[k].Err, want.err, "problem %d", k)
 	}
 	assert.Equal(t, x.ProblemCount, 6)
-	assert.Len(t, x.Episodes, 6, "the 4 episodes, the first one in two parts, and the repeated line")
+	assert.Equal(t, []int{0, 1, 5}, x.Lookup(0), "rollout_id 0's episodes, in file order")
+	assert.Equal(t, 6, x.Len(), "the 4 episodes, the first one in two parts, and the repeated line")
 }
 
 func TestLoadNamesALineTheStrictDecoderRefuses(t *testing.T) {
@@ -136,7 +142,7 @@ func TestLoadNamesALineTheStrictDecoderRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "odd.episodes.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(line), 0o644))
 	x := openFiles(t, path)[0]
-	require.Len(t, x.Episodes, 1)
+	require.Equal(t, 1, x.Len())
 	_, err = x.Load(0)
 	require.ErrorIs(t, err, trajectories.ErrEpisodeLine)
 	assert.Contains(t, err.Error(), "line 1")

@@ -57,11 +57,12 @@ func TestPairedAndWelchIntervals(t *testing.T) {
 // runs with other seeds fall back to Welch.
 func TestCompareIntervals(t *testing.T) {
 	mk := func(seed uint64, teams ...float64) *File {
-		x := &File{Name: "run"}
+		x := newFile("run", "run")
 		for i, v := range teams {
-			x.Episodes = append(x.Episodes, EpisodeInfo{Ordinal: i, Index: int64(i), Seed: seed + uint64(i), Status: "completed", Team: v,
-				Allocators: []string{"team"}, Alloc: []float64{v / 2}})
+			x.add(&EpisodeInfo{Ordinal: i, RolloutID: int64(i), Index: int64(i), Seed: seed + uint64(i), Status: "completed", Team: v,
+				Allocators: []string{"team"}, Alloc: []float64{v / 2}}, nil)
 		}
+		x.seal()
 		return x
 	}
 	a := mk(1, 10, 11, 12, 13)

@@ -142,107 +142,59 @@ func (l listQuery) url(p int) string {
 type listCol struct {
 	Key, Label string
 	Num        bool
-	// num or str gives an episode's value; ok false is an empty cell,
-	// sorted last either way.
-	num func(e *EpisodeInfo) (float64, bool)
-	str func(e *EpisodeInfo) string
+	// num gives episode k's value, ok false for an empty cell, sorted
+	// last either way; str, for a column of names, its kind's.
+	num func(k int) (float64, bool)
+	str func(kn *kind) string
 }
 
 // columns are the list's columns: the fixed ones, then one per allocator
 // of the file (key "alloc:" and its name).
 func (x *File) columns() []listCol {
-	i := func(f func(e *EpisodeInfo) int64) func(e *EpisodeInfo) (float64, bool) {
-		return func(e *EpisodeInfo) (float64, bool) { return float64(f(e)), true }
+	i := func(c *ints) func(k int) (float64, bool) {
+		return func(k int) (float64, bool) { return float64(c.get(k)), true }
 	}
 	cols := []listCol{
-		{Key: "rollout_id", Label: "rollout_id", Num: true, num: i(func(e *EpisodeInfo) int64 { return e.RolloutID })},
-		{Key: "episode", Label: "episode", Num: true, num: i(func(e *EpisodeInfo) int64 { return e.Index })},
-		{Key: "group", Label: "group", Num: true, num: i(func(e *EpisodeInfo) int64 { return e.GroupIndex })},
-		{Key: "scenario", Label: "scenario", str: func(e *EpisodeInfo) string { return e.Scenario }},
-		{Key: "status", Label: "status", str: func(e *EpisodeInfo) string { return e.Status }},
-		{Key: "end", Label: "end", str: func(e *EpisodeInfo) string { return e.End }},
-		{Key: "team", Label: "team reward", Num: true, num: func(e *EpisodeInfo) (float64, bool) {
-			return e.Team, !math.IsNaN(e.Team) && !math.IsInf(e.Team, 0)
+		{Key: "rollout_id", Label: "rollout_id", Num: true, num: i(&x.rollout)},
+		{Key: "episode", Label: "episode", Num: true, num: i(&x.index)},
+		{Key: "group", Label: "group", Num: true, num: i(&x.group)},
+		{Key: "scenario", Label: "scenario", str: func(kn *kind) string { return kn.scenario }},
+		{Key: "status", Label: "status", str: func(kn *kind) string { return kn.status }},
+		{Key: "end", Label: "end", str: func(kn *kind) string { return kn.end }},
+		{Key: "team", Label: "team reward", Num: true, num: func(k int) (float64, bool) {
+			v := x.team.get(k)
+			return v, !math.IsNaN(v) && !math.IsInf(v, 0)
 		}},
-		{Key: "agents", Label: "agents", Num: true, num: i(func(e *EpisodeInfo) int64 { return int64(e.Agents) })},
-		{Key: "samples", Label: "samples", Num: true, num: i(func(e *EpisodeInfo) int64 { return int64(e.Samples) })},
-		{Key: "turns", Label: "turns", Num: true, num: i(func(e *EpisodeInfo) int64 { return int64(e.Turns) })},
-		{Key: "messages", Label: "messages", Num: true, num: func(e *EpisodeInfo) (float64, bool) { return float64(e.Messages), e.Messages >= 0 }},
-		{Key: "invalid", Label: "invalid", Num: true, num: i(func(e *EpisodeInfo) int64 { return int64(e.Invalid) })},
-		{Key: "roles", Label: "roles", str: func(e *EpisodeInfo) string {
-			names := make([]string, len(e.Roles))
-			for k, r := range e.Roles {
-				names[k] = r.Role
-			}
-			return strings.Join(names, " ")
+		{Key: "agents", Label: "agents", Num: true, num: i(&x.agents)},
+		{Key: "samples", Label: "samples", Num: true, num: i(&x.samples)},
+		{Key: "turns", Label: "turns", Num: true, num: i(&x.turns)},
+		{Key: "messages", Label: "messages", Num: true, num: func(k int) (float64, bool) {
+			m := x.messages.get(k)
+			return float64(m), m >= 0
 		}},
+		{Key: "invalid", Label: "invalid", Num: true, num: i(&x.invalid)},
+		{Key: "roles", Label: "roles", str: func(kn *kind) string { return kn.roleList }},
 	}
-	for _, name := range x.allocators() {
-		cols = append(cols, listCol{Key: "alloc:" + name, Label: name, Num: true, num: func(e *EpisodeInfo) (float64, bool) { return e.AllocValue(name) }})
+	for c, name := range x.allocNames {
+		cols = append(cols, listCol{Key: "alloc:" + name, Label: name, Num: true, num: func(k int) (float64, bool) { return x.allocValue(k, c) }})
 	}
 	return cols
 }
 
-// allocators are the file's allocators, in order of first use.
-func (x *File) allocators() []string {
-	x.namesOnce.Do(x.names)
-	return x.allocNames
-}
-
-// names collects the names the list's filters offer.
-func (x *File) names() {
-	var last []string
-	seen := map[string]bool{}
-	for k := range x.Episodes {
-		e := &x.Episodes[k]
-		// Episodes share their allocator list: skip the repeats.
-		if len(e.Allocators) > 0 && (len(last) == 0 || &e.Allocators[0] != &last[0]) {
-			last = e.Allocators
-			for _, a := range e.Allocators {
-				if !seen[a] {
-					seen[a] = true
-					x.allocNames = append(x.allocNames, a)
-				}
-			}
-		}
-		for _, r := range e.Roles {
-			if !slices.Contains(x.roleNames, r.Role) {
-				x.roleNames = append(x.roleNames, r.Role)
-			}
-		}
-		for _, p := range []struct {
-			list *[]string
-			s    string
-		}{{&x.scenarioNames, e.Scenario}, {&x.statusNames, e.Status}, {&x.endNames, e.End}} {
-			if !slices.Contains(*p.list, p.s) {
-				*p.list = append(*p.list, p.s)
-			}
-		}
+// kindsMatch returns whether each kind of x passes the query's filters on
+// names (status, scenario, role), nil when there are none: the rows are
+// then only read for the filters on numbers.
+func (l *listQuery) kindsMatch(x *File) []bool {
+	if l.Status == "" && l.Scenario == "" && l.Role == "" {
+		return nil
 	}
-	slices.Sort(x.roleNames)
-}
-
-// match reports whether e passes the query's filters.
-func (l *listQuery) match(e *EpisodeInfo) bool {
-	if l.Status != "" && e.Status != l.Status || l.Scenario != "" && e.Scenario != l.Scenario {
-		return false
+	ok := make([]bool, len(x.kinds))
+	for i := range x.kinds {
+		kn := &x.kinds[i]
+		ok[i] = (l.Status == "" || kn.status == l.Status) && (l.Scenario == "" || kn.scenario == l.Scenario) &&
+			(l.Role == "" || slices.Contains(kn.roles, l.Role))
 	}
-	if l.Role != "" && !slices.ContainsFunc(e.Roles, func(r RoleFacts) bool { return r.Role == l.Role }) {
-		return false
-	}
-	if l.Group != nil && e.GroupIndex != *l.Group {
-		return false
-	}
-	if l.TeamMin != nil && !(e.Team >= *l.TeamMin) || l.TeamMax != nil && !(e.Team <= *l.TeamMax) {
-		return false
-	}
-	if l.Alloc != "" {
-		v, ok := e.AllocValue(l.Alloc)
-		if !ok || l.AllocMin != nil && !(v >= *l.AllocMin) || l.AllocMax != nil && !(v <= *l.AllocMax) {
-			return false
-		}
-	}
-	return true
+	return ok
 }
 
 // listResult is the ordinals a query selects, in its order: kept for the
@@ -256,48 +208,92 @@ type listResult struct {
 
 // run selects and sorts the file's episodes for l.
 func (x *File) run(l *listQuery, cols []listCol) []int32 {
-	ords := make([]int32, 0, len(x.Episodes))
-	for k := range x.Episodes {
-		if l.match(&x.Episodes[k]) {
-			ords = append(ords, int32(k))
-		}
+	kinds := l.kindsMatch(x)
+	alloc := -2 // no allocator filter
+	if l.Alloc != "" {
+		alloc = x.allocColumn(l.Alloc)
 	}
-	k := slices.IndexFunc(cols, func(c listCol) bool { return c.Key == l.Sort })
-	if k < 0 {
+	rows := l.Group != nil || l.TeamMin != nil || l.TeamMax != nil || alloc != -2
+	ords := make([]int32, 0, x.n)
+	for k := range x.n {
+		if kinds != nil && !kinds[x.kindOf.get(k)] {
+			continue
+		}
+		if rows {
+			if l.Group != nil && x.group.get(k) != *l.Group {
+				continue
+			}
+			if l.TeamMin != nil || l.TeamMax != nil {
+				t := x.team.get(k)
+				if l.TeamMin != nil && !(t >= *l.TeamMin) || l.TeamMax != nil && !(t <= *l.TeamMax) {
+					continue
+				}
+			}
+			if alloc != -2 {
+				if alloc < 0 {
+					continue
+				}
+				v, ok := x.allocValue(k, alloc)
+				if !ok || l.AllocMin != nil && !(v >= *l.AllocMin) || l.AllocMax != nil && !(v <= *l.AllocMax) {
+					continue
+				}
+			}
+		}
+		ords = append(ords, int32(k))
+	}
+	c := slices.IndexFunc(cols, func(c listCol) bool { return c.Key == l.Sort })
+	if c < 0 {
 		return ords
 	}
-	c := cols[k]
 	dir := 1
 	if l.Desc {
 		dir = -1
 	}
-	// Empty cells last in either direction; ties in file order.
-	if c.num != nil {
-		keys := make([]float64, len(x.Episodes))
-		has := make([]bool, len(x.Episodes))
+	// Each row's key beside its ordinal: empty cells last in either
+	// direction, ties in file order (the ordinal breaks them, so an
+	// unstable sort gives the stable order).
+	type keyed struct {
+		key float64
+		ord int32
+	}
+	keys := make([]keyed, 0, len(ords))
+	var empty []int32
+	if col := cols[c]; col.num != nil {
 		for _, o := range ords {
-			keys[o], has[o] = c.num(&x.Episodes[o])
-		}
-		slices.SortStableFunc(ords, func(a, b int32) int {
-			switch {
-			case has[a] != has[b]:
-				if has[a] {
-					return -1
-				}
-				return 1
-			case !has[a]:
-				return 0
+			if v, ok := col.num(int(o)); ok {
+				keys = append(keys, keyed{v, o})
+			} else {
+				empty = append(empty, o)
 			}
-			return dir * cmp.Compare(keys[a], keys[b])
-		})
-		return ords
+		}
+	} else {
+		// Names by their rank among the kinds' names.
+		names := make([]string, len(x.kinds))
+		for i := range x.kinds {
+			names[i] = col.str(&x.kinds[i])
+		}
+		sorted := slices.Clone(names)
+		slices.Sort(sorted)
+		rank := make([]float64, len(names))
+		for i, s := range names {
+			r, _ := slices.BinarySearch(sorted, s)
+			rank[i] = float64(r)
+		}
+		for _, o := range ords {
+			keys = append(keys, keyed{rank[x.kindOf.get(int(o))], o})
+		}
 	}
-	keys := make([]string, len(x.Episodes))
-	for _, o := range ords {
-		keys[o] = c.str(&x.Episodes[o])
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if c := cmp.Compare(a.key, b.key); c != 0 {
+			return dir * c
+		}
+		return cmp.Compare(a.ord, b.ord)
+	})
+	ords = ords[:0]
+	for _, k := range keys {
+		ords = append(ords, k.ord)
 	}
-	slices.SortStableFunc(ords, func(a, b int32) int { return dir * strings.Compare(keys[a], keys[b]) })
-	return ords
+	return append(ords, empty...)
 }
 
 // listPage is the data of a page of the list.
@@ -356,13 +352,12 @@ func options(names []string, selected string) []option {
 func (v *Viewer) listPage(i int, q url.Values) listPage {
 	x := v.files[i]
 	cols := x.columns()
-	p := listPage{Total: len(x.Episodes), Linked: v.linked}
+	p := listPage{Total: x.n, Linked: v.linked}
 	l, err := parseListQuery(q, cols)
 	if err != nil {
 		p.Err = err.Error()
 		l = listQuery{}
 	}
-	x.allocators()
 	p.Query = l
 	p.Statuses, p.Scenarios, p.Roles, p.Allocators = options(x.statusNames, l.Status), options(x.scenarioNames, l.Scenario), options(x.roleNames, l.Role), options(x.allocNames, l.Alloc)
 	ords := v.selection(i, &l, cols)
@@ -388,18 +383,18 @@ func (v *Viewer) listPage(i int, q url.Values) listPage {
 		p.Cols = append(p.Cols, h)
 	}
 	for _, o := range ords[from:to] {
-		e := &x.Episodes[o]
-		r := listRow{Ordinal: int(o), Rollout: e.RolloutID, Linked: v.linked == 0 || int(o) < v.linked}
+		k := int(o)
+		r := listRow{Ordinal: k, Rollout: x.rollout.get(k), Linked: v.linked == 0 || k < v.linked}
 		for _, c := range cols {
 			cell := listCell{Num: c.Num}
 			if c.num != nil {
-				if val, ok := c.num(e); ok {
+				if val, ok := c.num(k); ok {
 					cell.S = fmtNum(val)
 				} else {
 					cell.S = "–"
 				}
 			} else {
-				cell.S = c.str(e)
+				cell.S = c.str(x.kind(k))
 			}
 			r.Cells = append(r.Cells, cell)
 		}
@@ -438,8 +433,7 @@ func (v *Viewer) selection(i int, l *listQuery, cols []listCol) []int32 {
 // window.troupeEpisodes to the file's episodes, column by column (integers
 // as differences from the row before, names as positions in a list).
 func (x *File) indexJS(linked int) []byte {
-	x.allocators()
-	n := len(x.Episodes)
+	n := x.n
 	b := make([]byte, 0, 48*n+1024)
 	b = append(b, "window.troupeEpisodes = {\"n\":"...)
 	b = strconv.AppendInt(b, int64(n), 10)
@@ -460,10 +454,10 @@ func (x *File) indexJS(linked int) []byte {
 	// rollout ids that count up, a status that rarely changes, are a few
 	// numbers for a million rows.
 	deltas := make([]int64, n)
-	ints := func(key string, f func(e *EpisodeInfo) int64) {
+	ints := func(key string, f func(k int) int64) {
 		prev, runs := int64(0), 0
-		for k := range x.Episodes {
-			v := f(&x.Episodes[k])
+		for k := range n {
+			v := f(k)
 			deltas[k] = v - prev
 			prev = v
 			if k == 0 || deltas[k] != deltas[k-1] {
@@ -498,26 +492,37 @@ func (x *File) indexJS(linked int) []byte {
 		}
 		b = append(b, ']')
 	}
-	pos := func(list []string, s string) int64 { return int64(slices.Index(list, s)) }
-	ints("rollout_id", func(e *EpisodeInfo) int64 { return e.RolloutID })
-	ints("episode", func(e *EpisodeInfo) int64 { return e.Index })
-	ints("group", func(e *EpisodeInfo) int64 { return e.GroupIndex })
-	ints("scenario", func(e *EpisodeInfo) int64 { return pos(x.scenarioNames, e.Scenario) })
-	ints("status", func(e *EpisodeInfo) int64 { return pos(x.statusNames, e.Status) })
-	ints("end", func(e *EpisodeInfo) int64 { return pos(x.endNames, e.End) })
-	ints("agents", func(e *EpisodeInfo) int64 { return int64(e.Agents) })
-	ints("samples", func(e *EpisodeInfo) int64 { return int64(e.Samples) })
-	ints("turns", func(e *EpisodeInfo) int64 { return int64(e.Turns) })
-	ints("messages", func(e *EpisodeInfo) int64 { return int64(e.Messages) })
-	ints("invalid", func(e *EpisodeInfo) int64 { return int64(e.Invalid) })
+	// Per kind, the positions of its names in the lists above.
+	pos := func(list []string, name func(kn *kind) string) []int64 {
+		out := make([]int64, len(x.kinds))
+		for i := range x.kinds {
+			out[i] = int64(slices.Index(list, name(&x.kinds[i])))
+		}
+		return out
+	}
+	byKind := func(key string, of []int64) { ints(key, func(k int) int64 { return of[x.kindOf.get(k)] }) }
+	ints("rollout_id", x.rollout.get)
+	ints("episode", x.index.get)
+	ints("group", x.group.get)
+	byKind("scenario", pos(x.scenarioNames, func(kn *kind) string { return kn.scenario }))
+	byKind("status", pos(x.statusNames, func(kn *kind) string { return kn.status }))
+	byKind("end", pos(x.endNames, func(kn *kind) string { return kn.end }))
+	ints("agents", x.agents.get)
+	ints("samples", x.samples.get)
+	ints("turns", x.turns.get)
+	ints("messages", x.messages.get)
+	ints("invalid", x.invalid.get)
 	// The roles of an episode as the position of its set of roles in
-	// rolesets: runs have few distinct sets.
+	// rolesets, numbered in order of first use: runs have few distinct
+	// sets. Kinds are in order of first use, so a set's first kind is
+	// its first episode's.
 	roleSets := map[string]int64{}
 	var sets [][]int
-	ints("roleset", func(e *EpisodeInfo) int64 {
+	setOf := make([]int64, len(x.kinds))
+	for i := range x.kinds {
 		var ks []int
-		for _, r := range e.Roles {
-			ks = append(ks, slices.Index(x.roleNames, r.Role))
+		for _, r := range x.kinds[i].roles {
+			ks = append(ks, slices.Index(x.roleNames, r))
 		}
 		key := fmt.Sprint(ks)
 		id, ok := roleSets[key]
@@ -526,8 +531,9 @@ func (x *File) indexJS(linked int) []byte {
 			roleSets[key] = id
 			sets = append(sets, ks)
 		}
-		return id
-	})
+		setOf[i] = id
+	}
+	byKind("roleset", setOf)
 	j, _ := json.Marshal(sets)
 	b = append(b, `,"rolesets":`...)
 	b = append(b, j...)
@@ -536,11 +542,11 @@ func (x *File) indexJS(linked int) []byte {
 	// position per episode: El Farol's million team rewards are a few
 	// hundred numbers. Both are exact: the script filters what the server
 	// would.
-	floats := func(f func(e *EpisodeInfo) (float64, bool)) {
+	floats := func(f func(k int) (float64, bool)) {
 		pos := map[float64]int{}
 		var table []float64
-		for k := range x.Episodes {
-			v, ok := f(&x.Episodes[k])
+		for k := range n {
+			v, ok := f(k)
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
@@ -565,11 +571,11 @@ func (x *File) indexJS(linked int) []byte {
 		} else {
 			b = append(b, '[')
 		}
-		for k := range x.Episodes {
+		for k := range n {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			v, ok := f(&x.Episodes[k])
+			v, ok := f(k)
 			switch {
 			case !ok || math.IsNaN(v) || math.IsInf(v, 0):
 				b = append(b, "null"...)
@@ -585,13 +591,13 @@ func (x *File) indexJS(linked int) []byte {
 		}
 	}
 	b = append(b, `,"team":`...)
-	floats(func(e *EpisodeInfo) (float64, bool) { return e.Team, true })
+	floats(func(k int) (float64, bool) { return x.team.get(k), true })
 	b = append(b, `,"alloc":[`...)
-	for a, name := range x.allocNames {
-		if a > 0 {
+	for c := range x.allocNames {
+		if c > 0 {
 			b = append(b, ',')
 		}
-		floats(func(e *EpisodeInfo) (float64, bool) { return e.AllocValue(name) })
+		floats(func(k int) (float64, bool) { return x.allocValue(k, c) })
 	}
 	b = append(b, "]};\n"...)
 	return b

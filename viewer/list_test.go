@@ -64,9 +64,7 @@ func TestIndexJSIsExact(t *testing.T) {
 	for _, few := range []bool{false, true} {
 		x := Synthesized("run", 1000)
 		if few {
-			for k := range x.Episodes {
-				x.Episodes[k].Team = float64(k%5) / 3
-			}
+			x = synthesized("run", 1000, func(k int) float64 { return float64(k%5) / 3 })
 		}
 		js := x.indexJS(0)
 		assert.Contains(t, string(js), `"rollout_id":{"rle":[0,1,1,999]}`, "ids counting up: one run")
@@ -78,8 +76,8 @@ func TestIndexJSIsExact(t *testing.T) {
 		}
 		d := decodeIndex(t, js)
 		team, diff := d["team"].([]any), d["alloc"].([]any)[1].([]any)
-		for k := range x.Episodes {
-			e := &x.Episodes[k]
+		for k := range x.Len() {
+			e := x.Info(k)
 			assert.Equal(t, e.Team, team[k], "team of %d", k)
 			assert.Equal(t, e.Alloc[1], diff[k], "difference of %d", k)
 			assert.Equal(t, float64(e.RolloutID), d["rollout_id"].([]any)[k])

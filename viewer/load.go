@@ -15,10 +15,11 @@ import (
 // trajectories and protocol: a line the index pass accepted but they
 // refuse is an error naming it.
 func (x *File) Load(ordinal int) (*Episode, error) {
-	if ordinal < 0 || ordinal >= len(x.Episodes) {
-		return nil, fmt.Errorf("%s has no episode %d (it has %d)", x.Name, ordinal, len(x.Episodes))
+	if ordinal < 0 || ordinal >= x.n {
+		return nil, fmt.Errorf("%s has no episode %d (it has %d)", x.Name, ordinal, x.n)
 	}
-	info := &x.Episodes[ordinal]
+	e := x.Info(ordinal)
+	info := &e
 	buf := make([]byte, info.Size)
 	if _, err := x.f.ReadAt(buf, info.Offset); err != nil {
 		return nil, fmt.Errorf("%s line %d: %w", x.Name, info.Line, err)

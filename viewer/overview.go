@@ -22,10 +22,11 @@ type Overview struct {
 	Allocators       []AllocStat
 	AllocChart       Chart // per allocator, the distribution of episode means, on one scale
 	Roles            []RoleStat
-	Groups           []GroupStat
-	GroupChart       Chart
-	// GroupsShown is how many groups the tables list (the first ones).
-	GroupsShown int
+	// Groups are the first groups (by group_index), at most
+	// maxGroupsShown; GroupCount counts them all.
+	Groups     []GroupStat
+	GroupCount int
+	GroupChart Chart
 }
 
 // Count is a named number.
@@ -97,99 +98,134 @@ type GroupStat struct {
 // maxGroupsShown bounds the groups listed on the overview.
 const maxGroupsShown = 200
 
-// Overview computes the overview of the file.
+// Overview computes the overview of the file: the counts and statistics
+// from the index's columns, the roles' from the sums the index added up.
 func (x *File) Overview() *Overview {
-	o := &Overview{File: x, Episodes: len(x.Episodes)}
-	layouts, scenarios, statuses, ends := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	allocs := map[string]*AllocStat{}
-	var allocOrder []string
-	roles := map[string]*RoleStat{}
-	groups := map[int64]*GroupStat{}
-	var groupOrder []int64
-	var teams []float64
-	for i := range x.Episodes {
-		e := &x.Episodes[i]
-		layouts[e.Layout.String()]++
-		scenarios[e.Scenario]++
-		statuses[e.Status]++
-		ends[e.End]++
-		o.Samples += e.Samples
-		o.Turns += e.Turns
-		g, ok := groups[e.GroupIndex]
-		if !ok {
-			g = &GroupStat{Group: e.GroupIndex}
-			groups[e.GroupIndex] = g
-			groupOrder = append(groupOrder, e.GroupIndex)
+	o := &Overview{File: x, Episodes: x.n}
+	// Counted per kind, then by name.
+	perKind := make([]int, len(x.kinds))
+	allocs := make([]AllocStat, len(x.allocNames))
+	groups := x.groupStats()
+	for k := range x.n {
+		kd := int(x.kindOf.get(k))
+		kn := &x.kinds[kd]
+		perKind[kd]++
+		o.Samples += int(x.samples.get(k))
+		o.Turns += int(x.turns.get(k))
+		g := groups.at(x.group.get(k))
+		if g != nil {
+			g.Episodes++
 		}
-		g.Episodes++
-		if e.Scored() {
+		if kn.scored {
+			t := x.team.get(k)
 			o.Scored++
-			o.Team.add(e.Team)
-			teams = append(teams, e.Team)
-			g.Team.add(e.Team)
-		}
-		for a, name := range e.Allocators {
-			s, ok := allocs[name]
-			if !ok {
-				s = &AllocStat{Name: name}
-				allocs[name] = s
-				allocOrder = append(allocOrder, name)
-			}
-			if !math.IsNaN(e.Alloc[a]) {
-				s.Episodes.add(e.Alloc[a])
+			o.Team.add(t)
+			if g != nil {
+				g.Team.add(t)
 			}
 		}
-		for _, rf := range e.Roles {
-			r, ok := roles[rf.Role]
-			if !ok {
-				r = &RoleStat{Role: rf.Role}
-				roles[rf.Role] = r
-			}
-			r.Agents += rf.Agents
-			r.Samples += rf.Samples
-			r.Scored += rf.Scored
-			r.ScoreSum += rf.ScoreSum
-			for a, v := range rf.AllocSum {
-				s := allocs[e.Allocators[a]]
-				s.sum += v
-				s.samples += rf.Samples
-				k := slices.Index(allocOrder, e.Allocators[a])
-				for len(r.allocSum) <= k {
-					r.allocSum, r.allocN = append(r.allocSum, 0), append(r.allocN, 0)
-				}
-				r.allocSum[k] += v
-				r.allocN[k] += rf.Samples
+		for _, c := range kn.allocCols {
+			if v, ok := x.allocValue(k, c); ok {
+				allocs[c].Episodes.add(v)
 			}
 		}
+	}
+	layouts, scenarios, statuses, ends := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	for i, n := range perKind {
+		if n == 0 {
+			continue
+		}
+		kn := &x.kinds[i]
+		layouts[kn.layout.String()] += n
+		scenarios[kn.scenario] += n
+		statuses[kn.status] += n
+		ends[kn.end] += n
 	}
 	o.Layouts, o.Scenarios, o.Statuses, o.Ends = counts(layouts), counts(scenarios), counts(statuses), counts(ends)
-	for _, name := range allocOrder {
-		s := allocs[name]
-		if s.samples > 0 {
-			s.PerSample = s.sum / float64(s.samples)
+	for c, name := range x.allocNames {
+		s := allocs[c]
+		s.Name = name
+		if t := x.allocTotals[c]; t.samples > 0 {
+			s.PerSample = t.sum / float64(t.samples)
 		}
-		o.Allocators = append(o.Allocators, *s)
+		o.Allocators = append(o.Allocators, s)
 	}
-	for _, name := range slices.Sorted(maps.Keys(roles)) {
-		r := roles[name]
-		r.Alloc = make([]float64, len(allocOrder))
+	for _, name := range slices.Sorted(maps.Keys(x.roleTotals)) {
+		r := *x.roleTotals[name]
+		r.Alloc = make([]float64, len(x.allocNames))
 		for k := range r.Alloc {
 			r.Alloc[k] = math.NaN()
 			if k < len(r.allocN) && r.allocN[k] > 0 {
 				r.Alloc[k] = r.allocSum[k] / float64(r.allocN[k])
 			}
 		}
-		o.Roles = append(o.Roles, *r)
+		o.Roles = append(o.Roles, r)
 	}
-	slices.SortFunc(groupOrder, cmp.Compare)
-	for _, g := range groupOrder {
-		o.Groups = append(o.Groups, *groups[g])
+	o.Groups, o.GroupCount = groups.shown, groups.count
+	teams := func(yield func(float64) bool) {
+		for k := range x.n {
+			if x.scored(k) && !yield(x.team.get(k)) {
+				return
+			}
+		}
 	}
-	o.GroupsShown = min(len(o.Groups), maxGroupsShown)
-	o.TeamHist = histogram(teams, o.Team.Min, o.Team.Max, "team-hist", "team reward")
+	o.TeamHist = histogramOf(o.Scored, teams, o.Team.Min, o.Team.Max, "team-hist", "team reward")
 	o.AllocChart = allocHistograms(x, o.Allocators)
-	o.GroupChart = groupChart(o.Groups[:o.GroupsShown])
+	o.GroupChart = groupChart(o.Groups)
 	return o
+}
+
+// groupTable is the groups the overview lists: the maxGroupsShown lowest
+// group_index values, and how many there are.
+type groupTable struct {
+	shown []GroupStat // sorted by group
+	pos   map[int64]int
+	count int
+}
+
+// groupStats finds the file's groups: their number, and the first
+// maxGroupsShown, whose statistics the overview then adds up (a run of a
+// million groups keeps 200). Groups that rise through the file, as troupe
+// writes them, are counted without a set.
+func (x *File) groupStats() *groupTable {
+	t := &groupTable{}
+	rising := true
+	for k := 1; k < x.n && rising; k++ {
+		rising = x.group.get(k) >= x.group.get(k-1)
+	}
+	var low []int64
+	if rising {
+		for k := range x.n {
+			if g := x.group.get(k); k == 0 || g != x.group.get(k-1) {
+				t.count++
+				if len(low) < maxGroupsShown {
+					low = append(low, g)
+				}
+			}
+		}
+	} else {
+		seen := map[int64]struct{}{}
+		for k := range x.n {
+			seen[x.group.get(k)] = struct{}{}
+		}
+		t.count = len(seen)
+		low = slices.Sorted(maps.Keys(seen))
+		low = low[:min(len(low), maxGroupsShown)]
+	}
+	t.pos = make(map[int64]int, len(low))
+	for i, g := range low {
+		t.shown = append(t.shown, GroupStat{Group: g})
+		t.pos[g] = i
+	}
+	return t
+}
+
+// at returns the statistics of group g, nil for a group not shown.
+func (t *groupTable) at(g int64) *GroupStat {
+	if i, ok := t.pos[g]; ok {
+		return &t.shown[i]
+	}
+	return nil
 }
 
 // counts sorts a tally by count, then name.

@@ -86,6 +86,7 @@ func New(files []*File, scenarios Scenarios) (*Viewer, error) {
 			return num(vs[i])
 		},
 		"credit": func(cs []AgentCredit, i int) AgentCredit { return cs[i] },
+		"row":    func(s SeatView, allocators []string) creditRow { return creditRow{s, allocators} },
 		"strip":  func(t *TurnView) LogProbStrip { return logProbStrip(t) },
 		// linked reports whether episode ordinal has a page.
 		"linked": func(ordinal int) bool { return v.linked == 0 || ordinal < v.linked },
@@ -95,6 +96,32 @@ func New(files []*File, scenarios Scenarios) (*Viewer, error) {
 	}
 	v.tmpl = t
 	return v, nil
+}
+
+// creditRow is the data of one agent's row of the credit table.
+type creditRow struct {
+	S          SeatView
+	Allocators []string
+}
+
+// agentsJS is, for an exported page of many agents, every agent's row of
+// the credit table by id: the page's script shows the one ?agent= asks for,
+// as the server would.
+func (v *Viewer) agentsJS(ep *Episode) ([]byte, error) {
+	rows := make(map[string]string, len(ep.Seats))
+	var b bytes.Buffer
+	for _, s := range ep.Seats {
+		b.Reset()
+		if err := v.tmpl.ExecuteTemplate(&b, "credit-row", creditRow{s, ep.Allocators}); err != nil {
+			return nil, err
+		}
+		rows[s.ID] = b.String()
+	}
+	j, err := json.Marshal(rows) // keys sorted: the same bytes every time
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte("window.troupeAgents = "), j...), ";\n"...), nil
 }
 
 // Files returns the viewer's files.
@@ -261,11 +288,12 @@ func (v *Viewer) render(w io.Writer, path string, query url.Values) error {
 			return err
 		}
 		ord, err := strconv.Atoi(m[2])
-		if err != nil || ord >= len(v.files[i].Episodes) {
+		if err != nil || ord >= v.files[i].n {
 			return errNotFound
 		}
 		p := page{Root: "../", Files: v.files, File: v.files[i], Run: i, Nav: "episode"}
-		info := &v.files[i].Episodes[ord]
+		e := v.files[i].Info(ord)
+		info := &e
 		p.Title = fmt.Sprintf("%s: episode %d (rollout_id %d)", v.files[i].Name, info.Index, info.RolloutID)
 		ep, err := v.episode(i, ord)
 		if err != nil {

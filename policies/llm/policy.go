@@ -138,6 +138,11 @@ func New(cfg Config, opts ...Option) (*Policy, error) {
 // Client returns the policy's client.
 func (p *Policy) Client() *Client { return p.client }
 
+// Remembers implements agents.Remembering: the conversation of an agent's
+// turn is rebuilt from its history (Observation.History), and a custom
+// Renderer may read it too, so the engine keeps it even under NoMemory.
+func (p *Policy) Remembers() bool { return true }
+
 // Act implements agents.Policy. It fails only when the server cannot be
 // reached or keeps failing (the error is a *CallError) or ctx ends; an
 // answer that stays invalid after the re-asks is returned with

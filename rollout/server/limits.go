@@ -99,13 +99,13 @@ func (c *turnCounter) wrap(policy env.PolicyFor, emit env.EmitFilter) env.Policy
 		if p == nil || (emit != nil && !emit(seat)) {
 			return p
 		}
-		return agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
+		return agents.Wrap(p, agents.PolicyFunc(func(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 			if c.playing.Load() && c.n.Add(1) > c.limit {
 				c.cancel(errTooManySamples)
 				return agents.Action{}, errTooManySamples
 			}
 			return p.Act(ctx, obs)
-		})
+		}))
 	}
 }
 

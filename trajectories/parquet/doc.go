@@ -7,6 +7,7 @@
 //
 // The writers stream: they hold one row group at a time (at most 16,384
 // rows or about 8 MB of text), whatever the size of the input, and they
-// write the same bytes for the same input. They write through the Go module
-// of Apache Arrow (github.com/apache/arrow-go), with zstd compression.
+// write the same bytes for the same input. They write through the Parquet
+// file writer of Apache Arrow's Go module (github.com/apache/arrow-go,
+// parquet/file), column chunk by column chunk, with zstd compression.
 package parquet

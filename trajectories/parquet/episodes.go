@@ -4,9 +4,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -38,16 +35,16 @@ const (
 	eCreditNotes
 )
 
-func episodeSchema() *arrow.Schema {
-	return arrow.NewSchema([]arrow.Field{
-		str("scenario"), mapOf("params", arrow.BinaryTypes.String),
+func episodeSchema() []field {
+	return []field{
+		str("scenario"), mapOf("params", kString),
 		u64("seed"), u64("policy_seed"), i64("episode"), i64("rollout_id"), i64("group_index"),
 		str("status"), str("end"), optStr("error"), optStr("stack"), i32("steps"), optStr("label"),
-		listOf("seats", arrow.BinaryTypes.String, false), listOf("roles", arrow.BinaryTypes.String, false),
+		listOf("seats", kString, false), listOf("roles", kString, false),
 		i32("turns"), i32("samples"), i32("messages"), i32("transitions"),
-		f64("team_score"), listOf("agent_scores", arrow.PrimitiveTypes.Float64, true),
-		listOf("allocators", arrow.BinaryTypes.String, true), optStr("credit_notes"),
-	}, nil)
+		f64("team_score"), listOf("agent_scores", kFloat64, true),
+		listOf("allocators", kString, true), optStr("credit_notes"),
+	}
 }
 
 // Columns of the turns table.
@@ -79,17 +76,17 @@ const (
 	tCredit
 )
 
-func turnSchema() *arrow.Schema {
-	return arrow.NewSchema([]arrow.Field{
+func turnSchema() []field {
+	return []field{
 		i64("rollout_id"), i64("episode"), i32("position"),
 		i32("seat"), str("agent"), str("role"), i32("step"), i32("turn"), str("state"), u64("seed"),
-		str("view"), listOf("legal", arrow.BinaryTypes.String, true), listOf("inbox", arrow.PrimitiveTypes.Int32, false),
+		str("view"), listOf("legal", kString, true), listOf("inbox", kInt32, false),
 		str("action"), optStr("completion"), optStr("prompt"),
-		listOf("prompt_tokens", arrow.PrimitiveTypes.Int32, true), listOf("response_tokens", arrow.PrimitiveTypes.Int32, true),
-		listOf("log_probs", arrow.PrimitiveTypes.Float64, true), listOf("loss_mask", arrow.PrimitiveTypes.Int32, true),
+		listOf("prompt_tokens", kInt32, true), listOf("response_tokens", kInt32, true),
+		listOf("log_probs", kFloat64, true), listOf("loss_mask", kInt32, true),
 		optStr("invalid"), optStr("notes"), boolean("emit"), optI32("sample"),
-		mapOf("credit", arrow.PrimitiveTypes.Float64),
-	}, nil)
+		mapOf("credit", kFloat64),
+	}
 }
 
 // Columns of the messages table.
@@ -106,12 +103,12 @@ const (
 	mQuiet
 )
 
-func messageSchema() *arrow.Schema {
-	return arrow.NewSchema([]arrow.Field{
+func messageSchema() []field {
+	return []field{
 		i64("rollout_id"), i64("episode"), i32("seq"), i32("time"),
 		str("from"), str("to"), str("kind"), str("payload"),
-		listOf("recipients", arrow.PrimitiveTypes.Int32, false), boolean("quiet"),
-	}, nil)
+		listOf("recipients", kInt32, false), boolean("quiet"),
+	}
 }
 
 // Columns of the transitions table.
@@ -126,11 +123,11 @@ const (
 	xTo
 )
 
-func transitionSchema() *arrow.Schema {
-	return arrow.NewSchema([]arrow.Field{
+func transitionSchema() []field {
+	return []field{
 		i64("rollout_id"), i64("episode"), i32("step"), i32("seat"), str("agent"),
 		str("event"), str("from"), str("to"),
-	}, nil)
+	}
 }
 
 // EpisodeTables are where an EpisodeWriter writes its four tables. A nil
@@ -159,7 +156,7 @@ func NewEpisodeWriter(dst EpisodeTables) (*EpisodeWriter, error) {
 	ew := &EpisodeWriter{}
 	for _, t := range []struct {
 		w      io.Writer
-		schema func() *arrow.Schema
+		schema func() []field
 		into   **table
 	}{
 		{dst.Episodes, episodeSchema, &ew.episodes},
@@ -208,19 +205,19 @@ func (ew *EpisodeWriter) writeEpisode(rec *episode.Record, credit *trajectories.
 	if t.err != nil {
 		return t.err
 	}
-	f := t.b.Fields()
+	f := t.cols
 	size := appendStr(f[eScenario], rec.Scenario)
 	size += appendStrMap(f[eParams], nonNil(rec.Params))
-	f[eSeed].(*array.Uint64Builder).Append(rec.Seed)
-	f[ePolicySeed].(*array.Uint64Builder).Append(rec.PolicySeed)
-	f[eEpisode].(*array.Int64Builder).Append(rec.Index)
-	f[eRolloutID].(*array.Int64Builder).Append(rec.RolloutID)
-	f[eGroupIndex].(*array.Int64Builder).Append(rec.GroupIndex)
+	f[eSeed].uint64(rec.Seed)
+	f[ePolicySeed].uint64(rec.PolicySeed)
+	f[eEpisode].int64(rec.Index)
+	f[eRolloutID].int64(rec.RolloutID)
+	f[eGroupIndex].int64(rec.GroupIndex)
 	size += appendStr(f[eStatus], string(rec.Status))
 	size += appendStr(f[eEnd], rec.End)
 	size += appendOptStr(f[eError], rec.Err)
 	size += appendOptStr(f[eStack], rec.Stack)
-	f[eSteps].(*array.Int32Builder).Append(int32(rec.Steps))
+	f[eSteps].int32(int32(rec.Steps))
 	size += appendOptStr(f[eLabel], rec.Label)
 	ids, roles := make([]string, len(rec.Seats)), make([]string, len(rec.Seats))
 	for i, s := range rec.Seats {
@@ -228,15 +225,15 @@ func (ew *EpisodeWriter) writeEpisode(rec *episode.Record, credit *trajectories.
 	}
 	size += appendStrs(f[eSeats], ids, false)
 	size += appendStrs(f[eRoles], roles, false)
-	f[eTurns].(*array.Int32Builder).Append(int32(len(rec.Turns)))
-	f[eSamples].(*array.Int32Builder).Append(int32(rec.Emitted()))
-	f[eMessages].(*array.Int32Builder).Append(int32(len(rec.Messages)))
-	f[eTransitions].(*array.Int32Builder).Append(int32(len(rec.Transitions)))
-	f[eTeamScore].(*array.Float64Builder).Append(rec.Score.Team)
+	f[eTurns].int32(int32(len(rec.Turns)))
+	f[eSamples].int32(int32(rec.Emitted()))
+	f[eMessages].int32(int32(len(rec.Messages)))
+	f[eTransitions].int32(int32(len(rec.Transitions)))
+	f[eTeamScore].float64(rec.Score.Team)
 	size += appendFloats(f[eAgentScores], rec.Score.Agents, true)
 	if credit == nil {
-		f[eAllocators].AppendNull()
-		f[eCreditNotes].AppendNull()
+		f[eAllocators].null()
+		f[eCreditNotes].null()
 	} else {
 		size += appendStrs(f[eAllocators], credit.Allocators, false)
 		size += appendJSON(f[eCreditNotes], credit.Notes)
@@ -260,18 +257,18 @@ func (ew *EpisodeWriter) writeTurns(rec *episode.Record, credit *trajectories.Cr
 			return t.err
 		}
 		tn := &rec.Turns[pos]
-		f := t.b.Fields()
-		f[tRolloutID].(*array.Int64Builder).Append(rec.RolloutID)
-		f[tEpisode].(*array.Int64Builder).Append(rec.Index)
-		f[tPosition].(*array.Int32Builder).Append(int32(pos))
-		f[tSeat].(*array.Int32Builder).Append(int32(tn.Seat))
+		f := t.cols
+		f[tRolloutID].int64(rec.RolloutID)
+		f[tEpisode].int64(rec.Index)
+		f[tPosition].int32(int32(pos))
+		f[tSeat].int32(int32(tn.Seat))
 		agent, role := seat(rec, tn.Seat)
 		size := appendStr(f[tAgent], agent)
 		size += appendStr(f[tRole], role)
-		f[tStep].(*array.Int32Builder).Append(int32(tn.Step))
-		f[tTurn].(*array.Int32Builder).Append(int32(tn.Turn))
+		f[tStep].int32(int32(tn.Step))
+		f[tTurn].int32(int32(tn.Turn))
 		size += appendStr(f[tState], string(tn.State))
-		f[tSeed].(*array.Uint64Builder).Append(tn.Seed)
+		f[tSeed].uint64(tn.Seed)
 		size += appendStr(f[tView], tn.View)
 		size += appendStrs(f[tLegal], tn.Legal, true)
 		size += appendInts(f[tInbox], tn.Inbox, false)
@@ -279,7 +276,7 @@ func (ew *EpisodeWriter) writeTurns(rec *episode.Record, credit *trajectories.Cr
 		g := tn.Generated()
 		size += appendOptStr(f[tCompletion], g.Completion)
 		if g.Prompt == nil {
-			f[tPrompt].AppendNull()
+			f[tPrompt].null()
 		} else if g.Prompt.Messages != nil {
 			chat, err := marshal(g.Prompt.Messages)
 			if err != nil {
@@ -291,7 +288,7 @@ func (ew *EpisodeWriter) writeTurns(rec *episode.Record, credit *trajectories.Cr
 		}
 		if g.Tokens == nil {
 			for _, c := range []int{tPromptTokens, tResponseTokens, tLogProbs, tLossMask} {
-				f[c].AppendNull()
+				f[c].null()
 			}
 		} else {
 			size += appendInts(f[tPromptTokens], g.Tokens.Prompt, false)
@@ -301,14 +298,14 @@ func (ew *EpisodeWriter) writeTurns(rec *episode.Record, credit *trajectories.Cr
 		}
 		size += appendOptStr(f[tInvalid], tn.Invalid)
 		size += appendJSON(f[tNotes], tn.Notes)
-		f[tEmit].(*array.BooleanBuilder).Append(tn.Emit)
+		f[tEmit].boolean(tn.Emit)
 		if tn.Emit {
-			f[tSample].(*array.Int32Builder).Append(int32(k))
+			f[tSample].int32(int32(k))
 			size += appendFloatMap(f[tCredit], ew.creditOf(credit, k))
 			k++
 		} else {
-			f[tSample].AppendNull()
-			f[tCredit].AppendNull()
+			f[tSample].null()
+			f[tCredit].null()
 		}
 		ew.rows.Turns++
 		if err := t.endRow(size); err != nil {
@@ -352,17 +349,17 @@ func (ew *EpisodeWriter) writeMessages(rec *episode.Record) error {
 			return t.err
 		}
 		m := &rec.Messages[i]
-		f := t.b.Fields()
-		f[mRolloutID].(*array.Int64Builder).Append(rec.RolloutID)
-		f[mEpisode].(*array.Int64Builder).Append(rec.Index)
-		f[mSeq].(*array.Int32Builder).Append(int32(m.Seq))
-		f[mTime].(*array.Int32Builder).Append(int32(m.Time))
+		f := t.cols
+		f[mRolloutID].int64(rec.RolloutID)
+		f[mEpisode].int64(rec.Index)
+		f[mSeq].int32(int32(m.Seq))
+		f[mTime].int32(int32(m.Time))
 		size := appendStr(f[mFrom], m.From)
 		size += appendStr(f[mTo], string(m.To))
 		size += appendStr(f[mKind], m.Kind)
 		size += appendStr(f[mPayload], m.Payload)
 		size += appendInts(f[mRecipients], m.Recipients, false)
-		f[mQuiet].(*array.BooleanBuilder).Append(m.Quiet)
+		f[mQuiet].boolean(m.Quiet)
 		ew.rows.Messages++
 		if err := t.endRow(size); err != nil {
 			return err
@@ -378,11 +375,11 @@ func (ew *EpisodeWriter) writeTransitions(rec *episode.Record) error {
 			return t.err
 		}
 		x := &rec.Transitions[i]
-		f := t.b.Fields()
-		f[xRolloutID].(*array.Int64Builder).Append(rec.RolloutID)
-		f[xEpisode].(*array.Int64Builder).Append(rec.Index)
-		f[xStep].(*array.Int32Builder).Append(int32(x.Step))
-		f[xSeat].(*array.Int32Builder).Append(int32(x.Seat))
+		f := t.cols
+		f[xRolloutID].int64(rec.RolloutID)
+		f[xEpisode].int64(rec.Index)
+		f[xStep].int32(int32(x.Step))
+		f[xSeat].int32(int32(x.Seat))
 		agent, _ := seat(rec, x.Seat)
 		size := appendStr(f[xAgent], agent)
 		size += appendStr(f[xEvent], string(x.Event))

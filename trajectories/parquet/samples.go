@@ -3,9 +3,6 @@ package parquet
 import (
 	"io"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -46,23 +43,23 @@ const (
 	sExtra
 )
 
-func sampleSchema() *arrow.Schema {
-	return arrow.NewSchema([]arrow.Field{
+func sampleSchema() []field {
+	return []field{
 		i64("group_index"), i64("index"), i64("rollout_id"),
 		str("prompt"), boolean("chat"),
-		listOf("tokens", arrow.PrimitiveTypes.Int32, false),
+		listOf("tokens", kInt32, false),
 		str("response"), i32("response_length"),
 		optStr("label"),
-		optF64("reward"), mapOf("rewards", arrow.PrimitiveTypes.Float64),
-		listOf("loss_mask", arrow.PrimitiveTypes.Int32, true),
-		listOf("rollout_log_probs", arrow.PrimitiveTypes.Float64, true),
+		optF64("reward"), mapOf("rewards", kFloat64),
+		listOf("loss_mask", kInt32, true),
+		listOf("rollout_log_probs", kFloat64, true),
 		boolean("remove_sample"), str("status"),
 		str("scenario"), u64("seed"), i64("episode"), str("agent"), str("role"),
 		i32("turn"), i32("step"), str("state"),
 		f64("team_reward"), optF64("agent_score"), str("allocator"), boolean("text_only"),
 		str("end"), optStr("error"), optStr("action"),
 		boolean("placeholder"), optStr("extra"),
-	}, nil)
+	}
 }
 
 // SampleWriter writes samples as the samples table: one row per sample,
@@ -87,11 +84,11 @@ func (sw *SampleWriter) Write(s *protocol.Sample) error {
 	if sw.t.err != nil {
 		return sw.t.err
 	}
-	f := sw.t.b.Fields()
+	f := sw.t.cols
 	size := 0
-	f[sGroupIndex].(*array.Int64Builder).Append(s.GroupIndex)
-	f[sIndex].(*array.Int64Builder).Append(s.Index)
-	f[sRolloutID].(*array.Int64Builder).Append(s.RolloutID)
+	f[sGroupIndex].int64(s.GroupIndex)
+	f[sIndex].int64(s.Index)
+	f[sRolloutID].int64(s.RolloutID)
 	if s.Prompt.Messages != nil {
 		chat, err := marshal(s.Prompt.Messages)
 		if err != nil {
@@ -101,44 +98,44 @@ func (sw *SampleWriter) Write(s *protocol.Sample) error {
 	} else {
 		size += appendStr(f[sPrompt], s.Prompt.Text)
 	}
-	f[sChat].(*array.BooleanBuilder).Append(s.Prompt.Messages != nil)
+	f[sChat].boolean(s.Prompt.Messages != nil)
 	size += appendInts(f[sTokens], s.Tokens, false)
 	size += appendStr(f[sResponse], s.Response)
-	f[sResponseLength].(*array.Int32Builder).Append(int32(s.ResponseLength))
+	f[sResponseLength].int32(int32(s.ResponseLength))
 	if s.Label.IsNull() {
-		f[sLabel].AppendNull()
+		f[sLabel].null()
 	} else {
 		size += appendStr(f[sLabel], s.Label.JSON())
 	}
 	switch s.Reward.Kind {
 	case protocol.RewardDict:
-		f[sReward].AppendNull()
+		f[sReward].null()
 		size += appendFloatMap(f[sRewards], s.Reward.Dict)
 	default:
-		f[sReward].(*array.Float64Builder).Append(s.Reward.Value)
-		f[sRewards].AppendNull()
+		f[sReward].float64(s.Reward.Value)
+		f[sRewards].null()
 	}
 	size += appendInts(f[sLossMask], s.LossMask, true)
 	size += appendFloats(f[sLogProbs], s.RolloutLogProbs, true)
-	f[sRemove].(*array.BooleanBuilder).Append(s.RemoveSample)
+	f[sRemove].boolean(s.RemoveSample)
 	size += appendStr(f[sStatus], string(s.Status))
 	m := &s.Metadata
 	size += appendStr(f[sScenario], m.Scenario)
-	f[sSeed].(*array.Uint64Builder).Append(m.Seed)
-	f[sEpisode].(*array.Int64Builder).Append(m.Episode)
+	f[sSeed].uint64(m.Seed)
+	f[sEpisode].int64(m.Episode)
 	size += appendStr(f[sAgent], m.Agent)
 	size += appendStr(f[sRole], m.Role)
-	f[sTurn].(*array.Int32Builder).Append(int32(m.Turn))
-	f[sStep].(*array.Int32Builder).Append(int32(m.Step))
+	f[sTurn].int32(int32(m.Turn))
+	f[sStep].int32(int32(m.Step))
 	size += appendStr(f[sState], m.State)
-	f[sTeamReward].(*array.Float64Builder).Append(m.TeamReward)
+	f[sTeamReward].float64(m.TeamReward)
 	appendOptF64(f[sAgentScore], m.AgentScore)
 	size += appendStr(f[sAllocator], m.Allocator)
-	f[sTextOnly].(*array.BooleanBuilder).Append(m.TextOnly)
+	f[sTextOnly].boolean(m.TextOnly)
 	size += appendStr(f[sEnd], m.End)
 	size += appendOptStr(f[sError], m.Error)
 	size += appendOptStr(f[sAction], m.Action)
-	f[sPlaceholder].(*array.BooleanBuilder).Append(trajectories.IsPlaceholder(s))
+	f[sPlaceholder].boolean(trajectories.IsPlaceholder(s))
 	size += appendJSON(f[sExtra], m.Extra)
 	sw.n++
 	return sw.t.endRow(size)

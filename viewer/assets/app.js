@@ -234,8 +234,40 @@
     openTarget();
   }
 
+  // An exported page of many agents has no server to ask for an agent:
+  // ?agent=ID reads that agent's row of the credit table from the page's
+  // agents file (written by the export) and shows it, or says there is no
+  // such agent.
+  function agentFromFile() {
+    var many = $("#many");
+    var src = many && many.getAttribute("data-agents");
+    var id = new URLSearchParams(window.location.search).get("agent");
+    if (!src || !id) { return; }
+    var input = $("#agent");
+    if (input) { input.value = id; }
+    var s = document.createElement("script");
+    s.src = src;
+    s.onload = function () {
+      var rows = window.troupeAgents || {};
+      if (!Object.prototype.hasOwnProperty.call(rows, id)) {
+        var err = $("#agent-error");
+        err.textContent = "this episode has no agent " + JSON.stringify(id);
+        err.hidden = false;
+        return;
+      }
+      var body = $("#credit-table tbody");
+      var sel = 'tr[data-agent="' + CSS.escape(id) + '"]';
+      if (!body.querySelector(sel)) { body.insertAdjacentHTML("afterbegin", rows[id]); }
+      body.querySelector(sel).classList.add("picked");
+      $("#focus").textContent = id;
+      $("#focus-line").hidden = false;
+    };
+    document.head.appendChild(s);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     list();
     episode();
+    agentFromFile();
   });
 })();
