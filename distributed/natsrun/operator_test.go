@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -495,4 +498,34 @@ func TestWorkerWithADifferentScenarioRefuses(t *testing.T) {
 	assert.Equal(t, "odd", refusals[0].Worker)
 	assert.Contains(t, refusals[0].Reason, "scenario elfarol plays differently on this worker")
 	assert.Regexp(t, `the run's fingerprint is sha256:[0-9a-f]{32}, this worker's sha256:[0-9a-f]{32}`, refusals[0].Reason)
+}
+
+// TestRunWhoseConsumerLostItsStorage: a run whose consumer's directory
+// went from under it (the server removing a purged earlier run's consumer
+// directory after the new one was made in its place, which failed
+// TestSecondSubmitterIsRefused once in ten under load) is played all the
+// same: the submitter deletes the broken consumer and makes it anew.
+// Before, every create of it failed alike until the run's deadline.
+func TestRunWhoseConsumerLostItsStorage(t *testing.T) {
+	srv, dir := embedded(t, "")
+	c := open(t, connect(t, srv), testConfig())
+	reg := testscen.Registry(testscen.Options{})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 6, Seed: 21})
+	want := local(t, rc, trajectories.Flat)
+	x, err := c.Start(context.Background(), "lost", rc.RunConfig, spec)
+	require.NoError(t, err)
+	require.NoError(t, x.Close())
+	var consumerDirs []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "run_lost" && filepath.Base(filepath.Dir(p)) == "obs" {
+			consumerDirs = append(consumerDirs, p)
+		}
+		return err
+	}))
+	require.Len(t, consumerDirs, 1, "the run's consumer directory")
+	require.NoError(t, os.RemoveAll(consumerDirs[0]))
+
+	worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	got, _, _ := remote(t, c, "lost", rc, spec, trajectories.Flat)
+	require.Equal(t, want, got)
 }
