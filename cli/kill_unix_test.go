@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/cli"
+	"github.com/troupe-rl/troupe/internal/testbin"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
@@ -245,9 +245,9 @@ func exitCode(err error) int {
 	return -2
 }
 
-// buildTroupe builds the troupe command into a temporary directory.
 // troupeBin is the troupe binary the tests here drive, built once for
-// them all (buildTroupe) into a directory that TestMain removes.
+// them all (buildTroupe) into testbin's cache, where it stays for the next
+// run (and for examples/slime's tests).
 var (
 	troupeOnce sync.Once
 	troupeBin  string
@@ -255,29 +255,14 @@ var (
 )
 
 // buildTroupe returns the path of the troupe binary, built on the first
-// call (a link of a few seconds, more on a busy machine) and shared by
-// every test after it.
+// call (a link of a few seconds, more on a busy machine, unless the cached
+// one is up to date) and shared by every test after it.
 func buildTroupe(t *testing.T) string {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build troupe with:", err)
+	troupeOnce.Do(func() { troupeBin, troupeErr = testbin.Build("troupe", "../cmd/troupe") })
+	if errors.Is(troupeErr, testbin.ErrNoGo) {
+		t.Skip("no go command to build troupe with:", troupeErr)
 	}
-	troupeOnce.Do(func() {
-		binDir, err := os.MkdirTemp("", "troupe-cli-test-")
-		if err != nil {
-			troupeErr = err
-			return
-		}
-		cli.RemoveAtExit(binDir)
-		bin := filepath.Join(binDir, "troupe")
-		cmd := exec.Command(gobin, "build", "-o", bin, "../cmd/troupe")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			troupeErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		troupeBin = bin
-	})
 	if troupeErr != nil {
 		t.Fatal(troupeErr)
 	}

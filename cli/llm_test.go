@@ -129,7 +129,7 @@ func TestRunLLMBadSettings(t *testing.T) {
 // answers in the samples are the server's own. It skips when the server is
 // not built, unless TROUPE_REQUIRE_LLAMA=1 (as in CI).
 func TestRunAgainstRealLlamaServer(t *testing.T) {
-	srv := llamatest.New(t, llamatest.Options{})
+	srv := sharedLlama.Get(t)
 	r, rollouts := llmRun(t, "run", "tictactoe", "-n", "2", "-c", "2", "--policy", "llm",
 		"--llm-base-url", srv.URL+"/v1", "--llm-kind", "llamacpp", "--llm-temperature", "0",
 		"--llm-max-tokens", "24", "--llm-timeout", "60s", "--on-invalid", "forfeit")
@@ -157,7 +157,7 @@ func TestRunAgainstRealLlamaServer(t *testing.T) {
 // tokens and log-probs are the server's. It skips like
 // TestRunAgainstRealLlamaServer.
 func TestServeLLMRolloutsAgainstRealLlamaServer(t *testing.T) {
-	llama := llamatest.New(t, llamatest.Options{})
+	llama := sharedLlama.Get(t)
 	cfg := llm.DefaultConfig()
 	cfg.BaseURL, cfg.Kind, cfg.Timeout = llama.URL+"/v1", llm.KindLlamaCpp, time.Minute
 	pool := testPool(t, cfg)

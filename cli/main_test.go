@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/troupe-rl/troupe/tools/llama/llamatest"
 )
 
 // The directories of fixtures that tests share (a built binary, a finished
@@ -21,8 +23,13 @@ func RemoveAtExit(dir string) {
 	atExit = append(atExit, dir)
 }
 
+// sharedLlama is the real llama-server of the tests that need no options
+// of their own, one for the package.
+var sharedLlama llamatest.Shared
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	sharedLlama.Close()
 	atExitMu.Lock()
 	for _, dir := range atExit {
 		_ = os.RemoveAll(dir)

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -183,6 +184,21 @@ func (c *Client) runConsumer(ctx context.Context, run string, d delivery) (jetst
 	err := retry(ctx, func(ctx context.Context) error {
 		var err error
 		cons, err = c.js.CreateConsumer(ctx, c.n.workStream, c.consumerConfig(run, d))
+		if lostStore(err) {
+			// The consumer's directory went from under it: a purge of an
+			// earlier run of this id deleted the consumer, and the server
+			// removed that one's directory only after this one was made
+			// in its place (a delete whose reply timed out and whose
+			// retry found it gone). Every create of it then fails alike.
+			// Its state cannot be kept anyway: delete it and make it anew
+			// (the requests it had handed out come again, and done
+			// markers keep them from being played twice).
+			c.log.Warn("natsrun: the run's consumer lost its storage; making it again", "run", run, "err", err)
+			if derr := c.js.DeleteConsumer(ctx, c.n.workStream, c.n.consumer(run)); derr != nil && !errors.Is(derr, jetstream.ErrConsumerNotFound) {
+				return derr
+			}
+			cons, err = c.js.CreateConsumer(ctx, c.n.workStream, c.consumerConfig(run, d))
+		}
 		if errors.Is(err, jetstream.ErrConsumerExists) {
 			// Created before, maybe with other settings by a submitter
 			// that registered the run: the stored ones rule, and the
@@ -195,6 +211,14 @@ func (c *Client) runConsumer(ctx context.Context, run string, d delivery) (jetst
 		return nil, fmt.Errorf("natsrun: the consumer of run %s: %w", run, err)
 	}
 	return cons, nil
+}
+
+// lostStore reports whether err is the server's failure to create a
+// consumer whose storage directory is missing.
+func lostStore(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeConsumerCreate &&
+		strings.Contains(api.Description, "no such file or directory")
 }
 
 func (c *Client) consumerConfig(run string, d delivery) jetstream.ConsumerConfig {

@@ -52,7 +52,9 @@
 // does for the submitter: the run carries a fingerprint of the scenario's
 // behaviour (its Info and three episodes of fixed seeds played with its
 // default policy, under the run's parameters and limits), which the worker
-// computes for itself once per run and compares, so that a worker built
+// computes for itself once per run, before it pulls any of the run's
+// requests and apart from the goroutine that follows the runs (a large
+// scenario's takes seconds), and compares, so that a worker built
 // with a changed scenario of the same name refuses the run by name
 // (ErrFingerprint) rather than mixing its episodes into the output.
 // Otherwise it never pulls the run's requests and records a

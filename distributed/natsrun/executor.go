@@ -164,7 +164,7 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 	if err != nil {
 		return nil, err
 	}
-	if rec.Fingerprint, err = c.fps.of(cfg.Scenario, fingerprintInputOf(&rec)); err != nil {
+	if rec.Fingerprint, err = c.fps.of(ctx, cfg.Scenario, fingerprintInputOf(&rec)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	if e, err := c.runs.Get(ctx, cancelKey(run)); err == nil {

@@ -73,14 +73,16 @@ func fingerprintInputOf(rec *record) fingerprintInput {
 // scenario's default policy, and takes a few milliseconds for the
 // built-in scenarios.
 func Fingerprint(sc env.Scenario, params map[string]string, limits env.Limits, invalid env.InvalidRule) (string, error) {
-	return fingerprintOf(sc, fingerprintInput{
+	return fingerprintOf(context.Background(), sc, fingerprintInput{
 		Scenario: sc.Info().Name, Params: params,
 		MaxSteps: limits.MaxSteps, MaxTurns: limits.MaxTurns, MaxMessages: limits.MaxMessages,
 		InvalidMode: invalid.Mode, InvalidPenalty: invalid.Penalty, InvalidBonus: invalid.Bonus,
 	})
 }
 
-func fingerprintOf(sc env.Scenario, in fingerprintInput) (string, error) {
+// fingerprintOf computes the fingerprint; ctx ending stops it (an error:
+// only a finished fingerprint is one).
+func fingerprintOf(ctx context.Context, sc env.Scenario, in fingerprintInput) (string, error) {
 	info := sc.Info()
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("natsrun: fingerprinting scenario %s: %w", info.Name, err)
@@ -109,12 +111,16 @@ func fingerprintOf(sc env.Scenario, in fingerprintInput) (string, error) {
 	h.Write(infoDigest(info))
 	h.Write([]byte{'\n'})
 	exec := res.Executor()
-	ctx, cancel := context.WithTimeout(context.Background(), fingerprintTimeout)
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, fingerprintTimeout)
 	defer cancel()
 	var line []byte
 	for _, req := range res.Requests() {
 		ep := exec.Execute(ctx, req)
 		if ep.End == env.EndInterrupted {
+			if err := parent.Err(); err != nil {
+				return fail(fmt.Errorf("stopped before its %d episodes were played: %w", fingerprintEpisodes, err))
+			}
 			return fail(fmt.Errorf("its default policy did not play %d episodes in %v", fingerprintEpisodes, fingerprintTimeout))
 		}
 		if line, err = trajectories.AppendEpisodeJSON(line[:0], ep, nil); err != nil {
@@ -190,7 +196,7 @@ type fingerprintKey struct {
 // maxFingerprints bounds the cache; past it, it starts again empty.
 const maxFingerprints = 256
 
-func (f *fingerprints) of(sc env.Scenario, in fingerprintInput) (string, error) {
+func (f *fingerprints) of(ctx context.Context, sc env.Scenario, in fingerprintInput) (string, error) {
 	b, err := json.Marshal(in)
 	if err != nil {
 		panic(fmt.Sprintf("natsrun: encoding a fingerprint's input: %v", err))
@@ -203,7 +209,7 @@ func (f *fingerprints) of(sc env.Scenario, in fingerprintInput) (string, error) 
 		return fp, nil
 	}
 	// Computed outside the lock: two computations of one key agree.
-	fp, err = fingerprintOf(sc, in)
+	fp, err = fingerprintOf(ctx, sc, in)
 	if err != nil {
 		return "", err
 	}

@@ -23,27 +23,13 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/testbin"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// binDir holds the binaries the process tests start; TestMain removes it.
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "natsrun-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Map // binary name -> *buildResult
-)
+// buildOnce holds, by binary name, the build of each binary the process
+// tests start.
+var buildOnce sync.Map // binary name -> *buildResult
 
 type buildResult struct {
 	once sync.Once
@@ -51,24 +37,19 @@ type buildResult struct {
 	err  error
 }
 
-// binary builds pkg (a main package) once per test process and returns the
-// binary's path. It is built without -race: it is the thing under test's
-// surroundings, and the race build would slow every start.
+// binary builds pkg (a main package) once per test process, into
+// testbin's cache (where it stays for the next run, linked again only
+// when its sources change), and returns the binary's path. It is built
+// without -race: it is the thing under test's surroundings, and the race
+// build would slow every start.
 func binary(t testing.TB, name, pkg string) string {
 	t.Helper()
 	v, _ := buildOnce.LoadOrStore(name, &buildResult{})
 	b := v.(*buildResult)
 	b.once.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			b.err = fmt.Errorf("building %s needs the go command on PATH (or set TROUPE_TESTWORKER and TROUPE_NATS_SERVER): %w", pkg, err)
-			return
-		}
-		b.path = filepath.Join(binDir, name)
-		cmd := exec.Command(goBin, "build", "-o", b.path, pkg)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		b.path, b.err = testbin.Build(name, pkg)
+		if errors.Is(b.err, testbin.ErrNoGo) {
+			b.err = fmt.Errorf("building %s needs the go command on PATH (or set TROUPE_TESTWORKER and TROUPE_NATS_SERVER): %w", pkg, b.err)
 		}
 	})
 	require.NoError(t, b.err)

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -387,6 +391,64 @@ func TestBatchedRequests(t *testing.T) {
 	assert.Equal(t, int64(40), st.Published)
 }
 
+// TestWorkerFollowsRunsWhileFingerprinting: a worker checks a run's
+// fingerprint on the run's own goroutine, not on the one that follows the
+// runs. Its elfarol's games wait at a gate, so the first run's fingerprint
+// (three episodes of elfarol) stalls until the gate opens; meanwhile the
+// worker plays a second run, of another scenario, to the end. Once the
+// gate opens, the first run's fingerprint is the submitter's and the run
+// plays as a local one. Before, a large scenario's fingerprint (about 2 s
+// at 100,000 agents) held up every other run.
+func TestWorkerFollowsRunsWhileFingerprinting(t *testing.T) {
+	srv, _ := embedded(t, "")
+	c := open(t, connect(t, srv), testConfig())
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var enter, release sync.Once
+	elf := elfarol.New()
+	gated := env.Define(elf.Info(), func(p env.Params, seed uint64) (env.Game, error) {
+		enter.Do(func() { close(entered) })
+		<-gate
+		return elf.New(p, seed)
+	})
+	wreg, err := env.NewRegistry(gated, testscen.Count())
+	require.NoError(t, err)
+	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Registry: wreg})
+	// Runs before the worker's cleanup (cleanups run last first), which
+	// waits for the games at the gate.
+	t.Cleanup(func() { release.Do(func() { close(gate) }) })
+
+	reg := testscen.Registry(testscen.Options{})
+	slowPlan, slowSpec := plan(t, reg, testscen.Plan{Scenario: "elfarol", Params: map[string]string{"agents": "8", "nights": "4"}, Policy: "random", Episodes: 4, Seed: 2})
+	slowWant := local(t, slowPlan, trajectories.Flat)
+	slow := make(chan string, 1)
+	go func() {
+		defer close(slow) // also when remote fails the test
+		got, _, _ := remote(t, c, "gated", slowPlan, slowSpec, trajectories.Flat)
+		slow <- got
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the worker never started the gated run's fingerprint")
+	}
+
+	fastPlan, fastSpec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 4, Seed: 1})
+	got, _, _ := remote(t, c, "ungated", fastPlan, fastSpec, trajectories.Flat)
+	require.Equal(t, local(t, fastPlan, trajectories.Flat), got, "the other run, played while the first's fingerprint stalls")
+	select {
+	case <-slow:
+		t.Fatal("the gated run finished before its gate opened")
+	default:
+	}
+
+	release.Do(func() { close(gate) })
+	slowGot, ok := <-slow
+	require.True(t, ok, "the gated run failed")
+	require.Equal(t, slowWant, slowGot)
+	assert.Zero(t, w.Stats().Refused)
+	assert.Equal(t, int64(8), w.Stats().Played)
+}
+
 // capacity3 is elfarol as a worker built from a changed copy might play
 // it: the same name, roles and parameters, but every night's capacity is
 // 3 whatever the run says.
@@ -436,4 +498,34 @@ func TestWorkerWithADifferentScenarioRefuses(t *testing.T) {
 	assert.Equal(t, "odd", refusals[0].Worker)
 	assert.Contains(t, refusals[0].Reason, "scenario elfarol plays differently on this worker")
 	assert.Regexp(t, `the run's fingerprint is sha256:[0-9a-f]{32}, this worker's sha256:[0-9a-f]{32}`, refusals[0].Reason)
+}
+
+// TestRunWhoseConsumerLostItsStorage: a run whose consumer's directory
+// went from under it (the server removing a purged earlier run's consumer
+// directory after the new one was made in its place, which failed
+// TestSecondSubmitterIsRefused once in ten under load) is played all the
+// same: the submitter deletes the broken consumer and makes it anew.
+// Before, every create of it failed alike until the run's deadline.
+func TestRunWhoseConsumerLostItsStorage(t *testing.T) {
+	srv, dir := embedded(t, "")
+	c := open(t, connect(t, srv), testConfig())
+	reg := testscen.Registry(testscen.Options{})
+	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 6, Seed: 21})
+	want := local(t, rc, trajectories.Flat)
+	x, err := c.Start(context.Background(), "lost", rc.RunConfig, spec)
+	require.NoError(t, err)
+	require.NoError(t, x.Close())
+	var consumerDirs []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "run_lost" && filepath.Base(filepath.Dir(p)) == "obs" {
+			consumerDirs = append(consumerDirs, p)
+		}
+		return err
+	}))
+	require.Len(t, consumerDirs, 1, "the run's consumer directory")
+	require.NoError(t, os.RemoveAll(consumerDirs[0]))
+
+	worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
+	got, _, _ := remote(t, c, "lost", rc, spec, trajectories.Flat)
+	require.Equal(t, want, got)
 }

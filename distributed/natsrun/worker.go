@@ -276,24 +276,39 @@ func (w *Worker) follow(ctx, epCtx context.Context, e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	w.runs[id] = r
 	w.mu.Unlock()
-	w.pullers.Go(func() { w.pull(rctx, epCtx, r) })
+	w.pullers.Go(func() {
+		// The fingerprint is checked here, on the run's own goroutine,
+		// not by followRuns: it plays episodes (seconds, for a scenario of
+		// 100,000 agents), during which the worker would follow no run.
+		if err := w.checkFingerprint(rctx, &st.Run); err != nil {
+			if rctx.Err() == nil { // not stopped (the run replaced, the worker stopping) meanwhile
+				w.forget(r)
+				w.refuse(ctx, ref, err)
+			}
+			return
+		}
+		w.pull(rctx, epCtx, r)
+	})
 }
 
 // canPlay sets the run up as it will play it, which is the test: every
-// scenario, parameter and policy resolved, every setting honoured.
-//
-// Then the run's scenario must behave here as it did for the submitter:
-// its fingerprint (see fingerprintOf), computed once per run input, must
-// be the run's.
+// scenario, parameter and policy resolved, every setting honoured. The
+// run's fingerprint is checked after it, apart (checkFingerprint).
 func (w *Worker) canPlay(run runRef, rec *record) error {
-	if _, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params}); err != nil {
-		return err
-	}
+	_, err := w.executor(run, rec, env.Request{Scenario: rec.Scenario, Params: rec.Params})
+	return err
+}
+
+// checkFingerprint: the run's scenario must behave here as it did for the
+// submitter: its fingerprint (see fingerprintOf), computed once per run
+// input, must be the run's. A worker pulls none of a run's requests
+// before it passes.
+func (w *Worker) checkFingerprint(ctx context.Context, rec *record) error {
 	sc, err := w.cfg.Registry.Lookup(rec.Scenario)
 	if err != nil {
 		return fmt.Errorf("natsrun: %w", err)
 	}
-	fp, err := w.fps.of(sc, fingerprintInputOf(rec))
+	fp, err := w.fps.of(ctx, sc, fingerprintInputOf(rec))
 	if err != nil {
 		return err
 	}

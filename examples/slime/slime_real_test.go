@@ -113,15 +113,6 @@ func slimePython(t *testing.T) (slime, python string) {
 	return "", ""
 }
 
-// buildTroupe builds cmd/troupe into the test's temporary directory.
-func buildTroupe(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "troupe")
-	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/troupe").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
 // slimeCheck runs slime_real_check.py on files (nested layout) and
 // returns its line for each, in order.
 func slimeCheck(t *testing.T, slime, python string, files ...string) []harnessResult {

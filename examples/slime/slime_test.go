@@ -8,7 +8,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/internal/testbin"
 )
+
+// buildTroupe builds cmd/troupe into testbin's cache (where cli's tests
+// build it too) and returns its path.
+func buildTroupe(t *testing.T) string {
+	t.Helper()
+	bin, err := testbin.Build("troupe", "../../cmd/troupe")
+	require.NoError(t, err)
+	return bin
+}
 
 // TestSlimeAdapter runs the Python tests of examples/slime (the slime
 // adapter against a real rollout service, with a stand-in for slime's
@@ -21,10 +32,7 @@ func TestSlimeAdapter(t *testing.T) {
 	}
 	bin := os.Getenv("TROUPE_BIN")
 	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "troupe")
-		build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "../../cmd/troupe")
-		out, err := build.CombinedOutput()
-		require.NoError(t, err, "go build: %s", out)
+		bin = buildTroupe(t)
 	}
 	dir, err := filepath.Abs(".")
 	require.NoError(t, err)

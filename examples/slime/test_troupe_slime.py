@@ -968,9 +968,11 @@ class RealLlamaServerTest(unittest.TestCase):
             raise unittest.SkipTest(f"llama-server is not built ({server}); run make llama")
         port = closed_port()
         cls.llama_url = f"http://127.0.0.1:{port}"
+        # One thread, as llamatest runs it: the tiny model's operations are
+        # too small to share, and a second thread only spins waiting.
         cls.llama = subprocess.Popen(
             [server, "-m", model, "-a", "troupe-tiny-qwen2", "--host", "127.0.0.1", "--port", str(port),
-             "-t", "2", "-np", "4", "-c", "8192", "--no-webui"],
+             "-t", "1", "-np", "4", "-c", "8192", "--no-webui"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 180
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

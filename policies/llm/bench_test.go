@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
+	"github.com/troupe-rl/troupe/tools/llama/llamatest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -32,11 +33,17 @@ import (
 // Its value is the server kind and latency, "vllm 20ms".
 const serveEnv = "TROUPE_LLMTEST_SERVE"
 
+// sharedLlama is the real llama-server of the memory tests, one for the
+// package (memory_real_test.go).
+var sharedLlama llamatest.Shared
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(serveEnv); spec != "" {
 		os.Exit(serve(spec))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sharedLlama.Close()
+	os.Exit(code)
 }
 
 // serve runs a test server until standard input closes; it prints the

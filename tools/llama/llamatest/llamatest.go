@@ -88,13 +88,17 @@ func Paths() (server, model string, err error) {
 }
 
 // Options configure Start. The zero value runs the cached server and model
-// with 2 threads, 4 slots and a 8,192-token context shared by the slots.
+// with 1 thread, 4 slots and a 8,192-token context shared by the slots.
 type Options struct {
-	Server, Model string   // override Paths
-	Threads       int      // -t; 0 means 2
-	Slots         int      // -np, parallel requests; 0 means 4
-	Context       int      // -c, all slots together; 0 means 8192
-	Args          []string // extra llama-server arguments
+	Server, Model string // override Paths
+	// Threads is -t; 0 means 1. The tiny model's matrices are too small to
+	// share: a second thread only spins waiting for the first at every
+	// operation, which on a busy 2-core machine (the test suite's) costs
+	// 3.5 times the CPU time of one thread, and more wall time too.
+	Threads int
+	Slots   int      // -np, parallel requests; 0 means 4
+	Context int      // -c, all slots together; 0 means 8192
+	Args    []string // extra llama-server arguments
 	// Ready bounds the wait for /health; 0 means 2 minutes. Loading the
 	// tiny model takes about a second; the bound is for slow machines.
 	Ready time.Duration
@@ -184,7 +188,7 @@ func start(ctx context.Context, server, model string, opts Options) (*Server, er
 	args := []string{
 		"-m", model, "-a", ModelAlias,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-t", strconv.Itoa(orDefault(opts.Threads, 2)),
+		"-t", strconv.Itoa(orDefault(opts.Threads, 1)),
 		"-np", strconv.Itoa(orDefault(opts.Slots, 4)),
 		"-c", strconv.Itoa(orDefault(opts.Context, 8192)),
 		"--no-webui",
@@ -314,6 +318,68 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// Shared is one server for the tests of a package that need no options of
+// their own, so that the package starts one llama-server (a second of CPU
+// time each) rather than one per test. Its first Get starts it; the
+// package's TestMain closes it after m.Run:
+//
+//	var llama llamatest.Shared
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		llama.Close()
+//		os.Exit(code)
+//	}
+//
+// The tests that share it take turns (none calls t.Parallel): llama.cpp
+// batches concurrent requests together, which a test that compares
+// log-probs must not depend on.
+type Shared struct {
+	// Options start the server; set before the first Get.
+	Options Options
+
+	mu  sync.Mutex
+	s   *Server
+	err error
+}
+
+// Get returns the shared server, started on the first call. It skips or
+// fails t as New does; a server that failed to start is not tried again.
+func (sh *Shared) Get(t testing.TB) *Server {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a real llama-server: skipped under -short")
+	}
+	sh.mu.Lock()
+	if sh.s == nil && sh.err == nil {
+		// Not the test's context: the server outlives the test.
+		sh.s, sh.err = Start(context.Background(), sh.Options)
+	}
+	s, err := sh.s, sh.err
+	sh.mu.Unlock()
+	if errors.Is(err, ErrNotBuilt) && os.Getenv(EnvRequire) != "1" {
+		t.Skipf("%v; set %s=1 to fail instead of skipping", err, EnvRequire)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+		t.Fatalf("llamatest: the shared llama-server has exited (%v); its output:\n%s", s.err, s.log)
+	default:
+	}
+	return s
+}
+
+// Close stops the shared server, if it was started.
+func (sh *Shared) Close() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.s != nil {
+		_ = sh.s.Close()
+	}
 }
 
 // tail keeps the last max bytes written to it; safe for concurrent use,

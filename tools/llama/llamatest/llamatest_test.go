@@ -20,11 +20,17 @@ import (
 // without the real build.
 const fakeEnv = "LLAMATEST_FAKE"
 
+// shared is the real server of the tests that need no options of their
+// own (real_test.go).
+var shared llamatest.Shared
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeEnv); mode != "" {
 		os.Exit(fake(mode, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	shared.Close()
+	os.Exit(code)
 }
 
 // fake serves /health on the --port it is given: 503 for the first three
@@ -159,4 +165,38 @@ func TestLogKeepsTheTail(t *testing.T) {
 	assert.LessOrEqual(t, len(log), 16<<10)
 	assert.Contains(t, log, "line 3999\nfake llama-server: listening\n")
 	assert.NotContains(t, log, "line 0\n", "the head of a long log is dropped")
+}
+
+// TestSharedStartsOnce: a Shared server starts on the first Get, every
+// Get after it returns the same one, outliving the test that started it,
+// and Close stops it.
+func TestSharedStartsOnce(t *testing.T) {
+	t.Setenv(fakeEnv, "serve")
+	sh := llamatest.Shared{Options: llamatest.Options{Server: os.Args[0], Model: fakeModel(t)}}
+	var first *llamatest.Server
+	t.Run("first", func(t *testing.T) { first = sh.Get(t) })
+	require.NotNil(t, first)
+	assert.Same(t, first, sh.Get(t))
+	resp, err := http.Get(first.URL + "/health")
+	require.NoError(t, err, "the server outlives the test that started it")
+	resp.Body.Close()
+
+	sh.Close()
+	_, err = http.Get(first.URL + "/health")
+	assert.Error(t, err, "the server is gone after Close")
+}
+
+// TestSharedSkipsWithoutTheBuild: a Shared server without the build skips
+// each test that asks for it, as New does.
+func TestSharedSkipsWithoutTheBuild(t *testing.T) {
+	t.Setenv(llamatest.EnvRequire, "")
+	sh := llamatest.Shared{Options: llamatest.Options{Server: filepath.Join(t.TempDir(), "llama-server")}}
+	for range 2 {
+		var inner *testing.T
+		t.Run("skips", func(t *testing.T) {
+			inner = t
+			sh.Get(t)
+		})
+		assert.True(t, inner.Skipped())
+	}
 }

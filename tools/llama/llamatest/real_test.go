@@ -72,7 +72,7 @@ var chat = []map[string]string{
 const imStart = 151644
 
 func TestRealServerTokensAndLogprobs(t *testing.T) {
-	s := llamatest.New(t, llamatest.Options{})
+	s := shared.Get(t)
 
 	// The chat endpoint: "logprobs": true with "top_logprobs" >= 1 gives
 	// one entry per completion token, each with its token id. (With
@@ -141,7 +141,7 @@ func TestRealServerTokensAndLogprobs(t *testing.T) {
 // action. The reported log-probs are the model's own, before the grammar
 // masks tokens out, so they stay below 0 and vary.
 func TestRealServerSchema(t *testing.T) {
-	s := llamatest.New(t, llamatest.Options{})
+	s := shared.Get(t)
 	pool := negotiation.Pool{Items: []string{"book", "hat", "ball"}, Counts: []int{2, 1, 3}}
 	var schema map[string]any
 	require.NoError(t, json.Unmarshal([]byte(negotiation.ActionSchema(pool)), &schema))
@@ -171,7 +171,7 @@ func TestRealServerSchema(t *testing.T) {
 // free-text fields cut to 16 bytes so that a random model closes them,
 // give answers the scenario's parsers accept.
 func TestRealServerDebateSchemas(t *testing.T) {
-	s := llamatest.New(t, llamatest.Options{})
+	s := shared.Get(t)
 	short := func(schema string) map[string]any {
 		var v map[string]any
 		require.NoError(t, json.Unmarshal([]byte(strings.ReplaceAll(schema, `"maxLength":2000`, `"maxLength":16`)), &v))
@@ -210,7 +210,7 @@ func TestRealServerDebateSchemas(t *testing.T) {
 // TestRealServerIsDeterministic: at temperature 0 the same request gives
 // the same tokens, which is what makes recorded LLM episodes replayable.
 func TestRealServerIsDeterministic(t *testing.T) {
-	s := llamatest.New(t, llamatest.Options{})
+	s := shared.Get(t)
 	ids := func() []int {
 		var got chatResponse
 		post(t, s, "/v1/chat/completions", map[string]any{
@@ -233,7 +233,7 @@ func TestRealServerIsDeterministic(t *testing.T) {
 // text of what the model wrote is the /detokenize of the ids before it. A
 // completion cut at max_tokens ("length") ends in ordinary text.
 func TestRealServerEndOfGeneration(t *testing.T) {
-	s := llamatest.New(t, llamatest.Options{})
+	s := shared.Get(t)
 	ask := func(maxTokens int) chatResponse {
 		var got chatResponse
 		post(t, s, "/v1/chat/completions", map[string]any{

@@ -1,0 +1,6 @@
+// Command hello is testbin's test command: it prints hello.
+package main
+
+import "fmt"
+
+func main() { fmt.Println("hello") }
