@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,7 +258,12 @@ func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
 	// later does (this test first played 40 turns under 2,048 tokens), with
 	// less than half the tokens sampled: grammar-constrained sampling costs
 	// the tiny model about 35 ms of CPU a token, over a second a turn.
-	const budget, maxTokens, rounds = 1024, 40, 8
+	// TROUPE_LLAMA_LONG=1 plays the issue's own case, 40 turns under
+	// 2,048 tokens (about 12 minutes of CPU on a loaded machine).
+	budget, maxTokens, rounds := 1024, 40, 8
+	if os.Getenv("TROUPE_LLAMA_LONG") == "1" {
+		budget, rounds = 2048, 20
+	}
 	cfg.MaxContext, cfg.MaxTokens = budget, ptr(maxTokens)
 	proposals(&cfg)
 	eps := memoryRun(t, negotiation.New(), map[string]string{"rounds": strconv.Itoa(rounds), "max_count": "1"}, cfg, 1)
