@@ -30,6 +30,7 @@ import (
 // with groups, and with counterfactual allocators that replay episodes on
 // the collector.
 func TestSameOutputAsALocalRun(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	cfg.KeepResults = true
@@ -230,6 +231,7 @@ func submitterOnly(t *testing.T) *env.Registry {
 // it, and the submitter stops with ErrUnplayable naming each worker's
 // reason. Nothing is written; the run stays for a capable worker.
 func TestUnplayableRunStopsWithTheReasons(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	w1, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2, Name: "w1"})
@@ -328,6 +330,7 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 // TestHeartbeatsKeepLongEpisodes: an episode longer than the ack wait is
 // not handed to a second worker while the first still plays it.
 func TestHeartbeatsKeepLongEpisodes(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	cfg.AckWait = 1500 * time.Millisecond
@@ -349,6 +352,7 @@ func TestHeartbeatsKeepLongEpisodes(t *testing.T) {
 // TestStoppedWorkerHandsBack: a worker whose context ends mid-episode hands
 // its episodes back at once (no drain), and another worker plays them.
 func TestStoppedWorkerHandsBack(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	reg := testscen.Registry(testscen.Options{Delay: 100 * time.Millisecond})
@@ -373,6 +377,7 @@ func TestStoppedWorkerHandsBack(t *testing.T) {
 // TestDrainingWorkerFinishes: with a drain time, a stopping worker finishes
 // the episodes in hand instead of handing them back.
 func TestDrainingWorkerFinishes(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	reg := testscen.Registry(testscen.Options{Delay: 50 * time.Millisecond})
@@ -397,6 +402,7 @@ func TestDrainingWorkerFinishes(t *testing.T) {
 // writes what finished; the server restarts on the same directory; a new
 // submitter re-attaches by id and the output is the local run's.
 func TestInterruptedSubmitterResumes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	reg := testscen.Registry(testscen.Options{Delay: 20 * time.Millisecond})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 16, GroupSize: 2, Concurrency: 2, Seed: 8, Allocators: []string{"grpo"}})

@@ -78,6 +78,7 @@ func refusalsOf(t *testing.T, c *natsrun.Client, run string) []natsrun.Refusal {
 // the first finishes with a local run's bytes. Once the first is done, the
 // same command plays the run again and writes the same bytes.
 func TestSecondSubmitterIsRefused(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	a := open(t, connect(t, srv), cfg)
@@ -118,6 +119,7 @@ func TestSecondSubmitterIsRefused(t *testing.T) {
 // first, back, stops with ErrLeaseLost at its next renewal instead of
 // collecting (and purging) under the second.
 func TestSilentSubmitterIsTakenOver(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	reg := testscen.Registry(testscen.Options{Delay: 30 * time.Millisecond})
@@ -184,6 +186,7 @@ func midRun(t *testing.T, id string, stop func(c *natsrun.Client)) (*natsrun.Cli
 // at its next lease renewal, instead of leaving it polling for results
 // that are gone.
 func TestPurgeUnderASubmitterEndsIt(t *testing.T) {
+	t.Parallel()
 	_, w, err := midRun(t, "purged", func(c *natsrun.Client) {
 		require.NoError(t, c.Purge(context.Background(), "purged"))
 	})
@@ -198,6 +201,7 @@ func TestPurgeUnderASubmitterEndsIt(t *testing.T) {
 // consumer used to take the last submitter's ack wait, under workers
 // whose heartbeat interval was fixed at their start.)
 func TestRunsKeepTheirOwnDeliverySettings(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	slow := testConfig()
 	slow.AckWait = 3 * time.Second
@@ -234,6 +238,7 @@ func TestRunsKeepTheirOwnDeliverySettings(t *testing.T) {
 // submitter stops with ErrCancelled, and a Start on it is refused until it
 // is purged, after which it runs anew.
 func TestCancelRemovesQueuedRequests(t *testing.T) {
+	t.Parallel()
 	c, w, err := midRun(t, "cancelled", func(c *natsrun.Client) {
 		require.NoError(t, c.Cancel(context.Background(), "cancelled", "by the test"))
 	})
@@ -268,6 +273,7 @@ func TestCancelRemovesQueuedRequests(t *testing.T) {
 // removes its queued requests, so that the workers do not play on for
 // nobody; re-attached, it queues them again and completes alike.
 func TestInterruptedRunLeavesNothingQueued(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	reg := testscen.Registry(testscen.Options{Delay: 20 * time.Millisecond})
@@ -305,6 +311,7 @@ func TestInterruptedRunLeavesNothingQueued(t *testing.T) {
 // limit passes: specs, markers, requests, results and consumers all go,
 // and the workers forget them.
 func TestAbandonedRunsExpire(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	cfg.DuplicateWindow, cfg.ResultsMaxAge = time.Second, 15*time.Second
@@ -348,6 +355,7 @@ func TestAbandonedRunsExpire(t *testing.T) {
 // TestWorkerCachesAreBounded: a worker that plays many runs keeps the
 // executors of the runs it still follows only, and at most 64.
 func TestWorkerCachesAreBounded(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	c := open(t, connect(t, srv), testConfig())
 	w, _ := worker(t, c, natsrun.WorkerConfig{Concurrency: 2})
@@ -365,6 +373,7 @@ func TestWorkerCachesAreBounded(t *testing.T) {
 // a batch hands it back, and the worker that gets it next plays only the
 // episodes not yet stored.
 func TestBatchedRequests(t *testing.T) {
+	t.Parallel()
 	srv, _ := embedded(t, "")
 	cfg := testConfig()
 	cfg.Batch = 7

@@ -43,6 +43,7 @@ func skipShort(t *testing.T) {
 // middle of its episodes loses nothing; another worker plays them once the
 // ack wait passes, and the output holds every episode exactly once.
 func TestKilledWorkerIsReplaced(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	srv, _ := embedded(t, "127.0.0.1:0")
 	cfg := testConfig()
@@ -78,6 +79,7 @@ func TestKilledWorkerIsReplaced(t *testing.T) {
 // pulling, hand back what it holds and exit 0; the run completes on the
 // other worker.
 func TestTerminatedWorkerHandsBack(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	srv, _ := embedded(t, "127.0.0.1:0")
 	cfg := testConfig()
@@ -114,6 +116,7 @@ func TestTerminatedWorkerHandsBack(t *testing.T) {
 // mid-run; the workers carry on; a new submitter re-attaches by run id and
 // writes the local run's output, without any episode played twice.
 func TestKilledSubmitterReattaches(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	srv, _ := embedded(t, "127.0.0.1:0")
 	cfg := testConfig()
@@ -147,6 +150,7 @@ func TestKilledSubmitterReattaches(t *testing.T) {
 // the workers' own), then recorded as failed with the reason; the rest of
 // the run completes.
 func TestMaxDeliverRecordsFailure(t *testing.T) {
+	t.Parallel()
 	skipShort(t)
 	srv, _ := embedded(t, "127.0.0.1:0")
 	cfg := testConfig()
