@@ -63,6 +63,7 @@ func werewolfRecords(t *testing.T, dir string) string {
 // channel, the sequence diagram's long labels and the groups chart's y
 // labels cut by their SVG's edge.
 func TestBrowserDefects(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	base := serve(t, openFiles(t, werewolfRecords(t, t.TempDir())))
 
@@ -108,6 +109,7 @@ func checkTextInside(t *testing.T, b *browser, sel, texts string) {
 // page shows it after the start and after every step, from a replay of
 // the record, and the final state agrees with the record.
 func TestBrowserGameState(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	_, runs := fixtures(t)
 	tictactoe, negotiation := runs[1], runs[3]

@@ -71,6 +71,7 @@ func crowdRecord(t *testing.T, dir string, n int) (string, *episode.Record, *tra
 // of bounded weight that aggregates per role, shows the top and bottom
 // agents with each allocator on its own scale, and one agent on demand.
 func TestBrowserTenThousandAgents(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	path, rec, credit := crowdRecord(t, t.TempDir(), 10000)
 	base := serve(t, openFiles(t, path))
@@ -159,6 +160,7 @@ func TestBrowserTenThousandAgents(t *testing.T) {
 // from the page's agents file, the same row the server draws; an unknown
 // agent is named.
 func TestBrowserExportedAgent(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	path, _, _ := crowdRecord(t, t.TempDir(), 10000)
 	files := openFiles(t, path)
@@ -225,6 +227,7 @@ func textOnceSet(b *browser, sel string) string {
 // run's size, and every filter, sort and page matches what the index
 // holds.
 func TestBrowserListOfManyEpisodes(t *testing.T) {
+	t.Parallel()
 	const n = 100_000
 	b := newBrowser(t)
 	v, err := viewer.New([]*viewer.File{viewer.Synthesized("many.jsonl", n)}, nil)

@@ -249,6 +249,7 @@ func near(t *testing.T, page string, v float64) bool {
 // checks the drawn message arrows, state timelines, diagram highlights and
 // credit bars against the file as trajectories reads it.
 func TestBrowserEveryScenario(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	dir, runs := fixtures(t)
 	paths := []string{}
@@ -573,6 +574,7 @@ func checkTurnTimeline(t *testing.T, b *browser, rec *episode.Record) {
 // an allocator's reward from its column's header, a group filter, a team
 // reward bound and a jump by rollout_id.
 func TestBrowserListFiltersSortsAndJumps(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	_, runs := fixtures(t)
 	recs, credits := readRecords(t, runs[0].Records) // elfarol: groups of 4, three allocators
@@ -723,6 +725,7 @@ func checkListFilters(t *testing.T, b *browser, recs []*episode.Record, credits 
 // TestBrowserCompare compares the same seeds under two allocators: every
 // episode pairs, the team rewards agree, the allocators differ.
 func TestBrowserCompare(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	dir := t.TempDir()
 	a, c := filepath.Join(dir, "team.jsonl"), filepath.Join(dir, "split.jsonl")
@@ -854,6 +857,7 @@ func hostileFiles(t *testing.T, dir string) (string, string) {
 // TestBrowserEscapesHostileText: no payload runs (the page's flag stays
 // unset, nothing breaks the CSP), and each is shown as the text it is.
 func TestBrowserEscapesHostileText(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	records, samples := hostileFiles(t, t.TempDir())
 	base := serve(t, openFiles(t, records, samples))
@@ -911,6 +915,7 @@ func TestBrowserEscapesHostileText(t *testing.T) {
 // TestBrowserReportsBadLines: a file with an invalid line and a cut last
 // line shows its good episodes and lists the two lines.
 func TestBrowserReportsBadLines(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	_, runs := fixtures(t)
 	data, err := os.ReadFile(runs[2].Records) // signal: 4 episodes
@@ -937,6 +942,7 @@ func TestBrowserReportsBadLines(t *testing.T) {
 // TestBrowserStaticExport opens an exported site from the file system:
 // the same pages, the list's script and the jump work without a server.
 func TestBrowserStaticExport(t *testing.T) {
+	t.Parallel()
 	b := newBrowser(t)
 	_, runs := fixtures(t)
 	files := openFiles(t, runs[2].Records, runs[2].Samples)

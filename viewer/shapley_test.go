@@ -82,6 +82,7 @@ func (g *bystanderGame) Score() env.Score {
 // of the exact Shapley value is G − v(∅), the bystander's value derived
 // from it, though the record holds no sample of it.
 func TestBrowserShapleySumWithASeatThatNeverActs(t *testing.T) {
+	t.Parallel()
 	sc := bystander()
 	p, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
