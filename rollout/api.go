@@ -244,15 +244,19 @@ func (r *Response) Samples() []protocol.Sample {
 // aborted episode is a Rollout too, with that status and the error; its
 // samples, if any, carry the same status.
 type Rollout struct {
-	RolloutID   int64             `json:"rollout_id"`
-	GroupIndex  int64             `json:"group_index"`
-	Episode     int               `json:"episode"` // position in the request, from 0
-	Seed        uint64            `json:"seed"`
-	PolicySeed  uint64            `json:"policy_seed"`
-	Status      protocol.Status   `json:"status"`
-	End         string            `json:"end"`   // why it ended: see env.EndReason constants
-	Error       string            `json:"error"` // empty unless aborted or failed
+	RolloutID  int64           `json:"rollout_id"`
+	GroupIndex int64           `json:"group_index"`
+	Episode    int             `json:"episode"` // position in the request, from 0
+	Seed       uint64          `json:"seed"`
+	PolicySeed uint64          `json:"policy_seed"`
+	Status     protocol.Status `json:"status"`
+	End        string          `json:"end"`   // why it ended: see env.EndReason constants
+	Error      string          `json:"error"` // empty unless aborted or failed
+	// TeamReward is the scenario's team reward G; in a scenario with
+	// teams, the sum of Teams' rewards (each sample's metadata carries its
+	// own side's).
 	TeamReward  float64           `json:"team_reward"`
+	Teams       []TeamReward      `json:"teams"`        // each side's reward; null when the scenario declares no teams
 	AgentScores []float64         `json:"agent_scores"` // null when the scenario has none
 	Seats       []Seat            `json:"seats"`
 	Steps       int               `json:"steps"`
@@ -264,6 +268,14 @@ type Rollout struct {
 type Seat struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
+	Team string `json:"team,omitempty"` // its side, in a scenario with teams
+}
+
+// TeamReward is one side's reward in an episode of a scenario with teams,
+// in the order the scenario declares its teams.
+type TeamReward struct {
+	Team   string  `json:"team"`
+	Reward float64 `json:"reward"`
 }
 
 // ScenarioList answers GET /v1/scenarios.
