@@ -195,6 +195,28 @@ type Request struct {
 	// are then bounded by the request's limits and the episode timeout,
 	// not by a turn cap from the samples limit.
 	MergeTurns bool `json:"merge_turns,omitempty"`
+	// Tree plays every episode with tree sampling (AT-GRPO, MAGRPO; troupe
+	// run --tree, docs/credit.md): at each turn of a tree-sampled role the
+	// seat's policy is asked K times from the same history, each candidate
+	// is scored by playing the episode on from it, the best is kept, and
+	// all K become samples. The samples limit counts every candidate, and
+	// is checked before playing as K times the scenario's minimum turns and
+	// once the episodes are played; no turn cap stands for it. Tree-
+	// sampled episodes play in the service's process: a service that
+	// hands its episodes to workers (--nats) refuses the request.
+	Tree *Tree `json:"tree,omitempty"`
+}
+
+// Tree is a request's tree sampling.
+type Tree struct {
+	K int `json:"k"` // candidates per turn, at least 2
+	// Alpha weighs the team reward in a candidate's reward, Alpha·team +
+	// the seat's own score (AT-GRPO's mix); default 1.
+	Alpha *float64 `json:"alpha,omitempty"`
+	// Joint draws candidate c of a step as every sampled seat's c-th
+	// answer (MAGRPO) rather than one seat at a time (AT-GRPO).
+	Joint bool     `json:"joint,omitempty"`
+	Roles []string `json:"roles,omitempty"` // the roles tree-sampled; default every emitted role
 }
 
 // RoleSettings are one role's settings in a rollout request.
