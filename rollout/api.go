@@ -201,9 +201,8 @@ type Request struct {
 	// is scored by playing the episode on from it, the best is kept, and
 	// all K become samples. The samples limit counts every candidate, and
 	// is checked before playing as K times the scenario's minimum turns and
-	// once the episodes are played; no turn cap stands for it. Tree-
-	// sampled episodes play in the service's process: a service that
-	// hands its episodes to workers (--nats) refuses the request.
+	// once the episodes are played; no turn cap stands for it. It cannot
+	// be merged (merge_turns).
 	Tree *Tree `json:"tree,omitempty"`
 }
 

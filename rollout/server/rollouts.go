@@ -309,9 +309,6 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 	// Neither does a tree-sampled one: K candidates per turn, and the
 	// play-outs that score them, are not turns of the main line.
 	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0 && !req.MergeTurns && req.Tree == nil
-	if req.Tree != nil && s.cfg.Remote != nil {
-		return nil, badRequest(rollout.CodeBadRequest, "tree: tree-sampled episodes play in the service's process, and this service hands its episodes to workers (troupe serve --nats): ask a service without --nats")
-	}
 	if s.cfg.League != nil {
 		if e := s.leagueMatch(req, info, p); e != nil {
 			return nil, e

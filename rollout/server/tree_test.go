@@ -49,8 +49,9 @@ func TestTreeThroughServe(t *testing.T) {
 }
 
 // Tree sampling's samples limit is K per turn, known before playing; the
-// service refuses what it cannot play as asked, naming the field.
-func TestTreeRequestsRefused(t *testing.T) {
+// service refuses what it cannot play as asked, naming the field, and
+// answers alike whether it plays the episodes or hands them to workers.
+func TestTreeRequestsChecked(t *testing.T) {
 	// A crowd of 3 plays 3 turns: 2 episodes are 6 samples, 12 with 2
 	// candidates per turn, refused before anything is played.
 	c, count := crowdServer(t, server.Config{MaxSamplesPerAnswer: 10})
@@ -86,7 +87,10 @@ func TestTreeRequestsRefused(t *testing.T) {
 		})
 	}
 
-	// A service that hands its episodes to workers cannot tree-sample.
-	e = decodeError(t, post(t, newServer(t, server.Config{Remote: &elsewhere{}}), `{"scenario":"tictactoe","tree":{"k":2}}`))
-	assert.Contains(t, e.Message, "--nats")
+	// A service that hands its episodes to workers answers as it would
+	// itself: the candidates travel in the records.
+	body := `{"scenario":"tictactoe","policy":"random","n":2,"tree":{"k":2},"allocators":["at-grpo"],"rollout_id":3,"group_index":1,"index":0}`
+	local := post(t, newServer(t, server.Config{}), body)
+	require.Equal(t, http.StatusOK, local.status, "%s", local.body)
+	assert.Equal(t, string(local.body), string(post(t, newServer(t, server.Config{Remote: &elsewhere{}}), body).body))
 }
