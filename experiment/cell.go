@@ -166,7 +166,8 @@ type Cell struct {
 	Reward []float64 `json:"reward"`
 	// Credit is what the allocator gave each agent over the final window
 	// (the last Window episodes): the mean of its samples' rewards, and
-	// the spread of all of them.
+	// the spread of all of them; the compared side's agents only, with a
+	// compared side (Side).
 	Credit *CreditStats `json:"credit,omitempty"`
 	// MetricNames and Metrics are the scenario's episode metrics
 	// (env.EpisodeMetricer): Metrics[m][e] is metric m of episode e.
@@ -206,7 +207,10 @@ type creditTally struct {
 	mean, m2   float64 // Welford's running mean and sum of squares
 }
 
-func (t *creditTally) add(rec *episode.Record, values []float64) {
+// add tallies the values of an episode's samples (its emitted turns, in
+// order): those of team's seats only when team ≥ 0 (a compared side's), of
+// every seat when team < 0.
+func (t *creditTally) add(rec *episode.Record, values []float64, team int) {
 	if !episode.SameSeats(rec.Seats, t.seats) {
 		t.seats = slices.Clone(rec.Seats)
 		t.slots = slices.Repeat([]int{-1}, len(rec.Seats))
@@ -222,6 +226,9 @@ func (t *creditTally) add(rec *episode.Record, values []float64) {
 		}
 		v := values[s]
 		s++
+		if team >= 0 && rec.Seats[tr.Seat].Team != team {
+			continue
+		}
 		k := t.slots[tr.Seat]
 		if k < 0 {
 			id := rec.Seats[tr.Seat].ID
@@ -340,7 +347,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		}
 		values := scalarCredit(credit)
 		if len(cell.Team) >= cfg.Episodes-p.window {
-			tally.add(rec, values)
+			tally.add(rec, values, p.side)
 		}
 		if metricer != nil {
 			metricer.EpisodeMetrics(pt.params, rec, metric)

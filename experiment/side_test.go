@@ -65,17 +65,18 @@ func TestASideIsComparedByItsOwnReward(t *testing.T) {
 			// Red's samples get red's reward: their mean is that reward.
 			assert.InDeltaSlice(t, c.Team, c.Reward, 1e-12)
 		}
-		// Over the final window every blue soldier got blue's reward, the
-		// fixed team allocator's, whatever red learns from.
-		blueMean := 0.0
-		for _, v := range c.Metrics[1][len(c.Team)-20:] {
-			blueMean += v / 20
-		}
+		// The credit statistics are red's: its agents only.
 		require.NotNil(t, c.Credit)
+		redMean := 0.0
+		for _, v := range c.Team[len(c.Team)-20:] {
+			redMean += v / 20
+		}
 		for k, agent := range c.Credit.Agents {
-			if strings.HasPrefix(agent, "blue-") {
-				assert.InDelta(t, blueMean, c.Credit.Mean[k], 1e-12, "%s in the %s cell", agent, c.Allocator)
-			} else if c.Allocator == "difference" {
+			require.True(t, strings.HasPrefix(agent, "red-"), agent)
+			switch c.Allocator {
+			case "team":
+				assert.InDelta(t, redMean, c.Credit.Mean[k], 1e-12, "%s", agent)
+			case "difference":
 				// ±1/(2·fields) when pivotal, else 0.
 				assert.LessOrEqual(t, math.Abs(c.Credit.Mean[k]), 1.0/6+1e-12, "%s's difference rewards", agent)
 			}
