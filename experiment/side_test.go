@@ -200,3 +200,27 @@ func readCSV(t *testing.T, path string) [][]string {
 	require.NoError(t, err)
 	return rows
 }
+
+// A side allocator that parses names a non-empty team and spec, without
+// the spaces around them, and reads back the same from team=spec.
+func FuzzParseSideAllocator(f *testing.F) {
+	for _, s := range []string{"blue=team", " blue = difference:c=null ", "blue", "=team", "blue=", "a=b=c", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		team, spec, err := experiment.ParseSideAllocator(s)
+		if err != nil {
+			require.ErrorIs(t, err, experiment.ErrBadConfig)
+			require.Empty(t, team+spec)
+			return
+		}
+		require.NotEmpty(t, team)
+		require.NotEmpty(t, spec)
+		require.Equal(t, strings.TrimSpace(team), team)
+		require.Equal(t, strings.TrimSpace(spec), spec)
+		require.NotContains(t, team, "=")
+		team2, spec2, err := experiment.ParseSideAllocator(team + "=" + spec)
+		require.NoError(t, err)
+		require.Equal(t, []string{team, spec}, []string{team2, spec2})
+	})
+}
