@@ -70,12 +70,6 @@ func (p *plan) sides(info *env.Info) error {
 		if err := p.serves(info, a); err != nil {
 			return fmt.Errorf("%w: side allocator %s=%s: %v", ErrBadConfig, team, spec, err)
 		}
-		if credit.NeedsOf(a).Group {
-			// A group-normalising allocator of one team would see the
-			// other teams' samples too (the composite gives each the whole
-			// group): refused rather than explained.
-			return fmt.Errorf("%w: side allocator %s=%s compares the episodes of a group: fixed allocators of the other teams must not", ErrBadConfig, team, spec)
-		}
 		p.sideAllocs[t] = name
 	}
 	return nil

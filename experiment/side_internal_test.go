@@ -17,16 +17,17 @@ import (
 
 // A cell's allocator with a compared side gives each team's samples the
 // values of its own allocator: red's the cell's (difference), blue's the
-// fixed one (team), sample by sample as those allocators give them.
+// fixed one (team), sample by sample as those allocators give them; group
+// allocators too, which normalise each side apart.
 func TestCellAllocatorGivesEachSideItsOwn(t *testing.T) {
 	spec, err := learn.Parse("egreedy")
 	require.NoError(t, err)
 	sc := blotto.New()
 	for _, tc := range []struct {
 		compared, fixed string
-	}{{"difference", "team"}, {"team", "difference"}, {"individual", "difference"}, {"difference", "difference"}} {
+	}{{"difference", "team"}, {"team", "difference"}, {"individual", "difference"}, {"difference", "difference"}, {"dr-grpo", "magrpo"}} {
 		p, err := newPlan(Config{Scenario: sc, Allocators: []string{tc.compared}, Side: "red", SideAllocators: map[string]string{"blue": tc.fixed},
-			Learners: []learn.Spec{spec}, Seeds: 1, Episodes: 10, Params: map[string]string{"n": "5"}})
+			Learners: []learn.Spec{spec}, Seeds: 1, Episodes: 10, Group: 2, Params: map[string]string{"n": "5"}})
 		require.NoError(t, err)
 		a, err := p.cellAllocator(p.cells[0])
 		require.NoError(t, err)

@@ -166,8 +166,8 @@ func TestSideErrorsNameTheProblem(t *testing.T) {
 			"side allocator green=team: scenario blotto has the teams red, blue"},
 		{"side allocators without a side", func(c *experiment.Config) { c.Side = "" }, "side allocators map[blue:team] without a compared side"},
 		{"a bad allocator", func(c *experiment.Config) { c.SideAllocators = map[string]string{"blue": "bogus"} }, "side allocator blue=bogus"},
-		{"a group allocator", func(c *experiment.Config) { c.SideAllocators, c.Group = map[string]string{"blue": "magrpo"}, 2 },
-			"side allocator blue=magrpo compares the episodes of a group"},
+		{"a group allocator in groups of one", func(c *experiment.Config) { c.SideAllocators = map[string]string{"blue": "magrpo"} },
+			"side allocator blue=magrpo: magrpo compares the episodes of a group"},
 		{"diagnostics", func(c *experiment.Config) { c.Diagnose = experiment.Diagnose{Episodes: 2} }, `diagnostics with side "red"`},
 		{"an optimum", func(c *experiment.Config) {
 			c.Optimum = func(p env.Params) (float64, error) { return 1, nil }
