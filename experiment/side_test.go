@@ -93,6 +93,9 @@ func TestASideIsComparedByItsOwnReward(t *testing.T) {
 	for _, r := range rows[1:] {
 		assert.Equal(t, "G_red", r[metric])
 	}
+	episodes := readCSV(t, filepath.Join(dir, "episodes.csv"))
+	assert.Contains(t, episodes[0], "team_red", "episodes.csv names the side whose reward it holds")
+	assert.NotContains(t, episodes[0], "team")
 }
 
 // Red's learners get the compared allocator and blue's their fixed one:

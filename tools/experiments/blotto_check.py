@@ -157,7 +157,7 @@ def main():
             series = defaultdict(list)
             with f:
                 for r in csv.DictReader(f):
-                    series[(r["n"], r["allocator"], int(r["seed"]))].append(float(r["team"]))
+                    series[(r["n"], r["allocator"], int(r["seed"]))].append(float(r["team_red"]))
             window = None
             for (n, alloc, seed), xs in series.items():
                 window = window or int(read(f"{d}/results.csv")[0]["window"])
