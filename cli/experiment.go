@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -22,11 +23,11 @@ import (
 // experimentFlags are the raw values of troupe experiment's flags.
 type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
-	learners                                  []string
+	learners, sideAllocators                  []string
 	seeds, episodes, window, parallel, group  int
 	diagnose                                  int
 	seed                                      uint64
-	out, title, cpuProfile                    string
+	out, title, cpuProfile, side              string
 	quiet, resume, png                        bool
 }
 
@@ -101,6 +102,8 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.StringArrayVarP(&f.grid, "grid", "G", nil, "grid axis `param=v1,v2,...`: a scenario parameter and its values (repeatable: the grid is every combination)")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "fixed scenario parameter `key=value` (repeatable)")
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec` to compare (repeatable or comma-separated; see troupe allocators)")
+	fl.StringVar(&f.side, "side", "", "`TEAM` whose reward is compared, in a scenario with teams: --allocator rewards its learners, the metric is its own reward (not the sum of the teams')")
+	fl.StringArrayVar(&f.sideAllocators, "side-allocator", nil, "`TEAM=SPEC`: the fixed allocator of another team's learners, with --side (repeatable; default team)")
 	fl.StringArrayVarP(&f.learners, "learner", "l", []string{"egreedy"}, "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below); a value may sweep, key=v1/v2/..., and the flag repeats: every learner is a dimension of the grid")
 	fl.StringArrayVar(&f.learn, "learn", nil, "`ROLES` that learn (comma-separated, repeatable; default every role)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "`ROLE=NAME`: the scenario policy a role that does not learn plays (repeatable; default the scenario's default, or random)")
@@ -154,6 +157,20 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 	for i, al := range allocators {
 		specs[i] = al.Name() // canonical: a spec the registry reads back
 	}
+	var sideAllocators map[string]string
+	for _, v := range f.sideAllocators {
+		team, spec, err := experiment.ParseSideAllocator(v)
+		if err != nil {
+			return experiment.Config{}, usagef("--side-allocator: %w", err)
+		}
+		if _, dup := sideAllocators[team]; dup {
+			return experiment.Config{}, usagef("--side-allocator %q: team %s was already given an allocator", v, team)
+		}
+		if sideAllocators == nil {
+			sideAllocators = map[string]string{}
+		}
+		sideAllocators[team] = spec
+	}
 	var learners []learn.Spec
 	for _, l := range f.learners {
 		more, err := experiment.ParseLearners(l)
@@ -187,25 +204,27 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		policies[role] = pol
 	}
 	cfg := experiment.Config{
-		Scenario:   sc,
-		Params:     params,
-		Axes:       axes,
-		Allocators: specs,
-		Registry:   a.Allocators,
-		Learners:   learners,
-		Learn:      roles,
-		Policies:   policies,
-		Seeds:      f.seeds,
-		Seed:       f.seed,
-		Episodes:   f.episodes,
-		Group:      f.group,
-		Window:     f.window,
-		Diagnose:   experiment.Diagnose{Episodes: f.diagnose},
-		Resume:     f.resume,
-		Parallel:   f.parallel,
-		Out:        f.out,
-		Title:      f.title,
-		PNG:        f.png,
+		Scenario:       sc,
+		Params:         params,
+		Axes:           axes,
+		Allocators:     specs,
+		Registry:       a.Allocators,
+		Side:           f.side,
+		SideAllocators: sideAllocators,
+		Learners:       learners,
+		Learn:          roles,
+		Policies:       policies,
+		Seeds:          f.seeds,
+		Seed:           f.seed,
+		Episodes:       f.episodes,
+		Group:          f.group,
+		Window:         f.window,
+		Diagnose:       experiment.Diagnose{Episodes: f.diagnose},
+		Resume:         f.resume,
+		Parallel:       f.parallel,
+		Out:            f.out,
+		Title:          f.title,
+		PNG:            f.png,
 	}
 	cfg.Command = experimentCommandLine(name, cfg)
 	return cfg, nil
@@ -228,6 +247,12 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	}
 	for _, s := range cfg.Allocators {
 		args = append(args, "--allocator", s)
+	}
+	if cfg.Side != "" {
+		args = append(args, "--side", cfg.Side)
+	}
+	for _, team := range slices.Sorted(maps.Keys(cfg.SideAllocators)) {
+		args = append(args, "--side-allocator", team+"="+cfg.SideAllocators[team])
 	}
 	for _, l := range cfg.Learners {
 		args = append(args, "--learner", l.String())
@@ -271,6 +296,7 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 // experimentFlagOf names the flag behind each field of experiment.json.
 var experimentFlagOf = map[string]string{
 	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learners": "--learner",
+	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
 	"group": "--group", "window": "--window", "diagnose": "--diagnose",
 }

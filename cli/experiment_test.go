@@ -178,3 +178,45 @@ func TestExperimentSweepsLearners(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(report), string(report2))
 }
+
+// TestExperimentComparesASide: --side names the team whose allocators
+// are compared and whose own reward is the metric, --side-allocator the
+// other teams' fixed ones; the report's command says both, a resume with
+// another fixed allocator is refused naming the flag, and bad sides are
+// usage errors.
+func TestExperimentComparesASide(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "blotto")
+	args := []string{"experiment", "blotto", "--grid", "n=3", "--side", "red", "--side-allocator", "blue=team",
+		"--allocator", "team,difference", "--seeds", "2", "--episodes", "30", "--out", out}
+	r := troupe(t, args...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "troupe experiment blotto --grid n=3 --allocator team --allocator difference --side red --side-allocator blue=team --learner ")
+	assert.Contains(t, string(report), "metric: G_red")
+
+	other := slices.Clone(args)
+	other[slices.Index(other, "blue=team")] = "blue=difference"
+	r = troupe(t, append(other, "--resume")...)
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "(--side-allocator)")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--side", "green"}, `side "green": scenario blotto has the teams red, blue`},
+		{[]string{"--side", "red", "--side-allocator", "blue"}, `--side-allocator: bad experiment configuration: side allocator "blue": want team=allocator`},
+		{[]string{"--side", "red", "--side-allocator", "blue=team", "--side-allocator", "blue=difference"}, "team blue was already given an allocator"},
+		{[]string{"--side", "red", "--side-allocator", "red=team"}, "red is the compared side"},
+		{[]string{"--side-allocator", "blue=team"}, "without a compared side"},
+	} {
+		bad := append([]string{"experiment", "blotto", "--seeds", "2", "--episodes", "30", "--out", t.TempDir()}, tc.args...)
+		r := troupe(t, bad...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want, strings.Join(tc.args, " "))
+	}
+	r = troupe(t, "experiment", "elfarol", "--side", "red", "--seeds", "2", "--episodes", "30", "--out", t.TempDir())
+	assert.Equal(t, ExitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "scenario elfarol declares no teams")
+}

@@ -73,7 +73,8 @@ func TestLLMRunOnEmbeddedNATS(t *testing.T) {
 
 // TestServeOnNATSAnswersAsLocally hands a rollout service's episodes to a
 // NATS worker (here the embedded server's): the answer is the same bytes
-// as when the service plays them itself, counterfactual credit included.
+// as when the service plays them itself, counterfactual credit and tree
+// sampling included.
 func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 	skipShort(t)
 	nf := natsrun.DefaultFlags()
@@ -84,7 +85,7 @@ func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 	remote, err := newNATSRemote(d.Client, "")
 	require.NoError(t, err)
 
-	answer := func(r server.Remote) string {
+	answer := func(r server.Remote, body string) string {
 		cfg := server.Config{Scenarios: scenarios.Builtin(), Allocators: credit.Builtin(), Remote: r}
 		if r != nil {
 			cfg.ExtraMetrics = func(ctx context.Context, w io.Writer) {
@@ -95,7 +96,6 @@ func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 		}
 		srv, err := server.New(cfg)
 		require.NoError(t, err)
-		body := `{"scenario":"elfarol","params":{"agents":5},"n":3,"rollout_id":40,"group_index":7,"index":100,"allocators":["team","difference"],"reward_format":"dict"}`
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, "/v1/rollouts", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -108,9 +108,15 @@ func TestServeOnNATSAnswersAsLocally(t *testing.T) {
 		}
 		return rec.Body.String()
 	}
-	local := answer(nil)
+	body := `{"scenario":"elfarol","params":{"agents":5},"n":3,"rollout_id":40,"group_index":7,"index":100,"allocators":["team","difference"],"reward_format":"dict"}`
+	local := answer(nil, body)
 	assert.Contains(t, local, `"rollout_id":42`)
-	assert.Equal(t, local, answer(remote))
+	assert.Equal(t, local, answer(remote, body))
+
+	body = `{"scenario":"tictactoe","policy":"random","n":2,"rollout_id":50,"tree":{"k":3,"alpha":0.5},"allocators":["at-grpo"]}`
+	local = answer(nil, body)
+	assert.Contains(t, local, `"tree_candidate":2`)
+	assert.Equal(t, local, answer(remote, body))
 }
 
 // skipShort skips a slow test (a NATS server and its workers) under

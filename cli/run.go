@@ -87,10 +87,8 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 					return err
 				}
 			}
-			if spec.Tree != nil && f.nats.Conn.URL != "" {
-				// The records travel to the submitter in distributed/wire,
-				// which does not carry the candidates.
-				return usagef("--tree: tree-sampled runs play in this process; they are not handed out on NATS")
+			if spec.Tree != nil && f.mergeTurns {
+				return usagef("--tree with --merge-turns: a tree-sampled run writes a sample per candidate, the groups AT-GRPO and MAGRPO compare; merging an agent's turns would mix them")
 			}
 			if !cmd.Flags().Changed("out") {
 				f.out = defaultOut(spec.Scenario)

@@ -41,6 +41,7 @@ func TestRunTree(t *testing.T) {
 		"--tree 1":                  {"--tree", "1"},
 		"no role":                   {"--tree", "2", "--tree-roles", "nobody"},
 		"--tree-joint without tree": {"--tree-joint"},
+		"merged":                    {"--tree", "2", "--merge-turns"},
 	} {
 		r := troupe(t, append([]string{"run", "tictactoe", "-n", "1", "-o", "-"}, want...)...)
 		assert.Equal(t, ExitUsage, r.code, args)

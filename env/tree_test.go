@@ -15,6 +15,8 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/policies/learn"
+	"github.com/troupe-rl/troupe/runspec"
+	"github.com/troupe-rl/troupe/scenarios"
 )
 
 // treeSetup is episode k of the scenario with its default policies, tree
@@ -72,7 +74,7 @@ func checkTree(t *testing.T, setup env.Setup, rec *episode.Record) int {
 		// up to the turn, then each candidate (and, in a simultaneous
 		// step, the moves of the others as the driver gave them).
 		for _, cand := range cands {
-			team, local := rescore(t, setup, rec, k, cand, byTurn)
+			team, local, _ := rescore(t, setup, rec, k, cand, byTurn)
 			assert.Equal(t, team, cand.Team, "turn %d candidate %d: team", k, cand.Index)
 			assert.Equal(t, local, cand.Local, "turn %d candidate %d: local", k, cand.Index)
 		}
@@ -86,7 +88,7 @@ func checkTree(t *testing.T, setup env.Setup, rec *episode.Record) int {
 // k's seat's score. In the step of turn k, the seats before k play their
 // main-line moves and those after it their first candidate (AT-GRPO), or
 // every sampled seat its candidate cand.Index (joint).
-func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand episode.Candidate, byTurn map[int][]episode.Candidate) (team, local float64) {
+func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand episode.Candidate, byTurn map[int][]episode.Candidate) (team, local float64, total float64) {
 	t.Helper()
 	ep, err := env.NewEpisode(setup)
 	require.NoError(t, err)
@@ -125,7 +127,8 @@ func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand epi
 	if seat < len(got.Score.Agents) {
 		local = got.Score.Agents[seat]
 	}
-	return got.Score.Team, local
+	// The seat's side's reward: the team reward itself without teams.
+	return got.SeatReward(seat), local, got.Score.Team
 }
 
 // mainLine is rec without its tree: what the engine writes when every
@@ -189,6 +192,39 @@ func TestTreeSimultaneous(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A two-sided game: each candidate's team reward is its own side's, not
+// the sum of the sides', so that a bargainer's tree prefers what its
+// side gets. Bargain is general-sum and simultaneous; random demands make
+// the sides' rewards differ.
+func TestTreeTeams(t *testing.T) {
+	spec := runspec.Spec{Scenario: "bargain", Episodes: 4, Seed: 5, Policies: map[string]runspec.Policy{"bargainer": {Name: "random"}}}
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: scenarios.Builtin()})
+	require.NoError(t, err)
+	sides := 0
+	for k := range 4 {
+		req := res.Config.Request(k)
+		setup := env.Setup{Play: res.Config.Play, Seed: req.Seed, PolicySeed: req.PolicySeed, Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex}
+		setup.Tree = &episode.Tree{K: 3, Alpha: 0.5}
+		rec := env.PlayTree(t.Context(), setup)
+		require.Equal(t, "completed", string(rec.Status), rec.Err)
+		require.Len(t, rec.Teams, 2)
+		require.Positive(t, checkTree(t, setup, rec))
+		byTurn := map[int][]episode.Candidate{}
+		for _, c := range rec.Candidates {
+			byTurn[c.Turn] = append(byTurn[c.Turn], c)
+		}
+		for _, c := range rec.Candidates {
+			// checkTree compared Team with the side's reward; a
+			// continuation that scored the sides apart shows that it is
+			// not the total.
+			if _, _, total := rescore(t, setup, rec, c.Turn, c, byTurn); c.Team != total-c.Team {
+				sides++
+			}
+		}
+	}
+	assert.Positive(t, sides, "no candidate's sides scored apart: the test shows nothing")
 }
 
 // mustParams parses raw as setup's scenario's parameters.

@@ -35,16 +35,20 @@ type CellConfig struct {
 	Scenario  string            `json:"scenario"`
 	Params    map[string]string `json:"params"`
 	Allocator string            `json:"allocator"`
-	Learner   string            `json:"learner"`
-	Learn     []string          `json:"learn"`
-	Policies  map[string]string `json:"policies,omitempty"`
-	Seed      int               `json:"seed"`
-	RunSeed   uint64            `json:"run_seed"`
-	Episodes  int               `json:"episodes"`
-	Group     int               `json:"group"`
-	Window    int               `json:"window"`
-	Diagnose  *diagnoseID       `json:"diagnose,omitempty"`
-	Limits    limits            `json:"limits"`
+	// Side and SideAllocators are Config.Side and the other teams' fixed
+	// allocators (their names), when the experiment compares a side.
+	Side           string            `json:"side,omitempty"`
+	SideAllocators map[string]string `json:"side_allocators,omitempty"`
+	Learner        string            `json:"learner"`
+	Learn          []string          `json:"learn"`
+	Policies       map[string]string `json:"policies,omitempty"`
+	Seed           int               `json:"seed"`
+	RunSeed        uint64            `json:"run_seed"`
+	Episodes       int               `json:"episodes"`
+	Group          int               `json:"group"`
+	Window         int               `json:"window"`
+	Diagnose       *diagnoseID       `json:"diagnose,omitempty"`
+	Limits         limits            `json:"limits"`
 	// State marks a custom learn.Options.State: Go code a file cannot
 	// describe, so a cell made with one is never taken for one made
 	// without.
@@ -79,21 +83,23 @@ func (p *plan) diagnoseID() *diagnoseID {
 
 func (p *plan) identity(c *cellPlan) CellConfig {
 	return CellConfig{
-		Version:   cellVersion,
-		Scenario:  p.name,
-		Params:    p.points[c.point].params.Map(),
-		Allocator: p.allocs[c.alloc],
-		Learner:   p.specNames[c.spec],
-		Learn:     p.learners,
-		Policies:  p.cfg.Policies,
-		Seed:      c.seed,
-		RunSeed:   c.runSeed,
-		Episodes:  p.cfg.Episodes,
-		Group:     p.group(),
-		Window:    p.window,
-		Diagnose:  p.diagnoseID(),
-		Limits:    limitsOf(p.cfg.Limits),
-		State:     p.cfg.State != nil,
+		Version:        cellVersion,
+		Scenario:       p.name,
+		Params:         p.points[c.point].params.Map(),
+		Allocator:      p.allocs[c.alloc],
+		Side:           p.cfg.Side,
+		SideAllocators: p.sideAllocatorsID(),
+		Learner:        p.specNames[c.spec],
+		Learn:          p.learners,
+		Policies:       p.cfg.Policies,
+		Seed:           c.seed,
+		RunSeed:        c.runSeed,
+		Episodes:       p.cfg.Episodes,
+		Group:          p.group(),
+		Window:         p.window,
+		Diagnose:       p.diagnoseID(),
+		Limits:         limitsOf(p.cfg.Limits),
+		State:          p.cfg.State != nil,
 	}
 }
 
@@ -154,12 +160,14 @@ type Cell struct {
 	Turns int64 `json:"turns"`
 	// Team is each episode's team reward G; Reward the mean of the
 	// rewards the allocator gave its samples (0 for an episode without
-	// samples).
+	// samples). With a compared side (Side), Team is the side's reward
+	// G_side, and Reward the mean of its samples' rewards.
 	Team   []float64 `json:"team"`
 	Reward []float64 `json:"reward"`
 	// Credit is what the allocator gave each agent over the final window
 	// (the last Window episodes): the mean of its samples' rewards, and
-	// the spread of all of them.
+	// the spread of all of them; the compared side's agents only, with a
+	// compared side (Side).
 	Credit *CreditStats `json:"credit,omitempty"`
 	// MetricNames and Metrics are the scenario's episode metrics
 	// (env.EpisodeMetricer): Metrics[m][e] is metric m of episode e.
@@ -199,7 +207,10 @@ type creditTally struct {
 	mean, m2   float64 // Welford's running mean and sum of squares
 }
 
-func (t *creditTally) add(rec *episode.Record, values []float64) {
+// add tallies the values of an episode's samples (its emitted turns, in
+// order): those of team's seats only when team ≥ 0 (a compared side's), of
+// every seat when team < 0.
+func (t *creditTally) add(rec *episode.Record, values []float64, team int) {
 	if !episode.SameSeats(rec.Seats, t.seats) {
 		t.seats = slices.Clone(rec.Seats)
 		t.slots = slices.Repeat([]int{-1}, len(rec.Seats))
@@ -215,6 +226,9 @@ func (t *creditTally) add(rec *episode.Record, values []float64) {
 		}
 		v := values[s]
 		s++
+		if team >= 0 && rec.Seats[tr.Seat].Team != team {
+			continue
+		}
 		k := t.slots[tr.Seat]
 		if k < 0 {
 			id := rec.Seats[tr.Seat].ID
@@ -279,7 +293,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if err != nil {
 		return nil, err
 	}
-	alloc, err := p.allocator(c)
+	alloc, err := p.cellAllocator(c)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +347,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		}
 		values := scalarCredit(credit)
 		if len(cell.Team) >= cfg.Episodes-p.window {
-			tally.add(rec, values)
+			tally.add(rec, values, p.side)
 		}
 		if metricer != nil {
 			metricer.EpisodeMetrics(pt.params, rec, metric)
@@ -344,9 +358,14 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 				cell.Metrics[m] = append(cell.Metrics[m], v)
 			}
 		}
-		cell.Team = append(cell.Team, rec.Score.Team)
 		cell.Updates += int64(len(values))
-		cell.Reward = append(cell.Reward, mean(values))
+		if p.side >= 0 {
+			cell.Team = append(cell.Team, rec.Score.Of(p.side))
+			cell.Reward = append(cell.Reward, meanOfTeam(rec, values, p.side))
+		} else {
+			cell.Team = append(cell.Team, rec.Score.Team)
+			cell.Reward = append(cell.Reward, mean(values))
+		}
 		cell.Turns += int64(len(rec.Turns))
 		turns += int64(len(rec.Turns))
 		if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(cfg.Episodes) {
@@ -497,6 +516,27 @@ func mean(values []float64) float64 {
 		sum += v
 	}
 	return sum / float64(len(values))
+}
+
+// meanOfTeam is the mean of the values of the samples (the emitted turns,
+// in order) of team t's seats, 0 for none.
+func meanOfTeam(rec *episode.Record, values []float64, t int) float64 {
+	sum, n, s := 0.0, 0, 0
+	for i := range rec.Turns {
+		tr := &rec.Turns[i]
+		if !tr.Emit || s >= len(values) {
+			continue
+		}
+		if rec.Seats[tr.Seat].Team == t {
+			sum += values[s]
+			n++
+		}
+		s++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // cellsDir is where cell files go, under Out.

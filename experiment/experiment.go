@@ -106,6 +106,19 @@ type Config struct {
 	Allocators []string
 	// Registry resolves the allocator specs; nil means credit.Builtin().
 	Registry *credit.Registry
+	// Side, in a scenario with teams (env.Info.Teams), names the team
+	// whose reward is compared: the learners of its seats learn from
+	// Allocators, one per cell as always, those of the other teams from
+	// SideAllocators, the same in every cell; and the metric is the side's
+	// own reward, Score.Teams[side] ("G_red"), rather than the sum of the
+	// teams' (which a zero-sum game holds constant). Empty: every seat
+	// learns from the cell's allocator, and the metric is the team reward.
+	// Not with Diagnose or Optimum, which measure the team reward.
+	Side string
+	// SideAllocators maps each other team to the allocator spec its
+	// learners get in every cell (team to spec, "blue": "difference");
+	// a team missing here gets "team". Only with Side.
+	SideAllocators map[string]string
 
 	// Learners are the learning policies compared: a dimension of the grid
 	// like the allocators, every learner playing every point, allocator
@@ -193,7 +206,7 @@ type Progress struct {
 // Result is what an experiment measured.
 type Result struct {
 	// Metric is what the results measure: "G/G*" when the optimum is
-	// known, else "G".
+	// known, else "G"; "G_red" when Config.Side is red.
 	Metric string
 	Cells  []*Cell // in grid order: points, then learners, then allocators, then seeds
 	Rows   []Row   // one per point, learner and allocator, in grid order
@@ -242,6 +255,11 @@ type plan struct {
 	// allocs are the allocator specs, as the registry names them, with the
 	// scenario's counterfactual mode applied (see effective).
 	allocs []string
+	// side is the index of the compared team (Config.Side), -1 without
+	// one; sideAllocs are then the other teams' fixed allocators, as the
+	// registry names them, by team index ("" for the side itself).
+	side       int
+	sideAllocs []string
 	// resimulate is the scenario's counterfactual mode: the allocators'
 	// names are read back with it (ParseDefaultingSim), as they were made.
 	resimulate bool
@@ -368,7 +386,7 @@ func newPlan(cfg Config) (*plan, error) {
 		return bad("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
 	}
 	info := cfg.Scenario.Info()
-	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window}
+	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window, side: -1}
 	if p.registry == nil {
 		p.registry = credit.Builtin()
 	}
@@ -410,6 +428,12 @@ func newPlan(cfg Config) (*plan, error) {
 		}
 		p.allocs = append(p.allocs, name)
 	}
+	if err := p.sides(info); err != nil {
+		return nil, err
+	}
+	if p.side >= 0 && cfg.Diagnose.Episodes > 0 {
+		return bad("diagnostics with side %q: they measure the team reward, the sum of the sides'", cfg.Side)
+	}
 	for role := range cfg.Policies {
 		if info.Role(role) == nil {
 			return bad("policy for role %q: scenario %s has %s", role, info.Name, info.RoleNames())
@@ -432,7 +456,7 @@ func newPlan(cfg Config) (*plan, error) {
 		seen[a.Param] = true
 	}
 	optimum := cfg.Optimum
-	if optimum == nil {
+	if optimum == nil && p.side < 0 {
 		optimum, _ = KnownOptimum(info.Name)
 	}
 	if err := p.expand(optimum); err != nil {
@@ -558,8 +582,11 @@ func describePoint(axes []Axis, values []string) string {
 // group is the number of episodes per group.
 func (p *plan) group() int { return max(1, p.cfg.Group) }
 
-// metric names what the results measure.
+// metric names what the results measure: "G_red" with a compared side.
 func (p *plan) metric() string {
+	if p.side >= 0 {
+		return "G_" + p.cfg.Side
+	}
 	if len(p.points) > 0 && p.points[0].known {
 		return "G/G*"
 	}

@@ -145,8 +145,9 @@ func writeCSV(header []string, each func(emit func([]string) error) error) ([]by
 }
 
 // episodesCSV has one line per cell and episode: the lead columns, the
-// seed, the episode, G, G* and G/G* (empty when G* is unknown) and the
-// mean reward the samples got.
+// seed, the episode, G (column team; with a compared side, the side's
+// reward, column team_SIDE), G* and G/G* (empty when G* is unknown) and
+// the mean reward the samples got.
 //
 // It is the largest output (a line per episode of every cell), so it is
 // appended by hand: the lead columns, which may need quoting, are rendered
@@ -154,7 +155,11 @@ func writeCSV(header []string, each func(emit func([]string) error) error) ([]by
 // appended after them. The bytes are encoding/csv's (the golden files
 // hold them); the cost is a fifth of writing every field through it.
 func (p *plan) episodesCSV(res *Result) ([]byte, error) {
-	header := append(p.leadHeader(true), "seed", "episode", "team", "g_star", "ratio", "reward")
+	g := "team"
+	if p.cfg.Side != "" {
+		g = "team_" + p.cfg.Side // the compared side's own reward, not the sum
+	}
+	header := append(p.leadHeader(true), "seed", "episode", g, "g_star", "ratio", "reward")
 	metrics := p.metricNames(res)
 	header = append(header, metrics...)
 	// A line is its lead and at most 25 bytes per number: the buffer is

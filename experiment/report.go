@@ -67,7 +67,11 @@ func (p *plan) setup(res *Result) string {
 	for i, a := range p.allocs {
 		quoted[i] = "`" + a + "`"
 	}
-	fmt.Fprintf(&b, "- rewards (allocators): %s\n", strings.Join(quoted, ", "))
+	if p.side >= 0 {
+		fmt.Fprintf(&b, "- rewards (allocators) of side %s: %s; the other sides' fixed: %s\n", p.cfg.Side, strings.Join(quoted, ", "), p.fixedSides())
+	} else {
+		fmt.Fprintf(&b, "- rewards (allocators): %s\n", strings.Join(quoted, ", "))
+	}
 	if len(p.specs) == 1 {
 		fmt.Fprintf(&b, "- learner: `%s`, played by every %s agent", p.specNames[0], strings.Join(p.learners, " and "))
 	} else {
@@ -90,7 +94,9 @@ func (p *plan) setup(res *Result) string {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "- %d seeds (root seed %d) × %d episodes per cell, in groups of %d episode(s) that share a scenario seed; each group is learned before the next is played. Seed s of every allocator plays the same scenario draws.\n", p.cfg.Seeds, p.cfg.Seed, p.cfg.Episodes, p.group())
-	if res.Metric == "G/G*" {
+	if p.side >= 0 {
+		fmt.Fprintf(&b, "- metric: %s, side %s's own reward in an episode (not the sum of the sides')\n", res.Metric, p.cfg.Side)
+	} else if res.Metric == "G/G*" {
 		b.WriteString("- metric: G/G*, the team reward G of an episode over the exact optimum G* of its grid point (1 is optimal)\n")
 	} else {
 		b.WriteString("- metric: G, the team reward of an episode\n")

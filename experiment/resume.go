@@ -65,6 +65,8 @@ type manifest struct {
 	Params      map[string]string `json:"params"`
 	Grid        []manifestAxis    `json:"grid"`
 	Allocators  []string          `json:"allocators"`
+	Side        string            `json:"side,omitempty"`
+	SideAlloc   map[string]string `json:"side_allocators,omitempty"`
 	Learners    []string          `json:"learners"`
 	Learn       []string          `json:"learn"`
 	Policies    map[string]string `json:"policies"`
@@ -81,6 +83,7 @@ type manifest struct {
 func (p *plan) manifest() ([]byte, error) {
 	m := manifest{
 		Version: manifestVersion, Scenario: p.name, Params: p.cfg.Params, Allocators: p.allocs,
+		Side: p.cfg.Side, SideAlloc: p.sideAllocatorsID(),
 		Learners: p.specNames, Learn: p.learners, Policies: p.cfg.Policies,
 		Seeds: p.cfg.Seeds, Seed: p.cfg.Seed, Episodes: p.cfg.Episodes, Group: p.group(), Window: p.window,
 		Diagnose: p.diagnoseID(), Limits: limitsOf(p.cfg.Limits), CustomState: p.cfg.State != nil,

@@ -195,6 +195,27 @@ type Request struct {
 	// are then bounded by the request's limits and the episode timeout,
 	// not by a turn cap from the samples limit.
 	MergeTurns bool `json:"merge_turns,omitempty"`
+	// Tree plays every episode with tree sampling (AT-GRPO, MAGRPO; troupe
+	// run --tree, docs/credit.md): at each turn of a tree-sampled role the
+	// seat's policy is asked K times from the same history, each candidate
+	// is scored by playing the episode on from it, the best is kept, and
+	// all K become samples. The samples limit counts every candidate, and
+	// is checked before playing as K times the scenario's minimum turns and
+	// once the episodes are played; no turn cap stands for it. It cannot
+	// be merged (merge_turns).
+	Tree *Tree `json:"tree,omitempty"`
+}
+
+// Tree is a request's tree sampling.
+type Tree struct {
+	K int `json:"k"` // candidates per turn, at least 2
+	// Alpha weighs the team reward in a candidate's reward, Alpha·team +
+	// the seat's own score (AT-GRPO's mix); default 1.
+	Alpha *float64 `json:"alpha,omitempty"`
+	// Joint draws candidate c of a step as every sampled seat's c-th
+	// answer (MAGRPO) rather than one seat at a time (AT-GRPO).
+	Joint bool     `json:"joint,omitempty"`
+	Roles []string `json:"roles,omitempty"` // the roles tree-sampled; default every emitted role
 }
 
 // RoleSettings are one role's settings in a rollout request.
@@ -244,15 +265,19 @@ func (r *Response) Samples() []protocol.Sample {
 // aborted episode is a Rollout too, with that status and the error; its
 // samples, if any, carry the same status.
 type Rollout struct {
-	RolloutID   int64             `json:"rollout_id"`
-	GroupIndex  int64             `json:"group_index"`
-	Episode     int               `json:"episode"` // position in the request, from 0
-	Seed        uint64            `json:"seed"`
-	PolicySeed  uint64            `json:"policy_seed"`
-	Status      protocol.Status   `json:"status"`
-	End         string            `json:"end"`   // why it ended: see env.EndReason constants
-	Error       string            `json:"error"` // empty unless aborted or failed
+	RolloutID  int64           `json:"rollout_id"`
+	GroupIndex int64           `json:"group_index"`
+	Episode    int             `json:"episode"` // position in the request, from 0
+	Seed       uint64          `json:"seed"`
+	PolicySeed uint64          `json:"policy_seed"`
+	Status     protocol.Status `json:"status"`
+	End        string          `json:"end"`   // why it ended: see env.EndReason constants
+	Error      string          `json:"error"` // empty unless aborted or failed
+	// TeamReward is the scenario's team reward G; in a scenario with
+	// teams, the sum of Teams' rewards (each sample's metadata carries its
+	// own side's).
 	TeamReward  float64           `json:"team_reward"`
+	Teams       []TeamReward      `json:"teams"`        // each side's reward; null when the scenario declares no teams
 	AgentScores []float64         `json:"agent_scores"` // null when the scenario has none
 	Seats       []Seat            `json:"seats"`
 	Steps       int               `json:"steps"`
@@ -264,6 +289,14 @@ type Rollout struct {
 type Seat struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
+	Team string `json:"team,omitempty"` // its side, in a scenario with teams
+}
+
+// TeamReward is one side's reward in an episode of a scenario with teams,
+// in the order the scenario declares its teams.
+type TeamReward struct {
+	Team   string  `json:"team"`
+	Reward float64 `json:"reward"`
 }
 
 // ScenarioList answers GET /v1/scenarios.

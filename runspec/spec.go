@@ -295,6 +295,11 @@ func (s *Spec) Validate() error {
 			return fieldErr("tree.k", "%d: want at least 2 candidates per turn", t.K)
 		case math.IsNaN(t.Alpha) || math.IsInf(t.Alpha, 0):
 			return fieldErr("tree.alpha", "%v: want a finite number", t.Alpha)
+		case n.MergeTurns:
+			// A turn's K candidates are the group its allocators compare;
+			// merging an agent's turns would fold the chosen candidate
+			// into one conversation and leave the others apart.
+			return fieldErr("merge_turns", "a tree-sampled run writes a sample per candidate, the groups AT-GRPO and MAGRPO compare: it cannot be merged")
 		}
 	}
 	switch n.OnInvalid.Mode {

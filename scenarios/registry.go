@@ -6,6 +6,7 @@ package scenarios
 import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/scenarios/bargain"
+	"github.com/troupe-rl/troupe/scenarios/blotto"
 	"github.com/troupe-rl/troupe/scenarios/committee"
 	"github.com/troupe-rl/troupe/scenarios/debate"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
@@ -28,7 +29,8 @@ func Builtin() *env.Registry {
 }
 
 // List returns new values of the built-in scenarios, in name order:
-// bargain (two teams bargain over a pie, general-sum), committee (informed and uninformed advisers: null players), debate (a
+// bargain (two teams bargain over a pie, general-sum), blotto (Colonel
+// Blotto by teams, zero-sum), committee (informed and uninformed advisers: null players), debate (a
 // solver and a critic on a verifiable puzzle), elfarol (the El Farol bar,
 // for credit assignment), negotiation (Deal or No Deal), signal (a Lewis
 // signalling game), tictactoe (zero-sum self-play) and werewolf (hidden
@@ -38,6 +40,7 @@ func Builtin() *env.Registry {
 func List() []env.Scenario {
 	return []env.Scenario{
 		bargain.New(),
+		blotto.New(),
 		committee.New(),
 		debate.New(),
 		elfarol.New(),

@@ -26,6 +26,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // built-in scenario must pass the harness with.
 var nonDefault = map[string][]map[string]string{
 	"bargain":     {{"members": "1", "rounds": "1"}, {"members": "3", "pie": "20", "discount": "0.5"}},
+	"blotto":      {{"n": "1", "fields": "1"}, {"n": "24", "fields": "5"}},
 	"committee":   {{"informed": "1", "uninformed": "0", "options": "2"}, {"informed": "3", "uninformed": "9", "options": "6"}},
 	"debate":      {{"kind": "arithmetic", "difficulty": "5", "rounds": "1"}, {"kind": "linear", "difficulty": "3", "rounds": "5", "skill": "0.2"}},
 	"elfarol":     {{"agents": "7", "nights": "2", "capacity": "3"}, {"agents": "200", "nights": "10"}},
@@ -36,7 +37,7 @@ var nonDefault = map[string][]map[string]string{
 }
 
 func TestBuiltinNames(t *testing.T) {
-	assert.Equal(t, []string{"bargain", "committee", "debate", "elfarol", "negotiation", "signal", "tictactoe", "werewolf"}, scenarios.Builtin().Names())
+	assert.Equal(t, []string{"bargain", "blotto", "committee", "debate", "elfarol", "negotiation", "signal", "tictactoe", "werewolf"}, scenarios.Builtin().Names())
 	for name := range nonDefault {
 		_, err := scenarios.Builtin().Lookup(name)
 		require.NoError(t, err)

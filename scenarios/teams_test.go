@@ -24,8 +24,8 @@ var teamAllocators = []string{
 	"dr-grpo", "magrpo",
 }
 
-// Per-side credit of the two-team games, werewolf (zero-sum, hidden roles)
-// and bargain (general-sum), equals a brute force in Python
+// Per-side credit of the two-team games, werewolf (zero-sum, hidden roles),
+// bargain (general-sum) and blotto (zero-sum, simultaneous), equals a brute force in Python
 // (testdata/teamcredit.py) that is given only the episode and sample files
 // and what re-simulations give each team for every subset of seats
 // present and for every seat playing its null action: it picks the
@@ -46,6 +46,7 @@ func TestTeamCreditMatchesBruteForce(t *testing.T) {
 	}{
 		{"werewolf", nil},
 		{"bargain", map[string]string{"members": "3"}},
+		{"blotto", map[string]string{"n": "3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc, err := scenarios.Builtin().Lookup(tc.name)

@@ -155,11 +155,6 @@ func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec 
 	if err := CheckRunID(run); err != nil {
 		return nil, err
 	}
-	if cfg.Tree != nil {
-		// Workers play a run from its record, which has no tree, and
-		// the wire carries no candidates.
-		return nil, fmt.Errorf("%w: tree sampling (RunConfig.Tree) is played in one process, not handed out", ErrBadConfig)
-	}
 	rec, err := recordOf(&cfg, spec)
 	if err != nil {
 		return nil, err

@@ -27,8 +27,8 @@ import (
 
 // TestSameOutputAsALocalRun is the central promise: a run played by
 // workers over NATS writes the bytes a local run writes, for every layout,
-// with groups, and with counterfactual allocators that replay episodes on
-// the collector.
+// with groups, with counterfactual allocators that replay episodes on
+// the collector, and tree sampled (the candidates travel in the records).
 func TestSameOutputAsALocalRun(t *testing.T) {
 	t.Parallel()
 	srv, _ := embedded(t, "")
@@ -53,6 +53,10 @@ func TestSameOutputAsALocalRun(t *testing.T) {
 			Scenario: "tictactoe", Policy: "random", Episodes: 20, GroupSize: 4, Concurrency: 2, Seed: 5,
 			Allocators: []string{"grpo", "team"},
 		}, trajectories.Nested},
+		{"tictactoe tree sampled", testscen.Plan{
+			Scenario: "tictactoe", Policy: "random", Episodes: 6, GroupSize: 2, Concurrency: 2, Seed: 8,
+			Allocators: []string{"at-grpo", "team"}, Tree: &runspec.Tree{K: 3, Alpha: 0.5},
+		}, trajectories.Flat},
 		{"count one at a time", testscen.Plan{
 			Scenario: "count", Params: map[string]string{"turns": "9"}, Policy: "random", Episodes: 15, Seed: 3,
 			Allocators: []string{"individual"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-rl/troupe/distributed/wire"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
@@ -92,6 +93,9 @@ type record struct {
 	Seed           uint64                    `json:"seed"`
 	RolloutIDBase  int64                     `json:"rollout_id_base,omitempty"`
 	GroupIndexBase int64                     `json:"group_index_base,omitempty"`
+	// Tree is the run's tree sampling, played by the worker as a local
+	// run plays it; the candidates travel in the episodes' records.
+	Tree *runspec.Tree `json:"tree,omitempty"`
 }
 
 // delivery is how a run's requests are handed out: the settings of its
@@ -211,7 +215,19 @@ func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
 		Seed:           cfg.Seed,
 		RolloutIDBase:  cfg.RolloutIDBase,
 		GroupIndexBase: cfg.GroupIndexBase,
+		Tree:           treeOf(cfg.Tree),
 	}, nil
+}
+
+// treeOf is a run's tree sampling as its record states it: roles sorted,
+// as a run spec's are.
+func treeOf(t *episode.Tree) *runspec.Tree {
+	if t == nil {
+		return nil
+	}
+	roles := slices.Clone(t.Roles)
+	slices.Sort(roles)
+	return &runspec.Tree{K: t.K, Alpha: t.Alpha, Joint: t.Joint, Roles: slices.Compact(roles)}
 }
 
 // encode is the record's canonical JSON: encoding/json sorts map keys.

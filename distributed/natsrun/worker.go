@@ -730,6 +730,7 @@ func (w *Worker) executor(run runRef, rec *record, req env.Request) (env.Executo
 			Limits:    runspec.LimitsOf(env.Limits{MaxSteps: rec.MaxSteps, MaxTurns: rec.MaxTurns, MaxMessages: rec.MaxMessages}, rec.Timeout),
 			OnInvalid: runspec.InvalidOf(env.InvalidRule{Mode: rec.InvalidMode, Penalty: rec.InvalidPenalty, Bonus: rec.InvalidBonus}),
 			Episodes:  1,
+			Tree:      rec.Tree,
 		}
 		var policies env.PolicyMaker
 		if w.cfg.Policies != nil {

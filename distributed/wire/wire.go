@@ -22,7 +22,9 @@
 //     the same output; a value that does not encode arrives as the string
 //     the sample encoding writes for it.
 //
-// Record.Replay is a function and never travels: the collector rebuilds it.
+// A tree-sampled episode's tree and candidates (Record.Tree, Candidates)
+// travel with it. Record.Replay is a function and never travels: the
+// collector rebuilds it.
 package wire
 
 import (
@@ -45,8 +47,8 @@ import (
 // beside a record without the turns' prompts, tokens and notes; version 2
 // had no state-machine transitions; version 4 had no panic stack
 // (Record.Stack); version 5 had no teams (Record.Teams, Seat.Team,
-// Score.Teams).
-const Version = 6
+// Score.Teams); version 6 had no tree (Record.Tree, Candidates).
+const Version = 7
 
 // magic opens every encoding: a byte no JSON text starts with, so that a
 // message of the JSON versions is told apart.
@@ -122,7 +124,37 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 	e.float(ep.Score.Team)
 	e.floats(ep.Score.Teams)
 	e.floats(ep.Score.Agents)
+	e.flag(ep.Tree != nil)
+	if t := ep.Tree; t != nil {
+		e.varint(int64(t.K))
+		e.float(t.Alpha)
+		e.flag(t.Joint)
+		e.strs(t.Roles)
+	}
+	if e.count(ep.Candidates == nil, len(ep.Candidates)) {
+		for i := range ep.Candidates {
+			e.candidate(&ep.Candidates[i])
+		}
+	}
 	return e.b
+}
+
+func (e *encoder) candidate(c *episode.Candidate) {
+	e.varint(int64(c.Turn))
+	e.varint(int64(c.Index))
+	e.uvarint(c.Seed)
+	e.str(c.Action)
+	e.str(c.Invalid)
+	e.flag(c.Generation != nil)
+	if g := c.Generation; g != nil {
+		e.str(g.Completion)
+		e.generation(g)
+	}
+	e.notes(c.Notes)
+	e.float(c.Team)
+	e.float(c.Local)
+	e.float(c.Reward)
+	e.flag(c.Chosen)
 }
 
 // Prompt kinds: none, a plain string, a chat.
@@ -139,17 +171,20 @@ func (e *encoder) turn(a *episode.Turn) {
 	e.str(string(a.State))
 	e.uvarint(a.Seed)
 	e.str(a.View)
-	if e.count(a.Legal == nil, len(a.Legal)) {
-		for _, l := range a.Legal {
-			e.str(l)
-		}
-	}
+	e.strs(a.Legal)
 	e.ints(a.Inbox)
 	g := a.Generated()
 	e.str(a.Action)
 	e.str(g.Completion)
 	e.str(a.Invalid)
 	e.flag(a.Emit)
+	e.generation(&g)
+	e.notes(a.Notes)
+}
+
+// generation encodes g's prompt and tokens (its completion is the
+// caller's).
+func (e *encoder) generation(g *agents.Generation) {
 	switch {
 	case g.Prompt == nil:
 		e.b = append(e.b, promptNone)
@@ -171,10 +206,14 @@ func (e *encoder) turn(a *episode.Turn) {
 		e.floats(tk.LogProbs)
 		e.ints(tk.LossMask)
 	}
-	if e.count(a.Notes == nil, len(a.Notes)) {
-		for _, k := range slices.Sorted(maps.Keys(a.Notes)) {
+}
+
+// notes encodes a turn's or candidate's notes, each value as its JSON.
+func (e *encoder) notes(notes map[string]any) {
+	if e.count(notes == nil, len(notes)) {
+		for _, k := range slices.Sorted(maps.Keys(notes)) {
 			e.str(k)
-			v, err := json.Marshal(a.Notes[k])
+			v, err := json.Marshal(notes[k])
 			if err != nil {
 				// As the sample encoding writes it.
 				v = protocol.AppendString(nil, "unencodable: "+err.Error())
@@ -215,6 +254,14 @@ func (e *encoder) count(isNil bool, n int) bool {
 	}
 	e.uvarint(uint64(n) + 1)
 	return true
+}
+
+func (e *encoder) strs(v []string) {
+	if e.count(v == nil, len(v)) {
+		for _, s := range v {
+			e.str(s)
+		}
+	}
 }
 
 func (e *encoder) ints(v []int) {
@@ -335,6 +382,22 @@ func Decode(data []byte) (*episode.Record, error) {
 		d.fail("%d team rewards for %d teams", len(ep.Score.Teams), len(ep.Teams))
 	}
 	ep.Score.Agents = d.floats()
+	if d.flag() {
+		ep.Tree = &episode.Tree{K: d.intn(), Alpha: d.float(), Joint: d.flag(), Roles: d.shorts()}
+	}
+	if n, ok := d.count(16); ok {
+		ep.Candidates = make([]episode.Candidate, n)
+		for i := range ep.Candidates {
+			c := &ep.Candidates[i]
+			d.candidate(c, i)
+			if d.err == nil && (c.Turn < 0 || c.Turn >= len(ep.Turns)) {
+				d.fail("candidate %d is of turn %d of %d", i, c.Turn, len(ep.Turns))
+			}
+		}
+		if d.err == nil && ep.Tree == nil && n > 0 {
+			d.fail("%d candidates without a tree", n)
+		}
+	}
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d bytes after the record", len(d.b)-d.off)
 	}
@@ -352,16 +415,31 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 	t.State = agents.State(d.short())
 	t.Seed = d.uvarint()
 	t.View = d.str()
-	if n, ok := d.count(1); ok {
-		t.Legal = make([]string, n)
-		for j := range t.Legal {
-			t.Legal[j] = d.short()
-		}
-	}
+	t.Legal = d.shorts()
 	t.Inbox = d.ints()
 	var g agents.Generation
 	t.Action, g.Completion, t.Invalid = d.short(), d.str(), d.str()
 	t.Emit = d.flag()
+	d.generation(&g, "turn", i)
+	t.SetGeneration(&g)
+	t.Notes = d.notes("turn", i)
+}
+
+func (d *decoder) candidate(c *episode.Candidate, i int) {
+	c.Turn, c.Index = d.intn(), d.intn()
+	c.Seed = d.uvarint()
+	c.Action, c.Invalid = d.short(), d.str()
+	if d.flag() {
+		c.Generation = &agents.Generation{Completion: d.str()}
+		d.generation(c.Generation, "candidate", i)
+	}
+	c.Notes = d.notes("candidate", i)
+	c.Team, c.Local, c.Reward = d.float(), d.float(), d.float()
+	c.Chosen = d.flag()
+}
+
+// generation decodes g's prompt and tokens into g, for item i of what.
+func (d *decoder) generation(g *agents.Generation, what string, i int) {
 	switch kind := d.readByte(); kind {
 	case promptNone:
 	case promptText:
@@ -372,7 +450,7 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 			break // n is no count: allocate nothing for it
 		}
 		if n > uint64(d.left()/2) {
-			d.fail("turn %d: a chat of %d messages in %d bytes", i, n, d.left())
+			d.fail("%s %d: a chat of %d messages in %d bytes", what, i, n, d.left())
 			break
 		}
 		g.Prompt = &protocol.Prompt{Messages: make([]protocol.ChatMessage, n)}
@@ -381,30 +459,37 @@ func (d *decoder) turn(t *episode.Turn, i int) {
 		}
 	default:
 		if d.err == nil {
-			d.fail("turn %d: prompt kind %d", i, kind)
+			d.fail("%s %d: prompt kind %d", what, i, kind)
 		}
 	}
 	if d.flag() {
 		g.Tokens = &agents.Tokens{Prompt: d.ints(), Response: d.ints(), LogProbs: d.floats(), LossMask: d.ints()}
 	}
-	t.SetGeneration(&g)
-	if n, ok := d.count(2); ok {
-		raw := make(map[string]json.RawMessage, n)
-		for range n {
-			k := d.str()
-			v := d.bytes()
-			if _, dup := raw[k]; dup && d.err == nil {
-				d.fail("turn %d: note %q twice", i, k)
-			}
-			raw[k] = v
-		}
-		if d.err == nil {
-			var err error
-			if t.Notes, err = decodeNotes(raw); err != nil {
-				d.err = fmt.Errorf("turn %d: %w", i, err)
-			}
-		}
+}
+
+// notes decodes the notes of item i of what.
+func (d *decoder) notes(what string, i int) map[string]any {
+	n, ok := d.count(2)
+	if !ok {
+		return nil
 	}
+	raw := make(map[string]json.RawMessage, n)
+	for range n {
+		k := d.str()
+		v := d.bytes()
+		if _, dup := raw[k]; dup && d.err == nil {
+			d.fail("%s %d: note %q twice", what, i, k)
+		}
+		raw[k] = v
+	}
+	if d.err != nil {
+		return nil
+	}
+	notes, err := decodeNotes(raw)
+	if err != nil {
+		d.err = fmt.Errorf("%s %d: %w", what, i, err)
+	}
+	return notes
 }
 
 // decoder reads the encoding's items from b at off. The first error sticks:
@@ -544,6 +629,20 @@ func (d *decoder) count(min int) (n int, ok bool) {
 		return 0, false
 	}
 	return int(c - 1), true
+}
+
+// shorts decodes a list of short, repeating strings (legal actions,
+// roles).
+func (d *decoder) shorts() []string {
+	n, ok := d.count(1)
+	if !ok {
+		return nil
+	}
+	v := make([]string, n)
+	for j := range v {
+		v[j] = d.short()
+	}
+	return v
 }
 
 func (d *decoder) ints() []int {

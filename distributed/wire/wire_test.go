@@ -52,6 +52,28 @@ func played(t testing.TB) []*episode.Record {
 			out = append(out, ep)
 		}
 	}
+	// Tree-sampled episodes (AT-GRPO seat by seat, MAGRPO jointly) carry
+	// their tree and candidates.
+	for _, tc := range []struct {
+		name  string
+		given map[string]string
+		tree  episode.Tree
+	}{
+		{"tictactoe", nil, episode.Tree{K: 2, Alpha: 0.5}},
+		{"elfarol", map[string]string{"agents": "4", "nights": "2", "capacity": "2"}, episode.Tree{K: 3, Alpha: 1, Joint: true, Roles: []string{"patron"}}},
+	} {
+		sc, err := reg.Lookup(tc.name)
+		require.NoError(t, err)
+		params, err := sc.Info().ParseParams(tc.given)
+		require.NoError(t, err)
+		ep := env.PlayTree(context.Background(), env.Setup{
+			Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Tree: &tc.tree},
+			Seed: 5, PolicySeed: 6, Index: 9, RolloutID: 9,
+		})
+		require.NotEmpty(t, ep.Candidates, tc.name)
+		ep.Replay = nil
+		out = append(out, ep)
+	}
 	return out
 }
 
@@ -171,6 +193,13 @@ func edgeEpisode() *episode.Record {
 			{Message: protocol.Message{From: protocol.EnvSender, To: protocol.To("b"), Kind: "hint", Payload: "informs", Time: 1, Seq: 1, Quiet: true}, Recipients: []int{1}},
 		},
 		Score: episode.Score{Team: math.NaN(), Agents: []float64{math.Inf(1), math.Copysign(0, -1), 5e-324}},
+		Tree:  &episode.Tree{K: 2, Alpha: math.Copysign(0, -1), Roles: []string{}},
+		Candidates: []episode.Candidate{
+			{Turn: 1, Index: 0, Seed: math.MaxUint64, Action: "\xc3\x28", Invalid: "not \xff legal", Team: math.Inf(-1), Local: 5e-324, Reward: math.NaN(), Chosen: true,
+				Generation: &agents.Generation{Completion: "c", Prompt: &protocol.Prompt{Text: ""}, Tokens: &agents.Tokens{Prompt: []int{7}, Response: []int{}, LogProbs: nil, LossMask: []int{1}}},
+				Notes:      map[string]any{"struct": ordered{Z: 3, A: 4}}},
+			{Turn: 1, Index: 1, Action: "", Notes: map[string]any{}},
+		},
 	}
 }
 
@@ -214,15 +243,35 @@ func TestRoundTripOfEdgeCases(t *testing.T) {
 	assert.Equal(t, &protocol.Prompt{}, b.Generated().Prompt)
 	assert.Equal(t, &agents.Tokens{}, b.Generated().Tokens)
 	assert.Equal(t, map[string]any{}, b.Notes)
+
+	require.NotNil(t, got.Tree)
+	assert.Equal(t, 2, got.Tree.K)
+	assert.True(t, math.Signbit(got.Tree.Alpha), "-0 lost its sign")
+	assert.Equal(t, []string{}, got.Tree.Roles, "empty roles became none")
+	require.Len(t, got.Candidates, 2)
+	c, want := got.Candidates[0], ep.Candidates[0]
+	assert.Equal(t, want.Seed, c.Seed)
+	assert.Equal(t, want.Action, c.Action)
+	assert.Equal(t, want.Invalid, c.Invalid)
+	assert.Equal(t, want.Generation, c.Generation)
+	assert.True(t, math.IsInf(c.Team, -1))
+	assert.Equal(t, 5e-324, c.Local)
+	assert.True(t, math.IsNaN(c.Reward))
+	assert.True(t, c.Chosen)
+	assert.Equal(t, json.RawMessage(`{"z":3,"a":4}`), c.Notes["struct"])
+	assert.Nil(t, got.Candidates[1].Generation, "no generation became an empty one")
+	assert.Equal(t, map[string]any{}, got.Candidates[1].Notes)
+	assert.False(t, got.Candidates[1].Chosen)
 }
 
 func TestNilAndEmptyStayApart(t *testing.T) {
 	empty := &episode.Record{
-		Params:   map[string]string{},
-		Seats:    []episode.Seat{},
-		Turns:    []episode.Turn{{Legal: []string{}, Inbox: []int{}, Generation: &agents.Generation{Tokens: &agents.Tokens{Prompt: []int{}, Response: []int{}, LogProbs: []float64{}, LossMask: []int{}}}}},
-		Messages: []episode.Message{},
-		Score:    episode.Score{Agents: []float64{}},
+		Params:     map[string]string{},
+		Seats:      []episode.Seat{},
+		Turns:      []episode.Turn{{Legal: []string{}, Inbox: []int{}, Generation: &agents.Generation{Tokens: &agents.Tokens{Prompt: []int{}, Response: []int{}, LogProbs: []float64{}, LossMask: []int{}}}}},
+		Messages:   []episode.Message{},
+		Score:      episode.Score{Agents: []float64{}},
+		Candidates: []episode.Candidate{},
 	}
 	got, _ := roundTrip(t, empty)
 	assert.Equal(t, empty, got)
@@ -251,6 +300,8 @@ func TestDecodeRejects(t *testing.T) {
 		"trailing bytes":  {append(wire.Encode(nil, &episode.Record{}), 0), "1 bytes after the record"},
 		"huge count":      {[]byte{0xB7, wire.Version, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}, "items at byte"},
 		"huge string":     {[]byte{0xB7, wire.Version, 0x7F}, "a string of 127 bytes"},
+		"candidate turn":  {wire.Encode(nil, &episode.Record{Tree: &episode.Tree{K: 2}, Candidates: []episode.Candidate{{Turn: 0}}}), "candidate 0 is of turn 0 of 0"},
+		"no tree":         {wire.Encode(nil, &episode.Record{Turns: []episode.Turn{{}}, Candidates: []episode.Candidate{{Turn: 0}}}), "1 candidates without a tree"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := wire.Decode(c.in)

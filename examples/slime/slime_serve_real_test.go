@@ -26,7 +26,9 @@ import (
 // the answers' rollouts written as nested-layout lines and handed to
 // slime's own rollout code (slime_real_check.py). The merged answer has
 // fewer samples, numbered contiguously from the request's index, and
-// slime trains only the model's own tokens of it.
+// slime trains only the model's own tokens of it. A third request is tree
+// sampled (AT-GRPO, two candidates per turn): slime takes its candidates as
+// samples of the same rollout and trains every one.
 func TestSlimeRealServeMerged(t *testing.T) {
 	slime, python, llama, bin, grammar := realSetup(t)
 	serve := exec.CommandContext(t.Context(), bin, "serve", "--addr", "127.0.0.1:0",
@@ -49,10 +51,13 @@ func TestSlimeRealServeMerged(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{}
 	answers := map[string]*rollout.Response{}
-	for _, layout := range []string{"turns", "merged"} {
+	for _, layout := range []string{"turns", "merged", "tree"} {
 		body := `{"scenario":"negotiation","policy":"llm","n":2,"params":{"rounds":2,"max_count":1},"rollout_id":0,"group_index":0,"index":100`
-		if layout == "merged" {
+		switch layout {
+		case "merged":
 			body += `,"merge_turns":true`
+		case "tree":
+			body += `,"tree":{"k":2,"alpha":0.5},"allocators":["at-grpo"]`
 		}
 		resp, err := http.Post(url+rollout.PathRollouts, "application/json", strings.NewReader(body+"}"))
 		require.NoError(t, err)
@@ -82,9 +87,19 @@ func TestSlimeRealServeMerged(t *testing.T) {
 		assert.Len(t, ro.Samples, 2, "one sample per negotiator")
 	}
 
-	turns, m := checkLayouts(t, slimeCheck(t, slime, python, files["turns"], files["merged"]))
+	got := slimeCheck(t, slime, python, files["turns"], files["merged"], files["tree"])
+	turns, m := checkLayouts(t, got[:2])
 	assert.Equal(t, 4, m.Samples)
 	// The two requests play the same episodes (the same ids and seeds):
 	// merged, slime trains exactly the tokens it trains per turn.
 	assert.Equal(t, turns.TrainedTokens, m.TrainedTokens)
+
+	tree, mainLine := got[2], 0
+	for _, ro := range answers["tree"].Rollouts {
+		mainLine += ro.Turns
+	}
+	assert.Equal(t, 2, tree.Rollouts, "one rollout per episode, its candidates included")
+	assert.Equal(t, 2*mainLine, tree.Samples, "two candidates per turn of the main line")
+	assert.Equal(t, tree.Samples, tree.DPPartitionSizes[0]+tree.DPPartitionSizes[1], "the schedule places every candidate")
+	assert.Equal(t, tree.TrainedTokens, tree.ResponseTokens, "every candidate's response is trained")
 }

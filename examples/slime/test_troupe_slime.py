@@ -418,6 +418,15 @@ class BuildRequestTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "merge_turns"):
             troupe_slime.build_request(make_args(troupe_merge_turns="maybe"), sample, {})
 
+    def test_tree_is_sent_when_set(self):
+        sample = Sample(group_index=0, index=0)
+        self.assertNotIn("tree", troupe_slime.build_request(make_args(), sample, {}))
+        req = troupe_slime.build_request(make_args(troupe_tree='{"k": 4, "alpha": 0.5}'), sample, {})
+        self.assertEqual(req["tree"], {"k": 4, "alpha": 0.5})
+        row = Sample(group_index=0, index=0, metadata={"troupe": {"tree": {"k": 2, "joint": True}}})
+        req = troupe_slime.build_request(make_args(troupe_tree='{"k": 4}'), row, {})
+        self.assertEqual(req["tree"], {"k": 2, "joint": True})
+
     def test_environment_settings(self):
         os.environ["TROUPE_ALLOCATORS"] = "rae:alpha=0.9,beta=1"
         os.environ["TROUPE_EMIT"] = "x, o"

@@ -70,7 +70,7 @@ _SAMPLING_NAMES = {
 # Keys a dataset row may set under metadata["troupe"].
 _ROW_KEYS = {
     "scenario", "params", "policy", "policies", "allocators", "reward_format",
-    "emit", "limits", "invalid", "seed", "policy_seed",
+    "emit", "limits", "invalid", "seed", "policy_seed", "tree",
 }
 
 # A call is retried only when the service cannot have played it: the
@@ -278,6 +278,8 @@ def build_request(args, sample, sampling_params, *, evaluation: bool = False) ->
         "invalid": row.get("invalid", _setting(args, "invalid")),
         "seed": row.get("seed", _json_setting(args, "seed")),
         "policy_seed": row.get("policy_seed"),
+        # AT-GRPO's / MAGRPO's tree sampling: {"k": 4, "alpha": 0.5}.
+        "tree": row.get("tree", _json_setting(args, "tree")),
     }
     # Dict rewards are what slime's --reward-key reads.
     reward_format = row.get("reward_format", _setting(args, "reward_format"))

@@ -61,6 +61,23 @@ func (w *answerWriter) WriteEpisode(ep *trajectories.Episode) error {
 	b = protocol.AppendString(b, ep.Err)
 	b = append(b, `,"team_reward":`...)
 	b = protocol.AppendFloat(b, ep.Score.Team)
+	b = append(b, `,"teams":`...)
+	if ep.Teams == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for t, name := range ep.Teams {
+			if t > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"team":`...)
+			b = protocol.AppendString(b, name)
+			b = append(b, `,"reward":`...)
+			b = protocol.AppendFloat(b, ep.Score.Of(t))
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"agent_scores":`...)
 	if ep.Score.Agents == nil {
 		b = append(b, "null"...)
@@ -83,6 +100,10 @@ func (w *answerWriter) WriteEpisode(ep *trajectories.Episode) error {
 		b = protocol.AppendString(b, seat.ID)
 		b = append(b, `,"role":`...)
 		b = protocol.AppendString(b, seat.Role)
+		if ep.Teams != nil {
+			b = append(b, `,"team":`...)
+			b = protocol.AppendString(b, ep.TeamName(seat.Team))
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"steps":`...)

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/rollout/server"
+	"github.com/troupe-rl/troupe/scenarios/bargain"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 )
 
@@ -311,4 +312,43 @@ func TestLimitConfigErrors(t *testing.T) {
 		_, err := server.New(cfg)
 		assert.True(t, strings.Contains(err.Error(), name), "%v names %s", err, name)
 	}
+}
+
+// A scenario with teams answers each side's reward and each seat's side,
+// and every sample's team_reward is its own side's: what a trainer that
+// reads the rollout rather than the samples needs to tell the sides apart.
+func TestAnswerCarriesEachSidesReward(t *testing.T) {
+	reg, err := env.NewRegistry(bargain.New())
+	require.NoError(t, err)
+	s := newServer(t, server.Config{Scenarios: reg})
+	res := decodeResponse(t, post(t, s, `{"scenario":"bargain","n":30,"seed":3,"policy":"random"}`))
+	require.Len(t, res.Rollouts, 30)
+	differ := false
+	for _, r := range res.Rollouts {
+		require.Len(t, r.Teams, 2, "bargain's two sides")
+		sum := 0.0
+		reward := map[string]float64{}
+		for _, tr := range r.Teams {
+			sum += tr.Reward
+			reward[tr.Team] = tr.Reward
+		}
+		assert.InDelta(t, r.TeamReward, sum, 1e-12, "team_reward is the sum of the sides'")
+		differ = differ || r.Teams[0].Reward != r.Teams[1].Reward
+		team := map[string]string{}
+		for _, seat := range r.Seats {
+			require.Contains(t, reward, seat.Team, "seat %s", seat.ID)
+			team[seat.ID] = seat.Team
+		}
+		require.NotEmpty(t, r.Samples)
+		for _, sm := range r.Samples {
+			assert.Equal(t, team[sm.Metadata.Agent], sm.Metadata.Team)
+			assert.Equal(t, reward[sm.Metadata.Team], sm.Metadata.TeamReward, "sample %s", sm.Metadata.Agent)
+		}
+	}
+	assert.True(t, differ, "a general-sum game whose sides always scored alike proves nothing")
+
+	// A scenario without teams says so with null, and its seats name none.
+	a := post(t, newServer(t, server.Config{}), `{"scenario":"tictactoe","n":1}`)
+	assert.Contains(t, string(a.body), `"teams":null`)
+	assert.NotContains(t, string(a.body), `"team":`)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -48,16 +49,19 @@ func (s *Server) planSamples(p *plan) *rollout.Error {
 	if !ok || p.limits.MaxSteps > 0 || p.limits.MaxMessages > 0 || p.run.Spec.MergeTurns {
 		return nil
 	}
-	emit := p.run.Config.Emit
+	emit, tree := p.run.Config.Emit, p.run.Config.Tree
 	per := 0
 	for role, turns := range mt.MinTurns(p.run.Config.Params) {
 		if turns > 0 && (emit == nil || emit(env.Seat{Role: role})) {
+			if tree != nil && (len(tree.Roles) == 0 || slices.Contains(tree.Roles, role)) {
+				turns *= tree.K // every candidate is a sample
+			}
 			per += turns
 		}
 	}
 	if p.limits.MaxTurns > 0 {
-		if emit != nil {
-			return nil // the limit may fall on turns that are not emitted
+		if emit != nil || tree != nil {
+			return nil // the limit may fall on turns that are not emitted, or not sampled
 		}
 		per = min(per, p.limits.MaxTurns)
 	}
@@ -81,12 +85,15 @@ type turnCounter struct {
 
 // countTurns returns the request's context, cancelled when its episodes
 // take too many turns, and the counter.
-// A merged answer's turns are not its samples: they are not counted
-// (checkSamples counts the merged samples once the episodes are played).
+// A merged or tree-sampled answer's turns are not its samples: they are
+// not counted (checkSamples counts the samples once the episodes are
+// played).
 func (s *Server) countTurns(parent context.Context, p *plan) (context.Context, *turnCounter) {
 	ctx, cancel := context.WithCancelCause(parent)
 	c := &turnCounter{limit: int64(s.cfg.MaxSamplesPerAnswer), cancel: cancel}
-	c.playing.Store(!p.run.Spec.MergeTurns)
+	// Nor are a tree's: its policies are asked K times per turn and again
+	// in every play-out.
+	c.playing.Store(!p.run.Spec.MergeTurns && p.run.Spec.Tree == nil)
 	return ctx, c
 }
 

@@ -306,7 +306,9 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 	// A merged answer's samples are the agents', not their turns: no turn
 	// cap stands for the samples limit (checkSamples counts the merged
 	// samples).
-	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0 && !req.MergeTurns
+	// Neither does a tree-sampled one: K candidates per turn, and the
+	// play-outs that score them, are not turns of the main line.
+	p.capTurns = len(req.Emit) == 0 && !frozen && p.limits.MaxTurns == 0 && !req.MergeTurns && req.Tree == nil
 	if s.cfg.League != nil {
 		if e := s.leagueMatch(req, info, p); e != nil {
 			return nil, e
@@ -455,6 +457,12 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		GroupSize:    p.n,
 		Seed:         s.cfg.Seed,
 		MergeTurns:   req.MergeTurns,
+	}
+	if t := req.Tree; t != nil {
+		spec.Tree = &runspec.Tree{K: t.K, Alpha: 1, Joint: t.Joint, Roles: t.Roles}
+		if t.Alpha != nil {
+			spec.Tree.Alpha = *t.Alpha
+		}
 	}
 	return spec, nil
 }

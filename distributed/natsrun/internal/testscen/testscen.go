@@ -234,6 +234,7 @@ type Plan struct {
 	Concurrency int               `json:"concurrency,omitempty"`
 	Seed        uint64            `json:"seed"`
 	Allocators  []string          `json:"allocators,omitempty"` // specs of credit.Builtin
+	Tree        *runspec.Tree     `json:"tree,omitempty"`       // tree sampling, if any
 }
 
 // Output is the output stage of the plan's run, writing to sink: its
@@ -263,7 +264,7 @@ func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]runspec.Polic
 	for _, r := range sc.Info().Roles {
 		policies[r.Name] = runspec.Policy{Name: p.Policy}
 	}
-	spec := runspec.Spec{Scenario: p.Scenario, Params: p.Params, Policies: policies, Episodes: max(p.Episodes, 1), GroupSize: p.GroupSize, Seed: p.Seed}
+	spec := runspec.Spec{Scenario: p.Scenario, Params: p.Params, Policies: policies, Episodes: max(p.Episodes, 1), GroupSize: p.GroupSize, Seed: p.Seed, Tree: p.Tree}
 	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg})
 	if err != nil {
 		return env.RunConfig{}, nil, err
