@@ -15,7 +15,7 @@ import (
 // CPU-seconds, and held one of go test's two package slots all along.
 // TestClusterSurvivesANodeLoss stays sequential, and so runs alone: its
 // nats-server processes listen on ports that freePorts found free.
-const waitingTests = 4
+const waitingTests = 6
 
 func TestMain(m *testing.M) {
 	flag.Parse()
