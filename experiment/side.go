@@ -154,12 +154,7 @@ func (b *byTeam) Name() string { return b.name }
 func (b *byTeam) Needs() credit.Needs {
 	var n credit.Needs
 	for _, a := range b.allocs {
-		m := credit.NeedsOf(a)
-		n.AgentScores = n.AgentScores || m.AgentScores
-		n.Replay = n.Replay || m.Replay
-		n.Absent = n.Absent || m.Absent
-		n.Null = n.Null || m.Null
-		n.Group = n.Group || m.Group
+		n = n.Or(credit.NeedsOf(a))
 	}
 	return n
 }

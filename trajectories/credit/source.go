@@ -63,6 +63,18 @@ type Needs struct {
 	Group bool
 }
 
+// Or is what an allocator combining allocators with needs n and m needs:
+// everything either does.
+func (n Needs) Or(m Needs) Needs {
+	return Needs{
+		AgentScores: n.AgentScores || m.AgentScores,
+		Replay:      n.Replay || m.Replay,
+		Absent:      n.Absent || m.Absent,
+		Null:        n.Null || m.Null,
+		Group:       n.Group || m.Group,
+	}
+}
+
 // Needer is implemented by allocators that need more than the episode's
 // team reward.
 type Needer interface {
