@@ -27,7 +27,7 @@ LLAMA_DIR ?= $(or $(TROUPE_LLAMA_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe
 # exists and skip, saying so, when it does not.
 LLAMA_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # make agentsjs: where tools/agentsjs/install.sh installs the OpenAI Agents
-# SDK for JavaScript (env/seats' harness test), outside the clone. CI
+# SDK for JavaScript (seats' harness test), outside the clone. CI
 # installs it and requires the test; elsewhere it runs when the cache exists
 # and skips, saying so, when it does not.
 AGENTSJS_DIR ?= $(or $(TROUPE_AGENTSJS_DIR),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/agentsjs)

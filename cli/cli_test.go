@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -277,7 +278,7 @@ func TestRunRecordsFailedEpisodesAndFailFastStops(t *testing.T) {
 	ff := withRelay(t, t.Context(), nil, "run", "relay", "-n", "5", "-c", "1", "-o", "-", "-P", "broken", "--fail-fast")
 	require.Equal(t, ExitFailure, ff.code)
 	assert.Contains(t, ff.stderr, "run stopped")
-	assert.Contains(t, ff.stderr, env.ErrEpisodeFailed.Error())
+	assert.Contains(t, ff.stderr, play.ErrEpisodeFailed.Error())
 	readRollouts(t, []byte(ff.stdout))
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -60,7 +61,7 @@ type runFlags struct {
 // plan is a validated run: everything env.Run needs, and where the samples
 // go.
 type plan struct {
-	cfg        env.RunConfig
+	cfg        play.Config
 	spec       *runspec.Resolved // the run spec it was resolved from
 	allocators []trajectories.Allocator
 	format     trajectories.RewardFormat

@@ -9,14 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/troupe-rl/troupe/env/envserver"
+	"github.com/troupe-rl/troupe/envserver"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // envServeCommand is `troupe env-serve`: the environment server outside
 // learners step (OpenEnv's conventions, PettingZoo through python/troupe_env,
-// Go through env/envclient). It writes every finished episode's samples
+// Go through envserver/envclient). It writes every finished episode's samples
 // (--out) and records (--episodes-out) as troupe run does, and exits 0 on
 // SIGTERM or Ctrl-C once the episodes in play are written, aborted.
 func (a *App) envServeCommand() *cobra.Command {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/troupe-rl/troupe/env/envclient"
-	"github.com/troupe-rl/troupe/env/seats"
+	"github.com/troupe-rl/troupe/envserver/envclient"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/seats"
 )
 
 // harnessCall is one call of a harness (or of its creator) to the server.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/experiment"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
 )
 
@@ -326,7 +327,7 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 	}
 	rep := newReporter(a.Stderr, a.Terminal != nil && a.Terminal(a.Stderr), quiet, 0)
 	cfg.Progress = func(p experiment.Progress) {
-		rep.update(env.Progress{Done: int(p.EpisodesDone), Total: int(p.Episodes), Turns: p.Turns, Elapsed: p.Elapsed})
+		rep.update(play.Progress{Done: int(p.EpisodesDone), Total: int(p.Episodes), Turns: p.Turns, Elapsed: p.Elapsed})
 	}
 	res, err := experiment.Run(ctx, cfg)
 	rep.finish()

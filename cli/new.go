@@ -93,7 +93,7 @@ func moduleFiles(root, path string) (gomod, gosum []byte, err error) {
 // (created if need be; it must be empty): NAME.go (the scenario: one role
 // in looplab/fsm's vocabulary, the game with a private message, a channel
 // and a counterfactual declaration, two policies, the package doc),
-// NAME_test.go (envtest.Check, agentstest.Check, the doc's diagram, a
+// NAME_test.go (scenariotest.Check, agentstest.Check, the doc's diagram, a
 // golden transcript), testdata/seed1.golden, and main.go, the full troupe
 // command with the scenario registered (Main with WithScenarios). The
 // package is a command: `go test` and `go run . run NAME` work in dir,
@@ -173,7 +173,7 @@ func (a *App) newCommand() *cobra.Command {
 		Long: `Write a scenario called NAME into DIR (default ./NAME): NAME.go (one role
 in looplab/fsm's vocabulary, the game with a private message, a channel and
 a counterfactual declaration, two policies, the package doc),
-NAME_test.go (envtest.Check, the role against looplab/fsm, a golden
+NAME_test.go (scenariotest.Check, the role against looplab/fsm, a golden
 transcript), testdata/seed1.golden, and main.go, which is the full troupe
 command with the scenario registered. Outside a module that requires
 troupe it writes go.mod and go.sum too: a module of its own that requires

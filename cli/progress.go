@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -27,7 +27,7 @@ const (
 // at most every lineEvery. Its methods are safe for concurrent use (the
 // interruption notice comes from another goroutine than the progress).
 //
-// Its clock is the runner's: env.Progress.Elapsed, so the reporter itself
+// Its clock is the runner's: play.Progress.Elapsed, so the reporter itself
 // reads no time.
 type reporter struct {
 	mu    sync.Mutex
@@ -46,7 +46,7 @@ func newReporter(w io.Writer, tty, quiet bool, total int) *reporter {
 
 // update reports p, unless the previous report was too recent. The last
 // update of a run (Done == Total) is always drawn on a terminal.
-func (r *reporter) update(p env.Progress) {
+func (r *reporter) update(p play.Progress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.quiet {
@@ -102,7 +102,7 @@ func (r *reporter) endLine() {
 // bar renders a terminal progress bar:
 //
 //	[##########--------------------]  33%  330/1000 episodes  12.3k turns/s  eta 2s
-func bar(p env.Progress) string {
+func bar(p play.Progress) string {
 	frac := 0.0
 	if p.Total > 0 {
 		frac = min(float64(p.Done)/float64(p.Total), 1)
@@ -123,7 +123,7 @@ func bar(p env.Progress) string {
 
 // playing says how many episodes were played beyond those written, when
 // some were: a run whose first group is slow shows that it plays.
-func playing(p env.Progress) string {
+func playing(p play.Progress) string {
 	if p.Played > p.Done {
 		return fmt.Sprintf(" (%d played)", p.Played)
 	}
@@ -131,7 +131,7 @@ func playing(p env.Progress) string {
 }
 
 // progressLine renders a plain progress line for logs.
-func progressLine(p env.Progress) string {
+func progressLine(p play.Progress) string {
 	pct := 0.0
 	if p.Total > 0 {
 		pct = 100 * float64(p.Done) / float64(p.Total)
@@ -142,7 +142,7 @@ func progressLine(p env.Progress) string {
 
 // writeSummary prints what a run did: episodes by status, samples, mean
 // team reward, throughput, elapsed time, the output and the first failure.
-func writeSummary(r *reporter, p *plan, out string, s env.Summary) {
+func writeSummary(r *reporter, p *plan, out string, s play.Summary) {
 	info := p.cfg.Scenario.Info()
 	var b strings.Builder
 	fmt.Fprintf(&b, "troupe: %s: %d episodes, %d samples written to %s (%s layout)\n",
@@ -197,7 +197,7 @@ var statuses = []protocol.Status{
 	protocol.StatusFailed, protocol.StatusPending,
 }
 
-func statusCounts(s env.Summary) string {
+func statusCounts(s play.Summary) string {
 	var parts []string
 	for _, st := range statuses {
 		if n := s.ByStatus[st]; n > 0 {

@@ -8,12 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 )
 
-func progressAt(done int, elapsed time.Duration) env.Progress {
-	return env.Progress{Done: done, Total: 100, Samples: int64(done) * 3, Turns: int64(done) * 3, Elapsed: elapsed}
+func progressAt(done int, elapsed time.Duration) play.Progress {
+	return play.Progress{Done: done, Total: 100, Samples: int64(done) * 3, Turns: int64(done) * 3, Elapsed: elapsed}
 }
 
 func TestReporterPrintsPlainLinesAtMostEveryTwoSeconds(t *testing.T) {
@@ -52,11 +51,11 @@ func TestReporterRedrawsABarOnATerminal(t *testing.T) {
 }
 
 func TestBarRoundsDown(t *testing.T) {
-	assert.Contains(t, bar(env.Progress{Done: 999, Total: 1000, Elapsed: 20 * time.Second}), "]  99%  999/1000 episodes")
-	assert.Contains(t, bar(env.Progress{Done: 999, Total: 1000, Elapsed: 20 * time.Second}), "eta 20ms")
-	assert.Contains(t, bar(env.Progress{Done: 1, Total: 100, Elapsed: 1234 * time.Millisecond}), "eta 2m2s")
-	assert.Contains(t, bar(env.Progress{Done: 1, Total: 2, Elapsed: 1234 * time.Millisecond}), "eta 1.2s")
-	assert.Contains(t, bar(env.Progress{Done: 0, Total: 0}), "[------------------------------]   0%  0/0 episodes  0.00 turns/s")
+	assert.Contains(t, bar(play.Progress{Done: 999, Total: 1000, Elapsed: 20 * time.Second}), "]  99%  999/1000 episodes")
+	assert.Contains(t, bar(play.Progress{Done: 999, Total: 1000, Elapsed: 20 * time.Second}), "eta 20ms")
+	assert.Contains(t, bar(play.Progress{Done: 1, Total: 100, Elapsed: 1234 * time.Millisecond}), "eta 2m2s")
+	assert.Contains(t, bar(play.Progress{Done: 1, Total: 2, Elapsed: 1234 * time.Millisecond}), "eta 1.2s")
+	assert.Contains(t, bar(play.Progress{Done: 0, Total: 0}), "[------------------------------]   0%  0/0 episodes  0.00 turns/s")
 }
 
 func TestReporterQuiet(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -237,7 +238,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
 	}
 	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge}
-	var out env.Output = stage
+	var out play.Output = stage
 	skipped := 0 // episodes of the resumed run, written before
 	if prog := files.progress; prog != nil {
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
@@ -247,7 +248,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 			Every: f.checkpointEvery,
 		}
 	}
-	sum, runErr := play(ctx, ns, cfg, out)
+	sum, runErr := playRun(ctx, ns, cfg, out)
 	for _, c := range p.closers {
 		c()
 	}
@@ -281,7 +282,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
 	case runErr != nil:
 		rep.printf("troupe: run stopped: %v\n", runErr)
-		if errors.Is(runErr, env.ErrEpisodeFailed) {
+		if errors.Is(runErr, play.ErrEpisodeFailed) {
 			rep.printf("troupe: %d episodes written to %s, %d not written\n", written, name, cfg.Episodes-written)
 		} else {
 			// A failed write: the count of episodes handed to the writer
@@ -368,12 +369,12 @@ func (a *App) startNATS(ctx context.Context, p *plan, f *runFlags, rep *reporter
 	return &natsSession{d: d, x: x}, nil
 }
 
-// play runs the episodes: in this process, or, with --nats, by the workers
+// playRun runs the episodes: in this process, or, with --nats, by the workers
 // of the deployment ns is registered with, collected back in the same
 // order, so the output is the same bytes.
-func play(ctx context.Context, ns *natsSession, cfg env.RunConfig, out env.Output) (env.Summary, error) {
+func playRun(ctx context.Context, ns *natsSession, cfg play.Config, out play.Output) (play.Summary, error) {
 	if ns == nil {
-		return env.Run(ctx, cfg, out)
+		return play.Run(ctx, cfg, out)
 	}
 	ns.x.StartAt(cfg.FirstGroup, cfg.Progress, cfg.ProgressEvery)
 	return ns.x.Run(ctx, out)

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -172,7 +173,7 @@ func (s renewedCounting) Renew(old env.Game, p env.Params, _ uint64) (env.Game, 
 }
 
 // forgetful is an output that writes nothing and keeps nothing
-// (env.RecyclingOutput), and allocates nothing itself: what a run
+// (play.RecyclingOutput), and allocates nothing itself: what a run
 // allocates with it is the runner's and the engine's.
 type forgetful struct{ write func(int) (int, error) }
 
@@ -198,13 +199,13 @@ func runMallocs(t *testing.T, episodes int) uint64 {
 	sc := renewedCounting{countingScenario()}
 	p, err := sc.Info().ParseParams(nil)
 	require.NoError(t, err)
-	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Episodes: episodes, Concurrency: 1, Seed: 1}
+	cfg := play.Config{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pick)}, Episodes: episodes, Concurrency: 1, Seed: 1}
 	o := newForgetful()
 	runtime.GC()
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	sum, err := env.Run(context.Background(), cfg, o)
+	sum, err := play.Run(context.Background(), cfg, o)
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
 	require.Equal(t, episodes, sum.Scored)

@@ -150,7 +150,7 @@ type Setup struct {
 
 	// ObserveEachSeat observes every actor with Game.Observe even when the
 	// scenario declares Info.PublicView: episodes must not change with it
-	// (envtest.Check runs both ways to verify the claim).
+	// (scenariotest.Check runs both ways to verify the claim).
 	ObserveEachSeat bool
 	// Counterfactual, when set, re-runs a recorded episode differently
 	// (see episode.Counterfactual); Recorded holds the original turns.

@@ -8,6 +8,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -23,7 +24,7 @@ func ExampleRun() {
 		panic(err)
 	}
 	var episodes trajectories.Collector
-	sum, err := env.Run(context.Background(), env.RunConfig{
+	sum, err := play.Run(context.Background(), play.Config{
 		Play:        env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
 		Episodes:    4,
 		Concurrency: 2,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -31,7 +32,7 @@ func TestRunCancelledWritesAPrefix(t *testing.T) {
 	later := 0 // episodes of groups 3..6 played
 	written := make(chan struct{})
 	var once sync.Once
-	cfg.Progress = func(p env.Progress) {
+	cfg.Progress = func(p play.Progress) {
 		if p.Done >= 8 {
 			once.Do(func() { close(written) })
 		}
@@ -56,7 +57,7 @@ func TestRunCancelledWritesAPrefix(t *testing.T) {
 		return local.Execute(ctx, req)
 	})
 	var buf bytes.Buffer
-	sum, err := env.Run(ctx, cfg, teamOut(trajectories.NewJSONLWriter(&buf, trajectories.Flat)))
+	sum, err := play.Run(ctx, cfg, teamOut(trajectories.NewJSONLWriter(&buf, trajectories.Flat)))
 	require.ErrorIs(t, err, context.Canceled)
 	rollouts, rerr := trajectories.ReadRollouts(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, rerr)
@@ -83,13 +84,13 @@ func TestRunFromAGroupContinuesTheRun(t *testing.T) {
 
 		tail := cfg
 		tail.FirstGroup = 4
-		var done []env.Progress
-		tail.Progress = func(p env.Progress) { done = append(done, p) }
+		var done []play.Progress
+		tail.Progress = func(p play.Progress) { done = append(done, p) }
 		rest, sum := runJSONL(t, tail, layout, &trajectories.Output{IndexBase: hs.Samples, Allocators: teamOut(nil).Allocators})
 		assert.Equal(t, string(full), string(prefix)+string(rest))
 		assert.Equal(t, 23-12, sum.Episodes, "the summary is this run's")
 		require.NotEmpty(t, done)
-		assert.Equal(t, env.Progress{Done: 23, Total: 23}, env.Progress{Done: done[len(done)-1].Done, Total: done[len(done)-1].Total})
+		assert.Equal(t, play.Progress{Done: 23, Total: 23}, play.Progress{Done: done[len(done)-1].Done, Total: done[len(done)-1].Total})
 	}
 
 	all := cfg
@@ -98,7 +99,7 @@ func TestRunFromAGroupContinuesTheRun(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Zero(t, sum.Episodes)
 	all.FirstGroup = 9
-	_, err := env.Run(context.Background(), all, teamOut(trajectories.Discard))
+	_, err := play.Run(context.Background(), all, teamOut(trajectories.Discard))
 	assert.ErrorIs(t, err, env.ErrBadConfig)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
@@ -27,10 +28,10 @@ import (
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
-func elfarolConfig(t *testing.T, kv map[string]string) env.RunConfig {
+func elfarolConfig(t *testing.T, kv map[string]string) play.Config {
 	t.Helper()
 	sc := elfarol.New()
-	return env.RunConfig{
+	return play.Config{
 		Play:     env.Play{Scenario: sc, Params: params(t, sc, kv), Policy: env.SamePolicy(agents.Random())},
 		Episodes: 40,
 		Seed:     2026,
@@ -38,7 +39,7 @@ func elfarolConfig(t *testing.T, kv map[string]string) env.RunConfig {
 }
 
 // The output stage a run usually has is trajectories'.
-var _ env.Output = (*trajectories.Output)(nil)
+var _ play.Output = (*trajectories.Output)(nil)
 
 // teamOut writes to sink with the team allocator.
 func teamOut(sink trajectories.Sink) *trajectories.Output {
@@ -47,14 +48,14 @@ func teamOut(sink trajectories.Sink) *trajectories.Output {
 
 // runJSONL runs cfg into JSONL through out (nil: the team allocator),
 // whose sink it sets.
-func runJSONL(t *testing.T, cfg env.RunConfig, layout trajectories.Layout, out *trajectories.Output) ([]byte, env.Summary) {
+func runJSONL(t *testing.T, cfg play.Config, layout trajectories.Layout, out *trajectories.Output) ([]byte, play.Summary) {
 	t.Helper()
 	var buf bytes.Buffer
 	if out == nil {
 		out = teamOut(nil)
 	}
 	out.Sink = trajectories.NewJSONLWriter(&buf, layout)
-	sum, err := env.Run(context.Background(), cfg, out)
+	sum, err := play.Run(context.Background(), cfg, out)
 	require.NoError(t, err)
 	return buf.Bytes(), sum
 }
@@ -120,9 +121,9 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 		return agents.Random().Act(ctx, o)
 	})
 	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
-	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky)}, Episodes: 60, Concurrency: 4, Seed: 1}
+	cfg := play.Config{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky)}, Episodes: 60, Concurrency: 4, Seed: 1}
 	var col trajectories.Collector
-	sum, err := env.Run(context.Background(), cfg, teamOut(&col))
+	sum, err := play.Run(context.Background(), cfg, teamOut(&col))
 	require.NoError(t, err)
 	assert.Equal(t, 60, sum.Episodes)
 	require.Positive(t, sum.ByStatus[protocol.StatusAborted])
@@ -139,8 +140,8 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 
 	cfg.FailFast = true
 	var col2 trajectories.Collector
-	_, err = env.Run(context.Background(), cfg, teamOut(&col2))
-	require.ErrorIs(t, err, env.ErrEpisodeFailed)
+	_, err = play.Run(context.Background(), cfg, teamOut(&col2))
+	require.ErrorIs(t, err, play.ErrEpisodeFailed)
 	assert.ErrorContains(t, err, "server said no")
 	assert.Less(t, len(col2.Episodes()), 60)
 }
@@ -150,13 +151,13 @@ func TestRunInterruptedWritesOnlyWholeEpisodes(t *testing.T) {
 	cfg.Episodes = 5000
 	cfg.Concurrency = 4
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg.Progress = func(p env.Progress) {
+	cfg.Progress = func(p play.Progress) {
 		if p.Done >= 100 {
 			cancel()
 		}
 	}
 	var buf bytes.Buffer
-	sum, err := env.Run(ctx, cfg, teamOut(trajectories.NewJSONLWriter(&buf, trajectories.Flat)))
+	sum, err := play.Run(ctx, cfg, teamOut(trajectories.NewJSONLWriter(&buf, trajectories.Flat)))
 	require.ErrorIs(t, err, context.Canceled)
 	assert.GreaterOrEqual(t, sum.Episodes, 100)
 	assert.Less(t, sum.Episodes, 5000)
@@ -214,7 +215,7 @@ func TestRunSinkErrorStopsTheRun(t *testing.T) {
 	cfg.Concurrency = 4
 	full := errors.New("disk full")
 	n := 0
-	_, err := env.Run(context.Background(), cfg, teamOut(trajectories.SinkFunc(func(*trajectories.Episode) error {
+	_, err := play.Run(context.Background(), cfg, teamOut(trajectories.SinkFunc(func(*trajectories.Episode) error {
 		n++
 		if n == 3 {
 			return full
@@ -241,7 +242,7 @@ func TestRunPanicsWithItsOutput(t *testing.T) {
 		return nil
 	})
 	assert.PanicsWithValue(t, "the sink broke", func() {
-		_, _ = env.Run(context.Background(), cfg, teamOut(sink))
+		_, _ = play.Run(context.Background(), cfg, teamOut(sink))
 	})
 	assert.Equal(t, int32(5), n.Load(), "nothing is written after the panic")
 }
@@ -253,11 +254,11 @@ func TestRunPanicsWithItsOutput(t *testing.T) {
 func TestARunOfOneWorkerPlaysOnTheCallersGoroutine(t *testing.T) {
 	base := elfarolConfig(t, nil)
 	local := &env.LocalExecutor{Play: base.Play}
-	for name, edit := range map[string]func(*env.RunConfig){
-		"concurrency 1": func(c *env.RunConfig) {},
-		"lockstep":      func(c *env.RunConfig) { c.Concurrency, c.Lockstep = 4, true },
-		"one group":     func(c *env.RunConfig) { c.Concurrency, c.Episodes, c.GroupSize = 4, 8, 8 },
-		"last group":    func(c *env.RunConfig) { c.Concurrency, c.FirstGroup = 4, 39 },
+	for name, edit := range map[string]func(*play.Config){
+		"concurrency 1": func(c *play.Config) {},
+		"lockstep":      func(c *play.Config) { c.Concurrency, c.Lockstep = 4, true },
+		"one group":     func(c *play.Config) { c.Concurrency, c.Episodes, c.GroupSize = 4, 8, 8 },
+		"last group":    func(c *play.Config) { c.Concurrency, c.FirstGroup = 4, 39 },
 	} {
 		cfg := base
 		edit(&cfg)
@@ -269,7 +270,7 @@ func TestARunOfOneWorkerPlaysOnTheCallersGoroutine(t *testing.T) {
 			}
 			return local.Execute(ctx, req)
 		})
-		_, err := env.Run(context.Background(), cfg, teamOut(nil))
+		_, err := play.Run(context.Background(), cfg, teamOut(nil))
 		require.NoError(t, err, name)
 		assert.LessOrEqual(t, most.Load(), int64(before), "%s: no goroutine started", name)
 	}
@@ -284,28 +285,28 @@ func TestARunOfOneWorkerPlaysOnTheCallersGoroutine(t *testing.T) {
 		return nil
 	})
 	assert.PanicsWithValue(t, "the sink broke", func() {
-		_, _ = env.Run(context.Background(), cfg, teamOut(sink))
+		_, _ = play.Run(context.Background(), cfg, teamOut(sink))
 	})
 	assert.Equal(t, 5, n, "nothing is written after the panic")
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
 	good := elfarolConfig(t, nil)
-	for name, mod := range map[string]func(*env.RunConfig){
-		"no scenario":          func(c *env.RunConfig) { c.Scenario = nil },
-		"negative episodes":    func(c *env.RunConfig) { c.Episodes = -1 },
-		"negative concurrency": func(c *env.RunConfig) { c.Concurrency = -2 },
-		"negative group":       func(c *env.RunConfig) { c.GroupSize = -1 },
-		"no policy":            func(c *env.RunConfig) { c.Policy = nil },
+	for name, mod := range map[string]func(*play.Config){
+		"no scenario":          func(c *play.Config) { c.Scenario = nil },
+		"negative episodes":    func(c *play.Config) { c.Episodes = -1 },
+		"negative concurrency": func(c *play.Config) { c.Concurrency = -2 },
+		"negative group":       func(c *play.Config) { c.GroupSize = -1 },
+		"no policy":            func(c *play.Config) { c.Policy = nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good
 			mod(&cfg)
-			_, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
+			_, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
 			assert.ErrorIs(t, err, env.ErrBadConfig)
 		})
 	}
-	_, err := env.Run(context.Background(), good, nil)
+	_, err := play.Run(context.Background(), good, nil)
 	assert.ErrorIs(t, err, env.ErrBadConfig, "no output")
 }
 
@@ -338,7 +339,7 @@ func TestRunWritesGroupsInOrderThroughItsOutput(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
 	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = 10, 3, 4
 	out := &fakeOutput{failAt: -1}
-	sum, err := env.Run(context.Background(), cfg, out)
+	sum, err := play.Run(context.Background(), cfg, out)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out.written)
 	assert.Equal(t, 4, out.finished, "one Finish per group")
@@ -346,7 +347,7 @@ func TestRunWritesGroupsInOrderThroughItsOutput(t *testing.T) {
 	assert.Equal(t, int64(3*(0+2+4)+0), sum.Samples, "the samples are what the writes say")
 
 	out = &fakeOutput{failAt: 2}
-	sum, err = env.Run(context.Background(), cfg, out)
+	sum, err = play.Run(context.Background(), cfg, out)
 	require.ErrorContains(t, err, "no credit")
 	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5}, out.written, "the groups before the failed one are written")
 	assert.Equal(t, 6, sum.Episodes)
@@ -357,7 +358,7 @@ func TestOutputNumbersSamplesFromItsIndexBase(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "2"})
 	cfg.Episodes, cfg.Concurrency = 3, 2
 	var col trajectories.Collector
-	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &col, IndexBase: 100})
+	sum, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: &col, IndexBase: 100})
 	require.NoError(t, err)
 	require.Positive(t, sum.Samples)
 	next := int64(100)
@@ -370,7 +371,7 @@ func TestOutputNumbersSamplesFromItsIndexBase(t *testing.T) {
 	assert.Equal(t, 100+sum.Samples, next)
 
 	var seen int
-	sum, err = env.Run(context.Background(), cfg, &trajectories.Output{Observe: func(ep *trajectories.Episode) { seen += len(ep.Samples) }})
+	sum, err = play.Run(context.Background(), cfg, &trajectories.Output{Observe: func(ep *trajectories.Episode) { seen += len(ep.Samples) }})
 	require.NoError(t, err, "no sink: nothing is stored")
 	assert.Equal(t, int64(seen), sum.Samples)
 }
@@ -379,7 +380,7 @@ func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
 	cfg.Emit = env.EmitRoles("nobody")
 	var col trajectories.Collector
-	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &col})
+	sum, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: &col})
 	require.NoError(t, err)
 	assert.Equal(t, int64(120), sum.Turns)
 	// No turn is a sample, yet every episode is in the output: as one
@@ -399,7 +400,7 @@ func TestRunEmitsOnlyChosenRoles(t *testing.T) {
 
 func TestSummaryRoleScores(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3", "nights": "1", "capacity": "3"})
-	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
+	sum, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard})
 	require.NoError(t, err)
 	// Everyone attends the only night: each patron scores φ(3) = 3·e^(-1).
 	rs := sum.RoleScores[elfarol.RolePatron]
@@ -444,11 +445,11 @@ func TestRunRecyclesTheTurnsOfARecyclingOutput(t *testing.T) {
 			require.NoError(t, err)
 			policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p}, nil, nil)
 			require.NoError(t, err)
-			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
+			cfg := play.Config{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 60, GroupSize: 2, Concurrency: 3, Seed: 5}
 			var outs [2]*recyclingOutput
 			for i, recycles := range []bool{false, true} {
 				outs[i] = &recyclingOutput{recycles: recycles, arrays: map[*episode.Turn]int{}}
-				_, err := env.Run(context.Background(), cfg, outs[i])
+				_, err := play.Run(context.Background(), cfg, outs[i])
 				require.NoError(t, err)
 			}
 			assert.Equal(t, outs[0].lines, outs[1].lines, "recycled turns record the same episodes")
@@ -467,7 +468,7 @@ func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
 			require.NoError(t, err)
 			policy, _, err := sc.Info().AssignPolicies(env.PolicyRequest{Scenario: sc, Params: p}, nil, nil)
 			require.NoError(t, err)
-			cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
+			cfg := play.Config{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Episodes: 50, GroupSize: 2, Concurrency: 3, Seed: 9}
 			var outs [2]bytes.Buffer
 			for i := range outs {
 				sink := trajectories.Sink(trajectories.NewJSONLWriter(&outs[i], trajectories.Flat))
@@ -477,7 +478,7 @@ func TestRecyclingOutputWritesTheSameBytes(t *testing.T) {
 				}
 				out := teamOut(sink)
 				assert.Equal(t, i == 0, out.Recycles())
-				_, err := env.Run(context.Background(), cfg, out)
+				_, err := play.Run(context.Background(), cfg, out)
 				require.NoError(t, err)
 			}
 			assert.Equal(t, outs[1].String(), outs[0].String())
@@ -517,7 +518,7 @@ func TestOutputsMayKeepTheirGroups(t *testing.T) {
 	cfg := elfarolConfig(t, map[string]string{"agents": "3"})
 	cfg.Episodes, cfg.GroupSize, cfg.Concurrency = 400, 2, 2
 	out := &keeper{}
-	_, err := env.Run(context.Background(), cfg, out)
+	_, err := play.Run(context.Background(), cfg, out)
 	require.NoError(t, err)
 	assert.Len(t, out.seen, 400)
 	for i, n := range out.seen {
@@ -541,7 +542,7 @@ func TestRunWritesEpisodesItsExecutorInterrupted(t *testing.T) {
 		return rec
 	})
 	out := &fakeOutput{failAt: -1}
-	sum, err := env.Run(context.Background(), cfg, out)
+	sum, err := play.Run(context.Background(), cfg, out)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 1, 2, 3}, out.written)
 	assert.Equal(t, 1, sum.ByStatus[protocol.StatusAborted])
@@ -559,7 +560,7 @@ func TestRunPlaysTheSeedsItIsGiven(t *testing.T) {
 			Index: int64(i), RolloutID: int64(i), GroupIndex: 0}, req)
 	}
 	var c trajectories.Collector
-	_, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: &c})
+	_, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: &c})
 	require.NoError(t, err)
 	for i, ep := range c.Episodes() {
 		assert.Equal(t, uint64(77), ep.Seed)
@@ -580,14 +581,14 @@ func TestRunReportsProgressWhileItsFirstGroupPlays(t *testing.T) {
 			return local.Execute(ctx, req)
 		})
 		var mu sync.Mutex
-		var reports []env.Progress
-		cfg.Progress = func(p env.Progress) {
+		var reports []play.Progress
+		cfg.Progress = func(p play.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
 			reports = append(reports, p)
 		}
 		cfg.ProgressEvery = time.Second
-		_, err := env.Run(context.Background(), cfg, &fakeOutput{failAt: -1})
+		_, err := play.Run(context.Background(), cfg, &fakeOutput{failAt: -1})
 		require.NoError(t, err)
 		mu.Lock()
 		got := slices.Clone(reports)
@@ -655,8 +656,8 @@ func TestRunHoldsFewLargeEpisodesAhead(t *testing.T) {
 		if c.agents < 100 {
 			out.delay = time.Millisecond
 		}
-		cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: c.episodes, Concurrency: 2, Seed: 1}
-		sum, err := env.Run(context.Background(), cfg, out)
+		cfg := play.Config{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: c.episodes, Concurrency: 2, Seed: 1}
+		sum, err := play.Run(context.Background(), cfg, out)
 		require.NoError(t, err)
 		require.Equal(t, c.episodes, sum.Episodes)
 		assert.LessOrEqual(t, out.most, c.most, "%d agents: most episodes played and not written", c.agents)

@@ -150,7 +150,7 @@ type Info struct {
 	// Game.Observe returns the same View whatever the seat (a public
 	// board, El Farol's week). The engine then observes the game once per
 	// step, for its first actor, and gives every actor that view, rather
-	// than calling Observe once per actor. envtest.Check verifies the
+	// than calling Observe once per actor. scenariotest.Check verifies the
 	// claim: its episodes with Setup.ObserveEachSeat are the same. A game
 	// that is a StateObserver is observed seat by seat all the same.
 	PublicView bool

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -272,9 +273,9 @@ func TestTreeErrors(t *testing.T) {
 		{episode.Tree{K: 2, Alpha: math.NaN()}, "alpha is NaN"},
 		{episode.Tree{K: 2, Alpha: 1, Roles: []string{"nobody"}}, `role "nobody"`},
 	} {
-		cfg := env.RunConfig{Play: setup.Play, Episodes: 1}
+		cfg := play.Config{Play: setup.Play, Episodes: 1}
 		cfg.Tree = &tc.tree
-		_, err := env.Run(t.Context(), cfg, nil)
+		_, err := play.Run(t.Context(), cfg, nil)
 		require.ErrorIs(t, err, env.ErrBadConfig)
 		assert.Contains(t, err.Error(), tc.want)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -18,12 +19,12 @@ import (
 // recycle when the output does, or the grid loses the reuse of its
 // records, and must not when it does not.
 func TestAfterGroupsRecyclesAsItsOutputDoes(t *testing.T) {
-	var o env.Output = &afterGroups{RecyclingOutput: &trajectories.Output{ObserveCredit: func(*episode.Record, *trajectories.Credit) error { return nil }}}
-	r, ok := o.(env.RecyclingOutput)
+	var o play.Output = &afterGroups{RecyclingOutput: &trajectories.Output{ObserveCredit: func(*episode.Record, *trajectories.Credit) error { return nil }}}
+	r, ok := o.(play.RecyclingOutput)
 	require.True(t, ok)
 	assert.True(t, r.Recycles())
 	o = &afterGroups{RecyclingOutput: &trajectories.Output{Observe: func(*trajectories.Episode) {}}}
-	assert.False(t, o.(env.RecyclingOutput).Recycles())
+	assert.False(t, o.(play.RecyclingOutput).Recycles())
 }
 
 // afterGroups hands each group to its hook whole, once every episode of it
@@ -51,7 +52,7 @@ func TestAfterGroupsSeesEachGroupOnceWritten(t *testing.T) {
 		},
 	}
 	require.True(t, out.Recycles())
-	_, err = env.Run(context.Background(), env.RunConfig{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
+	_, err = play.Run(context.Background(), play.Config{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
 		Episodes: 10, GroupSize: 3, Lockstep: true, FailFast: true}, out)
 	require.NoError(t, err)
 	assert.Equal(t, [][]int64{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}, seen)

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -377,16 +378,16 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	reuse := p.takeReuse(c.point)
 	defer p.giveReuse(c.point, reuse)
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
-	run := env.RunConfig{
+	run := play.Config{
 		Play:     env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)},
 		Episodes: cfg.Episodes, GroupSize: p.group(), Seed: c.runSeed,
 		Lockstep: true, FailFast: true, Reuse: reuse,
 	}
-	var o env.Output = out
+	var o play.Output = out
 	if diag != nil {
 		o = &afterGroups{RecyclingOutput: out, after: diag.group}
 	}
-	if _, err = env.Run(ctx, run, o); err != nil {
+	if _, err = play.Run(ctx, run, o); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
 	}
 	cell.Credit = tally.stats()
@@ -406,11 +407,11 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 // costs the run none of its reuse. A group with an episode that did not
 // finish stops the run (FailFast) and is not handed on.
 type afterGroups struct {
-	env.RecyclingOutput
+	play.RecyclingOutput
 	after func(context.Context, []*episode.Record) error
 }
 
-// Finish implements env.Output.
+// Finish implements play.Output.
 func (a *afterGroups) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	write, err := a.RecyclingOutput.Finish(ctx, group)
 	if err != nil {

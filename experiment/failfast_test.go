@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/experiment"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 )
 
@@ -44,7 +45,7 @@ func TestAFailedEpisodeStopsItsCell(t *testing.T) {
 	var progress []int64
 	cfg.Progress = func(p experiment.Progress) { progress = append(progress, p.EpisodesDone) }
 	_, err := experiment.Run(context.Background(), cfg)
-	require.ErrorIs(t, err, env.ErrEpisodeFailed)
+	require.ErrorIs(t, err, play.ErrEpisodeFailed)
 	assert.Regexp(t, `^cell \(the only point\) allocator=team seed=0: episode failed: episode 30 failed \(game_error\): .*the bar burnt down`, err.Error())
 	assert.Equal(t, []int64{25}, progress, "the episodes learned before the failure")
 }

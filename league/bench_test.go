@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/cputime"
 	"github.com/troupe-rl/troupe/league"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -39,10 +40,10 @@ func BenchmarkLeague(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: b.N, Concurrency: workers, Seed: 1}
+		cfg := play.Config{Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Episodes: b.N, Concurrency: workers, Seed: 1}
 		b.ResetTimer()
 		cpu := cputime.Seconds()
-		if _, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard}); err != nil {
+		if _, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: trajectories.Discard}); err != nil {
 			b.Fatal(err)
 		}
 		cpu = cputime.Seconds() - cpu

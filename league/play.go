@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -182,7 +183,7 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	if every <= 0 {
 		every = 1000
 	}
-	p := &play{l: l, ctx: ctx, o: &o, rule: rule, target: target, every: every,
+	p := &leaguePlay{l: l, ctx: ctx, o: &o, rule: rule, target: target, every: every,
 		start: l.state.Matches, lastCommit: l.state.Matches}
 	if batch == 1 {
 		err = p.lockstep()
@@ -203,9 +204,9 @@ func (l *League) Play(ctx context.Context, o PlayOptions) error {
 	return nil
 }
 
-// play is one Play's progress: what it plays, to which total, and when
+// leaguePlay is one Play's progress: what it plays, to which total, and when
 // it last committed.
-type play struct {
+type leaguePlay struct {
 	l      *League
 	ctx    context.Context
 	o      *PlayOptions
@@ -222,7 +223,7 @@ type play struct {
 // league as it stands, played conc matches at a time, and then learned
 // from and rated in match order (end). The run's fixed cost is shared by
 // the batch's matches.
-func (p *play) batches(conc int) error {
+func (p *leaguePlay) batches(conc int) error {
 	l := p.l
 	batch := int64(l.state.Batch)
 	for l.state.Matches < p.target {
@@ -265,7 +266,7 @@ func (p *play) batches(conc int) error {
 // logged and rated, the learner's snapshot joins the league when one is
 // due, the league is committed when a checkpoint is, and progress is
 // reported.
-func (p *play) end(results []Result) error {
+func (p *leaguePlay) end(results []Result) error {
 	l := p.l
 	if err := l.appendResults(results); err != nil {
 		return err
@@ -295,7 +296,7 @@ func (p *play) end(results []Result) error {
 // played it is learned from, logged, rated and committed (Finish and its
 // write) before the next is drawn: what a batch of one did, without a
 // run's fixed cost per match.
-func (p *play) lockstep() error {
+func (p *leaguePlay) lockstep() error {
 	l := p.l
 	k0 := l.state.Matches
 	if k0 >= p.target || p.ctx.Err() != nil {
@@ -305,7 +306,7 @@ func (p *play) lockstep() error {
 	s.writeFn = s.write
 	cfg := l.run(k0, int(p.target-k0), 1, s)
 	cfg.Lockstep = true
-	_, err := env.Run(p.ctx, cfg, s)
+	_, err := play.Run(p.ctx, cfg, s)
 	switch {
 	case s.err != nil:
 		return s.err
@@ -321,7 +322,7 @@ func (p *play) lockstep() error {
 // one was. Lockstep makes the run's calls one at a time, in turn:
 // Execute, Finish, then the write.
 type stepper struct {
-	p *play
+	p *leaguePlay
 	// The match being played, its executor and record; err, the first
 	// error of the league's (a draw's, a write's), which ends the run
 	// and is Play's.
@@ -351,7 +352,7 @@ func (s *stepper) Execute(ctx context.Context, req env.Request) *episode.Record 
 	return &episode.Record{Index: req.Index, Status: protocol.StatusFailed, Err: s.err.Error()}
 }
 
-// Finish implements env.Output: the match's record, written next (or its
+// Finish implements play.Output: the match's record, written next (or its
 // draw's error, which stops the run).
 func (s *stepper) Finish(_ context.Context, group []*episode.Record) (func(int) (int, error), error) {
 	if s.err != nil {
@@ -384,10 +385,10 @@ func (s *stepper) write(int) (int, error) {
 	return 0, err
 }
 
-// Flush implements env.Output.
+// Flush implements play.Output.
 func (*stepper) Flush() error { return nil }
 
-// Recycles implements env.RecyclingOutput: a match's record is done with
+// Recycles implements play.RecyclingOutput: a match's record is done with
 // once written (given back to its executor, which Run does not do for an
 // executor of the caller's), so Run may reuse its arrays of records.
 func (*stepper) Recycles() bool { return true }
@@ -434,8 +435,8 @@ func (l *League) executor(m *Match) (*env.LocalExecutor, error) {
 // seed and k alone (seeds.Mix(seed, streamScenario, k) and
 // seeds.Mix(seed, streamPolicy, k), env's scenario and policy streams),
 // and k is its index, rollout id and group index.
-func (l *League) run(k0 int64, n, conc int, exec env.Executor) env.RunConfig {
-	return env.RunConfig{Play: env.Play{Scenario: l.scenario, Params: l.params}, Episodes: int(k0) + n, FirstGroup: int(k0),
+func (l *League) run(k0 int64, n, conc int, exec env.Executor) play.Config {
+	return play.Config{Play: env.Play{Scenario: l.scenario, Params: l.params}, Episodes: int(k0) + n, FirstGroup: int(k0),
 		Seed: l.state.Seed, Concurrency: conc, Executor: exec}
 }
 
@@ -462,13 +463,13 @@ func (l *League) playBatch(ctx context.Context, matches []Match, conc int) ([]*e
 	exec := env.ExecutorFunc(func(ctx context.Context, req env.Request) *episode.Record {
 		return execs[req.Index-k0].Execute(ctx, req)
 	})
-	if _, err := env.Run(ctx, l.run(k0, len(matches), conc, exec), matchRecords{recs: recs, k0: k0}); err != nil && ctx.Err() == nil {
+	if _, err := play.Run(ctx, l.run(k0, len(matches), conc, exec), matchRecords{recs: recs, k0: k0}); err != nil && ctx.Err() == nil {
 		return nil, nil, err
 	}
 	return recs, execs, nil
 }
 
-// matchRecords is the env.Output of a batch's run: it keeps each match's
+// matchRecords is the play.Output of a batch's run: it keeps each match's
 // record, at its place in the batch, to be learned from once the batch is
 // played.
 type matchRecords struct {
@@ -476,7 +477,7 @@ type matchRecords struct {
 	k0   int64
 }
 
-// Finish implements env.Output.
+// Finish implements play.Output.
 func (o matchRecords) Finish(_ context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	return func(k int) (int, error) {
 		rec := group[k]
@@ -485,7 +486,7 @@ func (o matchRecords) Finish(_ context.Context, group []*episode.Record) (func(k
 	}, nil
 }
 
-// Flush implements env.Output.
+// Flush implements play.Output.
 func (matchRecords) Flush() error { return nil }
 
 // learnFrom has the learner learn a played match (when it played in it)

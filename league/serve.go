@@ -10,12 +10,12 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
-	"github.com/troupe-rl/troupe/rollout/server"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Service is a league behind the rollout service (troupe serve --league):
-// a server.Matcher. The league's learner is a player of policy external,
+// a the rollout service's Matcher (package rollout/server). The league's learner is a player of policy external,
 // the model slime trains: every rollout request of n episodes is a match,
 // the request's policy in the learner's role, each other role's player
 // drawn by the matchmaking rule, and its n episodes are the league's
@@ -55,10 +55,8 @@ func NewService(l *League, rule string) (*Service, error) {
 	return &Service{l: l, rule: r, next: l.state.Matches, done: map[int64][]Result{}}, nil
 }
 
-var _ server.Matcher = (*Service)(nil)
-
-// Match implements server.Matcher.
-func (s *Service) Match(info *env.Info, n int) (*server.Match, error) {
+// Match implements rollout/server's Matcher.
+func (s *Service) Match(info *env.Info, n int) (*ServedMatch, error) {
 	if info.Name != s.l.info.Name {
 		return nil, fmt.Errorf("league %s plays %s, not %s", s.l.state.Name, s.l.info.Name, info.Name)
 	}
@@ -69,17 +67,17 @@ func (s *Service) Match(info *env.Info, n int) (*server.Match, error) {
 		return nil, err
 	}
 	s.next += int64(n)
-	out := &server.Match{Index: m.Index, N: n, Learner: m.Focal, LearnerRole: m.FocalRole, Opponents: map[string]server.Opponent{}}
+	out := &ServedMatch{Index: m.Index, N: n, Learner: m.Focal, LearnerRole: m.FocalRole, Opponents: map[string]Opponent{}}
 	for role, name := range m.Roles {
 		if role != m.FocalRole {
-			out.Opponents[role] = server.Opponent{Player: name, Policy: s.l.Player(name).Policy}
+			out.Opponents[role] = Opponent{Player: name, Policy: s.l.Player(name).Policy}
 		}
 	}
 	return out, nil
 }
 
-// Played implements server.Matcher.
-func (s *Service) Played(m *server.Match, eps []*trajectories.Episode) error {
+// Played implements rollout/server's Matcher.
+func (s *Service) Played(m *ServedMatch, eps []*trajectories.Episode) error {
 	match := Match{Index: m.Index, Rule: s.rule.String(), Focal: m.Learner, FocalRole: m.LearnerRole, Roles: map[string]string{m.LearnerRole: m.Learner}}
 	for role, o := range m.Opponents {
 		match.Roles[role] = o.Player
@@ -150,7 +148,7 @@ func cmpErr(a, b error) error {
 	return b
 }
 
-// MakePolicy implements server.Matcher: the policy of the league player
+// MakePolicy implements rollout/server's Matcher: the policy of the league player
 // whose policy and settings the request names; env.ErrUnknownPolicy for
 // any other (the learner's llm policy, made by the service).
 func (s *Service) MakePolicy(req env.PolicyRequest) (agents.Policy, error) {
@@ -170,4 +168,23 @@ func (s *Service) MakePolicy(req env.PolicyRequest) (agents.Policy, error) {
 	// Not a league player's: the learner's own (an llm policy with the
 	// service's settings), the service's to make.
 	return nil, env.ErrUnknownPolicy
+}
+
+// ServedMatch is one league match served as a rollout request (troupe
+// serve --league): the request's roles and players.
+type ServedMatch struct {
+	// Index is the league's number of the match; the request's N
+	// episodes are its matches Index to Index+N-1.
+	Index int64
+	N     int
+	// Learner is the learner's player name, LearnerRole its role.
+	Learner, LearnerRole string
+	// Opponents are the other roles' players, by role.
+	Opponents map[string]Opponent
+}
+
+// Opponent is a league player in one role of a match.
+type Opponent struct {
+	Player string
+	Policy runspec.Policy
 }

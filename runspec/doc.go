@@ -1,7 +1,7 @@
 // Package runspec describes a run as data: a serialisable Spec of
 // everything that decides the episodes a run plays and the samples it
 // writes, and one resolver, Spec.Resolve, that turns it into Go values (an
-// env.RunConfig, the allocators and reward format of a
+// play.Config, the allocators and reward format of a
 // trajectories.Output). troupe run (from its flags, or --spec FILE), the
 // rollout service (each request), the experiment runner and NATS workers
 // all build their runs through it, so

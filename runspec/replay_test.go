@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -26,7 +27,7 @@ func TestReplayPolicy(t *testing.T) {
 			return "", err
 		}
 		var b bytes.Buffer
-		_, err = env.Run(t.Context(), res.Config, res.Output(trajectories.NewEpisodeWriter(&b)))
+		_, err = play.Run(t.Context(), res.Config, res.Output(trajectories.NewEpisodeWriter(&b)))
 		return b.String(), err
 	}
 	// The moves of minimax against center-first, read from their record.

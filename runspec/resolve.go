@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -43,7 +44,7 @@ type Resolved struct {
 	Info     *env.Info
 	// Config is the run, without what the spec leaves to the caller
 	// (Concurrency, FailFast, Executor, Progress).
-	Config     env.RunConfig
+	Config     play.Config
 	Allocators []trajectories.Allocator
 	Format     trajectories.RewardFormat
 	// PolicyNames maps every role to its policy's name.
@@ -223,7 +224,7 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 		Spec:     n,
 		Scenario: sc,
 		Info:     info,
-		Config: env.RunConfig{
+		Config: play.Config{
 			Play: env.Play{
 				Scenario: sc,
 				Params:   params,

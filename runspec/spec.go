@@ -100,7 +100,7 @@ type Tree struct {
 // seeds.Mix(Scenario, 2, rollout_id of episode i). These are the rollout
 // service's rules (package rollout: seed and policy_seed); a run without
 // Seeds plays group g's scenario seed seeds.Mix(Seed, 1, g) and episode
-// i's policy seed seeds.Mix(Seed, 2, i) (env.RunConfig.Requests).
+// i's policy seed seeds.Mix(Seed, 2, i) (play.Config.Requests).
 // Resolved.Requests applies them.
 type Seeds struct {
 	Scenario uint64  `json:"scenario"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -289,7 +290,7 @@ func TestResolvePlays(t *testing.T) {
 	r, err := s.Resolve(runspec.Resolvers{Scenarios: reg})
 	require.NoError(t, err)
 	var a bytes.Buffer
-	_, err = env.Run(context.Background(), r.Config, r.Output(trajectories.NewJSONLWriter(&a, trajectories.Flat)))
+	_, err = play.Run(context.Background(), r.Config, r.Output(trajectories.NewJSONLWriter(&a, trajectories.Flat)))
 	require.NoError(t, err)
 
 	sc, err := reg.Lookup("tictactoe")
@@ -300,7 +301,7 @@ func TestResolvePlays(t *testing.T) {
 	policy, _, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params}, nil, nil)
 	require.NoError(t, err)
 	var b bytes.Buffer
-	_, err = env.Run(context.Background(), env.RunConfig{
+	_, err = play.Run(context.Background(), play.Config{
 		Play:          env.Play{Scenario: sc, Params: params, Policy: policy, Limits: env.Limits{MaxTurns: 5}},
 		Episodes:      6,
 		GroupSize:     2,
@@ -337,7 +338,7 @@ func TestResolveMakers(t *testing.T) {
 }
 
 // TestSeedsFixTheRequests: without Seeds a run's seeds derive from Seed
-// (env.RunConfig.Requests); with them every episode plays the scenario
+// (play.Config.Requests); with them every episode plays the scenario
 // seed, and its policy seed derives from Policy and its position, else
 // from the scenario seed and its rollout_id: the rollout service's rules.
 func TestSeedsFixTheRequests(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 )
 
 // TestEveryBuiltinReplaysTheEmptyCoalition replays, for every built-in
@@ -30,7 +30,7 @@ func TestEveryBuiltinReplaysTheEmptyCoalition(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, err := info.ParseParams(nil)
 			require.NoError(t, err)
-			policy, err := envtest.NamedPolicy(sc, p, "random")
+			policy, err := scenariotest.NamedPolicy(sc, p, "random")
 			require.NoError(t, err)
 			ep := env.RunEpisode(context.Background(), env.Setup{Play: env.Play{Scenario: sc, Params: p, Policy: policy}, Seed: 3, PolicySeed: 4})
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -51,7 +52,7 @@ func TestBuiltinsPassTheHarness(t *testing.T) {
 			require.Contains(t, nonDefault, name, "give the new scenario non-default parameters to check")
 			sc, err := reg.Lookup(name)
 			require.NoError(t, err)
-			envtest.Check(t, sc, envtest.Options{
+			scenariotest.Check(t, sc, scenariotest.Options{
 				Params: append([]map[string]string{nil}, nonDefault[name]...),
 				Seeds:  []uint64{1, 2, 3},
 			})
@@ -74,10 +75,10 @@ func TestDefaultsRun(t *testing.T) {
 			if def == "" {
 				def = "random"
 			}
-			policy, err := envtest.NamedPolicy(sc, p, def)
+			policy, err := scenariotest.NamedPolicy(sc, p, def)
 			require.NoError(t, err)
 			var c trajectories.Collector
-			sum, err := env.Run(context.Background(), env.RunConfig{
+			sum, err := play.Run(context.Background(), play.Config{
 				Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
 				Episodes:    20,
 				Concurrency: 2,
@@ -109,10 +110,10 @@ func TestBaselines(t *testing.T) {
 		p, err := info.ParseParams(nil)
 		require.NoError(t, err)
 		for _, pol := range info.PolicyNames() {
-			policy, err := envtest.NamedPolicy(sc, p, pol)
+			policy, err := scenariotest.NamedPolicy(sc, p, pol)
 			require.NoError(t, err)
 			roleSum, roleN := map[string]float64{}, map[string]int{}
-			sum, err := env.Run(context.Background(), env.RunConfig{
+			sum, err := play.Run(context.Background(), play.Config{
 				Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
 				Episodes:    episodes,
 				Concurrency: 4,
@@ -135,7 +136,7 @@ func TestBaselines(t *testing.T) {
 		}
 	}
 	got := b.String()
-	envtest.Golden(t, "testdata/baselines.golden", got, *update)
+	scenariotest.Golden(t, "testdata/baselines.golden", got, *update)
 
 	// What the table must show, whatever its exact numbers.
 	line := func(prefix string) string {

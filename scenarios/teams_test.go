@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -53,7 +54,7 @@ func TestTeamCreditMatchesBruteForce(t *testing.T) {
 			require.NoError(t, err)
 			p, err := sc.Info().ParseParams(tc.params)
 			require.NoError(t, err)
-			policy, err := envtest.NamedPolicy(sc, p, "scripted")
+			policy, err := scenariotest.NamedPolicy(sc, p, "scripted")
 			require.NoError(t, err)
 			var allocs []trajectories.Allocator
 			for _, spec := range teamAllocators {
@@ -75,7 +76,7 @@ func TestTeamCreditMatchesBruteForce(t *testing.T) {
 					eps = append(eps, &c)
 				},
 			}
-			_, err = env.Run(t.Context(), env.RunConfig{
+			_, err = play.Run(t.Context(), play.Config{
 				Play:     env.Play{Scenario: sc, Params: p, Policy: policy},
 				Episodes: 12, GroupSize: 3, Seed: 5, Concurrency: 2,
 			}, out)

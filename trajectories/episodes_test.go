@@ -18,11 +18,12 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -48,14 +49,14 @@ func playedTree(t testing.TB, name string, n int, tree *episode.Tree) (samples, 
 	if def == "" {
 		def = "random"
 	}
-	policy, err := envtest.NamedPolicy(sc, params, def)
+	policy, err := scenariotest.NamedPolicy(sc, params, def)
 	require.NoError(t, err)
 	var sb, eb bytes.Buffer
 	allocs := []trajectories.Allocator{credit.Team{}, credit.Individual{}}
 	if tree != nil {
 		allocs = append(allocs, credit.NewATGRPO())
 	}
-	sum, err := env.Run(context.Background(), env.RunConfig{
+	sum, err := play.Run(context.Background(), play.Config{
 		Play:        env.Play{Scenario: sc, Params: params, Policy: policy, Tree: tree},
 		Episodes:    n,
 		GroupSize:   2,
@@ -275,9 +276,9 @@ func TestRecordOnlyRunsGiveTheSameCredit(t *testing.T) {
 		require.NoError(t, err)
 		allocs = append(allocs, a)
 	}
-	run := func(samples trajectories.Sink) (string, env.Summary) {
+	run := func(samples trajectories.Sink) (string, play.Summary) {
 		var eb bytes.Buffer
-		sum, err := env.Run(context.Background(), env.RunConfig{
+		sum, err := play.Run(context.Background(), play.Config{
 			Play:      env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Emit: env.EmitRoles("x")},
 			Episodes:  12,
 			GroupSize: 4,

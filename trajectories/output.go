@@ -12,7 +12,7 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 )
 
-// Output is the output stage of a run (it implements env.Output): for each
+// Output is the output stage of a run (it implements play.Output): for each
 // group of records the runner finished, it allocates the group's credit
 // (Allocate), projects the records into samples (Samples) when Sink or
 // Observe reads them, stamps them with the caller's Label and RemoveFailed,
@@ -29,7 +29,7 @@ import (
 // JSONL writers and Discard do; ObserveCredit keeps nothing by contract),
 // an Output reads and writes nothing of an episode once it has written it,
 // and says so to the runner (Recycles, which implements
-// env.RecyclingOutput): the runner then reuses the records' Turns arrays,
+// play.RecyclingOutput): the runner then reuses the records' Turns arrays,
 // and the Output the samples' array, for later episodes: each worker's
 // groups (the worker number Finish's context carries, internal/worker) for
 // its own next ones. A written group still points to its episodes' copies
@@ -254,7 +254,7 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// Recycles implements env.RecyclingOutput: it reports whether nothing
+// Recycles implements play.RecyclingOutput: it reports whether nothing
 // (neither Sink nor Observe; ObserveCredit never does) keeps an episode
 // once it is written.
 func (o *Output) Recycles() bool {
@@ -309,7 +309,7 @@ func (o *Output) init() {
 	})
 }
 
-// Finish implements env.Output: it makes the group's episodes, allocates
+// Finish implements play.Output: it makes the group's episodes, allocates
 // their credit (unless an allocator is Sequential) and prepares them for
 // the sink. The function it returns writes episode k.
 func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
@@ -437,7 +437,7 @@ func (o *Output) write(ep *Episode) (int, error) {
 	return ep.SampleCount(), nil
 }
 
-// Flush implements env.Output: it flushes Sink when it is a Flusher.
+// Flush implements play.Output: it flushes Sink when it is a Flusher.
 func (o *Output) Flush() error {
 	o.init()
 	if f, ok := o.sink.(Flusher); ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -24,7 +25,7 @@ func TestObserveCreditSeesWhatTheSamplesHold(t *testing.T) {
 	sc := elfarol.New()
 	params, err := sc.Info().ParseParams(map[string]string{"agents": "5", "nights": "3"})
 	require.NoError(t, err)
-	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 6, GroupSize: 2, Concurrency: 3, Seed: 9}
+	cfg := play.Config{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 6, GroupSize: 2, Concurrency: 3, Seed: 9}
 	allocs := []trajectories.Allocator{credit.Team{}, credit.Individual{}}
 
 	var rewards [][]float64 // per episode, per sample: the samples' dict rewards
@@ -33,7 +34,7 @@ func TestObserveCreditSeesWhatTheSamplesHold(t *testing.T) {
 			rewards = append(rewards, []float64{s.Reward.Dict["team"], s.Reward.Dict["individual"]})
 		}
 	}}
-	_, err = env.Run(context.Background(), cfg, withSamples)
+	_, err = play.Run(context.Background(), cfg, withSamples)
 	require.NoError(t, err)
 
 	var seen []int64
@@ -47,7 +48,7 @@ func TestObserveCreditSeesWhatTheSamplesHold(t *testing.T) {
 		return nil
 	}}
 	assert.True(t, recordOnly.Recycles(), "ObserveCredit keeps nothing: the run may reuse the records")
-	sum, err := env.Run(context.Background(), cfg, recordOnly)
+	sum, err := play.Run(context.Background(), cfg, recordOnly)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5}, seen)
 	assert.Equal(t, int64(len(credited)), sum.Samples)
@@ -58,10 +59,10 @@ func TestAnObserveCreditErrorStopsTheRun(t *testing.T) {
 	sc := elfarol.New()
 	params, err := sc.Info().ParseParams(map[string]string{"agents": "3"})
 	require.NoError(t, err)
-	cfg := env.RunConfig{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 20, Seed: 1}
+	cfg := play.Config{Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Episodes: 20, Seed: 1}
 	boom := errors.New("boom")
 	var calls int
-	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{ObserveCredit: func(rec *episode.Record, c *trajectories.Credit) error {
+	sum, err := play.Run(context.Background(), cfg, &trajectories.Output{ObserveCredit: func(rec *episode.Record, c *trajectories.Credit) error {
 		calls++
 		assert.Nil(t, c, "no allocators, no credit")
 		if rec.Index == 2 {

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -35,12 +36,12 @@ func playN(b *testing.B, c *natsrun.Client, rc runPlan, spec natsrun.Spec, n int
 	rc.Episodes = n
 	ctx := context.Background()
 	if c == nil {
-		if _, err := env.Run(ctx, rc.RunConfig, rc.out(b, trajectories.Discard)); err != nil {
+		if _, err := play.Run(ctx, rc.Config, rc.out(b, trajectories.Discard)); err != nil {
 			b.Fatal(err)
 		}
 		return
 	}
-	x, err := c.Start(ctx, "bench-"+strconv.FormatInt(runIDs.Add(1), 10), rc.RunConfig, spec)
+	x, err := c.Start(ctx, "bench-"+strconv.FormatInt(runIDs.Add(1), 10), rc.Config, spec)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -36,7 +37,7 @@ func ExampleStartLocal() {
 
 	sc, _ := reg.Lookup("tictactoe")
 	params, _ := sc.Info().ParseParams(nil)
-	cfg := env.RunConfig{
+	cfg := play.Config{
 		Play:      env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())},
 		Episodes:  20,
 		GroupSize: 4,
@@ -57,7 +58,7 @@ func ExampleStartLocal() {
 	}
 
 	var want bytes.Buffer
-	if _, err := env.Run(ctx, cfg, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&want, trajectories.Flat)}); err != nil {
+	if _, err := play.Run(ctx, cfg, &trajectories.Output{Sink: trajectories.NewJSONLWriter(&want, trajectories.Flat)}); err != nil {
 		panic(err)
 	}
 	fmt.Println("episodes:", sum.Episodes)

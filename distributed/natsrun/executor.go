@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 )
 
@@ -58,7 +59,7 @@ type Executor struct {
 	stopRun context.CancelCauseFunc
 	batch   int64 // requests per work message (Config.Batch, resolved)
 	reqs    []env.Request
-	cfg     env.RunConfig
+	cfg     play.Config
 	engines env.EnginePool
 	resumed bool
 	// ref adds to the id the run spec's revision in the runs bucket, which
@@ -125,7 +126,7 @@ const pollEvery = 2 * time.Second
 // Replay). An id stored with a different configuration is ErrRunMismatch.
 //
 // Close the executor when the run ends.
-func (c *Client) Start(ctx context.Context, run string, cfg env.RunConfig, spec Spec) (*Executor, error) {
+func (c *Client) Start(ctx context.Context, run string, cfg play.Config, spec Spec) (*Executor, error) {
 	if cfg.Scenario == nil {
 		return nil, fmt.Errorf("%w: the run has no scenario", ErrBadConfig)
 	}
@@ -139,7 +140,7 @@ func (c *Client) Start(ctx context.Context, run string, cfg env.RunConfig, spec 
 // cfg.Requests(): requests whose seeds and ids someone else chose (a
 // rollout service playing a trainer's prompts). Call Execute with each of
 // them (their Index is their position in reqs); Run does not apply.
-func (c *Client) StartRequests(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+func (c *Client) StartRequests(ctx context.Context, run string, cfg play.Config, spec Spec, reqs []env.Request) (*Executor, error) {
 	if cfg.Scenario == nil {
 		return nil, fmt.Errorf("%w: the run has no scenario", ErrBadConfig)
 	}
@@ -151,7 +152,7 @@ func (c *Client) StartRequests(ctx context.Context, run string, cfg env.RunConfi
 	return c.start(ctx, run, cfg, spec, reqs)
 }
 
-func (c *Client) start(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Spec, reqs []env.Request) (*Executor, error) {
 	if err := CheckRunID(run); err != nil {
 		return nil, err
 	}
@@ -713,13 +714,13 @@ func interrupted(req env.Request, cause error) *episode.Record {
 // live worker refused it (naming each one's reason), ErrLeaseLost when
 // another submitter took it over or it was purged, ErrCancelled when it was
 // cancelled.
-func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error) {
+func (x *Executor) Run(ctx context.Context, out play.Output) (play.Summary, error) {
 	rctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	x.stopRun = stop
 	unhook := context.AfterFunc(x.ctx, func() { stop(context.Cause(x.ctx)) })
 	defer unhook()
-	sum, err := env.Run(rctx, x.cfg, out)
+	sum, err := play.Run(rctx, x.cfg, out)
 	failure := x.failure()
 	if (failure != nil && !errors.Is(failure, ErrLeaseLost)) || (failure == nil && ctx.Err() != nil) {
 		// Stopped (interrupted, cancelled, unplayable) while the run's
@@ -755,9 +756,9 @@ func (x *Executor) Run(ctx context.Context, out env.Output) (env.Summary, error)
 // StartAt makes Run start at group firstGroup (the groups before it were
 // written before: a resumed output) and report its progress to progress,
 // after each written group and every progressEvery (0: only then), as
-// env.RunConfig's Progress and ProgressEvery. None shapes the episodes, so
+// play.Config's Progress and ProgressEvery. None shapes the episodes, so
 // none is part of the run's record; call it before Run.
-func (x *Executor) StartAt(firstGroup int, progress func(env.Progress), progressEvery time.Duration) {
+func (x *Executor) StartAt(firstGroup int, progress func(play.Progress), progressEvery time.Duration) {
 	x.cfg.FirstGroup, x.cfg.Progress, x.cfg.ProgressEvery = firstGroup, progress, progressEvery
 }
 

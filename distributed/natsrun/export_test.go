@@ -6,10 +6,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 )
 
 // StartWithRequests is StartRequests, under the name the tests use.
-func (c *Client) StartWithRequests(ctx context.Context, run string, cfg env.RunConfig, spec Spec, reqs []env.Request) (*Executor, error) {
+func (c *Client) StartWithRequests(ctx context.Context, run string, cfg play.Config, spec Spec, reqs []env.Request) (*Executor, error) {
 	return c.StartRequests(ctx, run, cfg, spec, reqs)
 }
 

@@ -78,7 +78,7 @@ func TestFlagsEmbeddedRunAndWorker(t *testing.T) {
 
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 12, Seed: 3})
 	want := local(t, rc, trajectories.Flat)
-	id, err := natsrun.RunID(rc.RunConfig, spec)
+	id, err := natsrun.RunID(rc.Config, spec)
 	require.NoError(t, err)
 	got, _, _ := remote(t, d.Client, id, rc, spec, trajectories.Flat)
 	assert.Equal(t, want, got)

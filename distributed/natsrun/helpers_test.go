@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/natsrun/internal/testscen"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/testbin"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -200,7 +201,7 @@ func worker(t testing.TB, c *natsrun.Client, cfg natsrun.WorkerConfig) (w *natsr
 // runPlan is a plan's run: its configuration, and the plan, which makes
 // its output stages.
 type runPlan struct {
-	env.RunConfig
+	play.Config
 	plan    testscen.Plan
 	observe func(ep *trajectories.Episode) // the output stages' Observe
 }
@@ -220,7 +221,7 @@ func plan(t testing.TB, reg *env.Registry, p testscen.Plan) (runPlan, natsrun.Sp
 	t.Helper()
 	cfg, policies, err := p.Config(reg)
 	require.NoError(t, err)
-	return runPlan{RunConfig: cfg, plan: p}, natsrun.Spec{Policies: policies}
+	return runPlan{Config: cfg, plan: p}, natsrun.Spec{Policies: policies}
 }
 
 // local is the output of a local run: the reference. It plays many groups
@@ -228,21 +229,21 @@ func plan(t testing.TB, reg *env.Registry, p testscen.Plan) (runPlan, natsrun.Sp
 // slow the test.
 func local(t testing.TB, rp runPlan, layout trajectories.Layout) string {
 	t.Helper()
-	cfg := rp.RunConfig
+	cfg := rp.Config
 	cfg.Concurrency = 16
 	var buf bytes.Buffer
-	_, err := env.Run(context.Background(), cfg, rp.out(t, trajectories.NewJSONLWriter(&buf, layout)))
+	_, err := play.Run(context.Background(), cfg, rp.out(t, trajectories.NewJSONLWriter(&buf, layout)))
 	require.NoError(t, err)
 	return buf.String()
 }
 
 // remote runs cfg on the deployment and returns its output and the
 // executor's stats.
-func remote(t testing.TB, c *natsrun.Client, run string, rp runPlan, spec natsrun.Spec, layout trajectories.Layout) (string, env.Summary, natsrun.ExecutorStats) {
+func remote(t testing.TB, c *natsrun.Client, run string, rp runPlan, spec natsrun.Spec, layout trajectories.Layout) (string, play.Summary, natsrun.ExecutorStats) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	x, err := c.Start(ctx, run, rp.RunConfig, spec)
+	x, err := c.Start(ctx, run, rp.Config, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	var buf bytes.Buffer

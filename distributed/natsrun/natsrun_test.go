@@ -179,18 +179,18 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 1})
 	ctx := context.Background()
-	x, err := c.Start(ctx, "taken", rc.RunConfig, spec)
+	x, err := c.Start(ctx, "taken", rc.Config, spec)
 	require.NoError(t, err)
 	require.NoError(t, x.Close())
 
 	rc.Seed = 2
-	_, err = c.Start(ctx, "taken", rc.RunConfig, spec)
+	_, err = c.Start(ctx, "taken", rc.Config, spec)
 	require.ErrorIs(t, err, natsrun.ErrRunMismatch)
 	assert.Contains(t, err.Error(), "seed 2 (stored: 1)")
 
-	_, err = c.Start(ctx, "bad.id", rc.RunConfig, spec)
+	_, err = c.Start(ctx, "bad.id", rc.Config, spec)
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
-	_, err = c.Start(ctx, "ok", rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"nobody": "random"})})
+	_, err = c.Start(ctx, "ok", rc.Config, natsrun.Spec{Policies: runspec.Named(map[string]string{"nobody": "random"})})
 	require.ErrorIs(t, err, natsrun.ErrBadConfig)
 	assert.Contains(t, err.Error(), `role "nobody"`)
 }
@@ -198,21 +198,21 @@ func TestRunIDBelongsToOneRun(t *testing.T) {
 func TestRunID(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 1})
-	a, err := natsrun.RunID(rc.RunConfig, spec)
+	a, err := natsrun.RunID(rc.Config, spec)
 	require.NoError(t, err)
 	require.NoError(t, natsrun.CheckRunID(a))
 	assert.True(t, strings.HasPrefix(a, "count-"), a)
-	b, err := natsrun.RunID(rc.RunConfig, spec)
+	b, err := natsrun.RunID(rc.Config, spec)
 	require.NoError(t, err)
 	assert.Equal(t, a, b, "the id is a function of the run")
 	rc.Concurrency = 17 // does not shape the episodes
-	b, _ = natsrun.RunID(rc.RunConfig, spec)
+	b, _ = natsrun.RunID(rc.Config, spec)
 	assert.Equal(t, a, b)
 	rc.Seed = 2
-	b, _ = natsrun.RunID(rc.RunConfig, spec)
+	b, _ = natsrun.RunID(rc.Config, spec)
 	assert.NotEqual(t, a, b)
 	rc.Seed = 1
-	b, _ = natsrun.RunID(rc.RunConfig, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "sleepy"})})
+	b, _ = natsrun.RunID(rc.Config, natsrun.Spec{Policies: runspec.Named(map[string]string{"player": "sleepy"})})
 	assert.NotEqual(t, a, b)
 }
 
@@ -259,7 +259,7 @@ func TestUnplayableRunStopsWithTheReasons(t *testing.T) {
 			id := "unplayable-" + tc.name
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			x, err := c.Start(ctx, id, rc.RunConfig, spec)
+			x, err := c.Start(ctx, id, rc.Config, spec)
 			require.NoError(t, err)
 			defer x.Close()
 			var out bytes.Buffer
@@ -299,7 +299,7 @@ func TestPoisonRequestsAmongGoodOnes(t *testing.T) {
 	reqs[6].Params = map[string]string{"colour": "red"}
 
 	ctx := context.Background()
-	x, err := c.StartWithRequests(ctx, "mixed", rc.RunConfig, spec, reqs)
+	x, err := c.StartWithRequests(ctx, "mixed", rc.Config, spec, reqs)
 	require.NoError(t, err)
 	defer x.Close()
 	eps := make([]*episode.Record, len(reqs))
@@ -423,7 +423,7 @@ func TestInterruptedSubmitterResumes(t *testing.T) {
 
 	l := startLocal()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	x, err := l.Client.Start(ctx, "resume", rc.RunConfig, spec)
+	x, err := l.Client.Start(ctx, "resume", rc.Config, spec)
 	require.NoError(t, err)
 	go func() {
 		eventually(t, "six episodes played", func() bool { return l.Worker.Stats().Played >= 6 })
@@ -456,7 +456,7 @@ func TestStats(t *testing.T) {
 	ctx := context.Background()
 
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 5, Seed: 1})
-	x, err := c.Start(ctx, "stats", rc.RunConfig, spec)
+	x, err := c.Start(ctx, "stats", rc.Config, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	go x.Execute(ctx, rc.Requests()[0]) // queues all five

@@ -90,7 +90,7 @@ func TestSecondSubmitterIsRefused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	xa, err := a.Start(ctx, "shared", rc.RunConfig, spec)
+	xa, err := a.Start(ctx, "shared", rc.Config, spec)
 	require.NoError(t, err)
 	result := make(chan string, 1)
 	go func() {
@@ -102,7 +102,7 @@ func TestSecondSubmitterIsRefused(t *testing.T) {
 		}
 		result <- buf.String()
 	}()
-	_, err = b.Start(ctx, "shared", rc.RunConfig, spec)
+	_, err = b.Start(ctx, "shared", rc.Config, spec)
 	require.ErrorIs(t, err, natsrun.ErrRunBusy)
 	assert.Contains(t, err.Error(), "is collected by submitter")
 	assert.Contains(t, err.Error(), "renewed its lease")
@@ -130,7 +130,7 @@ func TestSilentSubmitterIsTakenOver(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	xa, err := a.Start(ctx, "taken", rc.RunConfig, spec)
+	xa, err := a.Start(ctx, "taken", rc.Config, spec)
 	require.NoError(t, err)
 	defer xa.Close()
 	errA := make(chan error, 1)
@@ -142,7 +142,7 @@ func TestSilentSubmitterIsTakenOver(t *testing.T) {
 	xa.Stall(true)
 
 	b := open(t, connect(t, srv), cfg)
-	xb, err := b.Start(ctx, "taken", rc.RunConfig, spec)
+	xb, err := b.Start(ctx, "taken", rc.Config, spec)
 	require.NoError(t, err, "a silent holder's lease is taken over")
 	defer xb.Close()
 	assert.True(t, xb.Stats().Resumed)
@@ -170,7 +170,7 @@ func midRun(t *testing.T, id string, stop func(c *natsrun.Client)) (*natsrun.Cli
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 200, Seed: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	x, err := c.Start(ctx, id, rc.RunConfig, spec)
+	x, err := c.Start(ctx, id, rc.Config, spec)
 	require.NoError(t, err)
 	defer x.Close()
 	go func() {
@@ -260,7 +260,7 @@ func TestCancelRemovesQueuedRequests(t *testing.T) {
 
 	reg := testscen.Registry(testscen.Options{})
 	small, sspec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 3, Seed: 3})
-	_, err = c.Start(ctx, "cancelled", small.RunConfig, sspec)
+	_, err = c.Start(ctx, "cancelled", small.Config, sspec)
 	require.ErrorIs(t, err, natsrun.ErrCancelled)
 	require.NoError(t, c.Purge(ctx, "cancelled"))
 	_, err = c.Run(ctx, "cancelled")
@@ -281,7 +281,7 @@ func TestInterruptedRunLeavesNothingQueued(t *testing.T) {
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 60, Concurrency: 1, Seed: 5})
 	want := local(t, rc, trajectories.Flat)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	x, err := c.Start(ctx, "ctrl-c", rc.RunConfig, spec)
+	x, err := c.Start(ctx, "ctrl-c", rc.Config, spec)
 	require.NoError(t, err)
 	go func() {
 		eventually(t, "a few episodes", func() bool { return w.Stats().Played >= 5 })
@@ -324,7 +324,7 @@ func TestAbandonedRunsExpire(t *testing.T) {
 
 	for i := range 20 {
 		rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "sleepy", Episodes: 50, Seed: uint64(i + 1)})
-		x, err := c.Start(bg, fmt.Sprintf("abandoned-%d", i), rc.RunConfig, spec)
+		x, err := c.Start(bg, fmt.Sprintf("abandoned-%d", i), rc.Config, spec)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(bg)
 		go func() {
@@ -521,7 +521,7 @@ func TestRunWhoseConsumerLostItsStorage(t *testing.T) {
 	reg := testscen.Registry(testscen.Options{})
 	rc, spec := plan(t, reg, testscen.Plan{Scenario: "count", Policy: "random", Episodes: 6, Seed: 21})
 	want := local(t, rc, trajectories.Flat)
-	x, err := c.Start(context.Background(), "lost", rc.RunConfig, spec)
+	x, err := c.Start(context.Background(), "lost", rc.Config, spec)
 	require.NoError(t, err)
 	require.NoError(t, x.Close())
 	var consumerDirs []string

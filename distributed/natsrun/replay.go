@@ -3,6 +3,7 @@ package natsrun
 import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 )
 
 // replayer rebuilds, on the collector, the Replayer a local run would have
@@ -18,7 +19,7 @@ import (
 //
 // It is the environment's own replayer (env.NewReplayer) over the run's
 // setup and the recorded actions.
-func replayer(cfg *env.RunConfig, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
+func replayer(cfg *play.Config, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
 	return env.NewReplayer(env.Setup{
 		Play:       cfg.Play, // as a local episode's replays: the replay emits nothing whatever Emit says
 		Seed:       ep.Seed,

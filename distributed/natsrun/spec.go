@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/distributed/wire"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/runspec"
 )
 
@@ -165,7 +166,7 @@ var ours = versions{ProtocolVersion, wire.Version, runspec.TroupeVersion}
 // run submitted by another version of troupe.
 var ErrIncompatible = errors.New("natsrun: incompatible version")
 
-func recordOf(cfg *env.RunConfig, spec Spec) (record, error) {
+func recordOf(cfg *play.Config, spec Spec) (record, error) {
 	if cfg.Scenario == nil {
 		return record{}, fmt.Errorf("%w: the run has no scenario", ErrBadConfig)
 	}
@@ -280,7 +281,7 @@ func SpecRunID(scenario, hash string) string {
 // RunID returns the default id of the run cfg and spec describe: a digest
 // of everything that shapes its episodes. Running the same command again
 // after a crash therefore re-attaches to the same run.
-func RunID(cfg env.RunConfig, spec Spec) (string, error) {
+func RunID(cfg play.Config, spec Spec) (string, error) {
 	rec, err := recordOf(&cfg, spec)
 	if err != nil {
 		return "", err

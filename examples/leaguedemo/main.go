@@ -32,6 +32,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/league"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -191,7 +192,7 @@ func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp ag
 	total := 0.0
 	for seat, role := range []string{"x", "o"} {
 		other := map[string]string{"x": "o", "o": "x"}[role]
-		cfg := env.RunConfig{
+		cfg := play.Config{
 			Play:     env.Play{Scenario: sc, Params: params, Policy: env.ByRole(map[string]agents.Policy{role: pol, other: opp}, nil)},
 			Episodes: n,
 			Seeds:    func(i int) (uint64, uint64) { return uint64(i), uint64(7919*i + seat) },
@@ -200,7 +201,7 @@ func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp ag
 			total += rec.Score.Agents[seat]
 			return nil
 		}}
-		if _, err := env.Run(ctx, cfg, out); err != nil {
+		if _, err := play.Run(ctx, cfg, out); err != nil {
 			return 0, err
 		}
 	}

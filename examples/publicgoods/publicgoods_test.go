@@ -10,14 +10,14 @@ import (
 	"github.com/troupe-rl/troupe/agents/agentstest"
 	"github.com/troupe-rl/troupe/cli"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // TestScenario is all the testing a new scenario needs to start with: the
 // harness plays it with every policy and checks troupe's contracts.
 func TestScenario(t *testing.T) {
-	envtest.Check(t, Scenario(), envtest.Options{
+	scenariotest.Check(t, Scenario(), scenariotest.Options{
 		Params: []map[string]string{{}, {"citizens": "10", "r": "3", "rounds": "2"}},
 	})
 }

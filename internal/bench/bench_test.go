@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/cputime"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -33,12 +34,12 @@ import (
 // machine's cores) and reports agent-turns/s, episodes/s and allocations
 // per turn.
 func run(b *testing.B, name string, kv map[string]string, sink trajectories.Sink) {
-	play(b, name, kv, sink, b.N)
+	playBench(b, name, kv, sink, b.N)
 }
 
-// play plays episodes episodes of the named scenario, b.N of them or a
+// playBench plays episodes episodes of the named scenario, b.N of them or a
 // multiple, as run does.
-func play(b *testing.B, name string, kv map[string]string, sink trajectories.Sink, episodes int) {
+func playBench(b *testing.B, name string, kv map[string]string, sink trajectories.Sink, episodes int) {
 	sc, err := scenarios.Builtin().Lookup(name)
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +54,7 @@ func play(b *testing.B, name string, kv map[string]string, sink trajectories.Sin
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := env.RunConfig{
+	cfg := play.Config{
 		Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
 		Episodes:    episodes,
 		Concurrency: runtime.GOMAXPROCS(0),
@@ -63,7 +64,7 @@ func play(b *testing.B, name string, kv map[string]string, sink trajectories.Sin
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	cpu := cputime.Seconds()
-	sum, err := env.Run(context.Background(), cfg, &trajectories.Output{Sink: sink, Allocators: []trajectories.Allocator{credit.Team{}}})
+	sum, err := play.Run(context.Background(), cfg, &trajectories.Output{Sink: sink, Allocators: []trajectories.Allocator{credit.Team{}}})
 	cpu = cputime.Seconds() - cpu
 	b.StopTimer()
 	runtime.ReadMemStats(&after)
@@ -123,7 +124,7 @@ func BenchmarkElFarolAgents(b *testing.B) {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			sink := trajectories.Tee(trajectories.NewJSONLWriter(io.Discard, trajectories.Flat), trajectories.NewEpisodeWriter(io.Discard))
 			kv := map[string]string{"agents": strconv.Itoa(n)}
-			play(b, "elfarol", kv, sink, b.N*(agentTurns/n))
+			playBench(b, "elfarol", kv, sink, b.N*(agentTurns/n))
 		})
 	}
 }
@@ -266,12 +267,12 @@ func BenchmarkMemoryFlat(b *testing.B) {
 				return m.HeapAlloc
 			}
 			for range b.N {
-				cfg := env.RunConfig{
+				cfg := play.Config{
 					Play:        env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
 					Episodes:    episodes,
 					Concurrency: 2,
 					Seed:        1,
-					Progress: func(pr env.Progress) {
+					Progress: func(pr play.Progress) {
 						switch pr.Done {
 						case episodes / 10:
 							early = live()
@@ -281,7 +282,7 @@ func BenchmarkMemoryFlat(b *testing.B) {
 					},
 				}
 				out := &trajectories.Output{Sink: trajectories.NewJSONLWriter(io.Discard, trajectories.Flat), Allocators: []trajectories.Allocator{credit.Team{}}}
-				if _, err := env.Run(context.Background(), cfg, out); err != nil {
+				if _, err := play.Run(context.Background(), cfg, out); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -292,4 +293,4 @@ func BenchmarkMemoryFlat(b *testing.B) {
 }
 
 // The runner recycles the records of trajectories' Output.
-var _ env.RecyclingOutput = (*trajectories.Output)(nil)
+var _ play.RecyclingOutput = (*trajectories.Output)(nil)

@@ -1,6 +1,6 @@
 // Package httpedge holds what troupe's HTTP services share at their edge:
 // the bearer-token check and the JSON content-type check. The rollout
-// service (rollout/server) and the environment server (env/envserver) use
+// service (rollout/server) and the environment server (envserver) use
 // them.
 package httpedge
 

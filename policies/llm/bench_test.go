@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
@@ -212,7 +213,7 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := env.RunConfig{
+	run := play.Config{
 		Play:        env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(p)},
 		Episodes:    inflight * rounds,
 		Concurrency: inflight,
@@ -221,7 +222,7 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 	// Warm up: open the connections, grow the pools.
 	warm := run
 	warm.Episodes = inflight
-	if _, err := env.Run(context.Background(), warm, &trajectories.Output{Sink: trajectories.Discard}); err != nil {
+	if _, err := play.Run(context.Background(), warm, &trajectories.Output{Sink: trajectories.Discard}); err != nil {
 		b.Fatal(err)
 	}
 	runtime.GC()
@@ -245,7 +246,7 @@ func throughput(b *testing.B, inflight int, latency time.Duration, rounds int, s
 		start, cpu0 := time.Now(), selfCPU()
 		open := time.AfterFunc(from, func() { mu.Lock(); t0, n0 = time.Now(), c.turns.Load(); mu.Unlock() })
 		shut := time.AfterFunc(to, func() { mu.Lock(); t1, n1 = time.Now(), c.turns.Load(); mu.Unlock() })
-		sum, err := env.Run(context.Background(), run, &trajectories.Output{Sink: trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)})
+		sum, err := play.Run(context.Background(), run, &trajectories.Output{Sink: trajectories.NewJSONLWriter(io.Discard, trajectories.Flat)})
 		wall += time.Since(start)
 		cpu += selfCPU() - cpu0
 		open.Stop()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
@@ -39,7 +40,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	var out trajectories.Collector
-	if _, err := env.Run(context.Background(), env.RunConfig{
+	if _, err := play.Run(context.Background(), play.Config{
 		Play:     env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(policy)},
 		Episodes: 1,
 		Seed:     3,

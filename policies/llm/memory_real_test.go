@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
@@ -101,7 +102,7 @@ func memoryRun(t *testing.T, sc env.Scenario, params map[string]string, cfg llm.
 	pol, err := llm.NewPolicy(client, cfg, append(llm.ForScenario(sc, p), opts...)...)
 	require.NoError(t, err)
 	var col trajectories.Collector
-	_, err = env.Run(t.Context(), env.RunConfig{
+	_, err = play.Run(t.Context(), play.Config{
 		Play:     env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pol)},
 		Episodes: episodes, Concurrency: episodes, Seed: 5,
 	}, &trajectories.Output{Sink: &col, Allocators: []trajectories.Allocator{credit.Team{}}})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
@@ -35,7 +36,7 @@ func playWhisper(t *testing.T, rounds int, edit func(*llm.Config)) *trajectories
 	require.NoError(t, err)
 	sc := whisper(rounds)
 	var col trajectories.Collector
-	_, err = env.Run(context.Background(), env.RunConfig{
+	_, err = play.Run(context.Background(), play.Config{
 		Play: env.Play{Scenario: sc, Policy: env.SamePolicy(p)}, Episodes: 1, Seed: 1,
 	}, &trajectories.Output{Sink: &col})
 	require.NoError(t, err)

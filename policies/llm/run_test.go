@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
@@ -43,21 +44,21 @@ func elFarol(episodes, concurrency int) game {
 
 // result is what a run wrote.
 type result struct {
-	sum      env.Summary
+	sum      play.Summary
 	err      error
 	episodes []*trajectories.Episode
 	jsonl    []byte
 }
 
-// play runs g with policy p and keeps everything it wrote.
-func play(t *testing.T, ctx context.Context, p *llm.Policy, g game) result {
+// playGame runs g with policy p and keeps everything it wrote.
+func playGame(t *testing.T, ctx context.Context, p *llm.Policy, g game) result {
 	t.Helper()
 	params, err := g.scenario.Info().ParseParams(g.params)
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	var col trajectories.Collector
 	w := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
-	sum, err := env.Run(ctx, env.RunConfig{
+	sum, err := play.Run(ctx, play.Config{
 		Play:        env.Play{Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p), Limits: g.limits, Timeout: g.timeout, Invalid: g.invalid, ParallelPolicies: true},
 		Episodes:    g.episodes,
 		Concurrency: g.concurrency,
@@ -164,7 +165,7 @@ func TestFaultsOverNetwork(t *testing.T) {
 			defer p.Client().Close()
 			// 12 games: about 90 requests, a fault in every third (and a
 			// hang in every eighth): each fault is met many times over.
-			r := play(t, t.Context(), p, ticTacToe(12, 6))
+			r := playGame(t, t.Context(), p, ticTacToe(12, 6))
 			checkWhole(t, r, 12)
 			assert.Equal(t, 12, r.sum.ByStatus[protocol.StatusCompleted])
 			assert.Positive(t, srv.Stats().Faults[f.Name()], "the fault was never injected")
@@ -211,7 +212,7 @@ func TestFaultsInVirtualTime(t *testing.T) {
 				p, err := llm.NewPolicy(c, cfg)
 				require.NoError(t, err)
 				for _, g := range []game{ticTacToe(8, 4), elFarol(4, 4)} {
-					r := play(t, t.Context(), p, g)
+					r := playGame(t, t.Context(), p, g)
 					checkWhole(t, r, g.episodes)
 					assert.Equal(t, g.episodes, r.sum.ByStatus[protocol.StatusCompleted])
 				}
@@ -232,7 +233,7 @@ func TestUnrecoverableFaultsAbortEpisodes(t *testing.T) {
 	p, err := llm.New(cfg)
 	require.NoError(t, err)
 	defer p.Client().Close()
-	r := play(t, t.Context(), p, ticTacToe(32, 8))
+	r := playGame(t, t.Context(), p, ticTacToe(32, 8))
 	checkWhole(t, r, 32)
 	aborted := r.sum.ByStatus[protocol.StatusAborted]
 	assert.Positive(t, aborted)
@@ -275,7 +276,7 @@ func TestHangingServerTruncatesEpisodes(t *testing.T) {
 		g := ticTacToe(16, 4)
 		g.timeout = 30 * time.Second
 		start := time.Now()
-		r := play(t, t.Context(), p, g)
+		r := playGame(t, t.Context(), p, g)
 		checkWhole(t, r, 16)
 		truncated := 0
 		for _, ep := range r.episodes {
@@ -312,7 +313,7 @@ func TestInvalidAnswersUnderInvalidRules(t *testing.T) {
 				require.NoError(t, err)
 				g := ticTacToe(4, 2)
 				g.invalid = tc.rule
-				r := play(t, t.Context(), p, g)
+				r := playGame(t, t.Context(), p, g)
 				checkWhole(t, r, 4)
 				for _, ep := range r.episodes {
 					assert.Equal(t, tc.end, ep.End)
@@ -357,7 +358,7 @@ func TestDeterminism(t *testing.T) {
 				cfg.Timeout = 5 * time.Minute
 				p, err := llm.New(cfg)
 				require.NoError(t, err)
-				r := play(t, t.Context(), p, tc.game(conc))
+				r := playGame(t, t.Context(), p, tc.game(conc))
 				p.Client().Close()
 				g := tc.game(conc)
 				checkWhole(t, r, g.episodes)
@@ -381,7 +382,7 @@ func TestSlowServerBoundsRequests(t *testing.T) {
 	p, err := llm.New(cfg)
 	require.NoError(t, err)
 	defer p.Client().Close()
-	r := play(t, t.Context(), p, elFarol(8, 8))
+	r := playGame(t, t.Context(), p, elFarol(8, 8))
 	checkWhole(t, r, 8)
 	assert.Equal(t, 4, srv.Stats().MaxInFlight)
 	assert.Equal(t, int64(4), p.Client().Stats().MaxInFlight)
@@ -401,7 +402,7 @@ func TestInterruptedRun(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(20*time.Second+time.Second/2, cancel)
-		r := play(t, ctx, p, ticTacToe(64, 4))
+		r := playGame(t, ctx, p, ticTacToe(64, 4))
 		require.ErrorIs(t, r.err, context.Canceled)
 		assert.Positive(t, r.sum.Interrupted)
 		assert.Positive(t, r.sum.Episodes)

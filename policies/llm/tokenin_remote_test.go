@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
@@ -38,7 +39,7 @@ func tokenInWhisper(t *testing.T, kind llm.Kind, rounds int, bytewise bool, edit
 	require.NoError(t, err)
 	var col trajectories.Collector
 	out := &trajectories.Output{Sink: &col, Allocators: []trajectories.Allocator{credit.Team{}}}
-	_, err = env.Run(context.Background(), env.RunConfig{
+	_, err = play.Run(context.Background(), play.Config{
 		Play: env.Play{Scenario: whisper(rounds), Policy: env.SamePolicy(p)}, Episodes: 1, Seed: 1,
 	}, out)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ Session is one player of an episode: it holds one seat or several.
             result = session.wait()
 
 The wire protocol is documented in docs/envserver.md (and the Go package
-env/envclient).
+envserver/envclient).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/league"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -21,35 +22,17 @@ type Matcher interface {
 	// Match draws the match of a request of n episodes of a scenario:
 	// the learner's role and each other role's opponent. An error refuses
 	// the request (400 bad_policy, with the error's text).
-	Match(info *env.Info, n int) (*Match, error)
+	Match(info *env.Info, n int) (*league.ServedMatch, error)
 	// Played hands the league the match's episodes, in order, once they
 	// are played, to rate (their records: their samples are not
 	// projected); eps nil: the request was refused after Match, and the
 	// match is void. An error is logged; the answer stands.
-	Played(m *Match, eps []*trajectories.Episode) error
+	Played(m *league.ServedMatch, eps []*trajectories.Episode) error
 	// MakePolicy makes the opponents' policies that the scenario does not
 	// own (a learner snapshot, a model at another endpoint): an
 	// env.PolicyMaker, asked before Config.Policies, which returns
 	// env.ErrUnknownPolicy for a policy it does not know.
 	MakePolicy(req env.PolicyRequest) (agents.Policy, error)
-}
-
-// Match is one league match: a rollout request's roles and players.
-type Match struct {
-	// Index is the league's number of the match; the request's N
-	// episodes are its matches Index to Index+N-1.
-	Index int64
-	N     int
-	// Learner is the learner's player name, LearnerRole its role.
-	Learner, LearnerRole string
-	// Opponents are the other roles' players, by role.
-	Opponents map[string]Opponent
-}
-
-// Opponent is a league player in one role of a match.
-type Opponent struct {
-	Player string
-	Policy runspec.Policy
 }
 
 // Metadata keys of a league match's samples.
@@ -127,12 +110,12 @@ func (s *Server) leaguePlayed(p *plan, group []*episode.Record) {
 // of the episodes it is given, and hands them on to next: the sink of a
 // league request's answer.
 type leagueSink struct {
-	m         *Match
+	m         *league.ServedMatch
 	opponents map[string]any // role -> player
 	next      trajectories.Sink
 }
 
-func newLeagueSink(m *Match, next trajectories.Sink) *leagueSink {
+func newLeagueSink(m *league.ServedMatch, next trajectories.Sink) *leagueSink {
 	opponents := make(map[string]any, len(m.Opponents))
 	for role, o := range m.Opponents {
 		opponents[role] = o.Player
@@ -164,3 +147,5 @@ func (l *leagueSink) WriteEpisode(ep *trajectories.Episode) error {
 	}
 	return l.next.WriteEpisode(ep)
 }
+
+var _ Matcher = (*league.Service)(nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -102,7 +103,7 @@ func (u unqueued) Execute(_ context.Context, req env.Request) *episode.Record {
 		Status: protocol.StatusAborted, End: env.EndPolicyError, Err: u.err.Error()}
 }
 
-// answer is a request's output (an env.Output). Once the episodes are
+// answer is a request's output (an play.Output). Once the episodes are
 // played (Finish), it hands them to the league (a league request),
 // refuses an answer of too many samples, begins the allocation
 // transaction, and hands the group on to out, the standard output: it
@@ -123,7 +124,7 @@ type answer struct {
 	inside  time.Duration  // the time inside the episodes
 }
 
-// Finish implements env.Output.
+// Finish implements play.Output.
 func (a *answer) Finish(_ context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	a.count.stop()
 	a.s.leaguePlayed(a.p, group)
@@ -141,7 +142,7 @@ func (a *answer) Finish(_ context.Context, group []*episode.Record) (func(k int)
 	return a.out.Finish(a.ctx, group)
 }
 
-// Flush implements env.Output.
+// Flush implements play.Output.
 func (a *answer) Flush() error { return nil }
 
 // rollouts plays the request's run through env.Run and encodes its answer
@@ -196,7 +197,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	// executor's), and a request whose episodes it interrupted (a timeout,
 	// a shutdown, too many turns) is answered all the same, its
 	// interrupted episodes aborted rollouts.
-	_, err := env.Run(context.WithoutCancel(ctx), cfg, a)
+	_, err := play.Run(context.WithoutCancel(ctx), cfg, a)
 	returned = true
 	a.inside = x.inside()
 	s.voidMatch(p) // the league was told nothing: the request failed before

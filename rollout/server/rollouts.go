@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/league"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
@@ -50,7 +51,7 @@ type plan struct {
 	capTurns bool
 	// match is the request's league match (Config.League), until the
 	// league is told how it went.
-	match *Match
+	match *league.ServedMatch
 }
 
 // handleRollouts answers POST /v1/rollouts.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/bargain"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -25,7 +25,7 @@ func play(t *testing.T, given map[string]string, seed uint64, policy env.PolicyF
 	p, err := sc.Info().ParseParams(given)
 	require.NoError(t, err)
 	if policy == nil {
-		policy, err = envtest.NamedPolicy(sc, p, "scripted")
+		policy, err = scenariotest.NamedPolicy(sc, p, "scripted")
 		require.NoError(t, err)
 	}
 	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
@@ -39,19 +39,19 @@ func demands(bySeat map[string][]string) env.PolicyFor {
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, bargain.New(), envtest.Options{
+	scenariotest.Check(t, bargain.New(), scenariotest.Options{
 		Params: []map[string]string{{}, {"members": "1", "rounds": "1"}, {"members": "4", "pie": "7", "discount": "1"}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", bargain.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", bargain.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
 	ep := play(t, nil, 1, nil)
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
-	envtest.Golden(t, "testdata/scripted.golden", trajectories.Transcript(ep), *update)
+	scenariotest.Golden(t, "testdata/scripted.golden", trajectories.Transcript(ep), *update)
 }
 
 // A deal pays each side its members' demands, discounted by the round it

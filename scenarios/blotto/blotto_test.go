@@ -10,23 +10,23 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/blotto"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata")
 
-func play(t *testing.T, given map[string]string, seed uint64, policy env.PolicyFor) *trajectories.Episode {
+func playEpisode(t *testing.T, given map[string]string, seed uint64, policy env.PolicyFor) *trajectories.Episode {
 	t.Helper()
 	sc := blotto.New()
 	p, err := sc.Info().ParseParams(given)
 	require.NoError(t, err)
 	if policy == nil {
-		policy, err = envtest.NamedPolicy(sc, p, "scripted")
+		policy, err = scenariotest.NamedPolicy(sc, p, "scripted")
 		require.NoError(t, err)
 	}
 	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
@@ -40,13 +40,13 @@ func fields(bySeat map[string]string) env.PolicyFor {
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, blotto.New(), envtest.Options{
+	scenariotest.Check(t, blotto.New(), scenariotest.Options{
 		Params: []map[string]string{{}, {"n": "1", "fields": "1"}, {"n": "5", "fields": "4"}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", blotto.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", blotto.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -59,9 +59,9 @@ func TestGolden(t *testing.T) {
 		{"with-home-and-illegal", fields(map[string]string{"red-0": "0", "red-1": "home", "red-2": "flank", "blue-0": "2", "blue-1": "2", "blue-2": "1"})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep := play(t, map[string]string{"n": "3"}, 1, tc.policy)
+			ep := playEpisode(t, map[string]string{"n": "3"}, 1, tc.policy)
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }
@@ -88,7 +88,7 @@ func TestRewards(t *testing.T) {
 			[]float64{1.0 / 3, 2.0 / 3}, []float64{1, 0, 0, 1, 1, 1}, []float64{1.0 / 3, 2.0 / 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep := play(t, map[string]string{"n": "3"}, 1, fields(tc.moves))
+			ep := playEpisode(t, map[string]string{"n": "3"}, 1, fields(tc.moves))
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 			assert.Equal(t, []string{"red", "blue"}, ep.Teams)
 			assert.InDeltaSlice(t, tc.teams, ep.Score.Teams, 1e-12)
@@ -101,7 +101,7 @@ func TestRewards(t *testing.T) {
 			assert.InDeltaSlice(t, append(append([]float64{}, tc.teams...), tc.top...), metrics, 1e-12, "red, blue, red_top, blue_top")
 		})
 	}
-	ep := play(t, map[string]string{"n": "3"}, 1, fields(map[string]string{"red-0": "0", "red-1": "home", "red-2": "flank", "blue-0": "2", "blue-1": "2", "blue-2": "1"}))
+	ep := playEpisode(t, map[string]string{"n": "3"}, 1, fields(map[string]string{"red-0": "0", "red-1": "home", "red-2": "flank", "blue-0": "2", "blue-1": "2", "blue-2": "1"}))
 	assert.Nil(t, ep.Samples[1].Metadata.Extra, "home is the null action, not an illegal one")
 	assert.Equal(t, map[string]any{"illegal": true}, ep.Samples[2].Metadata.Extra)
 }
@@ -122,7 +122,7 @@ func TestDifferenceRewardByReplay(t *testing.T) {
 		"red-0": "0", "red-1": "0", "red-2": "0", "red-3": "1",
 		"blue-0": "0", "blue-1": "1", "blue-2": "2", "blue-3": "2",
 	}
-	ep := play(t, map[string]string{"n": "4"}, 1, fields(moves))
+	ep := playEpisode(t, map[string]string{"n": "4"}, 1, fields(moves))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	// Red: won 0, tied 1, lost 2: 1.5/3. Blue: 0.5/3 + 1/3.
 	assert.InDeltaSlice(t, []float64{1.5 / 3, 1.5 / 3}, ep.Score.Teams, 1e-12)
@@ -154,7 +154,7 @@ func TestDifferenceRewardByReplay(t *testing.T) {
 // replay's score, agents included.
 func TestRescoreIsTheReplay(t *testing.T) {
 	ctx := context.Background()
-	ep := play(t, map[string]string{"n": "5", "fields": "4"}, 3, env.SamePolicy(agents.Random()))
+	ep := playEpisode(t, map[string]string{"n": "5", "fields": "4"}, 3, env.SamePolicy(agents.Random()))
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	cf := episode.Counterfactual{Absent: []int{0, 6}, Null: []int{2}, Replace: map[int]string{3: "1", 7: "3", 8: "nowhere"}}
 	rescored, err := ep.Replay.Replay(ctx, cf)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/blotto"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -57,7 +58,7 @@ func TestRewardsMatchThePythonRules(t *testing.T) {
 			f, err := os.Create(filepath.Join(dir, tc.name+".jsonl"))
 			require.NoError(t, err)
 			out := &trajectories.Output{Sink: trajectories.NewEpisodeWriter(f), Allocators: allocs, Format: trajectories.RewardDict}
-			_, err = env.Run(t.Context(), env.RunConfig{
+			_, err = play.Run(t.Context(), play.Config{
 				Play:     env.Play{Scenario: sc, Params: p, Policy: tc.policy},
 				Episodes: 200, Seed: 7, Concurrency: 2,
 			}, out)

@@ -10,21 +10,21 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/committee"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, committee.New(), envtest.Options{
+	scenariotest.Check(t, committee.New(), scenariotest.Options{
 		Params: []map[string]string{{}, {"informed": "0", "uninformed": "3"}, {"informed": "3", "uninformed": "0", "options": "2"}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", committee.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", committee.New().Info().Roles...)
 }
 
 func params(t *testing.T, kv map[string]string) env.Params {

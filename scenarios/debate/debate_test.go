@@ -19,11 +19,12 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/debate"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -40,7 +41,7 @@ func pair(solver, critic agents.Policy) env.PolicyFor {
 	return env.ByRole(map[string]agents.Policy{debate.RoleSolver: solver}, critic)
 }
 
-func play(t *testing.T, given map[string]string, seed uint64, solver, critic agents.Policy) *trajectories.Episode {
+func playEpisode(t *testing.T, given map[string]string, seed uint64, solver, critic agents.Policy) *trajectories.Episode {
 	t.Helper()
 	ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
 		Play:       env.Play{Scenario: debate.New(), Params: params(t, given), Policy: pair(solver, critic)},
@@ -62,7 +63,7 @@ func question(t *testing.T, ep *trajectories.Episode) string {
 func answer(v int64) string { return debate.Answer{Value: v}.Encode() }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, debate.New(), envtest.Options{
+	scenariotest.Check(t, debate.New(), scenariotest.Options{
 		Params: []map[string]string{
 			{},
 			{"kind": debate.Arithmetic, "difficulty": "5", "rounds": "1"},
@@ -73,7 +74,7 @@ func TestHarness(t *testing.T) {
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", debate.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", debate.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -95,8 +96,8 @@ func TestGolden(t *testing.T) {
 		{"illegal", nil, 6, agents.Replay("42", `{"answer": 7, "explanation": "a guess"}`), agents.Replay(`{"verdict":"object","message":"not JSON"}`, "looks fine")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep := play(t, tc.given, tc.seed, tc.solver, tc.critic)
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			ep := playEpisode(t, tc.given, tc.seed, tc.solver, tc.critic)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }
@@ -110,7 +111,7 @@ func TestLabels(t *testing.T) {
 		for d := 1; d <= 5; d++ {
 			given := map[string]string{"kind": kind, "difficulty": strconv.Itoa(d), "rounds": "1"}
 			for seed := range uint64(40) {
-				ep := play(t, given, seed, debate.ScriptedSolver(1), debate.Checker())
+				ep := playEpisode(t, given, seed, debate.ScriptedSolver(1), debate.Checker())
 				q := question(t, ep)
 				want, err := debate.Solve(q)
 				require.NoError(t, err, q)
@@ -250,12 +251,12 @@ func TestDifficultyGrows(t *testing.T) {
 }
 
 func TestRevisionFlow(t *testing.T) {
-	ep := play(t, nil, 8, debate.ScriptedSolver(1), debate.Checker())
+	ep := playEpisode(t, nil, 8, debate.ScriptedSolver(1), debate.Checker())
 	truth, err := debate.Solve(question(t, ep))
 	require.NoError(t, err)
 
 	// Wrong, objection, wrong, objection, right (final without review).
-	ep = play(t, map[string]string{"rounds": "3"}, 8,
+	ep = playEpisode(t, map[string]string{"rounds": "3"}, 8,
 		agents.Replay(answer(truth+1), answer(truth+2), answer(truth)), debate.Checker())
 	assert.Equal(t, 1.0, ep.Score.Team)
 	assert.Equal(t, []float64{1, 1}, ep.Score.Agents)
@@ -269,34 +270,34 @@ func TestRevisionFlow(t *testing.T) {
 	assert.Len(t, ep.Turns, 5, "the last answer is not reviewed")
 
 	// A final wrong answer scores 0 whatever the critic said before.
-	ep = play(t, map[string]string{"rounds": "2"}, 8, agents.Replay(answer(truth), answer(truth+1)),
+	ep = playEpisode(t, map[string]string{"rounds": "2"}, 8, agents.Replay(answer(truth), answer(truth+1)),
 		agents.Replay(`{"verdict":"object","message":"are you sure?"}`))
 	assert.Equal(t, env.Score{Team: 0, Agents: []float64{0, 0}}, ep.Score)
 
 	// The critic's accept makes a wrong answer final.
-	ep = play(t, nil, 8, agents.Replay(answer(truth+1)), agents.Replay(debate.NullVerdict))
+	ep = playEpisode(t, nil, 8, agents.Replay(answer(truth+1)), agents.Replay(debate.NullVerdict))
 	assert.Equal(t, 0.0, ep.Score.Team)
 	assert.Len(t, ep.Turns, 2)
 }
 
 func TestIllegalAnswers(t *testing.T) {
-	ep := play(t, nil, 8, debate.ScriptedSolver(1), debate.Checker())
+	ep := playEpisode(t, nil, 8, debate.ScriptedSolver(1), debate.Checker())
 	truth, err := debate.Solve(question(t, ep))
 	require.NoError(t, err)
 
 	// An illegal answer is no answer: accepted, it scores 0.
-	ep = play(t, nil, 8, agents.Replay(strconv.FormatInt(truth, 10)), agents.Replay(debate.NullVerdict))
+	ep = playEpisode(t, nil, 8, agents.Replay(strconv.FormatInt(truth, 10)), agents.Replay(debate.NullVerdict))
 	assert.Equal(t, 0.0, ep.Score.Team)
 	reason, _ := ep.Samples[0].Metadata.Extra["illegal"].(string)
 	assert.Contains(t, reason, debate.ErrSyntax.Error())
 	assert.Contains(t, ep.Messages[len(ep.Messages)-1].Payload, "the final answer is none")
 
 	// The checker objects to a missing answer, and the solver recovers.
-	ep = play(t, nil, 8, agents.Replay("I think it is "+strconv.FormatInt(truth, 10), answer(truth)), debate.Checker())
+	ep = playEpisode(t, nil, 8, agents.Replay("I think it is "+strconv.FormatInt(truth, 10), answer(truth)), debate.Checker())
 	assert.Equal(t, 1.0, ep.Score.Team)
 
 	// An illegal verdict is no objection: the standing answer is final.
-	ep = play(t, nil, 8, agents.Replay(answer(truth)), agents.Replay("LGTM"))
+	ep = playEpisode(t, nil, 8, agents.Replay(answer(truth)), agents.Replay("LGTM"))
 	assert.Equal(t, 1.0, ep.Score.Team)
 	assert.Len(t, ep.Turns, 2)
 	assert.NotNil(t, ep.Samples[1].Metadata.Extra["illegal"])
@@ -437,9 +438,9 @@ func TestScriptedSuccessRate(t *testing.T) {
 		given := map[string]string{"skill": strconv.FormatFloat(tc.skill, 'g', -1, 64), "rounds": strconv.Itoa(tc.rounds)}
 		sc := debate.New()
 		p := params(t, given)
-		policy, err := envtest.NamedPolicy(sc, p, "scripted")
+		policy, err := scenariotest.NamedPolicy(sc, p, "scripted")
 		require.NoError(t, err)
-		sum, err := env.Run(context.Background(), env.RunConfig{
+		sum, err := play.Run(context.Background(), play.Config{
 			Play:        env.Play{Scenario: sc, Params: p, Policy: policy},
 			Episodes:    n,
 			Concurrency: 4,
@@ -457,13 +458,13 @@ func TestCounterfactuals(t *testing.T) {
 	ctx := context.Background()
 	differs := 0
 	for seed := range uint64(40) {
-		ep := play(t, map[string]string{"skill": "0.3"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
+		ep := playEpisode(t, map[string]string{"skill": "0.3"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
 		lenient, err := ep.Replay.Replay(ctx, episode.Counterfactual{Replace: map[int]string{1: debate.NullVerdict}, Resimulate: true})
 		require.NoError(t, err)
 		absent, err := ep.Replay.Replay(ctx, episode.Counterfactual{Absent: []int{1}, Resimulate: true})
 		require.NoError(t, err)
 		assert.Equal(t, lenient, absent, "seed %d: a critic that accepts everything is an absent one", seed)
-		first := play(t, map[string]string{"rounds": "1"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
+		first := playEpisode(t, map[string]string{"rounds": "1"}, seed, debate.ScriptedSolver(0.3), debate.Checker())
 		assert.Equal(t, first.Score, lenient, "seed %d: the solver's first answer is final", seed)
 		if lenient.Team != ep.Score.Team {
 			differs++
@@ -484,7 +485,7 @@ func TestViews(t *testing.T) {
 			return p.Act(ctx, obs)
 		})
 	}
-	ep := play(t, map[string]string{"rounds": "2"}, 3, spy(agents.Replay(answer(1), answer(2))), spy(agents.Replay(`{"verdict":"object","message":"no"}`)))
+	ep := playEpisode(t, map[string]string{"rounds": "2"}, 3, spy(agents.Replay(answer(1), answer(2))), spy(agents.Replay(`{"verdict":"object","message":"no"}`)))
 	q := question(t, ep)
 	require.Len(t, views, 3)
 	for _, v := range views {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -43,13 +43,13 @@ func nights(answers ...string) env.PolicyFor {
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, elfarol.New(), envtest.Options{
+	scenariotest.Check(t, elfarol.New(), scenariotest.Options{
 		Params: []map[string]string{{}, small, {"agents": "2", "nights": "1"}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", elfarol.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", elfarol.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -62,7 +62,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := play(t, small, 1, tc.policy)
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }

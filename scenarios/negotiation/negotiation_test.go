@@ -13,11 +13,11 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios/negotiation"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -68,7 +68,7 @@ func briefings(t *testing.T, ep *trajectories.Episode) [2]negotiation.Briefing {
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, negotiation.New(), envtest.Options{
+	scenariotest.Check(t, negotiation.New(), scenariotest.Options{
 		Params: []map[string]string{
 			{},
 			{"scoring": negotiation.Cooperative},
@@ -80,7 +80,7 @@ func TestHarness(t *testing.T) {
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", negotiation.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", negotiation.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -101,7 +101,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := play(t, tc.given, tc.seed, tc.alice, tc.bob)
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }

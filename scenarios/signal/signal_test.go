@@ -13,9 +13,10 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/scenarios/signal"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -45,7 +46,7 @@ func pair(speaker, listener agents.Policy) env.PolicyFor {
 	return env.ByRole(map[string]agents.Policy{signal.RoleSpeaker: speaker}, listener)
 }
 
-func play(t *testing.T, given map[string]string, seed uint64, speaker, listener agents.Policy) *trajectories.Episode {
+func playEpisode(t *testing.T, given map[string]string, seed uint64, speaker, listener agents.Policy) *trajectories.Episode {
 	t.Helper()
 	sc := signal.New()
 	return trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
@@ -56,7 +57,7 @@ func play(t *testing.T, given map[string]string, seed uint64, speaker, listener 
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, signal.New(), envtest.Options{
+	scenariotest.Check(t, signal.New(), scenariotest.Options{
 		Params: []map[string]string{
 			{},
 			{"vocab": signal.Symbols},
@@ -67,7 +68,7 @@ func TestHarness(t *testing.T) {
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", signal.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", signal.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -88,10 +89,10 @@ func TestGolden(t *testing.T) {
 		{"illegal-word", nil, 5, agents.Replay("the red one"), agents.Random(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep := play(t, tc.given, tc.seed, tc.speaker, tc.listener)
+			ep := playEpisode(t, tc.given, tc.seed, tc.speaker, tc.listener)
 			require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 			assert.Equal(t, tc.success, ep.Score.Team == 1)
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }
@@ -129,7 +130,7 @@ func TestEpisodeShape(t *testing.T) {
 	p := params(t, sc, nil)
 	speaker := &briefing{policy: named(t, sc, p, "scripted", signal.RoleSpeaker)}
 	listener := &briefing{policy: named(t, sc, p, "scripted", signal.RoleListener)}
-	ep := play(t, nil, 7, speaker, listener)
+	ep := playEpisode(t, nil, 7, speaker, listener)
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	assert.Equal(t, env.EndTerminated, ep.End)
 
@@ -202,7 +203,7 @@ func successRate(t *testing.T, given map[string]string, policy func(sc *signal.S
 	t.Helper()
 	sc := signal.New()
 	p := params(t, sc, given)
-	sum, err := env.Run(context.Background(), env.RunConfig{
+	sum, err := play.Run(context.Background(), play.Config{
 		Play:        env.Play{Scenario: sc, Params: p, Policy: policy(sc, p)},
 		Episodes:    n,
 		Concurrency: 4,
@@ -256,7 +257,7 @@ func TestIllegalAnswers(t *testing.T) {
 
 	// An illegal word is silence: nothing reaches the listener.
 	listener := &briefing{policy: agents.Random()}
-	ep := play(t, nil, 1, agents.Replay("reddish"), listener)
+	ep := playEpisode(t, nil, 1, agents.Replay("reddish"), listener)
 	require.Equal(t, protocol.StatusCompleted, ep.Status, ep.Err)
 	assert.Equal(t, map[string]any{"illegal": true}, ep.Samples[0].Metadata.Extra)
 	assert.Empty(t, listener.inbox)
@@ -266,7 +267,7 @@ func TestIllegalAnswers(t *testing.T) {
 	}
 
 	// An illegal pick fails.
-	ep = play(t, nil, 1, named(t, sc, p, "scripted", signal.RoleSpeaker), agents.Replay("the blue thing"))
+	ep = playEpisode(t, nil, 1, named(t, sc, p, "scripted", signal.RoleSpeaker), agents.Replay("the blue thing"))
 	assert.Equal(t, 0.0, ep.Score.Team)
 	assert.Equal(t, true, ep.Samples[1].Metadata.Extra["illegal"])
 	assert.Contains(t, ep.Messages[len(ep.Messages)-1].Payload, "failure")
@@ -276,12 +277,12 @@ func TestAnswersAreNormalised(t *testing.T) {
 	sc := signal.New()
 	p := params(t, sc, nil)
 	speaker := &briefing{policy: named(t, sc, p, "scripted", signal.RoleSpeaker)}
-	ep := play(t, nil, 5, speaker, named(t, sc, p, "scripted", signal.RoleListener))
+	ep := playEpisode(t, nil, 5, speaker, named(t, sc, p, "scripted", signal.RoleListener))
 	require.Equal(t, 1.0, ep.Score.Team, "seed 5 is a success for the scripted pair")
 
 	shout := strings.ToUpper(ep.Turns[0].Action) + " "
 	pick := "  " + strings.ToUpper(strings.ReplaceAll(speaker.target, " ", "   "))
-	ep = play(t, nil, 5, agents.Replay(shout), agents.Replay(pick))
+	ep = playEpisode(t, nil, 5, agents.Replay(shout), agents.Replay(pick))
 	assert.Equal(t, 1.0, ep.Score.Team)
 	assert.Nil(t, ep.Samples[0].Metadata.Extra, "the word was legal")
 	assert.Equal(t, strings.TrimSpace(strings.ToLower(shout)), ep.Messages[2].Payload, "the word is passed on normalised")
@@ -304,10 +305,10 @@ func TestCounterfactuals(t *testing.T) {
 	}
 	differs := 0
 	for seed := range uint64(40) {
-		ep := play(t, nil, seed, speaker, listener)
+		ep := playEpisode(t, nil, seed, speaker, listener)
 		silent := replay(ep, episode.Counterfactual{Replace: map[int]string{0: signal.Silence}, Resimulate: true})
 		assert.Equal(t, silent, replay(ep, episode.Counterfactual{Absent: []int{0}, Resimulate: true}), "seed %d: an absent speaker is a silent one", seed)
-		assert.Equal(t, play(t, nil, seed, agents.Replay(signal.Silence), listener).Score, silent, "seed %d", seed)
+		assert.Equal(t, playEpisode(t, nil, seed, agents.Replay(signal.Silence), listener).Score, silent, "seed %d", seed)
 		if silent.Team != ep.Score.Team {
 			differs++
 		}
@@ -353,7 +354,7 @@ func TestSymbolsAreAConvention(t *testing.T) {
 	sc := signal.New()
 	p := params(t, sc, map[string]string{"vocab": signal.Symbols})
 	speaker := &briefing{policy: named(t, sc, p, "scripted", signal.RoleSpeaker)}
-	ep := play(t, map[string]string{"vocab": signal.Symbols}, 3, speaker, named(t, sc, p, "scripted", signal.RoleListener))
+	ep := playEpisode(t, map[string]string{"vocab": signal.Symbols}, 3, speaker, named(t, sc, p, "scripted", signal.RoleListener))
 	assert.Equal(t, []string{"w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8"}, speaker.legal)
 	assert.Contains(t, speaker.view, "no given meaning")
 	assert.Contains(t, speaker.legal, ep.Turns[0].Action)

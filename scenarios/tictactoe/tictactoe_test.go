@@ -12,8 +12,8 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -33,13 +33,13 @@ func play(t *testing.T, params map[string]string, policySeed uint64, x, o agents
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, tictactoe.New(), envtest.Options{
+	scenariotest.Check(t, tictactoe.New(), scenariotest.Options{
 		Params: []map[string]string{{}, {"illegal": tictactoe.Penalty}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", tictactoe.New().Info().Roles...)
+	scenariotest.CheckDoc(t, ".", tictactoe.New().Info().Roles...)
 }
 
 func TestGolden(t *testing.T) {
@@ -61,7 +61,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := play(t, tc.params, tc.seed, tc.x, tc.o, env.Limits{})
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }

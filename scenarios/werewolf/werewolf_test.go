@@ -12,9 +12,9 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/scenarios/werewolf"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -30,7 +30,7 @@ func params(t *testing.T, given map[string]string) env.Params {
 
 func scripted(t *testing.T, sc env.Scenario, p env.Params) env.PolicyFor {
 	t.Helper()
-	policy, err := envtest.NamedPolicy(sc, p, "scripted")
+	policy, err := scenariotest.NamedPolicy(sc, p, "scripted")
 	require.NoError(t, err)
 	return policy
 }
@@ -48,13 +48,13 @@ func play(t *testing.T, given map[string]string, seed uint64, policy env.PolicyF
 }
 
 func TestHarness(t *testing.T) {
-	envtest.Check(t, werewolf.New(), envtest.Options{
+	scenariotest.Check(t, werewolf.New(), scenariotest.Options{
 		Params: []map[string]string{{}, {"players": "5", "wolves": "1", "seers": "0"}, {"players": "9", "wolves": "3", "days": "2"}},
 	})
 }
 
 func TestDocShowsTheRoles(t *testing.T) {
-	envtest.CheckDoc(t, ".", werewolf.New().Info().Roles[0])
+	scenariotest.CheckDoc(t, ".", werewolf.New().Info().Roles[0])
 }
 
 func TestGolden(t *testing.T) {
@@ -78,7 +78,7 @@ func TestGolden(t *testing.T) {
 			if tc.winner >= 0 {
 				assert.Equal(t, 1.0, ep.Score.Teams[tc.winner], "the winner")
 			}
-			envtest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
+			scenariotest.Golden(t, "testdata/"+tc.name+".golden", trajectories.Transcript(ep), *update)
 		})
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the OpenAI Agents SDK for JavaScript (@openai/agents, openai, zod:
 # the versions package.json and package-lock.json pin) into a cache outside
-# the clone, for env/seats' end-to-end test of a real agent harness: `make
+# the clone, for seats' end-to-end test of a real agent harness: `make
 # agentsjs`, and `make test` under CI. npm ci reads the lock file, so every
 # machine gets the same packages; a second run, with the cache in place and
 # the lock file unchanged, does nothing.

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -197,7 +198,7 @@ func TestCounterfactualAllocatorsInARun(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		sink := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
-		_, err := env.Run(context.Background(), env.RunConfig{
+		_, err := play.Run(context.Background(), play.Config{
 			Play:        env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())},
 			Episodes:    6,
 			GroupSize:   3,

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -45,11 +46,11 @@ func treeRun(t *testing.T, episodes, k int, alpha float64) (string, []*trajector
 			eps = append(eps, &c)
 		},
 	}
-	cfg := env.RunConfig{
+	cfg := play.Config{
 		Play:     env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Tree: &episode.Tree{K: k, Alpha: alpha}},
 		Episodes: episodes, Seed: 3, Concurrency: 2,
 	}
-	_, err = env.Run(t.Context(), cfg, out)
+	_, err = play.Run(t.Context(), cfg, out)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	return path, eps

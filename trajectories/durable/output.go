@@ -18,13 +18,13 @@ import (
 // goes on: what a SIGKILL can cost is the groups written since.
 const DefaultEvery = 250 * time.Millisecond
 
-// Stage is the output stage Output wraps: an env.Output.
+// Stage is the output stage Output wraps: an play.Output.
 type Stage interface {
 	Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error)
 	Flush() error
 }
 
-// Output is an env.Output that takes a run's checkpoints: it passes every
+// Output is an play.Output that takes a run's checkpoints: it passes every
 // group to Stage and, after the last episode of a group, when Every has
 // passed since the last checkpoint, flushes Sink (the files' writers:
 // whole groups only) and writes the progress (the files' lengths, the
@@ -53,7 +53,7 @@ type Output struct {
 	err                       error // a failed checkpoint: the run stops
 }
 
-// Recycles implements env.RecyclingOutput when Stage does.
+// Recycles implements play.RecyclingOutput when Stage does.
 func (o *Output) Recycles() bool {
 	r, ok := o.Stage.(interface{ Recycles() bool })
 	return ok && r.Recycles()
@@ -66,7 +66,7 @@ func (o *Output) now() time.Time {
 	return time.Now()
 }
 
-// Finish implements env.Output.
+// Finish implements play.Output.
 func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	write, err := o.Stage.Finish(ctx, group)
 	if err != nil {
@@ -98,7 +98,7 @@ func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k in
 	}, nil
 }
 
-// Flush implements env.Output: it flushes Stage and, when that worked,
+// Flush implements play.Output: it flushes Stage and, when that worked,
 // takes the run's last checkpoint.
 func (o *Output) Flush() error {
 	if err := o.Stage.Flush(); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -92,7 +93,7 @@ func playRun(t *testing.T, reg *env.Registry, name, dir string) (samplesPath, ep
 	sink := trajectories.Tee(trajectories.NewJSONLWriter(sf, trajectories.Flat), trajectories.NewEpisodeWriter(ef))
 	cfg := r.Config
 	cfg.Concurrency = 2
-	_, err = env.Run(t.Context(), cfg, r.Output(sink))
+	_, err = play.Run(t.Context(), cfg, r.Output(sink))
 	require.NoError(t, err)
 	return samplesPath, episodesPath
 }

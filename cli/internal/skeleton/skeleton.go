@@ -1,7 +1,7 @@
 // Command skeleton is a troupe scenario, made by `troupe new scenario`,
 // and the troupe command with it registered (main.go):
 //
-//	go test ./...                           # envtest.Check, the role against looplab/fsm, the golden transcript
+//	go test ./...                           # scenariotest.Check, the role against looplab/fsm, the golden transcript
 //	go run . scenarios skeleton             # its rules, roles, parameters and policies
 //	go run . run skeleton -n 100 -o out.jsonl
 //	go test -run Golden -update             # accept an intended change of the transcript

@@ -8,7 +8,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/agents/agentstest"
 	"github.com/troupe-rl/troupe/env"
-	"github.com/troupe-rl/troupe/env/envtest"
+	"github.com/troupe-rl/troupe/scenarios/scenariotest"
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden transcripts")
 // checks troupe's contracts: valid samples, replayable, deterministic
 // episodes, output that does not depend on the concurrency.
 func TestScenario(t *testing.T) {
-	envtest.Check(t, Scenario(), envtest.Options{
+	scenariotest.Check(t, Scenario(), scenariotest.Options{
 		Params: []map[string]string{{}, {"players": "5", "rounds": "1"}},
 	})
 }
@@ -27,7 +27,7 @@ func TestScenario(t *testing.T) {
 func TestRole(t *testing.T) { agentstest.Check(t, player) }
 
 // TestDoc keeps the package doc's state diagram in step with the role.
-func TestDoc(t *testing.T) { envtest.CheckDoc(t, ".", player) }
+func TestDoc(t *testing.T) { scenariotest.CheckDoc(t, ".", player) }
 
 // TestGolden pins one whole episode, a follower among random players, as
 // a transcript in testdata: a change of the rules shows in review.
@@ -47,5 +47,5 @@ func TestGolden(t *testing.T) {
 		Seed:       1,
 		PolicySeed: 2,
 	})
-	envtest.Golden(t, "testdata/seed1.golden", trajectories.Transcript(trajectories.NewEpisode(ep)), *update)
+	scenariotest.Golden(t, "testdata/seed1.golden", trajectories.Transcript(trajectories.NewEpisode(ep)), *update)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
@@ -255,10 +256,10 @@ func (p Plan) Output(sink trajectories.Sink) (*trajectories.Output, error) {
 // (package runspec) as every runner does, and the role-to-policy map a
 // distributed run's spec needs. Its output stage is Output's. Episodes 0
 // (a benchmark's, set later) resolves as 1 and stays 0.
-func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]runspec.Policy, error) {
+func (p Plan) Config(reg *env.Registry) (play.Config, map[string]runspec.Policy, error) {
 	sc, err := reg.Lookup(p.Scenario)
 	if err != nil {
-		return env.RunConfig{}, nil, err
+		return play.Config{}, nil, err
 	}
 	policies := map[string]runspec.Policy{}
 	for _, r := range sc.Info().Roles {
@@ -267,10 +268,10 @@ func (p Plan) Config(reg *env.Registry) (env.RunConfig, map[string]runspec.Polic
 	spec := runspec.Spec{Scenario: p.Scenario, Params: p.Params, Policies: policies, Episodes: max(p.Episodes, 1), GroupSize: p.GroupSize, Seed: p.Seed, Tree: p.Tree}
 	res, err := spec.Resolve(runspec.Resolvers{Scenarios: reg})
 	if err != nil {
-		return env.RunConfig{}, nil, err
+		return play.Config{}, nil, err
 	}
 	if _, err := p.Output(nil); err != nil {
-		return env.RunConfig{}, nil, err
+		return play.Config{}, nil, err
 	}
 	cfg := res.Config
 	cfg.Episodes, cfg.Concurrency = p.Episodes, p.Concurrency

@@ -1,0 +1,305 @@
+// Package envclient is the client of troupe's environment server (package
+// envserver, `troupe env-serve`) and the types of its wire protocol.
+//
+// The protocol follows OpenEnv's conventions (GET /health, /metadata,
+// /schema; POST /reset, /step; GET /state; a WebSocket session at /ws whose
+// messages are {"type": "reset"|"step"|"state"|"close", "data": {...}}) and
+// adds what OpenEnv lacks: multi-agent episodes. A session holds one seat
+// of an episode or several: a controller of every seat (PettingZoo's AEC
+// and Parallel APIs), or one player among several sessions that share the
+// episode (each joins it with ResetRequest.Join); the seats no session
+// holds are played by troupe policies on the server.
+//
+// Over HTTP a session is named by the session_id its reset answered; over
+// a WebSocket the connection is the session. A step answers once the
+// session must act again (or the episode is over): the observation then
+// holds the session's seats that must act, each with its view, legal
+// actions and inbox.
+package envclient
+
+import (
+	"encoding/json"
+
+	"github.com/troupe-rl/troupe/protocol"
+)
+
+// The server's paths.
+const (
+	PathHealth   = "/health"
+	PathMetadata = "/metadata"
+	PathSchema   = "/schema"
+	PathReset    = "/reset"
+	PathStep     = "/step"
+	PathState    = "/state"
+	PathClose    = "/close"
+	PathRecord   = "/record"
+	PathWS       = "/ws"
+	PathSeats    = "/seats"
+	// PathEpisodes prefixes the harness seats' endpoints:
+	// /episodes/{episode_id}/seats/{agent}/ (see HarnessURLs).
+	PathEpisodes = "/episodes/"
+)
+
+// SeatsRequest asks for the seats of a scenario under parameters, and
+// their action sets, without playing an episode (POST /seats): what a
+// learner needs to size its spaces before its first reset.
+type SeatsRequest struct {
+	Scenario string            `json:"scenario"`
+	Params   map[string]string `json:"params,omitempty"`
+}
+
+// SeatsAnswer is the answer of POST /seats.
+type SeatsAnswer struct {
+	Scenario string            `json:"scenario"`
+	Params   map[string]string `json:"params"`
+	Seats    []Seat            `json:"seats"`
+}
+
+// ResetRequest starts a session: it creates an episode (Scenario and what
+// follows), or joins one another session created (Join), taking Seats.
+type ResetRequest struct {
+	// Seed is the run seed of the episode: its scenario and policy seeds
+	// derive from it as those of a one-episode `troupe run --seed`.
+	// nil: the server's seed counter's next value.
+	Seed *uint64 `json:"seed,omitempty"`
+	// EpisodeID names a new episode (the server's own id otherwise); a
+	// name already in use is refused.
+	EpisodeID string `json:"episode_id,omitempty"`
+
+	// Join is the id of an episode to join, taking Seats among its open
+	// seats; the fields below are then not allowed.
+	Join string `json:"join,omitempty"`
+
+	Scenario string            `json:"scenario,omitempty"`
+	Params   map[string]string `json:"params,omitempty"`
+	// Policies name the troupe policy of each role's seats that no
+	// session holds (and, with fallback "policy", of seats whose session
+	// left): one of the scenario's own, or "random". A role left out
+	// plays the scenario's default policy.
+	Policies map[string]string `json:"policies,omitempty"`
+	// Open lists the seats (agent ids) sessions may take; empty: every
+	// seat.
+	Open []string `json:"open,omitempty"`
+	// Fallback is what becomes of a seat whose session leaves or goes
+	// idle: "policy" (default: the role's policy plays it, and its turns
+	// say so) or "forfeit" (the episode ends aborted).
+	Fallback string `json:"fallback,omitempty"`
+	// PassIllegal hands illegal moves to the game, marked invalid, where
+	// they are otherwise refused with an error.
+	PassIllegal bool `json:"pass_illegal,omitempty"`
+	// Limits, OnInvalid, Emit, Allocators and RewardFormat are the run
+	// spec's (troupe.runspec/v1): how the episode is bounded and judged
+	// and how its record becomes samples.
+	Limits       *Limits  `json:"limits,omitempty"`
+	OnInvalid    *Invalid `json:"on_invalid,omitempty"`
+	Emit         []string `json:"emit,omitempty"`
+	Allocators   []string `json:"allocators,omitempty"`
+	RewardFormat string   `json:"reward_format,omitempty"`
+	RolloutID    *int64   `json:"rollout_id,omitempty"`
+
+	// Seats are the seats (agent ids) this session takes; empty: every
+	// open seat no session holds yet (but the Harness seats).
+	Seats []string `json:"seats,omitempty"`
+
+	// Harness lists the seats (agent ids) an outside agent harness plays
+	// (the OpenAI Agents SDK, ...): the server seats each at its own
+	// endpoints, an OpenAI-compatible chat endpoint forwarding to the
+	// server's model server, whose calls become the seat's samples, and
+	// the tools observe and act (MCP and function tools); the answer's
+	// Seats tell their URLs (Seat.Harness). A reset that names only
+	// harness seats, none left to its session, answers no session: the
+	// caller follows the episode by its id (GET /state, /record).
+	Harness []string `json:"harness,omitempty"`
+}
+
+// Limits bound an episode; zero means none.
+type Limits struct {
+	MaxSteps    int `json:"max_steps,omitempty"`
+	MaxTurns    int `json:"max_turns,omitempty"`
+	MaxMessages int `json:"max_messages,omitempty"`
+}
+
+// Invalid is the rule for invalid answers: mode "pass" or "end".
+type Invalid struct {
+	Mode    string  `json:"mode"`
+	Penalty float64 `json:"penalty"`
+	Bonus   float64 `json:"bonus"`
+}
+
+// Action is what a step gives: one seat's move (Move, and Seat when the
+// session holds several seats that act now), or several (Moves, by
+// agent id: a simultaneous step of a controller).
+type Action struct {
+	Seat  string            `json:"seat,omitempty"`
+	Move  *string           `json:"move,omitempty"`
+	Moves map[string]string `json:"moves,omitempty"`
+}
+
+// StepRequest is the body of POST /step: OpenEnv's, with the session.
+type StepRequest struct {
+	SessionID string `json:"session_id"`
+	Action    Action `json:"action"`
+}
+
+// SessionRequest names a session (POST /close; GET /state and /record
+// take it as the query parameter session_id, or episode_id).
+type SessionRequest struct {
+	SessionID string `json:"session_id"`
+}
+
+// Result is the answer of a reset and of a step: OpenEnv's StepResult.
+type Result struct {
+	Observation Observation `json:"observation"`
+	// Reward is, once the episode is over, the sum of the session's
+	// seats' scores (their agent scores, else the team's); 0 before, and
+	// null in a reset's answer.
+	Reward *float64 `json:"reward"`
+	Done   bool     `json:"done"`
+}
+
+// Observation is what a session sees after a reset or a step.
+type Observation struct {
+	EpisodeID string `json:"episode_id"`
+	SessionID string `json:"session_id"`
+	// Step is the episode's logical time.
+	Step int `json:"step"`
+	// Seats are the episode's seats, with which this session holds: in a
+	// reset's answer only (and in State).
+	Seats []Seat `json:"seats,omitempty"`
+	// Pending are the session's seats that must act now, in seat order:
+	// several at a simultaneous step of a session that holds several.
+	// Empty once the episode is over.
+	Pending []SeatObservation `json:"pending"`
+	// Waiting are the seats the episode waits for (agent ids), the
+	// session's and others'.
+	Waiting []string `json:"waiting"`
+	Done    bool     `json:"done"`
+	// Status, End and Error are the record's once the episode is over:
+	// "completed", "truncated", "aborted" or "failed"; why it ended
+	// ("terminated", "forfeit", ...); the error of an aborted or failed
+	// episode.
+	Status string `json:"status,omitempty"`
+	End    string `json:"end,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Scores are, once the episode is over and scored, every seat's score
+	// by agent id (the team's for every seat when the scenario gives no
+	// agent scores); Team is the team reward.
+	Scores map[string]float64 `json:"scores,omitempty"`
+	Team   *float64           `json:"team,omitempty"`
+}
+
+// Seat is one seat of an episode.
+type Seat struct {
+	Agent string `json:"agent"`
+	Role  string `json:"role"`
+	// Mine says that the session holds it; House that troupe's policy
+	// plays it (a closed seat, or one whose session left).
+	Mine  bool `json:"mine"`
+	House bool `json:"house"`
+	// Actions is the role's action set when the scenario declares one
+	// (env.ActionSets): every move the seat may ever make, in a fixed
+	// order, of which each turn's Choices are a subset. nil: free-form.
+	Actions []string `json:"actions"`
+	// Harness is, for a seat an outside harness plays, where it plays.
+	Harness *HarnessURLs `json:"harness,omitempty"`
+}
+
+// HarnessURLs are a harness seat's endpoints, all under
+// /episodes/{episode_id}/seats/{agent}/ and guarded by the server's bearer
+// token (an OpenAI SDK sends its API key as the bearer: give it the
+// token). The URLs are absolute, with the host the request reached.
+type HarnessURLs struct {
+	// OpenAIBaseURL is the base URL of the seat's model (an OpenAI
+	// client's baseURL): POST {it}/chat/completions, GET {it}/models.
+	OpenAIBaseURL string `json:"openai_base_url"`
+	// MCPURL is the MCP server of the tools observe and act (streamable
+	// HTTP).
+	MCPURL string `json:"mcp_url"`
+	// ToolsURL lists the tools as OpenAI function tools (GET); a call is
+	// POST {it}/{name} with the arguments' JSON object.
+	ToolsURL string `json:"tools_url"`
+}
+
+// SeatObservation is one seat's observation: what a troupe policy sees.
+type SeatObservation struct {
+	Agent string `json:"agent"`
+	Role  string `json:"role"`
+	State string `json:"state"`
+	Turn  int    `json:"turn"`
+	Step  int    `json:"step"`
+	View  string `json:"view"`
+	// Legal are the legal actions when the scenario lists them; nil for
+	// free-form answers (JSON moves the rules judge).
+	Legal []string `json:"legal"`
+	// Choices are the moves of the seat's action set (Seat.Actions) the
+	// rules allow now: Legal, or for free-form answers those the
+	// scenario's rules accept. nil when the role has no action set.
+	Choices []string `json:"choices"`
+	// Inbox are the messages delivered to the seat since its previous
+	// turn, in delivery order.
+	Inbox []protocol.Message `json:"inbox"`
+	// Seed is the turn's policy seed: a player that draws from it alone
+	// plays the same whenever the episode is replayed.
+	Seed uint64 `json:"seed"`
+}
+
+// State is the answer of GET /state and of a WebSocket "state" message:
+// OpenEnv's State (episode_id, step_count) with the episode's seats and
+// whether it is over.
+type State struct {
+	EpisodeID string            `json:"episode_id"`
+	StepCount int               `json:"step_count"`
+	Scenario  string            `json:"scenario"`
+	Params    map[string]string `json:"params"`
+	Seats     []Seat            `json:"seats"`
+	Waiting   []string          `json:"waiting"`
+	Done      bool              `json:"done"`
+	Status    string            `json:"status,omitempty"`
+	End       string            `json:"end,omitempty"`
+}
+
+// Health is the answer of GET /health.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Error is an error answer: {"error": {...}} over HTTP, the data of a
+// {"type": "error"} WebSocket message.
+type Error struct {
+	// Code is a stable word (CodeIllegal, ...); Message says what was
+	// wrong, naming the field or the move.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is an HTTP error answer.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest   = "bad_request" // malformed JSON, a bad field
+	CodeUnknown      = "not_found"   // no such session, episode or endpoint
+	CodeIllegal      = "illegal_action"
+	CodeNotYourTurn  = "not_your_turn" // a seat that does not act now
+	CodeNotYours     = "not_your_seat"
+	CodeEpisodeOver  = "episode_over"
+	CodeTaken        = "seat_taken"
+	CodeTooMany      = "too_many_sessions"
+	CodeUnauthorized = "unauthorized"
+	CodeMethod       = "method_not_allowed"
+	CodeDraining     = "shutting_down"
+	CodeTooLarge     = "too_large"
+	CodeMedia        = "unsupported_media_type"
+	CodeInternal     = "internal"
+)
+
+// WSMessage is a WebSocket message, both ways: OpenEnv's {"type", "data"}.
+// The client sends "reset", "step", "state" and "close"; the server
+// answers "observation" (data: a Result), "state" (data: a State) or
+// "error" (data: an Error).
+type WSMessage struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data,omitempty"`
+}

@@ -1,0 +1,84 @@
+package envserver
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/envserver/envclient"
+)
+
+// TestIdle: a silent HTTP session's seat falls back to the house policy
+// after SessionTimeout, and an episode that waits that long for a seat
+// nobody took ends aborted, end "idle". In virtual time.
+func TestIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(Config{SessionTimeout: time.Minute})
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, x, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Open: []string{"x"}, Policies: map[string]string{"x": "random", "o": "random"}}, false)
+		require.Nil(t, e)
+		_, half, e := s.reset(ctx, &envclient.ResetRequest{Scenario: "tictactoe", Seats: []string{"x"}}, false)
+		require.Nil(t, e)
+
+		time.Sleep(30 * time.Second)
+		s.reap()
+		assert.Nil(t, x.ep.tb.Record(), "not idle yet")
+		time.Sleep(31 * time.Second)
+		s.reap()
+
+		rec := x.ep.tb.Record()
+		require.NotNil(t, rec)
+		assert.Equal(t, "completed", string(rec.Status))
+		assert.Equal(t, "the session was idle for 1m0s", rec.Turns[0].Notes["table_fallback"])
+
+		rec = half.ep.tb.Record()
+		require.NotNil(t, rec)
+		assert.Equal(t, "aborted", string(rec.Status))
+		assert.Equal(t, EndIdle, rec.End)
+		assert.Contains(t, rec.Err, "seats no session took: [o]")
+		_, e = s.session(x.id)
+		require.NotNil(t, e)
+		assert.Equal(t, envclient.CodeUnknown, e.body.Code)
+	})
+}
+
+// FuzzRequests: whatever a body holds, the server answers /reset and /step
+// with a success or a 4xx error naming what was wrong, never a 5xx or a
+// panic, and a WebSocket message likewise.
+func FuzzRequests(f *testing.F) {
+	for _, seed := range []string{
+		`{"scenario":"tictactoe"}`, `{"scenario":"tictactoe","seats":["x"],"open":["x"],"policies":{"o":"minimax"}}`,
+		`{"scenario":"elfarol","params":{"agents":"3"},"limits":{"max_turns":2}}`, `{"join":"nope","seats":["o"]}`,
+		`{"scenario":"negotiation","on_invalid":{"mode":"end","penalty":-1,"bonus":1},"pass_illegal":true}`,
+		`{"session_id":"x","action":{"move":"a1"}}`, `{"type":"reset","data":{"scenario":"tictactoe"}}`, `{`, `[]`, `null`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		s, err := New(Config{MaxWait: time.Millisecond})
+		require.NoError(t, err)
+		for _, path := range []string{envclient.PathReset, envclient.PathStep, envclient.PathSeats, envclient.PathClose} {
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+			if w.Code >= 500 {
+				t.Fatalf("%s %q: %d %s", path, body, w.Code, w.Body)
+			}
+			if w.Code >= 400 {
+				assert.Contains(t, w.Body.String(), `"message":"`)
+			}
+		}
+		var ss *session
+		if _, _, e := s.wsMessage(context.Background(), "http://127.0.0.1", []byte(body), &ss); e != nil && e.status >= 500 {
+			t.Fatalf("ws %q: %v", body, e)
+		}
+		s.Shutdown()
+	})
+}
