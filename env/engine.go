@@ -106,12 +106,13 @@ func EmitRoles(roles ...string) EmitFilter {
 	return func(seat Seat) bool { return slices.Contains(roles, seat.Role) }
 }
 
-// Play describes how episodes are played: the scenario and its
-// parameters, who plays each seat, what bounds an episode and judges an
-// invalid answer, whose turns become samples, and how the policies are
-// asked. It is the one description of play: Setup (one episode),
-// LocalExecutor and RunConfig embed it, and a run spec resolves into one
-// (package runspec).
+// Play describes how episodes are played, as the episode itself reads it:
+// the scenario and its parameters, who plays each seat, what bounds an
+// episode and judges an invalid answer, and whose turns become samples.
+// It is the one description of play: Setup (one episode), LocalExecutor
+// and play.Config embed it, and a run spec resolves into one (package
+// runspec). What only a driver reads (its clock, how it asks the
+// policies, tree sampling) is apart, in Drive.
 type Play struct {
 	Scenario Scenario
 	Params   Params
@@ -121,15 +122,22 @@ type Play struct {
 	Policy PolicyFor
 	// Limits bound an episode in steps, turns and messages.
 	Limits Limits
-	// Timeout bounds an episode's wall time (0: none). It is the driver's
-	// clock, read between steps: an episode cut by it ends truncated with
-	// end "deadline", and is not reproducible.
-	Timeout time.Duration
 	// Invalid is the rule for invalid answers; the zero value passes them
 	// to the game.
 	Invalid InvalidRule
 	// Emit chooses whose turns become samples; nil emits every turn.
 	Emit EmitFilter
+}
+
+// Drive is what a driver of episodes reads and the episode does not: the
+// wall clock, how the policies are asked, and tree sampling. Engine.Run,
+// LocalExecutor and play.Run read it; a stepped Episode, whose caller is
+// its driver, refuses a Setup that sets it (NewEpisode).
+type Drive struct {
+	// Timeout bounds an episode's wall time (0: none). It is the driver's
+	// clock, read between steps: an episode cut by it ends truncated with
+	// end "deadline", and is not reproducible.
+	Timeout time.Duration
 	// ParallelPolicies asks the policies of a step's actors concurrently
 	// (LLM calls). Their answers are applied in seat order all the same.
 	ParallelPolicies bool
@@ -143,6 +151,7 @@ type Play struct {
 // its identity in the run.
 type Setup struct {
 	Play
+	Drive
 	Seed       uint64 // scenario seed
 	PolicySeed uint64 // root of every turn's policy seed
 

@@ -627,7 +627,7 @@ func TestPolicyPanicLeavesTheEngineClean(t *testing.T) {
 	})
 	for _, parallel := range []bool{false, true} {
 		eng := env.NewEngine()
-		setup := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(faulty), ParallelPolicies: parallel}, Seed: 7, PolicySeed: 11}
+		setup := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(faulty)}, Drive: env.Drive{ParallelPolicies: parallel}, Seed: 7, PolicySeed: 11}
 		setup.Limits.MaxSteps = 2
 		ep := eng.Run(context.Background(), setup)
 		assert.Equal(t, protocol.StatusFailed, ep.Status, "parallel=%v", parallel)

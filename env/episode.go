@@ -63,14 +63,17 @@ var (
 // agents, runs Start and stops at the first decision (or at the end, for
 // an episode that ends before anyone acts). setup's Policy, which may be
 // nil, is asked only by the counterfactual replays of the record (its
-// Replay), for live moves; its Timeout and ParallelPolicies are its
-// driver's business and are not read. The error is for a setup that names
-// no scenario, a scenario whose Info is invalid, or a counterfactual: a
+// Replay), for live moves. The error is for a setup that names no
+// scenario, a scenario whose Info is invalid, a counterfactual, or a
+// setup that sets Drive (the wall clock, how policies are asked, tree
+// sampling), which is the caller's business as the episode's driver: a
 // game that breaks while starting ends the episode failed, in its record.
 func NewEpisode(setup Setup) (*Episode, error) {
 	switch {
 	case setup.Scenario == nil:
 		return nil, fmt.Errorf("%w: no scenario", ErrBadConfig)
+	case setup.Drive != (Drive{}):
+		return nil, fmt.Errorf("%w: Setup.Drive is set (%+v), but a stepped episode's caller is its driver, which keeps the clock and asks the policies: leave Drive zero, or play the setup with Engine.Run or PlayTree", ErrBadConfig, setup.Drive)
 	case setup.Counterfactual != nil:
 		return nil, fmt.Errorf("%w: a stepped episode is played as recorded; its record's Replay plays counterfactuals", ErrBadConfig)
 	}

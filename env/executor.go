@@ -44,6 +44,7 @@ func (f ExecutorFunc) Execute(ctx context.Context, req Request) *episode.Record 
 // use: each call borrows an Engine from its pool.
 type LocalExecutor struct {
 	Play
+	Drive
 	// Reuse, when set, holds the executor's engines and the records given
 	// back to it, shared with the executors before and after it (see
 	// Reuse); nil, the executor's own.
@@ -95,12 +96,13 @@ func (x *LocalExecutor) executeOn(ctx context.Context, eng *Engine, req Request)
 	r := x.reuse()
 	if x.Tree != nil {
 		return PlayTree(ctx, Setup{
-			Play: x.Play, Seed: req.Seed, PolicySeed: req.PolicySeed,
+			Play: x.Play, Drive: x.Drive, Seed: req.Seed, PolicySeed: req.PolicySeed,
 			Index: req.Index, RolloutID: req.RolloutID, GroupIndex: req.GroupIndex,
 		})
 	}
 	return eng.Run(ctx, Setup{
 		Play:       x.Play,
+		Drive:      x.Drive,
 		Seed:       req.Seed,
 		PolicySeed: req.PolicySeed,
 		Index:      req.Index,

@@ -95,7 +95,9 @@ func PlayTree(ctx context.Context, setup Setup) *episode.Record {
 	if setup.Policy == nil {
 		return failedRecord(setup, fmt.Errorf("%w: no policy", ErrBadSeats))
 	}
-	ep, err := NewEpisode(setup)
+	stepped := setup
+	stepped.Drive = Drive{} // this function is the episode's driver
+	ep, err := NewEpisode(stepped)
 	if err != nil {
 		return failedRecord(setup, err)
 	}

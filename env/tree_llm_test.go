@@ -31,7 +31,7 @@ func TestTreeLLMCandidatesShareTheirPrompt(t *testing.T) {
 	require.NoError(t, err)
 	const k = 3
 	setup := env.Setup{
-		Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pol), Tree: &episode.Tree{K: k, Alpha: 1}, ParallelPolicies: true},
+		Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(pol)}, Drive: env.Drive{Tree: &episode.Tree{K: k, Alpha: 1}, ParallelPolicies: true},
 		Seed: 5, PolicySeed: 6,
 	}
 	rec := env.PlayTree(t.Context(), setup)

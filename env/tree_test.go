@@ -91,6 +91,8 @@ func checkTree(t *testing.T, setup env.Setup, rec *episode.Record) int {
 // every sampled seat its candidate cand.Index (joint).
 func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand episode.Candidate, byTurn map[int][]episode.Candidate) (team, local float64, total float64) {
 	t.Helper()
+	tree := setup.Tree
+	setup.Drive = env.Drive{} // this test is the episode's driver
 	ep, err := env.NewEpisode(setup)
 	require.NoError(t, err)
 	step := rec.Turns[k].Step
@@ -105,11 +107,11 @@ func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand epi
 		switch {
 		case j == k:
 			action = cand.Action
-		case setup.Tree.Joint && byTurn[j] != nil:
+		case tree.Joint && byTurn[j] != nil:
 			action = byTurn[j][cand.Index].Action
-		case !setup.Tree.Joint && j > k && byTurn[j] != nil:
+		case !tree.Joint && j > k && byTurn[j] != nil:
 			action = byTurn[j][0].Action
-		case !setup.Tree.Joint && j > k:
+		case !tree.Joint && j > k:
 			// A seat that is not sampled answers once: its move.
 		}
 		require.NoError(t, ep.Act(rec.Turns[j].Seat, agents.Action{Text: action}))

@@ -21,6 +21,7 @@ import (
 // concurrency.
 type Config struct {
 	env.Play
+	env.Drive
 
 	Episodes    int    // how many episodes
 	GroupSize   int    // episodes per group (same scenario seed); 0 means 1
@@ -412,7 +413,7 @@ func (r *runner) run(ctx context.Context) (Summary, error) {
 	ro, ok := r.out.(RecyclingOutput)
 	r.recycles = ok && ro.Recycles()
 	if r.exec == nil {
-		r.own = &env.LocalExecutor{Play: cfg.Play, Reuse: cfg.Reuse}
+		r.own = &env.LocalExecutor{Play: cfg.Play, Drive: cfg.Drive, Reuse: cfg.Reuse}
 		r.exec = r.own
 		if r.recycles {
 			r.local = r.own

@@ -230,11 +230,13 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 				Params:   params,
 				Policy:   policy,
 				Limits:   env.Limits{MaxSteps: n.Limits.MaxSteps, MaxTurns: n.Limits.MaxTurns, MaxMessages: n.Limits.MaxMessages},
-				Timeout:  time.Duration(n.Limits.Timeout),
 				Invalid:  invalid,
 				Emit:     emit,
-				// The one place a run's play description is made from
-				// data: every executor, runner and worker embeds it.
+			},
+			// The one place a run's play description is made from data:
+			// every executor, runner and worker embeds it.
+			Drive: env.Drive{
+				Timeout:          time.Duration(n.Limits.Timeout),
 				ParallelPolicies: parallel,
 				Tree:             treeOf(n.Tree),
 			},

@@ -57,7 +57,7 @@ func playedTree(t testing.TB, name string, n int, tree *episode.Tree) (samples, 
 		allocs = append(allocs, credit.NewATGRPO())
 	}
 	sum, err := play.Run(context.Background(), play.Config{
-		Play:        env.Play{Scenario: sc, Params: params, Policy: policy, Tree: tree},
+		Play: env.Play{Scenario: sc, Params: params, Policy: policy}, Drive: env.Drive{Tree: tree},
 		Episodes:    n,
 		GroupSize:   2,
 		Seed:        3,

@@ -67,7 +67,7 @@ func played(t testing.TB) []*episode.Record {
 		params, err := sc.Info().ParseParams(tc.given)
 		require.NoError(t, err)
 		ep := env.PlayTree(context.Background(), env.Setup{
-			Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random()), Tree: &tc.tree},
+			Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(agents.Random())}, Drive: env.Drive{Tree: &tc.tree},
 			Seed: 5, PolicySeed: 6, Index: 9, RolloutID: 9,
 		})
 		require.NotEmpty(t, ep.Candidates, tc.name)

@@ -410,7 +410,7 @@ func TestConcurrentAgentsDoNotRace(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				ep := trajectories.NewEpisode(env.RunEpisode(context.Background(), env.Setup{
-					Play:       env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l), ParallelPolicies: true},
+					Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(l)}, Drive: env.Drive{ParallelPolicies: true},
 					PolicySeed: uint64(w*100 + i),
 				}))
 				assert.NoError(t, trajectories.Allocate(context.Background(), []*trajectories.Episode{ep}, []trajectories.Allocator{credit.Team{}}, trajectories.RewardScalar))

@@ -59,7 +59,7 @@ func playGame(t *testing.T, ctx context.Context, p *llm.Policy, g game) result {
 	var col trajectories.Collector
 	w := trajectories.NewJSONLWriter(&buf, trajectories.Flat)
 	sum, err := play.Run(ctx, play.Config{
-		Play:        env.Play{Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p), Limits: g.limits, Timeout: g.timeout, Invalid: g.invalid, ParallelPolicies: true},
+		Play: env.Play{Scenario: g.scenario, Params: params, Policy: env.SamePolicy(p), Limits: g.limits, Invalid: g.invalid}, Drive: env.Drive{Timeout: g.timeout, ParallelPolicies: true},
 		Episodes:    g.episodes,
 		Concurrency: g.concurrency,
 		Seed:        11,

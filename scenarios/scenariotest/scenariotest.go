@@ -726,11 +726,10 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl assignment,
 		// Without Observe the output recycles: the second run also shows
 		// that recycled records, and the games a Renewer renews from them,
 		// play the same episodes as new ones.
-		how := env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts)}
-		// Concurrent runs ask simultaneous actors' policies at once too.
-		how.ParallelPolicies = concurrency > 1
 		sum, err := play.Run(ctx, play.Config{
-			Play:          how,
+			Play: env.Play{Scenario: sc, Params: p, Policy: pl.policy, Limits: limits(opts)},
+			// Concurrent runs ask simultaneous actors' policies at once too.
+			Drive:         env.Drive{ParallelPolicies: concurrency > 1},
 			Episodes:      n,
 			GroupSize:     2,
 			Concurrency:   concurrency,

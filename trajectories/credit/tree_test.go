@@ -47,7 +47,7 @@ func treeRun(t *testing.T, episodes, k int, alpha float64) (string, []*trajector
 		},
 	}
 	cfg := play.Config{
-		Play:     env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random()), Tree: &episode.Tree{K: k, Alpha: alpha}},
+		Play: env.Play{Scenario: sc, Params: p, Policy: env.SamePolicy(agents.Random())}, Drive: env.Drive{Tree: &episode.Tree{K: k, Alpha: alpha}},
 		Episodes: episodes, Seed: 3, Concurrency: 2,
 	}
 	_, err = play.Run(t.Context(), cfg, out)

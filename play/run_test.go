@@ -1,4 +1,4 @@
-package env_test
+package play_test
 
 import (
 	"bytes"
@@ -24,9 +24,17 @@ import (
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/scenarios/elfarol"
+	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
+
+func params(t *testing.T, sc env.Scenario, kv map[string]string) env.Params {
+	t.Helper()
+	p, err := sc.Info().ParseParams(kv)
+	require.NoError(t, err)
+	return p
+}
 
 func elfarolConfig(t *testing.T, kv map[string]string) play.Config {
 	t.Helper()
@@ -115,12 +123,12 @@ func TestRunRecordsFailuresAndGoesOn(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
-		if o.Agent == "b" && o.Seed%3 == 0 {
+		if o.Role == "o" && o.Seed%3 == 0 {
 			return agents.Action{}, errors.New("server said no")
 		}
 		return agents.Random().Act(ctx, o)
 	})
-	sc := relayScenario(env.Sequential, 9, relayHooks{}, nil)
+	sc := tictactoe.New()
 	cfg := play.Config{Play: env.Play{Scenario: sc, Params: params(t, sc, nil), Policy: env.SamePolicy(flaky)}, Episodes: 60, Concurrency: 4, Seed: 1}
 	var col trajectories.Collector
 	sum, err := play.Run(context.Background(), cfg, teamOut(&col))
