@@ -141,23 +141,33 @@ func (ep *Episode) Seats() []Seat { return ep.rec.Seats }
 // (during Start), then 1, 2, ....
 func (ep *Episode) Time() int { return ep.e.step.time }
 
-// Pending returns what the episode waits for: the observations of the
-// seats that act at this step and have not moved yet, in seat order (each
-// with its view, legal actions, inbox, state, turn and the turn's policy
-// seed); none when the episode is over. The slice is the caller's; the
+// PendingSeat is one seat an episode waits for: its index, the key Act
+// takes (and table sessions, and every driver), and what it observes, whose
+// Agent is the seat's id. A driver answers it with Act(p.Seat, ...): no
+// driver needs to map ids to seats.
+type PendingSeat struct {
+	Seat int
+	agents.Observation
+}
+
+// Pending returns what the episode waits for: the seats that act at this
+// step and have not moved yet, in seat order, each with its observation
+// (view, legal actions, inbox, state, turn and the turn's policy seed);
+// none when the episode is over. The slice is the caller's; the
 // observations' views, legal lists and inboxes are the episode's, to read
 // and not to change, valid until the step is applied.
-func (ep *Episode) Pending() []agents.Observation {
-	out := make([]agents.Observation, 0, ep.left)
-	for k := range ep.actors {
+func (ep *Episode) Pending() []PendingSeat {
+	out := make([]PendingSeat, 0, ep.left)
+	for k, i := range ep.actors {
 		if !ep.moved[k] {
-			out = append(out, ep.e.obs[k])
+			out = append(out, PendingSeat{Seat: i, Observation: ep.e.obs[k]})
 		}
 	}
 	return out
 }
 
-// Act gives seat's move at this step. Once every seat of the step has
+// Act gives seat's move at this step: seat is the index Pending names
+// (PendingSeat.Seat). Once every seat of the step has
 // moved, the step is applied and the episode moves on to the next
 // decision (or ends). A seat that does not act now, or has moved already,
 // is refused with ErrNotPending, and any move once the episode is over
