@@ -20,7 +20,8 @@ import (
 // the same record, byte for byte, as the engine writes when its policies
 // give the same answers (Engine.Run is the standard driver of the same
 // phases). Fork copies the episode at a decision point, so that several
-// continuations of one history can be played.
+// continuations of one history can be played; it copies the hidden state
+// too, where ForkFor re-draws what one seat has not observed.
 //
 // Limits are counted inside the episode (steps, turns, messages); wall
 // time is its driver's, which ends an episode it gave up on with Stop. An
@@ -39,7 +40,10 @@ type Episode struct {
 	// history is every move applied, in order of play, then those of the
 	// current step given so far: what Fork replays.
 	history []givenMove
-	done    bool
+	// resamples are the information-set re-draws of the hidden state
+	// that made this episode (ForkFor), in order: Fork replays them too.
+	resamples []resample
+	done      bool
 }
 
 // givenMove is a move given to an episode: its seat and action.
@@ -144,23 +148,33 @@ func (ep *Episode) Seats() []Seat { return ep.rec.Seats }
 // (during Start), then 1, 2, ....
 func (ep *Episode) Time() int { return ep.e.step.time }
 
-// Pending returns what the episode waits for: the observations of the
-// seats that act at this step and have not moved yet, in seat order (each
-// with its view, legal actions, inbox, state, turn and the turn's policy
-// seed); none when the episode is over. The slice is the caller's; the
+// PendingSeat is one seat an episode waits for: its index, the key Act
+// takes (and table sessions, and every driver), and what it observes, whose
+// Agent is the seat's id. A driver answers it with Act(p.Seat, ...): no
+// driver needs to map ids to seats.
+type PendingSeat struct {
+	Seat int
+	agents.Observation
+}
+
+// Pending returns what the episode waits for: the seats that act at this
+// step and have not moved yet, in seat order, each with its observation
+// (view, legal actions, inbox, state, turn and the turn's policy seed);
+// none when the episode is over. The slice is the caller's; the
 // observations' views, legal lists and inboxes are the episode's, to read
 // and not to change, valid until the step is applied.
-func (ep *Episode) Pending() []agents.Observation {
-	out := make([]agents.Observation, 0, ep.left)
-	for k := range ep.actors {
+func (ep *Episode) Pending() []PendingSeat {
+	out := make([]PendingSeat, 0, ep.left)
+	for k, i := range ep.actors {
 		if !ep.moved[k] {
-			out = append(out, ep.e.obs[k])
+			out = append(out, PendingSeat{Seat: i, Observation: ep.e.obs[k]})
 		}
 	}
 	return out
 }
 
-// Act gives seat's move at this step. Once every seat of the step has
+// Act gives seat's move at this step: seat is the index Pending names
+// (PendingSeat.Seat). Once every seat of the step has
 // moved, the step is applied and the episode moves on to the next
 // decision (or ends). A seat that does not act now, or has moved already,
 // is refused with ErrNotPending, and any move once the episode is over
@@ -252,20 +266,52 @@ func (ep *Episode) Record() *episode.Record {
 // record is the record of a fresh episode given its moves. A fork replays
 // the history (games are not copied), so it costs about what the history
 // cost to play. Forking an episode that is over returns a copy of it.
+//
+// A fork is a perfect-information copy: its game is rebuilt from the same
+// seed, so it holds the same hidden state (roles, the right answer) as the
+// original, and a driver that plays forks out and reads their scores
+// learns what its seats have not observed. ForkFor forks from one seat's
+// information set instead. A fork of a ForkFor fork replays its re-draws.
 func (ep *Episode) Fork() (*Episode, error) {
+	f, err := ep.replay(ep.history)
+	if err != nil {
+		return nil, err
+	}
+	if ep.done && !f.done {
+		// Stopped by its driver.
+		f.Stop(ep.rec.Status, ep.rec.End, errorOf(ep.rec.Err))
+	}
+	return f, nil
+}
+
+// replay plays moves, a prefix of ep's history, into a new episode of ep's
+// setup, with ep's re-draws of the hidden state that fall within it.
+func (ep *Episode) replay(moves []givenMove) (*Episode, error) {
 	f, err := NewEpisode(ep.setup)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range ep.history {
+	rs := ep.resamples
+	redraw := func(at int) error {
+		for ; len(rs) > 0 && rs[0].at == at; rs = rs[1:] {
+			if err := f.resample(rs[0]); err != nil {
+				return fmt.Errorf("fork: replaying the history: %w", err)
+			}
+			f.resamples = append(f.resamples, rs[0])
+		}
+		return nil
+	}
+	for j, m := range moves {
+		if err := redraw(j); err != nil {
+			return nil, err
+		}
 		if err := f.Act(m.seat, m.action); err != nil {
 			// A game that is not a function of its seed and moves.
 			return nil, fmt.Errorf("fork: replaying the history: %w", err)
 		}
 	}
-	if ep.done && !f.done {
-		// Stopped by its driver.
-		f.Stop(ep.rec.Status, ep.rec.End, errorOf(ep.rec.Err))
+	if err := redraw(len(moves)); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

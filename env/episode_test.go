@@ -98,7 +98,7 @@ func driveByHand(t *testing.T, ep *env.Episode, choose func(agents.Observation) 
 		actions := make([]agents.Action, len(pending))
 		for k, o := range pending {
 			assert.Equal(t, ep.Time(), o.Step)
-			actions[k] = choose(o)
+			actions[k] = choose(o.Observation)
 			moves[o.Agent] = append(moves[o.Agent], actions[k].Text)
 		}
 		require.NoError(t, ep.Step(actions...))
@@ -188,10 +188,9 @@ func forkAndCheck(t *testing.T, name string, at, continuations int) {
 	for !ep.Done() && ep.Time() < at {
 		pending := ep.Pending()
 		for _, o := range pending {
-			a := choose(o)
-			seat := seatOf(t, ep, o.Agent)
-			prefix = append(prefix, env.Move{Seat: seat, Action: &a})
-			require.NoError(t, ep.Act(seat, a))
+			a := choose(o.Observation)
+			prefix = append(prefix, env.Move{Seat: o.Seat, Action: &a})
+			require.NoError(t, ep.Act(o.Seat, a))
 		}
 	}
 	require.False(t, ep.Done(), "the episode ended before step %d", at)
@@ -216,10 +215,9 @@ func forkAndCheck(t *testing.T, name string, at, continuations int) {
 		choose := chooser(name, rand.New(rand.NewPCG(uint64(b), 99)))
 		for !br.ep.Done() {
 			for _, o := range br.ep.Pending() {
-				a := choose(o)
-				seat := seatOf(t, br.ep, o.Agent)
-				br.moves = append(br.moves, env.Move{Seat: seat, Action: &a})
-				require.NoError(t, br.ep.Act(seat, a))
+				a := choose(o.Observation)
+				br.moves = append(br.moves, env.Move{Seat: o.Seat, Action: &a})
+				require.NoError(t, br.ep.Act(o.Seat, a))
 			}
 		}
 		fresh, err := env.NewEpisode(setup)
@@ -233,17 +231,6 @@ func forkAndCheck(t *testing.T, name string, at, continuations int) {
 		records[got] = true
 	}
 	assert.Greater(t, len(records), 1, "the continuations should differ")
-}
-
-func seatOf(t *testing.T, ep *env.Episode, id string) int {
-	t.Helper()
-	for i, s := range ep.Seats() {
-		if s.ID == id {
-			return i
-		}
-	}
-	t.Fatalf("no seat %q", id)
-	return -1
 }
 
 // Tic-tac-toe and a negotiation, forked mid-game into continuations: each
@@ -280,7 +267,8 @@ func TestSteppedEpisodeRefusesBadMoves(t *testing.T) {
 	require.NoError(t, err)
 	p := ep.Pending()
 	require.Len(t, p, 1)
-	mover := seatOf(t, ep, p[0].Agent)
+	mover := p[0].Seat
+	assert.Equal(t, ep.Seats()[mover].ID, p[0].Agent, "a pending seat carries its index and its id")
 	other := 1 - mover
 	err = ep.Act(other, agents.Action{Text: "4"})
 	require.ErrorIs(t, err, env.ErrNotPending)
@@ -392,17 +380,17 @@ func TestObservationsCarryTheAgentsOwnTurns(t *testing.T) {
 	}
 	for n := 0; !ep.Done(); n++ {
 		for _, o := range ep.Pending() {
-			check(o)
+			check(o.Observation)
 			if n == 4 {
 				f, err := ep.Fork()
 				require.NoError(t, err)
 				for _, fo := range f.Pending() {
-					check(fo)
+					check(fo.Observation)
 				}
 			}
 			text := fmt.Sprintf(`{"type":"propose","take":{"book":%d,"hat":0,"ball":0}}`, n%2)
 			mine[o.Agent] = append(mine[o.Agent], seen{o.View, text, append([]protocol.Message(nil), o.Inbox...)})
-			require.NoError(t, ep.Act(seatOf(t, ep, o.Agent), agents.Action{Text: text}))
+			require.NoError(t, ep.Act(o.Seat, agents.Action{Text: text}))
 		}
 	}
 	assert.Len(t, mine["alice"], 5, "the default five rounds were played")

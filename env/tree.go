@@ -240,7 +240,7 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 	}
 	if err := d.each(len(asks), func(j int) error {
 		k, c := asks[j].k, asks[j].c
-		obs := pending[k]
+		obs := pending[k].Observation
 		obs.Seed = CandidateSeed(obs.Seed, c)
 		a, err := d.ask(ep, &obs, seats[k])
 		answers[k][c] = a
@@ -380,14 +380,8 @@ func (d *treeDriver) playOut(f *Episode) error {
 		}
 		// The pending seats, read before the moves: the last one applies
 		// the step.
-		var who []int
-		for k, i := range f.actors {
-			if !f.moved[k] {
-				who = append(who, i)
-			}
-		}
-		for j, o := range f.Pending() {
-			obs, i := o, who[j]
+		for _, o := range f.Pending() {
+			obs, i := o.Observation, o.Seat
 			a, err := d.ask(f, &obs, i)
 			if err != nil {
 				f.Stop(protocol.StatusAborted, EndPolicyError, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -118,10 +117,9 @@ func rescore(t *testing.T, setup env.Setup, rec *episode.Record, k int, cand epi
 	}
 	for !ep.Done() {
 		for _, o := range ep.Pending() {
-			seat := slices.IndexFunc(ep.Seats(), func(s env.Seat) bool { return s.ID == o.Agent })
-			a, err := setup.Policy(ep.Seats()[seat]).Act(t.Context(), &o)
+			a, err := setup.Policy(ep.Seats()[o.Seat]).Act(t.Context(), &o.Observation)
 			require.NoError(t, err)
-			require.NoError(t, ep.Act(seat, a))
+			require.NoError(t, ep.Act(o.Seat, a))
 		}
 	}
 	got := ep.Record()

@@ -55,11 +55,7 @@ func BenchmarkStepEpisode(b *testing.B) {
 		}
 		for !ep.Done() {
 			o := ep.Pending()[0]
-			seat := 0
-			if o.Agent == "o" {
-				seat = 1
-			}
-			if err := ep.Act(seat, agents.Action{Text: o.Legal[0]}); err != nil {
+			if err := ep.Act(o.Seat, agents.Action{Text: o.Legal[0]}); err != nil {
 				b.Fatal(err)
 			}
 			steps++

@@ -631,8 +631,7 @@ func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 		pend := ss.s.Pending()
 		switch len(pend) {
 		case 1:
-			i, _ := tb.SeatOf(pend[0].Agent)
-			return []move{{i, agents.Action{Text: *a.Move}}}, nil
+			return []move{{pend[0].Seat, agents.Action{Text: *a.Move}}}, nil
 		case 0:
 			if tb.Record() != nil {
 				return nil, tableError(table.ErrEpisodeOver)
@@ -646,7 +645,7 @@ func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 	return nil, nil
 }
 
-func agentsOf(obs []agents.Observation) []string {
+func agentsOf(obs []env.PendingSeat) []string {
 	out := make([]string, len(obs))
 	for k, o := range obs {
 		out[k] = o.Agent
@@ -740,12 +739,12 @@ func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
 
 // result is what the session sees: its pending seats (obs), the episode's
 // state and, once it is over, the scores.
-func (s *Server) result(ss *session, obs []agents.Observation) envclient.Result {
+func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	ep := ss.ep
 	o := s.observation(ep, ss)
 	o.Pending = make([]envclient.SeatObservation, len(obs))
 	for k := range obs {
-		o.Pending[k] = ep.seatObservation(&obs[k])
+		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
 	}
 	res := envclient.Result{Observation: o, Done: o.Done}
 	r := 0.0
@@ -813,16 +812,15 @@ func harnessPath(episode, agent string) string {
 	return envclient.PathEpisodes + url.PathEscape(episode) + "/seats/" + url.PathEscape(agent)
 }
 
-// seatObservation is o on the wire, with the choices of its action set
+// seatObservation is o, seat i's, on the wire, with the choices of its action set
 // the rules allow.
-func (ep *episodeEntry) seatObservation(o *agents.Observation) envclient.SeatObservation {
+func (ep *episodeEntry) seatObservation(i int, o *agents.Observation) envclient.SeatObservation {
 	so := envclient.SeatObservation{Agent: o.Agent, Role: o.Role, State: string(o.State), Turn: o.Turn, Step: o.Step,
 		View: o.View, Legal: o.Legal, Inbox: o.Inbox, Seed: o.Seed}
 	if so.Inbox == nil {
 		so.Inbox = []protocol.Message{}
 	}
-	i, err := ep.tb.SeatOf(o.Agent)
-	if err != nil || ep.actions == nil || ep.actions[i] == nil {
+	if ep.actions == nil || ep.actions[i] == nil {
 		return so
 	}
 	switch {

@@ -48,7 +48,7 @@ func TestActionSets(t *testing.T) {
 							if slices.Contains(o.Legal, m) {
 								ok = append(ok, m)
 							}
-						case check.CheckAnswer(&o, m) == nil:
+						case check.CheckAnswer(&o.Observation, m) == nil:
 							ok = append(ok, m)
 						}
 					}
@@ -56,14 +56,7 @@ func TestActionSets(t *testing.T) {
 						assert.Contains(t, set, l, "%s: legal %q of %s is not in the action set", tc.name, l, o.Agent)
 					}
 					require.NotEmpty(t, ok, "%s: no move of the set is allowed for %s at step %d", tc.name, o.Agent, o.Step)
-					i := 0
-					for _, s := range ep.Seats() {
-						if s.ID == o.Agent {
-							break
-						}
-						i++
-					}
-					require.NoError(t, ep.Act(i, agents.Action{Text: ok[o.Intn(0, len(ok))]}))
+					require.NoError(t, ep.Act(o.Seat, agents.Action{Text: ok[o.Intn(0, len(ok))]}))
 				}
 			}
 			rec := ep.Record()

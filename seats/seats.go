@@ -270,7 +270,7 @@ func (s *Seat) Observe(ctx context.Context) (*Observation, error) {
 	case len(obs) == 0:
 		return s.ended(), nil
 	}
-	return s.observation(&obs[0]), nil
+	return s.observation(&obs[0].Observation), nil
 }
 
 // ended is the observation of an episode that is over.

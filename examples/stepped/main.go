@@ -57,7 +57,7 @@ func play(games, rollouts int, seed uint64) (results, error) {
 					return res, err
 				}
 			}
-			if err := ep.Step(agents.Action{Text: move}); err != nil {
+			if err := ep.Act(o.Seat, agents.Action{Text: move}); err != nil {
 				return res, err
 			}
 		}
@@ -76,13 +76,7 @@ func play(games, rollouts int, seed uint64) (results, error) {
 // search tries every legal move of the mover o in forks of ep, each
 // played out at random rollouts times, and returns the move whose mean
 // score for o's seat is best.
-func search(ep *env.Episode, o agents.Observation, rollouts int, rng *rand.Rand, forks *int) (string, error) {
-	seat := 0
-	for i, s := range ep.Seats() {
-		if s.ID == o.Agent {
-			seat = i
-		}
-	}
+func search(ep *env.Episode, o env.PendingSeat, rollouts int, rng *rand.Rand, forks *int) (string, error) {
 	best, bestMean := o.Legal[0], -2.0
 	for _, move := range o.Legal {
 		sum := 0.0
@@ -101,7 +95,7 @@ func search(ep *env.Episode, o agents.Observation, rollouts int, rng *rand.Rand,
 					return "", err
 				}
 			}
-			sum += f.Record().Score.Agents[seat]
+			sum += f.Record().Score.Agents[o.Seat]
 		}
 		if mean := sum / float64(rollouts); mean > bestMean {
 			best, bestMean = move, mean

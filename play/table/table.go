@@ -337,8 +337,7 @@ func (t *Table) Waiting() []int {
 	defer t.mu.Unlock()
 	var w []int
 	for _, o := range t.ep.Pending() {
-		i, _ := t.seatIndex(o.Agent)
-		w = append(w, i)
+		w = append(w, o.Seat)
 	}
 	return w
 }
@@ -370,16 +369,6 @@ func (t *Table) moved() {
 	}
 }
 
-// seatIndex is the index of agent id's seat.
-func (t *Table) seatIndex(id string) (int, bool) {
-	for i, s := range t.ep.Seats() {
-		if s.ID == id {
-			return i, true
-		}
-	}
-	return -1, false
-}
-
 // advance plays the house's pending moves (house seats, and the seats
 // whose session left) until the episode waits only for sessions, or ends.
 // t.mu is held: the house's policies are asked under it, so that no
@@ -390,7 +379,7 @@ func (t *Table) advance(ctx context.Context) {
 	for !t.ep.Done() {
 		played := false
 		for _, o := range t.ep.Pending() {
-			i, _ := t.seatIndex(o.Agent)
+			i := o.Seat
 			switch t.state[i] {
 			case seatHouse, seatLeft:
 			default:
@@ -400,7 +389,7 @@ func (t *Table) advance(ctx context.Context) {
 				t.ep.Stop(protocol.StatusAborted, EndForfeit, fmt.Errorf("seat %d (%s) forfeited: %s", i, o.Agent, t.why[i]))
 				return
 			}
-			a, err := t.house(ctx, i, &o)
+			a, err := t.house(ctx, i, &o.Observation)
 			if err != nil {
 				status, end := protocol.StatusAborted, env.EndPolicyError
 				if ctx.Err() != nil {
@@ -474,12 +463,12 @@ func (s *Session) Seats() []int { return slices.Clone(s.seats) }
 func (s *Session) Table() *Table { return s.t }
 
 // Observe blocks until one of the session's seats must act, or the episode
-// is over, and returns the observations of the session's seats that must
-// act now and have not moved, in seat order (several at a simultaneous
-// step of a session that holds several seats); none once the episode is
-// over. The observations are copies, the session's to keep. Its error is
-// ctx's, or ErrLeft.
-func (s *Session) Observe(ctx context.Context) ([]agents.Observation, error) {
+// is over, and returns the session's seats that must act now and have not
+// moved, in seat order (several at a simultaneous step of a session that
+// holds several seats), each with its observation: PendingSeat.Seat is the
+// seat Act takes. None once the episode is over. The observations are
+// copies, the session's to keep. Its error is ctx's, or ErrLeft.
+func (s *Session) Observe(ctx context.Context) ([]env.PendingSeat, error) {
 	t := s.t
 	for {
 		t.mu.Lock()
@@ -505,19 +494,18 @@ func (s *Session) Observe(ctx context.Context) ([]agents.Observation, error) {
 // Pending is Observe without blocking: the observations of the session's
 // seats that must act now (none when it waits for other seats, or the
 // episode is over).
-func (s *Session) Pending() []agents.Observation {
+func (s *Session) Pending() []env.PendingSeat {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
 	return s.pending()
 }
 
 // pending is Pending with t.mu held.
-func (s *Session) pending() []agents.Observation {
-	var out []agents.Observation
+func (s *Session) pending() []env.PendingSeat {
+	var out []env.PendingSeat
 	for _, o := range s.t.ep.Pending() {
-		i, _ := s.t.seatIndex(o.Agent)
-		if _, mine := slices.BinarySearch(s.seats, i); mine && s.t.holder[i] == s {
-			out = append(out, copyObs(o))
+		if _, mine := slices.BinarySearch(s.seats, o.Seat); mine && s.t.holder[o.Seat] == s {
+			out = append(out, env.PendingSeat{Seat: o.Seat, Observation: copyObs(o.Observation)})
 		}
 	}
 	return out
@@ -580,8 +568,8 @@ func (s *Session) check(seat int, a agents.Action) (agents.Action, error) {
 	var obs *agents.Observation
 	pend := t.ep.Pending()
 	for k := range pend {
-		if i, _ := t.seatIndex(pend[k].Agent); i == seat {
-			obs = &pend[k]
+		if pend[k].Seat == seat {
+			obs = &pend[k].Observation
 		}
 	}
 	if obs == nil {
@@ -599,7 +587,7 @@ func (s *Session) check(seat int, a agents.Action) (agents.Action, error) {
 }
 
 // waitingFor names the seats of pend.
-func (t *Table) waitingFor(pend []agents.Observation) string {
+func (t *Table) waitingFor(pend []env.PendingSeat) string {
 	if len(pend) == 0 {
 		return "nobody"
 	}

@@ -73,13 +73,9 @@ func play(ctx context.Context, s *table.Session) (map[string][]string, error) {
 			return moves, nil
 		}
 		for _, o := range obs {
-			seat, err := s.Table().SeatOf(o.Agent)
-			if err != nil {
-				return moves, err
-			}
 			taken := false
-			for _, c := range candidates(o) {
-				err := s.Act(ctx, seat, agents.Action{Text: c})
+			for _, c := range candidates(o.Observation) {
+				err := s.Act(ctx, o.Seat, agents.Action{Text: c})
 				if errors.Is(err, table.ErrIllegal) {
 					continue
 				}
@@ -241,7 +237,7 @@ func TestObserveWaits(t *testing.T) {
 	require.NoError(t, err)
 	x, _ := tb.Join(0)
 	o, _ := tb.Join(1)
-	got := make(chan []agents.Observation)
+	got := make(chan []env.PendingSeat)
 	go func() {
 		obs, err := o.Observe(t.Context())
 		assert.NoError(t, err)
@@ -251,6 +247,7 @@ func TestObserveWaits(t *testing.T) {
 	obs := <-got
 	require.Len(t, obs, 1)
 	assert.Equal(t, "o", obs[0].Agent)
+	assert.Equal(t, 1, obs[0].Seat, "the pending seat's index, the key Act takes")
 	assert.NotContains(t, obs[0].Legal, "c3")
 
 	ctx, cancel := context.WithCancel(t.Context())

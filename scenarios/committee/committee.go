@@ -162,7 +162,10 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario: it draws the right option from seed.
 func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	informed, uninformed, options := p.Int("informed"), p.Int("uninformed"), p.Int("options")
-	g := &game{informed: informed, decision: -1}
+	g := &game{informed: informed, decision: -1, briefed: make([]bool, informed+uninformed)}
+	for i := range informed {
+		g.briefed[i] = true
+	}
 	names := make([]string, options+1)
 	names[0] = NullAction
 	for i := range options {
@@ -187,6 +190,9 @@ func Option(i int) string { return "o" + strconv.Itoa(i) }
 
 type game struct {
 	informed int
+	// briefed says which advisers are briefed: the first informed ones,
+	// unless a resample re-drew them.
+	briefed  []bool
 	seats    []env.Seat
 	decider  int             // the decider's seat
 	options  *agents.Choices // the decider's legal answers
@@ -208,7 +214,7 @@ func (g *game) Start(s *env.Step) error {
 			continue
 		}
 		present = true
-		if i < g.informed {
+		if g.briefed[i] {
 			if err := s.Tell(i, KindBrief, g.options.Text(g.right)); err != nil {
 				return err
 			}
@@ -234,7 +240,7 @@ func (g *game) Observe(seat int) env.View {
 	switch {
 	case seat == g.decider:
 		return g.deciderView
-	case seat < g.informed:
+	case g.briefed[seat]:
 		return g.briefedView
 	}
 	return g.blindView
@@ -295,6 +301,34 @@ func (g *game) Score() env.Score {
 		agents[i] = r
 	}
 	return env.Score{Team: r, Agents: agents}
+}
+
+// Resample implements env.HiddenState: it re-draws, from rng, the right
+// option unless seat was briefed with it, and which of the other advisers
+// are briefed (as many as were), keeping seat's own brief or its lack. A
+// seat observes neither: the decider sees the advice, not who gave it
+// knowingly. The briefs already delivered are not rewritten.
+func (g *game) Resample(s *env.Step, seat int, rng *rand.Rand) error {
+	me := seat != g.decider && g.briefed[seat] && !s.Absent(seat)
+	if !me {
+		g.right = rng.IntN(len(g.options.Legal()))
+	}
+	var others []int
+	left := g.informed
+	for i := range g.briefed {
+		if i == seat {
+			if g.briefed[i] {
+				left--
+			}
+			continue
+		}
+		others = append(others, i)
+	}
+	rng.Shuffle(len(others), func(a, b int) { others[a], others[b] = others[b], others[a] })
+	for k, i := range others {
+		g.briefed[i] = k < left
+	}
+	return nil
 }
 
 // Label implements env.Labeler: the right option.

@@ -391,6 +391,26 @@ func (g *game) finish(s *env.Step) error {
 
 func (g *game) success() bool { return g.pick == g.target }
 
+// Resample implements env.HiddenState. The listener has observed the
+// candidates (in its own order) and the word, not the target: for it the
+// target is re-drawn among the candidates. The speaker has observed the
+// target and the candidates, not the listener's order: for it the order
+// is re-drawn. The speaker's briefing, already delivered, is not
+// rewritten.
+func (g *game) Resample(_ *env.Step, seat int, rng *rand.Rand) error {
+	if seat == speakerSeat {
+		// A new slice: the old one is a legal list handed out.
+		shown := make([]string, 0, len(g.candidates))
+		for _, i := range rng.Perm(len(g.candidates)) {
+			shown = append(shown, g.candidates[i])
+		}
+		g.shown = shown
+		return nil
+	}
+	g.target = rng.IntN(len(g.candidates))
+	return nil
+}
+
 func (g *game) Score() env.Score {
 	r := 0.0
 	if g.success() {

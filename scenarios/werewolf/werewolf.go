@@ -245,6 +245,7 @@ type game struct {
 	kills, votes []int    // per seat: the night's kill picks, the day's votes
 	accused      []int    // today's accusations, in seat order: accused seats
 	seen         []string // the seer's visions so far, in order
+	inspected    []int    // the seats the seer inspected, in order: seen's
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -427,6 +428,7 @@ func (g *game) night(s *env.Step, moves []env.Move) error {
 				what = " is a wolf"
 			}
 			g.seen = append(g.seen, g.seats[t].ID+what)
+			g.inspected = append(g.inspected, t)
 			if err := s.Tell(m.Seat, KindVision, g.seats[t].ID+what); err != nil {
 				return err
 			}
@@ -512,6 +514,52 @@ func (g *game) vote(s *env.Step, moves []env.Move) error {
 	}
 	g.phase = Hunting
 	return g.fireLiving(s, Dusk)
+}
+
+// Resample implements env.HiddenState: it re-deals, from rng, the roles
+// seat does not know among the living, keeping every role seat knows: its
+// own, the dead's (announced with their roles), the pack for a wolf, the
+// seats the seer inspected for the seer (with one seer, "not a wolf" is a
+// villager). The re-dealt wolves join #wolves and the others leave it; the
+// seer's visions are those of the seats inspected so far, told afresh. The
+// messages already delivered (the pack, the hunts, the visions) are not
+// rewritten: only seat's are sure to hold.
+func (g *game) Resample(s *env.Step, seat int, rng *rand.Rand) error {
+	me := g.seats[seat]
+	var unknown []int
+	for i := range g.seats {
+		switch {
+		case i == seat, !g.in[i], !g.alive[i]:
+		case me.Team == Wolves && g.seats[i].Team == Wolves:
+		case me.Role == RoleSeer && slices.Contains(g.inspected, i):
+		default:
+			unknown = append(unknown, i)
+		}
+	}
+	dealt := make([]env.Seat, len(unknown))
+	for k, i := range unknown {
+		dealt[k] = g.seats[i]
+	}
+	rng.Shuffle(len(dealt), func(a, b int) { dealt[a], dealt[b] = dealt[b], dealt[a] })
+	for k, i := range unknown {
+		was := g.seats[i].Team
+		g.seats[i].Role, g.seats[i].Team = dealt[k].Role, dealt[k].Team
+		switch now := g.seats[i].Team; {
+		case was == Wolves && now != Wolves:
+			s.Leave(i, channel)
+		case was != Wolves && now == Wolves:
+			s.Join(i, channel)
+		}
+	}
+	g.seen = g.seen[:0:0]
+	for _, t := range g.inspected {
+		what := " is not a wolf"
+		if g.seats[t].Team == Wolves {
+			what = " is a wolf"
+		}
+		g.seen = append(g.seen, g.seats[t].ID+what)
+	}
+	return nil
 }
 
 // MetricNames implements env.EpisodeMetricer: each team's reward, so that
