@@ -65,7 +65,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
+.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -105,6 +105,12 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),pytho
 	if [ -d "$(PY_DIR)/openenv/src/openenv" ]; then py+=(TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_OPENENV=1); fi; \
 	set -x; env "$${py[@]}" GORACE="$(TESTGORACE)" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(if $(PY_E2E),TROUPE_REQUIRE_PYTHON=1) \
 		$(GO) test $(RACE) $(TESTFLAGS) -timeout 20m ./...
+
+api-check: ## the exported API against the last release's (api/troupe.apidata.gz): each break must be named in CHANGELOG.md
+	$(GO) test -count=1 -run '^TestTreeKeepsReleasedAPI$$' ./internal/apicheck
+
+api-snapshot: ## at a release: take the tree's exported API as the baseline api-check compares with
+	$(GO) run ./internal/apicheck/apisnapshot -o api/troupe.apidata.gz
 
 lint: ## gofmt, go vet, and staticcheck when the module proxy can serve it
 	@unformatted="$$(gofmt -l .)"; \

@@ -121,7 +121,26 @@ func New(stdout, stderr io.Writer, opts ...Option) *App {
 		list = append(scenarios.List(), o.scenarios...)
 	}
 	a.Scenarios, a.err = env.NewRegistry(list...)
+	if a.err != nil && !o.noBuiltins {
+		a.err = clashWithBuiltin(a.err, o.scenarios)
+	}
 	return a
+}
+
+// clashWithBuiltin says what to do when a scenario of WithScenarios is
+// refused because a built-in one has its name: a name free today may be
+// taken by the scenario a later troupe adds.
+func clashWithBuiltin(err error, own []env.Scenario) error {
+	builtin := make(map[string]bool)
+	for _, s := range scenarios.List() {
+		builtin[s.Info().Name] = true
+	}
+	for _, s := range own {
+		if name := s.Info().Name; builtin[name] {
+			return fmt.Errorf("%w; %q is the name of one of troupe's built-in scenarios, which WithScenarios adds to: rename yours (its Info.Name), or pass cli.WithoutBuiltins() to offer only your own", err, name)
+		}
+	}
+	return err
 }
 
 // Main is the whole troupe command as a process runs it: it reads os.Args,

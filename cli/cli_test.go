@@ -402,6 +402,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"no scenario", []string{"run"}, []string{"scenario name", "elfarol"}},
 		{"two scenarios", []string{"run", "elfarol", "relay"}, []string{"one scenario"}},
 		{"unknown scenario", []string{"run", "nope"}, []string{`unknown scenario "nope"`, "elfarol"}},
+		{"misspelt scenario", []string{"run", "elfarl"}, []string{`unknown scenario "elfarl"; did you mean "elfarol"?`}},
+		{"misspelt parameter", []string{"run", "elfarol", "--param", "capacty=3"}, []string{`did you mean "capacity"?`}},
 		{"unknown param", []string{"run", "elfarol", "--param", "bogus=1"}, []string{`"bogus"`, "agents", "nights", "capacity"}},
 		{"malformed param", []string{"run", "elfarol", "--param", "agents"}, []string{`"agents" is not key=value`}},
 		{"param twice", []string{"run", "elfarol", "-p", "agents=3", "-p", "agents=4"}, []string{`"agents" given twice`}},

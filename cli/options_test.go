@@ -43,5 +43,7 @@ func TestOptionsRegisterScenarios(t *testing.T) {
 	r = run([]string{"scenarios"}, WithScenarios(elfarol.New()))
 	assert.Equal(t, ExitFailure, r.code)
 	assert.Contains(t, r.stderr, `two scenarios are called "elfarol"`)
+	assert.Contains(t, r.stderr, "rename yours")
+	assert.Contains(t, r.stderr, "cli.WithoutBuiltins()")
 	assert.Empty(t, r.stdout)
 }

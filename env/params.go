@@ -98,7 +98,7 @@ func (p ParamSpec) parse(s string) (any, error) {
 		return v, nil
 	case StringParam:
 		if len(p.Choices) > 0 && !slices.Contains(p.Choices, s) {
-			return nil, fmt.Errorf("%q is not one of %s", s, strings.Join(p.Choices, ", "))
+			return nil, fmt.Errorf("%q is not one of %s%s", s, strings.Join(p.Choices, ", "), didYouMean(s, p.Choices))
 		}
 		return s, nil
 	}
@@ -127,9 +127,9 @@ func (in *Info) ParseParams(given map[string]string) (Params, error) {
 				known[i] = s.Name
 			}
 			if len(known) == 0 {
-				return Params{}, fmt.Errorf("%w: scenario %s takes no parameters, got %q", ErrBadParam, in.Name, name)
+				return Params{}, fmt.Errorf("%w: scenario %s takes no parameters, got %q: leave the parameter out", ErrBadParam, in.Name, name)
 			}
-			return Params{}, fmt.Errorf("%w: scenario %s has no parameter %q (it takes %s)", ErrBadParam, in.Name, name, strings.Join(known, ", "))
+			return Params{}, fmt.Errorf("%w: scenario %s has no parameter %q (it takes %s)%s", ErrBadParam, in.Name, name, strings.Join(known, ", "), didYouMean(name, known))
 		}
 	}
 	for _, spec := range in.Params {
@@ -160,10 +160,10 @@ func ParseAssignments(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("%w: %q is not key=value", ErrBadParam, kv)
+			return nil, fmt.Errorf("%w: %q is not key=value: write the parameter's name, =, and its value (seats=5)", ErrBadParam, kv)
 		}
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: %q given twice", ErrBadParam, k)
+			return nil, fmt.Errorf("%w: %q given twice: give each parameter once", ErrBadParam, k)
 		}
 		out[k] = v
 	}

@@ -62,10 +62,10 @@ type PolicyMaker func(req PolicyRequest) (agents.Policy, error)
 func (in *Info) MakePolicy(req PolicyRequest) (agents.Policy, error) {
 	mk, own := in.Policies[req.Name]
 	if !own && req.Name != "random" {
-		return nil, fmt.Errorf("%w %q (scenario %s has %s)", ErrUnknownPolicy, req.Name, in.Name, strings.Join(in.PolicyNames(), ", "))
+		return nil, fmt.Errorf("%w %q (scenario %s has %s)%s", ErrUnknownPolicy, req.Name, in.Name, strings.Join(in.PolicyNames(), ", "), didYouMean(req.Name, in.PolicyNames()))
 	}
 	if len(req.Settings) > 0 {
-		return nil, fmt.Errorf("policy %q takes no settings: it cannot honour %s", req.Name, req.Settings)
+		return nil, fmt.Errorf("policy %q takes no settings: it cannot honour %s; leave them out, or name a policy that takes settings (llm)", req.Name, req.Settings)
 	}
 	if !own {
 		return agents.Random(), nil
@@ -102,7 +102,7 @@ func (in *Info) DefaultPolicyName() string {
 func (in *Info) AssignPolicies(req PolicyRequest, perRole map[string]string, build PolicyMaker) (PolicyFor, map[string]string, error) {
 	for _, role := range slices.Sorted(maps.Keys(perRole)) {
 		if in.Role(role) == nil {
-			return nil, nil, fmt.Errorf("%w %q: scenario %s has %s", ErrUnknownRole, role, in.Name, in.RoleNames())
+			return nil, nil, fmt.Errorf("%w %q: scenario %s has %s%s", ErrUnknownRole, role, in.Name, in.RoleNames(), didYouMean(role, strings.Split(in.RoleNames(), ", ")))
 		}
 	}
 	fallback := req.Name
