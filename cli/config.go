@@ -58,7 +58,7 @@ type runFlags struct {
 	lookupEnv       func(string) (string, bool)
 }
 
-// plan is a validated run: everything env.Run needs, and where the samples
+// plan is a validated run: everything play.Run needs, and where the samples
 // go.
 type plan struct {
 	cfg        play.Config
@@ -220,7 +220,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		return nil, usagef("--episodes-out %q: that is --out too; give the records a file of their own", f.episodesOut)
 	}
 	if spec.Seeds != nil {
-		// env.Run derives every episode's seeds from the run seed.
+		// play.Run derives every episode's seeds from the run seed.
 		return nil, usagef("--spec %s: seeds: troupe run derives the episodes' seeds from seed; fixed seeds are a rollout request's (troupe serve): leave them out", from)
 	}
 	// Policies come last in Resolve: an LLM policy opens a client, which

@@ -31,7 +31,7 @@ func newNATSRemote(c *natsrun.Client, llmURL string) (*natsRemote, error) {
 
 // Start implements server.Remote: it queues the request's episodes, with
 // the seeds and ids the service chose, under the request's resolved run
-// spec (its RunConfig and natsrun.SpecOf, as troupe run --nats submits a
+// spec (its play.Config and natsrun.SpecOf, as troupe run --nats submits a
 // run), and returns their executor, which waits for the workers' results;
 // closing it purges the run.
 func (r *natsRemote) Start(ctx context.Context, rr server.RemoteRequest) (server.RemoteExecutor, error) {

@@ -32,7 +32,7 @@ const DefaultStepLimit = 100_000
 // Limits bound an episode, counted inside it: a zero field means no limit.
 // Hitting a limit truncates the episode (status truncated), which is
 // distinct from the rules terminating it (status completed). Wall time is
-// not counted inside an episode: it is its driver's (Play.Timeout).
+// not counted inside an episode: it is its driver's (Drive.Timeout).
 type Limits struct {
 	MaxSteps    int // logical steps
 	MaxTurns    int // agent turns, all agents together
@@ -49,7 +49,7 @@ const (
 	EndStepLimit   = "step_limit"     // no Limits.MaxSteps, and the scenario's StepLimit (or DefaultStepLimit) reached
 	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
 	EndMaxMessages = "max_messages"   // Limits.MaxMessages
-	EndDeadline    = "deadline"       // Play.Timeout
+	EndDeadline    = "deadline"       // Drive.Timeout
 	EndInterrupted = "interrupted"    // the run was cancelled
 	EndPolicyError = "policy_error"   // a policy returned an error
 	EndGameError   = "game_error"     // the scenario broke a rule of its own or panicked
@@ -382,7 +382,7 @@ func (e *Engine) Run(ctx context.Context, setup Setup) *episode.Record {
 // It is the standard driver of the engine's stepped episode: open, begin,
 // then decide, observe, ask and apply step after step, and finish (the
 // phases Episode drives from outside), with the policies asked in between
-// and the wall clock (Play.Timeout, ctx) read before every step.
+// and the wall clock (Drive.Timeout, ctx) read before every step.
 func (e *Engine) run(ctx context.Context, setup Setup) *episode.Record {
 	ep := e.open(&setup)
 	defer e.release()

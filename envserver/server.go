@@ -7,7 +7,7 @@
 // fields, seeded as a one-episode `troupe run` of the same spec would be.
 // When it ends, its record goes through the output stage every run has
 // (trajectories.Output: the allocators' credit, counterfactual re-simulation
-// included, samples, sinks) by way of env.Run, so the server writes the same
+// included, samples, sinks) by way of play.Run, so the server writes the same
 // record and samples as `troupe run` given the same seeds and moves.
 //
 // Bounds, as troupe serve's: loopback by default, an optional bearer token
@@ -723,7 +723,7 @@ func (s *Server) settle(ep *episodeEntry) {
 	})
 }
 
-// write hands the record to the output stage of its spec: env.Run, with an
+// write hands the record to the output stage of its spec: play.Run, with an
 // executor that returns it, into trajectories.Output over the server's
 // sink, its samples numbered from the server's counter.
 func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {

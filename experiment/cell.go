@@ -280,7 +280,7 @@ const progressEvery = 25
 
 // run plays one cell: its episodes one after the other, each only after
 // the learner has learned the previous one, so that the learner never acts
-// on values that depend on timing. The cell is an env.Run like every
+// on values that depend on timing. The cell is an play.Run like every
 // run's, in Lockstep: each group is played by the run's executor (the
 // engine and bus), then handed to a trajectories.Output (the allocators),
 // whose ObserveCredit gives the learner the record and its credit, before

@@ -9,7 +9,7 @@
 // # Cells
 //
 // One cell is one learning run: a grid point, an allocator and a seed. Its
-// episodes are those env.Run would play with the cell's seed, and go
+// episodes are those play.Run would play with the cell's seed, and go
 // through the same engine, bus, allocators and output stage as any run's,
 // one at a time, on the cell's goroutine: each episode is played only
 // after the learner has learned the previous one from its record and

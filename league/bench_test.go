@@ -23,7 +23,7 @@ func reportMatches(b *testing.B, cpu float64) {
 }
 
 // BenchmarkLeague is the league's cost on a scripted game: random against
-// random at tic-tac-toe, played as a plain run (env.Run, records only) and
+// random at tic-tac-toe, played as a plain run (play.Run, records only) and
 // as league matches (matchmaking, a policy lookup per role, the result
 // logged and rated by Elo and Glicko-2, one commit at the end), in batches
 // of 64 at the machine's concurrency and one at a time; and with a

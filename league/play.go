@@ -19,7 +19,7 @@ import (
 )
 
 // Seed streams of a match: seeds.Mix(league seed, stream, match, ...).
-// The first two are env.Run's, which plays the matches (League.run): its
+// The first two are play.Run's, which plays the matches (League.run): its
 // groups' scenario seeds and its episodes' policy seeds.
 const (
 	streamScenario = 1 // the episode's scenario seed
@@ -219,7 +219,7 @@ type leaguePlay struct {
 }
 
 // batches plays the Play's matches batch by batch (Config.Batch > 1),
-// each batch through an env.Run of its own: the batch is drawn from the
+// each batch through an play.Run of its own: the batch is drawn from the
 // league as it stands, played conc matches at a time, and then learned
 // from and rated in match order (end). The run's fixed cost is shared by
 // the batch's matches.
@@ -289,7 +289,7 @@ func (p *leaguePlay) end(results []Result) error {
 }
 
 // lockstep plays the Play's matches when batches are of one match: the
-// whole Play is one env.Run, in lockstep (one match at a time, each
+// whole Play is one play.Run, in lockstep (one match at a time, each
 // written before the next is played), whose requests are the matches'
 // own (League.run). Each match is drawn when the run asks for its episode
 // (Execute), from the league as the matches before it left it, and once
@@ -430,7 +430,7 @@ func (l *League) executor(m *Match) (*env.LocalExecutor, error) {
 	return x, nil
 }
 
-// run is the env.Run of matches k0 to k0+n-1, one episode each: match k
+// run is the play.Run of matches k0 to k0+n-1, one episode each: match k
 // is the run's group and episode k, so its seeds derive from the league's
 // seed and k alone (seeds.Mix(seed, streamScenario, k) and
 // seeds.Mix(seed, streamPolicy, k), env's scenario and policy streams),
@@ -441,7 +441,7 @@ func (l *League) run(k0 int64, n, conc int, exec env.Executor) play.Config {
 }
 
 // playBatch plays the matches' episodes (consecutive matches, from
-// matches[0].Index), conc at a time, through env.Run,
+// matches[0].Index), conc at a time, through play.Run,
 // each by the executor of its players (executor), and returns them with
 // those executors (which get them back, once read, through Recycle). A
 // batch cut short by ctx returns no error: the caller, seeing ctx done,

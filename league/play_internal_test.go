@@ -11,7 +11,7 @@ import (
 	"github.com/troupe-rl/troupe/scenarios"
 )
 
-// A batch's matches are played by env.Run, whose requests must be the
+// A batch's matches are played by play.Run, whose requests must be the
 // league's own: match k's seeds derive from the league's seed, its stream
 // and k alone, and k is its index, rollout id and group index. A league's
 // files depend on them: a change here changes every league played again.

@@ -557,7 +557,7 @@ func TestRunWritesEpisodesItsExecutorInterrupted(t *testing.T) {
 	assert.Zero(t, sum.Interrupted)
 }
 
-// A run may take its episodes' seeds from its caller (RunConfig.Seeds)
+// A run may take its episodes' seeds from its caller (play.Config.Seeds)
 // instead of its seed tree; ids and groups are numbered as ever.
 func TestRunPlaysTheSeedsItIsGiven(t *testing.T) {
 	cfg := elfarolConfig(t, nil)

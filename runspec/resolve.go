@@ -29,7 +29,7 @@ type Resolvers struct {
 	// refuse the spec. nil: the scenario's own policies and "random" only.
 	Policies env.PolicyMaker
 	// Parallel names the policies asked concurrently for simultaneous
-	// actors (RunConfig.ParallelPolicies): slow remote ones such as "llm".
+	// actors (play.Config.ParallelPolicies): slow remote ones such as "llm".
 	// Answers are applied in seat order all the same.
 	Parallel []string
 }
@@ -69,7 +69,7 @@ func (r *Resolved) Hash() string { return r.Spec.Hash() }
 // whose seeds are the spec's Seeds when it fixes them).
 func (r *Resolved) Requests() []env.Request { return r.Config.Requests() }
 
-// seedsOf is the RunConfig.Seeds of fixed seeds sd: every episode plays
+// seedsOf is the play.Config.Seeds of fixed seeds sd: every episode plays
 // the scenario seed sd.Scenario, and episode i the policy seed
 // seeds.Mix(Policy, i) when sd.Policy is set, else seeds.Mix(Scenario, 2,
 // its rollout_id).

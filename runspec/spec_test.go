@@ -282,7 +282,7 @@ func TestDecodeStrict(t *testing.T) {
 }
 
 // TestResolvePlays checks that a resolved spec plays what the equivalent
-// hand-written RunConfig plays.
+// hand-written play.Config plays.
 func TestResolvePlays(t *testing.T) {
 	reg := scenarios.Builtin()
 	s := runspec.Spec{Scenario: "tictactoe", Episodes: 6, GroupSize: 2, Seed: 9, RolloutIDBase: 4,

@@ -2,7 +2,7 @@
 // (a record with its slime samples), the one projection that makes those
 // samples (Samples), the Allocator that splits the team reward among them,
 // the sinks that store samples (JSONL, nested JSONL, in memory) and read
-// them back, and Output, the output stage of a run (an play.Output): env.Run
+// them back, and Output, the output stage of a run (an play.Output): play.Run
 // hands it the records it played, group by group, and it allocates their
 // credit, projects and numbers their samples and writes them to a sink.
 //

@@ -61,7 +61,7 @@ func playN(b *testing.B, c *natsrun.Client, rc runPlan, spec natsrun.Spec, n int
 // process (server, submitter, worker), so cpu-µs/ep is the whole cost of
 // an episode on every side; subtract local's for the broker's share.
 //
-//   - local: env.Run alone, the baseline;
+//   - local: play.Run alone, the baseline;
 //   - throughput: 8 worker slots, the queue kept full (Ahead 1024), over
 //     an in-process connection (no sockets) and over loopback TCP;
 //   - latency: one episode at a time (Ahead 1, one slot): ns/op is the

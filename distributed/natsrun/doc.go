@@ -4,11 +4,11 @@
 //
 // # Shape
 //
-// The submitter keeps env.Run: ordering, group-wise reward allocation,
+// The submitter keeps play.Run: ordering, group-wise reward allocation,
 // sample numbering and the sinks stay exactly as in a local run. Only the
 // env.Executor changes: an Executor that, instead of playing an episode,
 // queues its env.Request for the workers and waits for the episode they
-// store. Since env.Run writes in episode order and an episode is a pure
+// store. Since play.Run writes in episode order and an episode is a pure
 // function of its request and the run's policies, the output is the local
 // run's, whatever the workers' number, speed or failures.
 //
@@ -78,7 +78,7 @@
 // marker is created with KV Create, which succeeds for one attempt only. An
 // attempt that loses (a redelivery raced a slow worker) purges its chunks.
 // The collector reads the marker, so it sees one result per episode, and
-// env.Run asks for each episode once, so the output holds each once. What
+// play.Run asks for each episode once, so the output holds each once. What
 // can go wrong only repeats work:
 //
 //   - a worker dies (SIGKILL, a lost machine): after AckWait without a
@@ -97,8 +97,8 @@
 //   - the submitter dies: the workers go on; Start with the same id
 //     re-attaches (troupe run's default id is SpecRunID, the scenario and
 //     the hash of the run's spec, package runspec; RunID is a digest of a
-//     RunConfig and Spec; either way the same command re-attaches), reads the done markers, does not queue
-//     again what is done or still queued, and env.Run writes the whole
+//     play.Config and Spec; either way the same command re-attaches), reads the done markers, does not queue
+//     again what is done or still queued, and play.Run writes the whole
 //     output again from the stored results (once the dead submitter's
 //     lease lapsed);
 //   - the submitter is interrupted: it removes the run's queued requests

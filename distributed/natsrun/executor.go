@@ -40,21 +40,21 @@ const (
 
 // Executor is the submitter's side of a run: an env.Executor that queues
 // each episode's request for the workers and returns the episode a worker
-// stored. Plug it into env.Run (Run does), which keeps ordering, reward
+// stored. Plug it into play.Run (Run does), which keeps ordering, reward
 // allocation and output exactly as in a local run.
 //
 // An Executor keeps Config.Ahead requests queued from the latest episode
-// asked for on, so the workers stay busy however few episodes env.Run
+// asked for on, so the workers stay busy however few episodes play.Run
 // waits for at once. Finished episodes wait in the results stream, not in
 // memory, until Execute asks for them.
 type Executor struct {
 	c   *Client
 	run string
-	// stopRun, set by Run before env.Run starts (nil when another runner
-	// drives the executor), stops Run's env.Run: an episode this executor
+	// stopRun, set by Run before play.Run starts (nil when another runner
+	// drives the executor), stops Run's play.Run: an episode this executor
 	// hands back interrupted because the executor stopped (an unplayable
 	// run, Close, a lost lease) must find the run interrupted too, or
-	// env.Run would write it as an aborted episode (it cuts only for its
+	// play.Run would write it as an aborted episode (it cuts only for its
 	// own interruption).
 	stopRun context.CancelCauseFunc
 	batch   int64 // requests per work message (Config.Batch, resolved)
@@ -119,7 +119,7 @@ const pollEvery = 2 * time.Second
 
 // Start registers run (or re-attaches to it: an id already stored with an
 // equal configuration) and returns the executor of its episodes. cfg is the
-// run as env.Run will play it: its Scenario, Params, Limits, Timeout and
+// run as play.Run will play it: its Scenario, Params, Limits, Timeout and
 // Invalid travel to the workers with spec (how a worker asks its policies,
 // ParallelPolicies, is the worker's: WorkerConfig.Parallel), and its Policy replays
 // episodes here for counterfactual allocators (nil: episodes have no
@@ -704,7 +704,7 @@ func interrupted(req env.Request, cause error) *episode.Record {
 	return ep
 }
 
-// Run plays the executor's run with env.Run (cfg as given to Start, with
+// Run plays the executor's run with play.Run (cfg as given to Start, with
 // this executor) and writes it to out. Once every episode is written it
 // purges the run's results and state, unless Config.KeepResults: a run that
 // completed is not resumed. A run cut short (ctx cancelled, a failed write,

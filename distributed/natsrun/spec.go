@@ -20,21 +20,21 @@ import (
 )
 
 // Spec names what a worker needs, besides the episode requests, to play a
-// run: the things a RunConfig holds as Go values (policies, the emit
+// run: the things a play.Config holds as Go values (policies, the emit
 // filter), which cannot travel, described instead. Workers rebuild them
 // from their own scenario registry, resolving a run spec (package runspec)
 // as every runner does. SpecOf builds it from a resolved run spec, so that
-// it agrees with the spec's RunConfig by construction.
+// it agrees with the spec's play.Config by construction.
 type Spec struct {
 	// Policies maps a role to its policy: the name (one of the scenario's
 	// Info.PolicyNames, or a name the workers' PolicyMaker knows) and the
 	// settings the run spec gives it (an LLM's model and sampling). Roles
 	// not named play the scenario's default policy, or random. They must
-	// be what the submitter's RunConfig.Policy plays: the submitter
+	// be what the submitter's play.Config.Policy plays: the submitter
 	// replays episodes with it for counterfactual credit.
 	Policies map[string]runspec.Policy `json:"policies,omitempty"`
 	// Emit lists the roles whose turns become samples; empty means all.
-	// It must agree with RunConfig.Emit.
+	// It must agree with play.Config.Emit.
 	Emit []string `json:"emit,omitempty"`
 	// LLMEndpoint is where the run's LLM policies are served: the name of
 	// an endpoint that workers declare (troupe worker --llm-endpoint
@@ -46,7 +46,7 @@ type Spec struct {
 
 // SpecOf is the Spec of a resolved run spec (package runspec): its roles'
 // policies with their settings and its emitted roles, so that it agrees
-// with the resolved RunConfig by construction. endpoint is the run's
+// with the resolved play.Config by construction. endpoint is the run's
 // LLMEndpoint.
 func SpecOf(r *runspec.Resolved, endpoint string) Spec {
 	var emit []string
@@ -65,7 +65,7 @@ func SpecOf(r *runspec.Resolved, endpoint string) Spec {
 const ProtocolVersion = 4
 
 // record is a run as workers see it and as the runs bucket stores it: the
-// spec and everything of the RunConfig that shapes the episodes, and the
+// spec and everything of the play.Config that shapes the episodes, and the
 // versions it was submitted under. Two submitters with equal records are
 // running the same run.
 type record struct {

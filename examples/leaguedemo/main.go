@@ -186,7 +186,7 @@ func measure(ctx context.Context, sc env.Scenario, params env.Params, l *league.
 }
 
 // versus is pol's mean score against opp over n games in each role: a
-// run of n episodes per role (env.Run), game i with scenario seed i and
+// run of n episodes per role (play.Run), game i with scenario seed i and
 // policy seed 7919·i + the role's seat.
 func versus(ctx context.Context, sc env.Scenario, params env.Params, pol, opp agents.Policy, n int) (float64, error) {
 	total := 0.0

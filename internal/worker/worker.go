@@ -1,5 +1,5 @@
 // Package worker carries the number of the worker that runs a call in its
-// context: env.Run numbers its workers and finishes each group of episodes
+// context: play.Run numbers its workers and finishes each group of episodes
 // with its worker's context, and trajectories.Output keeps the arrays it
 // reuses from group to group per worker, so that they stay in the cache of
 // the core that writes them. The number is a hint for such caches, never

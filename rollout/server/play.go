@@ -15,7 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// A rollout request is one run (env.Run, the one play loop): its resolved
+// A rollout request is one run (play.Run, the one play loop): its resolved
 // run spec, placed at the request's ids and seeds, played as one group of
 // n episodes at once (ConcurrentEpisodes), by the request's executor
 // (episode slots, metrics; local or remote), into the request's answer
@@ -145,7 +145,7 @@ func (a *answer) Finish(_ context.Context, group []*episode.Record) (func(k int)
 // Flush implements play.Output.
 func (a *answer) Flush() error { return nil }
 
-// rollouts plays the request's run through env.Run and encodes its answer
+// rollouts plays the request's run through play.Run and encodes its answer
 // into *bp. On success the answer's allocation transaction is open: the
 // caller commits it (its locks are held until then); on failure it was
 // rolled back.

@@ -17,7 +17,7 @@
 // fields over the service's defaults, merged in one place, specOf),
 // resolved by the one resolver that troupe run, NATS workers and
 // experiments use; its episodes are played from the resolved values by
-// env.Run, the one play loop (here or, with Config.Remote, by troupe
+// play.Run, the one play loop (here or, with Config.Remote, by troupe
 // workers), and its answer is written by trajectories.Output, which
 // allocates the credit and numbers the samples as for any run.
 //
@@ -596,7 +596,7 @@ func checkContentType(r *http.Request) *rollout.Error {
 
 // Remote plays requests' episodes somewhere other than this process
 // (troupe workers on NATS JetStream): for each request it makes an
-// executor, which the request's run (env.Run) plays its episodes with.
+// executor, which the request's run (play.Run) plays its episodes with.
 type Remote interface {
 	// Start readies one request's episodes and returns their executor:
 	// Execute is called once for each of r.Requests, all at once, and must

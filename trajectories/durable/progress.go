@@ -3,7 +3,7 @@
 //
 // A run writes its output files (samples, and episode records with
 // --episodes-out) as whole groups, always a prefix of what the run
-// uninterrupted writes (env.Run, trajectories.GroupSink). Beside them it
+// uninterrupted writes (play.Run, trajectories.GroupSink). Beside them it
 // keeps a progress file (Progress: format troupe.progress/v2), written
 // atomically (a temporary file renamed into place) at checkpoints: the run
 // spec's hash and canonical form, each file's length at the checkpoint and

@@ -225,7 +225,7 @@ func (g *count) Score() env.Score {
 }
 
 // Plan is a run, as plain data that a test and a process it starts can
-// both turn into the same RunConfig.
+// both turn into the same play.Config.
 type Plan struct {
 	Scenario    string            `json:"scenario"`
 	Params      map[string]string `json:"params,omitempty"`
