@@ -62,21 +62,34 @@ func (s *Server) routes() *http.ServeMux {
 	// A harness seat's own handler routes by method and answers in the
 	// OpenAI and MCP shapes; what is under PathEpisodes but not a seat's
 	// answers in the server's.
+	// The seat's root without its slash is the seat's too (its handler
+	// answers "/" 404), not ServeMux's redirect.
 	mux.HandleFunc(envclient.PathEpisodes+"{episode}/seats/{agent}/{rest...}", s.handleHarness)
+	mux.HandleFunc(envclient.PathEpisodes+"{episode}/seats/{agent}", s.handleHarness)
 	mux.HandleFunc(envclient.PathEpisodes, func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorizedHarness(w, r) {
 			return
 		}
 		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/models, mcp, tools)", r.URL.Path))
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
-	})
+	mux.HandleFunc("/", s.notFound)
 	return mux
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path ServeMux would redirect to
+// its clean form (httpedge.Canonical) is answered 404 here.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !httpedge.Canonical(r.URL.Path) {
+		s.notFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// notFound answers a path that is no endpoint.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
+}
 
 // fail answers e as {"error": {...}}.
 func (s *Server) fail(w http.ResponseWriter, e *apiError) {

@@ -357,16 +357,26 @@ func (s *Server) routes() *http.ServeMux {
 				Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, e.method, r.Method)})
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, "other", &rollout.Error{Status: http.StatusNotFound, Code: rollout.CodeNotFound,
-			Message: fmt.Sprintf("no endpoint %s (there are POST %s, GET %s, GET %s, GET %s, GET %s)", r.URL.Path,
-				rollout.PathRollouts, rollout.PathScenarios, rollout.PathAllocators, rollout.PathHealth, rollout.PathMetrics)})
-	})
+	mux.HandleFunc("/", s.notFound)
 	return mux
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A path ServeMux would redirect to
+// its clean form (httpedge.Canonical) is answered 404 here.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !httpedge.Canonical(r.URL.Path) {
+		s.notFound(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// notFound answers a path that is no endpoint.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, "other", &rollout.Error{Status: http.StatusNotFound, Code: rollout.CodeNotFound,
+		Message: fmt.Sprintf("no endpoint %s (there are POST %s, GET %s, GET %s, GET %s, GET %s)", r.URL.Path,
+			rollout.PathRollouts, rollout.PathScenarios, rollout.PathAllocators, rollout.PathHealth, rollout.PathMetrics)})
+}
 
 // serveEndpoint checks the token and answers r with handle; endpoint
 // names it in the metrics.
