@@ -1,7 +1,8 @@
 // Package httpedge holds what troupe's HTTP services share at their edge:
-// the bearer-token check and the JSON content-type check. The rollout
-// service (rollout/server) and the environment server (env/envserver) use
-// them.
+// the bearer-token check, the JSON content-type check, and the check of
+// a path ServeMux would redirect (Canonical). The rollout service
+// (rollout/server) and the environment server (env/envserver) use them;
+// the viewer uses Canonical.
 package httpedge
 
 import (
