@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,46 +20,75 @@ import (
 	"github.com/troupe-rl/troupe/trajectories"
 )
 
-// ServeHTTP implements http.Handler.
+// routes is the server's ServeMux: "METHOD PATH" patterns for the
+// endpoints, the harness seats' subtree, and, so that every refusal is a
+// JSON error body rather than ServeMux's plain-text one, a method-less
+// pattern per path (405 with Allow) and "/" (404). A GET pattern also
+// serves HEAD.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, e := range []struct {
+		method, path string
+		handle       func(w http.ResponseWriter, r *http.Request) *apiError
+	}{
+		{http.MethodGet, envclient.PathHealth, s.handleHealth},
+		{http.MethodGet, envclient.PathMetadata, s.static(s.metadata)},
+		{http.MethodGet, envclient.PathSchema, s.static(schemas)},
+		{http.MethodPost, envclient.PathReset, s.handleReset},
+		{http.MethodPost, envclient.PathStep, s.handleStep},
+		{http.MethodGet, envclient.PathState, s.handleState},
+		{http.MethodPost, envclient.PathClose, s.handleClose},
+		{http.MethodGet, envclient.PathRecord, s.handleRecord},
+		{http.MethodGet, envclient.PathWS, s.handleWS},
+		{http.MethodPost, envclient.PathSeats, s.handleSeats},
+	} {
+		// Health probes carry no token: orchestrators poll them.
+		open := e.path == envclient.PathHealth
+		mux.HandleFunc(e.method+" "+e.path, func(w http.ResponseWriter, r *http.Request) {
+			if !open && !s.token.Authorized(r) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+				s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
+				return
+			}
+			if e := e.handle(w, r); e != nil {
+				s.fail(w, e)
+			}
+		})
+		mux.HandleFunc(e.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", e.method)
+			s.fail(w, errorf(http.StatusMethodNotAllowed, envclient.CodeMethod, "%s takes %s, not %s", r.URL.Path, e.method, r.Method))
+		})
+	}
+	// A harness seat's own handler routes by method and answers in the
+	// OpenAI and MCP shapes; what is under PathEpisodes but not a seat's
+	// answers in the server's.
+	// The seat's root without its slash is the seat's too (its handler
+	// answers "/" 404), not ServeMux's redirect.
+	mux.HandleFunc(envclient.PathEpisodes+"{episode}/seats/{agent}/{rest...}", s.handleHarness)
+	mux.HandleFunc(envclient.PathEpisodes+"{episode}/seats/{agent}", s.handleHarness)
+	mux.HandleFunc(envclient.PathEpisodes, func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorizedHarness(w, r) {
+			return
+		}
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/models, mcp, tools)", r.URL.Path))
+	})
+	mux.HandleFunc("/", s.notFound)
+	return mux
+}
+
+// ServeHTTP implements http.Handler. A path ServeMux would redirect to
+// its clean form (httpedge.Canonical) is answered 404 here.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	type route struct {
-		method string
-		handle func(w http.ResponseWriter, r *http.Request) *apiError
-	}
-	routes := map[string]route{
-		envclient.PathHealth:   {http.MethodGet, s.handleHealth},
-		envclient.PathMetadata: {http.MethodGet, s.static(s.metadata)},
-		envclient.PathSchema:   {http.MethodGet, s.static(schemas)},
-		envclient.PathReset:    {http.MethodPost, s.handleReset},
-		envclient.PathStep:     {http.MethodPost, s.handleStep},
-		envclient.PathState:    {http.MethodGet, s.handleState},
-		envclient.PathClose:    {http.MethodPost, s.handleClose},
-		envclient.PathRecord:   {http.MethodGet, s.handleRecord},
-		envclient.PathWS:       {http.MethodGet, s.handleWS},
-		envclient.PathSeats:    {http.MethodPost, s.handleSeats},
-	}
-	rt, ok := routes[r.URL.Path]
-	if !ok && strings.HasPrefix(r.URL.Path, envclient.PathEpisodes) {
-		s.handleHarness(w, r)
+	if !httpedge.Canonical(r.URL.Path) {
+		s.notFound(w, r)
 		return
 	}
-	if !ok {
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
-		return
-	}
-	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
-		w.Header().Set("Allow", rt.method)
-		s.fail(w, errorf(http.StatusMethodNotAllowed, envclient.CodeMethod, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method))
-		return
-	}
-	if r.URL.Path != envclient.PathHealth && !s.token.Authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
-		s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
-		return
-	}
-	if e := rt.handle(w, r); e != nil {
-		s.fail(w, e)
-	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// notFound answers a path that is no endpoint.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
 }
 
 // fail answers e as {"error": {...}}.
@@ -241,24 +269,27 @@ func baseURL(r *http.Request) string {
 	return "http://" + r.Host
 }
 
+// authorizedHarness checks the bearer token of a request under
+// PathEpisodes; when it is missing or wrong it answers 401 and reports
+// false.
+func (s *Server) authorizedHarness(w http.ResponseWriter, r *http.Request) bool {
+	if s.token.Authorized(r) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+	s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN; an OpenAI SDK sends its API key so)"))
+	return false
+}
+
 // handleHarness serves a harness seat's endpoints, under
 // /episodes/{episode}/seats/{agent}/, behind the server's bearer token.
 // The seat's handler answers in the OpenAI and MCP shapes; what does not
 // reach it (an unknown episode or seat, no token) answers in the server's.
 func (s *Server) handleHarness(w http.ResponseWriter, r *http.Request) {
-	if !s.token.Authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
-		s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN; an OpenAI SDK sends its API key so)"))
+	if !s.authorizedHarness(w, r) {
 		return
 	}
-	rest := strings.TrimPrefix(r.URL.Path, envclient.PathEpisodes)
-	epID, rest, _ := strings.Cut(rest, "/")
-	kw, rest, _ := strings.Cut(rest, "/")
-	agent, rest, _ := strings.Cut(rest, "/")
-	if epID == "" || kw != "seats" || agent == "" {
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/models, mcp, tools)", r.URL.Path))
-		return
-	}
+	epID, agent := r.PathValue("episode"), r.PathValue("agent")
 	ep, e := s.episode(epID)
 	if e != nil {
 		s.fail(w, e)
@@ -275,7 +306,7 @@ func (s *Server) handleHarness(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	r2 := r.Clone(r.Context())
-	r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
+	r2.URL.Path, r2.URL.RawPath = "/"+r.PathValue("rest"), ""
 	h.handler.ServeHTTP(w, r2)
 }
 

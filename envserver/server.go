@@ -181,6 +181,7 @@ type Server struct {
 	cfg      Config
 	token    httpedge.Token
 	metadata []byte
+	mux      *http.ServeMux // routes
 
 	mu       sync.Mutex
 	episodes map[string]*episodeEntry
@@ -243,6 +244,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.rollouts = cfg.RolloutIDBase
+	s.mux = s.routes()
 	return s, nil
 }
 

@@ -119,7 +119,7 @@ type toolDef struct {
 func (s *Seat) tools() []toolDef {
 	return []toolDef{
 		{ToolObserve, "Observe the game: wait until it is your turn (or the game is over) and see the state, the messages you were sent and how to move.",
-			json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
+			argSchemas().observe},
 		{ToolAct, "Make your move when it is your turn.", s.schema},
 	}
 }

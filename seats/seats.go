@@ -328,7 +328,10 @@ func (s *Seat) observation(ob *agents.Observation) *Observation {
 
 // actSchema is act's input schema for role: a "move" that is the
 // scenario's JSON move (env.StructuredActions), which servers such as
-// llama.cpp then enforce by grammar, or an "action" string.
+// llama.cpp then enforce by grammar, or an "action" string (actionArgs).
+// The move's wrapper stays a literal: it splices the scenario's schema
+// in as the scenario wrote it, which decoding it into a
+// jsonschema.Schema and encoding it again would not keep byte for byte.
 func actSchema(tb *table.Table, role string) (json.RawMessage, string) {
 	setup := tb.Setup()
 	if sa, ok := setup.Scenario.(env.StructuredActions); ok {
@@ -336,7 +339,7 @@ func actSchema(tb *table.Table, role string) (json.RawMessage, string) {
 			return json.RawMessage(`{"type":"object","properties":{"move":` + m + `},"required":["move"],"additionalProperties":false}`), "move"
 		}
 	}
-	return json.RawMessage(`{"type":"object","properties":{"action":{"type":"string","description":"your action: one of the legal actions the observation lists"}},"required":["action"],"additionalProperties":false}`), "action"
+	return argSchemas().action, "action"
 }
 
 // moveText reads act's arguments: the move's text as the scenario reads

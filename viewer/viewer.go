@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/httpedge"
 )
 
 //go:embed templates/*.html
@@ -406,6 +407,39 @@ func (v *Viewer) episodePage(full *Episode, focus string) episodePage {
 func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 	assets, _ := fs.Sub(assetFS, "assets")
 	static := http.StripPrefix("/assets/", http.FileServerFS(assets))
+	// guarded wraps a GET (and HEAD) route in the token check; other methods
+	// reach the method-less "/" below first, so that they are refused
+	// before the token is asked for.
+	guarded := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if token != "" && !authorized(w, r, token) {
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /assets", guarded(http.NotFound)) // not a redirect to /assets/
+	mux.HandleFunc("GET /assets/{file...}", guarded(func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("file") == "" {
+			http.NotFound(w, r)
+			return
+		}
+		static.ServeHTTP(w, r)
+	}))
+	// The pages' paths are render's to read, as an export writes the
+	// same ones; ServeMux wildcards cannot say "run-N", and a "/{run}/..."
+	// pattern would clash with /assets/.
+	mux.HandleFunc("GET /", guarded(func(w http.ResponseWriter, r *http.Request) {
+		if m := jumpPath.FindStringSubmatch(strings.TrimPrefix(r.URL.Path, "/")); m != nil {
+			v.jump(w, r, m[1])
+			return
+		}
+		v.servePage(w, r)
+	}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP+"; frame-ancestors 'none'")
@@ -417,38 +451,30 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 			http.Error(w, "troupe view answers only to 127.0.0.1, localhost and [::1]", http.StatusMisdirectedRequest)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !httpedge.Canonical(r.URL.Path) {
+			// Not ServeMux's redirect to the cleaned path: no page has
+			// such a name, and a ".." must lead nowhere.
+			http.NotFound(w, r)
 			return
 		}
-		if token != "" && !authorized(w, r, token) {
-			return
-		}
-		path := strings.TrimPrefix(r.URL.Path, "/")
-		if strings.HasPrefix(path, "assets/") {
-			if path == "assets/" {
-				http.NotFound(w, r)
-				return
-			}
-			static.ServeHTTP(w, r)
-			return
-		}
-		if m := jumpPath.FindStringSubmatch(path); m != nil {
-			v.jump(w, r, m[1])
-			return
-		}
-		var b bytes.Buffer
-		if err := v.render(&b, path, r.URL.Query()); err != nil {
-			if errors.Is(err, errNotFound) {
-				http.NotFound(w, r)
-				return
-			}
-			http.Error(w, "troupe view: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write(b.Bytes())
+		mux.ServeHTTP(w, r)
 	})
+}
+
+// servePage answers one of the pages render knows (the ones an export
+// writes too), by its path.
+func (v *Viewer) servePage(w http.ResponseWriter, r *http.Request) {
+	var b bytes.Buffer
+	if err := v.render(&b, strings.TrimPrefix(r.URL.Path, "/"), r.URL.Query()); err != nil {
+		if errors.Is(err, errNotFound) {
+			http.NotFound(w, r)
+			return
+		}
+		http.Error(w, "troupe view: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
 }
 
 // jump redirects ?rollout_id=N to that episode's page.

@@ -1,7 +1,8 @@
 // Package httpedge holds what troupe's HTTP services share at their edge:
-// the bearer-token check and the JSON content-type check. The rollout
-// service (rollout/server) and the environment server (envserver) use
-// them.
+// the bearer-token check, the JSON content-type check, and the check of
+// a path ServeMux would redirect (Canonical). The rollout service
+// (rollout/server) and the environment server (envserver) use them;
+// the viewer uses Canonical.
 package httpedge
 
 import (
@@ -12,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -57,6 +59,17 @@ func CheckJSON(r *http.Request) error {
 		return nil
 	}
 	return fmt.Errorf("Content-Type %q: send application/json", ct)
+}
+
+// Canonical reports whether p, a request's URL.Path, is one that
+// http.ServeMux routes as it is: rooted, with no "." or ".." element and
+// no doubled slash (a trailing slash is allowed). ServeMux answers any
+// other path with a redirect to its cleaned form; troupe's servers answer
+// it 404 in their own shape instead, as they did before they routed with
+// ServeMux, rather than send a client (a POST included) elsewhere.
+func Canonical(p string) bool {
+	c := path.Clean(p)
+	return strings.HasPrefix(p, "/") && (c == p || (c != "/" && c+"/" == p))
 }
 
 // ListenAndServe listens on addr (TCP) and hands the listener to serve, a

@@ -37,3 +37,15 @@ func TestCheckJSON(t *testing.T) {
 		assert.Equal(t, ok, err == nil, "%q: %v", ct, err)
 	}
 }
+
+func TestCanonical(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/": true, "/v1/rollouts": true, "/episodes/e/seats/a/": true, "/run-0/ep-1.html": true,
+		"": false, "//": false, "//v1/rollouts": false, "/a//b": false, "/a/./b": false, "/a/../b": false,
+		"/../go.mod": false, "/run-0/../../etc/passwd": false, "/a/.": false, "relative": false,
+	} {
+		if got := httpedge.Canonical(p); got != want {
+			t.Errorf("Canonical(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -8,6 +8,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/troupe-rl/troupe/agents"
 )
@@ -44,16 +47,53 @@ func ActionAnswer() Answer { return actionAnswer{} }
 
 type actionAnswer struct{}
 
-func (actionAnswer) Schema(obs *agents.Observation) json.RawMessage {
-	b := []byte(`{"type":"object","properties":{"action":{"type":"string",`)
-	if obs.Legal != nil {
-		enum, _ := json.Marshal(obs.Legal)
-		b = append(b, `"enum":`...)
-		b = append(b, enum...)
-	} else {
-		b = append(b, `"minLength":1`...)
+// actionObject is the default answer object. ActionAnswer's schema is
+// generated from it, so that the schema and the object cannot drift.
+type actionObject struct {
+	Action string `json:"action"`
+}
+
+// actionSchemaParts is ActionAnswer's schema cut where the action's
+// constraint goes: an enum of the legal actions, or minLength 1.
+type actionSchemaParts struct{ head, tail []byte }
+
+// actionSchema generates the schema of actionObject once per process:
+// the schema rides in every model request, so a turn must not pay for
+// reflection, only for encoding its legal actions. It panics if the
+// generator fails on actionObject, a fixed type (TestActionSchemaBytes covers
+// it).
+var actionSchema = sync.OnceValue(func() actionSchemaParts {
+	s, err := jsonschema.For[actionObject](nil)
+	if err != nil {
+		panic(fmt.Sprintf("llm: the schema of the action answer: %v", err))
 	}
-	return append(b, `}},"required":["action"],"additionalProperties":false}`...)
+	one := 1
+	s.Properties["action"].MinLength = &one
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("llm: the schema of the action answer: %v", err))
+	}
+	const cut = `"minLength":1`
+	head, tail, ok := bytes.Cut(b, []byte(cut))
+	if !ok || bytes.Contains(tail, []byte(cut)) {
+		panic("llm: the schema of the action answer has no single minLength: " + string(b))
+	}
+	return actionSchemaParts{head: head, tail: tail}
+})
+
+func (actionAnswer) Schema(obs *agents.Observation) json.RawMessage {
+	parts := actionSchema()
+	var constraint []byte
+	if obs.Legal != nil {
+		enum, _ := json.Marshal(obs.Legal) // strings always encode
+		constraint = append([]byte(`"enum":`), enum...)
+	} else {
+		constraint = []byte(`"minLength":1`)
+	}
+	b := make([]byte, 0, len(parts.head)+len(constraint)+len(parts.tail))
+	b = append(b, parts.head...)
+	b = append(b, constraint...)
+	return append(b, parts.tail...)
 }
 
 func (actionAnswer) Describe(obs *agents.Observation) string {

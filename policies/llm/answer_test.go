@@ -85,6 +85,15 @@ func TestActionAnswerSchema(t *testing.T) {
 	assert.Equal(t, map[string]any{"type": "string", "minLength": 1.0}, s["properties"].(map[string]any)["action"])
 }
 
+// TestActionSchemaBytes pins the generated schema's bytes: they ride in
+// every model request, and the requests the goldens pin must not change.
+func TestActionSchemaBytes(t *testing.T) {
+	assert.Equal(t, `{"type":"object","properties":{"action":{"type":"string","enum":["a1","q\"uote","\u003cb\u003e"]}},"required":["action"],"additionalProperties":false}`,
+		string(ActionAnswer().Schema(board(0, "a1", `q"uote`, "<b>"))))
+	assert.Equal(t, `{"type":"object","properties":{"action":{"type":"string","minLength":1}},"required":["action"],"additionalProperties":false}`,
+		string(ActionAnswer().Schema(board(0))))
+}
+
 func TestObjectAnswer(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","properties":{"give":{"type":"integer"}},"required":["give"]}`)
 	a := ObjectAnswer(schema, `a JSON object {"give": N}`, func(_ *agents.Observation, obj map[string]json.RawMessage) error {

@@ -20,6 +20,15 @@ var errAnswerTooLarge = errors.New("the answer is larger than the service's limi
 // reflection). It refuses an episode (errAnswerTooLarge) as soon as the
 // answer grows past max bytes, so that a too large answer costs at most
 // max bytes and one sample; end closes the answer.
+//
+// The envelope is hand-written rather than encoding/json's over
+// rollout.Response for three reasons: encoding/json re-validates every
+// sample's AppendJSON output (BenchmarkAnswerEncode: about 15x the time
+// and 600 allocations where this makes none, for 16 episodes), it
+// refuses a NaN or infinite reward where this writes null, and it could
+// not stop mid-answer at max bytes. TestAnswerWriterIsEncodingJSON holds
+// the two to the same bytes, so that rollout.Rollout stays the one
+// definition of the envelope.
 type answerWriter struct {
 	buf   []byte
 	start int // where the answer starts in buf

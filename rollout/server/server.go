@@ -291,8 +291,9 @@ type Server struct {
 	cancelBase context.CancelCauseFunc
 
 	token     httpedge.Token
-	scenarios []byte // the encoded GET /v1/scenarios answer
-	allocs    []byte // the encoded GET /v1/allocators answer
+	mux       *http.ServeMux // routes
+	scenarios []byte         // the encoded GET /v1/scenarios answer
+	allocs    []byte         // the encoded GET /v1/allocators answer
 	bufs      sync.Pool
 	stateful  *allocators // the stateful allocators
 
@@ -327,36 +328,59 @@ func New(cfg Config) (*Server, error) {
 	if s.stateful, err = loadAllocatorStates(cfg.AllocatorStateDir, cfg.Allocators); err != nil {
 		return nil, err
 	}
+	s.mux = s.routes()
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
+// routes is the service's ServeMux: "METHOD PATH" patterns for the
+// endpoints, and, so that every refusal is a JSON error body rather than
+// ServeMux's plain-text one, a method-less pattern per path (405 with
+// Allow) and "/" (404). A GET pattern also serves HEAD.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, e := range []struct {
+		endpoint, method, path string
+		handle                 handler
+	}{
+		{"rollouts", http.MethodPost, rollout.PathRollouts, s.handleRollouts},
+		{"scenarios", http.MethodGet, rollout.PathScenarios, s.static(s.scenarios)},
+		{"allocators", http.MethodGet, rollout.PathAllocators, s.static(s.allocs)},
+		{"healthz", http.MethodGet, rollout.PathHealth, s.handleHealth},
+		{"metrics", http.MethodGet, rollout.PathMetrics, s.handleMetrics},
+	} {
+		mux.HandleFunc(e.method+" "+e.path, func(w http.ResponseWriter, r *http.Request) {
+			s.serveEndpoint(w, r, e.endpoint, e.handle)
+		})
+		mux.HandleFunc(e.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", e.method)
+			s.fail(w, e.endpoint, &rollout.Error{Status: http.StatusMethodNotAllowed, Code: rollout.CodeMethodNotAllowed,
+				Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, e.method, r.Method)})
+		})
+	}
+	mux.HandleFunc("/", s.notFound)
+	return mux
+}
+
+// ServeHTTP implements http.Handler. A path ServeMux would redirect to
+// its clean form (httpedge.Canonical) is answered 404 here.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var endpoint, method string
-	var handle handler
-	switch r.URL.Path {
-	case rollout.PathRollouts:
-		endpoint, method, handle = "rollouts", http.MethodPost, s.handleRollouts
-	case rollout.PathScenarios:
-		endpoint, method, handle = "scenarios", http.MethodGet, s.static(s.scenarios)
-	case rollout.PathAllocators:
-		endpoint, method, handle = "allocators", http.MethodGet, s.static(s.allocs)
-	case rollout.PathHealth:
-		endpoint, method, handle = "healthz", http.MethodGet, s.handleHealth
-	case rollout.PathMetrics:
-		endpoint, method, handle = "metrics", http.MethodGet, s.handleMetrics
-	default:
-		s.fail(w, "other", &rollout.Error{Status: http.StatusNotFound, Code: rollout.CodeNotFound,
-			Message: fmt.Sprintf("no endpoint %s (there are POST %s, GET %s, GET %s, GET %s, GET %s)", r.URL.Path,
-				rollout.PathRollouts, rollout.PathScenarios, rollout.PathAllocators, rollout.PathHealth, rollout.PathMetrics)})
+	if !httpedge.Canonical(r.URL.Path) {
+		s.notFound(w, r)
 		return
 	}
-	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
-		w.Header().Set("Allow", method)
-		s.fail(w, endpoint, &rollout.Error{Status: http.StatusMethodNotAllowed, Code: rollout.CodeMethodNotAllowed,
-			Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, method, r.Method)})
-		return
-	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// notFound answers a path that is no endpoint.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, "other", &rollout.Error{Status: http.StatusNotFound, Code: rollout.CodeNotFound,
+		Message: fmt.Sprintf("no endpoint %s (there are POST %s, GET %s, GET %s, GET %s, GET %s)", r.URL.Path,
+			rollout.PathRollouts, rollout.PathScenarios, rollout.PathAllocators, rollout.PathHealth, rollout.PathMetrics)})
+}
+
+// serveEndpoint checks the token and answers r with handle; endpoint
+// names it in the metrics.
+func (s *Server) serveEndpoint(w http.ResponseWriter, r *http.Request, endpoint string, handle handler) {
 	// Health probes carry no token: load balancers and orchestrators poll
 	// them, and they reveal nothing but "serving" or "draining".
 	if endpoint != "healthz" && !s.authorized(r) {

@@ -201,6 +201,8 @@ func TestErrorsNameTheProblem(t *testing.T) {
 		says                                  []string
 	}{
 		{"unknown path", "GET", "/v2/rollouts", "", "", 404, rollout.CodeNotFound, []string{"/v2/rollouts", rollout.PathRollouts}},
+		{"unclean path", "POST", "/v1/../v1/rollouts", `{"scenario":"signal"}`, "", 404, rollout.CodeNotFound, []string{"/v1/../v1/rollouts"}},
+		{"doubled slash", "GET", "//healthz", "", "", 404, rollout.CodeNotFound, []string{"//healthz"}},
 		{"GET rollouts", "GET", rollout.PathRollouts, "", "", 405, rollout.CodeMethodNotAllowed, []string{"POST"}},
 		{"POST scenarios", "POST", rollout.PathScenarios, `{}`, "", 405, rollout.CodeMethodNotAllowed, []string{"GET"}},
 		{"form body", "POST", rollout.PathRollouts, `scenario=signal`, "application/x-www-form-urlencoded", 415, rollout.CodeUnsupportedMedia, []string{"application/json"}},
