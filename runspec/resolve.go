@@ -59,7 +59,7 @@ func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
 // Executor is a local executor of the resolved run's episodes: what a
 // worker that is handed the run's requests plays them with.
 func (r *Resolved) Executor() *env.LocalExecutor {
-	return &env.LocalExecutor{Play: r.Config.Play}
+	return &env.LocalExecutor{Play: r.Config.Play, Drive: r.Config.Drive}
 }
 
 // Hash is the hash of the resolved spec.

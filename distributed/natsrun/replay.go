@@ -22,6 +22,7 @@ import (
 func replayer(cfg *play.Config, engines *env.EnginePool, ep *episode.Record) episode.Replayer {
 	return env.NewReplayer(env.Setup{
 		Play:       cfg.Play, // as a local episode's replays: the replay emits nothing whatever Emit says
+		Drive:      cfg.Drive,
 		Seed:       ep.Seed,
 		PolicySeed: ep.PolicySeed,
 		Index:      ep.Index,

@@ -31,6 +31,7 @@ type executor struct {
 	ctx   context.Context // the request's: its episodes end with it
 	name  string          // the scenario's, for the metrics
 	play  env.Play        // how they are played: remote episodes' replays
+	drive env.Drive       // and how they are driven
 	inner env.Executor    // a LocalExecutor, or the Remote's
 	local bool            // inner plays here, each episode in a slot
 	merge bool            // the answer's layout is merged: the metrics count its samples
@@ -62,7 +63,7 @@ func (x *executor) Execute(_ context.Context, r env.Request) *episode.Record {
 		// A remote episode may come back without a Replayer (it cannot
 		// travel): it gets the one a local episode would have, for
 		// counterfactual allocators.
-		rec.Replay = env.NewReplayer(env.Setup{Play: x.play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index,
+		rec.Replay = env.NewReplayer(env.Setup{Play: x.play, Drive: x.drive, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index,
 			RolloutID: r.RolloutID, GroupIndex: r.GroupIndex, Engines: &x.s.replays}, rec.Seats, rec.Turns)
 	}
 	samples := rec.Emitted()
@@ -154,7 +155,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 	defer func() { *bp = w.buf }() // grown, for the next request
 	cfg := p.run.Config
 	cfg.Policy = count.wrap(cfg.Policy, cfg.Emit)
-	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, play: cfg.Play, merge: p.run.Spec.MergeTurns,
+	x := &executor{s: s, ctx: ctx, name: p.run.Info.Name, play: cfg.Play, drive: cfg.Drive, merge: p.run.Spec.MergeTurns,
 		recs: make([]*episode.Record, p.n), starts: make([]time.Time, p.n), ends: make([]time.Time, p.n)}
 	if s.cfg.Remote != nil {
 		rx, err := s.cfg.Remote.Start(ctx, RemoteRequest{Run: p.run, Requests: p.run.Requests()})
@@ -165,7 +166,7 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 			x.inner = rx
 		}
 	} else {
-		x.inner, x.local = &env.LocalExecutor{Play: cfg.Play, Reuse: &s.reuse}, true
+		x.inner, x.local = &env.LocalExecutor{Play: cfg.Play, Drive: cfg.Drive, Reuse: &s.reuse}, true
 	}
 
 	a := &answer{s: s, p: p, ctx: ctx, count: count, w: w}
