@@ -170,6 +170,8 @@ type hook struct {
 	fn  Callback
 }
 
+// compile checks r and builds its table: transitions, terminal and
+// acting states, callbacks. Its errors wrap ErrBadRole and name the role.
 func (r *Role) compile() (*table, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: role %q: %s", ErrBadRole, r.Name, fmt.Sprintf(format, args...))
@@ -184,47 +186,9 @@ func (r *Role) compile() (*table, error) {
 		return nil, bad("no events")
 	}
 	t := &table{}
-	stateID := map[State]int16{}
-	addState := func(s State) int16 {
-		if id, ok := stateID[s]; ok {
-			return id
-		}
-		id := int16(len(t.states))
-		stateID[s] = id
-		t.states = append(t.states, s)
-		return id
-	}
-	eventID := map[Event]int16{}
-	addState(r.Initial)
-	type edge struct{ ev, from, to int16 }
-	var edges []edge
-	for i, d := range r.Events {
-		switch {
-		case d.Name == "":
-			return nil, bad("event %d has no name", i)
-		case len(d.Src) == 0:
-			return nil, bad("event %q has no source state", d.Name)
-		case d.Dst == "":
-			return nil, bad("event %q has no destination state", d.Name)
-		case d.Name == "event":
-			return nil, bad(`an event must not be called "event": before_event and after_event are looplab's callbacks for every event`)
-		}
-		ev, ok := eventID[Event(d.Name)]
-		if !ok {
-			ev = int16(len(t.events))
-			eventID[Event(d.Name)] = ev
-			t.events = append(t.events, Event(d.Name))
-		}
-		for _, src := range d.Src {
-			if src == "" {
-				return nil, bad("event %q has an empty source state", d.Name)
-			}
-			edges = append(edges, edge{ev, addState(State(src)), -1})
-		}
-		to := addState(State(d.Dst))
-		for k := len(edges) - len(d.Src); k < len(edges); k++ {
-			edges[k].to = to
-		}
+	stateID, eventID, edges, err := t.number(r, bad)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := stateID["state"]; ok {
 		return nil, bad(`a state must not be called "state": leave_state and enter_state are looplab's callbacks for every state`)
@@ -244,29 +208,8 @@ func (r *Role) compile() (*table, error) {
 		}
 		t.next[k] = e.to
 	}
-	t.terminal = make([]bool, ns)
-	for _, s := range r.Terminal {
-		id, ok := stateID[s]
-		if !ok {
-			return nil, bad("terminal state %q is not reached by any transition", s)
-		}
-		t.terminal[id] = true
-	}
-	t.acting = make([]bool, ns)
-	for _, s := range r.Acting {
-		id, ok := stateID[s]
-		switch {
-		case !ok:
-			return nil, bad("acting state %q is not a state of the role", s)
-		case t.terminal[id]:
-			return nil, bad("acting state %q is terminal", s)
-		}
-		t.acting[id] = true
-	}
-	if len(r.Acting) == 0 {
-		for i := range t.acting {
-			t.acting[i] = !t.terminal[i]
-		}
+	if err := t.markStates(r, stateID, bad); err != nil {
+		return nil, err
 	}
 	if err := t.bindCallbacks(r, eventID, bad); err != nil {
 		return nil, err
@@ -276,6 +219,89 @@ func (r *Role) compile() (*table, error) {
 		t.byName = eventID
 	}
 	return t, nil
+}
+
+// roleEdge is one transition of a role: an event from a state to a
+// state, by their numbers in its table.
+type roleEdge struct{ ev, from, to int16 }
+
+// number numbers r's states (the initial one first) and events in t, in
+// order of first mention, and returns their numbers and the role's
+// transitions; it refuses an event without a name, a source or a
+// destination.
+func (t *table) number(r *Role, bad func(string, ...any) error) (stateID map[State]int16, eventID map[Event]int16, edges []roleEdge, err error) {
+	stateID, eventID = map[State]int16{}, map[Event]int16{}
+	addState := func(s State) int16 {
+		if id, ok := stateID[s]; ok {
+			return id
+		}
+		id := int16(len(t.states))
+		stateID[s] = id
+		t.states = append(t.states, s)
+		return id
+	}
+	addState(r.Initial)
+	for i, d := range r.Events {
+		switch {
+		case d.Name == "":
+			return nil, nil, nil, bad("event %d has no name", i)
+		case len(d.Src) == 0:
+			return nil, nil, nil, bad("event %q has no source state", d.Name)
+		case d.Dst == "":
+			return nil, nil, nil, bad("event %q has no destination state", d.Name)
+		case d.Name == "event":
+			return nil, nil, nil, bad(`an event must not be called "event": before_event and after_event are looplab's callbacks for every event`)
+		}
+		ev, ok := eventID[Event(d.Name)]
+		if !ok {
+			ev = int16(len(t.events))
+			eventID[Event(d.Name)] = ev
+			t.events = append(t.events, Event(d.Name))
+		}
+		for _, src := range d.Src {
+			if src == "" {
+				return nil, nil, nil, bad("event %q has an empty source state", d.Name)
+			}
+			edges = append(edges, roleEdge{ev, addState(State(src)), -1})
+		}
+		to := addState(State(d.Dst))
+		for k := len(edges) - len(d.Src); k < len(edges); k++ {
+			edges[k].to = to
+		}
+	}
+	return stateID, eventID, edges, nil
+}
+
+// markStates marks r's terminal and acting states in t (every state not
+// terminal acts when r names none), refusing a state t does not have and
+// a terminal state that acts.
+func (t *table) markStates(r *Role, stateID map[State]int16, bad func(string, ...any) error) error {
+	ns := len(t.states)
+	t.terminal = make([]bool, ns)
+	for _, s := range r.Terminal {
+		id, ok := stateID[s]
+		if !ok {
+			return bad("terminal state %q is not reached by any transition", s)
+		}
+		t.terminal[id] = true
+	}
+	t.acting = make([]bool, ns)
+	for _, s := range r.Acting {
+		id, ok := stateID[s]
+		switch {
+		case !ok:
+			return bad("acting state %q is not a state of the role", s)
+		case t.terminal[id]:
+			return bad("acting state %q is terminal", s)
+		}
+		t.acting[id] = true
+	}
+	if len(r.Acting) == 0 {
+		for i := range t.acting {
+			t.acting[i] = !t.terminal[i]
+		}
+	}
+	return nil
 }
 
 // bindCallbacks resolves the role's callback keys the way looplab/fsm's

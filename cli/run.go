@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
@@ -32,7 +33,31 @@ func (a *App) runCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Play episodes of a scenario and write their turns as samples",
-		Long: `Play episodes of SCENARIO and write every agent turn as one slime Sample
+		Long:  runLong,
+		Example: `  troupe run elfarol --episodes 1000 --out out/elfarol.jsonl
+  troupe run elfarol -n 64 -g 8 --param agents=30 --param capacity=4 \
+      --allocator team,equal-split --reward-format dict --out -
+  troupe run elfarol --policy patron=first-night --emit patron -n 10`,
+		Args: func(_ *cobra.Command, args []string) error {
+			switch len(args) {
+			case 0:
+				if f.specFile != "" {
+					return nil
+				}
+				return usagef("run needs a scenario name (known: %s)", a.knownScenarios())
+			case 1:
+				return nil
+			}
+			return usagef("run takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runE(cmd, args, f) },
+	}
+	f.bind(cmd.Flags())
+	return cmd
+}
+
+// runLong is troupe run's help.
+const runLong = `Play episodes of SCENARIO and write every agent turn as one slime Sample
 (JSON Lines). The samples of one episode share a rollout_id and are written
 together: the output holds whole episodes only.
 
@@ -55,63 +80,51 @@ naming it. troupe check FILE (or the run's directory) validates the files.
 
 Episodes that end aborted or failed are written with that status and the run
 goes on (the summary names the first failure); --fail-fast stops the run at
-the first one with exit code 1. Exit code 2 means a bad command line.`,
-		Example: `  troupe run elfarol --episodes 1000 --out out/elfarol.jsonl
-  troupe run elfarol -n 64 -g 8 --param agents=30 --param capacity=4 \
-      --allocator team,equal-split --reward-format dict --out -
-  troupe run elfarol --policy patron=first-night --emit patron -n 10`,
-		Args: func(_ *cobra.Command, args []string) error {
-			switch len(args) {
-			case 0:
-				if f.specFile != "" {
-					return nil
-				}
-				return usagef("run needs a scenario name (known: %s)", a.knownScenarios())
-			case 1:
-				return nil
-			}
-			return usagef("run takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.concurrency == 0 {
-				f.concurrency = runtime.GOMAXPROCS(0)
-			}
-			var spec *runspec.Spec
-			if f.specFile != "" {
-				var err error
-				if spec, err = a.readSpec(cmd, f.specFile, args); err != nil {
-					return err
-				}
-			} else {
-				var err error
-				if spec, err = specOf(a.Scenarios, a.Allocators, args[0], f); err != nil {
-					return err
-				}
-			}
-			if spec.Tree != nil && f.mergeTurns {
-				return usagef("--tree with --merge-turns: a tree-sampled run writes a sample per candidate, the groups AT-GRPO and MAGRPO compare; merging an agent's turns would mix them")
-			}
-			if !cmd.Flags().Changed("out") {
-				f.out = defaultOut(spec.Scenario)
-			}
-			p, err := planOf(a.Scenarios, a.Allocators, spec, f, f.specFile)
-			if err != nil {
-				return err
-			}
-			if f.printSpec {
-				for _, c := range p.closers {
-					c()
-				}
-				if err := closeAllocators(p.allocators); err != nil {
-					return err
-				}
-				_, err := a.Stdout.Write(p.spec.Spec.Indent())
-				return err
-			}
-			return a.run(cmd.Context(), p, f)
-		},
+the first one with exit code 1. Exit code 2 means a bad command line.`
+
+// runE reads the run that args and f describe, then prints its spec
+// (--print-spec) or plays it.
+func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
+	if f.concurrency == 0 {
+		f.concurrency = runtime.GOMAXPROCS(0)
 	}
-	fl := cmd.Flags()
+	var spec *runspec.Spec
+	if f.specFile != "" {
+		var err error
+		if spec, err = a.readSpec(cmd, f.specFile, args); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if spec, err = specOf(a.Scenarios, a.Allocators, args[0], f); err != nil {
+			return err
+		}
+	}
+	if spec.Tree != nil && f.mergeTurns {
+		return usagef("--tree with --merge-turns: a tree-sampled run writes a sample per candidate, the groups AT-GRPO and MAGRPO compare; merging an agent's turns would mix them")
+	}
+	if !cmd.Flags().Changed("out") {
+		f.out = defaultOut(spec.Scenario)
+	}
+	p, err := planOf(a.Scenarios, a.Allocators, spec, f, f.specFile)
+	if err != nil {
+		return err
+	}
+	if f.printSpec {
+		for _, c := range p.closers {
+			c()
+		}
+		if err := closeAllocators(p.allocators); err != nil {
+			return err
+		}
+		_, err := a.Stdout.Write(p.spec.Spec.Indent())
+		return err
+	}
+	return a.run(cmd.Context(), p, f)
+}
+
+// bind binds troupe run's flags to f, in the order its help lists them.
+func (f *runFlags) bind(fl *pflag.FlagSet) {
 	fl.SortFlags = false
 	fl.IntVarP(&f.episodes, "episodes", "n", 100, "number of episodes to play")
 	fl.IntVarP(&f.concurrency, "concurrency", "c", 0, "groups of episodes played at once; 0 means one per CPU (does not change the output)")
@@ -146,7 +159,6 @@ the first one with exit code 1. Exit code 2 means a bad command line.`,
 	fl.StringArrayVar(&f.llmEndpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint roles name (--role-llm ROLE=endpoint=NAME); the other --llm-* flags are its defaults, never the key. A bare NAME names the default endpoint: with --nats, the workers' endpoint the llm policy plays on (troupe worker --llm-endpoint NAME; default: the run's own --llm-base-url, which workers must share) (repeatable)")
 	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON) over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
 	f.nats.BindRun(fl)
-	return cmd
 }
 
 // readSpec reads --spec FILE. The flags that describe a run must not be
@@ -233,21 +245,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		rep.printf("troupe: %v: finishing the episodes in flight (again to quit at once)\n", context.Cause(ctx))
 	})
 
-	var sink trajectories.Sink = trajectories.NewJSONLWriter(files.out.w, p.layout)
-	if files.episodes != nil {
-		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
-	}
-	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge}
-	var out play.Output = stage
-	skipped := 0 // episodes of the resumed run, written before
-	if prog := files.progress; prog != nil {
-		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
-		out = &durable.Output{
-			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.writers(), Allocators: p.allocators,
-			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
-			Every: f.checkpointEvery,
-		}
-	}
+	out, skipped := runOutput(p, f, files, &cfg)
 	sum, runErr := playRun(ctx, ns, cfg, out)
 	for _, c := range p.closers {
 		c()
@@ -263,8 +261,39 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	} else if sum.FirstFailure != "" {
 		rep.printf("troupe: episode %d: %s\n%s", sum.FirstFailureAt, sum.FirstFailure, stackLines(sum.FirstFailureStack))
 	}
-	written := skipped + sum.Episodes
-	notStarted := max(cfg.Episodes-written-sum.Interrupted, 0)
+	return runOutcome(ctx, rep, files, cfg.Episodes, skipped+sum.Episodes, sum.Interrupted, runErr, closeErr)
+}
+
+// runOutput is where the run's episodes go: the samples' writer, and the
+// episodes' beside it, behind the credit stage; for a resumed run, a
+// durable output that checkpoints the files, from the group the progress
+// file reached, which it sets in cfg. skipped is the episodes that the
+// resumed run wrote before.
+func runOutput(p *plan, f *runFlags, files *runFiles, cfg *play.Config) (out play.Output, skipped int) {
+	var sink trajectories.Sink = trajectories.NewJSONLWriter(files.out.w, p.layout)
+	if files.episodes != nil {
+		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
+	}
+	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge}
+	out = stage
+	if prog := files.progress; prog != nil {
+		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
+		out = &durable.Output{
+			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.writers(), Allocators: p.allocators,
+			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			Every: f.checkpointEvery,
+		}
+	}
+	return out, skipped
+}
+
+// runOutcome reports how a run of episodes episodes ended, written of them
+// to the output and interrupted of them cut short, and returns nil or the
+// *exitError that says so: interrupted (ctx ended), stopped by runErr,
+// or failing to close the files (closeErr).
+func runOutcome(ctx context.Context, rep *reporter, files *runFiles, episodes, written, interrupted int, runErr, closeErr error) error {
+	name := files.out.name
+	notStarted := max(episodes-written-interrupted, 0)
 	switch {
 	case ctx.Err() != nil:
 		code := ExitInterrupted
@@ -273,7 +302,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 			code = se.ExitCode()
 		}
 		rep.printf("troupe: interrupted (%v): %d episodes written to %s, %d interrupted and not written, %d not started%s\n",
-			cause, written, name, sum.Interrupted, notStarted, files.resumeHint())
+			cause, written, name, interrupted, notStarted, files.resumeHint())
 		for _, err := range []error{runErr, closeErr} {
 			if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, cause) {
 				rep.printf("troupe: %v\n", err) // a write failed as well
@@ -283,7 +312,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	case runErr != nil:
 		rep.printf("troupe: run stopped: %v\n", runErr)
 		if errors.Is(runErr, play.ErrEpisodeFailed) {
-			rep.printf("troupe: %d episodes written to %s, %d not written\n", written, name, cfg.Episodes-written)
+			rep.printf("troupe: %d episodes written to %s, %d not written\n", written, name, episodes-written)
 		} else {
 			// A failed write: the count of episodes handed to the writer
 			// overstates what reached the output; the writer kept it to

@@ -35,7 +35,7 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	nf.BindRuns(cmd.PersistentFlags())
-	with := func(f func(ctx context.Context, c *natsrun.Client, args []string) error) func(*cobra.Command, []string) error {
+	with := func(f runsAction) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			nf.ApplyEnv(a.lookupEnv())
 			logger := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -47,8 +47,6 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 			return a.natsError("runs", f(cmd.Context(), d.Client, args))
 		}
 	}
-	var reason string
-	var abandoned bool
 	list := &cobra.Command{
 		Use: "list", Short: "List the deployment's runs", Args: cobra.NoArgs,
 		RunE: with(func(ctx context.Context, c *natsrun.Client, _ []string) error {
@@ -71,6 +69,18 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 			return nil
 		}),
 	}
+	cancel, purge := a.runsCancelCommand(with), a.runsPurgeCommand(with)
+	cmd.AddCommand(list, show, cancel, purge)
+	return cmd
+}
+
+// runsAction is the work of a troupe runs subcommand, on the client of
+// the deployment that --nats names.
+type runsAction func(ctx context.Context, c *natsrun.Client, args []string) error
+
+// runsCancelCommand is `troupe runs cancel`; with opens the deployment.
+func (a *App) runsCancelCommand(with func(runsAction) func(*cobra.Command, []string) error) *cobra.Command {
+	var reason string
 	cancel := &cobra.Command{
 		Use: "cancel RUN...", Short: "Cancel runs: remove their queued requests and stop their submitters", Args: cobra.MinimumNArgs(1),
 		RunE: with(func(ctx context.Context, c *natsrun.Client, args []string) error {
@@ -88,6 +98,12 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 		}),
 	}
 	cancel.Flags().StringVar(&reason, "reason", "cancelled with troupe runs cancel", "what the run's submitter is told")
+	return cancel
+}
+
+// runsPurgeCommand is `troupe runs purge`; with opens the deployment.
+func (a *App) runsPurgeCommand(with func(runsAction) func(*cobra.Command, []string) error) *cobra.Command {
+	var abandoned bool
 	purge := &cobra.Command{
 		Use: "purge RUN...", Short: "Remove everything the deployment holds of runs", Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && !abandoned {
@@ -123,8 +139,7 @@ an interrupted or killed one stays, for a re-attach, until its age limit
 		}),
 	}
 	purge.Flags().BoolVar(&abandoned, "abandoned", false, "purge every run no live submitter holds (interrupted, killed)")
-	cmd.AddCommand(list, show, cancel, purge)
-	return cmd
+	return purge
 }
 
 // natsError is what a NATS command returns for err: a usage error for a

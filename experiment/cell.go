@@ -310,74 +310,18 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if err != nil {
 		return nil, err
 	}
-	// The series are carved from the cell's array (allocSeries), each of
-	// capacity Episodes: an append past it would not reach the next.
-	series := c.series
-	c.series = nil
-	next := func() []float64 {
-		if len(series) < cfg.Episodes {
-			return make([]float64, 0, cfg.Episodes)
-		}
-		s := series[:0:cfg.Episodes]
-		series = series[cfg.Episodes:]
-		return s
-	}
-	cell := &Cell{CellConfig: c.id, Team: next(), Reward: next()}
-	if pt.known {
-		cell.Optimum = &pt.optimum
-	}
 	diag, err := p.diagnoser(c)
 	if err != nil {
 		return nil, err
 	}
-	metricer, _ := cfg.Scenario.(env.EpisodeMetricer)
-	var metric []float64
+	cell, metricer := p.newCell(c, &pt)
+	obs := &cellObserver{p: p, pt: &pt, learner: learner, cell: cell, metricer: metricer, prog: prog}
 	if metricer != nil {
-		cell.MetricNames = metricer.MetricNames(pt.params)
-		metric = make([]float64, len(cell.MetricNames))
-		cell.Metrics = make([][]float64, len(cell.MetricNames))
-		for m := range cell.Metrics {
-			cell.Metrics[m] = next()
-		}
-	}
-	var tally creditTally
-	var reported, turns int64
-	learned := func(rec *episode.Record, credit *trajectories.Credit) error {
-		if err := learner.Learn(rec, credit); err != nil {
-			return fmt.Errorf("learn: %w", err)
-		}
-		values := scalarCredit(credit)
-		if len(cell.Team) >= cfg.Episodes-p.window {
-			tally.add(rec, values, p.side)
-		}
-		if metricer != nil {
-			metricer.EpisodeMetrics(pt.params, rec, metric)
-			if err := env.CheckMetrics(cell.MetricNames, metric); err != nil {
-				return err
-			}
-			for m, v := range metric {
-				cell.Metrics[m] = append(cell.Metrics[m], v)
-			}
-		}
-		cell.Updates += int64(len(values))
-		if p.side >= 0 {
-			cell.Team = append(cell.Team, rec.Score.Of(p.side))
-			cell.Reward = append(cell.Reward, meanOfTeam(rec, values, p.side))
-		} else {
-			cell.Team = append(cell.Team, rec.Score.Team)
-			cell.Reward = append(cell.Reward, mean(values))
-		}
-		cell.Turns += int64(len(rec.Turns))
-		turns += int64(len(rec.Turns))
-		if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(cfg.Episodes) {
-			prog.episodes(n-reported, turns)
-			reported, turns = n, 0
-		}
-		return nil
+		obs.metric = make([]float64, len(cell.MetricNames))
 	}
 	reuse := p.takeReuse(c.point)
 	defer p.giveReuse(c.point, reuse)
-	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: learned}
+	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: obs.learned}
 	run := play.Config{
 		Play:     env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)},
 		Episodes: cfg.Episodes, GroupSize: p.group(), Seed: c.runSeed,
@@ -390,7 +334,7 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if _, err = play.Run(ctx, run, o); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
 	}
-	cell.Credit = tally.stats()
+	cell.Credit = obs.tally.stats()
 	if diag != nil {
 		cell.Diagnostics = diag.result
 	}
@@ -399,6 +343,90 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 		cell.Lock = &lock
 	}
 	return cell, nil
+}
+
+// newCell starts c's Cell at point pt: its series, and a series per
+// metric when the scenario has metrics (an env.EpisodeMetricer, which it
+// returns). The series are carved from the cell's array (allocSeries),
+// each of capacity Episodes: an append past it would not reach the next.
+func (p *plan) newCell(c *cellPlan, pt *point) (*Cell, env.EpisodeMetricer) {
+	episodes := p.cfg.Episodes
+	series := c.series
+	c.series = nil
+	next := func() []float64 {
+		if len(series) < episodes {
+			return make([]float64, 0, episodes)
+		}
+		s := series[:0:episodes]
+		series = series[episodes:]
+		return s
+	}
+	cell := &Cell{CellConfig: c.id, Team: next(), Reward: next()}
+	if pt.known {
+		cell.Optimum = &pt.optimum
+	}
+	metricer, _ := p.cfg.Scenario.(env.EpisodeMetricer)
+	if metricer != nil {
+		cell.MetricNames = metricer.MetricNames(pt.params)
+		cell.Metrics = make([][]float64, len(cell.MetricNames))
+		for m := range cell.Metrics {
+			cell.Metrics[m] = next()
+		}
+	}
+	return cell, metricer
+}
+
+// cellObserver is a cell's trajectories.Output.ObserveCredit: it hands
+// each episode and its credit to the learner, then records the episode in
+// the cell and reports progress.
+type cellObserver struct {
+	p        *plan
+	pt       *point
+	learner  learn.Learner
+	cell     *Cell
+	metricer env.EpisodeMetricer // nil: the scenario has no metrics
+	metric   []float64           // scratch for an episode's metrics
+	tally    creditTally         // the credit of the last window's episodes
+	// reported is the episodes reported to prog, turns those played
+	// since.
+	reported, turns int64
+	prog            *progress
+}
+
+// learned implements ObserveCredit.
+func (o *cellObserver) learned(rec *episode.Record, credit *trajectories.Credit) error {
+	p, cell := o.p, o.cell
+	if err := o.learner.Learn(rec, credit); err != nil {
+		return fmt.Errorf("learn: %w", err)
+	}
+	values := scalarCredit(credit)
+	if len(cell.Team) >= p.cfg.Episodes-p.window {
+		o.tally.add(rec, values, p.side)
+	}
+	if o.metricer != nil {
+		o.metricer.EpisodeMetrics(o.pt.params, rec, o.metric)
+		if err := env.CheckMetrics(cell.MetricNames, o.metric); err != nil {
+			return err
+		}
+		for m, v := range o.metric {
+			cell.Metrics[m] = append(cell.Metrics[m], v)
+		}
+	}
+	cell.Updates += int64(len(values))
+	if p.side >= 0 {
+		cell.Team = append(cell.Team, rec.Score.Of(p.side))
+		cell.Reward = append(cell.Reward, meanOfTeam(rec, values, p.side))
+	} else {
+		cell.Team = append(cell.Team, rec.Score.Team)
+		cell.Reward = append(cell.Reward, mean(values))
+	}
+	cell.Turns += int64(len(rec.Turns))
+	o.turns += int64(len(rec.Turns))
+	if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(p.cfg.Episodes) {
+		o.prog.episodes(n-o.reported, o.turns)
+		o.reported, o.turns = n, 0
+	}
+	return nil
 }
 
 // afterGroups is an Output that hands each group, once its last episode

@@ -290,10 +290,50 @@ func under(ctx context.Context, rec *episode.Record, replace map[int]string, res
 func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int) error {
 	rec := group[k]
 	rng := rand.New(rand.NewPCG(d.seed, uint64(rec.Index)))
-	// The learning seats with an emitted turn, and each one's alternatives.
-	var seatsIn []int
-	alts := map[int][]string{}      // per seat: the actions other than its own
-	pools := map[int][]string{}     // per seat: every action it could play
+	// Made here, not in alternatives, so that they stay on the stack.
+	alts, pools := map[int][]string{}, map[int][]string{}
+	seatsIn := d.alternatives(rec, alts, pools)
+	base, err := d.rewards(ctx, group, k, trajectories.RecordOnly(rec))
+	if err != nil {
+		return err
+	}
+	sample := slices.Clone(seatsIn)
+	rng.Shuffle(len(sample), func(a, b int) { sample[a], sample[b] = sample[b], sample[a] })
+	sample = sample[:min(len(sample), d.cfg.agents())]
+	res := d.result
+	res.Episodes++
+	m := counterfactuals{d: d, group: group, k: k, base: base, rng: rng}
+	for _, i := range sample {
+		if len(alts[i]) == 0 {
+			continue // nothing else i could have done
+		}
+		own, n, err := m.own(ctx, i, alts[i])
+		if err != nil {
+			return err
+		}
+		others, nOthers, err := m.others(ctx, i, seatsIn, pools)
+		if err != nil {
+			return err
+		}
+		switch {
+		case nOthers == 0 || (own == 0 && others == 0):
+			// Nothing to compare, or nothing moves r_i: no information.
+		case others == 0:
+			res.Unbounded++
+		default:
+			res.States++
+			res.StateSum += (own / float64(n)) / (others / float64(nOthers))
+		}
+	}
+	return nil
+}
+
+// alternatives returns the learning seats of rec with an emitted turn,
+// and sets, for each one, in alts the actions other than its own at its
+// first such turn and in pools every action it could have played there:
+// its legal actions, or, when the record has none, every action its role
+// played.
+func (d *diagnoser) alternatives(rec *episode.Record, alts, pools map[int][]string) (seatsIn []int) {
 	played := map[string][]string{} // per role: the actions played
 	first := map[int]*episode.Turn{}
 	for i := range rec.Turns {
@@ -320,95 +360,98 @@ func (d *diagnoser) measure(ctx context.Context, group []*episode.Record, k int)
 			}
 		}
 	}
-	base, err := d.rewards(ctx, group, k, trajectories.RecordOnly(rec))
-	if err != nil {
-		return err
+	return seatsIn
+}
+
+// counterfactuals measures how much one seat's reward in group[k] moves
+// when it, or the others, act otherwise; base are the rewards as played.
+// Both measures draw from rng in turn, so the diagnosis is a function of
+// the seed.
+type counterfactuals struct {
+	d     *diagnoser
+	group []*episode.Record
+	k     int
+	base  []float64
+	rng   *rand.Rand
+}
+
+// own replays the episode with seat i's action replaced by its
+// alternatives alts (every one once when there are no more than the
+// samples asked for; otherwise drawn), and returns the sum of |Δr_i| over
+// the n replays. It counts each replay, and whether r_i and the team
+// reward move together, in the diagnosis.
+func (m *counterfactuals) own(ctx context.Context, i int, alts []string) (own float64, n int, err error) {
+	d, rec, res := m.d, m.group[m.k], m.d.result
+	n = d.cfg.samples()
+	exact := len(alts) <= n
+	if exact {
+		n = len(alts)
 	}
-	sample := slices.Clone(seatsIn)
-	rng.Shuffle(len(sample), func(a, b int) { sample[a], sample[b] = sample[b], sample[a] })
-	sample = sample[:min(len(sample), d.cfg.agents())]
-	res := d.result
-	res.Episodes++
-	for _, i := range sample {
-		if len(alts[i]) == 0 {
-			continue // nothing else i could have done
+	for s := range n {
+		a := alts[s%len(alts)]
+		if !exact {
+			a = alts[m.rng.IntN(len(alts))]
 		}
-		// Every alternative once when there are no more than the samples
-		// asked for; otherwise drawn.
-		n := d.cfg.samples()
-		exact := len(alts[i]) <= n
-		if exact {
-			n = len(alts[i])
+		ep, err := under(ctx, rec, map[int]string{i: a}, d.resimulate)
+		if err != nil {
+			return 0, 0, err
 		}
-		var own, others float64
-		var nOthers int
-		for s := range n {
-			a := alts[i][s%len(alts[i])]
-			if !exact {
-				a = alts[i][rng.IntN(len(alts[i]))]
-			}
-			ep, err := under(ctx, rec, map[int]string{i: a}, d.resimulate)
-			if err != nil {
-				return err
-			}
-			r, err := d.rewards(ctx, group, k, ep)
-			if err != nil {
-				return err
-			}
-			g0, g1 := rec.Score.Team, ep.Score.Team
-			dr, dg := r[i]-base[i], g1-g0
-			if tie(g0, g1) {
-				dg = 0
-			}
-			if tie(base[i], r[i], g0, g1) {
-				dr = 0
-			}
-			res.Own++
-			if dr*dg > 0 || (dr == 0 && dg == 0) {
-				res.Aligned++
-			}
-			res.OwnAbs += math.Abs(dr)
-			res.OwnAbsG += math.Abs(dg)
-			own += math.Abs(dr)
+		r, err := d.rewards(ctx, m.group, m.k, ep)
+		if err != nil {
+			return 0, 0, err
 		}
-		for range d.cfg.samples() {
-			// z − z_−i + z'_−i: every other learning agent's action drawn
-			// anew, uniformly (its recorded one included).
-			replace := map[int]string{}
-			for _, j := range seatsIn {
-				if j != i && len(pools[j]) > 0 {
-					replace[j] = pools[j][rng.IntN(len(pools[j]))]
-				}
-			}
-			if len(replace) == 0 {
-				continue // no other agent could have done otherwise
-			}
-			ep, err := under(ctx, rec, replace, d.resimulate)
-			if err != nil {
-				return err
-			}
-			r, err := d.rewards(ctx, group, k, ep)
-			if err != nil {
-				return err
-			}
-			dr := r[i] - base[i]
-			if tie(base[i], r[i], rec.Score.Team, ep.Score.Team) {
-				dr = 0
-			}
-			res.Others++
-			res.OthersAbs += math.Abs(dr)
-			others += math.Abs(dr)
-			nOthers++
+		g0, g1 := rec.Score.Team, ep.Score.Team
+		dr, dg := r[i]-m.base[i], g1-g0
+		if tie(g0, g1) {
+			dg = 0
 		}
-		switch {
-		case nOthers == 0 || (own == 0 && others == 0):
-			// Nothing to compare, or nothing moves r_i: no information.
-		case others == 0:
-			res.Unbounded++
-		default:
-			res.States++
-			res.StateSum += (own / float64(n)) / (others / float64(nOthers))
+		if tie(m.base[i], r[i], g0, g1) {
+			dr = 0
 		}
+		res.Own++
+		if dr*dg > 0 || (dr == 0 && dg == 0) {
+			res.Aligned++
+		}
+		res.OwnAbs += math.Abs(dr)
+		res.OwnAbsG += math.Abs(dg)
+		own += math.Abs(dr)
 	}
-	return nil
+	return own, n, nil
+}
+
+// others replays the episode with every other learning seat of seatsIn
+// acting anew, z − z_−i + z'_−i: each one's action drawn uniformly from
+// its pool (its recorded one included). It returns the sum of |Δr_i| and
+// the number of replays, those where some other seat could have done
+// otherwise.
+func (m *counterfactuals) others(ctx context.Context, i int, seatsIn []int, pools map[int][]string) (others float64, n int, err error) {
+	d, rec, res := m.d, m.group[m.k], m.d.result
+	for range d.cfg.samples() {
+		replace := map[int]string{}
+		for _, j := range seatsIn {
+			if j != i && len(pools[j]) > 0 {
+				replace[j] = pools[j][m.rng.IntN(len(pools[j]))]
+			}
+		}
+		if len(replace) == 0 {
+			continue // no other agent could have done otherwise
+		}
+		ep, err := under(ctx, rec, replace, d.resimulate)
+		if err != nil {
+			return 0, 0, err
+		}
+		r, err := d.rewards(ctx, m.group, m.k, ep)
+		if err != nil {
+			return 0, 0, err
+		}
+		dr := r[i] - m.base[i]
+		if tie(m.base[i], r[i], rec.Score.Team, ep.Score.Team) {
+			dr = 0
+		}
+		res.Others++
+		res.OthersAbs += math.Abs(dr)
+		others += math.Abs(dr)
+		n++
+	}
+	return others, n, nil
 }

@@ -363,27 +363,12 @@ func (p *plan) allocSeries(cells []*cellPlan) {
 	}
 }
 
+// newPlan checks cfg and plans its grid: the learners, the allocators
+// under their effective names, the roles that learn, the points and cells.
+// Its errors about cfg wrap ErrBadConfig.
 func newPlan(cfg Config) (*plan, error) {
-	bad := func(format string, args ...any) (*plan, error) {
-		return nil, fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case cfg.Scenario == nil:
-		return bad("no scenario")
-	case len(cfg.Allocators) == 0:
-		return bad("no allocator to compare")
-	case cfg.Seeds < 1:
-		return bad("seeds %d: want at least 1", cfg.Seeds)
-	case cfg.Episodes < 1:
-		return bad("episodes %d: want at least 1", cfg.Episodes)
-	case cfg.Window < 0 || cfg.Window > cfg.Episodes:
-		return bad("window %d: want 0 (a tenth) to episodes (%d)", cfg.Window, cfg.Episodes)
-	case len(cfg.Learners) == 0:
-		return bad("no learner (use learn.Parse or ParseLearners)")
-	case cfg.Parallel < 0:
-		return bad("parallel %d < 0", cfg.Parallel)
-	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
-		return bad("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
+	if err := checkConfig(&cfg); err != nil {
+		return nil, err
 	}
 	info := cfg.Scenario.Info()
 	p := &plan{cfg: cfg, name: info.Name, registry: cfg.Registry, window: cfg.Window, side: -1}
@@ -393,17 +378,93 @@ func newPlan(cfg Config) (*plan, error) {
 	if p.window == 0 {
 		p.window = max(1, cfg.Episodes/10)
 	}
+	if err := p.addLearners(info); err != nil {
+		return nil, err
+	}
+	for _, spec := range cfg.Allocators {
+		name, a, err := p.effective(info, spec)
+		if err != nil {
+			return nil, badConfig("allocator %q: %v", spec, err)
+		}
+		if slices.Contains(p.allocs, name) {
+			return nil, badConfig("allocator %q given twice (as %s)", spec, name)
+		}
+		if err := p.serves(info, a); err != nil {
+			return nil, badConfig("allocator %q: %v", spec, err)
+		}
+		p.allocs = append(p.allocs, name)
+	}
+	if err := p.sides(info); err != nil {
+		return nil, err
+	}
+	if p.side >= 0 && cfg.Diagnose.Episodes > 0 {
+		return nil, badConfig("diagnostics with side %q: they measure the team reward, the sum of the sides'", cfg.Side)
+	}
+	for role := range cfg.Policies {
+		if info.Role(role) == nil {
+			return nil, badConfig("policy for role %q: scenario %s has %s", role, info.Name, info.RoleNames())
+		}
+		if slices.Contains(p.learners, role) {
+			return nil, badConfig("role %q both learns and plays policy %q", role, cfg.Policies[role])
+		}
+	}
+	if err := checkAxes(&cfg); err != nil {
+		return nil, err
+	}
+	optimum := cfg.Optimum
+	if optimum == nil && p.side < 0 {
+		optimum, _ = KnownOptimum(info.Name)
+	}
+	if err := p.expand(optimum); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// badConfig is an error about a Config, wrapping ErrBadConfig.
+func badConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+}
+
+// checkConfig checks cfg's fields that need no scenario to judge.
+func checkConfig(cfg *Config) error {
+	switch {
+	case cfg.Scenario == nil:
+		return badConfig("no scenario")
+	case len(cfg.Allocators) == 0:
+		return badConfig("no allocator to compare")
+	case cfg.Seeds < 1:
+		return badConfig("seeds %d: want at least 1", cfg.Seeds)
+	case cfg.Episodes < 1:
+		return badConfig("episodes %d: want at least 1", cfg.Episodes)
+	case cfg.Window < 0 || cfg.Window > cfg.Episodes:
+		return badConfig("window %d: want 0 (a tenth) to episodes (%d)", cfg.Window, cfg.Episodes)
+	case len(cfg.Learners) == 0:
+		return badConfig("no learner (use learn.Parse or ParseLearners)")
+	case cfg.Parallel < 0:
+		return badConfig("parallel %d < 0", cfg.Parallel)
+	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
+		return badConfig("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
+	}
+	return nil
+}
+
+// addLearners checks the learning roles and the learners, once each, and
+// sets the plan's: the learners with their labels, and the roles that
+// learn (every role when cfg.Learn names none).
+func (p *plan) addLearners(info *env.Info) error {
+	cfg := &p.cfg
 	for _, role := range cfg.Learn {
 		if info.Role(role) == nil {
-			return bad("learning role %q: scenario %s has %s", role, info.Name, info.RoleNames())
+			return badConfig("learning role %q: scenario %s has %s", role, info.Name, info.RoleNames())
 		}
 	}
 	for i, l := range cfg.Learners {
 		if l.Name() == "" {
-			return bad("learner %d: not parsed (use learn.Parse or ParseLearners)", i+1)
+			return badConfig("learner %d: not parsed (use learn.Parse or ParseLearners)", i+1)
 		}
 		if slices.Contains(p.specNames, l.String()) {
-			return bad("learner %s given twice", l.String())
+			return badConfig("learner %s given twice", l.String())
 		}
 		p.specs = append(p.specs, l)
 		p.specNames = append(p.specNames, l.String())
@@ -415,54 +476,26 @@ func newPlan(cfg Config) (*plan, error) {
 			p.learners = append(p.learners, r.Name)
 		}
 	}
-	for _, spec := range cfg.Allocators {
-		name, a, err := p.effective(info, spec)
-		if err != nil {
-			return bad("allocator %q: %v", spec, err)
-		}
-		if slices.Contains(p.allocs, name) {
-			return bad("allocator %q given twice (as %s)", spec, name)
-		}
-		if err := p.serves(info, a); err != nil {
-			return bad("allocator %q: %v", spec, err)
-		}
-		p.allocs = append(p.allocs, name)
-	}
-	if err := p.sides(info); err != nil {
-		return nil, err
-	}
-	if p.side >= 0 && cfg.Diagnose.Episodes > 0 {
-		return bad("diagnostics with side %q: they measure the team reward, the sum of the sides'", cfg.Side)
-	}
-	for role := range cfg.Policies {
-		if info.Role(role) == nil {
-			return bad("policy for role %q: scenario %s has %s", role, info.Name, info.RoleNames())
-		}
-		if slices.Contains(p.learners, role) {
-			return bad("role %q both learns and plays policy %q", role, cfg.Policies[role])
-		}
-	}
+	return nil
+}
+
+// checkAxes refuses a grid axis without values, given twice, or of a
+// parameter cfg fixes.
+func checkAxes(cfg *Config) error {
 	seen := map[string]bool{}
 	for _, a := range cfg.Axes {
 		if len(a.Values) == 0 {
-			return bad("grid axis %s has no values", a.Param)
+			return badConfig("grid axis %s has no values", a.Param)
 		}
 		if seen[a.Param] {
-			return bad("grid axis %s given twice", a.Param)
+			return badConfig("grid axis %s given twice", a.Param)
 		}
 		if _, fixed := cfg.Params[a.Param]; fixed {
-			return bad("parameter %s is both fixed (%s) and a grid axis", a.Param, cfg.Params[a.Param])
+			return badConfig("parameter %s is both fixed (%s) and a grid axis", a.Param, cfg.Params[a.Param])
 		}
 		seen[a.Param] = true
 	}
-	optimum := cfg.Optimum
-	if optimum == nil && p.side < 0 {
-		optimum, _ = KnownOptimum(info.Name)
-	}
-	if err := p.expand(optimum); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return nil
 }
 
 // effective parses spec and returns the allocator and its name (a spec the

@@ -126,100 +126,33 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 		return nil, &FieldError{Field: "params", Err: err}
 	}
 	n.Params = params.Map()
-
-	for i, role := range n.Emit {
-		if info.Role(role) == nil {
-			return nil, fieldErr(fmt.Sprintf("emit[%d]", i), "scenario %s has no role %q (its roles: %s, or all)", info.Name, role, info.RoleNames())
-		}
+	emit, err := emitOf(info, &n)
+	if err != nil {
+		return nil, err
 	}
-	var emit env.EmitFilter
-	if len(n.Emit) > 0 {
-		emit = env.EmitRoles(n.Emit...)
-	}
-	if n.Tree != nil {
-		for i, role := range n.Tree.Roles {
-			if info.Role(role) == nil {
-				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
-			}
-			if len(n.Emit) > 0 && !slices.Contains(n.Emit, role) {
-				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "role %q is not emitted: its candidates would be no samples", role)
-			}
-		}
-	}
-
-	allocReg := r.Allocators
-	if allocReg == nil {
-		allocReg = credit.Builtin()
-	}
-	resimulate := info.Counterfactual != nil && info.Counterfactual.Resimulate
-	allocs := make([]trajectories.Allocator, 0, len(n.Allocators))
-	names := make([]string, 0, len(n.Allocators))
-	for i, spec := range n.Allocators {
-		a, err := allocReg.ParseDefaultingSim(spec, resimulate)
-		if err != nil {
-			return nil, &FieldError{Field: fmt.Sprintf("allocators[%d]", i), Err: fmt.Errorf("%q: %w", spec, err)}
-		}
-		if slices.Contains(names, a.Name()) {
-			// Dict rewards are keyed by name: a second one would overwrite
-			// the first.
-			return nil, fieldErr(fmt.Sprintf("allocators[%d]", i), "%q: allocator %s given twice", spec, a.Name())
-		}
-		allocs = append(allocs, a)
-		names = append(names, a.Name())
+	allocs, err := allocatorsOf(r.Allocators, info, &n)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkNeeds(info, emit, allocs); err != nil {
 		return nil, err
 	}
-	n.Allocators = names
+	n.Allocators = make([]string, 0, len(allocs)) // n may share s's array
+	for _, a := range allocs {
+		n.Allocators = append(n.Allocators, a.Name())
+	}
 	format, err := trajectories.ParseRewardFormat(n.RewardFormat)
 	if err != nil {
 		return nil, &FieldError{Field: "reward_format", Err: err}
 	}
-
 	invalid := env.InvalidRule{}
 	if n.OnInvalid.Mode == InvalidEnd {
 		invalid = env.InvalidRule{Mode: env.InvalidEnd, Penalty: n.OnInvalid.Penalty, Bonus: n.OnInvalid.Bonus}
 	}
-
-	for _, role := range slices.Sorted(maps.Keys(n.Policies)) {
-		if info.Role(role) == nil {
-			return nil, fieldErr("policies", "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
-		}
-	}
-	perRole := make(map[string]string, len(n.Policies))
-	for role, p := range n.Policies {
-		perRole[role] = p.Name
-	}
-	parallel := false
-	build := func(req env.PolicyRequest) (agents.Policy, error) {
-		req.Settings = n.Policies[req.Role].Settings // none for a role the spec leaves to the default
-		if r.Policies != nil {
-			pol, err := r.Policies(req)
-			switch {
-			case err == nil && pol == nil:
-				return nil, fmt.Errorf("policy %q: the policy maker returned no policy", req.Name)
-			case err == nil:
-				parallel = parallel || slices.Contains(r.Parallel, req.Name)
-				return pol, nil
-			case !errors.Is(err, env.ErrUnknownPolicy):
-				return nil, fmt.Errorf("policy %q: %w", req.Name, err)
-			}
-		}
-		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
-			return replayOf(req.Settings)
-		}
-		return info.MakePolicy(req)
-	}
-	policy, policyNames, err := info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params, Seed: n.Seed}, perRole, build)
+	policy, policyNames, parallel, err := policiesOf(r, sc, params, &n)
 	if err != nil {
-		return nil, &FieldError{Field: "policies", Err: err}
+		return nil, err
 	}
-	for role, name := range policyNames {
-		if _, ok := n.Policies[role]; !ok {
-			n.Policies[role] = Policy{Name: name}
-		}
-	}
-
 	return &Resolved{
 		Spec:     n,
 		Scenario: sc,
@@ -251,6 +184,101 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 		Format:      format,
 		PolicyNames: policyNames,
 	}, nil
+}
+
+// emitOf checks the roles n emits and samples as trees against the
+// scenario's, and returns the filter of the emitted ones (nil: all).
+// A tree role must be emitted: its candidates would be no samples.
+func emitOf(info *env.Info, n *Spec) (env.EmitFilter, error) {
+	for i, role := range n.Emit {
+		if info.Role(role) == nil {
+			return nil, fieldErr(fmt.Sprintf("emit[%d]", i), "scenario %s has no role %q (its roles: %s, or all)", info.Name, role, info.RoleNames())
+		}
+	}
+	var emit env.EmitFilter
+	if len(n.Emit) > 0 {
+		emit = env.EmitRoles(n.Emit...)
+	}
+	if n.Tree != nil {
+		for i, role := range n.Tree.Roles {
+			if info.Role(role) == nil {
+				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
+			}
+			if len(n.Emit) > 0 && !slices.Contains(n.Emit, role) {
+				return nil, fieldErr(fmt.Sprintf("tree.roles[%d]", i), "role %q is not emitted: its candidates would be no samples", role)
+			}
+		}
+	}
+	return emit, nil
+}
+
+// allocatorsOf parses n's allocators from reg (nil: credit.Builtin()),
+// resimulating where the scenario offers it, and refuses one given twice:
+// dict rewards are keyed by name, so a second would overwrite the first.
+func allocatorsOf(reg *credit.Registry, info *env.Info, n *Spec) ([]trajectories.Allocator, error) {
+	if reg == nil {
+		reg = credit.Builtin()
+	}
+	resimulate := info.Counterfactual != nil && info.Counterfactual.Resimulate
+	allocs := make([]trajectories.Allocator, 0, len(n.Allocators))
+	for i, spec := range n.Allocators {
+		a, err := reg.ParseDefaultingSim(spec, resimulate)
+		if err != nil {
+			return nil, &FieldError{Field: fmt.Sprintf("allocators[%d]", i), Err: fmt.Errorf("%q: %w", spec, err)}
+		}
+		if slices.ContainsFunc(allocs, func(b trajectories.Allocator) bool { return b.Name() == a.Name() }) {
+			return nil, fieldErr(fmt.Sprintf("allocators[%d]", i), "%q: allocator %s given twice", spec, a.Name())
+		}
+		allocs = append(allocs, a)
+	}
+	return allocs, nil
+}
+
+// policiesOf makes the policy of every role: the one n names, through
+// r.Policies first, then the scenario's own (and the replay policy where
+// the scenario has none of that name), the default for the others, whose
+// names it adds to n.Policies. parallel reports whether any of them is
+// one that r.Parallel says plays its seats at once.
+func policiesOf(r Resolvers, sc env.Scenario, params env.Params, n *Spec) (policy env.PolicyFor, names map[string]string, parallel bool, err error) {
+	info := sc.Info()
+	for _, role := range slices.Sorted(maps.Keys(n.Policies)) {
+		if info.Role(role) == nil {
+			return nil, nil, false, fieldErr("policies", "scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
+		}
+	}
+	perRole := make(map[string]string, len(n.Policies))
+	for role, p := range n.Policies {
+		perRole[role] = p.Name
+	}
+	build := func(req env.PolicyRequest) (agents.Policy, error) {
+		req.Settings = n.Policies[req.Role].Settings // none for a role the spec leaves to the default
+		if r.Policies != nil {
+			pol, err := r.Policies(req)
+			switch {
+			case err == nil && pol == nil:
+				return nil, fmt.Errorf("policy %q: the policy maker returned no policy", req.Name)
+			case err == nil:
+				parallel = parallel || slices.Contains(r.Parallel, req.Name)
+				return pol, nil
+			case !errors.Is(err, env.ErrUnknownPolicy):
+				return nil, fmt.Errorf("policy %q: %w", req.Name, err)
+			}
+		}
+		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
+			return replayOf(req.Settings)
+		}
+		return info.MakePolicy(req)
+	}
+	policy, names, err = info.AssignPolicies(env.PolicyRequest{Scenario: sc, Params: params, Seed: n.Seed}, perRole, build)
+	if err != nil {
+		return nil, nil, false, &FieldError{Field: "policies", Err: err}
+	}
+	for role, name := range names {
+		if _, ok := n.Policies[role]; !ok {
+			n.Policies[role] = Policy{Name: name}
+		}
+	}
+	return policy, names, parallel, nil
 }
 
 // checkNeeds refuses, before any episode runs, allocators that need what

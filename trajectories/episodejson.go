@@ -44,6 +44,22 @@ type episodeEncoder struct {
 
 // appendEpisode is AppendEpisodeJSON with e's memory.
 func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *Credit) []byte {
+	dst = e.appendIdentity(dst, rec)
+	dst = appendSeats(dst, rec)
+	dst = e.appendTurns(dst, rec, credit)
+	dst = appendMessages(dst, rec.Messages)
+	dst = appendTransitions(dst, rec.Transitions)
+	dst = appendScore(dst, &rec.Score)
+	dst = e.appendCredit(dst, credit)
+	if rec.Tree != nil {
+		dst = e.appendTree(dst, rec)
+	}
+	return append(dst, "}\n"...)
+}
+
+// appendIdentity opens the line and writes its keys from "format" to
+// "teams": what names the episode and how it ended.
+func (e *episodeEncoder) appendIdentity(dst []byte, rec *episode.Record) []byte {
 	dst = append(dst, `{"format":`...)
 	dst = appendJSONString(dst, EpisodeFormat)
 	dst = append(dst, `,"scenario":`...)
@@ -90,6 +106,12 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = append(dst, `,"teams":`...)
 		dst = appendJSONStrings(dst, rec.Teams)
 	}
+	return dst
+}
+
+// appendSeats writes the "seats" list; a seat names its team only in an
+// episode that has teams, as the form's omitempty does.
+func appendSeats(dst []byte, rec *episode.Record) []byte {
 	dst = append(dst, `,"seats":[`...)
 	for i, s := range rec.Seats {
 		if i > 0 {
@@ -105,7 +127,14 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		}
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `],"turns":[`...)
+	return append(dst, ']')
+}
+
+// appendTurns writes the "turns" list. Once the first turn is written it
+// grows dst for about the rest of the line at once, so that a long
+// episode's buffer is not grown by doubling, copied and dropped on the way.
+func (e *episodeEncoder) appendTurns(dst []byte, rec *episode.Record, credit *Credit) []byte {
+	dst = append(dst, `,"turns":[`...)
 	for i := range rec.Turns {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -113,9 +142,9 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		start := len(dst)
 		dst = e.appendTurn(dst, &rec.Turns[i])
 		if i == 0 {
-			// Room for about the rest of the line at once: the turns at
-			// the first one's size, the transitions and credit values at
-			// a guess (growFor grows again for more transitions).
+			// The turns at the first one's size, the transitions and
+			// credit values at a guess (growFor grows again for more
+			// transitions).
 			rest := (len(dst)-start)*(len(rec.Turns)-1) + 80*len(rec.Transitions)
 			if credit != nil {
 				rest += 24 * len(rec.Turns) * len(credit.Values)
@@ -123,9 +152,14 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 			dst = slices.Grow(dst, rest+rest/8)
 		}
 	}
-	dst = append(dst, `],"messages":[`...)
-	for i := range rec.Messages {
-		m := &rec.Messages[i]
+	return append(dst, ']')
+}
+
+// appendMessages writes the "messages" list.
+func appendMessages(dst []byte, msgs []episode.Message) []byte {
+	dst = append(dst, `,"messages":[`...)
+	for i := range msgs {
+		m := &msgs[i]
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -148,12 +182,18 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		}
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `],"transitions":[`...)
+	return append(dst, ']')
+}
+
+// appendTransitions writes the "transitions" list, growing dst for all of
+// them at the first one's size once it is written.
+func appendTransitions(dst []byte, trs []episode.Transition) []byte {
+	dst = append(dst, `,"transitions":[`...)
 	start := len(dst)
-	for i := range rec.Transitions {
-		tr := &rec.Transitions[i]
+	for i := range trs {
+		tr := &trs[i]
 		if i == 1 {
-			dst = growFor(dst, len(dst)-start, len(rec.Transitions))
+			dst = growFor(dst, len(dst)-start, len(trs))
 		}
 		if i > 0 {
 			dst = append(dst, ',')
@@ -170,43 +210,49 @@ func (e *episodeEncoder) appendEpisode(dst []byte, rec *episode.Record, credit *
 		dst = appendJSONString(dst, string(tr.To))
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `],"score":{"team":`...)
-	dst = appendJFloat(dst, rec.Score.Team)
-	if rec.Score.Teams != nil {
+	return append(dst, ']')
+}
+
+// appendScore writes the "score" object.
+func appendScore(dst []byte, sc *episode.Score) []byte {
+	dst = append(dst, `,"score":{"team":`...)
+	dst = appendJFloat(dst, sc.Team)
+	if sc.Teams != nil {
 		dst = append(dst, `,"teams":`...)
-		dst = appendJFloats(dst, rec.Score.Teams)
+		dst = appendJFloats(dst, sc.Teams)
 	}
 	dst = append(dst, `,"agents":`...)
-	dst = appendJFloats(dst, rec.Score.Agents)
-	dst = append(dst, `},"credit":`...)
+	dst = appendJFloats(dst, sc.Agents)
+	return append(dst, '}')
+}
+
+// appendCredit writes the "credit" object, null for an episode without.
+// It grows dst for every value list at the first list's size, which is
+// about the size of each: one value per emitted turn.
+func (e *episodeEncoder) appendCredit(dst []byte, credit *Credit) []byte {
+	dst = append(dst, `,"credit":`...)
 	if credit == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, `{"allocators":`...)
-		dst = appendJSONStrings(dst, credit.Allocators)
-		dst = append(dst, `,"values":[`...)
-		for i, v := range credit.Values {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if i == 0 && len(v) > 0 {
-				// About the size of every list: one per allocator.
-				start := len(dst)
-				dst = appendJFloat(append(dst, '['), v[0])
-				dst = growFor(dst, len(dst)-start, len(v)*len(credit.Values))
-				dst = appendJFloats(dst[:start], v)
-				continue
-			}
-			dst = appendJFloats(dst, v)
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"allocators":`...)
+	dst = appendJSONStrings(dst, credit.Allocators)
+	dst = append(dst, `,"values":[`...)
+	for i, v := range credit.Values {
+		if i > 0 {
+			dst = append(dst, ',')
 		}
-		dst = append(dst, `],"notes":`...)
-		dst = e.appendNotes(dst, credit.Notes, "null")
-		dst = append(dst, '}')
+		if i == 0 && len(v) > 0 {
+			start := len(dst)
+			dst = appendJFloat(append(dst, '['), v[0])
+			dst = growFor(dst, len(dst)-start, len(v)*len(credit.Values))
+			dst = appendJFloats(dst[:start], v)
+			continue
+		}
+		dst = appendJFloats(dst, v)
 	}
-	if rec.Tree != nil {
-		dst = e.appendTree(dst, rec)
-	}
-	return append(dst, "}\n"...)
+	dst = append(dst, `],"notes":`...)
+	dst = e.appendNotes(dst, credit.Notes, "null")
+	return append(dst, '}')
 }
 
 // appendTurn writes one turn of the "turns" list.

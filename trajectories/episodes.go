@@ -437,17 +437,40 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 			}
 		}
 	}
-	seat := func(i int) bool { return i >= 0 && i < len(l.Seats) }
-	if l.Turns != nil {
-		rec.Turns = make([]episode.Turn, len(l.Turns))
+	var err error
+	if rec.Turns, err = decodeTurns(&l); err != nil {
+		return nil, nil, err
 	}
+	if err := decodeTree(&l, rec); err != nil {
+		return nil, nil, err
+	}
+	if rec.Messages, err = decodeMessages(&l); err != nil {
+		return nil, nil, err
+	}
+	if rec.Transitions, err = decodeTransitions(&l); err != nil {
+		return nil, nil, err
+	}
+	credit, err := decodeCredit(&l, rec.Emitted())
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, credit, nil
+}
+
+// decodeTurns returns l's turns (nil for none), refusing one whose seat,
+// or a message of whose inbox, the line does not have.
+func decodeTurns(l *episodeLine) ([]episode.Turn, error) {
+	if l.Turns == nil {
+		return nil, nil
+	}
+	turns := make([]episode.Turn, len(l.Turns))
 	for i, tl := range l.Turns {
-		if !seat(tl.Seat) {
-			return nil, nil, fmt.Errorf("%w: turn %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
+		if !l.hasSeat(tl.Seat) {
+			return nil, fmt.Errorf("%w: turn %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
 		}
 		for _, k := range tl.Inbox {
 			if k < 0 || k >= len(l.Messages) {
-				return nil, nil, fmt.Errorf("%w: turn %d's inbox names message %d of %d", ErrEpisodeLine, i, k, len(l.Messages))
+				return nil, fmt.Errorf("%w: turn %d's inbox names message %d of %d", ErrEpisodeLine, i, k, len(l.Messages))
 			}
 		}
 		t := episode.Turn{
@@ -462,59 +485,80 @@ func DecodeEpisode(line []byte) (*episode.Record, *Credit, error) {
 			t.Notes = tl.Notes
 		}
 		t.SetGeneration(generationOf(tl.Completion, tl.Prompt, tl.Tokens))
-		rec.Turns[i] = t
+		turns[i] = t
 	}
-	if err := decodeTree(&l, rec); err != nil {
-		return nil, nil, err
+	return turns, nil
+}
+
+// decodeMessages returns l's messages (nil for none), refusing one out of
+// sequence or sent to a seat the line does not have.
+func decodeMessages(l *episodeLine) ([]episode.Message, error) {
+	if l.Messages == nil {
+		return nil, nil
 	}
-	if l.Messages != nil {
-		rec.Messages = make([]episode.Message, len(l.Messages))
-	}
+	msgs := make([]episode.Message, len(l.Messages))
 	for i, ml := range l.Messages {
 		if ml.Seq != i {
-			return nil, nil, fmt.Errorf("%w: message %d has seq %d", ErrEpisodeLine, i, ml.Seq)
+			return nil, fmt.Errorf("%w: message %d has seq %d", ErrEpisodeLine, i, ml.Seq)
 		}
 		for _, r := range ml.Recipients {
-			if !seat(r) {
-				return nil, nil, fmt.Errorf("%w: message %d names recipient seat %d of %d", ErrEpisodeLine, i, r, len(l.Seats))
+			if !l.hasSeat(r) {
+				return nil, fmt.Errorf("%w: message %d names recipient seat %d of %d", ErrEpisodeLine, i, r, len(l.Seats))
 			}
 		}
-		rec.Messages[i] = episode.Message{
+		msgs[i] = episode.Message{
 			Message:    protocol.Message{From: ml.From, To: protocol.Address(ml.To), Kind: ml.Kind, Payload: ml.Payload, Time: ml.Time, Seq: ml.Seq, Quiet: ml.Quiet},
 			Recipients: ml.Recipients,
 		}
 	}
-	if l.Transitions != nil {
-		rec.Transitions = make([]episode.Transition, len(l.Transitions))
-	}
-	for i, tl := range l.Transitions {
-		if !seat(tl.Seat) {
-			return nil, nil, fmt.Errorf("%w: transition %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
-		}
-		rec.Transitions[i] = episode.Transition{Step: tl.Step, Seat: tl.Seat, Event: agents.Event(tl.Event), From: agents.State(tl.From), To: agents.State(tl.To)}
-	}
-	var credit *Credit
-	if cl := l.Credit; cl != nil {
-		emitted := rec.Emitted()
-		if len(cl.Values) != len(cl.Allocators) {
-			return nil, nil, fmt.Errorf("%w: credit has %d value lists for %d allocators", ErrEpisodeLine, len(cl.Values), len(cl.Allocators))
-		}
-		credit = &Credit{Allocators: cl.Allocators, Values: make([][]float64, len(cl.Values)), Notes: cl.Notes}
-		for i, v := range cl.Values {
-			if len(v) != emitted {
-				return nil, nil, fmt.Errorf("%w: allocator %q has %d values for %d samples", ErrEpisodeLine, cl.Allocators[i], len(v), emitted)
-			}
-			credit.Values[i] = floats(v)
-			if credit.Values[i] == nil {
-				credit.Values[i] = []float64{}
-			}
-		}
-		if len(credit.Notes) == 0 {
-			credit.Notes = nil
-		}
-	}
-	return rec, credit, nil
+	return msgs, nil
 }
+
+// decodeTransitions returns l's transitions (nil for none), refusing one
+// of a seat the line does not have.
+func decodeTransitions(l *episodeLine) ([]episode.Transition, error) {
+	if l.Transitions == nil {
+		return nil, nil
+	}
+	trs := make([]episode.Transition, len(l.Transitions))
+	for i, tl := range l.Transitions {
+		if !l.hasSeat(tl.Seat) {
+			return nil, fmt.Errorf("%w: transition %d names seat %d of %d", ErrEpisodeLine, i, tl.Seat, len(l.Seats))
+		}
+		trs[i] = episode.Transition{Step: tl.Step, Seat: tl.Seat, Event: agents.Event(tl.Event), From: agents.State(tl.From), To: agents.State(tl.To)}
+	}
+	return trs, nil
+}
+
+// decodeCredit returns l's credit, nil when it has none, refusing one
+// without a value list per allocator, or a list without a value per
+// sample (emitted).
+func decodeCredit(l *episodeLine, emitted int) (*Credit, error) {
+	cl := l.Credit
+	if cl == nil {
+		return nil, nil
+	}
+	if len(cl.Values) != len(cl.Allocators) {
+		return nil, fmt.Errorf("%w: credit has %d value lists for %d allocators", ErrEpisodeLine, len(cl.Values), len(cl.Allocators))
+	}
+	credit := &Credit{Allocators: cl.Allocators, Values: make([][]float64, len(cl.Values)), Notes: cl.Notes}
+	for i, v := range cl.Values {
+		if len(v) != emitted {
+			return nil, fmt.Errorf("%w: allocator %q has %d values for %d samples", ErrEpisodeLine, cl.Allocators[i], len(v), emitted)
+		}
+		credit.Values[i] = floats(v)
+		if credit.Values[i] == nil {
+			credit.Values[i] = []float64{}
+		}
+	}
+	if len(credit.Notes) == 0 {
+		credit.Notes = nil
+	}
+	return credit, nil
+}
+
+// hasSeat reports whether the line has a seat i.
+func (l *episodeLine) hasSeat(i int) bool { return i >= 0 && i < len(l.Seats) }
 
 // strictUnmarshal decodes data into v, refusing unknown keys and trailing
 // data.

@@ -49,64 +49,86 @@ type Pair struct {
 // maxLargest is how many pairs the comparison lists.
 const maxLargest = 25
 
+// compare sets run a (numbered ra) and run b (rb) side by side.
 func compare(a, b *Overview, ra, rb int) *Comparison {
 	c := &Comparison{A: a, B: b, RunA: ra, RunB: rb}
-	row := func(name string, va, vb float64, okA, okB bool) CompareRow {
-		r := CompareRow{Name: name, A: "–", B: "–", Diff: "–"}
-		if okA {
-			r.A = num(va)
-		}
-		if okB {
-			r.B = num(vb)
-		}
-		if okA && okB {
-			r.Diff = num(vb - va)
-		}
-		return r
-	}
-	names := func(o *Overview) []string {
-		var out []string
-		for _, s := range o.Allocators {
-			out = append(out, s.Name)
-		}
-		return out
-	}
-	allocs := union(names(a), names(b))
-	find := func(o *Overview, name string) (AllocStat, bool) {
-		for _, s := range o.Allocators {
-			if s.Name == name {
-				return s, true
-			}
-		}
-		return AllocStat{}, false
-	}
-	c.Allocators = append(c.Allocators, row("team reward (mean over scored episodes)", a.Team.Mean, b.Team.Mean, a.Team.N > 0, b.Team.N > 0))
+	allocA := namesOf(a.Allocators, func(s AllocStat) string { return s.Name })
+	allocB := namesOf(b.Allocators, func(s AllocStat) string { return s.Name })
+	allocs := union(allocA, allocB)
+	c.Allocators = append(c.Allocators, compareRow("team reward (mean over scored episodes)", a.Team.Mean, b.Team.Mean, a.Team.N > 0, b.Team.N > 0))
 	for _, name := range allocs {
-		sa, okA := find(a, name)
-		sb, okB := find(b, name)
-		c.Allocators = append(c.Allocators, row(name+" (mean per sample)", sa.PerSample, sb.PerSample, okA, okB))
+		sa, okA := byName(a.Allocators, name, func(s AllocStat) string { return s.Name })
+		sb, okB := byName(b.Allocators, name, func(s AllocStat) string { return s.Name })
+		c.Allocators = append(c.Allocators, compareRow(name+" (mean per sample)", sa.PerSample, sb.PerSample, okA, okB))
 	}
-	roleNames := func(o *Overview) []string {
-		var out []string
-		for _, r := range o.Roles {
-			out = append(out, r.Role)
+	c.Roles = compareRoles(a, b, allocA, allocB, allocs)
+	statusName := func(s Count) string { return s.Name }
+	for _, s := range union(namesOf(a.Statuses, statusName), namesOf(b.Statuses, statusName)) {
+		na, nb := 0, 0
+		if x, ok := byName(a.Statuses, s, statusName); ok {
+			na = x.N
 		}
-		return out
-	}
-	findRole := func(o *Overview, name string) (RoleStat, bool) {
-		for _, r := range o.Roles {
-			if r.Role == name {
-				return r, true
-			}
+		if x, ok := byName(b.Statuses, s, statusName); ok {
+			nb = x.N
 		}
-		return RoleStat{}, false
+		c.Statuses = append(c.Statuses, CompareRow{Name: s, A: fmt.Sprint(na), B: fmt.Sprint(nb), Diff: fmt.Sprintf("%+d", nb-na)})
 	}
-	for _, name := range union(roleNames(a), roleNames(b)) {
-		ra, okA := findRole(a, name)
-		rb, okB := findRole(b, name)
-		c.Roles = append(c.Roles, row(name+": mean agent score", ra.ScoreMean(), rb.ScoreMean(), okA && ra.Scored > 0, okB && rb.Scored > 0))
+	byIndex, pairs, deltas := c.pair()
+	c.Intervals = intervals(a.File, b.File, byIndex, c.Paired > 0 && c.SameSeeds, allocs)
+	c.DeltaHist = histogram(deltas, c.Delta.Min, c.Delta.Max, "delta-hist", "team reward, B − A")
+	slices.SortStableFunc(pairs, func(x, y Pair) int { return cmp.Compare(math.Abs(y.Delta), math.Abs(x.Delta)) })
+	c.Largest = pairs[:min(len(pairs), maxLargest)]
+	c.ScatterChart = scatter(pairs)
+	return c
+}
+
+// compareRow is a value of both runs and B − A; "–" for one a run lacks.
+func compareRow(name string, va, vb float64, okA, okB bool) CompareRow {
+	r := CompareRow{Name: name, A: "–", B: "–", Diff: "–"}
+	if okA {
+		r.A = num(va)
+	}
+	if okB {
+		r.B = num(vb)
+	}
+	if okA && okB {
+		r.Diff = num(vb - va)
+	}
+	return r
+}
+
+// namesOf returns the name of each of xs.
+func namesOf[T any](xs []T, name func(T) string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, name(x))
+	}
+	return out
+}
+
+// byName returns the first of xs named name, and whether there is one.
+func byName[T any](xs []T, name string, nameOf func(T) string) (T, bool) {
+	for _, x := range xs {
+		if nameOf(x) == name {
+			return x, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// compareRoles is the rows of every role of either run: its mean agent
+// score, then each allocator's value per sample. allocA and allocB are
+// the runs' allocators, in the order of their roles' values; allocs both.
+func compareRoles(a, b *Overview, allocA, allocB, allocs []string) []CompareRow {
+	var rows []CompareRow
+	roleName := func(r RoleStat) string { return r.Role }
+	for _, name := range union(namesOf(a.Roles, roleName), namesOf(b.Roles, roleName)) {
+		ra, okA := byName(a.Roles, name, roleName)
+		rb, okB := byName(b.Roles, name, roleName)
+		rows = append(rows, compareRow(name+": mean agent score", ra.ScoreMean(), rb.ScoreMean(), okA && ra.Scored > 0, okB && rb.Scored > 0))
 		for _, alloc := range allocs {
-			ka, kb := slices.Index(names(a), alloc), slices.Index(names(b), alloc)
+			ka, kb := slices.Index(allocA, alloc), slices.Index(allocB, alloc)
 			va, vb := math.NaN(), math.NaN()
 			if okA && ka >= 0 && ka < len(ra.Alloc) {
 				va = ra.Alloc[ka]
@@ -114,40 +136,25 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 			if okB && kb >= 0 && kb < len(rb.Alloc) {
 				vb = rb.Alloc[kb]
 			}
-			c.Roles = append(c.Roles, row(fmt.Sprintf("%s: %s per sample", name, alloc), va, vb, !math.IsNaN(va), !math.IsNaN(vb)))
+			rows = append(rows, compareRow(fmt.Sprintf("%s: %s per sample", name, alloc), va, vb, !math.IsNaN(va), !math.IsNaN(vb)))
 		}
 	}
-	statusNames := func(o *Overview) []string {
-		var out []string
-		for _, s := range o.Statuses {
-			out = append(out, s.Name)
-		}
-		return out
-	}
-	countOf := func(cs []Count, name string) int {
-		for _, x := range cs {
-			if x.Name == name {
-				return x.N
-			}
-		}
-		return 0
-	}
-	for _, s := range union(statusNames(a), statusNames(b)) {
-		na, nb := countOf(a.Statuses, s), countOf(b.Statuses, s)
-		c.Statuses = append(c.Statuses, CompareRow{Name: s, A: fmt.Sprint(na), B: fmt.Sprint(nb), Diff: fmt.Sprintf("%+d", nb-na)})
-	}
+	return rows
+}
 
-	// Pairs: the same episode number in both files.
-	byIndex := map[int64]int{}
-	fa, fb := a.File, b.File
+// pair finds the episodes in both runs: the same episode number in both
+// files (A's first of a number). It sets Paired, SameSeeds and Delta, and
+// returns A's episode of each number, the pairs scored in both and their
+// differences.
+func (c *Comparison) pair() (byIndex map[int64]int, pairs []Pair, deltas []float64) {
+	byIndex = map[int64]int{}
+	fa, fb := c.A.File, c.B.File
 	for k := range fa.n {
 		if _, ok := byIndex[fa.index.get(k)]; !ok {
 			byIndex[fa.index.get(k)] = k
 		}
 	}
 	c.SameSeeds = true
-	var pairs []Pair
-	var deltas []float64
 	for k := range fb.n {
 		index := fb.index.get(k)
 		ka, ok := byIndex[index]
@@ -167,12 +174,7 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 		deltas = append(deltas, p.Delta)
 		c.Delta.add(p.Delta)
 	}
-	c.Intervals = intervals(a.File, b.File, byIndex, c.Paired > 0 && c.SameSeeds, allocs)
-	c.DeltaHist = histogram(deltas, c.Delta.Min, c.Delta.Max, "delta-hist", "team reward, B − A")
-	slices.SortStableFunc(pairs, func(x, y Pair) int { return cmp.Compare(math.Abs(y.Delta), math.Abs(x.Delta)) })
-	c.Largest = pairs[:min(len(pairs), maxLargest)]
-	c.ScatterChart = scatter(pairs)
-	return c
+	return byIndex, pairs, deltas
 }
 
 // scatter plots each pair's team reward in B against A.

@@ -80,68 +80,24 @@ const maxDrawn = 4000
 // on the line was never drawn, and the CSP forbids inline styles.
 const channelClasses = 8
 
+// sequence lays out e's sequence diagram: a lifeline per seat (and the
+// environment's), and a band per step with turns or messages, its turns'
+// marks on one row and each message on a row of its own; past maxDrawn
+// messages it counts the rest as Omitted.
 func sequence(e *Episode) SeqDiagram {
 	var d SeqDiagram
-	env := slices.ContainsFunc(e.Messages, func(m MessageView) bool { return m.FromSeat < 0 })
-	laneW := math.Max(56, math.Min(140, 1100/float64(max(len(e.Seats), 1))))
-	x0 := 70.0
-	if env {
-		label := "environment"
-		if e.Others {
-			label = "environment, others"
-		}
-		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: label})
-		x0 += laneW
-	}
-	laneX := make([]float64, len(e.Seats))
-	for i, s := range e.Seats {
-		laneX[i] = x0 + laneW*float64(i)
-		d.Lanes = append(d.Lanes, Lane{X: laneX[i], Seat: i, Label: s.ID, Role: s.Role})
-	}
+	laneX, x0, laneW := seqLanes(e, &d)
 	envX := 70.0
-	senderX := func(m *MessageView) float64 {
-		if m.FromSeat >= 0 {
-			return laneX[m.FromSeat]
-		}
-		return envX
-	}
 	channels := map[string]int{}
 	const rowH, top = 22.0, 40.0
 	y := top
-	// The steps that have turns or messages, each a band.
-	turnsAt, msgsAt := map[int][]int{}, map[int][]int{}
-	for i := range e.Turns {
-		turnsAt[e.Turns[i].Step] = append(turnsAt[e.Turns[i].Step], i)
-	}
-	for i := range e.Messages {
-		msgsAt[e.Messages[i].Time] = append(msgsAt[e.Messages[i].Time], i)
-	}
-	steps := slices.Sorted(maps.Keys(turnsAt))
-	for s := range msgsAt {
-		if _, ok := turnsAt[s]; !ok {
-			steps = append(steps, s)
-		}
-	}
-	slices.Sort(steps)
+	turnsAt, msgsAt, steps := seqSteps(e)
 	drawn := 0
 	labelRight := 0.0 // where the widest message label ends
 	for b, step := range steps {
 		band := Band{Y: y, Step: step, Odd: b%2 == 1}
 		if ts := turnsAt[step]; len(ts) > 0 {
-			// A seat acting twice in one step (an async schedule) gets a
-			// mark per turn, side by side.
-			seen := map[int]int{}
-			for _, k := range ts {
-				t := &e.Turns[k]
-				off := float64(seen[t.Seat]) * 7
-				seen[t.Seat]++
-				class := "turn-mark"
-				if t.Invalid != "" {
-					class += " invalid"
-				}
-				d.Marks = append(d.Marks, TurnMark{X: laneX[t.Seat] + off, Y: y + rowH/2, Turn: t.N, Seat: t.Seat, State: t.State, Class: class,
-					Title: fmt.Sprintf("turn %d: %s (turn %d) in state %s played %q", t.N, t.Agent, t.Turn, t.State, clip(t.Action, 60))})
-			}
+			d.Marks = appendTurnMarks(d.Marks, e, ts, laneX, y+rowH/2)
 			y += rowH
 		}
 		for _, k := range msgsAt[step] {
@@ -151,64 +107,12 @@ func sequence(e *Episode) SeqDiagram {
 			}
 			drawn++
 			m := &e.Messages[k]
-			from := senderX(m)
-			sm := SeqMsg{Seq: m.Seq, Y: y + rowH/2, From: m.From, To: m.To, Kind: m.Kind, Mode: m.Mode, Channel: m.Channel,
-				Class: "msg " + m.Mode}
-			if m.Quiet {
-				sm.Class += " quiet"
+			from := envX
+			if m.FromSeat >= 0 {
+				from = laneX[m.FromSeat]
 			}
-			if m.Mode == "channel" {
-				c, ok := channels[m.Channel]
-				if !ok {
-					c = len(channels) % channelClasses
-					channels[m.Channel] = c
-				}
-				sm.Class += fmt.Sprintf(" ch-%d", c)
-			}
-			lo, hi := from, from
-			var rs []string
-			for _, r := range m.Recipients {
-				x := laneX[r]
-				lo, hi = math.Min(lo, x), math.Max(hi, x)
-				dir := 1.0
-				if x < from {
-					dir = -1
-				}
-				if x == from {
-					dir = 0
-				}
-				sm.Heads = append(sm.Heads, Head{Seat: r, Path: arrowHead(x, sm.Y, dir)})
-				rs = append(rs, fmt.Sprint(r))
-			}
-			sm.Recipients = strings.Join(rs, " ")
-			if len(m.Recipients) == 0 {
-				sm.Nobody = true
-				hi = from + 30
-			}
-			sm.X1, sm.X2 = lo, hi
-			to := m.To
-			if m.Mode == "direct" && len(m.Recipients) == 1 {
-				to += " (private)"
-			}
-			label := fmt.Sprintf("%s: %s", m.Kind, m.Payload)
-			switch {
-			case m.Mode == "channel":
-				label = "#" + m.Channel + " " + label
-			case m.Mode == "direct" && len(m.Recipients) == 1:
-				label = "→ " + m.To + " " + label
-			}
-			sm.Label = clip(label, maxLabel)
-			sm.LabelX = from + 6
+			sm := seqMessage(m, from, y+rowH/2, laneX, channels)
 			labelRight = math.Max(labelRight, sm.LabelX+textWidth(sm.Label, 10))
-			who := strings.Join(m.RecipientIDs, ", ")
-			if who == "" {
-				who = "no one"
-			}
-			quiet := ""
-			if m.Quiet {
-				quiet = " (quiet: informs without waking)"
-			}
-			sm.Title = fmt.Sprintf("#%d at t=%d: %s → %s (%s)%s: %s\nreceived by: %s", m.Seq, m.Time, m.From, to, m.Kind, quiet, clip(m.Payload, 400), who)
 			d.Msgs = append(d.Msgs, sm)
 			y += rowH
 		}
@@ -221,6 +125,131 @@ func sequence(e *Episode) SeqDiagram {
 	d.W = int(math.Ceil(max(right+40, 400, labelRight+8)))
 	d.H = int(y + 10)
 	return d
+}
+
+// seqLanes adds the diagram's lifelines to d: the environment's first,
+// when it sent a message, then a seat's each. It returns each seat's x,
+// the first seat's and the width of a lane.
+func seqLanes(e *Episode, d *SeqDiagram) (laneX []float64, x0, laneW float64) {
+	env := slices.ContainsFunc(e.Messages, func(m MessageView) bool { return m.FromSeat < 0 })
+	laneW = math.Max(56, math.Min(140, 1100/float64(max(len(e.Seats), 1))))
+	x0 = 70.0
+	if env {
+		label := "environment"
+		if e.Others {
+			label = "environment, others"
+		}
+		d.Lanes = append(d.Lanes, Lane{X: x0, Seat: -1, Label: label})
+		x0 += laneW
+	}
+	laneX = make([]float64, len(e.Seats))
+	for i, s := range e.Seats {
+		laneX[i] = x0 + laneW*float64(i)
+		d.Lanes = append(d.Lanes, Lane{X: laneX[i], Seat: i, Label: s.ID, Role: s.Role})
+	}
+	return laneX, x0, laneW
+}
+
+// seqSteps returns the turns and the messages of each step, and the steps
+// that have either, in order: each is a band of the diagram.
+func seqSteps(e *Episode) (turnsAt, msgsAt map[int][]int, steps []int) {
+	turnsAt, msgsAt = map[int][]int{}, map[int][]int{}
+	for i := range e.Turns {
+		turnsAt[e.Turns[i].Step] = append(turnsAt[e.Turns[i].Step], i)
+	}
+	for i := range e.Messages {
+		msgsAt[e.Messages[i].Time] = append(msgsAt[e.Messages[i].Time], i)
+	}
+	steps = slices.Sorted(maps.Keys(turnsAt))
+	for s := range msgsAt {
+		if _, ok := turnsAt[s]; !ok {
+			steps = append(steps, s)
+		}
+	}
+	slices.Sort(steps)
+	return turnsAt, msgsAt, steps
+}
+
+// appendTurnMarks appends the marks of one step's turns ts, at height y.
+// A seat acting twice in one step (an async schedule) gets a mark per
+// turn, side by side.
+func appendTurnMarks(marks []TurnMark, e *Episode, ts []int, laneX []float64, y float64) []TurnMark {
+	seen := map[int]int{}
+	for _, k := range ts {
+		t := &e.Turns[k]
+		off := float64(seen[t.Seat]) * 7
+		seen[t.Seat]++
+		class := "turn-mark"
+		if t.Invalid != "" {
+			class += " invalid"
+		}
+		marks = append(marks, TurnMark{X: laneX[t.Seat] + off, Y: y, Turn: t.N, Seat: t.Seat, State: t.State, Class: class,
+			Title: fmt.Sprintf("turn %d: %s (turn %d) in state %s played %q", t.N, t.Agent, t.Turn, t.State, clip(t.Action, 60))})
+	}
+	return marks
+}
+
+// seqMessage draws message m at height y, from the lifeline at x from to
+// its recipients'. A channel's colour is its class in channels, which it
+// numbers in order of first use.
+func seqMessage(m *MessageView, from, y float64, laneX []float64, channels map[string]int) SeqMsg {
+	sm := SeqMsg{Seq: m.Seq, Y: y, From: m.From, To: m.To, Kind: m.Kind, Mode: m.Mode, Channel: m.Channel,
+		Class: "msg " + m.Mode}
+	if m.Quiet {
+		sm.Class += " quiet"
+	}
+	if m.Mode == "channel" {
+		c, ok := channels[m.Channel]
+		if !ok {
+			c = len(channels) % channelClasses
+			channels[m.Channel] = c
+		}
+		sm.Class += fmt.Sprintf(" ch-%d", c)
+	}
+	lo, hi := from, from
+	var rs []string
+	for _, r := range m.Recipients {
+		x := laneX[r]
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+		dir := 1.0
+		if x < from {
+			dir = -1
+		}
+		if x == from {
+			dir = 0
+		}
+		sm.Heads = append(sm.Heads, Head{Seat: r, Path: arrowHead(x, sm.Y, dir)})
+		rs = append(rs, fmt.Sprint(r))
+	}
+	sm.Recipients = strings.Join(rs, " ")
+	if len(m.Recipients) == 0 {
+		sm.Nobody = true
+		hi = from + 30
+	}
+	sm.X1, sm.X2 = lo, hi
+	to := m.To
+	if m.Mode == "direct" && len(m.Recipients) == 1 {
+		to += " (private)"
+	}
+	label := fmt.Sprintf("%s: %s", m.Kind, m.Payload)
+	switch {
+	case m.Mode == "channel":
+		label = "#" + m.Channel + " " + label
+	case m.Mode == "direct" && len(m.Recipients) == 1:
+		label = "→ " + m.To + " " + label
+	}
+	sm.Label = clip(label, maxLabel)
+	sm.LabelX = from + 6
+	who := strings.Join(m.RecipientIDs, ", ")
+	if who == "" {
+		who = "no one"
+	}
+	quiet := ""
+	if m.Quiet {
+		quiet = " (quiet: informs without waking)"
+	}
+	sm.Title = fmt.Sprintf("#%d at t=%d: %s → %s (%s)%s: %s\nreceived by: %s", m.Seq, m.Time, m.From, to, m.Kind, quiet, clip(m.Payload, 400), who)
+	return sm
 }
 
 // maxLabel is how many runes of a message a label shows: the kind and

@@ -214,110 +214,20 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 		case "steps":
 			f.Steps = s.int()
 		case "seats":
-			s.array(func(int) {
-				role := ""
-				s.object(func(k []byte) {
-					switch string(k) {
-					case "role":
-						role = s.nstr(in)
-					case "id", "team":
-						s.skip()
-					default:
-						s.fail("unknown seat key %q", k)
-					}
-				})
-				f.SeatRoles = append(f.SeatRoles, role)
-			})
+			s.scanSeatRoles(f, in)
 		case "turns":
-			s.array(func(int) {
-				seat, emit := int64(-1), false
-				s.object(func(k []byte) {
-					switch string(k) {
-					case "seat":
-						seat = s.int()
-					case "emit":
-						emit = s.bool()
-					case "invalid":
-						if s.nonEmptyString() {
-							f.Invalid++
-						}
-					default:
-						s.skip()
-					}
-				})
-				f.Turns++
-				if emit {
-					f.turnSeats = append(f.turnSeats, int(seat))
-				} else {
-					f.turnSeats = append(f.turnSeats, -1)
-				}
-				if emit {
-					f.EmitSeats = append(f.EmitSeats, int(seat))
-				}
-			})
+			s.scanTurns(f)
 		case "candidates":
-			// A tree-sampled turn is one sample per candidate.
-			s.array(func(int) {
-				turn := int64(-1)
-				s.object(func(k []byte) {
-					if string(k) == "turn" {
-						turn = s.int()
-						return
-					}
-					s.skip()
-				})
-				if turn >= 0 && turn < int64(len(f.turnSeats)) {
-					if cands == nil {
-						cands = make([]int, len(f.turnSeats))
-					}
-					cands[turn]++
-				}
-			})
+			cands = s.scanCandidates(f, cands)
 		case "messages":
 			s.array(func(int) {
 				f.Messages++
 				s.skip()
 			})
 		case "score":
-			s.object(func(k []byte) {
-				switch string(k) {
-				case "team":
-					f.Team, _ = s.float()
-				case "teams":
-					s.skip() // a scenario with teams: the page reads them from the record
-				case "agents":
-					if s.null() {
-						return
-					}
-					f.Agents = []float64{}
-					s.array(func(int) {
-						v, _ := s.float()
-						f.Agents = append(f.Agents, v)
-					})
-				default:
-					s.fail("unknown score key %q", k)
-				}
-			})
+			s.scanScore(f)
 		case "credit":
-			s.object(func(k []byte) {
-				switch string(k) {
-				case "allocators":
-					s.array(func(int) { f.Allocators = append(f.Allocators, s.istr(in)) })
-				case "values":
-					s.array(func(int) {
-						var vs []float64
-						s.array(func(int) {
-							v, _ := s.float()
-							vs = append(vs, v)
-						})
-						f.Values = append(f.Values, vs)
-					})
-				case "notes":
-					s.skip()
-				default:
-					s.fail("unknown credit key %q", k)
-				}
-			})
+			s.scanCredit(f, in)
 		default:
 			if !validEpisodeKey(string(k)) {
 				s.fail("unknown key %q", k)
@@ -330,41 +240,171 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 		return
 	}
 	if cands != nil {
-		f.EmitSeats = f.EmitSeats[:0]
-		for k, seat := range f.turnSeats {
-			for range max(cands[k], 1) {
-				if seat >= 0 {
-					f.EmitSeats = append(f.EmitSeats, seat)
+		f.emitCandidates(cands)
+	}
+	s.err = f.check(format)
+}
+
+// scanSeatRoles reads the "seats" list, keeping each seat's role.
+func (s *scanner) scanSeatRoles(f *episodeFacts, in interner) {
+	s.array(func(int) {
+		role := ""
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "role":
+				role = s.nstr(in)
+			case "id", "team":
+				s.skip()
+			default:
+				s.fail("unknown seat key %q", k)
+			}
+		})
+		f.SeatRoles = append(f.SeatRoles, role)
+	})
+}
+
+// scanTurns reads the "turns" list: it counts the turns and the invalid
+// ones, and keeps the seat of each emitted turn (turnSeats too, in case
+// candidates follow and make a turn several samples).
+func (s *scanner) scanTurns(f *episodeFacts) {
+	s.array(func(int) {
+		seat, emit := int64(-1), false
+		s.object(func(k []byte) {
+			switch string(k) {
+			case "seat":
+				seat = s.int()
+			case "emit":
+				emit = s.bool()
+			case "invalid":
+				if s.nonEmptyString() {
+					f.Invalid++
 				}
+			default:
+				s.skip()
+			}
+		})
+		f.Turns++
+		if emit {
+			f.turnSeats = append(f.turnSeats, int(seat))
+			f.EmitSeats = append(f.EmitSeats, int(seat))
+		} else {
+			f.turnSeats = append(f.turnSeats, -1)
+		}
+	})
+}
+
+// scanCandidates reads a tree-sampled episode's "candidates" list, where
+// a turn is one sample per candidate, and returns cands with each turn's
+// count of them added; cands is made, one count per turn read so far,
+// at the first candidate of a known turn.
+func (s *scanner) scanCandidates(f *episodeFacts, cands []int) []int {
+	s.array(func(int) {
+		turn := int64(-1)
+		s.object(func(k []byte) {
+			if string(k) == "turn" {
+				turn = s.int()
+				return
+			}
+			s.skip()
+		})
+		if turn >= 0 && turn < int64(len(f.turnSeats)) {
+			if cands == nil {
+				cands = make([]int, len(f.turnSeats))
+			}
+			cands[turn]++
+		}
+	})
+	return cands
+}
+
+// scanScore reads the "score" object: the team's score and each seat's.
+func (s *scanner) scanScore(f *episodeFacts) {
+	s.object(func(k []byte) {
+		switch string(k) {
+		case "team":
+			f.Team, _ = s.float()
+		case "teams":
+			s.skip() // a scenario with teams: the page reads them from the record
+		case "agents":
+			if s.null() {
+				return
+			}
+			f.Agents = []float64{}
+			s.array(func(int) {
+				v, _ := s.float()
+				f.Agents = append(f.Agents, v)
+			})
+		default:
+			s.fail("unknown score key %q", k)
+		}
+	})
+}
+
+// scanCredit reads the "credit" object: the allocators and their values.
+func (s *scanner) scanCredit(f *episodeFacts, in interner) {
+	s.object(func(k []byte) {
+		switch string(k) {
+		case "allocators":
+			s.array(func(int) { f.Allocators = append(f.Allocators, s.istr(in)) })
+		case "values":
+			s.array(func(int) {
+				var vs []float64
+				s.array(func(int) {
+					v, _ := s.float()
+					vs = append(vs, v)
+				})
+				f.Values = append(f.Values, vs)
+			})
+		case "notes":
+			s.skip()
+		default:
+			s.fail("unknown credit key %q", k)
+		}
+	})
+}
+
+// emitCandidates rewrites EmitSeats for a tree-sampled episode: each
+// emitted turn is as many samples as it has candidates (one when none
+// names it), in the order the samples are written.
+func (f *episodeFacts) emitCandidates(cands []int) {
+	f.EmitSeats = f.EmitSeats[:0]
+	for k, seat := range f.turnSeats {
+		for range max(cands[k], 1) {
+			if seat >= 0 {
+				f.EmitSeats = append(f.EmitSeats, seat)
 			}
 		}
 	}
-	bad := func(format string, args ...any) {
-		s.err = fmt.Errorf("%w: %s", trajectories.ErrEpisodeLine, fmt.Sprintf(format, args...))
+}
+
+// check returns, wrapping trajectories.ErrEpisodeLine, the first rule of
+// the form that f breaks among those DecodeEpisode enforces beyond the
+// keys: the format, a slime status, emitted turns on real seats, and one
+// credit value per emitted turn for each allocator. It returns nil for
+// facts that keep them all.
+func (f *episodeFacts) check(format string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", trajectories.ErrEpisodeLine, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case format != trajectories.EpisodeFormat:
-		bad("format %q, this build reads %q", format, trajectories.EpisodeFormat)
-		return
+		return bad("format %q, this build reads %q", format, trajectories.EpisodeFormat)
 	case !protocol.Status(f.Status).Valid():
-		bad("status %q is not a slime status", f.Status)
-		return
+		return bad("status %q is not a slime status", f.Status)
 	case len(f.Values) != len(f.Allocators):
-		bad("credit has %d value lists for %d allocators", len(f.Values), len(f.Allocators))
-		return
+		return bad("credit has %d value lists for %d allocators", len(f.Values), len(f.Allocators))
 	}
 	for k, seat := range f.EmitSeats {
 		if seat < 0 || seat >= len(f.SeatRoles) {
-			bad("emitted turn %d names seat %d of %d", k, seat, len(f.SeatRoles))
-			return
+			return bad("emitted turn %d names seat %d of %d", k, seat, len(f.SeatRoles))
 		}
 	}
 	for a, v := range f.Values {
 		if len(v) != len(f.EmitSeats) {
-			bad("allocator %q has %d values for %d emitted turns", f.Allocators[a], len(v), len(f.EmitSeats))
-			return
+			return bad("allocator %q has %d values for %d emitted turns", f.Allocators[a], len(v), len(f.EmitSeats))
 		}
 	}
+	return nil
 }
 
 // nonEmptyString consumes a value and reports whether it is a string other

@@ -439,59 +439,38 @@ func (x *File) indexJS(linked int) []byte {
 	b = strconv.AppendInt(b, int64(n), 10)
 	b = append(b, `,"linked":`...)
 	b = strconv.AppendInt(b, int64(linked), 10)
-	names := func(key string, list []string) {
-		j, _ := json.Marshal(list)
-		b = append(b, `,"`+key+`":`...)
-		b = append(b, j...)
+	b = appendNames(b, "statuses", x.statusNames)
+	b = appendNames(b, "scenarios", x.scenarioNames)
+	b = appendNames(b, "ends", x.endNames)
+	b = appendNames(b, "roles", x.roleNames)
+	b = appendNames(b, "allocators", x.allocNames)
+	b = x.appendIntColumns(b)
+	b = append(b, `,"team":`...)
+	b = appendFloatColumn(b, n, func(k int) (float64, bool) { return x.team.get(k), true })
+	b = append(b, `,"alloc":[`...)
+	for c := range x.allocNames {
+		if c > 0 {
+			b = append(b, ',')
+		}
+		b = appendFloatColumn(b, n, func(k int) (float64, bool) { return x.allocValue(k, c) })
 	}
-	names("statuses", x.statusNames)
-	names("scenarios", x.scenarioNames)
-	names("ends", x.endNames)
-	names("roles", x.roleNames)
-	names("allocators", x.allocNames)
-	// An integer column is written as differences from the row before,
-	// run-length encoded ({"rle":[value,count,...]}) when that is shorter:
-	// rollout ids that count up, a status that rarely changes, are a few
-	// numbers for a million rows.
-	deltas := make([]int64, n)
-	ints := func(key string, f func(k int) int64) {
-		prev, runs := int64(0), 0
-		for k := range n {
-			v := f(k)
-			deltas[k] = v - prev
-			prev = v
-			if k == 0 || deltas[k] != deltas[k-1] {
-				runs++
-			}
-		}
-		b = append(b, `,"`+key+`":`...)
-		if 2*runs < n {
-			b = append(b, `{"rle":[`...)
-			for k := 0; k < n; {
-				j := k
-				for j < n && deltas[j] == deltas[k] {
-					j++
-				}
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendInt(b, deltas[k], 10)
-				b = append(b, ',')
-				b = strconv.AppendInt(b, int64(j-k), 10)
-				k = j
-			}
-			b = append(b, "]}"...)
-			return
-		}
-		b = append(b, '[')
-		for k, d := range deltas {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, d, 10)
-		}
-		b = append(b, ']')
-	}
+	return append(b, "]};\n"...)
+}
+
+// appendNames writes the list of names that a column of positions
+// refers to, under key.
+func appendNames(b []byte, key string, list []string) []byte {
+	j, _ := json.Marshal(list)
+	b = append(b, `,"`+key+`":`...)
+	return append(b, j...)
+}
+
+// appendIntColumns writes the index's integer columns, those of names
+// as positions in their lists, and the sets of roles that the "roleset"
+// column refers to.
+func (x *File) appendIntColumns(b []byte) []byte {
+	deltas := make([]int64, x.n) // scratch for every column
+	ints := func(key string, f func(k int) int64) { b = appendIntColumn(b, deltas, key, f) }
 	// Per kind, the positions of its names in the lists above.
 	pos := func(list []string, name func(kn *kind) string) []int64 {
 		out := make([]int64, len(x.kinds))
@@ -512,94 +491,134 @@ func (x *File) indexJS(linked int) []byte {
 	ints("turns", x.turns.get)
 	ints("messages", x.messages.get)
 	ints("invalid", x.invalid.get)
-	// The roles of an episode as the position of its set of roles in
-	// rolesets, numbered in order of first use: runs have few distinct
-	// sets. Kinds are in order of first use, so a set's first kind is
-	// its first episode's.
-	roleSets := map[string]int64{}
-	var sets [][]int
-	setOf := make([]int64, len(x.kinds))
+	setOf, sets := x.roleSets()
+	byKind("roleset", setOf)
+	j, _ := json.Marshal(sets)
+	b = append(b, `,"rolesets":`...)
+	return append(b, j...)
+}
+
+// roleSets numbers the kinds' sets of roles in order of first use and
+// returns each kind's set and the sets, each as positions in roleNames:
+// runs have few distinct sets. Kinds are in order of first use, so a
+// set's first kind is its first episode's.
+func (x *File) roleSets() (setOf []int64, sets [][]int) {
+	ids := map[string]int64{}
+	setOf = make([]int64, len(x.kinds))
 	for i := range x.kinds {
 		var ks []int
 		for _, r := range x.kinds[i].roles {
 			ks = append(ks, slices.Index(x.roleNames, r))
 		}
 		key := fmt.Sprint(ks)
-		id, ok := roleSets[key]
+		id, ok := ids[key]
 		if !ok {
 			id = int64(len(sets))
-			roleSets[key] = id
+			ids[key] = id
 			sets = append(sets, ks)
 		}
 		setOf[i] = id
 	}
-	byKind("roleset", setOf)
-	j, _ := json.Marshal(sets)
-	b = append(b, `,"rolesets":`...)
-	b = append(b, j...)
-	// A float column is written whole, or, when it takes few distinct
-	// values (the outcomes of a discrete game), as a table of them and a
-	// position per episode: El Farol's million team rewards are a few
-	// hundred numbers. Both are exact: the script filters what the server
-	// would.
-	floats := func(f func(k int) (float64, bool)) {
-		pos := map[float64]int{}
-		var table []float64
-		for k := range n {
-			v, ok := f(k)
-			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
-				continue
-			}
-			if _, seen := pos[v]; !seen {
-				if len(table) >= maxTable || len(table) > n/4 {
-					table = nil
-					break
-				}
-				pos[v] = len(table)
-				table = append(table, v)
-			}
+	return setOf, sets
+}
+
+// appendIntColumn writes the integer column f of len(deltas) rows under
+// key, as differences from the row before, run-length encoded
+// ({"rle":[value,count,...]}) when that is shorter: rollout ids that count
+// up, a status that rarely changes, are a few numbers for a million rows.
+// deltas is scratch, overwritten.
+func appendIntColumn(b []byte, deltas []int64, key string, f func(k int) int64) []byte {
+	n := len(deltas)
+	prev, runs := int64(0), 0
+	for k := range n {
+		v := f(k)
+		deltas[k] = v - prev
+		prev = v
+		if k == 0 || deltas[k] != deltas[k-1] {
+			runs++
 		}
-		if table != nil {
-			b = append(b, `{"table":[`...)
-			for i, v := range table {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendNum(b, v)
+	}
+	b = append(b, `,"`+key+`":`...)
+	if 2*runs < n {
+		b = append(b, `{"rle":[`...)
+		for k := 0; k < n; {
+			j := k
+			for j < n && deltas[j] == deltas[k] {
+				j++
 			}
-			b = append(b, `],"at":[`...)
-		} else {
-			b = append(b, '[')
-		}
-		for k := range n {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			v, ok := f(k)
-			switch {
-			case !ok || math.IsNaN(v) || math.IsInf(v, 0):
-				b = append(b, "null"...)
-			case table != nil:
-				b = strconv.AppendInt(b, int64(pos[v]), 10)
-			default:
-				b = appendNum(b, v)
-			}
+			b = strconv.AppendInt(b, deltas[k], 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(j-k), 10)
+			k = j
 		}
-		b = append(b, ']')
-		if table != nil {
-			b = append(b, '}')
-		}
+		return append(b, "]}"...)
 	}
-	b = append(b, `,"team":`...)
-	floats(func(k int) (float64, bool) { return x.team.get(k), true })
-	b = append(b, `,"alloc":[`...)
-	for c := range x.allocNames {
-		if c > 0 {
+	b = append(b, '[')
+	for k, d := range deltas {
+		if k > 0 {
 			b = append(b, ',')
 		}
-		floats(func(k int) (float64, bool) { return x.allocValue(k, c) })
+		b = strconv.AppendInt(b, d, 10)
 	}
-	b = append(b, "]};\n"...)
+	return append(b, ']')
+}
+
+// appendFloatColumn writes the float column f of n rows whole, or, when
+// it takes few distinct values (the outcomes of a discrete game), as a
+// table of them and a position per episode: El Farol's million team
+// rewards are a few hundred numbers. Both are exact: the script filters
+// what the server would. A row f has no value for, or whose value is not
+// finite, is null.
+func appendFloatColumn(b []byte, n int, f func(k int) (float64, bool)) []byte {
+	pos := map[float64]int{}
+	var table []float64
+	for k := range n {
+		v, ok := f(k)
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		if _, seen := pos[v]; !seen {
+			if len(table) >= maxTable || len(table) > n/4 {
+				table = nil
+				break
+			}
+			pos[v] = len(table)
+			table = append(table, v)
+		}
+	}
+	if table != nil {
+		b = append(b, `{"table":[`...)
+		for i, v := range table {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendNum(b, v)
+		}
+		b = append(b, `],"at":[`...)
+	} else {
+		b = append(b, '[')
+	}
+	for k := range n {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		v, ok := f(k)
+		switch {
+		case !ok || math.IsNaN(v) || math.IsInf(v, 0):
+			b = append(b, "null"...)
+		case table != nil:
+			b = strconv.AppendInt(b, int64(pos[v]), 10)
+		default:
+			b = appendNum(b, v)
+		}
+	}
+	b = append(b, ']')
+	if table != nil {
+		b = append(b, '}')
+	}
 	return b
 }
 

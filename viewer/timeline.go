@@ -183,92 +183,20 @@ func turnTimeline(e *Episode, role string, maxStep int, color func(string) strin
 func historyTimeline(e *Episode, role string, last int, initial func(seat int) string, color func(string) string) Timeline {
 	tl, rowOf := timelineRows(e, role)
 	tl.FromTransitions = true
-	// A step's transitions are laid out at its right edge, one chainW
-	// apart, so the step is widened by chainW for each transition of one
-	// agent past its first. Only the widened steps are stored, so a
-	// record's step numbers, however large, cost no memory.
-	step := func(s int) int { return min(max(s, 0), last) }
-	moves := map[int]int{} // step → the most transitions one agent made in it
-	count := map[[2]int]int{}
-	for _, tr := range e.Transitions {
-		if _, ok := rowOf[tr.Seat]; ok {
-			k := [2]int{tr.Seat, step(tr.Step)}
-			count[k]++
-			moves[k[1]] = max(moves[k[1]], count[k])
-		}
-	}
-	var wide []int // the widened steps, in order
-	for s, n := range moves {
-		if n > 1 {
-			wide = append(wide, s)
-		}
-	}
-	slices.Sort(wide)
-	before := make([]int, len(wide)+1) // before[i]: the widening of wide[:i]
-	for i, s := range wide {
-		before[i+1] = before[i] + moves[s] - 1
-	}
-	stepW := stepWidth(last + 2) // the steps and the final states' column
-	chainW := math.Max(4, math.Min(36, stepW*0.6))
-	// x0 is step s's left edge; x0(last+1) the final column's.
-	x0 := func(s int) float64 {
-		i, _ := slices.BinarySearch(wide, s)
-		return tlLabel + stepW*float64(s) + chainW*float64(before[i])
-	}
-	end := x0(last+1) + stepW
+	ax := newChainAxis(e, rowOf, last)
+	end := ax.x0(last+1) + ax.stepW
 
 	name := func(seat int) string { return e.Seats[seat].ID }
 	// Each row's stay in its current state, closed by the next move.
-	type stay struct {
-		state, event, from string
-		k, step            int
-		x                  float64
-		selfs, turns       int
-		broken             bool
-	}
 	cur := make([]stay, len(tl.Rows))
 	for r := range tl.Rows {
 		cur[r] = stay{state: initial(tl.Rows[r].Seat), k: -1, step: -1, x: tlLabel}
 	}
-	seen := map[[2]int]int{}
 	closeStay := func(r int, x float64, until string) {
-		s := &cur[r]
 		row := &tl.Rows[r]
-		seg := Seg{X: s.x, Y: row.Y, W: x - s.x, H: tlRowH - 3, Seat: row.Seat, Step: s.step, K: s.k, Turn: -1,
-			State: s.state, Event: s.event, Fill: color(s.state), Class: "state-seg"}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s in state %s", name(row.Seat), orUnknown(s.state))
-		if s.k < 0 {
-			b.WriteString(" from the start (its initial state)")
-		} else {
-			fmt.Fprintf(&b, " from t=%d (event %s, from %s)", s.step, s.event, s.from)
-		}
-		fmt.Fprintf(&b, " %s; ", until)
-		switch s.turns {
-		case 0:
-			b.WriteString("no turn in it")
-		case 1:
-			b.WriteString("1 turn in it")
-		default:
-			fmt.Fprintf(&b, "%d turns in it", s.turns)
-		}
-		if s.selfs > 0 {
-			fmt.Fprintf(&b, ", %d self-transitions", s.selfs)
-		}
-		if s.broken {
-			fmt.Fprintf(&b, "\nthe record is inconsistent: the transition says it left %s, but the agent was in another state", s.from)
-			seg.Class += " broken"
-		}
-		if s.state == "" {
-			seg.Class += " unknown"
-			b.WriteString("\nthis troupe binary does not know the role, and the record has no transition or turn of this agent that names its state")
-		}
-		seg.Title = b.String()
-		if seg.W >= 30 {
-			seg.Label = clip(s.state, int(seg.W/6))
-		}
-		tl.Segs = append(tl.Segs, seg)
+		tl.Segs = append(tl.Segs, cur[r].seg(row, name(row.Seat), x, until, color))
 	}
+	seen := map[[2]int]int{}
 	// Turns are counted in the stay they were played in: that of the
 	// transitions of the steps before theirs.
 	ti := 0
@@ -285,9 +213,9 @@ func historyTimeline(e *Episode, role string, last int, initial func(seat int) s
 			continue
 		}
 		turnsBefore(tr.Step)
-		s := step(tr.Step)
+		s := ax.step(tr.Step)
 		k := [2]int{tr.Seat, s}
-		x := math.Max(x0(s)+stepW+chainW*float64(seen[k]), cur[r].x+1) // never back: a record out of step order stays drawable
+		x := math.Max(ax.x0(s)+ax.stepW+ax.chainW*float64(seen[k]), cur[r].x+1) // never back: a record out of step order stays drawable
 		seen[k]++
 		if tr.From == tr.To && tr.To == cur[r].state {
 			cur[r].selfs++
@@ -308,7 +236,7 @@ func historyTimeline(e *Episode, role string, last int, initial func(seat int) s
 	eachTurn(e, rowOf, func(t *TurnView, r, n int) {
 		// On the bar's lower edge, clear of its label; several turns of one
 		// agent in a step side by side.
-		tl.Turns = append(tl.Turns, TurnDot{X: x0(step(t.Step)) + stepW/2 + math.Min(float64(n)*4, stepW/3), Y: tl.Rows[r].Y + tlRowH - 3,
+		tl.Turns = append(tl.Turns, TurnDot{X: ax.x0(ax.step(t.Step)) + ax.stepW/2 + math.Min(float64(n)*4, ax.stepW/3), Y: tl.Rows[r].Y + tlRowH - 3,
 			Seat: t.Seat, Step: t.Step, Turn: t.N, State: t.State, Class: turnClass("turn-dot", t), Title: turnTitle(t)})
 	})
 
@@ -317,9 +245,108 @@ func historyTimeline(e *Episode, role string, last int, initial func(seat int) s
 		longest = max(longest, len([]rune(row.FinalLabel)))
 	}
 	tl.W = int(end + 10 + 6.5*float64(longest))
-	tl.Ticks = stepTicks(last, stepW, func(s int) float64 { return x0(s) + stepW/2 })
-	tl.Ticks = append(tl.Ticks, Text{X: x0(last+1) + stepW/2, Y: 12, Anchor: "middle", Class: "tick", S: "end"})
+	tl.Ticks = stepTicks(last, ax.stepW, func(s int) float64 { return ax.x0(s) + ax.stepW/2 })
+	tl.Ticks = append(tl.Ticks, Text{X: ax.x0(last+1) + ax.stepW/2, Y: 12, Anchor: "middle", Class: "tick", S: "end"})
 	return tl
+}
+
+// chainAxis places the steps of a timeline drawn from transitions. A
+// step's transitions are laid out at its right edge, one chainW apart, so
+// the step is widened by chainW for each transition of one agent past its
+// first. Only the widened steps are stored, so a record's step numbers,
+// however large, cost no memory.
+type chainAxis struct {
+	last          int     // the episode's last step
+	wide          []int   // the widened steps, in order
+	before        []int   // before[i]: the widening of wide[:i]
+	stepW, chainW float64 // a step's width, and a transition's
+}
+
+// newChainAxis is the axis of the transitions of the seats in rowOf, the
+// steps up to last and a column for the final states.
+func newChainAxis(e *Episode, rowOf map[int]int, last int) chainAxis {
+	ax := chainAxis{last: last}
+	moves := map[int]int{} // step → the most transitions one agent made in it
+	count := map[[2]int]int{}
+	for _, tr := range e.Transitions {
+		if _, ok := rowOf[tr.Seat]; ok {
+			k := [2]int{tr.Seat, ax.step(tr.Step)}
+			count[k]++
+			moves[k[1]] = max(moves[k[1]], count[k])
+		}
+	}
+	for s, n := range moves {
+		if n > 1 {
+			ax.wide = append(ax.wide, s)
+		}
+	}
+	slices.Sort(ax.wide)
+	ax.before = make([]int, len(ax.wide)+1)
+	for i, s := range ax.wide {
+		ax.before[i+1] = ax.before[i] + moves[s] - 1
+	}
+	ax.stepW = stepWidth(last + 2) // the steps and the final states' column
+	ax.chainW = math.Max(4, math.Min(36, ax.stepW*0.6))
+	return ax
+}
+
+// step is the column step s is drawn in: the first or last step for one
+// out of the episode's range.
+func (ax *chainAxis) step(s int) int { return min(max(s, 0), ax.last) }
+
+// x0 is step s's left edge; x0(last+1) the final column's.
+func (ax *chainAxis) x0(s int) float64 {
+	i, _ := slices.BinarySearch(ax.wide, s)
+	return tlLabel + ax.stepW*float64(s) + ax.chainW*float64(ax.before[i])
+}
+
+// stay is a row's stay in one state, from the transition that entered it
+// (k < 0: from the start) until the next that leaves it.
+type stay struct {
+	state, event, from string
+	k, step            int
+	x                  float64
+	selfs, turns       int
+	broken             bool
+}
+
+// seg draws s, agent's stay on row, as a segment ending at x; until says
+// how the stay ended.
+func (s *stay) seg(row *TimelineRow, agent string, x float64, until string, color func(string) string) Seg {
+	seg := Seg{X: s.x, Y: row.Y, W: x - s.x, H: tlRowH - 3, Seat: row.Seat, Step: s.step, K: s.k, Turn: -1,
+		State: s.state, Event: s.event, Fill: color(s.state), Class: "state-seg"}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s in state %s", agent, orUnknown(s.state))
+	if s.k < 0 {
+		b.WriteString(" from the start (its initial state)")
+	} else {
+		fmt.Fprintf(&b, " from t=%d (event %s, from %s)", s.step, s.event, s.from)
+	}
+	fmt.Fprintf(&b, " %s; ", until)
+	switch s.turns {
+	case 0:
+		b.WriteString("no turn in it")
+	case 1:
+		b.WriteString("1 turn in it")
+	default:
+		fmt.Fprintf(&b, "%d turns in it", s.turns)
+	}
+	if s.selfs > 0 {
+		fmt.Fprintf(&b, ", %d self-transitions", s.selfs)
+	}
+	if s.broken {
+		fmt.Fprintf(&b, "\nthe record is inconsistent: the transition says it left %s, but the agent was in another state", s.from)
+		seg.Class += " broken"
+	}
+	if s.state == "" {
+		seg.Class += " unknown"
+		b.WriteString("\nthis troupe binary does not know the role, and the record has no transition or turn of this agent that names its state")
+	}
+	seg.Title = b.String()
+	if seg.W >= 30 {
+		seg.Label = clip(s.state, int(seg.W/6))
+	}
+	return seg
 }
 
 // orUnknown names a state that cannot be known.

@@ -169,31 +169,9 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 	want := storedRun{Run: rec, Created: time.Now().UTC(), Delivery: delivery{
 		AckWait: c.cfg.AckWait, MaxDeliver: c.cfg.MaxDeliver, MaxAckPending: c.cfg.MaxAckPending,
 	}}
-	resumed := false
-	var revision uint64
-	err = retry(ctx, func(ctx context.Context) error {
-		var err error
-		revision, err = c.runs.Create(ctx, specKey(run), want.encode())
-		return err
-	})
-	stored := want
-	switch {
-	case errors.Is(err, jetstream.ErrKeyExists):
-		var rev uint64
-		stored, rev, err = c.spec(ctx, run, 0)
-		if err != nil {
-			return nil, fmt.Errorf("natsrun: run %s: %w", run, err)
-		}
-		if !bytes.Equal(stored.Run.encode(), rec.encode()) {
-			return nil, fmt.Errorf("run %s: %w", run, rec.mismatch(&stored.Run))
-		}
-		if stored.Delivery != want.Delivery {
-			c.log.Warn("natsrun: the run keeps the delivery settings it was registered with", "run", run,
-				"ack_wait", stored.Delivery.AckWait, "max_deliver", stored.Delivery.MaxDeliver, "max_ack_pending", stored.Delivery.MaxAckPending)
-		}
-		resumed, revision = true, rev
-	case err != nil:
-		return nil, fmt.Errorf("natsrun: registering run %s: %w", run, err)
+	stored, revision, resumed, err := c.register(ctx, run, want)
+	if err != nil {
+		return nil, err
 	}
 	holder := newHolder()
 	leaseRev, err := c.acquire(ctx, run, holder)
@@ -230,36 +208,10 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 	if resumed {
 		// Requests still queued, or held by a worker, from before: queue
 		// them again and an episode could be played twice.
-		var info *jetstream.StreamInfo
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			info, err = c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workFilter(run)))
-			return err
-		})
-		if err != nil {
+		if err := x.markQueued(ctx); err != nil {
 			x.Close()
-			return nil, fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
+			return nil, err
 		}
-		// A request whose result is already stored may still be listed,
-		// until its worker's ack removes it: it is done, not queued (the
-		// two counts are disjoint).
-		x.mu.Lock()
-		for subject := range info.State.Subjects {
-			r, first, last, ok := c.n.parseWorkSubject(subject)
-			if !ok || r != run {
-				continue
-			}
-			// Some of a batch's episodes may have been done when it was
-			// queued: marked queued here, they are skipped either way.
-			// A done one is not counted as queued as well.
-			for idx := first; idx <= min(last, int64(len(reqs))-1); idx++ {
-				if !x.queued[idx] && !x.finished[idx] && !x.collected[idx] {
-					x.queued[idx] = true
-					x.stats.queuedAtStart.Add(1)
-				}
-			}
-		}
-		x.mu.Unlock()
 	}
 	x.wg.Add(3)
 	go x.publish()
@@ -267,6 +219,73 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 	go x.watchRefusals()
 	c.log.Info("natsrun: run started", "run", run, "episodes", len(reqs), "resumed", resumed, "done", x.stats.doneAtStart.Load())
 	return x, nil
+}
+
+// register stores want as run's spec, or, when the run is registered
+// already, checks that it is the same run (a re-attach, resumed): stored
+// is the registered spec, whose delivery settings the run keeps, and
+// revision its revision.
+func (c *Client) register(ctx context.Context, run string, want storedRun) (stored storedRun, revision uint64, resumed bool, err error) {
+	err = retry(ctx, func(ctx context.Context) error {
+		var err error
+		revision, err = c.runs.Create(ctx, specKey(run), want.encode())
+		return err
+	})
+	stored = want
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		var rev uint64
+		stored, rev, err = c.spec(ctx, run, 0)
+		if err != nil {
+			return storedRun{}, 0, false, fmt.Errorf("natsrun: run %s: %w", run, err)
+		}
+		if !bytes.Equal(stored.Run.encode(), want.Run.encode()) {
+			return storedRun{}, 0, false, fmt.Errorf("run %s: %w", run, want.Run.mismatch(&stored.Run))
+		}
+		if stored.Delivery != want.Delivery {
+			c.log.Warn("natsrun: the run keeps the delivery settings it was registered with", "run", run,
+				"ack_wait", stored.Delivery.AckWait, "max_deliver", stored.Delivery.MaxDeliver, "max_ack_pending", stored.Delivery.MaxAckPending)
+		}
+		return stored, rev, true, nil
+	case err != nil:
+		return storedRun{}, 0, false, fmt.Errorf("natsrun: registering run %s: %w", run, err)
+	}
+	return stored, revision, false, nil
+}
+
+// markQueued marks queued, for a resumed run, the requests the work
+// stream still holds from before. A request whose result is already
+// stored may still be listed, until its worker's ack removes it: it is
+// done, not queued (the two counts are disjoint).
+func (x *Executor) markQueued(ctx context.Context) error {
+	c, run := x.c, x.run
+	var info *jetstream.StreamInfo
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		info, err = c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workFilter(run)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for subject := range info.State.Subjects {
+		r, first, last, ok := c.n.parseWorkSubject(subject)
+		if !ok || r != run {
+			continue
+		}
+		// Some of a batch's episodes may have been done when it was
+		// queued: marked queued here, they are skipped either way.
+		// A done one is not counted as queued as well.
+		for idx := first; idx <= min(last, int64(len(x.reqs))-1); idx++ {
+			if !x.queued[idx] && !x.finished[idx] && !x.collected[idx] {
+				x.queued[idx] = true
+				x.stats.queuedAtStart.Add(1)
+			}
+		}
+	}
+	return nil
 }
 
 // headerSpec names, on a request, the revision of its run's spec.

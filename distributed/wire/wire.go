@@ -318,7 +318,37 @@ func Decode(data []byte) (*episode.Record, error) {
 	if v := d.uvarint(); d.err == nil && v != Version {
 		return nil, fmt.Errorf("%w: version %d, this build reads version %d", ErrDecode, v, Version)
 	}
-	ep := &episode.Record{Scenario: d.str()}
+	ep := &episode.Record{}
+	d.identity(ep)
+	d.seats(ep)
+	if n, ok := d.count(12); ok {
+		ep.Turns = make([]episode.Turn, n)
+		for i := range ep.Turns {
+			d.turn(&ep.Turns[i], i)
+		}
+	}
+	d.messages(ep)
+	d.transitions(ep)
+	d.score(ep)
+	if d.flag() {
+		ep.Tree = &episode.Tree{K: d.intn(), Alpha: d.float(), Joint: d.flag(), Roles: d.shorts()}
+	}
+	d.candidates(ep)
+	if d.err == nil && d.off != len(d.b) {
+		d.fail("%d bytes after the record", len(d.b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if ep.Status != "" && !ep.Status.Valid() {
+		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
+	}
+	return ep, nil
+}
+
+// identity reads a record's fields from its scenario to its teams.
+func (d *decoder) identity(ep *episode.Record) {
+	ep.Scenario = d.str()
 	if n, ok := d.count(2); ok {
 		ep.Params = make(map[string]string, n)
 		for range n {
@@ -340,6 +370,10 @@ func Decode(data []byte) (*episode.Record, error) {
 			ep.Teams[t] = d.short()
 		}
 	}
+}
+
+// seats reads a record's seats, refusing one on a team it does not have.
+func (d *decoder) seats(ep *episode.Record) {
 	if n, ok := d.count(3); ok {
 		ep.Seats = make([]episode.Seat, n)
 		for i := range ep.Seats {
@@ -349,12 +383,10 @@ func Decode(data []byte) (*episode.Record, error) {
 			}
 		}
 	}
-	if n, ok := d.count(12); ok {
-		ep.Turns = make([]episode.Turn, n)
-		for i := range ep.Turns {
-			d.turn(&ep.Turns[i], i)
-		}
-	}
+}
+
+// messages reads a record's messages.
+func (d *decoder) messages(ep *episode.Record) {
 	if n, ok := d.count(8); ok {
 		ep.Messages = make([]episode.Message, n)
 		for i := range ep.Messages {
@@ -365,6 +397,11 @@ func Decode(data []byte) (*episode.Record, error) {
 			m.Recipients = d.ints()
 		}
 	}
+}
+
+// transitions reads a record's transitions, refusing one of a seat it
+// does not have.
+func (d *decoder) transitions(ep *episode.Record) {
 	if n, ok := d.count(5); ok {
 		ep.Transitions = make([]episode.Transition, n)
 		for i := range ep.Transitions {
@@ -376,15 +413,22 @@ func Decode(data []byte) (*episode.Record, error) {
 			}
 		}
 	}
+}
+
+// score reads a record's score, refusing team rewards that are not one
+// per team.
+func (d *decoder) score(ep *episode.Record) {
 	ep.Score.Team = d.float()
 	ep.Score.Teams = d.floats()
 	if d.err == nil && ep.Score.Teams != nil && len(ep.Score.Teams) != len(ep.Teams) {
 		d.fail("%d team rewards for %d teams", len(ep.Score.Teams), len(ep.Teams))
 	}
 	ep.Score.Agents = d.floats()
-	if d.flag() {
-		ep.Tree = &episode.Tree{K: d.intn(), Alpha: d.float(), Joint: d.flag(), Roles: d.shorts()}
-	}
+}
+
+// candidates reads a tree-sampled record's candidates, refusing one of a
+// turn the record does not have, and candidates without a tree.
+func (d *decoder) candidates(ep *episode.Record) {
 	if n, ok := d.count(16); ok {
 		ep.Candidates = make([]episode.Candidate, n)
 		for i := range ep.Candidates {
@@ -398,16 +442,6 @@ func Decode(data []byte) (*episode.Record, error) {
 			d.fail("%d candidates without a tree", n)
 		}
 	}
-	if d.err == nil && d.off != len(d.b) {
-		d.fail("%d bytes after the record", len(d.b)-d.off)
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	if ep.Status != "" && !ep.Status.Valid() {
-		return nil, fmt.Errorf("%w: status %q is not a slime status", ErrDecode, ep.Status)
-	}
-	return ep, nil
 }
 
 func (d *decoder) turn(t *episode.Turn, i int) {

@@ -162,156 +162,223 @@ func (p *Policy) Remembers() bool { return true }
 // text-only sample, why the server's token ids could not be used.
 func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 	ctx = withRoutingKey(ctx, obs.Session) // sent when the client has a routing header
-	ans := p.lookupAnswer(obs.Role)
-	instructions := p.instructions(ans, obs)
-	chat, mem := p.conversation(obs, ans, 0)
-	// prev is the prompt and answer whose tokens this chat's extend: the
-	// previous turn's, then a rejected attempt's; prevChat and prevReply
-	// are that prompt's chat and the answer's text.
-	var prev *agents.Tokens
-	var prevChat []protocol.ChatMessage
-	var prevReply string
-	if mem.extends {
-		last := &obs.History[len(obs.History)-1]
-		prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
-	}
-	req := &chatRequest{model: p.model, fields: p.fields}
-	switch p.format {
-	case FormatJSON:
-		req.schema = ans.Schema(obs)
-	case FormatTool:
-		req.schema, req.tool = ans.Schema(obs), ToolName
-	}
-	fail := func(err error) (agents.Action, error) {
-		return agents.Action{}, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, err)
-	}
-	var rejected []string
-	var rebuilt string // why the prompt's ids do not extend the previous turn's
-	retries := 0
+	t := p.newTurn(obs)
 	var last *completion // the last attempt's answer
 	var lastText string
 	var lastErr error
-	answer := func(comp *completion, text string, perr error, attempts int) agents.Action {
-		g := &agents.Generation{Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: chat}}
-		a := agents.Action{Text: text, Generation: g, Notes: p.notes(comp, attempts, retries, rejected)}
-		resp, source := p.response(comp)
-		a.Notes["llm_response_source"] = source
-		if mem.on {
-			a.Notes["llm_memory_turns"] = mem.turns
-			if mem.dropped > 0 {
-				a.Notes["llm_memory_dropped"] = mem.dropped
-			}
-			if rebuilt != "" {
-				a.Notes["llm_memory_rebuilt"] = rebuilt
-			}
-		}
-		if resp != text {
-			g.Completion = resp
-		}
-		if perr != nil {
-			a.Invalid = perr.Error()
-		}
-		return a
-	}
 	for attempt := 0; ; attempt++ {
 		seed := p.requestSeed(obs, attempt)
 		var comp *completion
+		var fits bool
+		var err error
 		if p.tokenIn {
-			var why string
-			var err error
-			comp, why, err = p.askTokens(ctx, req.schema, chat, prev, prevChat, prevReply, seed)
-			if errors.Is(err, errOverBudget) {
-				if attempt > 0 {
-					// A re-ask that no longer fits: the answer stays invalid.
-					return answer(last, lastText, lastErr, attempt), nil
-				}
-				chat, mem, err = p.refit(obs, ans, func(c []protocol.ChatMessage) (int, error) {
-					fields := p.fields
-					if remoteKind(p.cfg.Kind) {
-						fields = p.remote.render
-					}
-					return p.client.llamaCount(ctx, req.model, c, fields, seed)
-				})
-				if err != nil {
-					return fail(err)
-				}
-				prev = nil
-				comp, why, err = p.askTokens(ctx, req.schema, chat, nil, nil, "", seed)
-				if errors.Is(err, errOverBudget) {
-					return fail(fmt.Errorf("%w: %w", ErrContextFull, err))
-				}
-			}
-			if err != nil {
-				return agents.Action{}, err
-			}
-			if why != "" && rebuilt == "" {
-				rebuilt = why
-			}
+			comp, fits, err = p.askTokenIn(ctx, &t, attempt, seed)
 		} else {
-			if p.maxContext > 0 {
-				n := 0
-				if prev != nil && attempt == 0 {
-					n = len(obs.History[len(obs.History)-1].Action.Generation.Prompt.Messages) + 1
-				} else if prev != nil {
-					n = len(chat) - 2
-				}
-				b := tokenBound(chat, prev, n)
-				if b+p.reserve() > p.maxContext {
-					if attempt > 0 {
-						return answer(last, lastText, lastErr, attempt), nil
-					}
-					if !mem.on {
-						return fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.maxContext))
-					}
-					var err error
-					if chat, mem, err = p.refit(obs, ans, boundOf); err != nil {
-						return fail(err)
-					}
-					prev, b = nil, tokenBound(chat, nil, 0)
-				}
-				req.fields = p.fieldsWithMaxTokens(p.maxContext - b)
-			}
-			req.messages, req.seed = toOpenAI(chat), seed
-			var err error
-			comp, err = p.client.chat(ctx, req)
-			if err != nil {
-				return agents.Action{}, err
-			}
-			if prev != nil && comp.tokens != nil && !extendsTokens(comp.tokens.Prompt, prev) && rebuilt == "" {
-				rebuilt = "the server's prompt ids do not begin with the previous prompt and answer (the chat was tokenized anew)"
-			}
+			comp, fits, err = p.askChat(ctx, &t, attempt, seed)
 		}
-		retries += comp.retries
-		text, reply, perr := p.parse(ans, obs, comp)
+		if !fits {
+			// A re-ask that no longer fits: the answer stays invalid.
+			return p.action(&t, last, lastText, lastErr, attempt), nil
+		}
+		if err != nil {
+			return agents.Action{}, err
+		}
+		t.retries += comp.retries
+		text, reply, perr := p.parse(t.ans, obs, comp)
 		if perr != nil {
-			rejected = append(rejected, perr.Error())
+			t.rejected = append(t.rejected, perr.Error())
 		}
 		if perr == nil || attempt >= p.invalidRetries {
-			return answer(comp, text, perr, attempt+1), nil
+			return p.action(&t, comp, text, perr, attempt+1), nil
 		}
 		last, lastText, lastErr = comp, text, perr
-		if p.feedback {
-			if comp.decoded != nil {
-				// What the model wrote, as its tokens read: the next prompt
-				// extends them.
-				reply = *comp.decoded
+		p.reask(&t, comp, reply, perr, attempt)
+	}
+}
+
+// actTurn is what one Act call carries from one attempt to the next.
+type actTurn struct {
+	obs          *agents.Observation
+	ans          Answer
+	instructions string
+	chat         []protocol.ChatMessage
+	mem          memory
+	// prev is the prompt and answer whose tokens this chat's extend: the
+	// previous turn's, then a rejected attempt's; prevChat and prevReply
+	// are that prompt's chat and the answer's text.
+	prev      *agents.Tokens
+	prevChat  []protocol.ChatMessage
+	prevReply string
+	req       chatRequest
+	rejected  []string // why each rejected answer was
+	rebuilt   string   // why the prompt's ids do not extend the previous turn's
+	retries   int      // HTTP retries, all attempts together
+}
+
+// newTurn starts obs's turn: its chat, and the request asking for an
+// answer in the policy's format.
+func (p *Policy) newTurn(obs *agents.Observation) actTurn {
+	t := actTurn{obs: obs, ans: p.lookupAnswer(obs.Role)}
+	t.instructions = p.instructions(t.ans, obs)
+	t.chat, t.mem = p.conversation(obs, t.ans, 0)
+	if t.mem.extends {
+		t.extendPreviousTurn()
+	}
+	t.req = chatRequest{model: p.model, fields: p.fields}
+	switch p.format {
+	case FormatJSON:
+		t.req.schema = t.ans.Schema(obs)
+	case FormatTool:
+		t.req.schema, t.req.tool = t.ans.Schema(obs), ToolName
+	}
+	return t
+}
+
+// extendPreviousTurn makes the agent's previous turn the prompt and answer
+// whose tokens the chat's extend.
+func (t *actTurn) extendPreviousTurn() {
+	last := &t.obs.History[len(t.obs.History)-1]
+	t.prev, t.prevChat, t.prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
+}
+
+// fail names the agent and turn in an error of the turn's own (not a
+// *CallError, which the client names).
+func (t *actTurn) fail(err error) error {
+	return fmt.Errorf("agent %q turn %d: %w", t.obs.Agent, t.obs.Turn, err)
+}
+
+// askTokenIn asks for attempt's answer token in, token out. A first
+// attempt over the context budget drops the oldest turns of the agent's
+// memory until it fits; a re-ask over it is not sent and fits is false.
+func (p *Policy) askTokenIn(ctx context.Context, t *actTurn, attempt, seed int) (comp *completion, fits bool, err error) {
+	comp, why, err := p.askTokens(ctx, t.req.schema, t.chat, t.prev, t.prevChat, t.prevReply, seed)
+	if errors.Is(err, errOverBudget) {
+		if attempt > 0 {
+			return nil, false, nil
+		}
+		t.chat, t.mem, err = p.refit(t.obs, t.ans, func(c []protocol.ChatMessage) (int, error) {
+			fields := p.fields
+			if remoteKind(p.cfg.Kind) {
+				fields = p.remote.render
 			}
-			if reply != "" {
-				prevChat, prevReply = chat, reply
-				chat = append(chat[:len(chat):len(chat)], protocol.ChatMessage{Role: RoleAssistant, Content: reply})
-				prev = comp.tokens
-			} else {
-				prev = nil
-			}
-			chat = append(chat, protocol.ChatMessage{Role: RoleUser, Content: "Your answer was rejected: " + strings.TrimPrefix(perr.Error(), ErrInvalidAnswer.Error()+": ") + ". " + instructions})
-		} else {
-			prev = nil
-			if mem.extends && attempt == 0 {
-				last := &obs.History[len(obs.History)-1]
-				prev, prevChat, prevReply = last.Action.Generation.Tokens, last.Action.Generation.Prompt.Messages, replyOf(last)
-			}
+			return p.client.llamaCount(ctx, t.req.model, c, fields, seed)
+		})
+		if err != nil {
+			return nil, true, t.fail(err)
+		}
+		t.prev = nil
+		comp, why, err = p.askTokens(ctx, t.req.schema, t.chat, nil, nil, "", seed)
+		if errors.Is(err, errOverBudget) {
+			return nil, true, t.fail(fmt.Errorf("%w: %w", ErrContextFull, err))
 		}
 	}
+	if err != nil {
+		return nil, true, err
+	}
+	if why != "" && t.rebuilt == "" {
+		t.rebuilt = why
+	}
+	return comp, true, nil
+}
+
+// askChat asks for attempt's answer through the chat endpoint, within the
+// context budget as fitChat bounds it; a re-ask over the budget is not
+// sent and fits is false.
+func (p *Policy) askChat(ctx context.Context, t *actTurn, attempt, seed int) (comp *completion, fits bool, err error) {
+	if p.maxContext > 0 {
+		if fits, err := p.fitChat(t, attempt); !fits || err != nil {
+			return nil, fits, err
+		}
+	}
+	t.req.messages, t.req.seed = toOpenAI(t.chat), seed
+	if comp, err = p.client.chat(ctx, &t.req); err != nil {
+		return nil, true, err
+	}
+	if t.prev != nil && comp.tokens != nil && !extendsTokens(comp.tokens.Prompt, t.prev) && t.rebuilt == "" {
+		t.rebuilt = "the server's prompt ids do not begin with the previous prompt and answer (the chat was tokenized anew)"
+	}
+	return comp, true, nil
+}
+
+// fitChat bounds the tokens of attempt's prompt (the server tokenizes it)
+// and sets the request's max_tokens to the room the budget leaves. A first
+// attempt over the budget drops the oldest turns of the agent's memory
+// until it fits, or fails without memory; a re-ask over it does not fit.
+func (p *Policy) fitChat(t *actTurn, attempt int) (fits bool, err error) {
+	n := 0
+	if t.prev != nil && attempt == 0 {
+		n = len(t.obs.History[len(t.obs.History)-1].Action.Generation.Prompt.Messages) + 1
+	} else if t.prev != nil {
+		n = len(t.chat) - 2
+	}
+	b := tokenBound(t.chat, t.prev, n)
+	if b+p.reserve() > p.maxContext {
+		if attempt > 0 {
+			return false, nil
+		}
+		if !t.mem.on {
+			return true, t.fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.maxContext))
+		}
+		if t.chat, t.mem, err = p.refit(t.obs, t.ans, boundOf); err != nil {
+			return true, t.fail(err)
+		}
+		t.prev, b = nil, tokenBound(t.chat, nil, 0)
+	}
+	t.req.fields = p.fieldsWithMaxTokens(p.maxContext - b)
+	return true, nil
+}
+
+// reask prepares the chat of the attempt after a rejected one. With
+// feedback the rejected reply and why it was rejected follow the prompt,
+// which the next prompt's tokens then extend; without, the same chat is
+// asked again, extending the previous turn's tokens as the first attempt's
+// did.
+func (p *Policy) reask(t *actTurn, comp *completion, reply string, perr error, attempt int) {
+	if !p.feedback {
+		t.prev = nil
+		if t.mem.extends && attempt == 0 {
+			t.extendPreviousTurn()
+		}
+		return
+	}
+	if comp.decoded != nil {
+		// What the model wrote, as its tokens read: the next prompt
+		// extends them.
+		reply = *comp.decoded
+	}
+	if reply != "" {
+		t.prevChat, t.prevReply = t.chat, reply
+		t.chat = append(t.chat[:len(t.chat):len(t.chat)], protocol.ChatMessage{Role: RoleAssistant, Content: reply})
+		t.prev = comp.tokens
+	} else {
+		t.prev = nil
+	}
+	t.chat = append(t.chat, protocol.ChatMessage{Role: RoleUser, Content: "Your answer was rejected: " + strings.TrimPrefix(perr.Error(), ErrInvalidAnswer.Error()+": ") + ". " + t.instructions})
+}
+
+// action is the turn's answer: comp's, read as text (perr: why it is
+// invalid), after attempts attempts, with its notes.
+func (p *Policy) action(t *actTurn, comp *completion, text string, perr error, attempts int) agents.Action {
+	g := &agents.Generation{Tokens: comp.tokens, Prompt: &protocol.Prompt{Messages: t.chat}}
+	a := agents.Action{Text: text, Generation: g, Notes: p.notes(comp, attempts, t.retries, t.rejected)}
+	resp, source := p.response(comp)
+	a.Notes["llm_response_source"] = source
+	if t.mem.on {
+		a.Notes["llm_memory_turns"] = t.mem.turns
+		if t.mem.dropped > 0 {
+			a.Notes["llm_memory_dropped"] = t.mem.dropped
+		}
+		if t.rebuilt != "" {
+			a.Notes["llm_memory_rebuilt"] = t.rebuilt
+		}
+	}
+	if resp != text {
+		g.Completion = resp
+	}
+	if perr != nil {
+		a.Invalid = perr.Error()
+	}
+	return a
 }
 
 // askTokens asks for one answer token in, token out.

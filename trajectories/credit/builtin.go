@@ -17,7 +17,14 @@ var (
 	modeParam = Param{Name: "mode", Default: "absent", Doc: "what agents outside a coalition do: absent (take no part) or null (play their role's null action)"}
 )
 
+// builtinEntries are the built-in allocators, in the order troupe
+// allocators lists them.
 func builtinEntries() []Entry {
+	return append(scoreEntries(), counterfactualEntries()...)
+}
+
+// scoreEntries are the allocators that read the episodes' scores alone.
+func scoreEntries() []Entry {
 	return []Entry{
 		{Name: "team", Doc: "every sample gets the team reward G (its agent's team's, G_T, in a scenario with teams)", Make: fixed(Team{})},
 		{Name: "equal-split", Doc: "every agent's samples get G/K, K the number of agents (G_T/K_T, among its team, in a scenario with teams)", Make: fixed(EqualSplit{})},
@@ -82,6 +89,13 @@ func builtinEntries() []Entry {
 			},
 			Make: makeRAE,
 		},
+	}
+}
+
+// counterfactualEntries are the allocators that replay the episodes with
+// agents acting otherwise (or absent).
+func counterfactualEntries() []Entry {
+	return []Entry{
 		{
 			Name: "difference",
 			Doc:  "difference reward D_i = G(z) - G(z with i playing c_i): c=null is WL0 (the role's null action), c=average is WLa (the role's empirical action distribution)",

@@ -80,89 +80,15 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 		if err != nil {
 			return err
 		}
-		want := emitted(ep, seats)
 		acts := seatActions(ep)
-		support := map[string][]string{} // per role: its distinct actions, by text
-		for role, list := range roleActions(ep) {
-			texts := make([]string, len(list))
-			for n, a := range list {
-				texts[n] = a.text
-			}
-			slices.Sort(texts)
-			support[role] = texts
-		}
-		// Each agent's alternatives in a random order; the first m are
-		// scored. The orders do not depend on m, so a smaller m (to fit
-		// the budget) scores a subset of what a larger one would.
-		order := make([][]string, len(ep.Seats))
-		for i, seat := range ep.Seats {
-			if !want[i] {
-				continue
-			}
-			u := slices.Clone(support[seat.Role])
-			rng := rand.New(rand.NewPCG(seeds.Mix(ep.Seed, ep.PolicySeed, c.Seed, uint64(i)), pcgStream))
-			rng.Shuffle(len(u), func(a, b int) { u[a], u[b] = u[b], u[a] })
-			order[i] = u
-		}
-		cost := func(m int) int {
-			n := 0
-			for i, u := range order {
-				for _, a := range u[:min(m, len(u))] {
-					if c.Sim.Resimulate || !playedOnly(acts[i], a) {
-						n++
-					}
-				}
-			}
-			return n
-		}
-		longest := 0
-		for _, u := range order {
-			longest = max(longest, len(u))
-		}
-		m := min(c.samples(), longest)
-		for m > 0 && cost(m) > c.Sim.budget() {
-			m--
-		}
-		if m == 0 && longest > 0 {
-			return checkBudget(ep, cost(1), c.Sim)
-		}
-		short := false
-		var cfs []episode.Counterfactual
-		var teams []int                  // per counterfactual: the team whose reward it is valued by
-		type term struct{ seat, cf int } // cf -1: G(z)
-		var terms []term
-		for i, u := range order {
-			if len(u) > m {
-				short = m < c.samples()
-			}
-			for _, a := range u[:min(m, len(u))] {
-				t := term{seat: i, cf: -1}
-				if c.Sim.Resimulate || !playedOnly(acts[i], a) {
-					t.cf = len(cfs)
-					cfs, teams = append(cfs, c.Sim.replace(i, a)), append(teams, ep.Seats[i].Team)
-				}
-				terms = append(terms, t)
-			}
-		}
-		vals, err := c.Sim.runList(ctx, ep, cfs, teams)
+		order := c.alternatives(ep, emitted(ep, seats))
+		m, err := c.fitSamples(ep, order, acts)
 		if err != nil {
 			return err
 		}
-		sum := make([]float64, len(ep.Seats))
-		n := make([]int, len(ep.Seats))
-		for _, t := range terms {
-			v := ep.SeatReward(t.seat)
-			if t.cf >= 0 {
-				v = vals[t.cf]
-			}
-			sum[t.seat] += v
-			n[t.seat]++
-		}
-		adv := make([]float64, len(ep.Seats))
-		for i := range adv {
-			if n[i] > 0 {
-				adv[i] = ep.SeatReward(i) - sum[i]/float64(n[i])
-			}
+		adv, short, err := c.advantages(ctx, ep, order, acts, m)
+		if err != nil {
+			return err
 		}
 		if short {
 			note(notes, e, NoteBudgetExhausted, true)
@@ -173,4 +99,105 @@ func (c COMA) AllocateNoted(ctx context.Context, group []*trajectories.Episode, 
 		}
 	}
 	return nil
+}
+
+// alternatives returns, for each seat of ep with a sample (want), its
+// role's distinct actions in a random order of its own; the first m are
+// scored. The orders do not depend on m, so a smaller m (to fit the
+// budget) scores a subset of what a larger one would.
+func (c COMA) alternatives(ep *trajectories.Episode, want []bool) [][]string {
+	support := map[string][]string{} // per role: its distinct actions, by text
+	for role, list := range roleActions(ep) {
+		texts := make([]string, len(list))
+		for n, a := range list {
+			texts[n] = a.text
+		}
+		slices.Sort(texts)
+		support[role] = texts
+	}
+	order := make([][]string, len(ep.Seats))
+	for i, seat := range ep.Seats {
+		if !want[i] {
+			continue
+		}
+		u := slices.Clone(support[seat.Role])
+		rng := rand.New(rand.NewPCG(seeds.Mix(ep.Seed, ep.PolicySeed, c.Seed, uint64(i)), pcgStream))
+		rng.Shuffle(len(u), func(a, b int) { u[a], u[b] = u[b], u[a] })
+		order[i] = u
+	}
+	return order
+}
+
+// fitSamples returns the most alternatives per agent, at most samples(),
+// whose re-simulations fit the budget (an action the agent played needs
+// none unless the replays resimulate); it refuses an episode where even
+// one does not fit.
+func (c COMA) fitSamples(ep *trajectories.Episode, order, acts [][]string) (int, error) {
+	cost := func(m int) int {
+		n := 0
+		for i, u := range order {
+			for _, a := range u[:min(m, len(u))] {
+				if c.Sim.Resimulate || !playedOnly(acts[i], a) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	longest := 0
+	for _, u := range order {
+		longest = max(longest, len(u))
+	}
+	m := min(c.samples(), longest)
+	for m > 0 && cost(m) > c.Sim.budget() {
+		m--
+	}
+	if m == 0 && longest > 0 {
+		return 0, checkBudget(ep, cost(1), c.Sim)
+	}
+	return m, nil
+}
+
+// advantages is each seat's reward less the mean of its reward over its
+// first m alternatives (the counterfactual baseline); short reports that
+// the budget cut an agent's alternatives below samples().
+func (c COMA) advantages(ctx context.Context, ep *trajectories.Episode, order, acts [][]string, m int) (adv []float64, short bool, err error) {
+	var cfs []episode.Counterfactual
+	var teams []int                  // per counterfactual: the team whose reward it is valued by
+	type term struct{ seat, cf int } // cf -1: G(z)
+	var terms []term
+	for i, u := range order {
+		if len(u) > m {
+			short = m < c.samples()
+		}
+		for _, a := range u[:min(m, len(u))] {
+			t := term{seat: i, cf: -1}
+			if c.Sim.Resimulate || !playedOnly(acts[i], a) {
+				t.cf = len(cfs)
+				cfs, teams = append(cfs, c.Sim.replace(i, a)), append(teams, ep.Seats[i].Team)
+			}
+			terms = append(terms, t)
+		}
+	}
+	vals, err := c.Sim.runList(ctx, ep, cfs, teams)
+	if err != nil {
+		return nil, false, err
+	}
+	sum := make([]float64, len(ep.Seats))
+	n := make([]int, len(ep.Seats))
+	for _, t := range terms {
+		v := ep.SeatReward(t.seat)
+		if t.cf >= 0 {
+			v = vals[t.cf]
+		}
+		sum[t.seat] += v
+		n[t.seat]++
+	}
+	adv = make([]float64, len(ep.Seats))
+	for i := range adv {
+		if n[i] > 0 {
+			adv[i] = ep.SeatReward(i) - sum[i]/float64(n[i])
+		}
+	}
+	return adv, short, nil
 }

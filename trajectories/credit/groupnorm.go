@@ -184,19 +184,41 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 	if math.IsNaN(g.Eps) || g.Eps < 0 {
 		return fmt.Errorf("%w: %s: eps %g is negative", ErrBadAllocatorParam, g.Name(), g.Eps)
 	}
+	units, groups, unitOf, err := g.units(group)
+	if err != nil {
+		return err
+	}
+	for _, idx := range groups {
+		if len(idx) >= 2 { // else no baseline: advantage 0
+			g.normalize(units, idx)
+		}
+	}
+	for e := range group {
+		for s, u := range unitOf[e] {
+			dst[e][s] = units[u].adv
+		}
+	}
+	return nil
+}
+
+// normUnit is what GroupNorm normalises: an agent's episode, or its turn
+// under KeyTurn.
+type normUnit struct {
+	r   float64
+	adv float64
+	ep  int // the unit's episode in the group
+}
+
+// units returns the units of group's finished episodes, the units of
+// each normalisation group (in order of first use, each in episode
+// order), and, per episode and sample, its unit.
+func (g GroupNorm) units(group []*trajectories.Episode) (units []normUnit, groups [][]int, unitOf [][]int, err error) {
 	key := g.Key
 	if key == 0 {
 		key = DefaultGroupKey
 	}
-	type unit struct {
-		r   float64
-		adv float64
-		ep  int // the unit's episode in the group
-	}
-	var units []unit
-	members := map[groupKey][]int{}
-	var order []groupKey
-	unitOf := make([][]int, len(group)) // per episode and sample: its unit, or -1
+	members := map[groupKey]int{} // a key's position in groups
+	unitOf = make([][]int, len(group))
 	perTurn := key&KeyTurn != 0
 	for e, ep := range group {
 		if !finished(ep) {
@@ -204,7 +226,7 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 		}
 		seats, err := sampleSeats(ep)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		var turns []int
 		if perTurn {
@@ -219,7 +241,7 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 			}
 			r, err := g.Base.value(ep, i)
 			if err != nil {
-				return err
+				return nil, nil, nil, err
 			}
 			k := groupKey{turn: -1, team: ep.TeamName(ep.Seats[i].Team)}
 			if key&KeyScenario != 0 {
@@ -237,73 +259,69 @@ func (g GroupNorm) Allocate(_ context.Context, group []*trajectories.Episode, ds
 			if perTurn {
 				k.turn = turns[s]
 			}
-			if _, ok := members[k]; !ok {
-				order = append(order, k)
+			m, ok := members[k]
+			if !ok {
+				m = len(groups)
+				members[k] = m
+				groups = append(groups, nil)
 			}
 			bySeat[i] = len(units)
 			unitOf[e][s] = len(units)
-			members[k] = append(members[k], len(units))
-			units = append(units, unit{r: r, ep: e})
+			groups[m] = append(groups[m], len(units))
+			units = append(units, normUnit{r: r, ep: e})
 		}
 	}
-	for _, k := range order {
-		idx := members[k]
-		if len(idx) < 2 {
-			continue // no baseline: advantage 0
-		}
-		n := float64(len(idx))
-		// Work on deviations from the first reward: equal rewards then
-		// give exactly 0, not a rounding residue, and large offsets lose
-		// no precision.
-		shift := units[idx[0]].r
-		sum := 0.0
+	return units, groups, unitOf, nil
+}
+
+// normalize sets the advantage of the units idx of one group, at least
+// two, by g.Mode.
+func (g GroupNorm) normalize(units []normUnit, idx []int) {
+	n := float64(len(idx))
+	// Work on deviations from the first reward: equal rewards then give
+	// exactly 0, not a rounding residue, and large offsets lose no
+	// precision.
+	shift := units[idx[0]].r
+	sum := 0.0
+	for _, u := range idx {
+		sum += units[u].r - shift
+	}
+	mean := sum / n
+	switch g.Mode {
+	case NormStd:
+		ss := 0.0
 		for _, u := range idx {
-			sum += units[u].r - shift
+			d := units[u].r - shift - mean
+			ss += d * d
 		}
-		mean := sum / n
-		switch g.Mode {
-		case NormStd:
-			ss := 0.0
-			for _, u := range idx {
-				d := units[u].r - shift - mean
-				ss += d * d
+		den := math.Sqrt(ss/(n-1)) + g.Eps
+		if den == 0 {
+			return // all equal, ε = 0: nothing to tell apart
+		}
+		for _, u := range idx {
+			units[u].adv = (units[u].r - shift - mean) / den
+		}
+	case NormCentre:
+		for _, u := range idx {
+			units[u].adv = units[u].r - shift - mean
+		}
+	case NormLeaveOneOut:
+		// The baseline leaves out the unit's whole episode: the units of
+		// one episode share its outcome, so they are not independent
+		// samples of the unit's reward. idx runs through the episodes in
+		// order, so each episode's units are consecutive.
+		for lo := 0; lo < len(idx); {
+			e, hi, own := units[idx[lo]].ep, lo, 0.0
+			for ; hi < len(idx) && units[idx[hi]].ep == e; hi++ {
+				own += units[idx[hi]].r - shift
 			}
-			den := math.Sqrt(ss/(n-1)) + g.Eps
-			if den == 0 {
-				continue // all equal, ε = 0: nothing to tell apart
-			}
-			for _, u := range idx {
-				units[u].adv = (units[u].r - shift - mean) / den
-			}
-		case NormCentre:
-			for _, u := range idx {
-				units[u].adv = units[u].r - shift - mean
-			}
-		case NormLeaveOneOut:
-			// The baseline leaves out the unit's whole episode: the units
-			// of one episode share its outcome, so they are not
-			// independent samples of the unit's reward. idx runs through
-			// the episodes in order, so each episode's units are
-			// consecutive.
-			for lo := 0; lo < len(idx); {
-				e, hi, own := units[idx[lo]].ep, lo, 0.0
-				for ; hi < len(idx) && units[idx[hi]].ep == e; hi++ {
-					own += units[idx[hi]].r - shift
+			if others := len(idx) - (hi - lo); others > 0 {
+				b := (sum - own) / float64(others)
+				for _, u := range idx[lo:hi] {
+					units[u].adv = units[u].r - shift - b
 				}
-				if others := len(idx) - (hi - lo); others > 0 {
-					b := (sum - own) / float64(others)
-					for _, u := range idx[lo:hi] {
-						units[u].adv = units[u].r - shift - b
-					}
-				}
-				lo = hi
 			}
+			lo = hi
 		}
 	}
-	for e := range group {
-		for s, u := range unitOf[e] {
-			dst[e][s] = units[u].adv
-		}
-	}
-	return nil
 }

@@ -288,8 +288,46 @@ func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	req, prompt, logprobs, err := vllmCompletionRequest(body)
+	if err != nil {
+		bad = true
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	reply, fault, ok := s.think(w, r, req, req.Model)
+	if !ok {
+		return
+	}
+	g := s.generate(req, reply, req.MaxTokens)
+	text := g.ids
+	if g.stopped {
+		text = g.ids[:len(g.ids)-1] // skip_special_tokens: the end token's text is not written
+	}
+	ch := map[string]any{"index": 0, "text": Detokenize(text), "logprobs": nil, "finish_reason": "length", "stop_reason": nil}
+	if g.stopped {
+		ch["finish_reason"] = "stop"
+	}
+	ids := fault.Kind != NoTokenIDs
+	if ids && req.Flag("return_token_ids") {
+		ch["token_ids"], ch["prompt_token_ids"] = g.ids, prompt
+	}
+	if logprobs != nil {
+		ch["logprobs"] = vllmLogprobs(g.ids, ids && req.Flag("return_tokens_as_token_ids"), *logprobs != 0)
+	}
+	out := map[string]any{
+		"id": "cmpl-troupe", "object": "text_completion", "created": created, "model": req.Model, "choices": []any{ch},
+		"usage": usage{PromptTokens: len(prompt), CompletionTokens: len(g.ids), TotalTokens: len(prompt) + len(g.ids)},
+	}
+	answered = true
+	writeJSON(w, http.StatusOK, out)
+}
+
+// vllmCompletionRequest reads the body of a POST /v1/completions as vLLM
+// does, refusing what vLLM refuses with its message: the request, whose
+// MaxTokens is -1 for max_tokens null, the prompt's token ids, and the
+// logprobs asked for (nil: none).
+func vllmCompletionRequest(body []byte) (req *Request, prompt []int, logprobs *int, err error) {
 	m, err := strictFields(body, VLLMCompletionFields, "completions")
-	var prompt []int
 	if err == nil {
 		var text string
 		if _, e := decodeField(m, "prompt", &prompt); e != nil {
@@ -302,9 +340,8 @@ func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 			err = badRequest("Either prompt or prompt_embeds must be provided and non-empty.")
 		}
 	}
-	req := &Request{Body: body}
+	req = &Request{Body: body}
 	max := 16
-	var logprobs *int
 	var format struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
@@ -343,60 +380,40 @@ func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		err = badRequest("`logprobs` must be a positive value or -1.")
 	}
 	if err != nil {
-		bad = true
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, nil, nil, err
 	}
 	req.Messages, req.MaxTokens, req.Logprobs = ReadTemplate(Detokenize(prompt)), max, logprobs != nil
-	reply, fault, ok := s.think(w, r, req, req.Model)
-	if !ok {
-		return
-	}
-	g := s.generate(req, reply, max)
-	text := g.ids
-	if g.stopped {
-		text = g.ids[:len(g.ids)-1] // skip_special_tokens: the end token's text is not written
-	}
+	return req, prompt, logprobs, nil
+}
+
+// vllmLogprobs is a completion's "logprobs" for the sampled tokens ids:
+// each token's text ("token_id:N" when asIDs), offset and log-prob, and,
+// when top, a top list holding the token alone.
+func vllmLogprobs(ids []int, asIDs, top bool) any {
 	type lp struct {
 		TextOffset    []int                `json:"text_offset"`
 		TokenLogprobs []float64            `json:"token_logprobs"`
 		Tokens        []string             `json:"tokens"`
 		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	}
-	ch := map[string]any{"index": 0, "text": Detokenize(text), "logprobs": nil, "finish_reason": "length", "stop_reason": nil}
-	if g.stopped {
-		ch["finish_reason"] = "stop"
-	}
-	ids := fault.Kind != NoTokenIDs
-	if ids && req.Flag("return_token_ids") {
-		ch["token_ids"], ch["prompt_token_ids"] = g.ids, prompt
-	}
-	if logprobs != nil {
-		l := lp{TextOffset: []int{}, TokenLogprobs: []float64{}, Tokens: []string{}, TopLogprobs: []map[string]float64{}}
-		off := 0
-		for i, id := range g.ids {
-			tok := Piece(id)
-			if ids && req.Flag("return_tokens_as_token_ids") {
-				tok = "token_id:" + strconv.Itoa(id)
-			}
-			l.TextOffset = append(l.TextOffset, off)
-			off += len(Piece(id))
-			l.Tokens = append(l.Tokens, tok)
-			l.TokenLogprobs = append(l.TokenLogprobs, LogProb(id, i))
-			top := map[string]float64{}
-			if *logprobs != 0 {
-				top[tok] = LogProb(id, i)
-			}
-			l.TopLogprobs = append(l.TopLogprobs, top)
+	l := lp{TextOffset: []int{}, TokenLogprobs: []float64{}, Tokens: []string{}, TopLogprobs: []map[string]float64{}}
+	off := 0
+	for i, id := range ids {
+		tok := Piece(id)
+		if asIDs {
+			tok = "token_id:" + strconv.Itoa(id)
 		}
-		ch["logprobs"] = l
+		l.TextOffset = append(l.TextOffset, off)
+		off += len(Piece(id))
+		l.Tokens = append(l.Tokens, tok)
+		l.TokenLogprobs = append(l.TokenLogprobs, LogProb(id, i))
+		t := map[string]float64{}
+		if top {
+			t[tok] = LogProb(id, i)
+		}
+		l.TopLogprobs = append(l.TopLogprobs, t)
 	}
-	out := map[string]any{
-		"id": "cmpl-troupe", "object": "text_completion", "created": created, "model": req.Model, "choices": []any{ch},
-		"usage": usage{PromptTokens: len(prompt), CompletionTokens: len(g.ids), TotalTokens: len(prompt) + len(g.ids)},
-	}
-	answered = true
-	writeJSON(w, http.StatusOK, out)
+	return l
 }
 
 // sglangGenerate answers SGLang's native POST /generate with input_ids
