@@ -52,12 +52,8 @@ func (s *fastScan) int() int64 {
 	if s.Null() {
 		return 0
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	v, ok := jsonscan.ParseInt(raw)
-	if frac || !ok {
+	v, frac, ok := s.Int()
+	if !s.Failed() && (frac || !ok) {
 		s.fail()
 	}
 	return v

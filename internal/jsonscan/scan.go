@@ -41,8 +41,8 @@ type Scanner struct {
 	B []byte
 	I int
 
-	// MaxDepth bounds the nesting of objects and arrays; 0 is
-	// DefaultMaxDepth.
+	// MaxDepth bounds the nesting of objects and arrays below
+	// DefaultMaxDepth; 0 is DefaultMaxDepth.
 	MaxDepth int
 	// Keys is what Object does with escaped keys.
 	Keys Keys
@@ -104,16 +104,20 @@ func (s *Scanner) Peek() byte {
 // Expect consumes c, the next byte that is not space, or fails.
 func (s *Scanner) Expect(c byte) bool {
 	if s.Peek() != c {
-		s.Fail(fmt.Sprintf("want %q", c))
+		s.want(c)
 		return false
 	}
 	s.I++
 	return true
 }
 
+// want fails for want of c; apart from Expect, which stays small enough
+// to inline.
+func (s *Scanner) want(c byte) { s.Fail(fmt.Sprintf("want %q", c)) }
+
 // End fails unless only space is left.
 func (s *Scanner) End() {
-	if !s.failed && s.Peek() != 0 {
+	if s.Space(); !s.failed && s.I < len(s.B) { // not Peek: a NUL byte is data
 		s.Fail("trailing data")
 	}
 }
@@ -121,7 +125,7 @@ func (s *Scanner) End() {
 // Null consumes a null and reports whether there was one; anything else
 // is left where it is.
 func (s *Scanner) Null() bool {
-	if s.Peek() == 'n' && bytes.HasPrefix(s.B[s.I:], []byte("null")) {
+	if s.Peek() == 'n' && len(s.B)-s.I >= 4 && string(s.B[s.I:s.I+4]) == "null" {
 		s.I += 4
 		return true
 	}
@@ -282,15 +286,19 @@ func (s *Scanner) key() []byte {
 
 // nest counts one more level of nesting, or fails.
 func (s *Scanner) nest() bool {
-	limit := s.MaxDepth
-	if limit == 0 {
-		limit = DefaultMaxDepth
-	}
-	if s.depth++; s.depth > limit {
-		s.Fail(fmt.Sprintf("nested deeper than %d", limit))
+	if s.depth++; s.depth > DefaultMaxDepth || s.MaxDepth != 0 && s.depth > s.MaxDepth {
+		s.tooDeep()
 		return false
 	}
 	return true
+}
+
+func (s *Scanner) tooDeep() {
+	limit := s.MaxDepth
+	if limit == 0 || limit > DefaultMaxDepth {
+		limit = DefaultMaxDepth
+	}
+	s.Fail(fmt.Sprintf("nested deeper than %d", limit))
 }
 
 // Object calls fn for every key of the object at the cursor; fn must
@@ -420,10 +428,43 @@ func (s *Scanner) badNumber(start int) ([]byte, bool) {
 	return nil, false
 }
 
+// Int reads a number and, when it has neither a fraction nor an
+// exponent (frac), returns its value as encoding/json parses one into an
+// int64 and whether it fits (ok). It does not fail the scan for either.
+func (s *Scanner) Int() (v int64, frac, ok bool) {
+	raw, frac := s.Number()
+	if s.failed || frac {
+		return 0, frac, false
+	}
+	if len(raw) >= 19 {
+		v, ok = ParseInt(raw)
+		return v, false, ok
+	}
+	// It fits: parse it here, the hot path of token id arrays.
+	neg := raw[0] == '-'
+	if neg {
+		raw = raw[1:]
+	}
+	for _, c := range raw {
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, false, true
+}
+
 // ParseInt parses a number that Number returned without a fraction as
 // encoding/json parses one into an int64, and reports whether it fits.
 func ParseInt(raw []byte) (int64, bool) {
-	if len(raw) < 19 { // it fits: parse it here
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	return v, err == nil
+}
+
+// ParseFloat parses a number that Number returned as encoding/json parses
+// one into a float64, and reports whether it is in range.
+func ParseFloat(raw []byte, frac bool) (float64, bool) {
+	if !frac && len(raw) < 19 { // exact in an int64: convert that
 		neg := raw[0] == '-'
 		if neg {
 			raw = raw[1:]
@@ -433,21 +474,7 @@ func ParseInt(raw []byte) (int64, bool) {
 			v = v*10 + int64(c-'0')
 		}
 		if neg {
-			v = -v
-		}
-		return v, true
-	}
-	v, err := strconv.ParseInt(string(raw), 10, 64)
-	return v, err == nil
-}
-
-// ParseFloat parses a number that Number returned as encoding/json parses
-// one into a float64, and reports whether it is in range.
-func ParseFloat(raw []byte, frac bool) (float64, bool) {
-	if !frac && len(raw) < 19 {
-		v, _ := ParseInt(raw)
-		if v == 0 && raw[0] == '-' {
-			return -float64(v), true // -0
+			return -float64(v), true // -0 included
 		}
 		return float64(v), true
 	}

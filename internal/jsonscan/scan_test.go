@@ -21,7 +21,7 @@ var seeds = []string{
 	`{"a":[1,-2,3.5e-7,0,-0,true,false,null,"x\"y\\u00e9\n"],"b":{}}`,
 	`[]`, `{}`, `""`, `0`, `-0.0E+1`, ` [ { } , [ ] ] `, `"\/\b\f\r\t"`,
 	`01`, `+1`, `1.`, `.5`, `1e`, `-`, `1-2`, `[1,]`, `{"a" 1}`, `{"a":1,}`, `tru`, `nul`,
-	`"\x"`, `"\u12G4"`, "\"\x01\"", `"abc`, `[1 2]`, `{1:2}`, `[1]x`, ``, `1e999`,
+	`"\x"`, `"\u12G4"`, "\"\x01\"", `"abc`, `[1 2]`, `{1:2}`, `[1]x`, ``, `1e999`, "0\x00", "[0]\x00",
 }
 
 func TestSkipAgreesWithEncodingJSON(t *testing.T) {
@@ -109,6 +109,10 @@ func TestNumbers(t *testing.T) {
 			if ok != c.intOK || ok && i != c.i {
 				t.Errorf("%s: ParseInt %d %v", c.in, i, ok)
 			}
+		}
+		s.Reset([]byte(c.in))
+		if i, f, ok := s.Int(); f != frac || ok != c.intOK || ok && i != c.i || s.Failed() {
+			t.Errorf("%s: Int %d %v %v", c.in, i, f, ok)
 		}
 		if f, ok := ParseFloat(raw, frac); !ok || f != c.f {
 			t.Errorf("%s: ParseFloat %v %v", c.in, f, ok)

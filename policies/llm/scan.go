@@ -175,12 +175,9 @@ const maxID = (1<<62)/10*10 + 9
 
 // integer reads a JSON integer of at most maxID.
 func (s *scanner) integer() int {
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	v, ok := jsonscan.ParseInt(raw)
+	v, frac, ok := s.Int()
 	switch {
+	case s.Failed():
 	case frac:
 		s.Fail("want an integer, not a fraction")
 	case !ok || v > maxID || v < -maxID:
