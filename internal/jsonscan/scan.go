@@ -171,9 +171,11 @@ var stop = func() (t [256]bool) {
 // String reads the string at the cursor and returns its bytes between the
 // quotes, undecoded, and whether it holds escapes.
 func (s *Scanner) String() ([]byte, bool) {
-	if !s.Expect('"') {
+	if s.Space(); s.I >= len(s.B) || s.B[s.I] != '"' { // Expect, inlined
+		s.want('"')
 		return nil, false
 	}
+	s.I++
 	if s.Lax {
 		return s.laxString()
 	}
@@ -358,9 +360,13 @@ func (s *Scanner) Array(fn func(i int)) {
 	}
 }
 
-func numeric(c byte) bool {
-	return c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
-}
+// numeric marks the bytes numbers are made of.
+var numeric = func() (t [256]bool) {
+	for _, c := range []byte("0123456789+-.eE") {
+		t[c] = true
+	}
+	return t
+}()
 
 // Number reads a number and returns its bytes, and whether it has a
 // fraction or an exponent. A run of the bytes numbers are made of that is
@@ -406,7 +412,7 @@ func (s *Scanner) Number() ([]byte, bool) {
 			i++
 		}
 	}
-	if i < len(b) && numeric(b[i]) {
+	if i < len(b) && numeric[b[i]] {
 		return s.badNumber(start)
 	}
 	s.I = i
@@ -417,7 +423,7 @@ func (s *Scanner) Number() ([]byte, bool) {
 // there.
 func (s *Scanner) badNumber(start int) ([]byte, bool) {
 	end := start
-	for end < len(s.B) && numeric(s.B[end]) {
+	for end < len(s.B) && numeric[s.B[end]] {
 		end++
 	}
 	if end == start {
@@ -485,8 +491,14 @@ func ParseFloat(raw []byte, frac bool) (float64, bool) {
 // InFloatRange reports whether a number that Number returned fits a
 // float64: without an exponent, and short, it always does.
 func InFloatRange(raw []byte) bool {
-	if bytes.IndexAny(raw, "eE") < 0 && len(raw) <= 300 {
-		return true
+	if len(raw) <= 300 {
+		exp := false
+		for _, c := range raw { // not bytes.IndexAny, which builds a set each call
+			exp = exp || c == 'e' || c == 'E'
+		}
+		if !exp {
+			return true
+		}
 	}
 	_, err := strconv.ParseFloat(string(raw), 64)
 	return err == nil
