@@ -3,7 +3,6 @@ package trajectories
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 
 	"github.com/troupe-rl/troupe/internal/jsonscan"
 
@@ -64,18 +63,8 @@ func (s *fastScan) uint() {
 	if s.Null() {
 		return
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return
-	}
-	if frac || raw[0] == '-' {
+	if _, ok := s.Uint(); !ok {
 		s.fail()
-		return
-	}
-	if len(raw) >= 20 {
-		if _, err := strconv.ParseUint(string(raw), 10, 64); err != nil {
-			s.fail()
-		}
 	}
 }
 
@@ -85,15 +74,7 @@ func (s *fastScan) float() float64 {
 	if s.Null() {
 		return 0
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	f, ok := jsonscan.ParseFloat(raw, frac)
-	if !ok {
-		s.fail()
-	}
-	return f
+	return s.Float()
 }
 
 // checkFloat reads a number into a float64 that is only checked.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/troupe-rl/troupe/internal/jsonscan"
 )
@@ -109,15 +108,8 @@ func (s *scanner) float() (v float64, ok bool) {
 			return 0, false
 		}
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0, false
-	}
-	f, ok := jsonscan.ParseFloat(raw, frac)
-	if !ok {
-		s.fail("bad number %q", raw)
-	}
-	return f, ok
+	f := s.Float()
+	return f, !s.Failed()
 }
 
 // int reads an integer as encoding/json reads one into an int64: no
@@ -126,14 +118,11 @@ func (s *scanner) int() int64 {
 	if s.Null() {
 		return 0
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	v, ok := jsonscan.ParseInt(raw)
-	if frac || !ok {
-		s.fail("want an integer, got %q", raw)
-		return 0
+	s.Space()
+	start := s.I
+	v, frac, ok := s.Int()
+	if !s.Failed() && (frac || !ok) {
+		s.fail("want an integer, got %q", s.B[start:s.I])
 	}
 	return v
 }
@@ -143,13 +132,11 @@ func (s *scanner) uint() uint64 {
 	if s.Null() {
 		return 0
 	}
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	v, err := strconv.ParseUint(string(raw), 10, 64)
-	if frac || err != nil {
-		s.fail("want an unsigned integer, got %q", raw)
+	s.Space()
+	start := s.I
+	v, ok := s.Uint()
+	if !s.Failed() && !ok {
+		s.fail("want an unsigned integer, got %q", s.B[start:s.I])
 	}
 	return v
 }

@@ -41,8 +41,8 @@ type Scanner struct {
 	B []byte
 	I int
 
-	// MaxDepth bounds the nesting of objects and arrays below
-	// DefaultMaxDepth; 0 is DefaultMaxDepth.
+	// MaxDepth bounds the nesting of objects and arrays; 0 is
+	// DefaultMaxDepth.
 	MaxDepth int
 	// Keys is what Object does with escaped keys.
 	Keys Keys
@@ -58,11 +58,6 @@ type Scanner struct {
 	failed bool
 	at     int
 	why    string
-}
-
-// Reset starts reading b, keeping the options.
-func (s *Scanner) Reset(b []byte) {
-	s.B, s.I, s.depth, s.failed, s.at, s.why = b, 0, 0, false, 0, ""
 }
 
 // Fail records why the scan failed, unless it already has, and ends it.
@@ -288,19 +283,15 @@ func (s *Scanner) key() []byte {
 
 // nest counts one more level of nesting, or fails.
 func (s *Scanner) nest() bool {
-	if s.depth++; s.depth > DefaultMaxDepth || s.MaxDepth != 0 && s.depth > s.MaxDepth {
-		s.tooDeep()
+	limit := s.MaxDepth
+	if limit == 0 {
+		limit = DefaultMaxDepth
+	}
+	if s.depth++; s.depth > limit {
+		s.Fail(fmt.Sprintf("nested deeper than %d", limit))
 		return false
 	}
 	return true
-}
-
-func (s *Scanner) tooDeep() {
-	limit := s.MaxDepth
-	if limit == 0 || limit > DefaultMaxDepth {
-		limit = DefaultMaxDepth
-	}
-	s.Fail(fmt.Sprintf("nested deeper than %d", limit))
 }
 
 // Object calls fn for every key of the object at the cursor; fn must
@@ -439,53 +430,62 @@ func (s *Scanner) badNumber(start int) ([]byte, bool) {
 // int64 and whether it fits (ok). It does not fail the scan for either.
 func (s *Scanner) Int() (v int64, frac, ok bool) {
 	raw, frac := s.Number()
-	if s.failed || frac {
+	switch {
+	case s.failed || frac:
 		return 0, frac, false
+	case len(raw) >= 19:
+		v, err := strconv.ParseInt(string(raw), 10, 64)
+		return v, false, err == nil
+	case raw[0] == '-':
+		return -short(raw[1:]), false, true
 	}
-	if len(raw) >= 19 {
-		v, ok = ParseInt(raw)
-		return v, false, ok
-	}
-	// It fits: parse it here, the hot path of token id arrays.
-	neg := raw[0] == '-'
-	if neg {
-		raw = raw[1:]
-	}
-	for _, c := range raw {
-		v = v*10 + int64(c-'0')
-	}
-	if neg {
-		v = -v
-	}
-	return v, false, true
+	return short(raw), false, true
 }
 
-// ParseInt parses a number that Number returned without a fraction as
-// encoding/json parses one into an int64, and reports whether it fits.
-func ParseInt(raw []byte) (int64, bool) {
-	v, err := strconv.ParseInt(string(raw), 10, 64)
+// short parses fewer than 19 digits, which always fit: in the caller, the
+// hot path of token id arrays.
+func short(digits []byte) (v int64) {
+	for _, c := range digits {
+		v = v*10 + int64(c-'0')
+	}
+	return v
+}
+
+// Uint reads a number as encoding/json parses one into a uint64, and
+// reports whether it is one; it does not fail the scan if not.
+func (s *Scanner) Uint() (uint64, bool) {
+	raw, frac := s.Number()
+	switch {
+	case s.failed || frac || raw[0] == '-':
+		return 0, false
+	case len(raw) < 20: // fits: seeds are mostly 19 or 20 digits
+		var v uint64
+		for _, c := range raw {
+			v = v*10 + uint64(c-'0')
+		}
+		return v, true
+	}
+	v, err := strconv.ParseUint(string(raw), 10, 64)
 	return v, err == nil
 }
 
-// ParseFloat parses a number that Number returned as encoding/json parses
-// one into a float64, and reports whether it is in range.
-func ParseFloat(raw []byte, frac bool) (float64, bool) {
-	if !frac && len(raw) < 19 { // exact in an int64: convert that
-		neg := raw[0] == '-'
-		if neg {
-			raw = raw[1:]
-		}
-		var v int64
-		for _, c := range raw {
-			v = v*10 + int64(c-'0')
-		}
-		if neg {
-			return -float64(v), true // -0 included
-		}
-		return float64(v), true
+// Float reads a number as encoding/json parses one into a float64: one out
+// of its range fails the scan.
+func (s *Scanner) Float() float64 {
+	raw, frac := s.Number()
+	switch {
+	case s.failed:
+		return 0
+	case !frac && len(raw) < 19 && raw[0] == '-': // exact in an int64
+		return -float64(short(raw[1:])) // -0 included
+	case !frac && len(raw) < 19:
+		return float64(short(raw))
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
-	return f, err == nil
+	if err != nil {
+		s.Fail(fmt.Sprintf("bad number %q", raw))
+	}
+	return f
 }
 
 // InFloatRange reports whether a number that Number returned fits a

@@ -24,15 +24,6 @@ var seeds = []string{
 	`"\x"`, `"\u12G4"`, "\"\x01\"", `"abc`, `[1 2]`, `{1:2}`, `[1]x`, ``, `1e999`, "0\x00", "[0]\x00",
 }
 
-func TestSkipAgreesWithEncodingJSON(t *testing.T) {
-	for _, d := range seeds {
-		got, why := valid([]byte(d), false)
-		if want := json.Valid([]byte(d)); got != want {
-			t.Errorf("%q: scanned %v (%s), encoding/json %v", d, got, why, want)
-		}
-	}
-}
-
 func TestDepth(t *testing.T) {
 	deep := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
 	if ok, why := valid(deep(DefaultMaxDepth), false); !ok {
@@ -49,14 +40,9 @@ func TestDepth(t *testing.T) {
 }
 
 func TestLaxStrings(t *testing.T) {
-	for _, d := range []string{"\"\x01\"", `"\x"`, `"a\\"`, `"\\\""`} {
-		if ok, why := valid([]byte(d), true); !ok {
-			t.Errorf("lax %q: %s", d, why)
-		}
-	}
-	for _, d := range []string{`"\"`, `"a\\\"`} {
-		if ok, _ := valid([]byte(d), true); ok {
-			t.Errorf("lax %q: read an unterminated string", d)
+	for d, want := range map[string]bool{"\"\x01\"": true, `"\x"`: true, `"a\\"`: true, `"\\\""`: true, `"\"`: false, `"a\\\"`: false} {
+		if ok, why := valid([]byte(d), true); ok != want {
+			t.Errorf("lax %q: read %v (%s)", d, ok, why)
 		}
 	}
 }
@@ -87,44 +73,44 @@ func TestObjectAndKeys(t *testing.T) {
 
 func TestNumbers(t *testing.T) {
 	for _, c := range []struct {
-		in    string
-		i     int64
-		intOK bool
-		f     float64
+		in         string
+		i          int64
+		intOK, neg bool
+		f          float64
 	}{
-		{"0", 0, true, 0},
-		{"-12", -12, true, -12},
-		{"9223372036854775807", math.MaxInt64, true, 9223372036854775807},
-		{"9223372036854775808", 0, false, 9223372036854775808},
-		{"123456789012345678", 123456789012345678, true, 123456789012345678},
-		{"2.5e3", 0, false, 2500},
+		{"0", 0, true, false, 0},
+		{"-12", -12, true, true, -12},
+		{"9223372036854775807", math.MaxInt64, true, false, 9223372036854775807},
+		{"9223372036854775808", 0, false, false, 9223372036854775808},
+		{"123456789012345678", 123456789012345678, true, false, 123456789012345678},
+		{"2.5e3", 0, false, false, 2500},
 	} {
 		s := Scanner{B: []byte(c.in)}
-		raw, frac := s.Number()
-		if s.Failed() {
-			t.Fatalf("%s: %v", c.in, s.why)
+		if i, _, ok := s.Int(); ok != c.intOK || ok && i != c.i || s.Failed() {
+			t.Errorf("%s: Int %d %v", c.in, i, ok)
 		}
-		if !frac {
-			i, ok := ParseInt(raw)
-			if ok != c.intOK || ok && i != c.i {
-				t.Errorf("%s: ParseInt %d %v", c.in, i, ok)
-			}
+		s = Scanner{B: []byte(c.in)}
+		if u, ok := s.Uint(); ok != (!c.neg && c.f == math.Trunc(c.f) && c.f < 1<<64 && c.in != "2.5e3") || ok && float64(u) != c.f {
+			t.Errorf("%s: Uint %d %v", c.in, u, ok)
 		}
-		s.Reset([]byte(c.in))
-		if i, f, ok := s.Int(); f != frac || ok != c.intOK || ok && i != c.i || s.Failed() {
-			t.Errorf("%s: Int %d %v %v", c.in, i, f, ok)
-		}
-		if f, ok := ParseFloat(raw, frac); !ok || f != c.f {
-			t.Errorf("%s: ParseFloat %v %v", c.in, f, ok)
+		s = Scanner{B: []byte(c.in)}
+		if f := s.Float(); f != c.f || s.Failed() {
+			t.Errorf("%s: Float %v", c.in, f)
 		}
 	}
-	if f, _ := ParseFloat([]byte("-0"), false); !math.Signbit(f) {
+	s := Scanner{B: []byte("-0")}
+	if f := s.Float(); !math.Signbit(f) {
 		t.Error("-0 lost its sign")
 	}
-	s := Scanner{B: []byte("1e999"), FloatRange: true}
-	s.Skip()
-	if !s.Failed() {
-		t.Error("FloatRange skipped 1e999")
+	for _, fr := range []bool{false, true} {
+		s = Scanner{B: []byte("1e999"), FloatRange: fr}
+		if s.Skip(); s.Failed() != fr {
+			t.Errorf("FloatRange %v: failed %v", fr, s.Failed())
+		}
+	}
+	s = Scanner{B: []byte("1e999")}
+	if s.Float(); !s.Failed() {
+		t.Error("Float read 1e999")
 	}
 	s = Scanner{B: []byte("1x")}
 	s.Number()
@@ -141,18 +127,13 @@ func TestFailIsSticky(t *testing.T) {
 	if why != "want a number" || at != 5 || s.I != len(s.B) {
 		t.Errorf("%q at %d, cursor %d", why, at, s.I)
 	}
-	s.Reset([]byte(`1`))
-	s.Skip()
-	if s.Failed() {
-		t.Error("Reset kept the failure")
-	}
 }
 
 func TestNoAllocations(t *testing.T) {
 	data := []byte(`{"a":[1,-2,3.5e-7,true,null,"x\"y"],"b":{"c":"d"}}`)
 	var s Scanner
 	if n := testing.AllocsPerRun(100, func() {
-		s.Reset(data)
+		s = Scanner{B: data}
 		s.Skip()
 		s.End()
 	}); n != 0 || s.Failed() {
@@ -175,19 +156,4 @@ func FuzzSkip(f *testing.F) {
 			t.Fatalf("%q: lax refuses what strict reads: %s", data, why)
 		}
 	})
-}
-
-func BenchmarkSkip(b *testing.B) {
-	line := []byte(`{"tokens":[` + strings.Repeat("151644,8948,198,", 300) + `1],"prompt":"` +
-		strings.Repeat("You are a patron of the El Farol bar. ", 40) + `","reward":-0.25,"metadata":{"seed":7,"text_only":false}}`)
-	b.SetBytes(int64(len(line)))
-	var s Scanner
-	for b.Loop() {
-		s.Reset(line)
-		s.Skip()
-		s.End()
-	}
-	if s.Failed() {
-		b.Fatal(s.Why())
-	}
 }

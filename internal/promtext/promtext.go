@@ -3,10 +3,7 @@
 // not justify the client library's dependency tree.
 package promtext
 
-import (
-	"strconv"
-	"strings"
-)
+import "strconv"
 
 // ContentType is the exposition format's media type.
 const ContentType = "text/plain; version=0.0.4; charset=utf-8"
@@ -21,15 +18,8 @@ type Writer struct {
 // Header writes the HELP and TYPE lines of the metric name; typ is
 // "counter", "gauge" or "histogram".
 func (w *Writer) Header(name, typ, help string) {
-	w.B = append(w.B, "# HELP "...)
-	w.B = append(w.B, name...)
-	w.B = append(w.B, ' ')
-	w.B = escape(w.B, help, false)
-	w.B = append(w.B, "\n# TYPE "...)
-	w.B = append(w.B, name...)
-	w.B = append(w.B, ' ')
-	w.B = append(w.B, typ...)
-	w.B = append(w.B, '\n')
+	w.B = escape(append(w.B, "# HELP "+name+" "...), help, false)
+	w.B = append(w.B, "\n# TYPE "+name+" "+typ+"\n"...)
 }
 
 // Sample writes one sample of name with v and labels, given as name,
@@ -101,9 +91,6 @@ func label(b []byte, name, value string) []byte {
 // escape appends s with the format's escapes: a backslash and a newline in
 // help texts, and a double quote too in label values.
 func escape(b []byte, s string, quote bool) []byte {
-	if !strings.ContainsAny(s, "\\\n\"") {
-		return append(b, s...)
-	}
 	for i := range len(s) {
 		switch c := s[i]; {
 		case c == '\\':

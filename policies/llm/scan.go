@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/troupe-rl/troupe/internal/jsonscan"
@@ -128,7 +129,7 @@ func (s *scanner) entry(e *logprobEntry, key []byte) {
 	case "token":
 		e.textID, e.hasText, e.noText = s.tokenText()
 	case "logprob":
-		e.logprob = s.float()
+		e.logprob = s.Float()
 	default:
 		s.Skip()
 	}
@@ -148,7 +149,7 @@ func (s *scanner) tokenText() (id int, isID, empty bool) {
 	if len(raw) == 0 {
 		return 0, false, true
 	}
-	rest, ok := cutPrefix(raw, vllmTokenPrefix)
+	rest, ok := bytes.CutPrefix(raw, []byte(vllmTokenPrefix))
 	if !ok || len(rest) == 0 {
 		return 0, false, false
 	}
@@ -160,13 +161,6 @@ func (s *scanner) tokenText() (id int, isID, empty bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true, false
-}
-
-func cutPrefix(b []byte, prefix string) ([]byte, bool) {
-	if len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix {
-		return b[len(prefix):], true
-	}
-	return nil, false
 }
 
 // maxID bounds the ids the scanner reads, as it always has: 2^62 with its
@@ -221,19 +215,6 @@ func (s *scanner) count() int {
 		}
 	}
 	return n
-}
-
-// float reads a JSON number that fits a float64.
-func (s *scanner) float() float64 {
-	raw, frac := s.Number()
-	if s.Failed() {
-		return 0
-	}
-	f, ok := jsonscan.ParseFloat(raw, frac)
-	if !ok {
-		s.Fail(fmt.Sprintf("bad number %q", raw))
-	}
-	return f
 }
 
 // blank empties the id arrays in raw, in place, by overwriting their
