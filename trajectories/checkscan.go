@@ -3,7 +3,8 @@ package trajectories
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
+
+	"github.com/troupe-rl/troupe/internal/jsonscan"
 
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -21,11 +22,7 @@ import (
 // line the fast path accepts is one the decoder accepts with the same
 // identity, and a line it refuses costs a full decode.
 type fastScan struct {
-	b         []byte
-	i         int
-	depth     int
-	bad       bool
-	checkNums bool // numbers skipped must fit a float64
+	jsonscan.Scanner // strict, escaped keys fail, MaxDepth maxDepth
 
 	// the sample being read
 	rolloutID, groupIndex, index int64
@@ -40,266 +37,22 @@ type fastScan struct {
 	placeholder                  bool
 }
 
+// reset starts reading b, keeping the slices' storage.
+func (s *fastScan) reset(b []byte) {
+	*s = fastScan{Scanner: jsonscan.Scanner{B: b, MaxDepth: maxDepth}, lossMask: s.lossMask[:0], logProbs: s.logProbs[:0]}
+}
+
 // fail marks the line as one for the decoder and ends the scan.
-func (s *fastScan) fail() {
-	s.bad = true
-	s.i = len(s.b)
-}
-
-func (s *fastScan) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\r', '\n':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-func (s *fastScan) peek() byte {
-	s.ws()
-	if s.i >= len(s.b) {
-		return 0
-	}
-	return s.b[s.i]
-}
-
-func (s *fastScan) expect(c byte) bool {
-	if s.peek() != c {
-		s.fail()
-		return false
-	}
-	s.i++
-	return true
-}
-
-// strStop marks the bytes a string's fast loop stops at: the closing
-// quote, a backslash and the control characters JSON forbids in strings.
-var strStop = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
-// str reads the string at the cursor and returns its contents between the
-// quotes, raw, and whether it holds escapes (all of them valid).
-func (s *fastScan) str() ([]byte, bool) {
-	if !s.expect('"') {
-		return nil, false
-	}
-	b, start, i := s.b, s.i, s.i
-	escaped := false
-	for {
-		// Eight bytes a turn while none stops the loop.
-		for i+8 <= len(b) && !strStop[b[i]] && !strStop[b[i+1]] && !strStop[b[i+2]] && !strStop[b[i+3]] &&
-			!strStop[b[i+4]] && !strStop[b[i+5]] && !strStop[b[i+6]] && !strStop[b[i+7]] {
-			i += 8
-		}
-		for i < len(b) && !strStop[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			s.fail()
-			return nil, false
-		}
-		switch c := b[i]; {
-		case c == '"':
-			s.i = i + 1
-			return b[start:i], escaped
-		case c == '\\':
-			escaped = true
-			if i+1 >= len(b) {
-				s.fail()
-				return nil, false
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					s.fail()
-					return nil, false
-				}
-				i += 6
-			default:
-				s.fail()
-				return nil, false
-			}
-		default: // a control character
-			s.fail()
-			return nil, false
-		}
-	}
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-// key reads an object key and its colon. An escaped key is left to the
-// decoder.
-func (s *fastScan) key() []byte {
-	k, escaped := s.str()
-	if escaped {
-		s.fail()
-	}
-	if s.bad {
-		return nil
-	}
-	s.expect(':')
-	return k
-}
-
-// object calls fn for every key of the object at the cursor; fn consumes
-// the value. The caller has checked that it is an object.
-func (s *fastScan) object(fn func(key []byte)) {
-	if !s.expect('{') {
-		return
-	}
-	if s.peek() == '}' {
-		s.i++
-		return
-	}
-	for !s.bad {
-		k := s.key()
-		if s.bad {
-			return
-		}
-		fn(k)
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return
-		default:
-			s.fail()
-		}
-	}
-}
-
-// array calls fn for every element of the array at the cursor.
-func (s *fastScan) array(fn func()) {
-	if !s.expect('[') {
-		return
-	}
-	if s.peek() == ']' {
-		s.i++
-		return
-	}
-	for !s.bad {
-		fn()
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return
-		default:
-			s.fail()
-		}
-	}
-}
-
-// null consumes a null and reports whether there was one.
-func (s *fastScan) null() bool {
-	if s.peek() == 'n' {
-		s.literal("null")
-		return !s.bad
-	}
-	return false
-}
-
-func (s *fastScan) literal(word string) {
-	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
-		s.fail()
-		return
-	}
-	s.i += len(word)
-}
-
-// number reads a number of JSON's grammar and returns its bytes, and
-// whether it has a fraction or an exponent.
-func (s *fastScan) number() ([]byte, bool) {
-	s.ws()
-	b, start, i := s.b, s.i, s.i
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		s.fail()
-		return nil, false
-	}
-	frac := false
-	if i < len(b) && b[i] == '.' {
-		frac = true
-		i++
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			s.fail()
-			return nil, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		frac = true
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || b[i] < '0' || b[i] > '9' {
-			s.fail()
-			return nil, false
-		}
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	}
-	s.i = i
-	return b[start:i], frac
-}
+func (s *fastScan) fail() { s.Fail("left to the decoder") }
 
 // int reads an integer as encoding/json reads one into an int64; null is
 // 0.
 func (s *fastScan) int() int64 {
-	if s.null() {
+	if s.Null() {
 		return 0
 	}
-	raw, frac := s.number()
-	if s.bad {
-		return 0
-	}
-	if frac {
-		s.fail()
-		return 0
-	}
-	if len(raw) < 19 { // fits: parse it here
-		neg := raw[0] == '-'
-		if neg {
-			raw = raw[1:]
-		}
-		var v int64
-		for _, c := range raw {
-			v = v*10 + int64(c-'0')
-		}
-		if neg {
-			v = -v
-		}
-		return v
-	}
-	v, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
+	v, frac, ok := s.Int()
+	if !s.Failed() && (frac || !ok) {
 		s.fail()
 	}
 	return v
@@ -307,127 +60,37 @@ func (s *fastScan) int() int64 {
 
 // uint reads an unsigned integer (a seed); null is 0.
 func (s *fastScan) uint() {
-	if s.null() {
+	if s.Null() {
 		return
 	}
-	raw, frac := s.number()
-	if s.bad {
-		return
-	}
-	if frac || raw[0] == '-' {
+	if _, ok := s.Uint(); !ok {
 		s.fail()
-		return
-	}
-	if len(raw) >= 20 {
-		if _, err := strconv.ParseUint(string(raw), 10, 64); err != nil {
-			s.fail()
-		}
 	}
 }
 
 // float reads a number as encoding/json reads one into a float64 (out of
 // range is an error); null is 0.
 func (s *fastScan) float() float64 {
-	if s.null() {
+	if s.Null() {
 		return 0
 	}
-	raw, frac := s.number()
-	if s.bad {
-		return 0
-	}
-	if !frac && len(raw) < 19 {
-		neg := raw[0] == '-'
-		if neg {
-			raw = raw[1:]
-		}
-		var v int64
-		for _, c := range raw {
-			v = v*10 + int64(c-'0')
-		}
-		if neg {
-			return -float64(v)
-		}
-		return float64(v)
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		s.fail()
-	}
-	return f
+	return s.Float()
 }
 
-// checkFloat reads a number into a float64 that is only checked: without
-// an exponent it is always in range.
+// checkFloat reads a number into a float64 that is only checked.
 func (s *fastScan) checkFloat() {
-	if s.null() {
+	if s.Null() {
 		return
 	}
-	raw, _ := s.number()
-	if s.bad {
-		return
-	}
-	if bytes.IndexAny(raw, "eE") >= 0 || len(raw) > 300 {
-		if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
-			s.fail()
-		}
-	}
-}
-
-// bool reads true, false or null (false).
-func (s *fastScan) bool() bool {
-	switch s.peek() {
-	case 't':
-		s.literal("true")
-		return true
-	case 'f':
-		s.literal("false")
-	case 'n':
-		s.literal("null")
-	default:
+	if raw, _ := s.Number(); !s.Failed() && !jsonscan.InFloatRange(raw) {
 		s.fail()
 	}
-	return false
 }
 
 // string reads a string or null.
 func (s *fastScan) string() {
-	if !s.null() {
-		s.str()
-	}
-}
-
-// skip consumes one value of any kind.
-func (s *fastScan) skip() {
-	switch s.peek() {
-	case '"':
-		s.str()
-	case '{':
-		if s.depth++; s.depth > maxDepth {
-			s.fail()
-			return
-		}
-		s.object(func([]byte) { s.skip() })
-		s.depth--
-	case '[':
-		if s.depth++; s.depth > maxDepth {
-			s.fail()
-			return
-		}
-		s.array(s.skip)
-		s.depth--
-	case 't':
-		s.literal("true")
-	case 'f':
-		s.literal("false")
-	case 'n':
-		s.literal("null")
-	default:
-		raw, _ := s.number()
-		if s.checkNums && !s.bad && (bytes.IndexAny(raw, "eE") >= 0 || len(raw) > 300) {
-			if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
-				s.fail()
-			}
-		}
+	if !s.Null() {
+		s.String()
 	}
 }
 
@@ -506,19 +169,19 @@ func (s *fastScan) sample() bool {
 	s.tokens, s.responseLength = -1, 0
 	s.hasMask, s.hasLogProbs, s.textOnly, s.placeholder = false, false, false, false
 	s.lossMask, s.logProbs = s.lossMask[:0], s.logProbs[:0]
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		s.fail()
 		return false
 	}
 	seen := 0
-	s.object(func(k []byte) {
+	s.Object(func(k []byte) {
 		bit, ok := sampleKeys[string(k)]
 		if !ok {
 			if knownFold(k) {
 				s.fail()
 				return
 			}
-			s.skip()
+			s.Skip()
 			return
 		}
 		if seen&bit != 0 {
@@ -532,18 +195,18 @@ func (s *fastScan) sample() bool {
 		case kIndex:
 			s.index = s.int()
 		case kRolloutID:
-			if !s.null() {
+			if !s.Null() {
 				s.hasID = true
 				s.rolloutID = s.int()
 			}
 		case kPrompt:
 			s.prompt()
 		case kTokens:
-			if s.null() {
+			if s.Null() {
 				return
 			}
 			s.tokens = 0
-			s.array(func() {
+			s.Array(func(int) {
 				s.intValue()
 				s.tokens++
 			})
@@ -552,14 +215,14 @@ func (s *fastScan) sample() bool {
 		case kResponseLength:
 			s.responseLength = int(s.int())
 		case kLabel:
-			s.skip()
+			s.Skip()
 		case kReward:
-			switch s.peek() {
+			switch s.Peek() {
 			case 'n':
-				s.literal("null")
+				s.Literal("null")
 			case '{':
-				s.object(func([]byte) {
-					if s.peek() == 'n' {
+				s.Object(func([]byte) {
+					if s.Peek() == 'n' {
 						s.fail() // null in a dict: the decoder's business
 						return
 					}
@@ -569,41 +232,41 @@ func (s *fastScan) sample() bool {
 				s.checkFloat()
 			}
 		case kLossMask:
-			if s.null() {
+			if s.Null() {
 				return
 			}
 			s.hasMask = true
-			s.array(func() { s.lossMask = append(s.lossMask, int(s.intValue())) })
+			s.Array(func(int) { s.lossMask = append(s.lossMask, int(s.intValue())) })
 		case kLogProbs:
-			if s.null() {
+			if s.Null() {
 				return
 			}
 			s.hasLogProbs = true
-			s.array(func() {
-				if s.peek() == 'n' {
+			s.Array(func(int) {
+				if s.Peek() == 'n' {
 					s.fail()
 					return
 				}
 				s.logProbs = append(s.logProbs, s.float())
 			})
 		case kRemoveSample:
-			s.bool()
+			s.Bool()
 		case kStatus:
-			if s.null() {
+			if s.Null() {
 				return
 			}
-			st, escaped := s.str()
+			st, escaped := s.String()
 			if escaped {
 				s.fail()
 			}
 			s.hasStatus, s.status = true, st
 		case kMetadata:
-			if !s.null() {
+			if !s.Null() {
 				s.metadata()
 			}
 		}
 	})
-	if s.bad || !s.hasID || !s.hasStatus || !protocol.Status(s.status).Valid() {
+	if s.Failed() || !s.hasID || !s.hasStatus || !protocol.Status(s.status).Valid() {
 		s.fail()
 		return false
 	}
@@ -613,7 +276,7 @@ func (s *fastScan) sample() bool {
 // intValue reads an array element into an int: a null is left to the
 // decoder.
 func (s *fastScan) intValue() int64 {
-	if s.peek() == 'n' {
+	if s.Peek() == 'n' {
 		s.fail()
 		return 0
 	}
@@ -622,21 +285,21 @@ func (s *fastScan) intValue() int64 {
 
 // prompt reads a string, null, or a list of chat messages.
 func (s *fastScan) prompt() {
-	switch s.peek() {
+	switch s.Peek() {
 	case '"':
-		s.str()
+		s.String()
 	case 'n':
-		s.literal("null")
+		s.Literal("null")
 	case '[':
-		s.array(func() {
-			if s.null() {
+		s.Array(func(int) {
+			if s.Null() {
 				return
 			}
-			if s.peek() != '{' {
+			if s.Peek() != '{' {
 				s.fail()
 				return
 			}
-			s.object(func(k []byte) {
+			s.Object(func(k []byte) {
 				switch string(k) {
 				case "role", "content":
 					s.string()
@@ -645,7 +308,7 @@ func (s *fastScan) prompt() {
 						s.fail()
 						return
 					}
-					s.skip()
+					s.Skip()
 				}
 			})
 		})
@@ -656,12 +319,12 @@ func (s *fastScan) prompt() {
 
 // metadata reads the metadata object.
 func (s *fastScan) metadata() {
-	if s.peek() != '{' {
+	if s.Peek() != '{' {
 		s.fail()
 		return
 	}
 	seen, placeholderSeen := 0, false
-	s.object(func(k []byte) {
+	s.Object(func(k []byte) {
 		m, typed := metadataKinds[string(k)]
 		if !typed {
 			if string(k) == PlaceholderKey {
@@ -670,12 +333,12 @@ func (s *fastScan) metadata() {
 					return
 				}
 				placeholderSeen = true
-				s.placeholder = s.peek() == 't'
+				s.placeholder = s.Peek() == 't'
 			}
 			// Extras decode into any: their numbers must fit a float64.
-			s.checkNums = true
-			s.skip()
-			s.checkNums = false
+			s.FloatRange = true
+			s.Skip()
+			s.FloatRange = false
 			return
 		}
 		if seen&m.bit != 0 {
@@ -693,7 +356,7 @@ func (s *fastScan) metadata() {
 		case mFloat:
 			s.checkFloat()
 		case mBool:
-			v := s.bool()
+			v := s.Bool()
 			if string(k) == "text_only" {
 				s.textOnly = v
 			}
@@ -762,11 +425,11 @@ func (fs *fastScan) scanLine(line []byte, lf *lineFacts) {
 		return
 	}
 	if b[0] < 0x80 && b[len(b)-1] < 0x80 {
-		*fs = fastScan{b: b, lossMask: fs.lossMask[:0], logProbs: fs.logProbs[:0]}
+		fs.reset(b)
 		switch b[0] {
 		case '{':
 			if fs.sample() {
-				if fs.ws(); fs.i == len(b) {
+				if fs.Space(); fs.I == len(b) {
 					lf.kind, lf.rollout, lf.group, lf.index = lineFlat, fs.rolloutID, fs.groupIndex, fs.index
 					if fs.placeholder {
 						lf.placeholders = 1
@@ -787,7 +450,7 @@ func (fs *fastScan) scanLine(line []byte, lf *lineFacts) {
 func (fs *fastScan) nestedLine(lf *lineFacts) bool {
 	n := int32(0)
 	ok := true
-	fs.array(func() {
+	fs.Array(func(int) {
 		if !fs.sample() {
 			ok = false
 			fs.fail()
@@ -805,11 +468,11 @@ func (fs *fastScan) nestedLine(lf *lineFacts) bool {
 		}
 		n++
 	})
-	if !ok || fs.bad || n == 0 {
+	if !ok || fs.Failed() || n == 0 {
 		lf.placeholders = 0
 		return false
 	}
-	if fs.ws(); fs.i != len(fs.b) {
+	if fs.Space(); fs.I != len(fs.B) {
 		lf.placeholders = 0
 		return false
 	}
@@ -851,30 +514,30 @@ type recordFacts struct {
 // objects reads null or an array of objects, calling f for each key of an
 // object and end after each object.
 func (fs *fastScan) objects(f func(k []byte), end func()) {
-	if fs.null() {
+	if fs.Null() {
 		return
 	}
-	fs.array(func() {
-		if fs.peek() != '{' {
+	fs.Array(func(int) {
+		if fs.Peek() != '{' {
 			fs.fail()
 			return
 		}
-		fs.object(f)
+		fs.Object(f)
 		end()
 	})
 }
 
 // record reads an episode record's identity and its emitted turns.
 func (fs *fastScan) record(line []byte) (recordFacts, bool) {
-	*fs = fastScan{b: bytes.TrimSpace(line)}
+	fs.reset(bytes.TrimSpace(line))
 	var r recordFacts
-	if fs.peek() != '{' {
+	if fs.Peek() != '{' {
 		return r, false
 	}
 	// emit says which turns are emitted: a tree-sampled turn's candidates
 	// other than the chosen one are samples too (episode.Record.Emitted).
 	var emit []bool
-	fs.object(func(k []byte) {
+	fs.Object(func(k []byte) {
 		switch string(k) {
 		case "rollout_id":
 			r.rollout = fs.int()
@@ -886,10 +549,10 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 			emitted := false
 			fs.objects(func(k []byte) {
 				if string(k) == "emit" {
-					emitted = fs.bool()
+					emitted = fs.Bool()
 					return
 				}
-				fs.skip()
+				fs.Skip()
 			}, func() {
 				if emitted {
 					r.emitted++
@@ -905,7 +568,7 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 					turn = fs.int()
 					return
 				}
-				fs.skip()
+				fs.Skip()
 			}, func() {
 				if turn >= 0 && turn < int64(len(emit)) && emit[turn] && turn == last {
 					r.emitted++
@@ -913,9 +576,9 @@ func (fs *fastScan) record(line []byte) (recordFacts, bool) {
 				last, turn = turn, -1
 			})
 		default:
-			fs.skip()
+			fs.Skip()
 		}
 	})
-	fs.ws()
-	return r, !fs.bad && fs.i == len(fs.b)
+	fs.Space()
+	return r, !fs.Failed() && fs.I == len(fs.B)
 }

@@ -32,15 +32,14 @@ func (in interner) string(s string) string {
 
 // istr reads a string value, interned.
 func (s *scanner) istr(in interner) string {
-	raw, escaped := s.rawString()
-	if s.err != nil {
+	raw, escaped := s.String()
+	if s.Failed() {
 		return ""
 	}
 	if !escaped {
-		return in.bytes(raw[1 : len(raw)-1])
+		return in.bytes(raw)
 	}
-	s.i -= len(raw)
-	return in.string(s.str())
+	return in.string(s.unquote(raw))
 }
 
 // sampleFacts is what the index keeps of one sample: its episode's
@@ -71,21 +70,21 @@ func (s *scanner) scanSample(f *sampleFacts, in interner) {
 	s.object(func(k []byte) {
 		switch string(k) {
 		case "rollout_id":
-			hasID = !s.null()
+			hasID = !s.Null()
 			if hasID {
 				f.RolloutID = s.int()
 			}
 		case "group_index":
 			f.GroupIndex = s.int()
 		case "status":
-			hasStatus = !s.null()
+			hasStatus = !s.Null()
 			if hasStatus {
 				f.Status = s.istr(in)
 			}
 		case "reward":
-			switch s.peek() {
+			switch s.Peek() {
 			case 'n':
-				s.literal("null")
+				s.Literal("null")
 				f.Reward = protocol.RewardNull
 			case '{':
 				f.Reward = protocol.RewardDict
@@ -101,7 +100,7 @@ func (s *scanner) scanSample(f *sampleFacts, in interner) {
 			}
 		case "format":
 			f.Record = true
-			s.skip()
+			s.Skip()
 		case "metadata":
 			s.object(func(k []byte) {
 				switch string(k) {
@@ -128,29 +127,29 @@ func (s *scanner) scanSample(f *sampleFacts, in interner) {
 				case "invalid":
 					f.Invalid = s.nonEmptyString()
 				default:
-					s.skip()
+					s.Skip()
 				}
 			})
 		default:
-			s.skip()
+			s.Skip()
 		}
 	})
-	if s.err != nil || f.Record {
+	if s.Failed() || f.Record {
 		return
 	}
 	switch {
 	case !hasID:
-		s.err = fmt.Errorf("%w: rollout_id is missing or null", ErrSampleLine)
+		s.failWith(fmt.Errorf("%w: rollout_id is missing or null", ErrSampleLine))
 	case !hasStatus:
-		s.err = fmt.Errorf("%w: status is missing", ErrSampleLine)
+		s.failWith(fmt.Errorf("%w: status is missing", ErrSampleLine))
 	case !protocol.Status(f.Status).Valid():
-		s.err = fmt.Errorf("%w: status %q is not a slime status", ErrSampleLine, f.Status)
+		s.failWith(fmt.Errorf("%w: status %q is not a slime status", ErrSampleLine, f.Status))
 	}
 }
 
 // nstr reads a string or null (the empty string), interned.
 func (s *scanner) nstr(in interner) string {
-	if s.null() {
+	if s.Null() {
 		return ""
 	}
 	return s.istr(in)
@@ -222,7 +221,7 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 		case "messages":
 			s.array(func(int) {
 				f.Messages++
-				s.skip()
+				s.Skip()
 			})
 		case "score":
 			s.scanScore(f)
@@ -233,16 +232,18 @@ func (s *scanner) scanEpisode(f *episodeFacts, in interner) {
 				s.fail("unknown key %q", k)
 				return
 			}
-			s.skip()
+			s.Skip()
 		}
 	})
-	if s.err != nil {
+	if s.Failed() {
 		return
 	}
 	if cands != nil {
 		f.emitCandidates(cands)
 	}
-	s.err = f.check(format)
+	if err := f.check(format); err != nil {
+		s.failWith(err)
+	}
 }
 
 // scanSeatRoles reads the "seats" list, keeping each seat's role.
@@ -254,7 +255,7 @@ func (s *scanner) scanSeatRoles(f *episodeFacts, in interner) {
 			case "role":
 				role = s.nstr(in)
 			case "id", "team":
-				s.skip()
+				s.Skip()
 			default:
 				s.fail("unknown seat key %q", k)
 			}
@@ -274,13 +275,13 @@ func (s *scanner) scanTurns(f *episodeFacts) {
 			case "seat":
 				seat = s.int()
 			case "emit":
-				emit = s.bool()
+				emit = s.Bool()
 			case "invalid":
 				if s.nonEmptyString() {
 					f.Invalid++
 				}
 			default:
-				s.skip()
+				s.Skip()
 			}
 		})
 		f.Turns++
@@ -305,7 +306,7 @@ func (s *scanner) scanCandidates(f *episodeFacts, cands []int) []int {
 				turn = s.int()
 				return
 			}
-			s.skip()
+			s.Skip()
 		})
 		if turn >= 0 && turn < int64(len(f.turnSeats)) {
 			if cands == nil {
@@ -324,9 +325,9 @@ func (s *scanner) scanScore(f *episodeFacts) {
 		case "team":
 			f.Team, _ = s.float()
 		case "teams":
-			s.skip() // a scenario with teams: the page reads them from the record
+			s.Skip() // a scenario with teams: the page reads them from the record
 		case "agents":
-			if s.null() {
+			if s.Null() {
 				return
 			}
 			f.Agents = []float64{}
@@ -356,7 +357,7 @@ func (s *scanner) scanCredit(f *episodeFacts, in interner) {
 				f.Values = append(f.Values, vs)
 			})
 		case "notes":
-			s.skip()
+			s.Skip()
 		default:
 			s.fail("unknown credit key %q", k)
 		}
@@ -410,10 +411,10 @@ func (f *episodeFacts) check(format string) error {
 // nonEmptyString consumes a value and reports whether it is a string other
 // than "".
 func (s *scanner) nonEmptyString() bool {
-	if s.peek() != '"' {
-		s.skip()
+	if s.Peek() != '"' {
+		s.Skip()
 		return false
 	}
-	raw, _ := s.rawString()
-	return len(raw) > 2
+	raw, _ := s.String()
+	return len(raw) > 0
 }

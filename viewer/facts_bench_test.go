@@ -26,11 +26,11 @@ func BenchmarkScanEpisode(b *testing.B) {
 			in := interner{}
 			for b.Loop() {
 				for _, line := range lines {
-					s := scanner{b: line}
+					s := newScanner(line)
 					s.scanEpisode(&f, in)
-					s.end()
-					if s.err != nil {
-						b.Fatal(s.err)
+					s.End()
+					if err := s.error(); err != nil {
+						b.Fatal(err)
 					}
 				}
 			}

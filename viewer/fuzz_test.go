@@ -70,9 +70,9 @@ func FuzzScanSample(f *testing.F) {
 	seedLines(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got sampleFacts
-		s := scanner{b: data}
+		s := newScanner(data)
 		s.scanSample(&got, interner{})
-		s.end()
+		s.End()
 		var want protocol.Sample
 		if err := want.UnmarshalJSON(data); err != nil || got.Record {
 			return
@@ -80,8 +80,8 @@ func FuzzScanSample(f *testing.F) {
 		if foldedDuplicate(data, "rollout_id", "group_index", "status", "reward", "metadata", "format") || !utf8.Valid(data) {
 			return
 		}
-		if s.err != nil {
-			t.Fatalf("the strict decoder reads %q, the scanner fails: %v", data, s.err)
+		if s.Failed() {
+			t.Fatalf("the strict decoder reads %q, the scanner fails: %v", data, s.error())
 		}
 		if got.RolloutID != want.RolloutID || got.GroupIndex != want.GroupIndex || got.Status != string(want.Status) {
 			t.Fatalf("identity: scanned %+v, decoded %+v", got, want)
@@ -125,16 +125,16 @@ func FuzzScanEpisode(f *testing.F) {
 	seedLines(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got episodeFacts
-		s := scanner{b: data}
+		s := newScanner(data)
 		s.scanEpisode(&got, interner{})
-		s.end()
+		s.End()
 		rec, credit, err := trajectories.DecodeEpisode(data)
 		if err != nil || !utf8.Valid(data) || foldedDuplicate(data, "format", "scenario", "params", "seed", "policy_seed", "index", "rollout_id", "group_index",
 			"status", "end", "error", "steps", "label", "seats", "turns", "messages", "score", "credit") {
 			return
 		}
-		if s.err != nil {
-			t.Fatalf("the strict decoder reads %q, the scanner fails: %v", data, s.err)
+		if s.Failed() {
+			t.Fatalf("the strict decoder reads %q, the scanner fails: %v", data, s.error())
 		}
 		if got.RolloutID != rec.RolloutID || got.Index != rec.Index || got.Status != string(rec.Status) || got.Scenario != rec.Scenario ||
 			len(got.SeatRoles) != len(rec.Seats) || got.Turns != len(rec.Turns) || len(got.EmitSeats) != rec.Emitted() || got.Messages != len(rec.Messages) {

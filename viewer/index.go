@@ -337,9 +337,9 @@ func flatRollout(line []byte) (int64, bool) {
 		return 0, false
 	}
 	var f sampleFacts
-	s := scanner{b: line}
+	s := newScanner(line)
 	s.scanSample(&f, interner{})
-	return f.RolloutID, s.err == nil && !f.Record
+	return f.RolloutID, !s.Failed() && !f.Record
 }
 
 // scanChunk indexes the lines in [from, to).
@@ -512,7 +512,7 @@ func (b *builder) line(line []byte, off int64, n int) {
 	if len(trimmed) == 0 {
 		return
 	}
-	b.s = scanner{b: trimmed}
+	b.s = newScanner(trimmed)
 	switch trimmed[0] {
 	case '[':
 		b.flush()
@@ -529,10 +529,10 @@ func (b *builder) line(line []byte, off int64, n int) {
 			b.record(line, off, n)
 			return
 		}
-		b.s.end()
-		if b.s.err != nil {
+		b.s.End()
+		if b.s.Failed() {
 			b.flush()
-			b.problem(n, b.s.err.Error())
+			b.problem(n, b.s.error().Error())
 			return
 		}
 		if b.open && b.cur.RolloutID != b.fct.RolloutID {
@@ -613,26 +613,26 @@ func (b *builder) nested(line []byte, off int64, n int) {
 	first := true
 	b.s.array(func(int) {
 		b.s.scanSample(&b.fct, b.in)
-		if b.s.err != nil {
+		if b.s.Failed() {
 			return
 		}
 		if b.fct.Record {
-			b.s.err = fmt.Errorf("%w: an episode record inside a list of samples", ErrSampleLine)
+			b.s.failWith(fmt.Errorf("%w: an episode record inside a list of samples", ErrSampleLine))
 			return
 		}
 		if first {
 			b.start(Nested, off, n)
 			first = false
 		} else if b.fct.RolloutID != b.cur.RolloutID {
-			b.s.err = fmt.Errorf("%w: the list mixes rollout_id %d and %d", ErrSampleLine, b.cur.RolloutID, b.fct.RolloutID)
+			b.s.failWith(fmt.Errorf("%w: the list mixes rollout_id %d and %d", ErrSampleLine, b.cur.RolloutID, b.fct.RolloutID))
 			return
 		}
 		b.sample(&b.fct)
 	})
-	b.s.end()
-	if b.s.err != nil {
+	b.s.End()
+	if b.s.Failed() {
 		b.open = false
-		b.problem(n, b.s.err.Error())
+		b.problem(n, b.s.error().Error())
 		return
 	}
 	if first {
@@ -645,11 +645,11 @@ func (b *builder) nested(line []byte, off int64, n int) {
 
 // record indexes a troupe.episode/v2 line.
 func (b *builder) record(line []byte, off int64, n int) {
-	b.s = scanner{b: bytes.TrimSpace(line)}
+	b.s = newScanner(bytes.TrimSpace(line))
 	b.s.scanEpisode(&b.ep, b.in)
-	b.s.end()
-	if b.s.err != nil {
-		b.problem(n, b.s.err.Error())
+	b.s.End()
+	if b.s.Failed() {
+		b.problem(n, b.s.error().Error())
 		return
 	}
 	f := &b.ep

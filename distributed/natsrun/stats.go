@@ -1,16 +1,16 @@
 package natsrun
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/troupe-rl/troupe/internal/promtext"
 )
 
 // Stats is a deployment's state, for the metrics endpoint.
@@ -107,20 +107,20 @@ func MetricsHandler(c *Client) http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		var b bytes.Buffer
-		WriteMetrics(&b, s.Metrics())
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = w.Write(b.Bytes())
+		w.Header().Set("Content-Type", promtext.ContentType)
+		WriteMetrics(w, s.Metrics())
 	})
 }
 
 // WriteMetrics writes ms in the Prometheus text exposition format.
 func WriteMetrics(w io.Writer, ms []Metric) {
+	var p promtext.Writer
 	for _, m := range ms {
 		typ := "gauge"
 		if m.Counter {
 			typ = "counter"
 		}
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", m.Name, m.Help, m.Name, typ, m.Name, strconv.FormatFloat(m.Value, 'g', -1, 64))
+		p.Metric(m.Name, typ, m.Help, m.Value)
 	}
+	_, _ = w.Write(p.B)
 }

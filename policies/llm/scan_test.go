@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/troupe-rl/troupe/internal/fuzzbound"
+	"github.com/troupe-rl/troupe/internal/jsonscan"
 )
 
 // reference decodes the token fields with encoding/json: what scanAnswer
@@ -174,7 +175,7 @@ func TestScanAnswer(t *testing.T) {
 	assert.JSONEq(t, `{"id":"x","prompt_token_ids":[],"choices":[{"index":0,"message":{"role":"assistant","content":"a\"b\\u00e9"},"logprobs":{},"finish_reason":"stop","token_ids":[]}],"usage":{"prompt_tokens":3}}`,
 		string(blanked(a, scanSeeds[0])))
 
-	deep := `{"a":` + strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1) + `}`
+	deep := `{"a":` + strings.Repeat("[", jsonscan.DefaultMaxDepth+1) + strings.Repeat("]", jsonscan.DefaultMaxDepth+1) + `}`
 	assert.ErrorContains(t, scanAnswer([]byte(deep)).scanErr, "nested deeper than 10000")
 	for _, bad := range []string{``, `[]`, `{"choices":[{"token_ids":[1,]}]}`, `{"prompt_token_ids":[1.5]}`, `{"a":1}x`, `{"a":"\u0001` + "\x01" + `"}`, `{"a":tru}`, `{"a" 1}`} {
 		assert.Error(t, scanAnswer([]byte(bad)).scanErr, "%q", bad)

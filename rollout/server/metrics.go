@@ -10,14 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-rl/troupe/internal/promtext"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/rollout"
 )
 
-// The metrics are written by hand in the Prometheus text exposition format
-// (version 0.0.4): a dozen counters and histograms do not justify the
-// client library's dependency tree, and the hot path (one update per
-// episode) stays a few atomic adds.
+// The metrics are written with promtext, by hand: the hot path (one update
+// per episode) stays a few atomic adds.
 
 // latencyBuckets are the upper bounds, in seconds, of the latency
 // histograms: from 100µs (a scripted tic-tac-toe episode) to 10 minutes
@@ -109,94 +108,58 @@ func (m *metrics) request(endpoint string, status int, code rollout.Code) {
 
 // write appends the exposition of every metric to b.
 func (m *metrics) write(b *bytes.Buffer) {
-	header := func(name, typ, help string) {
-		b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
-	}
-	line := func(name, labels string, v float64) {
-		b.WriteString(name)
-		if labels != "" {
-			b.WriteString("{" + labels + "}")
-		}
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-		b.WriteByte('\n')
-	}
-
-	header("troupe_episodes_total", "counter", "Episodes played, by scenario and final status.")
+	w := promtext.Writer{B: b.AvailableBuffer()}
+	w.Header("troupe_episodes_total", "counter", "Episodes played, by scenario and final status.")
 	for _, name := range m.names {
 		for i, s := range statuses {
-			line("troupe_episodes_total", label("scenario", name)+","+label("status", string(s)), float64(m.scenarios[name].episodes[i].Load()))
+			w.Sample("troupe_episodes_total", float64(m.scenarios[name].episodes[i].Load()), "scenario", name, "status", string(s))
 		}
 	}
-	header("troupe_samples_total", "counter", "Samples returned, by scenario.")
+	w.Header("troupe_samples_total", "counter", "Samples returned, by scenario.")
 	for _, name := range m.names {
-		line("troupe_samples_total", label("scenario", name), float64(m.scenarios[name].samples.Load()))
+		w.Sample("troupe_samples_total", float64(m.scenarios[name].samples.Load()), "scenario", name)
 	}
-	header("troupe_turns_total", "counter", "Agent turns played, emitted or not, by scenario.")
+	w.Header("troupe_turns_total", "counter", "Agent turns played, emitted or not, by scenario.")
 	for _, name := range m.names {
-		line("troupe_turns_total", label("scenario", name), float64(m.scenarios[name].turns.Load()))
+		w.Sample("troupe_turns_total", float64(m.scenarios[name].turns.Load()), "scenario", name)
 	}
-	header("troupe_episode_duration_seconds", "histogram", "Wall time of one episode, by scenario.")
+	w.Header("troupe_episode_duration_seconds", "histogram", "Wall time of one episode, by scenario.")
 	for _, name := range m.names {
-		writeHistogram(b, "troupe_episode_duration_seconds", label("scenario", name), &m.scenarios[name].duration)
+		m.scenarios[name].duration.write(&w, "troupe_episode_duration_seconds", "scenario", name)
 	}
-	header("troupe_rollout_request_duration_seconds", "histogram", "Wall time of answered POST /v1/rollouts requests, from decoding to the last byte written.")
-	writeHistogram(b, "troupe_rollout_request_duration_seconds", "", &m.requestDuration)
+	w.Header("troupe_rollout_request_duration_seconds", "histogram", "Wall time of answered POST /v1/rollouts requests, from decoding to the last byte written.")
+	m.requestDuration.write(&w, "troupe_rollout_request_duration_seconds")
 
-	header("troupe_llm_calls_total", "counter", "Model calls made by policies, by result.")
-	line("troupe_llm_calls_total", label("result", "ok"), float64(m.calls.ok.Load()))
-	line("troupe_llm_calls_total", label("result", "error"), float64(m.calls.err.Load()))
-	header("troupe_llm_call_duration_seconds", "histogram", "Latency of the model calls made by policies.")
-	writeHistogram(b, "troupe_llm_call_duration_seconds", "", &m.calls.duration)
+	w.Header("troupe_llm_calls_total", "counter", "Model calls made by policies, by result.")
+	w.Sample("troupe_llm_calls_total", float64(m.calls.ok.Load()), "result", "ok")
+	w.Sample("troupe_llm_calls_total", float64(m.calls.err.Load()), "result", "error")
+	w.Header("troupe_llm_call_duration_seconds", "histogram", "Latency of the model calls made by policies.")
+	m.calls.duration.write(&w, "troupe_llm_call_duration_seconds")
 
-	header("troupe_inflight_requests", "gauge", "POST /v1/rollouts requests being answered.")
-	line("troupe_inflight_requests", "", float64(m.inflightRequests.Load()))
-	header("troupe_inflight_episodes", "gauge", "Episodes being played.")
-	line("troupe_inflight_episodes", "", float64(m.inflightEpisodes.Load()))
+	w.Metric("troupe_inflight_requests", "gauge", "POST /v1/rollouts requests being answered.", float64(m.inflightRequests.Load()))
+	w.Metric("troupe_inflight_episodes", "gauge", "Episodes being played.", float64(m.inflightEpisodes.Load()))
 
 	m.mu.Lock()
-	requests := make(map[string]uint64, len(m.requests))
-	for k, v := range m.requests {
-		requests[k] = v
-	}
-	errs := make(map[string]uint64, len(m.errors))
-	for k, v := range m.errors {
-		errs[string(k)] = v
-	}
+	requests := maps.Clone(m.requests)
+	errs := maps.Clone(m.errors)
 	m.mu.Unlock()
-	header("troupe_http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.")
+	w.Header("troupe_http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.")
 	for _, k := range slices.Sorted(maps.Keys(requests)) {
 		endpoint, code, _ := strings.Cut(k, " ")
-		line("troupe_http_requests_total", label("endpoint", endpoint)+","+label("code", code), float64(requests[k]))
+		w.Sample("troupe_http_requests_total", float64(requests[k]), "endpoint", endpoint, "code", code)
 	}
-	header("troupe_errors_total", "counter", "Requests answered with an error, by error code.")
+	w.Header("troupe_errors_total", "counter", "Requests answered with an error, by error code.")
 	for _, k := range slices.Sorted(maps.Keys(errs)) {
-		line("troupe_errors_total", label("code", k), float64(errs[k]))
+		w.Sample("troupe_errors_total", float64(errs[k]), "code", string(k))
 	}
+	b.Write(w.B)
 }
 
-func writeHistogram(b *bytes.Buffer, name, labels string, h *histogram) {
-	sep := ""
-	if labels != "" {
-		sep = ","
+// write writes the histogram's series, labelled with labels.
+func (h *histogram) write(w *promtext.Writer, name string, labels ...string) {
+	var counts [len(latencyBuckets) + 1]uint64
+	for i := range counts {
+		counts[i] = h.counts[i].Load()
 	}
-	var cum uint64
-	for i, le := range latencyBuckets {
-		cum += h.counts[i].Load()
-		b.WriteString(name + "_bucket{" + labels + sep + `le="` + strconv.FormatFloat(le, 'g', -1, 64) + `"} ` + strconv.FormatUint(cum, 10) + "\n")
-	}
-	cum += h.counts[len(latencyBuckets)].Load()
-	b.WriteString(name + "_bucket{" + labels + sep + `le="+Inf"} ` + strconv.FormatUint(cum, 10) + "\n")
-	braced := ""
-	if labels != "" {
-		braced = "{" + labels + "}"
-	}
-	b.WriteString(name + "_sum" + braced + " " + strconv.FormatFloat(time.Duration(h.sumNS.Load()).Seconds(), 'g', -1, 64) + "\n")
-	b.WriteString(name + "_count" + braced + " " + strconv.FormatUint(cum, 10) + "\n")
-}
-
-// label renders name="value" with the exposition format's escapes.
-func label(name, value string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return name + `="` + r.Replace(value) + `"`
+	w.Histogram(name, latencyBuckets[:], counts[:], time.Duration(h.sumNS.Load()).Seconds(), labels...)
 }

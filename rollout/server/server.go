@@ -44,6 +44,7 @@ import (
 
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/internal/httpedge"
+	"github.com/troupe-rl/troupe/internal/promtext"
 	"github.com/troupe-rl/troupe/rollout"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/scenarios"
@@ -468,7 +469,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) (int, *ro
 	if s.cfg.ExtraMetrics != nil {
 		s.cfg.ExtraMetrics(r.Context(), &b)
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Content-Type", promtext.ContentType)
 	_, _ = w.Write(b.Bytes())
 	return http.StatusOK, nil
 }
