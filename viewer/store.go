@@ -317,9 +317,6 @@ func (x *File) allocColumn(name string) int {
 	return -1
 }
 
-// allocators are the file's allocators, in order of first use.
-func (x *File) allocators() []string { return x.allocNames }
-
 // IndexBytes is what the index's columns cost in memory, for the
 // measures of docs/viewer.md.
 func (x *File) IndexBytes() int {
