@@ -215,14 +215,16 @@ func scatter(pairs []Pair) Chart {
 }
 
 // union is a's names, then b's that a lacks.
-func union(a, b []string) []string {
-	out := slices.Clone(a)
-	for _, s := range b {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
+func union(a, b []string) []string { return appendNew(slices.Clone(a), b...) }
+
+// appendNew appends to s each of vs that it does not hold yet.
+func appendNew[T comparable](s []T, vs ...T) []T {
+	for _, v := range vs {
+		if !slices.Contains(s, v) {
+			s = append(s, v)
 		}
 	}
-	return out
+	return s
 }
 
 // intervals computes the comparison's intervals: the team reward's over

@@ -347,9 +347,7 @@ func roleViews(e *Episode, lookup func(scenario string) ([]*agents.Role, error))
 	}
 	var order []string
 	for _, s := range e.Seats {
-		if !slices.Contains(order, s.Role) {
-			order = append(order, s.Role)
-		}
+		order = appendNew(order, s.Role)
 	}
 	maxStep := 0
 	for _, t := range e.Turns {
@@ -381,11 +379,7 @@ func roleViews(e *Episode, lookup func(scenario string) ([]*agents.Role, error))
 				states = append(states, string(s))
 			}
 		}
-		for _, s := range h.states {
-			if !slices.Contains(states, s) {
-				states = append(states, s)
-			}
-		}
+		states = appendNew(states, h.states...)
 		color := func(s string) string { return stateColors[max(slices.Index(states, s), 0)%len(stateColors)] }
 		if len(e.Transitions) > 0 {
 			rv.Timeline = historyTimeline(e, name, last, h.initial, color)
@@ -475,9 +469,7 @@ func history(e *Episode, name string, role *agents.Role) *roleHistory {
 		if _, ok := h.visited[state]; !ok {
 			h.states = append(h.states, state)
 		}
-		if !slices.Contains(h.visited[state], seat) {
-			h.visited[state] = append(h.visited[state], seat)
-		}
+		h.visited[state] = appendNew(h.visited[state], seat)
 	}
 	if len(e.Transitions) == 0 {
 		for _, t := range e.Turns {
@@ -507,9 +499,7 @@ func history(e *Episode, name string, role *agents.Role) *roleHistory {
 			h.moves = append(h.moves, m)
 		}
 		u.n++
-		if !slices.Contains(u.seats, tr.Seat) {
-			u.seats = append(u.seats, tr.Seat)
-		}
+		u.seats = appendNew(u.seats, tr.Seat)
 	}
 	return h
 }
@@ -567,9 +557,7 @@ func roleDiagram(role *agents.Role, e *Episode, h *roleHistory, color func(strin
 			if _, ok := labels[p]; !ok {
 				pairs = append(pairs, p)
 			}
-			if !slices.Contains(labels[p], ev.Name) {
-				labels[p] = append(labels[p], ev.Name)
-			}
+			labels[p] = appendNew(labels[p], ev.Name)
 		}
 	}
 	// The nodes sit low enough for the longest forward arc above them.
@@ -643,9 +631,7 @@ func edgeUse(from, to string, events []string, h *roleHistory, e *Episode) Edge 
 		ids := make([]string, len(u.seats))
 		for i, s := range u.seats {
 			ids[i] = e.Seats[s].ID
-			if !slices.Contains(by, s) {
-				by = append(by, s)
-			}
+			by = appendNew(by, s)
 		}
 		times := "once"
 		if u.n > 1 {

@@ -351,20 +351,14 @@ func sampleAllocators(samples []protocol.Sample) []string {
 			if len(name) == 0 {
 				name = []string{"reward"}
 			}
-			if !slices.Contains(out, name[0]) {
-				out = append(out, name[0])
-			}
+			out = appendNew(out, name[0])
 		case protocol.RewardDict:
 			for _, name := range strings.Fields(s.Metadata.Allocator) {
 				if _, ok := s.Reward.Dict[name]; ok && !slices.Contains(out, name) {
 					out = append(out, name)
 				}
 			}
-			for _, name := range slices.Sorted(maps.Keys(s.Reward.Dict)) {
-				if !slices.Contains(out, name) {
-					out = append(out, name)
-				}
-			}
+			out = appendNew(out, slices.Sorted(maps.Keys(s.Reward.Dict))...)
 		}
 	}
 	return out

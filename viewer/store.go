@@ -178,9 +178,7 @@ func (x *File) kindFor(e *EpisodeInfo, roles []RoleFacts) int {
 	kn := kind{layout: e.Layout, scenario: e.Scenario, status: e.Status, end: e.End, scored: scored(e.Status), allocs: slices.Clone(e.Allocators)}
 	for _, r := range roles {
 		kn.roles = append(kn.roles, r.Role)
-		if !slices.Contains(x.roleNames, r.Role) {
-			x.roleNames = append(x.roleNames, r.Role)
-		}
+		x.roleNames = appendNew(x.roleNames, r.Role)
 	}
 	kn.roleList = strings.Join(kn.roles, " ")
 	for _, a := range kn.allocs {
@@ -198,14 +196,9 @@ func (x *File) kindFor(e *EpisodeInfo, roles []RoleFacts) int {
 		}
 		kn.allocCols = append(kn.allocCols, c)
 	}
-	for _, p := range []struct {
-		list *[]string
-		s    string
-	}{{&x.scenarioNames, e.Scenario}, {&x.statusNames, e.Status}, {&x.endNames, e.End}} {
-		if !slices.Contains(*p.list, p.s) {
-			*p.list = append(*p.list, p.s)
-		}
-	}
+	x.scenarioNames = appendNew(x.scenarioNames, e.Scenario)
+	x.statusNames = appendNew(x.statusNames, e.Status)
+	x.endNames = appendNew(x.endNames, e.End)
 	x.kinds = append(x.kinds, kn)
 	x.lastKind = len(x.kinds) - 1
 	x.kindPos[key.String()] = x.lastKind
