@@ -87,38 +87,29 @@ func (c *ints) get(k int) int64 {
 // widen rewrites the rows in w bytes each.
 func (c *ints) widen(w uint8) {
 	room := c.n + c.n/4 + 16
+	old := *c
+	// The narrower rows are copied: let them go.
+	c.w1, c.w2, c.w4 = nil, nil, nil
 	switch w {
 	case 1:
-		c.w1 = make([]uint8, c.n, room)
+		c.w1 = widened[uint8](&old, room)
 	case 2:
-		s := make([]uint16, c.n, room)
-		for k := range s {
-			s[k] = uint16(c.diff(k))
-		}
-		c.w2 = s
+		c.w2 = widened[uint16](&old, room)
 	case 4:
-		s := make([]uint32, c.n, room)
-		for k := range s {
-			s[k] = uint32(c.diff(k))
-		}
-		c.w4 = s
+		c.w4 = widened[uint32](&old, room)
 	case 8:
-		s := make([]uint64, c.n, room)
-		for k := range s {
-			s[k] = c.diff(k)
-		}
-		c.w8 = s
-	}
-	// The narrower rows are copied: let them go.
-	switch c.width {
-	case 1:
-		c.w1 = nil
-	case 2:
-		c.w2 = nil
-	case 4:
-		c.w4 = nil
+		c.w8 = widened[uint64](&old, room)
 	}
 	c.width = w
+}
+
+// widened is c's rows in a T each, with room for more.
+func widened[T uint8 | uint16 | uint32 | uint64](c *ints, room int) []T {
+	s := make([]T, c.n, room)
+	for k := range s {
+		s[k] = T(c.diff(k))
+	}
+	return s
 }
 
 // seal gives back the room kept for rows to come.
