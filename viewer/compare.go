@@ -64,14 +64,10 @@ func compare(a, b *Overview, ra, rb int) *Comparison {
 	c.Roles = compareRoles(a, b, allocA, allocB, allocs)
 	statusName := func(s Count) string { return s.Name }
 	for _, s := range union(namesOf(a.Statuses, statusName), namesOf(b.Statuses, statusName)) {
-		na, nb := 0, 0
-		if x, ok := byName(a.Statuses, s, statusName); ok {
-			na = x.N
-		}
-		if x, ok := byName(b.Statuses, s, statusName); ok {
-			nb = x.N
-		}
-		c.Statuses = append(c.Statuses, CompareRow{Name: s, A: fmt.Sprint(na), B: fmt.Sprint(nb), Diff: fmt.Sprintf("%+d", nb-na)})
+		// A run without the status has none: byName's zero Count.
+		na, _ := byName(a.Statuses, s, statusName)
+		nb, _ := byName(b.Statuses, s, statusName)
+		c.Statuses = append(c.Statuses, CompareRow{Name: s, A: fmt.Sprint(na.N), B: fmt.Sprint(nb.N), Diff: fmt.Sprintf("%+d", nb.N-na.N)})
 	}
 	byIndex, pairs, deltas := c.pair()
 	c.Intervals = intervals(a.File, b.File, byIndex, c.Paired > 0 && c.SameSeeds, allocs)

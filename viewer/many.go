@@ -3,6 +3,7 @@ package viewer
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -114,11 +115,7 @@ func focusSubset(e *Episode, focus string) (*Episode, *manyView) {
 			keep[i] = true
 		}
 	}
-	seats := make([]int, 0, len(keep))
-	for i := range keep {
-		seats = append(seats, i)
-	}
-	slices.Sort(seats)
+	seats := slices.Sorted(maps.Keys(keep))
 	for _, i := range seats {
 		m.Shown = append(m.Shown, e.Seats[i].ID)
 	}

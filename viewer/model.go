@@ -285,7 +285,7 @@ func fromSamples(info *EpisodeInfo, samples []protocol.Sample) *Episode {
 	md := &first.Metadata
 	e.Scenario, e.Seed, e.Index, e.RolloutID, e.Group = md.Scenario, md.Seed, md.Episode, first.RolloutID, first.GroupIndex
 	e.Status, e.End, e.Err, e.Team = string(first.Status), md.End, md.Error, md.TeamReward
-	e.Scored = first.Status == protocol.StatusCompleted || first.Status == protocol.StatusTruncated
+	e.Scored = scored(string(first.Status))
 	if text, ok := first.Label.Text(); ok {
 		e.Label = text
 	} else if !first.Label.IsNull() {
@@ -367,7 +367,6 @@ func sampleAllocators(samples []protocol.Sample) []string {
 // setNotes keeps a turn's notes, reading the LLM's from them.
 func (t *TurnView) setNotes(notes map[string]any) {
 	t.Notes = noteKVs(notes)
-	t.PromptTokens, t.CompletionTokens = -1, -1
 	num := func(key string) int {
 		if v, ok := notes[key].(float64); ok {
 			return int(v)
