@@ -207,21 +207,12 @@ func seqMessage(m *MessageView, from, y float64, laneX []float64, channels map[s
 		sm.Class += fmt.Sprintf(" ch-%d", c)
 	}
 	lo, hi := from, from
-	var rs []string
 	for _, r := range m.Recipients {
 		x := laneX[r]
 		lo, hi = math.Min(lo, x), math.Max(hi, x)
-		dir := 1.0
-		if x < from {
-			dir = -1
-		}
-		if x == from {
-			dir = 0
-		}
-		sm.Heads = append(sm.Heads, Head{Seat: r, Path: arrowHead(x, sm.Y, dir)})
-		rs = append(rs, fmt.Sprint(r))
+		sm.Heads = append(sm.Heads, Head{Seat: r, Path: arrowHead(x, sm.Y, float64(cmp.Compare(x, from)))})
 	}
-	sm.Recipients = strings.Join(rs, " ")
+	sm.Recipients = seatList(m.Recipients)
 	if len(m.Recipients) == 0 {
 		sm.Nobody = true
 		hi = from + 30
