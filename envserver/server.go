@@ -138,40 +138,22 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, name, v)
 		}
 	}
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defd := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	if c.Scenarios == nil {
 		c.Scenarios = scenarios.Builtin()
 	}
 	if c.Allocators == nil {
 		c.Allocators = credit.Builtin()
 	}
-	def(&c.MaxSessions, DefaultMaxSessions)
-	def(&c.MaxEpisodes, DefaultMaxEpisodes)
-	def(&c.MaxRetained, DefaultMaxRetained)
-	defd(&c.SessionTimeout, DefaultSessionTimeout)
-	defd(&c.MaxWait, DefaultMaxWait)
-	defd(&c.Retain, DefaultRetain)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.HarnessSeat.ActTimeout == 0 {
-		c.HarnessSeat.ActTimeout = c.SessionTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxEpisodes = cmp.Or(c.MaxEpisodes, DefaultMaxEpisodes)
+	c.MaxRetained = cmp.Or(c.MaxRetained, DefaultMaxRetained)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.Retain = cmp.Or(c.Retain, DefaultRetain)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.HarnessSeat.ActTimeout = cmp.Or(c.HarnessSeat.ActTimeout, c.SessionTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c, nil
 }
 

@@ -296,11 +296,8 @@ func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.
 			// The id makes a publish retried after a lost ack land once.
 			msg.Header.Set(jetstream.MsgIDHeader, attempt+"."+strconv.Itoa(k))
 			msg.Header.Set(headerPart, strconv.Itoa(k)+"/"+strconv.Itoa(parts))
-			var ack *jetstream.PubAck
-			err := retry(ctx, func(ctx context.Context) error {
-				var err error
-				ack, err = c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
-				return err
+			ack, err := retryValue(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+				return c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.n.resStream))
 			})
 			if err != nil {
 				return false, fmt.Errorf("storing episode %d of run %s: %w", idx, run, err)
@@ -310,10 +307,7 @@ func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.
 		val = appendMarker(nil, &rec, nil)
 	}
 	key := run.doneKey(idx)
-	err := retry(ctx, func(ctx context.Context) error {
-		_, err := c.runs.Create(ctx, key, val)
-		return err
-	})
+	_, err := retryValue(ctx, func(ctx context.Context) (uint64, error) { return c.runs.Create(ctx, key, val) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Someone recorded this episode first, or an earlier try of this
 		// very Create succeeded and its reply was lost.
@@ -339,17 +333,13 @@ const headerPart = "Troupe-Part"
 // doneRecord reads episode idx's done marker; jetstream.ErrKeyNotFound when
 // there is none.
 func (c *Client) doneRecord(ctx context.Context, run runRef, idx int64) (doneRecord, error) {
-	var rec doneRecord
-	var entry jetstream.KeyValueEntry
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
-		entry, err = c.runs.Get(ctx, run.doneKey(idx))
-		return err
+	entry, err := retryValue(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return c.runs.Get(ctx, run.doneKey(idx))
 	})
 	if err != nil {
-		return rec, err
+		return doneRecord{}, err
 	}
-	rec, _, err = parseMarker(entry.Value())
+	rec, _, err := parseMarker(entry.Value())
 	if err != nil {
 		return rec, fmt.Errorf("done marker of episode %d of run %s: %w", idx, run, err)
 	}
@@ -509,6 +499,18 @@ func retry(ctx context.Context, f func(ctx context.Context) error) error {
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
+}
+
+// retryValue is retry for a call that returns a value: the value of its
+// last call.
+func retryValue[T any](ctx context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = f(ctx)
+		return err
+	})
+	return v, err
 }
 
 // permanent reports errors that trying again cannot fix. Everything else

@@ -226,10 +226,8 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 // is the registered spec, whose delivery settings the run keeps, and
 // revision its revision.
 func (c *Client) register(ctx context.Context, run string, want storedRun) (stored storedRun, revision uint64, resumed bool, err error) {
-	err = retry(ctx, func(ctx context.Context) error {
-		var err error
-		revision, err = c.runs.Create(ctx, specKey(run), want.encode())
-		return err
+	revision, err = retryValue(ctx, func(ctx context.Context) (uint64, error) {
+		return c.runs.Create(ctx, specKey(run), want.encode())
 	})
 	stored = want
 	switch {
@@ -259,11 +257,8 @@ func (c *Client) register(ctx context.Context, run string, want storedRun) (stor
 // done, not queued (the two counts are disjoint).
 func (x *Executor) markQueued(ctx context.Context) error {
 	c, run := x.c, x.run
-	var info *jetstream.StreamInfo
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
-		info, err = c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workFilter(run)))
-		return err
+	info, err := retryValue(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return c.work.Info(ctx, jetstream.WithSubjectFilter(c.n.workFilter(run)))
 	})
 	if err != nil {
 		return fmt.Errorf("natsrun: run %s: listing queued requests: %w", run, err)
@@ -294,15 +289,11 @@ const headerSpec = "Troupe-Spec"
 // spec reads a run's stored record and its revision: the given revision,
 // or the latest when it is 0.
 func (c *Client) spec(ctx context.Context, run string, revision uint64) (storedRun, uint64, error) {
-	var entry jetstream.KeyValueEntry
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
+	entry, err := retryValue(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		if revision > 0 {
-			entry, err = c.runs.GetRevision(ctx, specKey(run), revision)
-		} else {
-			entry, err = c.runs.Get(ctx, specKey(run))
+			return c.runs.GetRevision(ctx, specKey(run), revision)
 		}
-		return err
+		return c.runs.Get(ctx, specKey(run))
 	})
 	if err != nil {
 		return storedRun{}, 0, fmt.Errorf("reading the spec of run %s: %w", run, err)
@@ -555,9 +546,8 @@ func (x *Executor) requestMsg(idxs []int64) *nats.Msg {
 // publishSync publishes msg, retrying until it is stored or the executor
 // closes; it reports whether it was stored.
 func (x *Executor) publishSync(msg *nats.Msg, n int) bool {
-	err := retry(x.ctx, func(ctx context.Context) error {
-		_, err := x.c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(x.c.n.workStream))
-		return err
+	_, err := retryValue(x.ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return x.c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(x.c.n.workStream))
 	})
 	if err != nil {
 		if x.ctx.Err() == nil {

@@ -1,6 +1,7 @@
 package natsrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,9 +122,7 @@ func (f *Flags) BindRuns(fs *pflag.FlagSet) {
 // OpenAdmin connects troupe runs to the deployment: with --nats embedded
 // it starts the server on --nats-dir, without a worker.
 func (f *Flags) OpenAdmin(ctx context.Context, log *slog.Logger) (*Deployment, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = cmp.Or(log, slog.New(slog.DiscardHandler))
 	if f.Embedded() {
 		srv, err := StartEmbedded(EmbeddedOptions{Dir: f.Dir})
 		if err != nil {
@@ -175,9 +174,7 @@ var ErrNoURL = errors.New("natsrun: --nats is empty: give NATS server URLs, or e
 // once with reg's scenarios and the policies policies makes
 // (WorkerConfig.Policies; nil: the scenarios' own).
 func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, slots int, log *slog.Logger) (*Deployment, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = cmp.Or(log, slog.New(slog.DiscardHandler))
 	if f.Embedded() {
 		l, err := StartLocal(ctx, LocalOptions{
 			Embedded: EmbeddedOptions{Dir: f.Dir, Listen: f.Listen},
@@ -203,9 +200,7 @@ func (f *Flags) OpenRun(ctx context.Context, reg *env.Registry, policies func(ll
 // simultaneous actors, WorkerConfig.Parallel) until ctx ends, and hands
 // back what is left after --drain.
 func (f *Flags) RunWorker(ctx context.Context, reg *env.Registry, policies func(llmEndpoint string) env.PolicyMaker, parallel []string, concurrency int, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = cmp.Or(log, slog.New(slog.DiscardHandler))
 	if f.Embedded() {
 		return fmt.Errorf("%w: a worker joins an existing server; run troupe run --nats embedded --nats-listen HOST:PORT and give its address", ErrBadConfig)
 	}

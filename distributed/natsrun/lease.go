@@ -55,12 +55,7 @@ func (c *Client) acquire(ctx context.Context, run, holder string) (uint64, error
 	mine := lease{Holder: holder, TTL: c.cfg.LeaseTTL, Since: time.Now().UTC()}
 	val, _ := json.Marshal(mine)
 	for {
-		var rev uint64
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			rev, err = c.runs.Create(ctx, leaseKey(run), val)
-			return err
-		})
+		rev, err := retryValue(ctx, func(ctx context.Context) (uint64, error) { return c.runs.Create(ctx, leaseKey(run), val) })
 		if err == nil {
 			return rev, nil
 		}
@@ -105,10 +100,8 @@ func (c *Client) acquire(ctx context.Context, run, holder string) (uint64, error
 		if alive {
 			continue
 		}
-		err = retry(ctx, func(ctx context.Context) error {
-			var err error
-			rev, err = c.runs.Update(ctx, leaseKey(run), val, e.Revision())
-			return err
+		rev, err = retryValue(ctx, func(ctx context.Context) (uint64, error) {
+			return c.runs.Update(ctx, leaseKey(run), val, e.Revision())
 		})
 		if err == nil {
 			c.log.Warn("natsrun: took over the run from a silent submitter", "run", run, "from", held.Holder)
@@ -146,12 +139,7 @@ func (c *Client) renew(ctx context.Context, run, holder string, rev uint64) (uin
 		return 0, fmt.Errorf("%w: run %s: %s", ErrCancelled, run, e.Value())
 	}
 	val, _ := json.Marshal(lease{Holder: holder, TTL: c.cfg.LeaseTTL, Since: time.Now().UTC()})
-	var next uint64
-	err := retry(ctx, func(ctx context.Context) error {
-		var err error
-		next, err = c.runs.Update(ctx, leaseKey(run), val, rev)
-		return err
-	})
+	next, err := retryValue(ctx, func(ctx context.Context) (uint64, error) { return c.runs.Update(ctx, leaseKey(run), val, rev) })
 	switch {
 	case err == nil:
 		return next, nil

@@ -168,9 +168,8 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) error {
 		reason = "cancelled"
 	}
 	reason += " at " + time.Now().UTC().Format(time.RFC3339)
-	if err := retry(ctx, func(ctx context.Context) error {
-		_, err := c.runs.Put(ctx, cancelKey(run), []byte(reason))
-		return err
+	if _, err := retryValue(ctx, func(ctx context.Context) (uint64, error) {
+		return c.runs.Put(ctx, cancelKey(run), []byte(reason))
 	}); err != nil {
 		return fmt.Errorf("natsrun: cancelling run %s: %w", run, err)
 	}

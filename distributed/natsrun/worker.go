@@ -2,6 +2,7 @@ package natsrun
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -314,7 +315,7 @@ func (w *Worker) checkFingerprint(ctx context.Context, rec *record) error {
 	}
 	if fp != rec.Fingerprint {
 		return fmt.Errorf("%w: scenario %s plays differently on this worker: the run's fingerprint is %s, this worker's %s (another build of the scenario?)",
-			ErrFingerprint, rec.Scenario, cmpOr(rec.Fingerprint, "missing"), fp)
+			ErrFingerprint, rec.Scenario, cmp.Or(rec.Fingerprint, "missing"), fp)
 	}
 	return nil
 }
@@ -324,22 +325,14 @@ func (w *Worker) checkFingerprint(ctx context.Context, rec *record) error {
 // behaviour.
 var ErrFingerprint = errors.New("natsrun: the scenario's fingerprint differs")
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // refuse records that the worker cannot play run, and why, for the run's
 // submitter to report.
 func (w *Worker) refuse(ctx context.Context, run runRef, why error) {
 	w.counters.refused.Add(1)
 	w.c.log.Warn("natsrun: this worker cannot play the run; leaving it to others", "run", run, "worker", w.cfg.Name, "reason", why)
 	val, _ := json.Marshal(Refusal{Worker: w.cfg.Name, Reason: why.Error()})
-	if err := retry(ctx, func(ctx context.Context) error {
-		_, err := w.c.runs.Put(ctx, run.refusedKey(w.id), val)
-		return err
+	if _, err := retryValue(ctx, func(ctx context.Context) (uint64, error) {
+		return w.c.runs.Put(ctx, run.refusedKey(w.id), val)
 	}); err != nil && ctx.Err() == nil {
 		w.c.log.Warn("natsrun: recording a refusal", "run", run, "err", err)
 	}

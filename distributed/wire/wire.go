@@ -81,11 +81,7 @@ func Encode(dst []byte, ep *episode.Record) []byte {
 	e.str(ep.Stack)
 	e.varint(int64(ep.Steps))
 	e.str(ep.Label)
-	if e.count(ep.Teams == nil, len(ep.Teams)) {
-		for _, t := range ep.Teams {
-			e.str(t)
-		}
-	}
+	e.strs(ep.Teams)
 	if e.count(ep.Seats == nil, len(ep.Seats)) {
 		for _, s := range ep.Seats {
 			e.str(s.ID)
@@ -364,12 +360,7 @@ func (d *decoder) identity(ep *episode.Record) {
 	ep.Status, ep.End, ep.Err, ep.Stack = protocol.Status(d.str()), d.str(), d.str(), d.str()
 	ep.Steps = d.intn()
 	ep.Label = d.str()
-	if n, ok := d.count(1); ok {
-		ep.Teams = make([]string, n)
-		for t := range ep.Teams {
-			ep.Teams[t] = d.short()
-		}
-	}
+	ep.Teams = d.shorts()
 }
 
 // seats reads a record's seats, refusing one on a team it does not have.

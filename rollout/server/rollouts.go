@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -427,7 +428,7 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		}
 		if pol := policies[role]; s.cfg.PolicySettings == nil || pol.Name == "" || slices.Contains(info.PolicyNames(), pol.Name) {
 			return nil, badRequest(rollout.CodeBadPolicy, "roles.%s: role %s plays %s, which takes no endpoint, model or sampling (name one of the service's policies for it, such as llm)",
-				role, role, cmpOr(pol.Name, "the scenario's default policy"))
+				role, role, cmp.Or(pol.Name, "the scenario's default policy"))
 		}
 	}
 	emit, e := unfrozen(req, info)
@@ -482,13 +483,6 @@ func unfrozen(req *rollout.Request, info *env.Info) ([]string, *rollout.Error) {
 		return nil, badRequest(rollout.CodeBadRequest, "roles, emit: %v", err)
 	}
 	return emit, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // place puts the request's run at its ids and seeds: the request's

@@ -29,6 +29,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,14 +226,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Token != strings.TrimSpace(c.Token) {
 		return c, fmt.Errorf("%w: the token has leading or trailing spaces", ErrBadConfig)
 	}
-	set := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
 	if c.Scenarios == nil {
 		c.Scenarios = scenarios.Builtin()
 	}
@@ -242,32 +236,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Calls == nil {
 		c.Calls = &CallCounter{}
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxEpisodesPerRequest == 0 {
-		c.MaxEpisodesPerRequest = DefaultMaxEpisodesPerRequest
-	}
-	if c.MaxConcurrentEpisodes == 0 {
-		c.MaxConcurrentEpisodes = DefaultMaxConcurrentEpisodes
-	}
-	if c.MaxSamplesPerAnswer == 0 {
-		c.MaxSamplesPerAnswer = DefaultMaxSamplesPerAnswer
-	}
-	if c.MaxAnswerBytes == 0 {
-		c.MaxAnswerBytes = DefaultMaxAnswerBytes
-	}
-	set(&c.EpisodeTimeout, DefaultEpisodeTimeout)
-	set(&c.RequestTimeout, DefaultRequestTimeout)
-	set(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	set(&c.ReadTimeout, DefaultReadTimeout)
-	set(&c.WriteTimeout, c.RequestTimeout+time.Minute)
-	set(&c.IdleTimeout, DefaultIdleTimeout)
-	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	set(&c.AbortGrace, DefaultAbortGrace)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxEpisodesPerRequest = cmp.Or(c.MaxEpisodesPerRequest, DefaultMaxEpisodesPerRequest)
+	c.MaxConcurrentEpisodes = cmp.Or(c.MaxConcurrentEpisodes, DefaultMaxConcurrentEpisodes)
+	c.MaxSamplesPerAnswer = cmp.Or(c.MaxSamplesPerAnswer, DefaultMaxSamplesPerAnswer)
+	c.MaxAnswerBytes = cmp.Or(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
+	c.EpisodeTimeout = cmp.Or(c.EpisodeTimeout, DefaultEpisodeTimeout)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, c.RequestTimeout+time.Minute)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.AbortGrace = cmp.Or(c.AbortGrace, DefaultAbortGrace)
+	c.Logger = cmp.Or(c.Logger, slog.New(slog.DiscardHandler))
 	return c, nil
 }
 
