@@ -38,10 +38,11 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		files = append(files, name)
 		return nil
 	}
-	outputs := []struct {
+	type output struct {
 		name string
 		make func(*Result) ([]byte, error)
-	}{
+	}
+	outputs := []output{
 		{EpisodesCSV, p.episodesCSV},
 		{EpisodesJSON, p.episodesJSON},
 		{ResultsCSV, p.resultsCSV},
@@ -52,10 +53,7 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		{ModesCSV, p.modesCSV},
 	}
 	if len(p.specs) > 1 {
-		outputs = append(outputs, struct {
-			name string
-			make func(*Result) ([]byte, error)
-		}{SweepCSV, p.sweepCSV})
+		outputs = append(outputs, output{SweepCSV, p.sweepCSV})
 	}
 	for _, o := range outputs {
 		data, err := o.make(res)

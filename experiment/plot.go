@@ -124,6 +124,7 @@ func (c *chart) finish(xmin, xmax float64) error {
 	if math.IsInf(c.lo, 0) {
 		c.lo, c.hi = 0, 1
 	}
+	c.pl.Y.Tick.Marker = roundTicks{}
 	if c.ratio {
 		hi := max(1.05, c.hi+0.02)
 		lo := math.Floor((c.lo-0.02)*20) / 20
@@ -140,7 +141,6 @@ func (c *chart) finish(xmin, xmax float64) error {
 		line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
 		c.pl.Add(line)
 		c.legend.Add("optimum G* (G/G* = 1)", line)
-		c.pl.Y.Tick.Marker = roundTicks{}
 		return nil
 	}
 	span := c.hi - c.lo
@@ -148,7 +148,6 @@ func (c *chart) finish(xmin, xmax float64) error {
 		span = 1
 	}
 	c.pl.Y.Min, c.pl.Y.Max = c.lo-0.05*span, c.hi+0.05*span
-	c.pl.Y.Tick.Marker = roundTicks{}
 	return nil
 }
 

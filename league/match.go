@@ -1,6 +1,7 @@
 package league
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -272,7 +273,7 @@ func Weights(r Rule, c *Choice) map[string]float64 {
 		case self:
 			out[c.Focal] += scale
 		case latest:
-			out[cmpOr(c.Latest, c.Focal)] += scale
+			out[cmp.Or(c.Latest, c.Focal)] += scale
 		case pfsp:
 			w := make([]float64, len(c.Pool))
 			for i, o := range c.Pool {
@@ -296,13 +297,6 @@ func Weights(r Rule, c *Choice) map[string]float64 {
 	visit(r, 1)
 	maps.DeleteFunc(out, func(_ string, w float64) bool { return w == 0 })
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // pick is a uniform index in [0, n) from u in [0, 1).

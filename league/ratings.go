@@ -1,7 +1,7 @@
 package league
 
 import (
-	"cmp"
+	"maps"
 	"math"
 	"slices"
 )
@@ -191,7 +191,7 @@ func (g *Glicko) EndPeriod() {
 	}
 	// Sorted, so that the arithmetic is done in one order: the ratings are
 	// the same bytes on every run.
-	for _, name := range sortedKeys(g.Player) {
+	for _, name := range slices.Sorted(maps.Keys(g.Player)) {
 		g.update(g.Player[name], g.pending[name])
 	}
 	clear(g.pending)
@@ -261,13 +261,4 @@ func (g *Glicko) volatility(phi, sigma, v, delta float64) float64 {
 		B, fB = C, fC
 	}
 	return math.Exp(A / 2)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, cmp.Compare)
-	return keys
 }

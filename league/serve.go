@@ -2,6 +2,7 @@ package league
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -98,7 +99,7 @@ func (s *Service) Played(m *ServedMatch, eps []*trajectories.Episode) error {
 			var err error
 			if r, err = s.l.ResultOf(&mi, &eps[i].Record); err != nil {
 				r.Status = protocol.StatusFailed
-				firstErr = cmpErr(firstErr, err)
+				firstErr = cmp.Or(firstErr, err)
 			}
 			id := eps[i].RolloutID
 			r.RolloutID = &id
@@ -139,13 +140,6 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // MakePolicy implements rollout/server's Matcher: the policy of the league player

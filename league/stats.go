@@ -1,6 +1,8 @@
 package league
 
 import (
+	"slices"
+
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/protocol"
 )
@@ -66,12 +68,7 @@ func outcomeOf(info *env.Info, r *Result) Outcome {
 		if !ok {
 			continue
 		}
-		i := -1
-		for j, q := range o.Players {
-			if q == p {
-				i = j
-			}
-		}
+		i := slices.Index(o.Players, p)
 		if i < 0 {
 			o.Players = append(o.Players, p)
 			o.Results = append(o.Results, 0)
@@ -96,27 +93,19 @@ func (rt *ratings) add(info *env.Info, r *Result) {
 	rt.glicko.Add(o)
 	o.pairs(func(a, b int, s float64) {
 		pa, pb := o.Players[a], o.Players[b]
-		rt.record([2]string{pa, pb}).add(s, o.Results[a])
-		rt.record([2]string{pb, pa}).add(1-s, o.Results[b])
-		rt.total(pa).add(s, o.Results[a])
-		rt.total(pb).add(1-s, o.Results[b])
+		recordOf(rt.pairs, [2]string{pa, pb}).add(s, o.Results[a])
+		recordOf(rt.pairs, [2]string{pb, pa}).add(1-s, o.Results[b])
+		recordOf(rt.totals, pa).add(s, o.Results[a])
+		recordOf(rt.totals, pb).add(1-s, o.Results[b])
 	})
 }
 
-func (rt *ratings) record(k [2]string) *Record {
-	r := rt.pairs[k]
+// recordOf is m's record of k, added when it has none.
+func recordOf[K comparable](m map[K]*Record, k K) *Record {
+	r := m[k]
 	if r == nil {
 		r = &Record{}
-		rt.pairs[k] = r
-	}
-	return r
-}
-
-func (rt *ratings) total(p string) *Record {
-	r := rt.totals[p]
-	if r == nil {
-		r = &Record{}
-		rt.totals[p] = r
+		m[k] = r
 	}
 	return r
 }
