@@ -182,6 +182,23 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// failure is a command's error for err: nil for nil, a *UsageError when
+// err is one of refused (a configuration or input the command refuses),
+// else an *exitError of ExitFailure, printed on Stderr after "troupe: "
+// and prefix.
+func (a *App) failure(prefix string, err error, refused ...error) error {
+	if err == nil {
+		return nil
+	}
+	for _, r := range refused {
+		if errors.Is(err, r) {
+			return &UsageError{Err: err}
+		}
+	}
+	fmt.Fprintf(a.Stderr, "troupe: %s%v\n", prefix, err)
+	return &exitError{code: ExitFailure, err: err}
+}
+
 // ErrInterrupted is wrapped by the error of a run whose context was
 // cancelled (Ctrl-C): what finished was written, the rest was not.
 var ErrInterrupted = errors.New("run interrupted")

@@ -48,8 +48,7 @@ it declares for counterfactual credit assignment.`,
 				return &UsageError{Err: err}
 			}
 			if err := describeScenario(a.Stdout, sc.Info(), kind); err != nil {
-				fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+				return a.failure("", err)
 			}
 			return nil
 		},

@@ -57,8 +57,7 @@ its tables behind.`,
 			for _, path := range args {
 				episodes, err := fileHoldsEpisodes(path)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: export: %s: %v\n", path, err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("export: "+path+": ", err)
 				}
 				key := exportName(path) + "." + map[bool]string{false: "samples", true: "episodes"}[episodes]
 				if other, ok := seen[key]; ok {
@@ -67,14 +66,12 @@ its tables behind.`,
 				seen[key] = path
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				fmt.Fprintf(a.Stderr, "troupe: export: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+				return a.failure("export: ", err)
 			}
 			for _, path := range args {
 				msg, err := exportParquet(cmd.Context(), path, dir)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: export: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("export: ", err)
 				}
 				fmt.Fprintln(a.Stdout, msg)
 			}

@@ -51,12 +51,7 @@ trains (a player of policy external).`,
 // leagueError is the command's error for err: bad input (a league, a
 // player, a rule) is a usage error; anything else failed the command.
 func (a *App) leagueError(err error) error {
-	if errors.Is(err, league.ErrBadLeague) || errors.Is(err, league.ErrBadPlayer) || errors.Is(err, league.ErrBadRule) ||
-		errors.Is(err, league.ErrExists) || errors.Is(err, league.ErrNoOpponent) {
-		return &UsageError{Err: err}
-	}
-	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-	return &exitError{code: ExitFailure, err: err}
+	return a.failure("", err, league.ErrBadLeague, league.ErrBadPlayer, league.ErrBadRule, league.ErrExists, league.ErrNoOpponent)
 }
 
 func oneDir(what string) cobra.PositionalArgs {

@@ -206,11 +206,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 				c()
 			}
 			err = errors.Join(err, closeAllocators(p.allocators))
-			if errors.Is(err, natsrun.ErrNoURL) || errors.Is(err, natsrun.ErrBadConfig) {
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.failure("", err, natsrun.ErrNoURL, natsrun.ErrBadConfig)
 		}
 		defer ns.close()
 	}

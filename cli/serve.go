@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -79,15 +78,7 @@ func (a *App) serveCommand() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
-			err = server.Serve(cmd.Context(), cfg)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, server.ErrBadConfig):
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.failure("", server.Serve(cmd.Context(), cfg), server.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()
@@ -146,20 +137,6 @@ func (a *App) checkedLLMPool(base llm.Config, endpoints []string, seed uint64) (
 		return nil, nil, &UsageError{Err: err}
 	}
 	return pool, eps, nil
-}
-
-// served is the result of a command that served until it was stopped:
-// nil, a usage error for a configuration the server refused (badConfig),
-// else a failure, printed.
-func (a *App) served(err, badConfig error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, badConfig):
-		return &UsageError{Err: err}
-	}
-	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-	return &exitError{code: ExitFailure, err: err}
 }
 
 // bindServeFlags binds the flags every serving command has: where it

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -64,8 +63,7 @@ with cli.WithScenarios).`,
 			for _, path := range args {
 				f, err := viewer.Open(path)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: view: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("view: ", err)
 				}
 				files = append(files, f)
 				fmt.Fprintf(a.Stderr, "troupe: %s: %d episodes in %d lines", path, f.Len(), f.Lines)
@@ -81,8 +79,7 @@ with cli.WithScenarios).`,
 			if export != "" {
 				st, err := v.Export(export, exportMax)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: view: export: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("view: export: ", err)
 				}
 				fmt.Fprintf(a.Stderr, "troupe: wrote %d pages (%d episodes, %.1f MiB) to %s in %v; open %s/index.html\n",
 					st.Pages, st.Episodes, float64(st.Bytes)/(1<<20), export, time.Since(start).Round(time.Millisecond), export)
@@ -92,15 +89,7 @@ with cli.WithScenarios).`,
 				fmt.Fprintf(a.Stdout, "%s\n", url)
 				fmt.Fprintf(a.Stderr, "troupe: viewing %d file(s) at %s (indexed in %v; Ctrl-C stops)\n", len(files), url, time.Since(start).Round(time.Millisecond))
 			}
-			err = viewer.Serve(cmd.Context(), v, cfg)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, viewer.ErrExposed):
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: view: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.failure("view: ", viewer.Serve(cmd.Context(), v, cfg), viewer.ErrExposed)
 		},
 	}
 	fl := cmd.Flags()
