@@ -76,15 +76,12 @@ func (a *App) serveCommand() *cobra.Command {
 					}
 				}
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
 			return a.failure("", server.Serve(cmd.Context(), cfg), server.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.Addr, "addr", server.DefaultAddr, "address to listen on (127.0.0.1 keeps it local)")
-	fl.StringVar(&cfg.Token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token")
+	bindServeFlags(fl, &cfg.Addr, server.DefaultAddr, &cfg.Token, &tokenFile)
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "service seed: scenario and policy seeds of requests that bring none derive from it")
 	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to requests that bring none")
 	fl.IntVar(&cfg.MaxConcurrentEpisodes, "max-episodes", server.DefaultMaxConcurrentEpisodes, "episodes played at once, all requests together")
