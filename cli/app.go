@@ -258,3 +258,27 @@ THUDM/slime training Sample, one JSON object per line.
 
 // knownScenarios is the list of scenario names for error messages.
 func (a *App) knownScenarios() string { return strings.Join(a.Scenarios.Names(), ", ") }
+
+// oneScenario accepts one argument, the scenario of command, or none when
+// spec is not nil and names a --spec file.
+func (a *App) oneScenario(command string, spec *string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 1 || len(args) == 0 && spec != nil && *spec != "":
+			return nil
+		case len(args) == 0:
+			return usagef("%s needs a scenario name (known: %s)", command, a.knownScenarios())
+		}
+		return usagef("%s takes one scenario, got %d arguments: %s", command, len(args), strings.Join(args, " "))
+	}
+}
+
+// needsArgs accepts one argument or more, and refuses none with msg.
+func needsArgs(msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return usagef("%s", msg)
+		}
+		return nil
+	}
+}

@@ -108,10 +108,7 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 			return cfg, fmt.Errorf("%s %q: %w", k, v, err)
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	return cfg, cfg.Validate()
 }
 
 // defaultEndpointName is the first name the --llm-endpoint values give the

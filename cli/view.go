@@ -39,12 +39,7 @@ with cli.WithScenarios).`,
   troupe view out/elfarol.episodes.jsonl
   troupe view out/team.jsonl out/difference.jsonl          # compare two runs
   troupe view --export out/site out/elfarol.episodes.jsonl # a static site`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("view needs at least one file (samples or episode records)")
-			}
-			return nil
-		},
+		Args: needsArgs("view needs at least one file (samples or episode records)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if cfg.Token, err = readToken("", tokenFile); err != nil {
