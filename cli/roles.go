@@ -212,8 +212,11 @@ func (p *llmPool) check() error {
 	return nil
 }
 
-// close closes the clients.
+// close closes the clients; a nil pool has none.
 func (p *llmPool) close() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.clients {

@@ -97,10 +97,7 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 		return err
 	}
 	if f.printSpec {
-		for _, c := range p.closers {
-			c()
-		}
-		if err := closeAllocators(p.allocators); err != nil {
+		if err := p.close(); err != nil {
 			return err
 		}
 		_, err := a.Stdout.Write(p.spec.Spec.Indent())
@@ -188,10 +185,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if f.nats.Conn.URL != "" {
 		var err error
 		if ns, err = a.startNATS(ctx, p, f, rep); err != nil {
-			for _, c := range p.closers {
-				c()
-			}
-			err = errors.Join(err, closeAllocators(p.allocators))
+			err = errors.Join(err, p.close())
 			return a.failure("", err, natsrun.ErrNoURL, natsrun.ErrBadConfig)
 		}
 		defer ns.close()
@@ -229,9 +223,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 
 	out, skipped := runOutput(p, f, files, &cfg)
 	sum, runErr := playRun(ctx, ns, cfg, out)
-	for _, c := range p.closers {
-		c()
-	}
+	p.llm.close()
 	closeErr := errors.Join(files.close(), closeAllocators(p.allocators))
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary
