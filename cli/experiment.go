@@ -146,10 +146,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 	if err != nil {
 		return experiment.Config{}, err
 	}
-	specs := make([]string, len(allocators))
-	for i, al := range allocators {
-		specs[i] = al.Name() // canonical: a spec the registry reads back
-	}
+	specs := allocatorNames(allocators) // canonical: specs the registry reads back
 	var sideAllocators map[string]string
 	for _, v := range f.sideAllocators {
 		team, spec, err := experiment.ParseSideAllocator(v)
