@@ -182,6 +182,23 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// failure is a command's error for err: nil for nil, a *UsageError when
+// err is one of refused (a configuration or input the command refuses),
+// else an *exitError of ExitFailure, printed on Stderr after "troupe: "
+// and prefix.
+func (a *App) failure(prefix string, err error, refused ...error) error {
+	if err == nil {
+		return nil
+	}
+	for _, r := range refused {
+		if errors.Is(err, r) {
+			return &UsageError{Err: err}
+		}
+	}
+	fmt.Fprintf(a.Stderr, "troupe: %s%v\n", prefix, err)
+	return &exitError{code: ExitFailure, err: err}
+}
+
 // ErrInterrupted is wrapped by the error of a run whose context was
 // cancelled (Ctrl-C): what finished was written, the rest was not.
 var ErrInterrupted = errors.New("run interrupted")
@@ -241,3 +258,27 @@ THUDM/slime training Sample, one JSON object per line.
 
 // knownScenarios is the list of scenario names for error messages.
 func (a *App) knownScenarios() string { return strings.Join(a.Scenarios.Names(), ", ") }
+
+// oneScenario accepts one argument, the scenario of command, or none when
+// spec is not nil and names a --spec file.
+func (a *App) oneScenario(command string, spec *string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 1 || len(args) == 0 && spec != nil && *spec != "":
+			return nil
+		case len(args) == 0:
+			return usagef("%s needs a scenario name (known: %s)", command, a.knownScenarios())
+		}
+		return usagef("%s takes one scenario, got %d arguments: %s", command, len(args), strings.Join(args, " "))
+	}
+}
+
+// needsArgs accepts one argument or more, and refuses none with msg.
+func needsArgs(msg string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return usagef("%s", msg)
+		}
+		return nil
+	}
+}

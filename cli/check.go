@@ -61,12 +61,7 @@ status is 0 when every file is whole, 1 when one has a problem, 3 when none
 has a problem but a flat file's last episode is unproven.`,
 		Example: `  troupe check out/elfarol.jsonl
   troupe check --json out/*.jsonl`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("check needs at least one file")
-			}
-			return nil
-		},
+		Args: needsArgs("check needs at least one file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if episodes != "" && len(args) != 1 {
 				return usagef("--episodes goes with one samples file")

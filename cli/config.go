@@ -70,7 +70,6 @@ type plan struct {
 	out        string            // "-" for stdout
 	episodes   string            // --episodes-out, "" for none
 	policies   map[string]string // role -> policy name, for the summary
-	closers    []func()          // what the run must close when it ends (LLM clients)
 	llm        *llmPool          // the run's LLM clients and policies, when a role plays "llm"
 }
 
@@ -131,7 +130,7 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 	if err != nil {
 		return nil, err
 	}
-	_, emitRoles, err := buildEmit(info, f.emit)
+	emitRoles, err := buildEmit(info, f.emit)
 	if err != nil {
 		return nil, err
 	}
@@ -258,9 +257,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		},
 	})
 	if err != nil {
-		if llms != nil {
-			llms.close()
-		}
+		llms.close()
 		if ue, ok := errors.AsType[*UsageError](err); ok {
 			return nil, ue // a bad --llm-endpoint
 		}
@@ -277,10 +274,6 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		}
 		return nil, &UsageError{Err: err}
 	}
-	var closers []func()
-	if llms != nil {
-		closers = append(closers, llms.close)
-	}
 	cfg := r.Config
 	cfg.Concurrency = f.concurrency
 	cfg.FailFast = f.failFast
@@ -294,9 +287,14 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		out:        f.out,
 		episodes:   f.episodesOut,
 		policies:   r.PolicyNames,
-		closers:    closers,
 		llm:        llms,
 	}, nil
+}
+
+// close closes the run's LLM clients and its allocators (closeAllocators).
+func (p *plan) close() error {
+	p.llm.close()
+	return closeAllocators(p.allocators)
 }
 
 // policiesOf reads --policy values: "NAME" plays NAME in every role,
@@ -396,7 +394,7 @@ func splitAllocators(reg *credit.Registry, values []string) ([]string, error) {
 
 // buildEmit reads --emit values: "all", or role names (repeated or comma
 // separated) whose turns alone become samples.
-func buildEmit(info *env.Info, specs []string) (env.EmitFilter, []string, error) {
+func buildEmit(info *env.Info, specs []string) ([]string, error) {
 	var roles []string
 	sawAll := false
 	for _, spec := range specs {
@@ -406,21 +404,18 @@ func buildEmit(info *env.Info, specs []string) (env.EmitFilter, []string, error)
 			case part == "all":
 				sawAll = true
 			case part == "":
-				return nil, nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, info.RoleNames())
+				return nil, usagef("--emit %q: empty role name (roles of %s: %s)", spec, info.Name, info.RoleNames())
 			case info.Role(part) == nil:
-				return nil, nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, info.RoleNames())
+				return nil, usagef("--emit %q: scenario %s has no role %q (its roles: %s, or all)", spec, info.Name, part, info.RoleNames())
 			case !slices.Contains(roles, part):
 				roles = append(roles, part)
 			}
 		}
 	}
 	if sawAll && len(roles) > 0 {
-		return nil, nil, usagef("--emit: give either all or a list of roles, not both")
+		return nil, usagef("--emit: give either all or a list of roles, not both")
 	}
-	if len(roles) == 0 {
-		return nil, nil, nil
-	}
-	return env.EmitRoles(roles...), roles, nil
+	return roles, nil
 }
 
 // buildAllocators reads --allocator values. Each value is one allocator

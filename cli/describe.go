@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -48,8 +49,7 @@ it declares for counterfactual credit assignment.`,
 				return &UsageError{Err: err}
 			}
 			if err := describeScenario(a.Stdout, sc.Info(), kind); err != nil {
-				fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+				return a.failure("", err)
 			}
 			return nil
 		},
@@ -108,7 +108,7 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 				acting = append(acting, string(s))
 			}
 		}
-		fmt.Fprintf(&b, "    initial state %s; acts in: %s; terminal states: %s\n", r.Initial, orNone(strings.Join(acting, ", ")), orNone(strings.Join(terminal, ", ")))
+		fmt.Fprintf(&b, "    initial state %s; acts in: %s; terminal states: %s\n", r.Initial, cmp.Or(strings.Join(acting, ", "), "none"), cmp.Or(strings.Join(terminal, ", "), "none"))
 		d, err := r.Diagram(kind)
 		if err != nil {
 			return fmt.Errorf("scenario %s role %s: diagram: %w", info.Name, r.Name, err)
@@ -130,7 +130,7 @@ func describeScenario(w io.Writer, info *env.Info, kind agents.DiagramKind) erro
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  NAME\tKIND\tDEFAULT\tALLOWED\tMEANING")
 		for _, p := range info.Params {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, orEmpty(p.Default), allowed(p), p.Doc)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, cmp.Or(p.Default, `""`), allowed(p), p.Doc)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -183,20 +183,6 @@ func allowed(p env.ParamSpec) string {
 		return "[" + strconv.FormatFloat(p.Min, 'g', -1, 64) + ", " + strconv.FormatFloat(p.Max, 'g', -1, 64) + "]"
 	}
 	return "any"
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
-func orEmpty(s string) string {
-	if s == "" {
-		return `""`
-	}
-	return s
 }
 
 // wrap fills text's paragraphs (separated by blank lines) to width

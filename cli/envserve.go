@@ -94,7 +94,7 @@ func (a *App) envServeCommand() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: environment server on http://%s\n", addr) }
-			return a.served(envserver.Serve(cmd.Context(), cfg), envserver.ErrBadConfig)
+			return a.failure("", envserver.Serve(cmd.Context(), cfg), envserver.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()

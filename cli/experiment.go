@@ -71,15 +71,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
       --allocator team,individual,difference --episodes 1000 --out out/elfarol
   troupe experiment committee --grid uninformed=1,3,5 --param informed=2 --learn adviser \
       --policy decider=scripted --allocator team,difference,shapley --episodes 2000`,
-		Args: func(_ *cobra.Command, args []string) error {
-			switch len(args) {
-			case 0:
-				return usagef("experiment needs a scenario name (known: %s)", a.knownScenarios())
-			case 1:
-				return nil
-			}
-			return usagef("experiment takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
-		},
+		Args: a.oneScenario("experiment", nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("out") {
 				f.out = "troupe-experiment-" + args[0]
@@ -154,10 +146,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 	if err != nil {
 		return experiment.Config{}, err
 	}
-	specs := make([]string, len(allocators))
-	for i, al := range allocators {
-		specs[i] = al.Name() // canonical: a spec the registry reads back
-	}
+	specs := allocatorNames(allocators) // canonical: specs the registry reads back
 	var sideAllocators map[string]string
 	for _, v := range f.sideAllocators {
 		team, spec, err := experiment.ParseSideAllocator(v)
@@ -235,12 +224,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 // reproduces it, every setting explicit, for the report.
 func experimentCommandLine(name string, cfg experiment.Config) string {
 	args := []string{"troupe", "experiment", name}
-	keys := make([]string, 0, len(cfg.Params))
-	for k := range cfg.Params {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(cfg.Params)) {
 		args = append(args, "--param", k+"="+cfg.Params[k])
 	}
 	for _, ax := range cfg.Axes {
@@ -261,12 +245,7 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	if len(cfg.Learn) > 0 {
 		args = append(args, "--learn", strings.Join(cfg.Learn, ","))
 	}
-	roles := make([]string, 0, len(cfg.Policies))
-	for r := range cfg.Policies {
-		roles = append(roles, r)
-	}
-	slices.Sort(roles)
-	for _, r := range roles {
+	for _, r := range slices.Sorted(maps.Keys(cfg.Policies)) {
 		args = append(args, "--policy", r+"="+cfg.Policies[r])
 	}
 	args = append(args, "--seeds", strconv.Itoa(cfg.Seeds), "--seed", strconv.FormatUint(cfg.Seed, 10), "--episodes", strconv.Itoa(cfg.Episodes))
@@ -342,13 +321,9 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 	case errors.Is(err, experiment.ErrBadConfig):
 		return &UsageError{Err: err}
 	case ctx.Err() != nil:
-		code := ExitInterrupted
 		cause := context.Cause(ctx)
-		if se, ok := errors.AsType[*SignalError](cause); ok {
-			code = se.ExitCode()
-		}
 		rep.printf("troupe: interrupted (%v): the finished cells are saved in %s/cells; run the same command with --resume to finish the grid\n", cause, cfg.Out)
-		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
+		return interruptError(cause, fmt.Errorf("%w: %w", ErrInterrupted, cause))
 	case err != nil:
 		rep.printf("troupe: experiment failed: %v\n", err)
 		return &exitError{code: ExitFailure, err: err}

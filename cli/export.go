@@ -41,12 +41,7 @@ its tables behind.`,
       -o out/signal.jsonl --episodes-out out/signal.episodes.jsonl
   troupe export --parquet out/pq out/signal.jsonl out/signal.episodes.jsonl
   duckdb -c "SELECT agent, avg(rewards['team']) FROM 'out/pq/signal.samples.parquet' GROUP BY agent"`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("export needs at least one file (samples or episode records)")
-			}
-			return nil
-		},
+		Args: needsArgs("export needs at least one file (samples or episode records)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
 				return usagef("export needs --parquet DIR, the directory to write the tables into")
@@ -57,8 +52,7 @@ its tables behind.`,
 			for _, path := range args {
 				episodes, err := fileHoldsEpisodes(path)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: export: %s: %v\n", path, err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("export: "+path+": ", err)
 				}
 				key := exportName(path) + "." + map[bool]string{false: "samples", true: "episodes"}[episodes]
 				if other, ok := seen[key]; ok {
@@ -67,14 +61,12 @@ its tables behind.`,
 				seen[key] = path
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				fmt.Fprintf(a.Stderr, "troupe: export: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+				return a.failure("export: ", err)
 			}
 			for _, path := range args {
 				msg, err := exportParquet(cmd.Context(), path, dir)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: export: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("export: ", err)
 				}
 				fmt.Fprintln(a.Stdout, msg)
 			}
@@ -120,20 +112,18 @@ func exportParquet(ctx context.Context, path, dir string) (string, error) {
 			}
 		}
 	}()
-	ws := make([]io.Writer, len(tables))
 	bufs := make([]*bufio.Writer, len(tables))
 	for i, t := range tables {
 		if out[i], err = os.CreateTemp(dir, "."+name+"."+t+".parquet.tmp-*"); err != nil {
 			return "", err
 		}
 		bufs[i] = bufio.NewWriterSize(out[i], 1<<20)
-		ws[i] = bufs[i]
 	}
 	var counts string
 	if episodes {
-		counts, err = exportEpisodes(ctx, br, parquet.EpisodeTables{Episodes: ws[0], Turns: ws[1], Messages: ws[2], Transitions: ws[3]})
+		counts, err = exportEpisodes(ctx, br, parquet.EpisodeTables{Episodes: bufs[0], Turns: bufs[1], Messages: bufs[2], Transitions: bufs[3]})
 	} else {
-		counts, err = exportSamples(ctx, br, ws[0])
+		counts, err = exportSamples(ctx, br, bufs[0])
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)

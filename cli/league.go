@@ -51,18 +51,15 @@ trains (a player of policy external).`,
 // leagueError is the command's error for err: bad input (a league, a
 // player, a rule) is a usage error; anything else failed the command.
 func (a *App) leagueError(err error) error {
-	if errors.Is(err, league.ErrBadLeague) || errors.Is(err, league.ErrBadPlayer) || errors.Is(err, league.ErrBadRule) ||
-		errors.Is(err, league.ErrExists) || errors.Is(err, league.ErrNoOpponent) {
-		return &UsageError{Err: err}
-	}
-	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-	return &exitError{code: ExitFailure, err: err}
+	return a.failure("", err, league.ErrBadLeague, league.ErrBadPlayer, league.ErrBadRule, league.ErrExists, league.ErrNoOpponent)
 }
 
-func oneDir(what string) cobra.PositionalArgs {
+// leagueArgs accepts from lo to hi arguments, and refuses others with
+// "league " and usage.
+func leagueArgs(usage string, lo, hi int) cobra.PositionalArgs {
 	return func(_ *cobra.Command, args []string) error {
-		if len(args) != 1 {
-			return usagef("league %s takes the league's directory, got %d arguments", what, len(args))
+		if len(args) < lo || len(args) > hi {
+			return usagef("league %s, got %d arguments", usage, len(args))
 		}
 		return nil
 	}
@@ -82,7 +79,7 @@ func (a *App) leagueCreateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create DIR --scenario NAME",
 		Short: "Create a league in DIR",
-		Args:  oneDir("create"),
+		Args:  leagueArgs("create takes the league's directory", 1, 1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			given, err := env.ParseAssignments(params)
 			if err != nil {
@@ -152,12 +149,7 @@ func (a *App) leagueAddCommand() *cobra.Command {
 --settings sets any policy's settings as JSON; llm takes base_url, kind, model,
 temperature, top_p, max_tokens, api_key_env (the variable holding the key) and
 timeout. A league has one learner (learner or external).`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 3 {
-				return usagef("league add takes DIR NAME POLICY, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args: leagueArgs("add takes DIR NAME POLICY", 3, 3),
 		RunE: func(_ *cobra.Command, args []string) error {
 			p := league.Player{Name: args[1], Policy: runspec.Policy{Name: args[2]}}
 			if settings != "" {
@@ -210,7 +202,7 @@ gets an opponent drawn by the rule. The learner learns from each match it
 plays. The league is committed every --checkpoint-every matches and at the
 end; after Ctrl-C or a kill, run the same command with --until to finish the
 same run: the files end byte-identical to an uninterrupted run's.`,
-		Args: oneDir("play"),
+		Args: leagueArgs("play takes the league's directory", 1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.N > 0) == (o.Until > 0) {
 				return usagef("give -n N (more matches) or --until TOTAL (play until the league has TOTAL), one of them")
@@ -237,12 +229,8 @@ same run: the files end byte-identical to an uninterrupted run's.`,
 			played := l.Matches() - start
 			switch {
 			case errors.Is(err, league.ErrInterrupted):
-				code := ExitInterrupted
-				if se, ok := errors.AsType[*SignalError](context.Cause(cmd.Context())); ok {
-					code = se.ExitCode()
-				}
 				fmt.Fprintf(a.Stderr, "troupe: interrupted: %d matches played and committed (%d in all); run troupe league play %s --until N to go on\n", played, l.Matches(), args[0])
-				return &exitError{code: code, err: err}
+				return interruptError(context.Cause(cmd.Context()), err)
 			case err != nil:
 				return a.leagueError(err)
 			}
@@ -276,7 +264,7 @@ func (a *App) leagueShowCommand() *cobra.Command {
 		Long: `Show the league as its last commit left it: the ratings table and the payoff
 matrix, and with --plot the ratings over time. It only reads, so it may run
 while troupe league play or troupe serve --league plays the league.`,
-		Args: oneDir("show"),
+		Args: leagueArgs("show takes the league's directory", 1, 1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			l, err := league.OpenReadOnly(args[0], a.Scenarios)
 			if err != nil {
@@ -321,12 +309,7 @@ func (a *App) leagueSnapshotCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot DIR [NAME]",
 		Short: "Freeze the learner's current values into a new player",
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) < 1 || len(args) > 2 {
-				return usagef("league snapshot takes DIR and an optional NAME, got %d arguments", len(args))
-			}
-			return nil
-		},
+		Args:  leagueArgs("snapshot takes DIR and an optional NAME", 1, 2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			l, err := a.openLeague(args[0])
 			if err != nil {

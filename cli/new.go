@@ -207,8 +207,7 @@ DIR), so that it builds offline:
 			}
 			files, err := NewScenario(dir, name, troupeDir)
 			if err != nil {
-				fmt.Fprintf(a.Stderr, "troupe: new scenario: %v\n", err)
-				return &exitError{code: ExitFailure, err: err}
+				return a.failure("new scenario: ", err)
 			}
 			fmt.Fprintf(a.Stdout, "wrote scenario %s:\n", name)
 			for _, f := range files {

@@ -171,7 +171,7 @@ func writeSummary(r *reporter, p *plan, out string, s play.Summary) {
 		}
 		fmt.Fprintf(&b, "  agent score: mean per role: %s\n", strings.Join(roles, ", "))
 	}
-	fmt.Fprintf(&b, "  credit:      %s (%s rewards)\n", allocatorNames(p), rewardFormatName(p))
+	fmt.Fprintf(&b, "  credit:      %s (%s rewards)\n", strings.Join(allocatorNames(p.allocators), ", "), rewardFormatName(p))
 	fmt.Fprintf(&b, "  policies:    %s\n", policyNames(p))
 	fmt.Fprintf(&b, "  throughput:  %s turns/s, %s episodes/s (%d turns)\n",
 		compact(rate(float64(s.Turns), s.Elapsed)), compact(rate(float64(s.Episodes), s.Elapsed)), s.Turns)
@@ -210,12 +210,14 @@ func statusCounts(s play.Summary) string {
 	return strings.Join(parts, ", ")
 }
 
-func allocatorNames(p *plan) string {
-	names := make([]string, len(p.allocators))
-	for i, a := range p.allocators {
+// allocatorNames are the allocators' names: canonical specs, which the
+// registry reads back.
+func allocatorNames(allocs []trajectories.Allocator) []string {
+	names := make([]string, len(allocs))
+	for i, a := range allocs {
 		names[i] = a.Name()
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 func rewardFormatName(p *plan) string {

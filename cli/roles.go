@@ -108,10 +108,7 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 			return cfg, fmt.Errorf("%s %q: %w", k, v, err)
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	return cfg, cfg.Validate()
 }
 
 // defaultEndpointName is the first name the --llm-endpoint values give the
@@ -215,8 +212,11 @@ func (p *llmPool) check() error {
 	return nil
 }
 
-// close closes the clients.
+// close closes the clients; a nil pool has none.
 func (p *llmPool) close() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.clients {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,18 +37,7 @@ func (a *App) runCommand() *cobra.Command {
   troupe run elfarol -n 64 -g 8 --param agents=30 --param capacity=4 \
       --allocator team,equal-split --reward-format dict --out -
   troupe run elfarol --policy patron=first-night --emit patron -n 10`,
-		Args: func(_ *cobra.Command, args []string) error {
-			switch len(args) {
-			case 0:
-				if f.specFile != "" {
-					return nil
-				}
-				return usagef("run needs a scenario name (known: %s)", a.knownScenarios())
-			case 1:
-				return nil
-			}
-			return usagef("run takes one scenario, got %d arguments: %s", len(args), strings.Join(args, " "))
-		},
+		Args: a.oneScenario("run", &f.specFile),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runE(cmd, args, f) },
 	}
 	f.bind(cmd.Flags())
@@ -89,16 +77,14 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 		f.concurrency = runtime.GOMAXPROCS(0)
 	}
 	var spec *runspec.Spec
+	var err error
 	if f.specFile != "" {
-		var err error
-		if spec, err = a.readSpec(cmd, f.specFile, args); err != nil {
-			return err
-		}
+		spec, err = a.readSpec(cmd, f.specFile, args)
 	} else {
-		var err error
-		if spec, err = specOf(a.Scenarios, a.Allocators, args[0], f); err != nil {
-			return err
-		}
+		spec, err = specOf(a.Scenarios, a.Allocators, args[0], f)
+	}
+	if err != nil {
+		return err
 	}
 	if spec.Tree != nil && f.mergeTurns {
 		return usagef("--tree with --merge-turns: a tree-sampled run writes a sample per candidate, the groups AT-GRPO and MAGRPO compare; merging an agent's turns would mix them")
@@ -111,10 +97,7 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 		return err
 	}
 	if f.printSpec {
-		for _, c := range p.closers {
-			c()
-		}
-		if err := closeAllocators(p.allocators); err != nil {
+		if err := p.close(); err != nil {
 			return err
 		}
 		_, err := a.Stdout.Write(p.spec.Spec.Indent())
@@ -202,15 +185,8 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	if f.nats.Conn.URL != "" {
 		var err error
 		if ns, err = a.startNATS(ctx, p, f, rep); err != nil {
-			for _, c := range p.closers {
-				c()
-			}
-			err = errors.Join(err, closeAllocators(p.allocators))
-			if errors.Is(err, natsrun.ErrNoURL) || errors.Is(err, natsrun.ErrBadConfig) {
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			err = errors.Join(err, p.close())
+			return a.failure("", err, natsrun.ErrNoURL, natsrun.ErrBadConfig)
 		}
 		defer ns.close()
 	}
@@ -247,9 +223,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 
 	out, skipped := runOutput(p, f, files, &cfg)
 	sum, runErr := playRun(ctx, ns, cfg, out)
-	for _, c := range p.closers {
-		c()
-	}
+	p.llm.close()
 	closeErr := errors.Join(files.close(), closeAllocators(p.allocators))
 	if !stopNotice() {
 		<-noticed // it started: let it finish before the summary
@@ -296,11 +270,7 @@ func runOutcome(ctx context.Context, rep *reporter, files *runFiles, episodes, w
 	notStarted := max(episodes-written-interrupted, 0)
 	switch {
 	case ctx.Err() != nil:
-		code := ExitInterrupted
 		cause := context.Cause(ctx)
-		if se, ok := errors.AsType[*SignalError](cause); ok {
-			code = se.ExitCode()
-		}
 		rep.printf("troupe: interrupted (%v): %d episodes written to %s, %d interrupted and not written, %d not started%s\n",
 			cause, written, name, interrupted, notStarted, files.resumeHint())
 		for _, err := range []error{runErr, closeErr} {
@@ -308,7 +278,7 @@ func runOutcome(ctx context.Context, rep *reporter, files *runFiles, episodes, w
 				rep.printf("troupe: %v\n", err) // a write failed as well
 			}
 		}
-		return &exitError{code: code, err: fmt.Errorf("%w: %w", ErrInterrupted, cause)}
+		return interruptError(cause, fmt.Errorf("%w: %w", ErrInterrupted, cause))
 	case runErr != nil:
 		rep.printf("troupe: run stopped: %v\n", runErr)
 		if errors.Is(runErr, play.ErrEpisodeFailed) {

@@ -146,17 +146,10 @@ func (a *App) runsPurgeCommand(with func(runsAction) func(*cobra.Command, []stri
 // bad command line or configuration, else the error, printed, with exit
 // status 1; nil for nil.
 func (a *App) natsError(command string, err error) error {
-	if err == nil {
-		return nil
-	}
 	if ue, ok := errors.AsType[*UsageError](err); ok {
 		return ue
 	}
-	if errors.Is(err, natsrun.ErrNoURL) || errors.Is(err, natsrun.ErrBadConfig) {
-		return &UsageError{Err: err}
-	}
-	fmt.Fprintf(a.Stderr, "troupe: %s: %v\n", command, err)
-	return &exitError{code: ExitFailure, err: err}
+	return a.failure(command+": ", err, natsrun.ErrNoURL, natsrun.ErrBadConfig)
 }
 
 // state is a run's state in a word.

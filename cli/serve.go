@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,23 +76,12 @@ func (a *App) serveCommand() *cobra.Command {
 					}
 				}
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
-			err = server.Serve(cmd.Context(), cfg)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, server.ErrBadConfig):
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.failure("", server.Serve(cmd.Context(), cfg), server.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&cfg.Addr, "addr", server.DefaultAddr, "address to listen on (127.0.0.1 keeps it local)")
-	fl.StringVar(&cfg.Token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token")
+	bindServeFlags(fl, &cfg.Addr, server.DefaultAddr, &cfg.Token, &tokenFile)
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "service seed: scenario and policy seeds of requests that bring none derive from it")
 	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to requests that bring none")
 	fl.IntVar(&cfg.MaxConcurrentEpisodes, "max-episodes", server.DefaultMaxConcurrentEpisodes, "episodes played at once, all requests together")
@@ -146,20 +134,6 @@ func (a *App) checkedLLMPool(base llm.Config, endpoints []string, seed uint64) (
 		return nil, nil, &UsageError{Err: err}
 	}
 	return pool, eps, nil
-}
-
-// served is the result of a command that served until it was stopped:
-// nil, a usage error for a configuration the server refused (badConfig),
-// else a failure, printed.
-func (a *App) served(err, badConfig error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, badConfig):
-		return &UsageError{Err: err}
-	}
-	fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
-	return &exitError{code: ExitFailure, err: err}
 }
 
 // bindServeFlags binds the flags every serving command has: where it

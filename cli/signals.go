@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"sync"
@@ -23,6 +24,15 @@ func (e *SignalError) ExitCode() int {
 		return 128 + int(s)
 	}
 	return ExitInterrupted
+}
+
+// interruptError is the error, err, of a command stopped by cause: exit code
+// 128+n for a signal n (a *SignalError), else ExitInterrupted.
+func interruptError(cause, err error) error {
+	if se, ok := errors.AsType[*SignalError](cause); ok {
+		return &exitError{code: se.ExitCode(), err: err}
+	}
+	return &exitError{code: ExitInterrupted, err: err}
 }
 
 // NotifyContext returns a context that is cancelled, with a *SignalError as

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,12 +39,7 @@ with cli.WithScenarios).`,
   troupe view out/elfarol.episodes.jsonl
   troupe view out/team.jsonl out/difference.jsonl          # compare two runs
   troupe view --export out/site out/elfarol.episodes.jsonl # a static site`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("view needs at least one file (samples or episode records)")
-			}
-			return nil
-		},
+		Args: needsArgs("view needs at least one file (samples or episode records)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if cfg.Token, err = readToken("", tokenFile); err != nil {
@@ -64,8 +58,7 @@ with cli.WithScenarios).`,
 			for _, path := range args {
 				f, err := viewer.Open(path)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: view: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("view: ", err)
 				}
 				files = append(files, f)
 				fmt.Fprintf(a.Stderr, "troupe: %s: %d episodes in %d lines", path, f.Len(), f.Lines)
@@ -81,8 +74,7 @@ with cli.WithScenarios).`,
 			if export != "" {
 				st, err := v.Export(export, exportMax)
 				if err != nil {
-					fmt.Fprintf(a.Stderr, "troupe: view: export: %v\n", err)
-					return &exitError{code: ExitFailure, err: err}
+					return a.failure("view: export: ", err)
 				}
 				fmt.Fprintf(a.Stderr, "troupe: wrote %d pages (%d episodes, %.1f MiB) to %s in %v; open %s/index.html\n",
 					st.Pages, st.Episodes, float64(st.Bytes)/(1<<20), export, time.Since(start).Round(time.Millisecond), export)
@@ -92,15 +84,7 @@ with cli.WithScenarios).`,
 				fmt.Fprintf(a.Stdout, "%s\n", url)
 				fmt.Fprintf(a.Stderr, "troupe: viewing %d file(s) at %s (indexed in %v; Ctrl-C stops)\n", len(files), url, time.Since(start).Round(time.Millisecond))
 			}
-			err = viewer.Serve(cmd.Context(), v, cfg)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, viewer.ErrExposed):
-				return &UsageError{Err: err}
-			}
-			fmt.Fprintf(a.Stderr, "troupe: view: %v\n", err)
-			return &exitError{code: ExitFailure, err: err}
+			return a.failure("view: ", viewer.Serve(cmd.Context(), v, cfg), viewer.ErrExposed)
 		},
 	}
 	fl := cmd.Flags()

@@ -38,15 +38,11 @@ func (a *App) workerCommand() *cobra.Command {
 			if llmEnvErr != nil {
 				return &UsageError{Err: llmEnvErr}
 			}
-			eps, err := parseEndpoints(llmCfg, endpoints, a.lookupEnv())
+			pool, _, err := a.checkedLLMPool(llmCfg, endpoints, llmCfg.Seed)
 			if err != nil {
 				return err
 			}
-			pool := newLLMPool(eps, llmCfg.Seed)
 			defer pool.close()
-			if err := pool.check(); err != nil {
-				return &UsageError{Err: err}
-			}
 			logger := slog.New(slog.NewTextHandler(a.Stderr, nil))
 			return a.natsError("worker", nf.RunWorker(cmd.Context(), a.Scenarios, a.workerPolicies(pool), []string{llmPolicyName}, concurrency, logger))
 		},
