@@ -609,36 +609,24 @@ func (r *EpisodeReader) Next() (*episode.Record, *Credit, error) {
 // episode, written like JSONLWriter's samples (whole groups only, buffered,
 // a failed write of a regular file truncated back to where it began).
 type EpisodeWriter struct {
-	out lineWriter
+	lineWriter
 	enc episodeEncoder
 }
 
 // NewEpisodeWriter returns a writer of episode lines to w.
 func NewEpisodeWriter(w io.Writer) *EpisodeWriter {
-	return &EpisodeWriter{out: lineWriter{w: w, what: "episodes"}}
+	return &EpisodeWriter{lineWriter: lineWriter{w: w, what: "episodes"}}
 }
 
 // WriteEpisode implements Sink: it writes ep's record and credit as one
 // line.
 func (ew *EpisodeWriter) WriteEpisode(ep *Episode) error {
-	if ew.out.err != nil {
-		return ew.out.err
+	if ew.err != nil {
+		return ew.err
 	}
-	ew.out.buf = ew.enc.appendEpisode(ew.out.buf, &ep.Record, ep.Credit)
+	ew.buf = ew.enc.appendEpisode(ew.buf, &ep.Record, ep.Credit)
 	return nil
 }
-
-// EndGroup implements GroupSink.
-func (ew *EpisodeWriter) EndGroup() error { return ew.out.EndGroup() }
-
-// DropGroup implements GroupSink.
-func (ew *EpisodeWriter) DropGroup() { ew.out.DropGroup() }
-
-// Flush implements Flusher.
-func (ew *EpisodeWriter) Flush() error { return ew.out.Flush() }
-
-// Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
-func (ew *EpisodeWriter) Forgets() bool { return true }
 
 // NeedsSamples implements SampleNeeder: the records are all it writes.
 func (ew *EpisodeWriter) NeedsSamples() bool { return false }

@@ -221,7 +221,7 @@ func countUp(d []byte) []byte {
 }
 
 // Forgets implements Forgetter: WriteEpisode copies the encoded bytes.
-func (jw *JSONLWriter) Forgets() bool { return true }
+func (lw *lineWriter) Forgets() bool { return true }
 
 // Flush writes the buffered episodes out, an open group's too: Output
 // ends or drops every group before it flushes.
