@@ -2,6 +2,7 @@ package runspec
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -209,8 +210,8 @@ func fieldErr(field, format string, args ...any) error {
 // explicit by Resolve, which knows the scenario.
 func (s *Spec) Normalized() Spec {
 	n := *s
-	n.Format = cmpOr(n.Format, Format)
-	n.TroupeVersion = cmpOr(n.TroupeVersion, TroupeVersion)
+	n.Format = cmp.Or(n.Format, Format)
+	n.TroupeVersion = cmp.Or(n.TroupeVersion, TroupeVersion)
 	n.Params = maps.Clone(n.Params)
 	if n.Params == nil {
 		n.Params = map[string]string{}
@@ -236,11 +237,9 @@ func (s *Spec) Normalized() Spec {
 	if len(n.Allocators) == 0 {
 		n.Allocators = []string{"team"}
 	}
-	n.RewardFormat = cmpOr(n.RewardFormat, FormatScalar)
-	n.OnInvalid.Mode = cmpOr(n.OnInvalid.Mode, InvalidPass)
-	if n.GroupSize == 0 {
-		n.GroupSize = 1
-	}
+	n.RewardFormat = cmp.Or(n.RewardFormat, FormatScalar)
+	n.OnInvalid.Mode = cmp.Or(n.OnInvalid.Mode, InvalidPass)
+	n.GroupSize = cmp.Or(n.GroupSize, 1)
 	n.Seeds = n.Seeds.clone() // the copy shares nothing with s
 	if n.Tree != nil {
 		t := *n.Tree
@@ -251,13 +250,6 @@ func (s *Spec) Normalized() Spec {
 		n.Tree = &t
 	}
 	return n
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Validate checks what can be checked without the scenario: the format,
