@@ -155,10 +155,7 @@ var atGroupParams = []Param{
 func makeMAGRPO(m map[string]string) (trajectories.Allocator, error) {
 	p := &paramReader{alloc: "magrpo", m: m}
 	a := MAGRPO{Std: p.choice("std", "false", "true") == 1, Eps: p.float("eps", 0, 1e300)}
-	if p.err != nil {
-		return nil, p.err
-	}
-	return a, nil
+	return made(a, p.err)
 }
 
 // made returns a, or nil with err.
