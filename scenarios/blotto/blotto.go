@@ -39,6 +39,7 @@ package blotto
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -368,13 +369,9 @@ func (s *Scenario) EpisodeMetrics(p env.Params, rec *episode.Record, dst []float
 		}
 	}
 	for t := range counts {
-		top := 0
-		for _, c := range counts[t] {
-			top = max(top, c)
-		}
 		dst[2+t] = 0
 		if size[t] > 0 {
-			dst[2+t] = float64(top) / float64(size[t])
+			dst[2+t] = float64(slices.Max(counts[t])) / float64(size[t])
 		}
 	}
 }
