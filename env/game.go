@@ -1,6 +1,8 @@
 package env
 
 import (
+	"slices"
+
 	"github.com/troupe-rl/troupe/agents"
 )
 
@@ -88,13 +90,5 @@ type Move struct {
 // IsLegal reports whether the move's text is one of legal. A nil legal list
 // means free-form actions, all of them legal.
 func (m Move) IsLegal(legal []string) bool {
-	if legal == nil {
-		return true
-	}
-	for _, l := range legal {
-		if l == m.Action.Text {
-			return true
-		}
-	}
-	return false
+	return legal == nil || slices.Contains(legal, m.Action.Text)
 }

@@ -59,25 +59,23 @@ func openAIError(w http.ResponseWriter, status int, kind, msg string) {
 func (s *Seat) chat(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	if err != nil {
+		s.refused()
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.refused()
 			openAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxBody))
 			return
 		}
-		s.refused()
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
 		return
 	}
 	c, err := s.client.Forward(r.Context(), body, llm.ForwardOptions{Seed: s.callSeed()})
-	switch {
-	case errors.Is(err, llm.ErrBadRequest):
+	if err != nil {
 		s.refused()
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "seat "+s.id+": "+err.Error())
-		return
-	case err != nil:
-		s.refused()
-		openAIError(w, http.StatusBadGateway, "upstream_error", "seat "+s.id+": the model server: "+err.Error())
+		if errors.Is(err, llm.ErrBadRequest) {
+			openAIError(w, http.StatusBadRequest, "invalid_request_error", "seat "+s.id+": "+err.Error())
+		} else {
+			openAIError(w, http.StatusBadGateway, "upstream_error", "seat "+s.id+": the model server: "+err.Error())
+		}
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

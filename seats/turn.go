@@ -132,9 +132,8 @@ func buildTurn(ctx context.Context, c *llm.Client, calls []*llm.Capture, text st
 		tk.Response = region
 		tk.LossMask = make([]int, len(region))
 		tk.LogProbs = make([]float64, len(region))
-		at := 0
 		for _, k := range run {
-			at = len(k.Tokens.Prompt) - len(head)
+			at := len(k.Tokens.Prompt) - len(head)
 			for i, lp := range k.Tokens.LogProbs {
 				tk.LossMask[at+i], tk.LogProbs[at+i] = 1, lp
 			}

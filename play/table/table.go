@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,10 +198,7 @@ func New(ctx context.Context, cfg Config) (*Table, error) {
 			t.state[i] = seatOpen
 		}
 	}
-	needPolicy := cfg.Fallback == FallbackPolicy && n > 0
-	for _, s := range t.state {
-		needPolicy = needPolicy || s == seatHouse
-	}
+	needPolicy := cfg.Fallback == FallbackPolicy && n > 0 || slices.Contains(t.state, seatHouse)
 	if needPolicy && cfg.Setup.Policy == nil {
 		return nil, fmt.Errorf("%w: the house plays some seats (closed seats, or the policy fallback) but the setup names no policy", ErrBadConfig)
 	}
@@ -380,9 +378,7 @@ func (t *Table) advance(ctx context.Context) {
 		played := false
 		for _, o := range t.ep.Pending() {
 			i := o.Seat
-			switch t.state[i] {
-			case seatHouse, seatLeft:
-			default:
+			if st := t.state[i]; st != seatHouse && st != seatLeft {
 				continue
 			}
 			if t.state[i] == seatLeft && t.cfg.Fallback == Forfeit {
@@ -440,9 +436,7 @@ func (t *Table) house(ctx context.Context, i int, o *agents.Observation) (a agen
 
 func withNote(notes map[string]any, k string, v any) map[string]any {
 	m := make(map[string]any, len(notes)+1)
-	for key, val := range notes {
-		m[key] = val
-	}
+	maps.Copy(m, notes)
 	m[k] = v
 	return m
 }

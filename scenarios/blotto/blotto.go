@@ -39,6 +39,7 @@ package blotto
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -306,14 +307,11 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 		}
 		return true
 	}
-	for _, i := range cf.Absent {
-		if !moveTo(i, -1) {
-			return env.Score{}, false
-		}
-	}
-	for _, i := range cf.Null {
-		if !moveTo(i, -1) {
-			return env.Score{}, false
+	for _, out := range [...][]int{cf.Absent, cf.Null} {
+		for _, i := range out {
+			if !moveTo(i, -1) {
+				return env.Score{}, false
+			}
 		}
 	}
 	// The order of a map's keys does not matter: the counts are counts.
@@ -371,13 +369,9 @@ func (s *Scenario) EpisodeMetrics(p env.Params, rec *episode.Record, dst []float
 		}
 	}
 	for t := range counts {
-		top := 0
-		for _, c := range counts[t] {
-			top = max(top, c)
-		}
 		dst[2+t] = 0
 		if size[t] > 0 {
-			dst[2+t] = float64(top) / float64(size[t])
+			dst[2+t] = float64(slices.Max(counts[t])) / float64(size[t])
 		}
 	}
 }

@@ -296,11 +296,7 @@ func (g *game) Score() env.Score {
 	if g.decision == g.right {
 		r = 1
 	}
-	agents := make([]float64, len(g.seats))
-	for i := range agents {
-		agents[i] = r
-	}
-	return env.Score{Team: r, Agents: agents}
+	return env.Score{Team: r, Agents: slices.Repeat([]float64{r}, len(g.seats))}
 }
 
 // Resample implements env.HiddenState: it re-draws, from rng, the right

@@ -154,7 +154,7 @@ func (a Answer) Encode() string {
 	b.WriteString(strconv.FormatInt(a.Value, 10))
 	if a.Explanation != "" {
 		b.WriteString(`,"explanation":`)
-		writeJSONString(&b, a.Explanation)
+		strictjson.WriteString(&b, a.Explanation)
 	}
 	b.WriteByte('}')
 	return b.String()
@@ -165,22 +165,13 @@ func (a Answer) Encode() string {
 func (v Verdict) Encode() string {
 	var b bytes.Buffer
 	b.WriteString(`{"verdict":`)
-	writeJSONString(&b, v.Verdict)
+	strictjson.WriteString(&b, v.Verdict)
 	if v.Message != "" {
 		b.WriteString(`,"message":`)
-		writeJSONString(&b, v.Message)
+		strictjson.WriteString(&b, v.Message)
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// writeJSONString writes s as a JSON string without HTML escaping, so
-// "x < 3" stays readable in prompts and transcripts.
-func writeJSONString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)       // a string always encodes
-	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
 // JSON Schemas of the two roles' answers, for policies whose server can

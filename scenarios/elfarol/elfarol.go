@@ -413,14 +413,11 @@ func (g *game) Rescore(cf episode.Counterfactual) (env.Score, bool) {
 		}
 		return true
 	}
-	for _, i := range cf.Absent {
-		if !moveTo(i, -1) {
-			return env.Score{}, false
-		}
-	}
-	for _, i := range cf.Null {
-		if !moveTo(i, -1) {
-			return env.Score{}, false
+	for _, out := range [...][]int{cf.Absent, cf.Null} {
+		for _, i := range out {
+			if !moveTo(i, -1) {
+				return env.Score{}, false
+			}
 		}
 	}
 	// The order of a map's keys does not matter: attendance is a count.

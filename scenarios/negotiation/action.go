@@ -95,7 +95,7 @@ func ParseAction(text string, pool Pool) (Action, error) {
 	var a Action
 	var take map[string]string // item to its raw JSON value
 	var takeOrder []string
-	err := readObject(dec, func(key string) error {
+	err := strictjson.ReadObject(dec, ErrSyntax, func(key string) error {
 		switch key {
 		case "type":
 			return readString(dec, &a.Type)
@@ -109,7 +109,7 @@ func ParseAction(text string, pool Pool) (Action, error) {
 			return nil
 		case "take":
 			take = map[string]string{}
-			return readObject(dec, func(item string) error {
+			return strictjson.ReadObject(dec, ErrSyntax, func(item string) error {
 				// A raw value, not a json.Number: Number would also take
 				// the string "1", and the grammar's counts are numbers.
 				var raw json.RawMessage
@@ -166,11 +166,6 @@ func ParseAction(text string, pool Pool) (Action, error) {
 	return a, nil
 }
 
-// readObject reads one JSON object from dec (see strictjson.ReadObject).
-func readObject(dec *json.Decoder, field func(key string) error) error {
-	return strictjson.ReadObject(dec, ErrSyntax, field)
-}
-
 func readString(dec *json.Decoder, dst *string) error {
 	tok, err := dec.Token()
 	if err != nil {
@@ -193,14 +188,14 @@ func readString(dec *json.Decoder, dst *string) error {
 func (a Action) Encode(pool Pool) string {
 	var b bytes.Buffer
 	b.WriteString(`{"type":`)
-	writeJSONString(&b, a.Type)
+	strictjson.WriteString(&b, a.Type)
 	if a.Type == Propose {
 		b.WriteString(`,"take":{`)
 		for i, it := range pool.Items {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeJSONString(&b, it)
+			strictjson.WriteString(&b, it)
 			b.WriteByte(':')
 			b.WriteString(strconv.Itoa(a.Take[i]))
 		}
@@ -208,19 +203,10 @@ func (a Action) Encode(pool Pool) string {
 	}
 	if a.Say != "" {
 		b.WriteString(`,"say":`)
-		writeJSONString(&b, a.Say)
+		strictjson.WriteString(&b, a.Say)
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// writeJSONString writes s as a JSON string without HTML escaping, so a
-// "say" of "a < b" stays readable in prompts and transcripts.
-func writeJSONString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)       // a string always encodes
-	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
 // ActionSchema returns a JSON Schema that every answer of the grammar for
@@ -235,7 +221,7 @@ func ActionSchema(pool Pool) string {
 		if i > 0 {
 			take.WriteByte(',')
 		}
-		writeJSONString(&take, it)
+		strictjson.WriteString(&take, it)
 		fmt.Fprintf(&take, `:{"type":"integer","minimum":0,"maximum":%d}`, pool.Counts[i])
 	}
 	take.WriteString(`},"required":[`)
@@ -243,7 +229,7 @@ func ActionSchema(pool Pool) string {
 		if i > 0 {
 			take.WriteByte(',')
 		}
-		writeJSONString(&take, it)
+		strictjson.WriteString(&take, it)
 	}
 	take.WriteString(`],"additionalProperties":false}`)
 	say := fmt.Sprintf(`{"type":"string","maxLength":%d}`, MaxSay)

@@ -36,7 +36,6 @@ func Golden(t testing.TB, path, got string, update bool) {
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("golden: %v (run the test with -update to create it)", err)
-		return
 	}
 	if string(want) != got {
 		t.Errorf("golden %s is out of date (run the test with -update to accept the change):\n%s", path, FirstDifference(string(want), got))

@@ -1,6 +1,7 @@
 package tictactoe
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,15 +51,7 @@ func readBoard(obs *agents.Observation) (b board, me byte, err error) {
 		b[i] = opp
 	}
 	// X moves first, so X is to move exactly when the counts are equal.
-	var xs, os int
-	for _, c := range b {
-		switch c {
-		case 'X':
-			xs++
-		case 'O':
-			os++
-		}
-	}
+	xs, os := bytes.Count(b[:], []byte{'X'}), bytes.Count(b[:], []byte{'O'})
 	if (me == 'X') != (xs == os) || xs-os < 0 || xs-os > 1 || b.wins('X') || b.wins('O') {
 		return b, 0, fmt.Errorf("%w: %d X and %d O marks with %c to move", ErrUnreadable, xs, os, me)
 	}

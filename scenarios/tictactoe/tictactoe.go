@@ -53,6 +53,7 @@
 package tictactoe
 
 import (
+	"bytes"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -467,15 +468,7 @@ var lined = func() (l [8]uint64) {
 func lineIn(mask uint16) bool { return lined[mask>>6&7]>>(mask&63)&1 != 0 }
 
 // free returns the number of empty cells.
-func (b *board) free() int {
-	n := 0
-	for _, c := range b {
-		if c == 0 {
-			n++
-		}
-	}
-	return n
-}
+func (b *board) free() int { return bytes.Count(b[:], []byte{0}) }
 
 // appendTo appends the board as a grid with row and column names, "."
 // for an empty cell.

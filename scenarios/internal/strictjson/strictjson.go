@@ -5,6 +5,7 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -41,4 +42,14 @@ func ReadObject(dec *json.Decoder, errSyntax error, field func(key string) error
 		return fmt.Errorf("%w: %v", errSyntax, err)
 	}
 	return nil
+}
+
+// WriteString writes s to b as a JSON string without HTML escaping, so a
+// "say" of "a < b" or an explanation "x < 3" stays readable in prompts and
+// transcripts.
+func WriteString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)       // a string always encodes
+	b.Truncate(b.Len() - 1) // Encode's newline
 }
