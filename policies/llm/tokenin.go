@@ -310,18 +310,7 @@ func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool
 	if err != nil {
 		return nil, 0, err
 	}
-	var ids []int
-	n, err := c.llamaPost(ctx, "/tokenize", body, jitter, func(b []byte) error {
-		var a struct {
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
-			return fmt.Errorf("%w: the /tokenize answer has no token list", ErrMalformed)
-		}
-		ids = a.Tokens
-		return nil
-	})
-	return ids, n, err
+	return c.postTokens(ctx, c.root+"/tokenize", "/tokenize", body, jitter)
 }
 
 // extendsTokens reports whether prompt begins with prev's prompt and

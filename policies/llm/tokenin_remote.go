@@ -284,7 +284,7 @@ func (c *Client) remoteChatIDs(ctx context.Context, model string, chat []protoco
 		if body, err = spliceFields(body, fields); err != nil {
 			return nil, 0, err
 		}
-		return c.postTokens(ctx, c.root+vllmTokenize, body, jitter)
+		return c.postTokens(ctx, c.root+vllmTokenize, "tokenize", body, jitter)
 	}
 	// SGLang renders a chat only on its way to generating: one token,
 	// greedy, whose answer carries the prompt's ids.
@@ -345,18 +345,19 @@ func (c *Client) remoteTokenize(ctx context.Context, model, text string, jitter 
 	if c.cfg.Kind == KindSGLang {
 		url = c.base() + sglangTokenize
 	}
-	return c.postTokens(ctx, url, body, jitter)
+	return c.postTokens(ctx, url, "tokenize", body, jitter)
 }
 
-// postTokens posts a tokenize body and reads the answer's "tokens".
-func (c *Client) postTokens(ctx context.Context, url string, body []byte, jitter uint64) ([]int, int, error) {
+// postTokens posts a tokenize body and reads the answer's "tokens"; what
+// names the endpoint in the error of an answer without them.
+func (c *Client) postTokens(ctx context.Context, url, what string, body []byte, jitter uint64) ([]int, int, error) {
 	var ids []int
 	n, err := c.llamaPost(ctx, strings.TrimPrefix(url, c.root), body, jitter, func(b []byte) error {
 		var a struct {
 			Tokens []int `json:"tokens"`
 		}
 		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
-			return fmt.Errorf("%w: the tokenize answer has no token list", ErrMalformed)
+			return fmt.Errorf("%w: the %s answer has no token list", ErrMalformed, what)
 		}
 		ids = a.Tokens
 		return nil
