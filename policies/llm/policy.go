@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -596,7 +595,5 @@ func requestSeed(turnSeed uint64, attempt int) int {
 // service's seed), so the same sampling seed sends the same seeds on any
 // service, and a re-ask samples anew. It fits in 31 bits.
 func SampledRequestSeed(s int64, agent string, turn, attempt int) int {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(agent))
-	return int(seeds.Mix(uint64(s), seedStream, h.Sum64(), uint64(turn), uint64(attempt)) >> 33)
+	return int(seeds.Mix(uint64(s), seedStream, fnv64([]byte(agent)), uint64(turn), uint64(attempt)) >> 33)
 }
