@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -160,10 +161,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Faults = make(map[string]int, len(s.stats.Faults))
-	for k, v := range s.stats.Faults {
-		st.Faults[k] = v
-	}
+	st.Faults = maps.Clone(s.stats.Faults)
 	return st
 }
 
