@@ -317,6 +317,15 @@ func (c *Client) remoteChatIDs(ctx context.Context, model string, chat []protoco
 	return ids, n, err
 }
 
+// appendFields appends fields to the JSON object being written in b,
+// after a comma, when there are any.
+func appendFields(b, fields []byte) []byte {
+	if len(fields) > 0 {
+		b = append(append(b, ','), fields...)
+	}
+	return b
+}
+
 // spliceFields splices fields, when there are any, into the JSON object
 // body.
 func spliceFields(body, fields []byte) ([]byte, error) {
@@ -449,11 +458,7 @@ func (c *Client) vllmGenerate(ctx context.Context, req *tokenRequest, ids []int,
 		b = append(b, req.schema...)
 		b = append(b, `,"strict":true}}`...)
 	}
-	if len(req.fields) > 0 {
-		b = append(b, ',')
-		b = append(b, req.fields...)
-	}
-	b = append(b, '}')
+	b = append(appendFields(b, req.fields), '}')
 	var a vllmCompletion
 	r, err := c.llamaPost(ctx, strings.TrimPrefix(c.base(), c.root)+vllmCompletions, b, jitter, func(body []byte) error {
 		a = vllmCompletion{}
@@ -545,16 +550,8 @@ func (c *Client) sglangGenerate(ctx context.Context, req *tokenRequest, ids []in
 		b = append(b, `,"json_schema":`...)
 		b = protocol.AppendString(b, string(req.schema))
 	}
-	if len(req.sampling) > 0 {
-		b = append(b, ',')
-		b = append(b, req.sampling...)
-	}
-	b = append(b, '}')
-	if len(req.fields) > 0 {
-		b = append(b, ',')
-		b = append(b, req.fields...)
-	}
-	b = append(b, '}')
+	b = append(appendFields(b, req.sampling), '}')
+	b = append(appendFields(b, req.fields), '}')
 	var a sglangGenerateAnswer
 	r, err := c.llamaPost(ctx, sglangGenerate, b, jitter, func(body []byte) error {
 		a = sglangGenerateAnswer{}
