@@ -213,7 +213,7 @@ func TestTextFormat(t *testing.T) {
 }
 
 func TestParseToolCalls(t *testing.T) {
-	p := &Policy{format: FormatTool}
+	p := &Policy{cfg: Config{Format: FormatTool}}
 	obs := board(0, "a1")
 	call := func(name, args string) openaiToolCall { return openaiToolCall{name, args} }
 	for _, tc := range []struct {

@@ -85,7 +85,6 @@ type Client struct {
 	cfg     Config
 	oa      *openai.Client
 	hc      *http.Client
-	tr      *http.Transport // the owned transport; nil when one was given
 	sem     *semaphore.Weighted
 	chatURL string
 	root    string // the server's root URL: BaseURL without its /v1
@@ -115,8 +114,7 @@ func NewClient(cfg Config, opts ...ClientOption) (*Client, error) {
 		o(c)
 	}
 	if c.hc == nil {
-		c.tr = newTransport(cfg.MaxInFlight)
-		c.hc = &http.Client{Transport: c.tr}
+		c.hc = &http.Client{Transport: newTransport(cfg.MaxInFlight)}
 	}
 	if cfg.RoutingHeader != "" {
 		// Every request the client sends, whichever endpoint, carries the
@@ -156,13 +154,7 @@ func (c *Client) Config() Config { return c.cfg }
 
 // Close closes the client's idle connections. Calls still in flight
 // finish; the client stays usable.
-func (c *Client) Close() {
-	if c.tr != nil {
-		c.tr.CloseIdleConnections()
-	} else {
-		c.hc.CloseIdleConnections()
-	}
-}
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 // ClientStats counts a client's work.
 type ClientStats struct {

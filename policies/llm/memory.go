@@ -93,7 +93,7 @@ func (p *Policy) conversation(obs *agents.Observation, ans Answer, from int) ([]
 	r := p.lookupRenderer(obs.Role)
 	tr, ok := r.(TurnRenderer)
 	h := obs.History
-	if p.noMemory || !ok || len(h) == 0 {
+	if p.cfg.NoMemory || !ok || len(h) == 0 {
 		return withInstructions(r.Render(obs, p.systemPrompt(obs)), p.instructions(ans, obs)), memory{}
 	}
 	k := len(h)
@@ -189,7 +189,7 @@ func (p *Policy) reserve() int {
 	if n := value(p.cfg.MaxTokens); n > 0 {
 		return n
 	}
-	return max(p.maxContext/8, 1)
+	return max(p.cfg.MaxContext/8, 1)
 }
 
 // refit returns obs's chat with its oldest turns left out so that it fits
@@ -208,11 +208,11 @@ func (p *Policy) refit(obs *agents.Observation, ans Answer, measure func([]proto
 		if err != nil {
 			return nil, memory{}, err
 		}
-		if b := n + p.reserve(); b <= p.maxContext/2 || from == k && b <= p.maxContext {
+		if b := n + p.reserve(); b <= p.cfg.MaxContext/2 || from == k && b <= p.cfg.MaxContext {
 			return chat, mem, nil
 		}
 	}
-	return nil, memory{}, fmt.Errorf("%w: even the current turn alone leaves less than %d of the budget of %d", ErrContextFull, p.reserve(), p.maxContext)
+	return nil, memory{}, fmt.Errorf("%w: even the current turn alone leaves less than %d of the budget of %d", ErrContextFull, p.reserve(), p.cfg.MaxContext)
 }
 
 // boundOf is refit's measure off llamacpp: tokenBound.

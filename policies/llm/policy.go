@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -29,19 +28,11 @@ const ToolName = "act"
 // the same requests (the request seed derives from the turn's seed), so a
 // replayed episode asks exactly what the original asked.
 type Policy struct {
-	client         *Client
-	model          string
-	format         Format
-	invalidRetries int
-	feedback       bool
-	fields         []byte
-	samplingSeed   *int64 // Config.SamplingSeed
-	endpoint       string // Config.Endpoint, noted as llm_endpoint
-	cfg            Config // the policy's configuration, for fields made per request
+	client *Client
+	fields []byte
+	cfg    Config // the policy's configuration, read per turn and for fields made per request
 
-	// Memory (see the package doc).
-	noMemory   bool // Config.NoMemory
-	maxContext int  // Config.MaxContext
+	// Memory (see the package doc): Config.NoMemory and MaxContext.
 	// tokenIn: llama.cpp, vLLM or SGLang, memory, tokenize, not tools:
 	// generation from token ids (tokenin.go, tokenin_remote.go).
 	tokenIn bool
@@ -92,9 +83,7 @@ func NewPolicy(client *Client, cfg Config, opts ...Option) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{
-		client: client, model: cfg.Model, format: cfg.Format, invalidRetries: cfg.InvalidRetries, feedback: cfg.Feedback,
-		fields: bodyFields(&cfg), samplingSeed: cfg.SamplingSeed, endpoint: cfg.Endpoint, cfg: cfg,
-		noMemory: cfg.NoMemory, maxContext: cfg.MaxContext,
+		client: client, fields: bodyFields(&cfg), cfg: cfg,
 		tokenIn: (cfg.Kind == KindLlamaCpp && cfg.Tokenize || remoteKind(cfg.Kind) && client.cfg.TokenIn) && !cfg.NoMemory && cfg.Format != FormatTool,
 		system:  map[string]string{}, render: map[string]Renderer{"": Transcript()}, answers: map[string]Answer{"": ActionAnswer()},
 	}
@@ -188,7 +177,7 @@ func (p *Policy) Act(ctx context.Context, obs *agents.Observation) (agents.Actio
 		if perr != nil {
 			t.rejected = append(t.rejected, perr.Error())
 		}
-		if perr == nil || attempt >= p.invalidRetries {
+		if perr == nil || attempt >= p.cfg.InvalidRetries {
 			return p.action(&t, comp, text, perr, attempt+1), nil
 		}
 		last, lastText, lastErr = comp, text, perr
@@ -224,8 +213,8 @@ func (p *Policy) newTurn(obs *agents.Observation) actTurn {
 	if t.mem.extends {
 		t.extendPreviousTurn()
 	}
-	t.req = chatRequest{model: p.model, fields: p.fields}
-	switch p.format {
+	t.req = chatRequest{model: p.cfg.Model, fields: p.fields}
+	switch p.cfg.Format {
 	case FormatJSON:
 		t.req.schema = t.ans.Schema(obs)
 	case FormatTool:
@@ -285,7 +274,7 @@ func (p *Policy) askTokenIn(ctx context.Context, t *actTurn, attempt, seed int) 
 // context budget as fitChat bounds it; a re-ask over the budget is not
 // sent and fits is false.
 func (p *Policy) askChat(ctx context.Context, t *actTurn, attempt, seed int) (comp *completion, fits bool, err error) {
-	if p.maxContext > 0 {
+	if p.cfg.MaxContext > 0 {
 		if fits, err := p.fitChat(t, attempt); !fits || err != nil {
 			return nil, fits, err
 		}
@@ -312,19 +301,19 @@ func (p *Policy) fitChat(t *actTurn, attempt int) (fits bool, err error) {
 		n = len(t.chat) - 2
 	}
 	b := tokenBound(t.chat, t.prev, n)
-	if b+p.reserve() > p.maxContext {
+	if b+p.reserve() > p.cfg.MaxContext {
 		if attempt > 0 {
 			return false, nil
 		}
 		if !t.mem.on {
-			return true, t.fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.maxContext))
+			return true, t.fail(fmt.Errorf("%w: the prompt's bound of %d tokens leaves less than %d of the budget of %d", ErrContextFull, b, p.reserve(), p.cfg.MaxContext))
 		}
 		if t.chat, t.mem, err = p.refit(t.obs, t.ans, boundOf); err != nil {
 			return true, t.fail(err)
 		}
 		t.prev, b = nil, tokenBound(t.chat, nil, 0)
 	}
-	t.req.fields = p.fieldsWithMaxTokens(p.maxContext - b)
+	t.req.fields = p.fieldsWithMaxTokens(p.cfg.MaxContext - b)
 	return true, nil
 }
 
@@ -334,7 +323,7 @@ func (p *Policy) fitChat(t *actTurn, attempt int) (fits bool, err error) {
 // asked again, extending the previous turn's tokens as the first attempt's
 // did.
 func (p *Policy) reask(t *actTurn, comp *completion, reply string, perr error, attempt int) {
-	if !p.feedback {
+	if !p.cfg.Feedback {
 		t.prev = nil
 		if t.mem.extends && attempt == 0 {
 			t.extendPreviousTurn()
@@ -384,9 +373,9 @@ func (p *Policy) action(t *actTurn, comp *completion, text string, perr error, a
 // askTokens asks for one answer token in, token out.
 func (p *Policy) askTokens(ctx context.Context, schema json.RawMessage, chat []protocol.ChatMessage, prev *agents.Tokens, prevChat []protocol.ChatMessage, prevReply string, seed int) (*completion, string, error) {
 	treq := &tokenRequest{
-		model: p.model, chat: chat, prev: prev, prevChat: prevChat, prevReply: prevReply, seed: seed, schema: schema,
+		model: p.cfg.Model, chat: chat, prev: prev, prevChat: prevChat, prevReply: prevReply, seed: seed, schema: schema,
 		chatFields: p.fields, fields: p.cfields, maxTokens: max(value(p.cfg.MaxTokens), 0),
-		budget: p.maxContext, reserve: p.reserve(),
+		budget: p.cfg.MaxContext, reserve: p.reserve(),
 	}
 	if remoteKind(p.cfg.Kind) {
 		treq.chatFields, treq.fields, treq.sampling = p.remote.render, p.remote.generate, p.remote.sampling
@@ -407,14 +396,14 @@ func (p *Policy) fieldsWithMaxTokens(n int) []byte {
 
 func (p *Policy) notes(comp *completion, attempts, retries int, rejected []string) map[string]any {
 	n := map[string]any{
-		"llm_model":             p.model,
+		"llm_model":             p.cfg.Model,
 		"llm_attempts":          attempts,
 		"llm_finish_reason":     comp.finish,
 		"llm_prompt_tokens":     comp.usage.PromptTokens,
 		"llm_completion_tokens": comp.usage.CompletionTokens,
 	}
-	if p.endpoint != "" {
-		n["llm_endpoint"] = p.endpoint
+	if p.cfg.Endpoint != "" {
+		n["llm_endpoint"] = p.cfg.Endpoint
 	}
 	if retries > 0 {
 		n["llm_retries"] = retries
@@ -444,7 +433,7 @@ func (p *Policy) parse(ans Answer, obs *agents.Observation, comp *completion) (t
 			err = fmt.Errorf("%w (the answer was cut off at the token limit)", err)
 		}
 	}()
-	switch p.format {
+	switch p.cfg.Format {
 	case FormatText:
 		reply = comp.content
 		text = strings.TrimSpace(reply)
@@ -507,7 +496,7 @@ func (p *Policy) response(comp *completion) (string, string) {
 
 // instructions tells the model how to answer, in the policy's format.
 func (p *Policy) instructions(ans Answer, obs *agents.Observation) string {
-	switch p.format {
+	switch p.cfg.Format {
 	case FormatText:
 		if obs.Legal != nil {
 			return "Answer with exactly one of: " + listLegal(obs.Legal) + ", and nothing else."
@@ -573,8 +562,8 @@ const seedStream = 0x5eed11a
 // sampling seed, SampledRequestSeed of it, the agent and its turn number;
 // without, requestSeed of the turn's seed.
 func (p *Policy) requestSeed(obs *agents.Observation, attempt int) int {
-	if p.samplingSeed != nil {
-		return SampledRequestSeed(*p.samplingSeed, obs.Agent, obs.Turn, attempt)
+	if p.cfg.SamplingSeed != nil {
+		return SampledRequestSeed(*p.cfg.SamplingSeed, obs.Agent, obs.Turn, attempt)
 	}
 	return requestSeed(obs.Seed, attempt)
 }
@@ -596,7 +585,5 @@ func requestSeed(turnSeed uint64, attempt int) int {
 // service's seed), so the same sampling seed sends the same seeds on any
 // service, and a re-ask samples anew. It fits in 31 bits.
 func SampledRequestSeed(s int64, agent string, turn, attempt int) int {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(agent))
-	return int(seeds.Mix(uint64(s), seedStream, h.Sum64(), uint64(turn), uint64(attempt)) >> 33)
+	return int(seeds.Mix(uint64(s), seedStream, fnv64([]byte(agent)), uint64(turn), uint64(attempt)) >> 33)
 }

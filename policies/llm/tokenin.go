@@ -117,11 +117,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		cbody = append(cbody, `,"json_schema":`...)
 		cbody = append(cbody, req.schema...)
 	}
-	if len(req.fields) > 0 {
-		cbody = append(cbody, ',')
-		cbody = append(cbody, req.fields...)
-	}
-	cbody = append(cbody, '}')
+	cbody = append(appendFields(cbody, req.fields), '}')
 	var a llamaCompletion
 	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
 		a = llamaCompletion{}
@@ -256,10 +252,8 @@ func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.
 	if err != nil {
 		return "", 0, err
 	}
-	if len(fields) > 0 {
-		if body, err = splice(body, fields); err != nil {
-			return "", 0, err
-		}
+	if body, err = spliceFields(body, fields); err != nil {
+		return "", 0, err
 	}
 	return c.llamaApplyTemplate(ctx, body, jitter)
 }
@@ -310,18 +304,7 @@ func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool
 	if err != nil {
 		return nil, 0, err
 	}
-	var ids []int
-	n, err := c.llamaPost(ctx, "/tokenize", body, jitter, func(b []byte) error {
-		var a struct {
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
-			return fmt.Errorf("%w: the /tokenize answer has no token list", ErrMalformed)
-		}
-		ids = a.Tokens
-		return nil
-	})
-	return ids, n, err
+	return c.postTokens(ctx, c.root+"/tokenize", "/tokenize", body, jitter)
 }
 
 // extendsTokens reports whether prompt begins with prev's prompt and

@@ -284,7 +284,7 @@ func (c *Client) remoteChatIDs(ctx context.Context, model string, chat []protoco
 		if body, err = spliceFields(body, fields); err != nil {
 			return nil, 0, err
 		}
-		return c.postTokens(ctx, c.root+vllmTokenize, body, jitter)
+		return c.postTokens(ctx, c.root+vllmTokenize, "tokenize", body, jitter)
 	}
 	// SGLang renders a chat only on its way to generating: one token,
 	// greedy, whose answer carries the prompt's ids.
@@ -317,6 +317,15 @@ func (c *Client) remoteChatIDs(ctx context.Context, model string, chat []protoco
 	return ids, n, err
 }
 
+// appendFields appends fields to the JSON object being written in b,
+// after a comma, when there are any.
+func appendFields(b, fields []byte) []byte {
+	if len(fields) > 0 {
+		b = append(append(b, ','), fields...)
+	}
+	return b
+}
+
 // spliceFields splices fields, when there are any, into the JSON object
 // body.
 func spliceFields(body, fields []byte) ([]byte, error) {
@@ -345,18 +354,19 @@ func (c *Client) remoteTokenize(ctx context.Context, model, text string, jitter 
 	if c.cfg.Kind == KindSGLang {
 		url = c.base() + sglangTokenize
 	}
-	return c.postTokens(ctx, url, body, jitter)
+	return c.postTokens(ctx, url, "tokenize", body, jitter)
 }
 
-// postTokens posts a tokenize body and reads the answer's "tokens".
-func (c *Client) postTokens(ctx context.Context, url string, body []byte, jitter uint64) ([]int, int, error) {
+// postTokens posts a tokenize body and reads the answer's "tokens"; what
+// names the endpoint in the error of an answer without them.
+func (c *Client) postTokens(ctx context.Context, url, what string, body []byte, jitter uint64) ([]int, int, error) {
 	var ids []int
 	n, err := c.llamaPost(ctx, strings.TrimPrefix(url, c.root), body, jitter, func(b []byte) error {
 		var a struct {
 			Tokens []int `json:"tokens"`
 		}
 		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
-			return fmt.Errorf("%w: the tokenize answer has no token list", ErrMalformed)
+			return fmt.Errorf("%w: the %s answer has no token list", ErrMalformed, what)
 		}
 		ids = a.Tokens
 		return nil
@@ -448,11 +458,7 @@ func (c *Client) vllmGenerate(ctx context.Context, req *tokenRequest, ids []int,
 		b = append(b, req.schema...)
 		b = append(b, `,"strict":true}}`...)
 	}
-	if len(req.fields) > 0 {
-		b = append(b, ',')
-		b = append(b, req.fields...)
-	}
-	b = append(b, '}')
+	b = append(appendFields(b, req.fields), '}')
 	var a vllmCompletion
 	r, err := c.llamaPost(ctx, strings.TrimPrefix(c.base(), c.root)+vllmCompletions, b, jitter, func(body []byte) error {
 		a = vllmCompletion{}
@@ -544,16 +550,8 @@ func (c *Client) sglangGenerate(ctx context.Context, req *tokenRequest, ids []in
 		b = append(b, `,"json_schema":`...)
 		b = protocol.AppendString(b, string(req.schema))
 	}
-	if len(req.sampling) > 0 {
-		b = append(b, ',')
-		b = append(b, req.sampling...)
-	}
-	b = append(b, '}')
-	if len(req.fields) > 0 {
-		b = append(b, ',')
-		b = append(b, req.fields...)
-	}
-	b = append(b, '}')
+	b = append(appendFields(b, req.sampling), '}')
+	b = append(appendFields(b, req.fields), '}')
 	var a sglangGenerateAnswer
 	r, err := c.llamaPost(ctx, sglangGenerate, b, jitter, func(body []byte) error {
 		a = sglangGenerateAnswer{}

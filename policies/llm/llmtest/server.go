@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -89,8 +91,8 @@ func NewServer(opts Options) *Server {
 	}
 	s := &Server{opts: opts, done: make(chan struct{}), repeats: map[uint64]int{}, stats: Stats{Faults: map[string]int{}}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.chat)
-	mux.HandleFunc("POST /chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/chat/completions", s.generation(s.chat))
+	mux.HandleFunc("POST /chat/completions", s.generation(s.chat))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -98,16 +100,16 @@ func NewServer(opts Options) *Server {
 	case VLLM:
 		mux.HandleFunc("POST /tokenize", s.vllmTokenize)
 		mux.HandleFunc("POST /detokenize", s.vllmDetokenize)
-		mux.HandleFunc("POST /v1/completions", s.vllmCompletions)
+		mux.HandleFunc("POST /v1/completions", s.generation(s.vllmCompletions))
 	case SGLang:
 		mux.HandleFunc("POST /v1/tokenize", s.sglangTokenize)
 		mux.HandleFunc("POST /v1/detokenize", s.sglangDetokenize)
-		mux.HandleFunc("POST /generate", s.sglangGenerate)
+		mux.HandleFunc("POST /generate", s.generation(s.sglangGenerate))
 	case LlamaCpp:
 		mux.HandleFunc("POST /tokenize", s.tokenize)
 		mux.HandleFunc("POST /apply-template", s.applyTemplate)
 		mux.HandleFunc("POST /detokenize", s.detokenize)
-		mux.HandleFunc("POST /completion", s.completion)
+		mux.HandleFunc("POST /completion", s.generation(s.completion))
 	}
 	s.mux = mux
 	return s
@@ -159,10 +161,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Faults = make(map[string]int, len(s.stats.Faults))
-	for k, v := range s.stats.Faults {
-		st.Faults[k] = v
-	}
+	st.Faults = maps.Clone(s.stats.Faults)
 	return st
 }
 
@@ -233,32 +232,43 @@ func (s *Server) wait(ctx context.Context, d time.Duration) bool {
 	return false
 }
 
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	s.enter()
-	answered, bad := false, false
-	defer func() { s.leave(answered, bad) }()
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return // the client went away
+// generation serves a request that the brain answers: it counts the
+// request in flight, reads its body (the client went away when that
+// fails) and hands it to h, which reports whether it answered 200, or
+// returns the error that rejects the request with 400.
+func (s *Server) generation(h func(w http.ResponseWriter, r *http.Request, body []byte) (bool, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.enter()
+		answered, bad := false, false
+		defer func() { s.leave(answered, bad) }()
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return // the client went away
+		}
+		if answered, err = h(w, r, body); err != nil {
+			bad = true
+			writeError(w, http.StatusBadRequest, err.Error())
+		}
 	}
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte) (bool, error) {
 	req, err := parseRequest(body)
 	if err != nil {
-		bad = true
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return false, err
 	}
 	reply, fault, ok := s.think(w, r, req, req.Model)
 	if !ok {
-		return
+		return false, nil
 	}
 	resp := s.answer(req, reply, fault.Kind != NoTokenIDs)
 	if fault.Kind == Truncated {
 		b, _ := json.Marshal(resp)
 		truncate(w, b)
-		return
+		return false, nil
 	}
-	answered = true
 	writeJSON(w, http.StatusOK, resp)
+	return true, nil
 }
 
 // think admits a parsed request, waits the latency, answers a fault that
@@ -333,14 +343,7 @@ type llamaProb struct {
 // fake template read back (ReadTemplate). n_predict bounds the answer
 // ("limit"); a finished answer ends with ImEnd ("eos"). Faults apply as to
 // chat requests; NoTokenIDs leaves out the ids and log-probs.
-func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
-	s.enter()
-	answered, bad := false, false
-	defer func() { s.leave(answered, bad) }()
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
+func (s *Server) completion(w http.ResponseWriter, r *http.Request, body []byte) (bool, error) {
 	var in struct {
 		Prompt      []int           `json:"prompt"`
 		NPredict    int             `json:"n_predict"`
@@ -350,15 +353,13 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
 		NProbs      int             `json:"n_probs"`
 	}
 	if err := json.Unmarshal(body, &in); err != nil || len(in.Prompt) == 0 {
-		bad = true
-		writeError(w, http.StatusBadRequest, "completion needs a prompt of token ids")
-		return
+		return false, errors.New("completion needs a prompt of token ids")
 	}
 	req := &Request{Body: body, Messages: ReadTemplate(Detokenize(in.Prompt)), Seed: in.Seed, Temperature: in.Temperature,
 		MaxTokens: in.NPredict, Logprobs: in.NProbs > 0, Schema: in.Schema}
 	reply, fault, ok := s.think(w, r, req, "")
 	if !ok {
-		return
+		return false, nil
 	}
 	comp := Tokenize(reply.Text)
 	out := llamaCompletion{Stop: true, StopType: "eos", TokensEvaluated: len(in.Prompt)}
@@ -389,8 +390,8 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	answered = true
 	writeJSON(w, http.StatusOK, out)
+	return true, nil
 }
 
 // created is the fixed creation time of every completion: answers depend

@@ -121,8 +121,7 @@ func (s *Server) readStrict(w http.ResponseWriter, r *http.Request, known []stri
 	}
 	m, err := strictFields(body, known, what)
 	if err != nil {
-		s.count(func(st *Stats) { st.BadRequests++ })
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.fail(w, err)
 		return nil, nil, false
 	}
 	return m, body, true
@@ -280,23 +279,14 @@ func (s *Server) generate(req *Request, reply Reply, max int) generated {
 // tokens' log-probs ("token_id:N" tokens under
 // return_tokens_as_token_ids). max_tokens defaults to 16, as vLLM's;
 // null means the context's room.
-func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
-	s.enter()
-	answered, bad := false, false
-	defer func() { s.leave(answered, bad) }()
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
+func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request, body []byte) (bool, error) {
 	req, prompt, logprobs, err := vllmCompletionRequest(body)
 	if err != nil {
-		bad = true
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return false, err
 	}
 	reply, fault, ok := s.think(w, r, req, req.Model)
 	if !ok {
-		return
+		return false, nil
 	}
 	g := s.generate(req, reply, req.MaxTokens)
 	text := g.ids
@@ -318,8 +308,8 @@ func (s *Server) vllmCompletions(w http.ResponseWriter, r *http.Request) {
 		"id": "cmpl-troupe", "object": "text_completion", "created": created, "model": req.Model, "choices": []any{ch},
 		"usage": usage{PromptTokens: len(prompt), CompletionTokens: len(g.ids), TotalTokens: len(prompt) + len(g.ids)},
 	}
-	answered = true
 	writeJSON(w, http.StatusOK, out)
+	return true, nil
 }
 
 // vllmCompletionRequest reads the body of a POST /v1/completions as vLLM
@@ -422,14 +412,7 @@ func vllmLogprobs(ids []int, asIDs, top bool) any {
 // token, under return_logprob. sampling_params' max_new_tokens defaults
 // to 128, as SGLang's; null means the context's room. json_schema must be
 // a string.
-func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request) {
-	s.enter()
-	answered, bad := false, false
-	defer func() { s.leave(answered, bad) }()
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
+func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request, body []byte) (bool, error) {
 	m, err := strictFields(body, SGLangGenerateFields, "generate")
 	var prompt []int
 	var sp map[string]json.RawMessage
@@ -475,9 +458,7 @@ func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request) {
 		err = badRequest("max_new_tokens must be at least 0, got %d.", max)
 	}
 	if err != nil {
-		bad = true
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return false, err
 	}
 	if schema != nil {
 		req.Schema = json.RawMessage(*schema)
@@ -485,7 +466,7 @@ func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request) {
 	req.Messages, req.MaxTokens = ReadTemplate(Detokenize(prompt)), max
 	reply, fault, ok := s.think(w, r, req, "")
 	if !ok {
-		return
+		return false, nil
 	}
 	g := s.generate(req, reply, max)
 	text := g.ids
@@ -505,6 +486,6 @@ func (s *Server) sglangGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		meta["output_token_logprobs"] = lps
 	}
-	answered = true
 	writeJSON(w, http.StatusOK, map[string]any{"text": Detokenize(text), "output_ids": g.ids, "meta_info": meta})
+	return true, nil
 }
