@@ -70,7 +70,9 @@ type resample struct {
 // ErrNoHiddenState for a game that is not a HiddenState, ErrEpisodeOver
 // for an episode that is over; an error of the game's Resample, or a role
 // it gives that the scenario does not declare, is returned and fails the
-// fork, not the episode.
+// fork, not the episode. A fork is for search: its record's Replay (the
+// counterfactuals of credit) replays the true game from the seed, not the
+// re-drawn one.
 func (ep *Episode) ForkFor(seat int, seed uint64) (*Episode, error) {
 	if ep.done {
 		return nil, ErrEpisodeOver
