@@ -78,13 +78,7 @@ func (s *Server) routes() *http.ServeMux {
 
 // ServeHTTP implements http.Handler. A path ServeMux would redirect to
 // its clean form (httpedge.Canonical) is answered 404 here.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !httpedge.Canonical(r.URL.Path) {
-		s.notFound(w, r)
-		return
-	}
-	s.mux.ServeHTTP(w, r)
-}
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // notFound answers a path that is no endpoint.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -163,7 +163,7 @@ type Server struct {
 	cfg      Config
 	token    httpedge.Token
 	metadata []byte
-	mux      *http.ServeMux // routes
+	mux      http.Handler // routes (httpedge.Routed)
 
 	mu       sync.Mutex
 	episodes map[string]*episodeEntry
@@ -226,7 +226,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.rollouts = cfg.RolloutIDBase
-	s.mux = s.routes()
+	s.mux = httpedge.Routed(s.routes(), s.notFound)
 	return s, nil
 }
 

@@ -223,6 +223,11 @@ func TestBadInput(t *testing.T) {
 	code, e = post("/step", `{"session_id":"s-nope","action":{"move":"a1"}}`, true)
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Equal(t, envclient.CodeUnknown, e.Code)
+	// A path ServeMux would redirect to its clean form is no endpoint,
+	// answered in the server's shape, not a redirect a POST would follow.
+	code, e = post("/health/../reset", `{"scenario":"tictactoe"}`, true)
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, e.Message, "no endpoint /health/../reset")
 
 	x, _, err := c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe", Seats: []string{"x"}, EpisodeID: "g"})
 	require.NoError(t, err)

@@ -440,6 +440,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	})
+	routed := httpedge.Routed(mux, http.NotFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", CSP+"; frame-ancestors 'none'")
@@ -451,13 +452,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 			http.Error(w, "troupe view answers only to 127.0.0.1, localhost and [::1]", http.StatusMisdirectedRequest)
 			return
 		}
-		if !httpedge.Canonical(r.URL.Path) {
-			// Not ServeMux's redirect to the cleaned path: no page has
-			// such a name, and a ".." must lead nowhere.
-			http.NotFound(w, r)
-			return
-		}
-		mux.ServeHTTP(w, r)
+		routed.ServeHTTP(w, r)
 	})
 }
 

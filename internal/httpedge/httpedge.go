@@ -1,6 +1,6 @@
 // Package httpedge holds what troupe's HTTP services share at their edge:
 // the bearer-token check, the JSON content-type check, and the check of
-// a path ServeMux would redirect (Canonical). The rollout service
+// a path ServeMux would redirect (Canonical, Routed). The rollout service
 // (rollout/server) and the environment server (envserver) use them;
 // the viewer uses Canonical.
 package httpedge
@@ -70,6 +70,19 @@ func CheckJSON(r *http.Request) error {
 func Canonical(p string) bool {
 	c := path.Clean(p)
 	return strings.HasPrefix(p, "/") && (c == p || (c != "/" && c+"/" == p))
+}
+
+// Routed returns mux as a handler that answers a path that is not
+// Canonical with notFound, where ServeMux would redirect it: no endpoint
+// has such a name, and a ".." must lead nowhere.
+func Routed(mux *http.ServeMux, notFound http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !Canonical(r.URL.Path) {
+			notFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // ListenAndServe listens on addr (TCP) and hands the listener to serve, a

@@ -274,9 +274,9 @@ type Server struct {
 	cancelBase context.CancelCauseFunc
 
 	token     httpedge.Token
-	mux       *http.ServeMux // routes
-	scenarios []byte         // the encoded GET /v1/scenarios answer
-	allocs    []byte         // the encoded GET /v1/allocators answer
+	mux       http.Handler // routes (httpedge.Routed)
+	scenarios []byte       // the encoded GET /v1/scenarios answer
+	allocs    []byte       // the encoded GET /v1/allocators answer
 	bufs      sync.Pool
 	stateful  *allocators // the stateful allocators
 
@@ -311,7 +311,7 @@ func New(cfg Config) (*Server, error) {
 	if s.stateful, err = loadAllocatorStates(cfg.AllocatorStateDir, cfg.Allocators); err != nil {
 		return nil, err
 	}
-	s.mux = s.routes()
+	s.mux = httpedge.Routed(s.routes(), s.notFound)
 	return s, nil
 }
 
@@ -346,13 +346,7 @@ func (s *Server) routes() *http.ServeMux {
 
 // ServeHTTP implements http.Handler. A path ServeMux would redirect to
 // its clean form (httpedge.Canonical) is answered 404 here.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !httpedge.Canonical(r.URL.Path) {
-		s.notFound(w, r)
-		return
-	}
-	s.mux.ServeHTTP(w, r)
-}
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // notFound answers a path that is no endpoint.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
