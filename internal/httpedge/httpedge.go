@@ -2,7 +2,7 @@
 // the bearer-token check, the JSON content-type check, and the check of
 // a path ServeMux would redirect (Canonical, Routed). The rollout service
 // (rollout/server) and the environment server (envserver) use them;
-// the viewer uses Canonical.
+// the viewer uses Routed.
 package httpedge
 
 import (
