@@ -36,13 +36,21 @@ AGENTSJS_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # view's browser tests; elsewhere they run when chromium is on PATH and skip,
 # saying so, when it is not.
 BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
-# CI tries to ready PettingZoo, Gymnasium, OpenEnv and websockets (tools/
-# python/install.sh: snapshots from GitHub, which a CI machine may not
-# reach, unlike the npm registry and Debian). Wherever they are in PY_DIR,
-# make test points troupe env-serve's tests at them and requires them;
-# where they are not, those tests skip, saying so.
-PY_E2E ?= $(if $(filter true 1,$(CI)),1,)
-PY_DIR ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/python
+# troupe's Python counterparts live in virtual environments pinned from
+# PyPI (python/requirements/NAME.txt), cached outside the clone as
+# PY_CACHE/pyenv-NAME, rebuilt when their pins change (tools/python/
+# install.sh). CI installs the end-to-end ones (pettingzoo, gymnasium,
+# openenv-core, verifiers, openai-agents) and requires their tests
+# (TROUPE_REQUIRE_PYTHON=1); elsewhere those tests run when the venvs
+# exist and skip, saying so, when not. The trainers' (torch) are never
+# part of make test: make trainers.
+PY_E2E   ?= $(if $(filter true 1,$(CI)),1,)
+PY_CACHE ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)
+# make marl-train: TorchRL's PPO on El Farol through troupe_env, team reward
+# against difference credit (docs/marl-training.md); MARL_ARGS are the
+# script's flags (examples/torchrl/elfarol_ippo.py --help).
+MARL_OUT  ?= $(OUT)/marl
+MARL_ARGS ?= --reward team --reward difference --seeds 5
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)
@@ -65,10 +73,10 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
+.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers marl-train agentsjs
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 run: ## self-play El Farol offline; samples to out/elfarol.jsonl
 	$(GO) run ./cmd/troupe run elfarol --episodes $(EPISODES) --seed 1 --out $(OUT)/elfarol.jsonl
@@ -85,13 +93,18 @@ agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cac
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh
 
-python-e2e: ## ready PettingZoo, Gymnasium, OpenEnv and websockets for troupe env-serve's tests (cached in PY_DIR)
-	bash tools/python/install.sh "$(PY_DIR)"
+python-e2e: ## install the pinned venvs of the end-to-end tests: PettingZoo, Gymnasium, OpenEnv, verifiers, Agents SDK (cached in PY_CACHE)
+	TROUPE_CACHE="$(PY_CACHE)" bash tools/python/install.sh e2e agents
 
-python-e2e-try: # CI: python-e2e, and on failure a warning (the tests then skip, saying so)
-	@bash tools/python/install.sh "$(PY_DIR)" || echo "python-e2e: PettingZoo, Gymnasium and OpenEnv could not be readied; troupe env-serve's tests against them skip"
+trainers: ## install the pinned trainers' venvs: torch with TorchRL, and with TRL (gigabytes, many minutes; cached in PY_CACHE)
+	TROUPE_CACHE="$(PY_CACHE)" bash tools/python/install.sh marl llm
 
-test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e-try) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser and Agents SDK end-to-end tests)
+marl-train: build ## TorchRL's PPO learns El Farol through troupe_env on CPU: team reward against difference credit, into MARL_OUT
+	TROUPE_CACHE="$(PY_CACHE)" bash tools/python/install.sh marl
+	PYTHONPATH=python CUDA_VISIBLE_DEVICES= "$(PY_CACHE)/pyenv-marl/bin/python" examples/torchrl/elfarol_ippo.py \
+		--troupe $(OUT)/troupe --out $(MARL_OUT) $(MARL_ARGS)
+
+test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser, Agents SDK and Python end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -100,10 +113,7 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),pytho
 	@# its own offline (GOPROXY=off), and resolving its graph reads them.
 	$(GO) list -m all >/dev/null
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
-	@py=(); \
-	if [ -d "$(PY_DIR)/lib/pettingzoo" ]; then py+=(TROUPE_PETTINGZOO_PATH="$(PY_DIR)/lib" TROUPE_REQUIRE_PETTINGZOO=1); fi; \
-	if [ -d "$(PY_DIR)/openenv/src/openenv" ]; then py+=(TROUPE_OPENENV_PATH="$(PY_DIR)/openenv/src:$(PY_DIR)/lib" TROUPE_REQUIRE_OPENENV=1); fi; \
-	set -x; env "$${py[@]}" GORACE="$(TESTGORACE)" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(if $(PY_E2E),TROUPE_REQUIRE_PYTHON=1) \
+	TROUPE_CACHE="$(PY_CACHE)" GORACE="$(TESTGORACE)" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(if $(PY_E2E),TROUPE_REQUIRE_PYTHON=1) \
 		$(GO) test $(RACE) $(TESTFLAGS) -timeout 20m ./...
 
 api-check: ## the exported API against the last release's (api/troupe.apidata.gz): each break must be named in CHANGELOG.md

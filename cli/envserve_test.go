@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,21 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/internal/pyenv"
 	"github.com/troupe-rl/troupe/runspec"
-)
-
-// Environment variables of the tests against outside Python packages.
-const (
-	// EnvPettingZoo is a directory that makes pettingzoo and gymnasium
-	// importable (snapshots of Farama-Foundation/PettingZoo and Gymnasium,
-	// each package directory at its top); numpy comes from the Python.
-	EnvPettingZoo = "TROUPE_PETTINGZOO_PATH"
-	// EnvRequirePettingZoo=1 fails the PettingZoo test when EnvPettingZoo
-	// is unset, where it otherwise skips.
-	EnvRequirePettingZoo = "TROUPE_REQUIRE_PETTINGZOO"
-	// EnvPython is the Python to run them with; default /usr/bin/python3
-	// (Debian's, which has numpy).
-	EnvPython = "TROUPE_PYTHON"
 )
 
 // envServing runs `troupe env-serve args...` on a free loopback port until
@@ -38,24 +24,15 @@ func envServing(t *testing.T, args ...string) (base string, stop func() int) {
 	return servingCommand(t, "env-serve", "troupe: environment server on ", args...)
 }
 
-// pythonWith returns the Python to run and the PYTHONPATH that makes
-// troupe_env and pettingzoo importable, or skips.
-func pythonWith(t *testing.T) (python, path string) {
+// pythonCheck returns a command that runs python/tests/NAME with args under
+// the pinned PettingZoo, Gymnasium and OpenEnv (pyenv.E2E), troupe_env
+// importable, or skips (fails under TROUPE_REQUIRE_PYTHON=1) without them.
+func pythonCheck(t *testing.T, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	dir := os.Getenv(EnvPettingZoo)
-	if dir == "" {
-		if os.Getenv(EnvRequirePettingZoo) == "1" {
-			t.Fatalf("%s is unset and %s=1: point it at a directory holding pettingzoo/ and gymnasium/", EnvPettingZoo, EnvRequirePettingZoo)
-		}
-		t.Skipf("%s is unset: PettingZoo's api_test is not run (point it at a directory holding snapshots' pettingzoo/ and gymnasium/; %s=1 makes this a failure)", EnvPettingZoo, EnvRequirePettingZoo)
-	}
-	python = os.Getenv(EnvPython)
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	return python, filepath.Join(root, "python") + string(os.PathListSeparator) + dir
+	python := pyenv.Python(t, pyenv.E2E)
+	cmd := exec.CommandContext(t.Context(), python, append([]string{filepath.Join(pyenv.PythonPath(), "tests", name)}, args...)...)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath())
+	return cmd
 }
 
 // checkedEpisode is an episode the Python check played: its seeds and
@@ -74,14 +51,12 @@ type checkedEpisode struct {
 // the random agents played through `troupe run --spec` with the replay
 // policy: each record is the server's, byte for byte.
 func TestEnvServePettingZoo(t *testing.T) {
-	python, path := pythonWith(t)
 	dir := t.TempDir()
 	served := filepath.Join(dir, "served.episodes.jsonl")
 	base, stop := envServing(t, "--episodes-out", served, "-o", filepath.Join(dir, "served.jsonl"))
 	out := filepath.Join(dir, "check.json")
-	root := filepath.Dir(strings.Split(path, string(os.PathListSeparator))[0])
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join(root, "python", "tests", "pettingzoo_check.py"), base, out)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+path, "CHECK_CYCLES=100", "CHECK_BENCH_EPISODES=20")
+	cmd := pythonCheck(t, "pettingzoo_check.py", base, out)
+	cmd.Env = append(cmd.Env, "CHECK_CYCLES=100", "CHECK_BENCH_EPISODES=20")
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	require.Equal(t, 0, stop())
@@ -143,38 +118,14 @@ func rolesOf(scenario string) []string {
 	return []string{"patron"}
 }
 
-// EnvOpenEnv is a list of directories (joined as PATH is): the first is
-// the src/ directory of a huggingface/OpenEnv snapshot; all of them go on
-// PYTHONPATH, one of them making `websockets` (>= 13) importable.
-// EnvRequireOpenEnv=1 fails the test when it is unset.
-const (
-	EnvOpenEnv        = "TROUPE_OPENENV_PATH"
-	EnvRequireOpenEnv = "TROUPE_REQUIRE_OPENENV"
-)
-
 // TestEnvServeOpenEnv plays single-seat tic-tac-toe games against the
 // house's minimax with OpenEnv's own client code (GenericEnvClient, over
 // its WebSocket session), an illegal move included.
 func TestEnvServeOpenEnv(t *testing.T) {
-	dirs := os.Getenv(EnvOpenEnv)
-	if dirs == "" {
-		if os.Getenv(EnvRequireOpenEnv) == "1" {
-			t.Fatalf("%s is unset and %s=1", EnvOpenEnv, EnvRequireOpenEnv)
-		}
-		t.Skipf("%s is unset: OpenEnv's client is not run (set it to OpenEnv's src/ and a directory holding websockets/; %s=1 makes this a failure)", EnvOpenEnv, EnvRequireOpenEnv)
-	}
-	python := os.Getenv(EnvPython)
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	src := strings.Split(dirs, string(os.PathListSeparator))[0]
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
 	dir := t.TempDir()
 	served := filepath.Join(dir, "served.episodes.jsonl")
 	base, stop := envServing(t, "--episodes-out", served)
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join(root, "python", "tests", "openenv_check.py"), base, src)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+dirs)
+	cmd := pythonCheck(t, "openenv_check.py", base)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	require.Equal(t, 0, stop())
@@ -201,20 +152,18 @@ func TestEnvServeOpenEnv(t *testing.T) {
 // TestEnvServePythonClient runs python/troupe_env's protocol client with
 // the standard library alone (python -S: no site-packages): two players
 // on their own threads share one episode, and refused moves come back as
-// ServerError with their codes. It needs only a Python 3.
+// ServerError with their codes. It needs only a Python 3: pyenv.E2E's,
+// else python3 on PATH.
 func TestEnvServePythonClient(t *testing.T) {
-	python := os.Getenv(EnvPython)
-	if python == "" {
-		python = "/usr/bin/python3"
+	python, err := pyenv.Find(pyenv.E2E)
+	if err != nil {
+		if python, err = exec.LookPath("python3"); err != nil {
+			t.Skip("no Python 3 (pyenv-e2e, or python3 on PATH): the Python client is not run")
+		}
 	}
-	if _, err := exec.LookPath(python); err != nil {
-		t.Skipf("no %s: the Python client is not run (%s names another)", python, EnvPython)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
 	base, stop := envServing(t)
-	cmd := exec.CommandContext(t.Context(), python, "-S", filepath.Join(root, "python", "tests", "client_check.py"), base)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "python"))
+	cmd := exec.CommandContext(t.Context(), python, "-S", filepath.Join(pyenv.PythonPath(), "tests", "client_check.py"), base)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath())
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	require.Equal(t, 0, stop())

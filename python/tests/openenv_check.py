@@ -1,45 +1,23 @@
 """Plays a single-seat troupe game with OpenEnv's own client code.
 
-    PYTHONPATH=$TROUPE_OPENENV_PATH /usr/bin/python3 python/tests/openenv_check.py URL OPENENV_SRC
+    PYTHONPATH=python $TROUPE_CACHE/pyenv-e2e/bin/python python/tests/openenv_check.py URL
 
-OPENENV_SRC is the src/ directory of a huggingface/OpenEnv snapshot; the
-PYTHONPATH must make `websockets` (>= 13) importable. OpenEnv's
-openenv/__init__ and openenv/core/__init__ import its server side (FastAPI,
-pydantic), which a client does not need: the packages are declared here with
-their directories, so that `openenv.core.generic_client` and the modules it
-imports (env_client, sync_client, client_types, utils, containers.runtime)
-load from the snapshot as they are. uv_provider imports `requests` at the
-top for a provider this run never starts: an empty module stands in for it
-when it is missing.
+OpenEnv's client is openenv-core from PyPI (python/requirements/e2e.txt):
+its GenericEnvClient, over its WebSocket session (/ws).
 
-It plays tic-tac-toe as x over OpenEnv's WebSocket session (/ws) against
-troupe's house policy in o, checks that an illegal move is refused with the
-server's error, reads the state, and prints a JSON summary.
+It plays tic-tac-toe as x against troupe's house policy in o, checks that
+an illegal move is refused with the server's error, reads the state, and
+prints a JSON summary.
 """
 
 import json
-import os
 import sys
-import types
 
-
-def load_openenv(src):
-    for name, sub in (("openenv", "openenv"), ("openenv.core", os.path.join("openenv", "core"))):
-        m = types.ModuleType(name)
-        m.__path__ = [os.path.join(src, sub)]
-        sys.modules[name] = m
-    try:
-        import requests  # noqa: F401
-    except ImportError:
-        sys.modules["requests"] = types.ModuleType("requests")
-    from openenv.core.generic_client import GenericEnvClient
-
-    return GenericEnvClient
+from openenv.core.generic_client import GenericEnvClient
 
 
 def main():
-    url, src = sys.argv[1], sys.argv[2]
-    GenericEnvClient = load_openenv(src)
+    url = sys.argv[1]
     summary = {"games": []}
     with GenericEnvClient(base_url=url).sync() as env:
         for seed in (1, 2, 3):

@@ -1,6 +1,6 @@
 """Checks troupe_env's PettingZoo environments against PettingZoo's own tests.
 
-    PYTHONPATH=python:$TROUPE_PETTINGZOO_PATH /usr/bin/python3 python/tests/pettingzoo_check.py URL OUT.json
+    PYTHONPATH=python $TROUPE_CACHE/pyenv-e2e/bin/python python/tests/pettingzoo_check.py URL OUT.json
 
 against a running `troupe env-serve` at URL. It runs pettingzoo.test.api_test
 and parallel_api_test on tic-tac-toe, El Farol and negotiation, then plays

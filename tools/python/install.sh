@@ -1,67 +1,79 @@
 #!/usr/bin/env bash
-# Readies the Python counterparts of troupe env-serve's end-to-end tests
-# (cli/envserve_test.go), once per machine: `make python-e2e`, and `make test`
-# under CI. Debian's python3 with numpy, cloudpickle and typing-extensions
-# (apt), and snapshots of PettingZoo, Gymnasium, OpenEnv and websockets at
-# the commits below, unpacked under DIR (default ~/.cache/troupe/python):
+# Builds troupe's Python virtual environments from their pinned
+# requirements, once per machine, outside the clone:
 #
-#   DIR/lib          pettingzoo/, gymnasium/, websockets/  (TROUPE_PETTINGZOO_PATH)
-#   DIR/openenv/src  OpenEnv's client code                  (TROUPE_OPENENV_PATH=DIR/openenv/src:DIR/lib)
+#   tools/python/install.sh NAME...      (e2e agents marl llm)
 #
-# Snapshots come from GitHub's tarballs, or, when TROUPE_SNAPSHOTS names a
-# directory of bare mirrors (OWNER+NAME/repo, as the fetch tool leaves them),
-# from those. It prints the two variables' values, to eval.
+# NAME's pins are python/requirements/NAME.txt (every package, dependencies
+# included); its venv is $TROUPE_CACHE/pyenv-NAME (default
+# ~/.cache/troupe/pyenv-NAME), where internal/pyenv finds it. make
+# python-e2e builds e2e and agents (make test does under CI), make trainers
+# marl and llm (torch: gigabytes, many minutes).
 #
-#   TROUPE_NO_APT=1  never apt-get install; fail instead when a package is missing
+# A venv is rebuilt from scratch when its requirements file or the Python
+# changes: a stamp in the venv holds the file's SHA-256 and the Python's
+# version, written only once the install and `pip check` succeeded, so an
+# interrupted build is redone. A venv whose packages are exactly the pins
+# (built by hand, or stamped for an edit of the comments) is adopted as it
+# is, without reinstalling. Packages come
+# from pip's index (PyPI unless pip is configured otherwise), with
+# --no-deps: the pins are the whole set.
+#
+#   TROUPE_PYTHON_BASE   the Python the venvs are made with (default
+#                        python3; 3.10 or later, with the venv module)
 set -euo pipefail
 
-log() { echo "python-e2e: $*" >&2; }
+log() { echo "python: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-dir="${1:-${TROUPE_CACHE:-$HOME/.cache/troupe}/python}"
-# Pinned: the commits the tests were written against (2026-12).
-pins=(
-	"Farama-Foundation/PettingZoo 761353e6a9d29cb3c6b88232e50ee036f94b08fd pettingzoo lib"
-	"Farama-Foundation/Gymnasium 3f0476a8cc224dcce2167cc4b6971ae0f04d5cfc gymnasium lib"
-	"python-websockets/websockets 04e599ca3caad2c5bb3fa8eaf24066fd270e90a7 src/websockets lib"
-	"huggingface/OpenEnv 385de5ebb8d08d51d000d7dfc19de5f3c6a9c215 src/openenv openenv/src"
-)
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cache="${TROUPE_CACHE:-$HOME/.cache/troupe}"
+base="${TROUPE_PYTHON_BASE:-python3}"
+(($#)) || die "usage: $0 NAME... (the venvs: $(cd "$root/python/requirements" && ls *.txt | sed 's/\.txt$//' | tr '\n' ' '))"
 
-debs=()
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || debs+=(python3-numpy)
-/usr/bin/python3 -c 'import cloudpickle' 2>/dev/null || debs+=(python3-cloudpickle)
-/usr/bin/python3 -c 'import typing_extensions' 2>/dev/null || debs+=(python3-typing-extensions)
-if ((${#debs[@]})); then
-	if [[ "${TROUPE_NO_APT:-}" == 1 || "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
-		die "missing Debian packages: ${debs[*]} (apt-get install -y ${debs[*]})"
-	fi
-	log "apt-get install ${debs[*]}"
-	apt_lock=(-o "DPkg::Lock::Timeout=${TROUPE_APT_LOCK_TIMEOUT:-600}")
-	DEBIAN_FRONTEND=noninteractive apt-get "${apt_lock[@]}" update -qq >&2
-	DEBIAN_FRONTEND=noninteractive apt-get "${apt_lock[@]}" install -y -qq --no-install-recommends "${debs[@]}" >&2
-fi
+command -v "$base" >/dev/null || die "$base not found (TROUPE_PYTHON_BASE names the Python to build the venvs with)"
+version="$("$base" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
+"$base" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$base is Python $version; the pins need 3.10 or later"
+"$base" -c 'import venv, ensurepip' 2>/dev/null || die "$base has no venv or ensurepip module (Debian: apt-get install python3-venv)"
 
-for pin in "${pins[@]}"; do
-	read -r repo commit path into <<<"$pin"
-	name="${path##*/}"
-	stamp="$dir/$into/.$name.$commit"
-	[[ -e "$stamp" ]] && continue
-	mkdir -p "$dir/$into"
-	tmp="$(mktemp -d)"
-	mirror="${TROUPE_SNAPSHOTS:-}/${repo/\//+}/repo"
-	if [[ -n "${TROUPE_SNAPSHOTS:-}" && -d "$mirror" ]]; then
-		log "$repo@${commit:0:12}: from $mirror"
-		git --git-dir="$mirror" archive "$commit" "$path" | tar -x -C "$tmp"
-	else
-		log "$repo@${commit:0:12}: from GitHub"
-		curl -fsSL "https://codeload.github.com/$repo/tar.gz/$commit" | tar -xz -C "$tmp" --strip-components=1 "${repo#*/}-$commit/$path"
-	fi
-	rm -rf "${dir:?}/$into/$name" "$dir/$into/.$name".*
-	mv "$tmp/$path" "$dir/$into/$name"
-	rm -rf "$tmp"
-	touch "$stamp"
+# pins FILE: the requirements' name==version lines, normalised (lower
+# case, - for _ and .), comments and environment markers left out.
+pins() { sed -e 's/#.*//' -e 's/;.*//' -e 's/[[:space:]]//g' "$1" | norm; }
+# installed PYTHON: its packages as pins prints them (pip itself left out).
+installed() { "$1" -m pip freeze --all --disable-pip-version-check 2>/dev/null | grep -iv '^pip==' | norm; }
+norm() { awk -F'==' 'NF { n = tolower($1); gsub(/[_.]/, "-", n); print n "==" $2 }' | LC_ALL=C sort; }
+
+for name in "$@"; do
+	req="$root/python/requirements/$name.txt"
+	[[ -f "$req" ]] || die "no requirements for $name: $req does not exist"
+	dir="$cache/pyenv-$name"
+	stamp="$dir/.troupe-requirements"
+	want="$(sha256sum "$req" | cut -d' ' -f1) python $version"
+	mkdir -p "$cache"
+	(
+		# One build per venv at a time: make runs in parallel, or two clones.
+		if command -v flock >/dev/null; then
+			exec 9>"$cache/.pyenv-$name.lock"
+			flock 9
+		fi
+		if [[ -x "$dir/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+			log "pyenv-$name is up to date ($dir)"
+			exit 0
+		fi
+		if [[ -x "$dir/bin/python" ]] &&
+			[[ "$("$dir/bin/python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')" == "$version" ]] &&
+			diff <(pins "$req") <(installed "$dir/bin/python") >/dev/null; then
+			echo "$want" >"$stamp"
+			log "pyenv-$name: adopted $dir (its packages are the pins)"
+			exit 0
+		fi
+		log "pyenv-$name: building $dir from $req with $base ($version)"
+		rm -rf "$dir"
+		"$base" -m venv "$dir"
+		"$dir/bin/python" -m pip install --disable-pip-version-check --no-input --no-deps -q -r "$req"
+		"$dir/bin/python" -m pip check --disable-pip-version-check >&2 ||
+			die "pyenv-$name: the pins of $req are inconsistent (pip check above)"
+		echo "$want" >"$stamp"
+		log "pyenv-$name: ready ($dir/bin/python)"
+	)
 done
-PYTHONPATH="$dir/lib" /usr/bin/python3 -c 'import pettingzoo, gymnasium, websockets.asyncio.client' ||
-	die "the snapshots under $dir/lib do not import"
-echo "TROUPE_PETTINGZOO_PATH=$dir/lib"
-echo "TROUPE_OPENENV_PATH=$dir/openenv/src:$dir/lib"
