@@ -35,6 +35,7 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -57,15 +58,12 @@ from troupe_env.wrappers import numeric_infos
 
 GROUP = "patron"
 
-# The rewards a patron can learn from. "score" is the environment's
-# default reward, the patron's own score φ(x_k) (the "local" reward of the
-# El Farol literature); the others are credit allocators the environment
-# is opened with (REWARDS[name]: the reset fields that select them).
-REWARDS: Dict[str, dict] = {
-    "score": {},
-    "team": {"reward": "team"},
-    "difference": {"reward": "difference"},
-}
+# The rewards a patron can learn from: "score", the environment's default
+# reward, the patron's own score φ(x_k) (the "local" reward of the El Farol
+# literature), or one of troupe's credit allocators, which the environment
+# is opened with (reward=NAME): "team" (every patron gets G), "difference"
+# (G minus G with the patron at home: φ(x_k) − φ(x_k − 1)), or any other.
+REWARDS = ["score", "team", "difference", "equal-split", "shapley"]
 
 
 def phi(x: float, c: float) -> float:
@@ -106,25 +104,54 @@ class Server:
         self.proc.wait(timeout=10)
 
 
-def make_env(args, reward: str, seed: int) -> PettingZooWrapper:
+def make_env(args, reward: str, seed: int, allocators: Optional[List[str]] = None) -> PettingZooWrapper:
+    """El Farol as TorchRL sees it: troupe_env's Parallel environment,
+    rewarding with reward's credit, its infos cut to the numbers the
+    script checks (the team reward G and each allocator's credit: what
+    troupe computed, not the script), under TorchRL's PettingZooWrapper."""
     params = {"agents": args.agents, "nights": args.nights, "capacity": args.capacity}
-    pz = parallel_env("elfarol", params=params, base_url=args.base_url, view_bytes=args.view_bytes,
-                      **REWARDS[reward])
-    env = PettingZooWrapper(numeric_infos(pz), group_map={GROUP: list(pz.possible_agents)}, use_mask=True,
-                            categorical_actions=True, seed=seed)
-    return env
+    kw = {} if reward == "score" else {"reward": reward}
+    if allocators:
+        kw["allocators"] = allocators
+    pz = parallel_env("elfarol", params=params, base_url=args.base_url, view_bytes=args.view_bytes, **kw)
+    keys = {"team": math.nan, **{f"credit.{a}": math.nan for a in (allocators or []) + kw.get("reward", "").split() if a}}
+    return PettingZooWrapper(numeric_infos(pz, keys), group_map={GROUP: list(pz.possible_agents)}, use_mask=True,
+                             categorical_actions=True, seed=seed)
 
 
-def random_baseline(args) -> List[float]:
-    """G of --weeks weeks of patrons picking nights uniformly."""
-    env = make_env(args, "score", args.seed_base)
-    g = []
+def checked_g(data, args, reward: Optional[str]) -> torch.Tensor:
+    """G of each week in data, from the nights chosen, checked against the
+    team reward troupe put in infos, and the reward against reward's
+    credit there."""
+    nxt = data["next", GROUP]
+    g = team_utility(data[GROUP, "action"], args.nights, args.capacity)
+    every = nxt["info", "team"].double()  # [weeks, patrons]: every patron's infos
+    team = every[..., 0]
+    if not (every == team.unsqueeze(-1)).all() or not torch.allclose(g, team, rtol=1e-5):
+        raise AssertionError(f"infos' team reward {team.tolist()[:4]} is not G {g.tolist()[:4]}")
+    if reward not in (None, "score"):
+        got, want = nxt["reward"].double(), nxt["info", "credit." + reward].double().unsqueeze(-1)
+        if not torch.allclose(got, want, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"the reward is not infos' {reward} credit")
+    return g
+
+
+def random_baseline(args, rewards: List[str]) -> Dict[str, List[float]]:
+    """Per week of patrons picking nights uniformly (TorchRL's random
+    policy: the action spec's rand), G and each reward's mean over the
+    patrons."""
+    allocs = [r for r in rewards if r != "score"]
+    env = make_env(args, "score", args.seed_base, allocs)
+    out: Dict[str, List[float]] = {"G": [], **{r: [] for r in rewards}}
     torch.manual_seed(args.seed_base)
     for _ in range(args.random_weeks):
-        td = env.rollout(1)  # TorchRL's random policy: the action spec's rand
-        g.append(float(team_utility(td[GROUP, "action"], args.nights, args.capacity).mean()))
+        td = env.rollout(1)
+        out["G"].append(float(checked_g(td, args, None).mean()))
+        for r in rewards:
+            key = "reward" if r == "score" else ("info", "credit." + r)
+            out[r].append(float(td["next", GROUP][key].mean()))
     env.close()
-    return g
+    return out
 
 
 def train(args, reward: str, seed: int, log) -> List[dict]:
@@ -169,8 +196,7 @@ def train(args, reward: str, seed: int, log) -> List[dict]:
     weeks = 0
     g_star = optimum(args.agents, args.nights, args.capacity)
     for i, data in enumerate(collector):
-        g = team_utility(data["next", GROUP, "action"] if ("next", GROUP, "action") in data.keys(True)
-                         else data[GROUP, "action"], args.nights, args.capacity)
+        g = checked_g(data, args, reward)
         r = data["next", GROUP, "reward"]
         weeks += data.numel()
         rows.append({"reward": reward, "seed": seed, "batch": i, "weeks": weeks, "G": float(g.mean()),
@@ -196,6 +222,77 @@ def train(args, reward: str, seed: int, log) -> List[dict]:
     return rows
 
 
+def curve(rows: List[dict], rewards: List[str], batch: int, g_star: float) -> Dict[str, List[dict]]:
+    """The learning curve over seeds: per reward, at every tenth of the
+    run, G/G* and the mean reward per patron over the preceding tenth's
+    batches (a mean per seed), with intervals over seeds."""
+    out: Dict[str, List[dict]] = {}
+    for reward in rewards:
+        mine = [r for r in rows if r["reward"] == reward]
+        last = max(r["batch"] for r in mine)
+        step = max(1, (last + 1) // 10)
+        points = []
+        for end in range(step - 1, last + 1, step):
+            seeds: Dict[int, List[dict]] = {}
+            for r in mine:
+                if end - step < r["batch"] <= end:
+                    seeds.setdefault(r["seed"], []).append(r)
+            points.append({"weeks": (end + 1) * batch,
+                           "G_over_opt": interval([statistics.fmean(r["G_over_opt"] for r in rs) for rs in seeds.values()]),
+                           "mean_reward": interval([statistics.fmean(r["mean_reward"] for r in rs) for rs in seeds.values()])})
+        out[reward] = points
+    return out
+
+
+COLOURS = {"team": "#d62728", "difference": "#1f77b4", "score": "#2ca02c", "equal-split": "#9467bd", "shapley": "#8c564b"}
+
+
+def plot(rows: List[dict], rewards: List[str], random_g: dict, title: str, path: str) -> None:
+    """An SVG of G/G* per batch: for each reward the mean over seeds and its
+    95% interval, and the random policy's level (standard library only)."""
+    w, h, left, right, top, bottom = 640, 360, 56, 120, 28, 44
+    weeks = sorted({r["weeks"] for r in rows})
+    x0, x1 = 0, weeks[-1]
+    lines = []
+    lo_all, hi_all = random_g["lo"], random_g["hi"]
+    for reward in rewards:
+        pts = []
+        for wk in weeks:
+            iv = interval([r["G_over_opt"] for r in rows if r["reward"] == reward and r["weeks"] == wk])
+            pts.append((wk, iv))
+            lo_all, hi_all = min(lo_all, iv["lo"]), max(hi_all, iv["hi"])
+        lines.append((reward, pts))
+    y0, y1 = math.floor(lo_all * 10) / 10, min(1.0, math.ceil(hi_all * 10) / 10)
+    sx = lambda x: left + (x - x0) / (x1 - x0) * (w - left - right)
+    sy = lambda y: top + (y1 - y) / (y1 - y0) * (h - top - bottom)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{left}" y="16" font-size="12">{title}</text>']
+    for i in range(int(round((y1 - y0) * 10)) + 1):
+        y = y0 + i / 10
+        out.append(f'<line x1="{left}" x2="{w - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
+    for i in range(6):
+        x = x0 + i * (x1 - x0) / 5
+        out.append(f'<text x="{sx(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x:.0f}</text>')
+    out.append(f'<text x="{(left + w - right) / 2}" y="{h - 8}" text-anchor="middle">weeks (episodes) of training</text>')
+    out.append(f'<text x="14" y="{(top + h - bottom) / 2}" transform="rotate(-90 14 {(top + h - bottom) / 2})" '
+               f'text-anchor="middle">G / G*</text>')
+    ry = sy(random_g["mean"])
+    out.append(f'<line x1="{left}" x2="{w - right}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="#555" stroke-dasharray="4,3"/>'
+               f'<text x="{w - right + 6}" y="{ry + 4:.1f}">random</text>')
+    for reward, pts in lines:
+        c = COLOURS.get(reward, "#000")
+        band = [f"{sx(x):.1f},{sy(iv['hi']):.1f}" for x, iv in pts] + [f"{sx(x):.1f},{sy(iv['lo']):.1f}" for x, iv in reversed(pts)]
+        out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.18" stroke="none"/>')
+        mean = " ".join(f"{sx(x):.1f},{sy(iv['mean']):.1f}" for x, iv in pts)
+        out.append(f'<polyline points="{mean}" fill="none" stroke="{c}" stroke-width="1.6"/>')
+        out.append(f'<text x="{w - right + 6}" y="{sy(pts[-1][1]["mean"]) + 4:.1f}" fill="{c}">{reward}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 def interval(xs: List[float]) -> dict:
     """Mean and a 95% t interval."""
     m = statistics.fmean(xs)
@@ -210,13 +307,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--troupe", help="the troupe binary: the script serves the environment with it")
     p.add_argument("--base-url", help="a running `troupe env-serve` (instead of --troupe)")
-    p.add_argument("--reward", action="append", choices=sorted(REWARDS), help="reward(s) to learn from (repeatable)")
+    p.add_argument("--reward", action="append", choices=REWARDS, help="reward(s) to learn from (repeatable)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seed-base", type=int, default=1)
     p.add_argument("--agents", type=int, default=100)
     p.add_argument("--nights", type=int, default=7)
     p.add_argument("--capacity", type=float, default=6)
-    p.add_argument("--weeks", type=int, default=3000, help="weeks (episodes) of training per run")
+    p.add_argument("--weeks", type=int, default=1200, help="weeks (episodes) of training per run")
     p.add_argument("--batch", type=int, default=30, help="weeks per PPO batch")
     p.add_argument("--minibatch", type=int, default=10)
     p.add_argument("--epochs", type=int, default=4)
@@ -236,6 +333,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if torch.cuda.is_available():
         print("note: a GPU is visible; this run stays on the CPU", file=sys.stderr)
 
+    # A SIGTERM (make interrupted, a timeout) exits through the finally
+    # below, which stops the server this script started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     server = None
     if args.base_url is None:
         if not args.troupe:
@@ -249,9 +349,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         t0 = time.process_time()
-        rand = random_baseline(args)
+        rand = random_baseline(args, rewards)
         g_star = optimum(args.agents, args.nights, args.capacity)
-        log(f"random policy: G {statistics.fmean(rand):.3f} ({statistics.fmean(rand) / g_star:.3f} of G* = {g_star:.3f})")
+        log(f"random policy: G {statistics.fmean(rand['G']):.3f} ({statistics.fmean(rand['G']) / g_star:.3f} of G* = {g_star:.3f}); "
+            + ", ".join(f"mean {r} reward {statistics.fmean(rand[r]):.4f}" for r in rewards))
         rows: List[dict] = []
         for reward in rewards:
             for s in range(args.seeds):
@@ -281,12 +382,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = {
         "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
         "agents": args.agents, "nights": args.nights, "capacity": args.capacity, "weeks": args.weeks,
-        "G_star": g_star, "random_G_over_opt": interval([g / g_star for g in rand]),
+        "G_star": g_star, "random_G_over_opt": interval([g / g_star for g in rand["G"]]),
+        "random_mean_reward": {r: interval(rand[r]) for r in rewards},
+        "curve": curve(rows, rewards, args.batch, g_star),
         "final_G_over_opt": {r: interval(list(by.values())) for r, by in finals.items()},
         "paired": {f"{a}-{b}": interval([finals[a][s] - finals[b][s] for s in finals[a]])
                    for i, a in enumerate(rewards) for b in rewards[i + 1:]},
         "cpu_seconds": cpu, "torch": torch.__version__, "cuda_available": torch.cuda.is_available(),
     }
+    plot(rows, rewards, summary["random_G_over_opt"],
+         f"TorchRL IPPO on troupe's El Farol (N = {args.agents}, K = {args.nights}, c = {args.capacity:g}), "
+         f"{args.seeds} seeds, 95% intervals", os.path.join(args.out, "curves.svg"))
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary, indent=1))

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/internal/pyenv"
+)
+
+// TestEnvServeTorchRL runs examples/torchrl/elfarol_ippo.py, TorchRL's PPO
+// on El Farol through troupe_env and TorchRL's PettingZooWrapper, for a few
+// batches of each reward against `troupe env-serve`: the script checks, week
+// by week, that the team reward in infos is G of the nights chosen and that
+// the reward is the chosen allocator's credit there. How well it learns is
+// make marl-train's to measure (docs/marl-training.md), not a test's.
+//
+// The trainers' venv (make trainers: torch) is never part of make test, so
+// the test skips without it even under TROUPE_REQUIRE_PYTHON=1.
+func TestEnvServeTorchRL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("torch's import alone takes seconds")
+	}
+	python, err := pyenv.Find(pyenv.MARL)
+	if err != nil {
+		t.Skipf("%s not found: %v (make %s installs it)", pyenv.MARL.Holds, err, pyenv.MARL.Target)
+	}
+	base, stop := envServing(t)
+	out := t.TempDir()
+	script := filepath.Join(filepath.Dir(pyenv.PythonPath()), "examples", "torchrl", "elfarol_ippo.py")
+	cmd := exec.CommandContext(t.Context(), python, script, "--base-url", base, "--agents", "12", "--weeks", "40",
+		"--batch", "20", "--seeds", "2", "--random-weeks", "5", "--final", "20",
+		"--reward", "team", "--reward", "difference", "--reward", "score", "--out", out)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath(), "CUDA_VISIBLE_DEVICES=", "PYTHONWARNINGS=ignore")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	require.Equal(t, 0, stop())
+
+	var summary struct {
+		CUDA   bool                        `json:"cuda_available"`
+		GStar  float64                     `json:"G_star"`
+		Final  map[string]map[string]any   `json:"final_G_over_opt"`
+		Curve  map[string][]map[string]any `json:"curve"`
+		Paired map[string]any              `json:"paired"`
+	}
+	data, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &summary))
+	assert.False(t, summary.CUDA, "the run is on CPU")
+	// 12 patrons, 7 nights, c = 6: φ is concave below 2c, so the best week
+	// spreads them, five nights of 2 and two of 1.
+	assert.InDelta(t, 10*math.Exp(-1.0/3)+2*math.Exp(-1.0/6), summary.GStar, 1e-9, "G* by the script's dynamic programme")
+	for _, r := range []string{"team", "difference", "score"} {
+		assert.Contains(t, summary.Final, r)
+		assert.Len(t, summary.Curve[r], 2, "%s: one curve point per batch of the two", r)
+	}
+	assert.Len(t, summary.Paired, 3)
+	for _, f := range []string{"curves.csv", "finals.csv", "curves.svg"} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+}
