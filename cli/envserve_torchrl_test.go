@@ -35,7 +35,7 @@ func TestEnvServeTorchRL(t *testing.T) {
 	out := t.TempDir()
 	script := filepath.Join(filepath.Dir(pyenv.PythonPath()), "examples", "torchrl", "elfarol_ippo.py")
 	cmd := exec.CommandContext(t.Context(), python, script, "--base-url", base, "--agents", "12", "--weeks", "40",
-		"--batch", "20", "--seeds", "2", "--random-weeks", "5", "--final", "20",
+		"--batch", "20", "--seeds", "1", "--random-weeks", "5", "--final", "20",
 		"--reward", "team", "--reward", "difference", "--reward", "score", "--out", out)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath(), "CUDA_VISIBLE_DEVICES=", "PYTHONWARNINGS=ignore")
 	b, err := cmd.CombinedOutput()
