@@ -65,8 +65,8 @@ func TestPythonAgentsSDKPlaysASeat(t *testing.T) {
 	require.NoError(t, cmd.Run(), "harness: %s\n%s", stdout.String(), stderr.String())
 	var sum struct {
 		Runs, ModelMoves, Refused, ScriptedMoves, MaxTurns, Turns, ServerErrors, Incomplete, Replayed int
-		Events                                                                                       map[string]int
-		End                                                                                          string
+		Events                                                                                        map[string]int
+		End                                                                                           string
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &sum), stdout.String())
 	t.Logf("harness: %s", strings.TrimSpace(stdout.String()))
