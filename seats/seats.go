@@ -6,11 +6,14 @@
 // A Seat is one seat of a table held for one harness. It serves the
 // harness two things over HTTP (Seat.Handler):
 //
-//   - an OpenAI-compatible chat completions endpoint, its model: every call
-//     the harness makes is forwarded to the real model server
-//     (llm.Client.Forward: llama.cpp, vLLM, SGLang) and recorded with the
-//     server's own prompt ids, response ids and log-probs, never
-//     re-tokenised, validated on ingest;
+//   - its model, through OpenAI's chat completions and Responses APIs,
+//     streamed (server-sent events) or not: every call the harness makes
+//     is forwarded to the real model server as a chat completion
+//     (llm.Client.Forward: llama.cpp, vLLM, SGLang; a Responses request
+//     is made one, decodeResponses) and recorded with the server's own
+//     prompt ids, response ids and log-probs, never re-tokenised,
+//     validated on ingest; a stream is written from the whole answer,
+//     recorded before its first event;
 //   - its tools, observe and act, over MCP (the official Go SDK's
 //     streamable HTTP transport, at /mcp) and as plain function tools
 //     (their OpenAI definitions at GET /tools, a call at POST
