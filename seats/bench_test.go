@@ -68,7 +68,9 @@ func BenchmarkChat(b *testing.B) {
 				post(b, base+"/chat/completions", body)
 			}
 		})
-		streamed := func(body string) string { return strings.Replace(body, `{"model":"m",`, `{"model":"m","stream":true,`, 1) }
+		streamed := func(body string) string {
+			return strings.Replace(body, `{"model":"m",`, `{"model":"m","stream":true,`, 1)
+		}
 		for _, route := range []struct{ name, path, body string }{
 			{"seat", "/v1/chat/completions", body},
 			{"seat-stream", "/v1/chat/completions", streamed(body)},

@@ -52,14 +52,48 @@ func TestPythonAgentsSDKPlaysASeat(t *testing.T) {
 
 	// Seed 11: the model's first moves are refused, so that the harness
 	// asks again after its conversation so far (function_call and
-	// function_call_output items); the test does not depend on it.
-	setup, res := negotiation(t, 11)
-	h := seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{LLM: &role})
+	// function_call_output items); the test does not depend on it. The
+	// second run plays through troupe env-serve's server (envserver, over
+	// HTTP, behind its token; the server's output stage writes the
+	// samples).
+	for _, served := range []bool{false, true} {
+		name := "seat"
+		if served {
+			name = "env-serve"
+		}
+		t.Run(name, func(t *testing.T) {
+			rec.mu.Lock()
+			rec.chat = nil
+			rec.mu.Unlock()
+			playPython(t, py, srv, client, &role, rec, served)
+		})
+	}
+}
+
+// playPython plays a negotiation (run seed 11) with the Python harness
+// in alice's seat, asking for role's model, straight or through an
+// environment server, and checks alice's samples against the server.
+func playPython(t *testing.T, py string, srv *llamatest.Server, client *llm.Client, role *llm.Config, rec *recorder, served bool) {
+	const seed = 11
+	setup, res := negotiation(t, seed)
+	var (
+		h    *harness
+		ss   *servedSeat
+		url  string
+		envs []string
+	)
+	if served {
+		ss = serveSeatLLM(t, client, role, seed)
+		url, envs = ss.url, []string{"SEAT_TOKEN=" + servedToken}
+	} else {
+		h = seatFor(t, client, table.Config{Setup: setup, Open: []int{0}}, seats.Options{LLM: role})
+		url = h.url
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "harness_agents.py"))
-	cmd.Env = append(cmd.Environ(), "SEAT_URL="+h.url, "OPENAI_AGENTS_DISABLE_TRACING=1")
+	cmd.Env = append(append(cmd.Environ(), "SEAT_URL="+url, "OPENAI_AGENTS_DISABLE_TRACING=1"), envs...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "harness: %s\n%s", stdout.String(), stderr.String())
@@ -76,11 +110,17 @@ func TestPythonAgentsSDKPlaysASeat(t *testing.T) {
 	require.Equal(t, sum.Events["response.created"], sum.Events["response.completed"]+sum.Events["response.incomplete"],
 		"every stream the SDK read ended in a terminal event")
 
-	<-h.tb.Done()
-	record := h.tb.Record()
-	require.Equal(t, protocol.StatusCompleted, record.Status, record.Err)
+	var all []protocol.Sample
+	if served {
+		all = ss.samples(t)
+	} else {
+		<-h.tb.Done()
+		record := h.tb.Record()
+		require.Equal(t, protocol.StatusCompleted, record.Status, record.Err)
+		all = samples(t, res, record)
+	}
 	var alice []protocol.Sample
-	for _, s := range samples(t, res, record) {
+	for _, s := range all {
 		if s.Metadata.Agent == "alice" {
 			alice = append(alice, s)
 		}
@@ -115,11 +155,14 @@ func TestPythonAgentsSDKPlaysASeat(t *testing.T) {
 	if sum.Replayed > 0 {
 		require.Positive(t, replayed, "a function_call_output went to the server as a tool message")
 	}
-	st := h.seat.Stats()
-	require.Equal(t, len(chat), st.Calls, "every model call went through the seat")
-	require.Equal(t, st.Calls, st.Trainable, "llama-server returns token ids for every call")
+	st := seats.Stats{Calls: len(chat)} // the server's seat is its own: its calls are the answered ones
+	if h != nil {
+		st = h.seat.Stats()
+		require.Equal(t, len(chat), st.Calls, "every model call went through the seat")
+		require.Equal(t, st.Calls, st.Trainable, "llama-server returns token ids for every call")
+		require.Zero(t, st.Dropped, "the SDK reads every stream to its end")
+	}
 	require.Positive(t, st.Calls)
-	require.Zero(t, st.Dropped, "the SDK reads every stream to its end")
 
 	calls := 0
 	for _, s := range alice {
