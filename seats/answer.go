@@ -171,7 +171,8 @@ func streamChat(s *sseWriter, raw []byte, includeUsage bool) {
 // chat answer c captured: its output items (a message with the text, when
 // there is text or nothing else; a function_call per tool call), status
 // (incomplete when the model ran out of tokens) and usage, and the request
-// fields a Response repeats. n numbers the seat's responses, for ids.
+// fields a Response repeats. model is the seat's; id, unique to the seat's
+// responses, makes the response's and items' ids.
 func response(req *responsesRequest, c *llm.Capture, model, id string) map[string]any {
 	var a chatAnswer
 	_ = json.Unmarshal(c.Answer, &a) // Forward read it already

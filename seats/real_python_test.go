@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/internal/pyenv"
 	"github.com/troupe-rl/troupe/play/table"
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/policies/llm/llmtest"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/seats"
 	"github.com/troupe-rl/troupe/tools/llama/llamatest"
@@ -174,4 +175,48 @@ func playPython(t *testing.T, py string, srv *llamatest.Server, client *llm.Clie
 			s.Metadata.Turn, n, count(s.Metadata.Extra[seats.NoteMerged]), len(s.Tokens)-s.ResponseLength, s.ResponseLength, s.Metadata.Action, s.Response)
 	}
 	require.Equal(t, st.Calls-st.Orphaned, calls, "each call belongs to the turn its next move ended")
+}
+
+// TestPythonSDKReadsEveryPath: the OpenAI SDK and the Agents SDK for
+// Python, from PyPI, read a seat's text answer (long, not ASCII, so that
+// a stream cuts it in pieces) the same through the Responses API,
+// streamed and not, and chat completions, streamed and not. The model
+// server is the fake (llmtest).
+func TestPythonSDKReadsEveryPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Python: not in -short")
+	}
+	py := pyenv.Python(t, pyenv.Agents)
+	text := strings.Repeat("Héllo, wörld: a long answer. ", 12)
+	srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.LlamaCpp, Brain: llmtest.Fixed(text)})
+	setup, _ := negotiation(t, 3)
+	h := seatOn(t, srv, table.Config{Setup: setup, Open: []int{0}}, seats.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "sdk_paths.py"))
+	cmd.Env = append(cmd.Environ(), "SEAT_URL="+h.url, "OPENAI_AGENTS_DISABLE_TRACING=1")
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, stderr)
+	var got map[string]struct {
+		Final, Deltas string
+		Pieces, Usage int
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	require.Len(t, got, 4)
+	var usage int
+	for path, g := range got {
+		require.Equal(t, text, g.Final, path)
+		require.Positive(t, g.Usage, path)
+		if usage == 0 {
+			usage = g.Usage
+		}
+		require.Equal(t, usage, g.Usage, "%s: the server's count", path)
+	}
+	require.Equal(t, text, got["responses_stream"].Deltas)
+	require.Greater(t, got["responses_stream"].Pieces, 1, "the text came in pieces")
+	require.Equal(t, seats.Stats{Calls: 4, Trainable: 4}, h.seat.Stats())
 }
