@@ -354,7 +354,7 @@ func (c *Client) forwardBody(body []byte, opts ForwardOptions) (*forwardRequest,
 			return nil, bad("stream: want a boolean, got %s", v)
 		}
 		if s {
-			return nil, bad("stream true: a seat's endpoint answers whole completions only; send stream false")
+			return nil, bad("stream true: Forward captures whole completions; send stream false (a seat streams the whole answer to its harness itself)")
 		}
 	}
 	delete(fields, "stream_options") // meaningless without stream
