@@ -91,6 +91,11 @@ type Config struct {
 	// role; nil: resets naming harness seats are refused. The server
 	// does not close the clients.
 	HarnessModel func(role string) (*llm.Client, error)
+	// HarnessLLM, when set, is the model and sampling that role's harness
+	// seats ask HarnessModel's client for (seats.Options.LLM): each role
+	// of outside agents its own model on a shared server. nil, or nil for
+	// a role: the client's own.
+	HarnessLLM func(role string) *llm.Config
 	// HarnessSeat configures the harness seats; an ActTimeout of 0 is
 	// SessionTimeout: a harness that makes no move that long gives its
 	// seat up to the episode's fallback.
@@ -374,7 +379,11 @@ func (s *Server) seatHarness(ctx context.Context, ep *episodeEntry, names []stri
 			s.closeHarness(ep)
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: the model server of role %s: %v", role, err)
 		}
-		st, err := seats.New(wctx, ep.tb, i, client, s.cfg.HarnessSeat)
+		opts := s.cfg.HarnessSeat
+		if s.cfg.HarnessLLM != nil {
+			opts.LLM = s.cfg.HarnessLLM(role)
+		}
+		st, err := seats.New(wctx, ep.tb, i, client, opts)
 		if err != nil {
 			s.closeHarness(ep)
 			return nil, tableError(err)

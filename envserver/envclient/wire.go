@@ -210,7 +210,8 @@ type Seat struct {
 // token). The URLs are absolute, with the host the request reached.
 type HarnessURLs struct {
 	// OpenAIBaseURL is the base URL of the seat's model (an OpenAI
-	// client's baseURL): POST {it}/chat/completions, GET {it}/models.
+	// client's baseURL): POST {it}/chat/completions, POST
+	// {it}/responses (streamed or not), GET {it}/models.
 	OpenAIBaseURL string `json:"openai_base_url"`
 	// MCPURL is the MCP server of the tools observe and act (streamable
 	// HTTP).
