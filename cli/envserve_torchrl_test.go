@@ -21,16 +21,13 @@ import (
 // the reward is the chosen allocator's credit there. How well it learns is
 // make marl-train's to measure (docs/marl-training.md), not a test's.
 //
-// The trainers' venv (make trainers: torch) is never part of make test, so
-// the test skips without it even under TROUPE_REQUIRE_PYTHON=1.
+// The trainers' venv (make trainers: torch) is never part of make test: the
+// test skips without it, even under TROUPE_REQUIRE_PYTHON=1.
 func TestEnvServeTorchRL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("torch's import alone takes seconds")
 	}
-	python, err := pyenv.Find(pyenv.MARL)
-	if err != nil {
-		t.Skipf("%s not found: %v (make %s installs it)", pyenv.MARL.Holds, err, pyenv.MARL.Target)
-	}
+	python := pyenv.Python(t, pyenv.MARL)
 	base, stop := envServing(t)
 	out := t.TempDir()
 	script := filepath.Join(filepath.Dir(pyenv.PythonPath()), "examples", "torchrl", "elfarol_ippo.py")
