@@ -127,6 +127,9 @@ func TestEnvServePettingZoo(t *testing.T) {
 			Equal    bool `json:"equal"`
 			Distinct int  `json:"distinct"`
 		} `json:"reseeded"`
+		ParallelCredit struct {
+			Agents int `json:"agents"`
+		} `json:"parallel_credit"`
 	}
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -138,6 +141,7 @@ func TestEnvServePettingZoo(t *testing.T) {
 	}
 	assert.True(t, check.Reseeded.Equal, "two environments reset alike answer alike")
 	assert.Equal(t, 4, check.Reseeded.Distinct, "reset() after reset(seed=s) plays new episodes")
+	assert.Equal(t, 4, check.ParallelCredit.Agents, "the Parallel environment's credit is the AEC one's")
 	require.Len(t, check.Episodes, 21)
 
 	lines := map[int64]string{}

@@ -77,6 +77,22 @@ def play(env, rng, seed, lowest=0):
     return turns, final
 
 
+def play_moves(env, seed, moves):
+    """Plays one AEC episode of env from seed, each agent giving its moves
+    in order; returns what play does."""
+    env.reset(seed=seed)
+    given = {a: list(m) for a, m in moves.items()}
+    final = {}
+    for agent in env.agent_iter():
+        obs, reward, term, trunc, info = env.last()
+        if term or trunc:
+            final[agent] = {"reward": reward, "info": info}
+            env.step(None)
+            continue
+        env.step(given[agent].pop(0))
+    return 0, final
+
+
 def timed(env, rng, n):
     """Plays n episodes of env with a random agent over the legal moves:
     their time (the process's CPU, the wall clock) and turns."""
@@ -138,6 +154,25 @@ def main():
                                        "episode_id": env.episode_id, "moves": env.played, "final": final})
             rid += 1
         env.close()
+
+    # The Parallel environment ends with the same infos and rewards as the
+    # AEC one, for the same seed and moves.
+    name, params, allocators, reward = CREDITED[0]
+    par = TroupeParallelEnv(name, params, base_url=url, allocators=allocators, reward=reward)
+    aec = TroupeAECEnv(name, params, base_url=url, allocators=allocators, reward=reward)
+    obs, infos = par.reset(seed=300)
+    while par.agents:
+        acts = {a: int(np.flatnonzero(o["action_mask"])[:2][-1]) if o["action_mask"].any() else 0 for a, o in obs.items()}
+        obs, rewards, terms, truncs, infos = par.step(acts)
+    _, final = play_moves(aec, 300, par.played)
+    assert set(final) == set(rewards), (final.keys(), rewards.keys())
+    for a in rewards:
+        assert rewards[a] == final[a]["reward"] == infos[a]["reward"], (a, rewards[a], final[a])
+        assert infos[a] == final[a]["info"], (a, infos[a], final[a]["info"])
+        assert sorted(infos[a]["credit"]) == sorted(allocators), infos[a]["credit"]
+    result["parallel_credit"] = {"scenario": name, "agents": len(rewards)}
+    par.close()
+    aec.close()
 
     n = int(os.environ.get("CHECK_BENCH_EPISODES", "200"))
     env = TroupeAECEnv("tictactoe", base_url=url)
