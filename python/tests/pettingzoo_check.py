@@ -48,7 +48,8 @@ CREDITED = [
      ["team", "equal-split", "individual", "difference", "leave-one-out", "shapley", "shapley-mc:permutations=4",
       "coma:samples=3", "discount:gamma=0.5", "difference:c=average"], "difference"),
     ("werewolf", {"players": "5", "wolves": "1", "days": "2"},
-     ["team", "equal-split", "difference", "leave-one-out", "shapley", "coma:samples=2"], "team"),
+     ["team", "equal-split", "equal-split-sample", "difference", "leave-one-out", "shapley", "coma:samples=2", "rae", "grpo",
+      "dr-grpo", "rloo", "magrpo", "at-grpo"], "team"),
     ("elfarol", {"agents": "5", "nights": "3"}, ["team", "individual", "difference", "shapley"], "shapley"),
     ("committee", {"informed": "1", "uninformed": "2", "options": "3"}, ["team", "leave-one-out", "shapley"], None),
 ]
