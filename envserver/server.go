@@ -784,6 +784,9 @@ func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
 func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	ep := ss.ep
 	o := s.observation(ep, ss)
+	if o.Done {
+		s.creditOf(ep, &o)
+	}
 	o.Pending = make([]envclient.SeatObservation, len(obs))
 	for k := range obs {
 		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
@@ -833,12 +836,11 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 				}
 			}
 		}
-		s.creditOf(ep, &o)
 	}
 	return o
 }
 
-// creditOf sets o's credit, once the episode is written (settle).
+// creditOf sets o's credit, once the episode over is written (settle).
 func (s *Server) creditOf(ep *episodeEntry, o *envclient.Observation) {
 	if ep.reward >= 0 {
 		o.RewardAllocator = ep.res.Allocators[ep.reward].Name()
