@@ -227,10 +227,10 @@ type SeatCredit struct {
 	Score *float64 `json:"score,omitempty"`
 	// Credit is each allocator's credit of the seat, by the allocator's
 	// name (as --episodes-out writes it): its last turn's value, which
-	// every allocator but discount (and the tree-sampled ATGRPO and
-	// MAGRPO) gives each of its turns alike. Turns lists every turn's,
-	// and Steps those turns' steps. Empty for a seat with no emitted
-	// turn.
+	// is every turn's for an allocator that values an agent's turns
+	// alike (all but discount, at-grpo, a group key with turn, and MAGRPO
+	// on tree-sampled turns). Turns lists every turn's, and Steps those
+	// turns' steps. Empty for a seat with no emitted turn.
 	Credit map[string]float64   `json:"credit"`
 	Turns  map[string][]float64 `json:"turns"`
 	Steps  []int                `json:"steps"`

@@ -67,10 +67,11 @@ type SeatCredit struct {
 	// Turns[a][k] is allocator a's value for the seat's k-th sample.
 	Turns [][]float64
 	// End[a] is allocator a's credit of the seat: its last sample's
-	// value. Every allocator that gives an agent one value for all its
-	// turns (all but discount and the tree-sampled ATGRPO and MAGRPO)
-	// gives it to each of them; discount gives the last turn the
-	// undiscounted value. nil when the seat has no sample.
+	// value, which is every sample's for an allocator that values an
+	// agent's turns alike (all but discount, at-grpo, a group key with
+	// turn, and MAGRPO on tree-sampled turns); discount gives the last
+	// turn its least discounted value (undiscounted with unit=turn). nil
+	// when the seat has no sample.
 	End []float64
 }
 
