@@ -82,7 +82,7 @@ func (a *App) envServeCommand() *cobra.Command {
 			// reset, by name, rather than failing at its first call.
 			fromEnv, _ := a.lookupEnv()(llm.EnvBaseURL)
 			if cmd.Flags().Changed("llm-base-url") || fromEnv != "" {
-				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
+				pool, _, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, cfg.Seed)
 				if err != nil {
 					return err
 				}

@@ -38,7 +38,7 @@ func (a *App) workerCommand() *cobra.Command {
 			if llmEnvErr != nil {
 				return &UsageError{Err: llmEnvErr}
 			}
-			pool, _, err := a.checkedLLMPool(llmCfg, endpoints, llmCfg.Seed)
+			pool, _, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, llmCfg.Seed)
 			if err != nil {
 				return err
 			}
