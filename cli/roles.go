@@ -255,8 +255,10 @@ type roleLLM struct {
 }
 
 // roleLLMKeys are the keys of a --role-llm value besides the sampling
-// fields' JSON names.
-var roleLLMKeys = []string{"endpoint", "model", "frozen"}
+// fields' JSON names: the endpoint, model, the policy settings of
+// llmShape (a role's own context budget, memory, format, re-asks) and
+// frozen.
+var roleLLMKeys = []string{"endpoint", "model", "max_context", "no_memory", "format", "invalid_retries", "feedback", "frozen"}
 
 // samplingKeys are protocol.Sampling's JSON names, the --role-llm keys
 // of the sampling settings; extra.KEY sets an extra body field.
@@ -264,7 +266,8 @@ var samplingKeys = []string{"temperature", "top_p", "top_k", "max_tokens", "stop
 	"skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens", "repetition_penalty", "min_tokens"}
 
 // parseRoleLLM reads a --role-llm value, ROLE=key=value,...: the keys
-// are endpoint, model, frozen (alone, or frozen=BOOL), the sampling
+// are endpoint, model, max_context, no_memory, format, invalid_retries,
+// feedback, frozen (alone, or frozen=BOOL), the sampling
 // fields by their JSON names (stop and stop_token_ids repeatable), and
 // extra.KEY=JSON. A value is JSON when it reads as JSON, else a string;
 // a piece with no key of these continues the value before it, so that
@@ -321,7 +324,7 @@ func parseRoleLLM(v string) (roleLLM, error) {
 				return r, bad("stop_token_ids %q: want a token id (repeat the key for more)", val)
 			}
 			stopIDs = append(stopIDs, id)
-		case k == "endpoint" || k == "model":
+		case k == "endpoint" || k == "model" || k == "format":
 			obj[k], _ = json.Marshal(val)
 		default:
 			if _, dup := obj[k]; dup {

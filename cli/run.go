@@ -145,7 +145,7 @@ func (f *runFlags) bind(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
 	fl.StringArrayVar(&f.llmEndpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint roles name (--role-llm ROLE=endpoint=NAME); the other --llm-* flags are its defaults, never the key. A bare NAME names the default endpoint: with --nats, the workers' endpoint the llm policy plays on (troupe worker --llm-endpoint NAME; default: the run's own --llm-base-url, which workers must share) (repeatable)")
-	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON) over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
+	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON), context budget (max_context=N), no_memory, format, invalid_retries and feedback over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
 	f.nats.BindRun(fl)
 }
 
