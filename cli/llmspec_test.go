@@ -123,3 +123,48 @@ func TestResumeRefusesOtherLLMSetting(t *testing.T) {
 		assert.Contains(t, r.stderr, "("+c.flag+")", c.flags)
 	}
 }
+
+// TestSGLangExactMemoryByDefault: on an SGLang server (the fake, whose
+// model samples one byte a token, as a real one may tokenize otherwise
+// than its tokenizer), troupe run's agents generate token in, token out
+// by default: no turn's prompt is rebuilt, and with --merge-turns every
+// agent's game is one sample. --llm-token-in=false asks the chat endpoint,
+// whose re-tokenized conversations do not extend the sampled ids.
+func TestSGLangExactMemoryByDefault(t *testing.T) {
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.SGLang, Brain: func(r *llmtest.Request) llmtest.Reply {
+		rep := llmtest.DefaultBrain(r)
+		rep.Bytewise = true
+		return rep
+	}})
+	dir := t.TempDir()
+	rebuilt := func(out string) (turns, rebuilt int) {
+		for _, ro := range readRollouts(t, readFile(t, out)) {
+			for _, s := range ro {
+				turns++
+				if _, ok := s.Metadata.Extra["llm_memory_rebuilt"]; ok {
+					rebuilt++
+				}
+			}
+		}
+		return turns, rebuilt
+	}
+	args := []string{"run", "tictactoe", "-n", "3", "-P", "llm", "--llm-kind", "sglang", "--llm-base-url", srv.URL(), "-q"}
+	exact, chat, merged := filepath.Join(dir, "exact.jsonl"), filepath.Join(dir, "chat.jsonl"), filepath.Join(dir, "merged.jsonl")
+	r := invokeWithEnv(t, noEnv, append(args, "-o", exact)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	turns, n := rebuilt(exact)
+	require.Positive(t, turns)
+	assert.Zero(t, n, "token in, token out: no prompt rebuilt of %d turns", turns)
+
+	r = invokeWithEnv(t, noEnv, append(args, "--llm-token-in=false", "-o", chat)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	turns, n = rebuilt(chat)
+	assert.Positive(t, n, "the chat path rebuilds prompts (%d of %d turns)", n, turns)
+	t.Logf("chat path: %d of %d turns rebuilt; token-in: none", n, turns)
+
+	r = invokeWithEnv(t, noEnv, append(args, "--merge-turns", "-o", merged)...)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	for _, ro := range readRollouts(t, readFile(t, merged)) {
+		assert.Len(t, ro, 2, "one sample per agent: x and o")
+	}
+}
