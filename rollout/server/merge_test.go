@@ -197,7 +197,7 @@ func TestMergeRewardThroughServe(t *testing.T) {
 		`{"scenario":"tictactoe","merge_turns":true,"merge_reward":"median"}`: `merge_reward = "median"`,
 		`{"scenario":"tictactoe","merge_reward":"mean"}`:                      "without merge_turns",
 		`{"scenario":"tictactoe","max_context":-1}`:                           "max_context = -1",
-		`{"scenario":"tictactoe","roles":{"x":{"max_context":-2}}}`:            "roles.x.max_context = -2",
+		`{"scenario":"tictactoe","roles":{"x":{"max_context":-2}}}`:           "roles.x.max_context = -2",
 	} {
 		e := decodeError(t, post(t, s, req))
 		assert.Equal(t, rollout.CodeBadRequest, e.Code, req)
