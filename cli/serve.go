@@ -99,7 +99,7 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
 	lf.bind(fl)
 	llmCfg.BindFlags(fl)
-	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
 	nf.BindServe(fl)
 	return cmd
 }
