@@ -53,7 +53,8 @@ type Resolved struct {
 
 // Output is the output stage of the resolved run, writing to sink.
 func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
-	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format, Merge: r.Spec.MergeTurns}
+	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format, Merge: r.Spec.MergeTurns,
+		MergeReward: trajectories.MergeReward(r.Spec.MergeReward)}
 }
 
 // Executor is a local executor of the resolved run's episodes: what a
