@@ -84,6 +84,9 @@ func DecodeRun(payload []byte) (*RunRequest, error) {
 // decodeStrict decodes one msgpack value into v and refuses trailing
 // bytes, so that a frame holding two values is not half read.
 func decodeStrict(payload []byte, v any) error {
+	if err := checkMsgpack(payload); err != nil {
+		return fmt.Errorf("not a msgpack map of the request's fields: %w", err)
+	}
 	r := bytes.NewReader(payload)
 	dec := msgpack.NewDecoder(r)
 	if err := dec.Decode(v); err != nil {
