@@ -19,7 +19,7 @@ func FuzzRunPayload(f *testing.F) {
 			"client": map[string]any{"type": "eval", "base_url": "http://127.0.0.1:8000/v1"}, "model": "m",
 			"sampling": map[string]any{"temperature": 0.7, "max_tokens": nil, "reasoning_effort": nil}},
 		map[string]any{"task_data": map[string]any{"scenario": "negotiation", "policies": map[string]any{"bob": "scripted"},
-			"roles": map[string]any{"alice": map[string]any{"model": "a", "sampling": map[string]any{"top_k": 5}}},
+			"roles":      map[string]any{"alice": map[string]any{"model": "a", "sampling": map[string]any{"top_k": 5}}},
 			"allocators": []any{"team", "rloo(key=role)"}, "limits": map[string]any{"max_turns": 4}, "prompt": "hi", "idx": 0},
 			"client": map[string]any{"base_url": "x"}, "model": "m", "sampling": map[string]any{"max_completion_tokens": 9, "stop": []any{"\n"}}},
 		map[string]any{"task_data": map[string]any{"scenario": 1}, "model": "m"},
