@@ -49,6 +49,8 @@ def episode_json(ep):
                 ],
             }
         )
+    # What prime-rl writes of an episode: its JSON record must build.
+    json.dumps(ep.to_record())
     return {
         "id": ep.id,
         "ok": ep.ok,
