@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
+	"github.com/troupe-rl/troupe/rollout/verifiers"
 )
 
 // serveCommand is `troupe serve`: the HTTP rollout service slime's
@@ -78,7 +79,7 @@ func (a *App) serveCommand() *cobra.Command {
 				}
 			}
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
-			return a.failure("", a.serveRollouts(cmd.Context(), cfg, verifiersAddr, eps), server.ErrBadConfig)
+			return a.failure("", a.serveRollouts(cmd.Context(), cfg, verifiersAddr, eps), server.ErrBadConfig, verifiers.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()

@@ -29,9 +29,6 @@ func (a *App) serveRollouts(ctx context.Context, cfg server.Config, vaddr string
 	if vaddr == "" {
 		return httpedge.ListenAndServe(ctx, cfg.Addr, "rollout service", s.Serve)
 	}
-	if !loopbackZMQ(vaddr) {
-		fmt.Fprintf(a.Stderr, "troupe: warning: --verifiers-addr %s is not a loopback address, and verifiers' protocol has no authentication: bind it to a private network only\n", vaddr)
-	}
 	vs, err := verifiers.New(verifiers.Config{
 		Addr: vaddr, Rollouts: verifiers.HandlerRoller(s), Scenarios: cfg.Scenarios, Endpoint: eps.endpointOf,
 		Logger: cfg.Logger,
@@ -40,7 +37,10 @@ func (a *App) serveRollouts(ctx context.Context, cfg server.Config, vaddr string
 		},
 	})
 	if err != nil {
-		return &UsageError{Err: err}
+		return fmt.Errorf("--verifiers-addr: %w", err)
+	}
+	if !loopbackZMQ(vaddr) {
+		fmt.Fprintf(a.Stderr, "troupe: warning: --verifiers-addr %s is not a loopback address, and verifiers' protocol has no authentication: bind it to a private network only\n", vaddr)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

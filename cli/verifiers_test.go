@@ -205,3 +205,9 @@ func TestServeVerifiersAgainstRealLlamaServer(t *testing.T) {
 	out := verifiersClient(t, spec)
 	checkTracesAreSamples(t, out["runs"].([]any)[0].(map[string]any), troupeSamples(t, base, req))
 }
+
+func TestServeVerifiersBadAddress(t *testing.T) {
+	r := invokeWithEnv(t, noEnv, "serve", "--addr", "127.0.0.1:0", "--verifiers-addr", "localhost:5000")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, `--verifiers-addr: bad verifiers server configuration: address "localhost:5000": want tcp://HOST:PORT or ipc://PATH`)
+}

@@ -41,6 +41,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/go-zeromq/zmq4"
@@ -114,6 +115,21 @@ type Server struct {
 	wg      sync.WaitGroup
 }
 
+// checkAddr accepts a ZMQ endpoint verifiers' client can dial:
+// tcp://HOST:PORT or ipc://PATH.
+func checkAddr(addr string) error {
+	if rest, ok := strings.CutPrefix(addr, "tcp://"); ok {
+		if _, port, err := net.SplitHostPort(rest); err != nil || port == "" {
+			return fmt.Errorf("address %q: want tcp://HOST:PORT (port 0 picks one)", addr)
+		}
+		return nil
+	}
+	if rest, ok := strings.CutPrefix(addr, "ipc://"); ok && rest != "" {
+		return nil
+	}
+	return fmt.Errorf("address %q: want tcp://HOST:PORT or ipc://PATH", addr)
+}
+
 // errCancelled is the cause of a run aborted by a cancel request.
 var errCancelled = errors.New("cancelled by the client")
 
@@ -129,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: MaxPayloadBytes is negative (%d)", ErrBadConfig, cfg.MaxPayloadBytes)
 	}
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
+	if err := checkAddr(cfg.Addr); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	cfg.MaxPayloadBytes = cmp.Or(cfg.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	return &Server{cfg: cfg, running: map[string]context.CancelCauseFunc{}}, nil
