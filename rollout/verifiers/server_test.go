@@ -323,3 +323,35 @@ func toAny(ids []int) []any {
 	}
 	return out
 }
+
+// TestConcurrentRunsAnswerTheirOwnIDs: runs in flight at once each get
+// their own traces and reply, under their own request ids.
+func TestConcurrentRunsAnswerTheirOwnIDs(t *testing.T) {
+	addr := startServer(t, verifiers.Config{Rollouts: &fakeRoller{}})
+	d := dealer(t, addr)
+	const n = 16
+	for i := range n {
+		run := pack(t, map[string]any{"task_data": map[string]any{"scenario": "tictactoe", "seed": i}, "model": "m",
+			"client": map[string]any{"base_url": "http://x"}, "sampling": map[string]any{"temperature": 1}})
+		require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte(fmt.Sprint("r", i)), []byte("run"), run)))
+	}
+	deltas, replies := map[string]int{}, map[string]bool{}
+	for len(replies) < n {
+		m, err := d.Recv()
+		require.NoError(t, err)
+		id := string(m.Frames[0])
+		var out map[string]any
+		require.NoError(t, msgpack.Unmarshal(m.Frames[2], &out))
+		if string(m.Frames[1]) == "delta" {
+			assert.False(t, replies[id], "a delta after its run's reply")
+			deltas[id]++
+			continue
+		}
+		assert.Equal(t, true, out["success"], "%v", out["error"])
+		assert.Len(t, out["traces"], 2)
+		replies[id] = true
+	}
+	for i := range n {
+		assert.Equal(t, 2, deltas[fmt.Sprint("r", i)], "one delta per trace")
+	}
+}
