@@ -31,7 +31,7 @@ func (a *App) serveRollouts(ctx context.Context, cfg server.Config, vaddr string
 	}
 	vs, err := verifiers.New(verifiers.Config{
 		Addr: vaddr, Rollouts: verifiers.HandlerRoller(s), Scenarios: cfg.Scenarios, Endpoint: eps.endpointOf,
-		Logger: cfg.Logger,
+		Logger: cfg.Logger, ShutdownTimeout: cfg.ShutdownTimeout,
 		Ready: func(addr string) {
 			fmt.Fprintf(a.Stderr, "troupe: serving verifiers' env-server protocol on %s\n", addr)
 		},

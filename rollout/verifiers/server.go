@@ -43,6 +43,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -94,6 +95,9 @@ type Config struct {
 	// MaxPayloadBytes bounds a request's payload; default
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
+	// ShutdownTimeout is how long the runs in flight may finish once
+	// Serve's context ends; default DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	Logger          *slog.Logger // default: discard
 	// Ready, when set, is called with the address bound once the server
 	// takes requests.
@@ -110,9 +114,10 @@ type Server struct {
 	sendMu sync.Mutex // one frame sequence at a time on the socket
 	sock   zmq4.Socket
 
-	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc // in-flight runs by wire request id
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	running  map[string]context.CancelCauseFunc // in-flight runs by wire request id
+	draining bool                               // set once Serve's context ended: runs are refused
+	wg       sync.WaitGroup                     // the runs in flight; Add only while not draining, under mu
 }
 
 // checkAddr accepts a ZMQ endpoint verifiers' client can dial:
@@ -133,6 +138,14 @@ func checkAddr(addr string) error {
 // errCancelled is the cause of a run aborted by a cancel request.
 var errCancelled = errors.New("cancelled by the client")
 
+// ErrShutdown is the cause of the runs aborted when the drain's
+// ShutdownTimeout passed; their answers name it.
+var ErrShutdown = errors.New("the server shut down before the run finished")
+
+// DefaultShutdownTimeout is how long Serve lets runs in flight finish once
+// its context ends.
+const DefaultShutdownTimeout = time.Minute
+
 // New returns a Server for cfg.
 func New(cfg Config) (*Server, error) {
 	if cfg.Rollouts == nil {
@@ -141,6 +154,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Scenarios == nil {
 		return nil, fmt.Errorf("%w: Scenarios is nil", ErrBadConfig)
 	}
+	if cfg.ShutdownTimeout < 0 {
+		return nil, fmt.Errorf("%w: ShutdownTimeout is negative (%v)", ErrBadConfig, cfg.ShutdownTimeout)
+	}
+	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("%w: MaxPayloadBytes is negative (%d)", ErrBadConfig, cfg.MaxPayloadBytes)
 	}
@@ -153,12 +170,16 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, running: map[string]context.CancelCauseFunc{}}, nil
 }
 
-// Serve binds the socket and answers requests until ctx ends; then it
-// aborts the runs in flight, answers them, and closes the socket.
+// Serve binds the socket and answers requests until ctx ends. Then it
+// drains: new runs are refused ("the server is shutting down"), health
+// and cancel still answered, and the runs in flight have
+// ShutdownTimeout to finish; those still running then are aborted and
+// answered, and the socket is closed.
 func (s *Server) Serve(ctx context.Context) error {
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// The socket and the runs outlive ctx by the drain.
+	base, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	sock := zmq4.NewRouter(sctx, zmq4.WithLogger(discardLog()))
+	sock := zmq4.NewRouter(base, zmq4.WithLogger(discardLog()))
 	if err := sock.Listen(s.cfg.Addr); err != nil {
 		return fmt.Errorf("verifiers server: %w", err)
 	}
@@ -177,7 +198,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		for {
 			m, err := sock.Recv()
 			if err != nil {
-				if sctx.Err() != nil {
+				if base.Err() != nil {
 					return
 				}
 				s.cfg.Logger.Warn("verifiers env server: receive failed", "error", err)
@@ -185,23 +206,38 @@ func (s *Server) Serve(ctx context.Context) error {
 			}
 			select {
 			case msgs <- m:
-			case <-sctx.Done():
+			case <-base.Done():
 				return
 			}
 		}
 	}()
+	var drained chan struct{} // closed once no run is left, after ctx ends
+	var deadline <-chan time.Time
+	done := ctx.Done()
 	for {
 		select {
-		case <-ctx.Done():
-			s.abortAll(context.Cause(ctx))
-			s.wg.Wait()
+		case <-done:
+			done = nil
+			s.mu.Lock()
+			s.draining = true
+			s.mu.Unlock()
+			s.cfg.Logger.Info("troupe verifiers env server draining", "cause", context.Cause(ctx), "timeout", s.cfg.ShutdownTimeout)
+			drained = make(chan struct{})
+			go func() { s.wg.Wait(); close(drained) }()
+			t := time.NewTimer(s.cfg.ShutdownTimeout)
+			defer t.Stop()
+			deadline = t.C
+		case <-deadline:
+			deadline = nil
+			s.abortAll(ErrShutdown)
+		case <-drained:
 			stop()
 			return sock.Close()
 		case m, ok := <-msgs:
 			if !ok {
 				return sock.Close()
 			}
-			s.dispatch(ctx, m.Frames)
+			s.dispatch(base, m.Frames)
 		}
 	}
 }
@@ -249,6 +285,12 @@ func (s *Server) dispatch(ctx context.Context, frames [][]byte) {
 		rctx, cancel := context.WithCancelCause(ctx)
 		key := string(rid)
 		s.mu.Lock()
+		if s.draining {
+			s.mu.Unlock()
+			cancel(nil)
+			s.reply(id, rid, failure("the server is shutting down: send the run to another env server"))
+			return
+		}
 		if _, dup := s.running[key]; dup {
 			s.mu.Unlock()
 			cancel(nil)
@@ -256,8 +298,8 @@ func (s *Server) dispatch(ctx context.Context, frames [][]byte) {
 			return
 		}
 		s.running[key] = cancel
-		s.mu.Unlock()
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			defer func() {

@@ -355,3 +355,40 @@ func TestConcurrentRunsAnswerTheirOwnIDs(t *testing.T) {
 		assert.Equal(t, 2, deltas[fmt.Sprint("r", i)], "one delta per trace")
 	}
 }
+
+// TestDrain: once Serve's context ends, new runs are refused, health is
+// answered, and a run still in flight at ShutdownTimeout is aborted and
+// answered before Serve returns.
+func TestDrain(t *testing.T) {
+	f := &fakeRoller{block: true, canceled: make(chan error, 1)}
+	ready := make(chan string, 1)
+	s, err := verifiers.New(verifiers.Config{Addr: "tcp://127.0.0.1:0", Rollouts: f, Scenarios: scenarios.Builtin(),
+		ShutdownTimeout: 300 * time.Millisecond, Ready: func(a string) { ready <- a }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+	d := dealer(t, <-ready)
+	run := pack(t, map[string]any{"task_data": map[string]any{"scenario": "tictactoe"}, "model": "m"})
+	require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte("early"), []byte("run"), run)))
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	r := ask(t, d, []byte("late"), []byte("run"), run)
+	assert.Contains(t, r["error"], "the server is shutting down")
+	r = ask(t, d, []byte("h"), []byte("health"), pack(t, map[string]any{}))
+	assert.Equal(t, true, r["success"])
+	m, err := d.Recv()
+	require.NoError(t, err)
+	assert.Equal(t, "early", string(m.Frames[0]))
+	var out map[string]any
+	require.NoError(t, msgpack.Unmarshal(m.Frames[2], &out))
+	assert.Contains(t, out["error"], "Cancelled: rollout aborted (the server shut down before the run finished)")
+	assert.ErrorIs(t, <-f.canceled, verifiers.ErrShutdown)
+	select {
+	case err := <-served:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the drain")
+	}
+}
