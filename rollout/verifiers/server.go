@@ -107,7 +107,7 @@ type Config struct {
 // ErrBadConfig is wrapped by New's errors.
 var ErrBadConfig = errors.New("bad verifiers server configuration")
 
-// Server answers verifiers' env-server protocol. Serve runs it.
+// Server answers verifiers' env-server protocol. Serve runs it, once.
 type Server struct {
 	cfg Config
 
@@ -255,7 +255,7 @@ func (s *Server) dispatch(ctx context.Context, frames [][]byte) {
 	}
 	id, rid, method, payload := frames[0], frames[1], string(frames[2]), frames[3]
 	if len(payload) > s.cfg.MaxPayloadBytes {
-		s.reply(id, rid, failure("the %s payload is %d bytes, over the server's limit of %d", method, len(payload), s.cfg.MaxPayloadBytes))
+		s.reply(id, rid, failure("the %q payload is %d bytes, over the server's limit of %d", method, len(payload), s.cfg.MaxPayloadBytes))
 		return
 	}
 	switch method {
