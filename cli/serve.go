@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
+	"github.com/troupe-rl/troupe/rollout/verifiers"
 )
 
 // serveCommand is `troupe serve`: the HTTP rollout service slime's
@@ -30,6 +31,7 @@ func (a *App) serveCommand() *cobra.Command {
 	nf := natsrun.DefaultFlags()
 	var lf leagueServeFlags
 	var endpoints []string
+	var verifiersAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Args:  cobra.NoArgs,
@@ -77,7 +79,7 @@ func (a *App) serveCommand() *cobra.Command {
 				}
 			}
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: serving on http://%s\n", addr) }
-			return a.failure("", server.Serve(cmd.Context(), cfg), server.ErrBadConfig)
+			return a.failure("", a.serveRollouts(cmd.Context(), cfg, verifiersAddr, eps), server.ErrBadConfig, verifiers.ErrBadConfig)
 		},
 	}
 	fl := cmd.Flags()
@@ -100,6 +102,7 @@ func (a *App) serveCommand() *cobra.Command {
 	lf.bind(fl)
 	llmCfg.BindFlags(fl)
 	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
+	fl.StringVar(&verifiersAddr, "verifiers-addr", "", "also serve verifiers' env-server protocol (ZMQ, msgpack; prime-rl's orchestrator, verifiers' EnvClient) on this `tcp://HOST:PORT`, each run one episode played by this service (docs/verifiers.md)")
 	nf.BindServe(fl)
 	return cmd
 }
