@@ -83,7 +83,7 @@ func (a *App) envServeCommand() *cobra.Command {
 			// reset, by name, rather than failing at its first call.
 			fromEnv, _ := a.lookupEnv()(llm.EnvBaseURL)
 			if cmd.Flags().Changed("llm-base-url") || fromEnv != "" {
-				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
+				pool, _, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, cfg.Seed)
 				if err != nil {
 					return err
 				}
@@ -125,7 +125,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.DurationVar(&cfg.HarnessSeat.ActTimeout, "harness-act-timeout", 0, "a harness seat whose harness makes no move this long falls back (to the house policy, or forfeit) (0: --session-timeout)")
 	llmCfg.BindFlags(fl)
 	fl.StringArrayVar(&harnessLLM, "harness-llm", nil, "`ROLE=key=value,...` the endpoint, model and sampling of a role's harness seats, keys as --role-llm's but frozen (repeatable; a role not given plays on the default endpoint's flags)")
-	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")
 	return cmd
 }
 
