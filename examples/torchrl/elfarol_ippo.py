@@ -104,12 +104,21 @@ class Server:
         self.proc.wait(timeout=10)
 
 
-def make_env(args, reward: str, seed: int, allocators: Optional[List[str]] = None) -> PettingZooWrapper:
+def make_env(args, reward: str, seed: int, allocators: Optional[List[str]] = None):
     """El Farol as TorchRL sees it: troupe_env's Parallel environment,
     rewarding with reward's credit, its infos cut to the numbers the
     script checks (the team reward G and each allocator's credit: what
-    troupe computed, not the script), under TorchRL's PettingZooWrapper."""
+    troupe computed, not the script), under TorchRL's PettingZooWrapper;
+    or, with --env vector, --batch episodes stepped in one round trip
+    (troupe_env.vector) under troupe_env.torchrl's EnvBase."""
     params = {"agents": args.agents, "nights": args.nights, "capacity": args.capacity}
+    if args.env == "vector":
+        from troupe_env.torchrl import TorchRLVectorEnv
+        from troupe_env.vector import TroupeVectorEnv
+        kw = {"allocators": allocators} if allocators else {}
+        vec = TroupeVectorEnv("elfarol", args.batch, params=params, base_url=args.base_url, seed=seed,
+                              reward=reward, view_bytes=args.view_bytes, **kw)
+        return TorchRLVectorEnv(vec, group=GROUP)
     kw = {} if reward == "score" else {"reward": reward}
     if allocators:
         kw["allocators"] = allocators
@@ -129,7 +138,7 @@ def checked_g(data, args, reward: Optional[str]) -> torch.Tensor:
     team = every[..., 0]
     if not (every == team.unsqueeze(-1)).all() or not torch.allclose(g, team, rtol=1e-5):
         raise AssertionError(f"infos' team reward {team.tolist()[:4]} is not G {g.tolist()[:4]}")
-    if reward not in (None, "score"):
+    if reward not in (None, "score") and ("info", "credit." + reward) in nxt.keys(True):
         got, want = nxt["reward"].double(), nxt["info", "credit." + reward].double().unsqueeze(-1)
         if not torch.allclose(got, want, rtol=1e-5, atol=1e-6):
             raise AssertionError(f"the reward is not infos' {reward} credit")
@@ -144,12 +153,13 @@ def random_baseline(args, rewards: List[str]) -> Dict[str, List[float]]:
     env = make_env(args, "score", args.seed_base, allocs)
     out: Dict[str, List[float]] = {"G": [], **{r: [] for r in rewards}}
     torch.manual_seed(args.seed_base)
-    for _ in range(args.random_weeks):
+    for _ in range(max(1, args.random_weeks // env.batch_size.numel())):
         td = env.rollout(1)
-        out["G"].append(float(checked_g(td, args, None).mean()))
+        out["G"] += checked_g(td, args, None).reshape(-1).tolist()
         for r in rewards:
             key = "reward" if r == "score" else ("info", "credit." + r)
-            out[r].append(float(td["next", GROUP][key].mean()))
+            if key in td["next", GROUP].keys(True):
+                out[r].append(float(td["next", GROUP][key].mean()))
     env.close()
     return out
 
@@ -158,14 +168,18 @@ def train(args, reward: str, seed: int, log) -> List[dict]:
     torch.manual_seed(seed)
     env = make_env(args, reward, seed)
     n = args.agents
-    obs_key = (GROUP, "observation", "observation")
+    # PettingZoo's observation is a dict (the view's bytes, the mask);
+    # the vector's, the scenario's features where it declares them.
+    obs_key = (GROUP, "observation", "observation") if args.env == "pettingzoo" else (GROUP, "observation")
+    obs_spec = env.observation_spec[obs_key]
+    n_in, div = obs_spec.shape[-1], 255.0 if obs_spec.dtype == torch.uint8 else 1.0
 
     # The view's bytes, scaled: a constant for El Farol (every patron sees
     # the same week), so each patron's network learns its own distribution
     # over nights from its bias, as a tabular independent learner would.
-    scale = TensorDictModule(lambda x: x.float() / 255.0, in_keys=[obs_key], out_keys=[(GROUP, "x")])
+    scale = TensorDictModule(lambda x: x.float() / div, in_keys=[obs_key], out_keys=[(GROUP, "x")])
     actor_net = TensorDictModule(
-        MultiAgentMLP(n_agent_inputs=args.view_bytes, n_agent_outputs=args.nights, n_agents=n, centralized=False,
+        MultiAgentMLP(n_agent_inputs=n_in, n_agent_outputs=args.nights, n_agents=n, centralized=False,
                       share_params=False, depth=1, num_cells=args.cells, activation_class=nn.Tanh),
         in_keys=[(GROUP, "x")], out_keys=[(GROUP, "logits")])
     from tensordict.nn import TensorDictSequential
@@ -178,7 +192,7 @@ def train(args, reward: str, seed: int, log) -> List[dict]:
         return_log_prob=True,
     )
     critic = TensorDictSequential(scale, TensorDictModule(
-        MultiAgentMLP(n_agent_inputs=args.view_bytes, n_agent_outputs=1, n_agents=n, centralized=False,
+        MultiAgentMLP(n_agent_inputs=n_in, n_agent_outputs=1, n_agents=n, centralized=False,
                       share_params=False, depth=1, num_cells=args.cells, activation_class=nn.Tanh),
         in_keys=[(GROUP, "x")], out_keys=[(GROUP, "state_value")]))
 
@@ -308,6 +322,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--troupe", help="the troupe binary: the script serves the environment with it")
     p.add_argument("--base-url", help="a running `troupe env-serve` (instead of --troupe)")
     p.add_argument("--reward", action="append", choices=REWARDS, help="reward(s) to learn from (repeatable)")
+    p.add_argument("--env", choices=["pettingzoo", "vector"], default="pettingzoo",
+                   help="pettingzoo: troupe_env.pettingzoo under TorchRL's PettingZooWrapper, a week per round trip; "
+                        "vector: troupe_env.vector under troupe_env.torchrl, --batch weeks per round trip")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seed-base", type=int, default=1)
     p.add_argument("--agents", type=int, default=100)
@@ -352,7 +369,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rand = random_baseline(args, rewards)
         g_star = optimum(args.agents, args.nights, args.capacity)
         log(f"random policy: G {statistics.fmean(rand['G']):.3f} ({statistics.fmean(rand['G']) / g_star:.3f} of G* = {g_star:.3f}); "
-            + ", ".join(f"mean {r} reward {statistics.fmean(rand[r]):.4f}" for r in rewards))
+            + ", ".join(f"mean {r} reward {statistics.fmean(rand[r]):.4f}" for r in rewards if rand[r]))
         rows: List[dict] = []
         for reward in rewards:
             for s in range(args.seeds):
@@ -383,12 +400,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
         "agents": args.agents, "nights": args.nights, "capacity": args.capacity, "weeks": args.weeks,
         "G_star": g_star, "random_G_over_opt": interval([g / g_star for g in rand["G"]]),
-        "random_mean_reward": {r: interval(rand[r]) for r in rewards},
+        "random_mean_reward": {r: interval(rand[r]) for r in rewards if rand[r]},
         "curve": curve(rows, rewards, args.batch, g_star),
         "final_G_over_opt": {r: interval(list(by.values())) for r, by in finals.items()},
         "paired": {f"{a}-{b}": interval([finals[a][s] - finals[b][s] for s in finals[a]])
                    for i, a in enumerate(rewards) for b in rewards[i + 1:]},
-        "cpu_seconds": cpu, "torch": torch.__version__, "cuda_available": torch.cuda.is_available(),
+        "env": args.env, "cpu_seconds": cpu, "torch": torch.__version__, "cuda_available": torch.cuda.is_available(),
     }
     plot(rows, rewards, summary["random_G_over_opt"],
          f"TorchRL IPPO on troupe's El Farol (N = {args.agents}, K = {args.nights}, c = {args.capacity:g}), "
