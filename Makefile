@@ -46,11 +46,13 @@ BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # part of make test: make trainers.
 PY_E2E   ?= $(if $(filter true 1,$(CI)),1,)
 PY_CACHE ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)
-# make marl-train: TorchRL's PPO on El Farol through troupe_env, team reward
-# against difference credit (docs/marl-training.md); MARL_ARGS are the
-# script's flags (examples/torchrl/elfarol_ippo.py --help).
+# make marl-train: TorchRL's PPO on El Farol through troupe_env's vector
+# environment, team reward against difference credit and the patron's own
+# score, 10 seeds (docs/marl-training.md; about 200 CPU-seconds); MARL_ARGS
+# are the script's flags (examples/torchrl/elfarol_ippo.py --help:
+# --env pettingzoo for the PettingZoo environment, --agents 200...).
 MARL_OUT  ?= $(OUT)/marl
-MARL_ARGS ?= --reward team --reward difference --seeds 5
+MARL_ARGS ?= --env vector --reward team --reward difference --reward score --seeds 10 --weeks 2010
 
 # -race needs cgo; without a C compiler the tests still run, without it.
 RACE := $(if $(filter 1,$(shell $(GO) env CGO_ENABLED)),-race,)

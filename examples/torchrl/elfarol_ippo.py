@@ -213,8 +213,8 @@ def train(args, reward: str, seed: int, log) -> List[dict]:
         g = checked_g(data, args, reward)
         r = data["next", GROUP, "reward"]
         weeks += data.numel()
-        rows.append({"reward": reward, "seed": seed, "batch": i, "weeks": weeks, "G": float(g.mean()),
-                     "G_over_opt": float(g.mean()) / g_star, "mean_reward": float(r.mean())})
+        rows.append({"reward": reward, "seed": seed, "batch": i, "weeks": weeks, "G": round(float(g.mean()), 6),
+                     "G_over_opt": round(float(g.mean()) / g_star, 6), "mean_reward": round(float(r.mean()), 6)})
         with torch.no_grad():
             loss.value_estimator(data, params=loss.critic_network_params,
                                  target_params=loss.target_critic_network_params)
@@ -286,22 +286,28 @@ def plot(rows: List[dict], rewards: List[str], random_g: dict, title: str, path:
         y = y0 + i / 10
         out.append(f'<line x1="{left}" x2="{w - right}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>'
                    f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
-    for i in range(6):
-        x = x0 + i * (x1 - x0) / 5
-        out.append(f'<text x="{sx(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x:.0f}</text>')
+    tick = next(t for t in (50, 100, 200, 250, 500, 1000, 2000, 5000, 10**9) if x1 / t <= 6)
+    for x in range(0, x1 + 1, tick):
+        out.append(f'<text x="{sx(x):.1f}" y="{h - bottom + 16}" text-anchor="middle">{x}</text>')
     out.append(f'<text x="{(left + w - right) / 2}" y="{h - 8}" text-anchor="middle">weeks (episodes) of training</text>')
     out.append(f'<text x="14" y="{(top + h - bottom) / 2}" transform="rotate(-90 14 {(top + h - bottom) / 2})" '
                f'text-anchor="middle">G / G*</text>')
     ry = sy(random_g["mean"])
-    out.append(f'<line x1="{left}" x2="{w - right}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="#555" stroke-dasharray="4,3"/>'
-               f'<text x="{w - right + 6}" y="{ry + 4:.1f}">random</text>')
+    out.append(f'<line x1="{left}" x2="{w - right}" y1="{ry:.1f}" y2="{ry:.1f}" stroke="#555" stroke-dasharray="4,3"/>')
+    # The labels at the right end, each at its line's last value, moved
+    # apart where they would overlap.
+    labels = sorted([(ry, "random", "#555")] + [(sy(pts[-1][1]["mean"]), r, COLOURS.get(r, "#000")) for r, pts in lines])
+    for i in range(1, len(labels)):
+        if labels[i][0] - labels[i - 1][0] < 13:
+            labels[i] = (labels[i - 1][0] + 13,) + labels[i][1:]
+    for y, name, c in labels:
+        out.append(f'<text x="{w - right + 6}" y="{y + 4:.1f}" fill="{c}">{name}</text>')
     for reward, pts in lines:
         c = COLOURS.get(reward, "#000")
         band = [f"{sx(x):.1f},{sy(iv['hi']):.1f}" for x, iv in pts] + [f"{sx(x):.1f},{sy(iv['lo']):.1f}" for x, iv in reversed(pts)]
         out.append(f'<polygon points="{" ".join(band)}" fill="{c}" fill-opacity="0.18" stroke="none"/>')
         mean = " ".join(f"{sx(x):.1f},{sy(iv['mean']):.1f}" for x, iv in pts)
         out.append(f'<polyline points="{mean}" fill="none" stroke="{c}" stroke-width="1.6"/>')
-        out.append(f'<text x="{w - right + 6}" y="{sy(pts[-1][1]["mean"]) + 4:.1f}" fill="{c}">{reward}</text>')
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
