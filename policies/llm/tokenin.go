@@ -66,10 +66,13 @@ type llamaCompletion struct {
 	StopType        string `json:"stop_type"`
 	TokensEvaluated int    `json:"tokens_evaluated"`
 	Truncated       bool   `json:"truncated"`
-	Probs           []struct {
-		ID      int     `json:"id"`
-		LogProb float64 `json:"logprob"`
-	} `json:"completion_probabilities"`
+	Probs           []llamaProb `json:"completion_probabilities"`
+}
+
+// llamaProb is the part of a /completion log-prob entry troupe reads.
+type llamaProb struct {
+	ID      int     `json:"id"`
+	LogProb float64 `json:"logprob"`
 }
 
 // tokenTurn asks for one answer token in, token out. It returns the
@@ -105,7 +108,8 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	if err != nil {
 		return nil, why, err
 	}
-	cbody := []byte(`{"prompt":`)
+	cbody := make([]byte, 0, 64+11*len(ids)+len(req.schema)+len(req.fields))
+	cbody = append(cbody, `{"prompt":`...)
 	cbody = appendInts(cbody, ids)
 	cbody = append(cbody, `,"seed":`...)
 	cbody = strconv.AppendInt(cbody, int64(req.seed), 10)
@@ -121,7 +125,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	var a llamaCompletion
 	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
 		a = llamaCompletion{}
-		if err := json.Unmarshal(b, &a); err != nil {
+		if err := readLlamaCompletion(b, &a); err != nil {
 			return fmt.Errorf("%w: /completion: %w", ErrMalformed, err)
 		}
 		return nil
@@ -186,18 +190,6 @@ func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter
 	})
 }
 
-// appendInts appends ids as a JSON array.
-func appendInts(b []byte, ids []int) []byte {
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(id), 10)
-	}
-	return append(b, ']')
-}
-
 // llamaPromptTokens returns the prompt ids of text, the server's rendering
 // of a chat. When prev is set (the previous prompt and the answer to it,
 // whose chat this one extends), prevText is the rendering of prev's chat
@@ -245,16 +237,7 @@ func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevRepl
 // of a chat body with the policy's fields, so that Extra's
 // chat_template_kwargs reach the template).
 func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, jitter uint64) (string, int, error) {
-	body, err := json.Marshal(struct {
-		Model    string                         `json:"model"`
-		Messages []openai.ChatCompletionMessage `json:"messages"`
-	}{model, toOpenAI(chat)})
-	if err != nil {
-		return "", 0, err
-	}
-	if body, err = spliceFields(body, fields); err != nil {
-		return "", 0, err
-	}
+	body := appendChatBody(make([]byte, 0, chatBodySize(model, chat, fields)), model, chat, fields)
 	return c.llamaApplyTemplate(ctx, body, jitter)
 }
 
@@ -278,13 +261,11 @@ func (c *Client) llamaCount(ctx context.Context, model string, chat []protocol.C
 func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter uint64) (string, int, error) {
 	var prompt string
 	n, err := c.llamaPost(ctx, "/apply-template", chatBody, jitter, func(b []byte) error {
-		var a struct {
-			Prompt *string `json:"prompt"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Prompt == nil {
+		p, err := readStringKey(b, "prompt")
+		if err != nil || p == nil {
 			return fmt.Errorf("%w: the /apply-template answer has no prompt string", ErrMalformed)
 		}
-		prompt = *a.Prompt
+		prompt = *p
 		return nil
 	})
 	return prompt, n, err
@@ -296,14 +277,13 @@ func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter
 // (a whole prompt gets the BOS the chat endpoint adds; a continuation
 // none).
 func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool, jitter uint64) ([]int, int, error) {
-	body, err := json.Marshal(struct {
-		Content      string `json:"content"`
-		AddSpecial   bool   `json:"add_special"`
-		ParseSpecial bool   `json:"parse_special"`
-	}{text, addSpecial, true})
-	if err != nil {
-		return nil, 0, err
-	}
+	// json.Marshal's bytes of {content, add_special, parse_special}.
+	body := make([]byte, 0, len(text)+len(text)/16+64)
+	body = append(body, `{"content":`...)
+	body = appendJSONString(body, text)
+	body = append(body, `,"add_special":`...)
+	body = strconv.AppendBool(body, addSpecial)
+	body = append(body, `,"parse_special":true}`...)
 	return c.postTokens(ctx, c.root+"/tokenize", "/tokenize", body, jitter)
 }
 

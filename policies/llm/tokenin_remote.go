@@ -362,13 +362,11 @@ func (c *Client) remoteTokenize(ctx context.Context, model, text string, jitter 
 func (c *Client) postTokens(ctx context.Context, url, what string, body []byte, jitter uint64) ([]int, int, error) {
 	var ids []int
 	n, err := c.llamaPost(ctx, strings.TrimPrefix(url, c.root), body, jitter, func(b []byte) error {
-		var a struct {
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
+		tokens, err := readTokensKey(b)
+		if err != nil || tokens == nil {
 			return fmt.Errorf("%w: the %s answer has no token list", ErrMalformed, what)
 		}
-		ids = a.Tokens
+		ids = tokens
 		return nil
 	})
 	return ids, n, err
