@@ -61,11 +61,11 @@ func completionFields(cfg *Config) []byte {
 
 // llamaCompletion is the part of a /completion answer troupe reads.
 type llamaCompletion struct {
-	Content         string `json:"content"`
-	Tokens          []int  `json:"tokens"`
-	StopType        string `json:"stop_type"`
-	TokensEvaluated int    `json:"tokens_evaluated"`
-	Truncated       bool   `json:"truncated"`
+	Content         string      `json:"content"`
+	Tokens          []int       `json:"tokens"`
+	StopType        string      `json:"stop_type"`
+	TokensEvaluated int         `json:"tokens_evaluated"`
+	Truncated       bool        `json:"truncated"`
 	Probs           []llamaProb `json:"completion_probabilities"`
 }
 
