@@ -92,14 +92,19 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		return nil, "", err
 	}
 	var prevText string
+	var kept *rendering // the previous turn's rendering, when the client kept it
 	if req.prev != nil && req.prevChat != nil {
-		prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
-		retries += n
-		if err != nil {
-			return nil, "", err
+		if kept = c.renders.take(req.model, req.chatFields, req.prevChat); kept != nil {
+			prevText = kept.text
+		} else {
+			prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
+			retries += n
+			if err != nil {
+				return nil, "", err
+			}
 		}
 	}
-	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, seeds.Mix(jitter, 3))
+	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, kept, seeds.Mix(jitter, 3))
 	retries += n
 	if err != nil {
 		return nil, "", err
@@ -162,7 +167,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	out.tokens, out.textOnly = t.assemble()
 	if out.tokens != nil {
 		rids := llamaResponseIDs(out.tokens.Response, out.finish, t.lastNoText)
-		text, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
+		decoded, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
 		out.retries += n
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -170,7 +175,10 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		case err != nil:
 			out.decodeErr = "llamacpp: /detokenize: " + err.Error()
 		default:
-			out.decoded = &text
+			out.decoded = &decoded
+			// Kept for the next turn, whose chat extends this one.
+			c.renders.keep(&rendering{model: req.model, fields: req.chatFields, chat: req.chat, text: text,
+				response: out.tokens.Response, decoded: decoded, dropped: len(rids) < len(out.tokens.Response)})
 		}
 	}
 	return out, why, nil
@@ -202,17 +210,25 @@ func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter
 // template writes <|im_end|>), that token stays, as sampled, and the
 // template's end of turn follows it. Otherwise text is tokenized whole, and
 // why says why the ids start afresh.
-func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, jitter uint64) (ids []int, why string, retries int, err error) {
+//
+// kept, when set, is the previous turn's rendering as the client kept it
+// (tokencache.go), which may know the text of the answer's ids.
+func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, kept *rendering, jitter uint64) (ids []int, why string, retries int, err error) {
 	if prev != nil && prevText != "" {
 		cut := -1
 		if head := prevText + prevReply; strings.HasPrefix(text, head) {
 			cut = len(head)
 			// The answer's whole text, its end token's included: the
 			// template's end of turn when the model sampled that.
-			all, n, err := c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
-			retries += n
-			if err != nil {
-				return nil, "", retries, err
+			all, known := c.renders.allText(kept, prev.Response)
+			if !known {
+				var n int
+				all, n, err = c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
+				retries += n
+				if err != nil {
+					return nil, "", retries, err
+				}
+				c.renders.learn(kept, prev.Response, all)
 			}
 			if whole := prevText + all; len(all) > len(prevReply) && strings.HasPrefix(text, whole) {
 				cut = len(whole)
