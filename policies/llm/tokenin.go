@@ -85,27 +85,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		return c.remoteTurn(ctx, req)
 	}
 	jitter := seeds.Mix(c.cfg.Seed, uint64(req.seed))
-	retries := 0
-	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
-	retries += n
-	if err != nil {
-		return nil, "", err
-	}
-	var prevText string
-	var kept *rendering // the previous turn's rendering, when the client kept it
-	if req.prev != nil && req.prevChat != nil {
-		if kept = c.renders.take(req.model, req.chatFields, req.prevChat); kept != nil {
-			prevText = kept.text
-		} else {
-			prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
-			retries += n
-			if err != nil {
-				return nil, "", err
-			}
-		}
-	}
-	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, kept, seeds.Mix(jitter, 3))
-	retries += n
+	text, ids, why, retries, err := c.llamaTurnPrompt(ctx, req, jitter)
 	if err != nil {
 		return nil, "", err
 	}
@@ -128,7 +108,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	}
 	cbody = append(appendFields(cbody, req.fields), '}')
 	var a llamaCompletion
-	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
+	n, err := c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
 		a = llamaCompletion{}
 		if err := readLlamaCompletion(b, &a); err != nil {
 			return fmt.Errorf("%w: /completion: %w", ErrMalformed, err)
@@ -182,6 +162,32 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		}
 	}
 	return out, why, nil
+}
+
+// llamaTurnPrompt returns the server's rendering of req's chat and its
+// prompt ids (llamaPromptTokens), with why they do not extend req.prev's
+// when asked to, and the retries taken.
+func (c *Client) llamaTurnPrompt(ctx context.Context, req *tokenRequest, jitter uint64) (text string, ids []int, why string, retries int, err error) {
+	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
+	retries += n
+	if err != nil {
+		return "", nil, "", retries, err
+	}
+	var prevText string
+	var kept *rendering // the previous turn's rendering, when the client kept it
+	if req.prev != nil && req.prevChat != nil {
+		if kept = c.renders.take(req.model, req.chatFields, req.prevChat); kept != nil {
+			prevText = kept.text
+		} else {
+			prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
+			retries += n
+			if err != nil {
+				return "", nil, "", retries, err
+			}
+		}
+	}
+	ids, why, n, err = c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, kept, seeds.Mix(jitter, 3))
+	return text, ids, why, retries + n, err
 }
 
 // llamaPost posts body to the llama.cpp endpoint path (one call of the
