@@ -295,6 +295,25 @@ func readStringKey(b []byte, key string) (*string, error) {
 	return out, err
 }
 
+// readStringOrNull reads the string at key of the JSON object b, as
+// encoding/json reads the object into a map of raw values and that value
+// into a string: null is "", and present says whether the key is there.
+func readStringOrNull(b []byte, key string) (v string, present bool, err error) {
+	err = readObject(b, func(s *scanner, k []byte) {
+		if string(k) != key {
+			s.Skip()
+			return
+		}
+		present = true
+		if s.Null() {
+			v = ""
+			return
+		}
+		v = s.str()
+	})
+	return v, present, err
+}
+
 // readTokensKey reads the "tokens" array of ids of the JSON object b
 // (/tokenize's answer): nil when it is absent or null.
 func readTokensKey(b []byte) ([]int, error) {

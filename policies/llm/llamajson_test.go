@@ -122,6 +122,7 @@ func FuzzLlamaJSON(f *testing.F) {
 	f.Add(`<|im_start|>user`+"\n"+`hi "é" \ <&> `+"\u2028\x01\xff", []byte(`{"tokens":[1,2,3],"content":"a\nb","prompt":"\ud83d\ude00"}`), []byte{1, 2, 3, 4, 5, 6, 7, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add("", []byte(`{"content":"ok","tokens":[2],"stop_type":"eos","tokens_evaluated":5,"truncated":true,"completion_probabilities":[{"id":2,"logprob":-0.25},null]}`), []byte{})
 	f.Add("x", []byte(`{"tokens":null,"content":"\u0000\/\b","tokens_evaluated":1e2}`), []byte{9})
+	f.Add("y", []byte(`{"text":null,"text":"\ud83d\ude00\ud800x"}`), []byte{})
 	f.Fuzz(func(t *testing.T, text string, answer []byte, raw []byte) {
 		// Writing.
 		if want, err := json.Marshal(text); err == nil {
@@ -165,6 +166,14 @@ func FuzzLlamaJSON(f *testing.F) {
 			}
 			require.NoError(t, json.Unmarshal(answer, &a), "read %q", answer)
 			assert.Equal(t, a.Content, got)
+		}
+		if got, present, err := readStringOrNull(answer, "text"); err == nil && present {
+			// postText's reading with encoding/json.
+			var m map[string]json.RawMessage
+			var want string
+			require.NoError(t, json.Unmarshal(answer, &m), "read %q", answer)
+			require.NoError(t, json.Unmarshal(m["text"], &want), "read %q", answer)
+			assert.Equal(t, want, got)
 		}
 		var a llamaCompletion
 		if err := readLlamaCompletion(answer, &a); err == nil && !caseFolded(answer, "content", "tokens", "stop_type", "tokens_evaluated", "truncated", "completion_probabilities", "id", "logprob") {
