@@ -129,6 +129,13 @@ type Config struct {
 	// Ready, when set, is called with the listener's address once Serve
 	// listens.
 	Ready func(net.Addr)
+
+	// Default is the reset of a request that names neither a scenario
+	// nor an episode to join (OpenEnv's reset() sends none): its fields
+	// fill those the request leaves zero. nil: such resets are refused.
+	// New refuses a Default without a scenario, or one that joins or
+	// brings a seed, episode_id or rollout_id.
+	Default *envclient.ResetRequest
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -177,6 +184,10 @@ type Server struct {
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
+
+	openapi []byte       // GET /openapi.json
+	mcpHTTP http.Handler // MCP's streamable HTTP transport at /mcp
+	oe      openenvState // OpenEnv's session-less calls and MCP sessions
 }
 
 // episodeEntry is one episode of the server.
@@ -222,9 +233,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}}
+	if err := checkDefault(cfg); err != nil {
+		return nil, err
+	}
 	if s.metadata, err = json.Marshal(metadataOf(cfg.Scenarios)); err != nil {
 		return nil, err
 	}
+	if s.openapi, err = openAPI(runspec.TroupeVersion); err != nil {
+		return nil, err
+	}
+	s.mcpHTTP = s.newMCPHandler()
 	s.rollouts = cfg.RolloutIDBase
 	s.mux = httpedge.Routed(s.routes(), s.notFound)
 	return s, nil
@@ -276,6 +294,7 @@ func newID(prefix string) string {
 // no seat, the answer is the episode and no session.
 func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*episodeEntry, *session, *apiError) {
 	s.reapSoon()
+	req = s.defaulted(req)
 	var ep *episodeEntry
 	if req.Join != "" {
 		if e := joinOnly(req); e != nil {
@@ -452,7 +471,7 @@ func (s *Server) dropIfUnjoined(ep *episodeEntry) {
 // and returns the seats its creator's session takes.
 func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*episodeEntry, []int, *apiError) {
 	if req.Scenario == "" {
-		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode", s.cfg.Scenarios.Names())
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode (troupe env-serve --scenario NAME makes a default)", s.cfg.Scenarios.Names())
 	}
 	fb, err := table.ParseFallback(req.Fallback)
 	if err != nil {
@@ -587,6 +606,9 @@ type move struct {
 // movesOf reads a step's action: one move, several, or none (wait).
 func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 	tb := ss.ep.tb
+	if e := checkGeneration(a); e != nil {
+		return nil, e
+	}
 	switch {
 	case a.Move != nil && a.Moves != nil:
 		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action: give move (one seat's) or moves (by agent), not both")
@@ -610,12 +632,12 @@ func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 			if err != nil {
 				return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action.seat: %v", err)
 			}
-			return []move{{i, agents.Action{Text: *a.Move}}}, nil
+			return []move{{i, moveAction(a)}}, nil
 		}
 		pend := ss.s.Pending()
 		switch len(pend) {
 		case 1:
-			return []move{{pend[0].Seat, agents.Action{Text: *a.Move}}}, nil
+			return []move{{pend[0].Seat, moveAction(a)}}, nil
 		case 0:
 			if tb.Record() != nil {
 				return nil, tableError(table.ErrEpisodeOver)
