@@ -204,7 +204,7 @@ func openAPI(version string) ([]byte, error) {
 		envclient.PathHealth:   map[string]any{"get": op("Health", "Health check", map[string]any{"responses": ok("healthy", "Health")})},
 		envclient.PathMetadata: map[string]any{"get": op("Environment Info", "The environment's name, description, version and scenarios", map[string]any{"responses": ok("metadata", "")})},
 		envclient.PathSchema:   map[string]any{"get": op("Schema", "JSON schemas of an action, an observation and a state", map[string]any{"responses": ok("schemas", "")})},
-		envclient.PathOpenAPI:            map[string]any{"get": op("Schema", "This document", map[string]any{"responses": ok("OpenAPI 3.1", "")})},
+		envclient.PathOpenAPI:  map[string]any{"get": op("Schema", "This document", map[string]any{"responses": ok("OpenAPI 3.1", "")})},
 		envclient.PathReset: map[string]any{"post": op("Environment Control", "Start a session: a new episode (the server's default when the body names no scenario), or a seat at one (join)",
 			map[string]any{"requestBody": body("ResetRequest"), "responses": ok("the session's first observation", "Result")})},
 		envclient.PathStep: map[string]any{"post": op("Environment Control", "Give the session's move and wait for its next turn; without session_id, the latest HTTP reset's session (or a new episode of the default)",

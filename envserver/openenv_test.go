@@ -270,4 +270,3 @@ func TestGeneration(t *testing.T) {
 	assert.Equal(t, "1!", s.Response)
 	assert.Equal(t, *res.Reward, s.Reward)
 }
-
