@@ -143,61 +143,6 @@ func rolesOf(scenario string) []string {
 	return []string{"patron"}
 }
 
-// EnvOpenEnv is a list of directories (joined as PATH is): the first is
-// the src/ directory of a huggingface/OpenEnv snapshot; all of them go on
-// PYTHONPATH, one of them making `websockets` (>= 13) importable.
-// EnvRequireOpenEnv=1 fails the test when it is unset.
-const (
-	EnvOpenEnv        = "TROUPE_OPENENV_PATH"
-	EnvRequireOpenEnv = "TROUPE_REQUIRE_OPENENV"
-)
-
-// TestEnvServeOpenEnv plays single-seat tic-tac-toe games against the
-// house's minimax with OpenEnv's own client code (GenericEnvClient, over
-// its WebSocket session), an illegal move included.
-func TestEnvServeOpenEnv(t *testing.T) {
-	dirs := os.Getenv(EnvOpenEnv)
-	if dirs == "" {
-		if os.Getenv(EnvRequireOpenEnv) == "1" {
-			t.Fatalf("%s is unset and %s=1", EnvOpenEnv, EnvRequireOpenEnv)
-		}
-		t.Skipf("%s is unset: OpenEnv's client is not run (set it to OpenEnv's src/ and a directory holding websockets/; %s=1 makes this a failure)", EnvOpenEnv, EnvRequireOpenEnv)
-	}
-	python := os.Getenv(EnvPython)
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	src := strings.Split(dirs, string(os.PathListSeparator))[0]
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	dir := t.TempDir()
-	served := filepath.Join(dir, "served.episodes.jsonl")
-	base, stop := envServing(t, "--episodes-out", served)
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join(root, "python", "tests", "openenv_check.py"), base, src)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+dirs)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	require.Equal(t, 0, stop())
-	var summary struct {
-		Games []struct {
-			Moves  []string `json:"moves"`
-			Reward float64  `json:"reward"`
-			Status string   `json:"status"`
-		} `json:"games"`
-		Illegal string `json:"illegal"`
-	}
-	require.NoError(t, json.Unmarshal(b, &summary), "%s", b)
-	require.Len(t, summary.Games, 3)
-	for _, g := range summary.Games {
-		assert.Equal(t, "completed", g.Status)
-		assert.LessOrEqual(t, g.Reward, 0.0, "minimax never loses")
-	}
-	assert.Contains(t, summary.Illegal, "illegal_action")
-	records, err := os.ReadFile(served)
-	require.NoError(t, err)
-	assert.Equal(t, 3, strings.Count(string(records), "\n"), "three episodes written")
-}
-
 // TestEnvServePythonClient runs python/troupe_env's protocol client with
 // the standard library alone (python -S: no site-packages): two players
 // on their own threads share one episode, and refused moves come back as

@@ -461,6 +461,10 @@ func (s *Server) wsMessage(ctx context.Context, base string, data []byte, ss **s
 		res.Reward, res.Observation.Seats = nil, n.ep.seats(n, base)
 		return "observation", res, e
 	case "step":
+		if v, ok, e := s.toolStep(ctx, wsBinding{ss}, m.Data); ok {
+			// OpenEnv's MCP actions (MCPToolClient): a tool's call.
+			return "observation", v, e
+		}
 		if *ss == nil && s.cfg.Default != nil {
 			// As a session-less HTTP step: the default episode's.
 			n, e := s.freshSession(ctx, true)

@@ -338,11 +338,7 @@ func (s *Server) rpc(ctx context.Context, b binding, body []byte) rpcResponse {
 		if err != nil {
 			return rpcFail(req.ID, rpcInvalidParams, "Invalid params: %v", err)
 		}
-		out := map[string]any{"content": []any{map[string]any{"type": "text", "text": res.text}}, "isError": res.isError}
-		if res.object != nil {
-			out["structuredContent"] = res.object
-		}
-		return ok(out)
+		return ok(callResult(res))
 	case "initialize", "ping":
 		return rpcFail(req.ID, rpcMethodNotFound, "Method not found: %s: MCP's lifecycle is served over its streamable HTTP transport (send Accept: application/json, text/event-stream); OpenEnv's dialect takes tools/list and tools/call directly", req.Method)
 	}
@@ -490,4 +486,76 @@ func (s *Server) newMCPHandler() http.Handler {
 	srv := s.mcpServer()
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{JSONResponse: true, SessionTimeout: s.cfg.SessionTimeout, Logger: s.cfg.Logger, MaxRequestBodyBytes: s.cfg.MaxBodyBytes})
+}
+
+// toolStep answers a step whose action is OpenEnv's MCP action
+// (ListToolsAction, CallToolAction: {"type": "list_tools"} or
+// {"type": "call_tool", "tool_name", "arguments"}), as OpenEnv's
+// MCPToolClient sends over the WebSocket: an observation holding the
+// tools, or the tool's name and result (with the reward and done of the
+// episode when the tool moved in it). ok is false for any other action.
+func (s *Server) toolStep(ctx context.Context, b binding, data []byte) (v any, ok bool, e *apiError) {
+	var peek struct {
+		Type *string `json:"type"`
+	}
+	if json.Unmarshal(data, &peek) != nil || peek.Type == nil {
+		return nil, false, nil
+	}
+	var a struct {
+		Type      string          `json:"type"`
+		ToolName  string          `json:"tool_name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Metadata  json.RawMessage `json:"metadata"`
+	}
+	if e := decodeJSON(data, &a); e != nil {
+		return nil, true, e
+	}
+	type observation struct {
+		Tools    []map[string]any `json:"tools,omitempty"`
+		ToolName string           `json:"tool_name,omitempty"`
+		Result   any              `json:"result,omitempty"`
+		Error    any              `json:"error"`
+		Done     bool             `json:"done"`
+		Reward   *float64         `json:"reward"`
+		Metadata map[string]any   `json:"metadata"`
+	}
+	type result struct {
+		Observation observation `json:"observation"`
+		Reward      *float64    `json:"reward"`
+		Done        bool        `json:"done"`
+	}
+	switch a.Type {
+	case "list_tools":
+		return result{Observation: observation{Tools: toolList(), Metadata: map[string]any{}}}, true, nil
+	case "call_tool":
+		if a.ToolName == "" {
+			return nil, true, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "call_tool: tool_name is missing (%s)", strings.Join(toolNames(), ", "))
+		}
+		res, err := s.callTool(ctx, b, a.ToolName, a.Arguments)
+		o := observation{ToolName: a.ToolName, Metadata: map[string]any{}}
+		if err != nil {
+			o.Error = map[string]any{"error_type": "tool_not_found", "message": err.Error()}
+			return result{Observation: o}, true, nil
+		}
+		o.Result = callResult(res)
+		var out result
+		if r, isResult := res.object.(envclient.Result); isResult {
+			out.Reward, out.Done = r.Reward, r.Done
+			o.Reward, o.Done = r.Reward, r.Done
+		}
+		out.Observation = o
+		return out, true, nil
+	}
+	return nil, true, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action.type %q: OpenEnv's MCP actions are list_tools and call_tool; a move is {\"move\": ...}", a.Type)
+}
+
+// callResult is a tool's answer as MCP's CallToolResult, with FastMCP's
+// "data" (the structured result), which OpenEnv's MCPToolClient returns.
+func callResult(res toolResult) map[string]any {
+	out := map[string]any{"content": []any{map[string]any{"type": "text", "text": res.text}}, "isError": res.isError}
+	if res.object != nil {
+		out["structuredContent"] = res.object
+		out["data"] = res.object
+	}
+	return out
 }
