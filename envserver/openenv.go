@@ -59,7 +59,7 @@ func checkDefault(cfg Config) error {
 		}
 	}
 	if _, err := spec.Resolve(runspec.Resolvers{Scenarios: cfg.Scenarios, Allocators: cfg.Allocators, Policies: cfg.Policies}); err != nil {
-		return fmt.Errorf("%w: Default: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: the default episode (Config.Default; troupe env-serve --scenario, --param, --policy): %w", ErrBadConfig, err)
 	}
 	return nil
 }

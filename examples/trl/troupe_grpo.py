@@ -1,6 +1,7 @@
 """TRL's GRPO trains a tiny language model on a troupe game, through OpenEnv.
 
     python examples/trl/troupe_grpo.py --troupe out/troupe [--steps 30] [--out DIR]
+    python examples/trl/troupe_grpo.py --url URL [--steps 30] [--out DIR]
 
 Needs torch 2.15.0, transformers 5.23.0, trl 1.16.0 and openenv-core 0.3.0
 from PyPI (make trl-grpo runs it in the cached pyenv-llm). Nothing is
@@ -28,7 +29,10 @@ accounting: every rollout's prompt_ids + completion_ids equal its sample's
 tokens, its reward the sample's, and the trainer's num_input_tokens_seen
 equals the tokens of the samples. A JSON summary (steps, losses, rewards,
 the checks) goes to stdout and DIR/summary.json; the exit status is 1 when
-a check fails.
+a check fails. With --url the server is one already running (started
+with the arguments SERVE_ARGS holds), which writes the samples: the script
+then trains, writes its rollouts (DIR/rollouts.jsonl) and the summary, and
+leaves the comparison to whoever stops the server (cli's TestTRLGRPO).
 """
 
 import argparse
@@ -200,7 +204,9 @@ def check(samples_path, rollouts, tokens_seen):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--troupe", required=True, help="the troupe binary")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--troupe", help="the troupe binary: the script starts troupe env-serve")
+    src.add_argument("--url", help="a running troupe env-serve, started with SERVE_ARGS")
     ap.add_argument("--steps", type=int, default=30, help="optimisation steps")
     ap.add_argument("--groups", type=int, default=2, help="GRPO groups (prompts) per step")
     ap.add_argument("--generations", type=int, default=8, help="completions per group")
@@ -212,14 +218,16 @@ def main():
     out = args.out or tempfile.mkdtemp(prefix="troupe-grpo-")
     os.makedirs(out, exist_ok=True)
     samples = os.path.join(out, "samples.jsonl")
-    if os.path.exists(samples):
-        os.remove(samples)
+    if args.troupe and os.path.exists(samples):
+        os.remove(samples)  # the server appends
 
-    proc, url = start_server(args.troupe, samples)
+    proc, url = start_server(args.troupe, samples) if args.troupe else (None, args.url)
     try:
         with GenericEnvClient(base_url=url).sync() as env:
             probe = env.reset(seed=0)
-            view = probe.observation["pending"][0]["view"]
+            pending = probe.observation["pending"]
+            assert [p["agent"] for p in pending] == [SEAT], f"the server's default episode is not SERVE_ARGS': {pending}"
+            view = pending[0]["view"]
             tokenizer = build_tokenizer(view)
             model = build_model(tokenizer, args.seed)
             rollouts = Rollouts(env, tokenizer, args.generations, args.max_new_tokens, temperature=1.0)
@@ -237,9 +245,16 @@ def main():
             trainer.train()
             tokens_seen = int(trainer.state.num_input_tokens_seen)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    result = check(samples, rollouts.log, tokens_seen)
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    with open(os.path.join(out, "rollouts.jsonl"), "w") as f:
+        for r in rollouts.log:
+            f.write(json.dumps(r) + "\n")
+    if proc is not None:
+        result = check(samples, rollouts.log, tokens_seen)
+    else:
+        result = {"rollouts": len(rollouts.log), "trainer_num_input_tokens_seen": tokens_seen, "ok": True}
     rewards = [r["reward"] for r in steplog.rows]
     k = max(1, len(rewards) // 5)
     valid = [sum(1 for r in rollouts.log[i:i + args.groups * args.generations] if r["reward"] > 0)
@@ -249,7 +264,7 @@ def main():
                "log": steplog.rows, "valid_fraction_by_step": valid,
                "reward_first": sum(rewards[:k]) / k, "reward_last": sum(rewards[-k:]) / k,
                "moves_last_step": [r["move"] for r in rollouts.log[-args.groups * args.generations:]],
-               "check": result, "samples": samples}
+               "check": result, "samples": samples if proc is not None else None}
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))
