@@ -38,18 +38,18 @@ type openenvState struct {
 }
 
 // checkDefault refuses a default reset the server could not play: it must
-// name a scenario and create (not join) an episode; its scenario, params
-// and policies are resolved as a reset's would be.
-func checkDefault(cfg Config) error {
-	d := cfg.Default
+// name a scenario and create (not join) an episode; its scenario, params,
+// policies, allocators and reward are resolved as a reset's would be.
+func (s *Server) checkDefault() error {
+	d := s.cfg.Default
 	if d == nil {
 		return nil
 	}
 	switch {
 	case d.Scenario == "":
-		return fmt.Errorf("%w: Default: name a scenario (%v)", ErrBadConfig, cfg.Scenarios.Names())
+		return fmt.Errorf("%w: the default episode: name a scenario (%v)", ErrBadConfig, s.cfg.Scenarios.Names())
 	case d.Join != "" || d.EpisodeID != "" || d.Seed != nil || d.RolloutID != nil:
-		return fmt.Errorf("%w: Default: join, episode_id, seed and rollout_id are each reset's own, not a default's", ErrBadConfig)
+		return fmt.Errorf("%w: the default episode: join, episode_id, seed and rollout_id are each reset's own, not a default's", ErrBadConfig)
 	}
 	spec := runspec.Spec{Scenario: d.Scenario, Params: d.Params, Emit: d.Emit, Allocators: d.Allocators, RewardFormat: d.RewardFormat, Episodes: 1, GroupSize: 1}
 	if len(d.Policies) > 0 {
@@ -58,8 +58,14 @@ func checkDefault(cfg Config) error {
 			spec.Policies[role] = runspec.Policy{Name: name}
 		}
 	}
-	if _, err := spec.Resolve(runspec.Resolvers{Scenarios: cfg.Scenarios, Allocators: cfg.Allocators, Policies: cfg.Policies}); err != nil {
-		return fmt.Errorf("%w: the default episode (Config.Default; troupe env-serve --scenario, --param, --policy): %w", ErrBadConfig, err)
+	if l := d.Limits; l != nil {
+		spec.Limits = runspec.Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
+	}
+	if v := d.OnInvalid; v != nil {
+		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
+	}
+	if _, _, e := s.resolve(spec, d.Reward); e != nil {
+		return fmt.Errorf("%w: the default episode (Config.Default; troupe env-serve --scenario, --param, --policy): %s", ErrBadConfig, e.body.Message)
 	}
 	return nil
 }
@@ -96,6 +102,9 @@ func (s *Server) defaulted(req *envclient.ResetRequest) *envclient.ResetRequest 
 	}
 	if req.RewardFormat != "" {
 		out.RewardFormat = req.RewardFormat
+	}
+	if req.Reward != "" {
+		out.Reward = req.Reward
 	}
 	if req.Limits != nil {
 		out.Limits = req.Limits

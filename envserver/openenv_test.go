@@ -125,7 +125,7 @@ func TestNoDefault(t *testing.T) {
 	assert.Contains(t, body.Error.Message, "session_id: missing")
 	require.Equal(t, 400, do(t, "GET", hs.URL+"/state", nil, &body))
 
-	for _, d := range []*envclient.ResetRequest{{}, {Scenario: "nope"}, {Scenario: "tictactoe", Join: "e-1"}, {Scenario: "tictactoe", Params: map[string]string{"bogus": "1"}}} {
+	for _, d := range []*envclient.ResetRequest{{}, {Scenario: "nope"}, {Scenario: "tictactoe", Join: "e-1"}, {Scenario: "tictactoe", Params: map[string]string{"bogus": "1"}}, {Scenario: "tictactoe", Reward: "nope"}} {
 		_, err := envserver.New(envserver.Config{Default: d})
 		assert.ErrorIs(t, err, envserver.ErrBadConfig, "%+v", d)
 	}

@@ -91,6 +91,11 @@ type Config struct {
 	// role; nil: resets naming harness seats are refused. The server
 	// does not close the clients.
 	HarnessModel func(role string) (*llm.Client, error)
+	// HarnessLLM, when set, is the model and sampling that role's harness
+	// seats ask HarnessModel's client for (seats.Options.LLM): each role
+	// of outside agents its own model on a shared server. nil, or nil for
+	// a role: the client's own.
+	HarnessLLM func(role string) *llm.Config
 	// HarnessSeat configures the harness seats; an ActTimeout of 0 is
 	// SessionTimeout: a harness that makes no move that long gives its
 	// seat up to the episode's fallback.
@@ -197,6 +202,12 @@ type episodeEntry struct {
 	res     *runspec.Resolved
 	actions [][]string // by seat: its role's action set, nil when none
 	check   func(obs *agents.Observation, text string) error
+	// reward is the index in res.Allocators of the allocator whose
+	// credit is the seats' reward; -1: their scores.
+	reward int
+	// learners are the seats sessions may play (not the house's from the
+	// start): their counterfactuals replay them (learnerReplay).
+	learners []int
 
 	// guarded by Server.mu
 	last     time.Time  // the last move or call that touched it
@@ -208,7 +219,11 @@ type episodeEntry struct {
 	// handlers serve under PathEpisodes until the episode is forgotten.
 	harness  map[string]*harnessSeat
 	written  sync.Once
+	wrote    atomic.Bool // written's function returned: credit and writeErr are set
 	writeErr error
+	// credit is the episode's credit seat by seat, set by write (under
+	// written: read once settle returned).
+	credit *credit.Seats
 }
 
 // harnessSeat is a seat an outside harness plays, and its endpoints.
@@ -233,7 +248,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}}
-	if err := checkDefault(cfg); err != nil {
+	if err := s.checkDefault(); err != nil {
 		return nil, err
 	}
 	if s.metadata, err = json.Marshal(metadataOf(cfg.Scenarios)); err != nil {
@@ -393,7 +408,11 @@ func (s *Server) seatHarness(ctx context.Context, ep *episodeEntry, names []stri
 			s.closeHarness(ep)
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: the model server of role %s: %v", role, err)
 		}
-		st, err := seats.New(wctx, ep.tb, i, client, s.cfg.HarnessSeat)
+		opts := s.cfg.HarnessSeat
+		if s.cfg.HarnessLLM != nil {
+			opts.LLM = s.cfg.HarnessLLM(role)
+		}
+		st, err := seats.New(wctx, ep.tb, i, client, opts)
 		if err != nil {
 			s.closeHarness(ep)
 			return nil, tableError(err)
@@ -430,7 +449,7 @@ func (s *Server) closeHarness(ep *episodeEntry) {
 func joinOnly(req *envclient.ResetRequest) *apiError {
 	if req.Scenario != "" || req.Params != nil || req.Policies != nil || req.Open != nil || req.Fallback != "" || req.Seed != nil ||
 		req.Limits != nil || req.OnInvalid != nil || req.Emit != nil || req.Allocators != nil || req.RewardFormat != "" ||
-		req.RolloutID != nil || req.EpisodeID != "" || req.PassIllegal {
+		req.Reward != "" || req.RolloutID != nil || req.EpisodeID != "" || req.PassIllegal {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "join: a reset that joins an episode names only join and seats: the episode's creator set the rest")
 	}
 	if req.Harness != nil {
@@ -519,9 +538,9 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	if v := req.OnInvalid; v != nil {
 		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
 	}
-	res, err := spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies})
-	if err != nil {
-		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	res, reward, e := s.resolve(spec, req.Reward)
+	if e != nil {
+		return nil, nil, e
 	}
 	r := res.Config.Request(0)
 	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
@@ -535,7 +554,13 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	if err != nil {
 		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
-	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res}
+	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res, reward: reward}
+	house := tb.House()
+	for i := range tb.Seats() {
+		if !slices.Contains(house, i) {
+			ep.learners = append(ep.learners, i)
+		}
+	}
 	if ep.id == "" {
 		ep.id = newID("e-")
 	}
@@ -573,6 +598,37 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	s.episodes[ep.id] = ep
 	s.live++
 	return ep, mine, nil
+}
+
+// resolve resolves spec, whose allocators gain reward (an allocator's
+// spec) when none of them has its name, and returns the index of reward's
+// allocator among them (-1 when reward is "": the scores).
+func (s *Server) resolve(spec runspec.Spec, reward string) (*runspec.Resolved, int, *apiError) {
+	rs := runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies}
+	res, err := spec.Resolve(rs)
+	if err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	}
+	if reward == "" {
+		return res, -1, nil
+	}
+	cf := res.Info.Counterfactual
+	a, err := s.cfg.Allocators.ParseDefaultingSim(reward, cf != nil && cf.Resimulate)
+	if err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reward: %q: %v", reward, err)
+	}
+	for k, b := range res.Allocators {
+		if b.Name() == a.Name() {
+			return res, k, nil
+		}
+	}
+	// Resolved again with it, so that the run spec's checks (a
+	// counterfactual allocator needs the scenario's consent) see it.
+	spec.Allocators = append(slices.Clone(res.Spec.Allocators), reward)
+	if res, err = spec.Resolve(rs); err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reward: %v", err)
+	}
+	return res, len(res.Allocators) - 1, nil
 }
 
 // step gives a session's moves and waits for its next turn.
@@ -723,6 +779,7 @@ func (s *Server) settle(ep *episodeEntry) {
 		}
 		s.mu.Unlock()
 		ep.writeErr = s.write(ep, rec)
+		ep.wrote.Store(true)
 		if ep.writeErr != nil {
 			s.cfg.Logger.Error("environment server: an episode could not be written", "episode", ep.id, "error", ep.writeErr)
 		}
@@ -737,6 +794,16 @@ func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
 	defer s.writeMu.Unlock()
 	out := ep.res.Output(s.cfg.Sink)
 	out.Reserve = func(n int) int64 { return s.samples.Add(int64(n)) - int64(n) }
+	out.ObserveCredit = func(rec *episode.Record, c *trajectories.Credit) error {
+		var err error
+		ep.credit, err = credit.SeatsOf(rec, c)
+		return err
+	}
+	if r := ep.replayOf(rec); r != rec.Replay {
+		cp := *rec
+		cp.Replay = r
+		rec = &cp
+	}
 	cfg := ep.res.Config
 	cfg.Executor = env.ExecutorFunc(func(context.Context, env.Request) *episode.Record { return rec })
 	_, err := play.Run(context.Background(), cfg, out)
@@ -748,6 +815,9 @@ func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
 func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	ep := ss.ep
 	o := s.observation(ep, ss)
+	if o.Done {
+		s.creditOf(ep, &o)
+	}
 	o.Pending = make([]envclient.SeatObservation, len(obs))
 	for k := range obs {
 		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
@@ -756,7 +826,12 @@ func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	r := 0.0
 	if o.Done {
 		for _, i := range ss.s.Seats() {
-			r += o.Scores[ep.tb.Seats()[i].ID]
+			agent := ep.tb.Seats()[i].ID
+			if c, ok := o.Credit[agent]; ok {
+				r += c.Reward
+			} else if ep.reward < 0 {
+				r += o.Scores[agent]
+			}
 		}
 	}
 	res.Reward = &r
@@ -785,9 +860,60 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 				}
 				o.Scores[seat.ID] = v
 			}
+			if rec.Teams != nil {
+				o.Sides = make(map[string]float64, len(rec.Teams))
+				for t, name := range rec.Teams {
+					o.Sides[name] = rec.Score.Of(t)
+				}
+			}
 		}
 	}
 	return o
+}
+
+// creditOf sets o's credit, once the episode over is written (settle).
+func (s *Server) creditOf(ep *episodeEntry, o *envclient.Observation) {
+	if ep.reward >= 0 {
+		o.RewardAllocator = ep.res.Allocators[ep.reward].Name()
+	}
+	if !ep.wrote.Load() {
+		return
+	}
+	c := ep.credit
+	if c == nil {
+		o.CreditError = "the episode's credit was not computed"
+		if ep.writeErr != nil {
+			o.CreditError = ep.writeErr.Error()
+		}
+		return
+	}
+	o.Credit = make(map[string]envclient.SeatCredit, len(c.Seats))
+	for i := range c.Seats {
+		sc := &c.Seats[i]
+		w := envclient.SeatCredit{Side: sc.SideName, SideReward: sc.Reward, Credit: map[string]float64{}, Turns: map[string][]float64{}, Steps: sc.Steps}
+		if w.Steps == nil {
+			w.Steps = []int{}
+		}
+		if sc.HasScore {
+			v := sc.Score
+			w.Score = &v
+		}
+		for a, name := range c.Allocators {
+			w.Turns[name] = sc.Turns[a]
+			if sc.End != nil {
+				w.Credit[name] = sc.End[a]
+			}
+		}
+		switch {
+		case !c.Scored:
+			// No outcome: nothing to reward (the allocators' 0).
+		case ep.reward < 0:
+			w.Reward = sc.ScoreOr()
+		default:
+			w.Reward = w.Credit[c.Allocators[ep.reward]]
+		}
+		o.Credit[sc.Agent] = w
+	}
 }
 
 // seats describes the episode's seats as ss sees them; base is the

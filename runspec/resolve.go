@@ -265,7 +265,11 @@ func policiesOf(r Resolvers, sc env.Scenario, params env.Params, n *Spec) (polic
 			}
 		}
 		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
-			return replayOf(req.Settings)
+			return replayOf(req.Settings, func(name string) (agents.Policy, error) {
+				then := req
+				then.Name, then.Settings = name, nil
+				return info.MakePolicy(then)
+			})
 		}
 		return info.MakePolicy(req)
 	}

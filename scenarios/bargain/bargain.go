@@ -244,3 +244,16 @@ func scripted(req env.PolicyRequest) (agents.Policy, error) {
 		return agents.Action{Text: strconv.Itoa(d)}, nil
 	}), nil
 }
+
+// ActionSet implements env.ActionSets: the demands 0 to pie, every turn's
+// legal answers.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RoleBargainer {
+		return nil
+	}
+	out := make([]string, p.Int("pie")+1)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
