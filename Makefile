@@ -65,7 +65,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs
+.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs trl-grpo
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -84,6 +84,15 @@ agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cac
 
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh
+
+# make trl-grpo: TRL's GRPO trainer (pyenv-llm: torch, transformers, trl and
+# openenv-core, pinned) trains a tiny model built here on a troupe game served
+# by troupe env-serve, through OpenEnv's client, on CPU (docs/openenv.md).
+LLM_PY    ?= $(or $(TROUPE_PYTHON_LLM),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/pyenv-llm/bin/python)
+TRL_STEPS ?= 30
+
+trl-grpo: build ## TRL's GRPO trains a tiny local model on El Farol through troupe env-serve (OpenEnv), on CPU; out/trl-grpo/summary.json
+	$(LLM_PY) examples/trl/troupe_grpo.py --troupe $(OUT)/troupe --steps $(TRL_STEPS) --out $(OUT)/trl-grpo
 
 python-e2e: ## ready PettingZoo, Gymnasium, OpenEnv and websockets for troupe env-serve's tests (cached in PY_DIR)
 	bash tools/python/install.sh "$(PY_DIR)"

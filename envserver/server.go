@@ -134,6 +134,13 @@ type Config struct {
 	// Ready, when set, is called with the listener's address once Serve
 	// listens.
 	Ready func(net.Addr)
+
+	// Default is the reset of a request that names neither a scenario
+	// nor an episode to join (OpenEnv's reset() sends none): its fields
+	// fill those the request leaves zero. nil: such resets are refused.
+	// New refuses a Default without a scenario, or one that joins or
+	// brings a seed, episode_id or rollout_id.
+	Default *envclient.ResetRequest
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -182,6 +189,10 @@ type Server struct {
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
+
+	openapi []byte       // GET /openapi.json
+	mcpHTTP http.Handler // MCP's streamable HTTP transport at /mcp
+	oe      openenvState // OpenEnv's session-less calls and MCP sessions
 }
 
 // episodeEntry is one episode of the server.
@@ -237,9 +248,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}}
+	if err := s.checkDefault(); err != nil {
+		return nil, err
+	}
 	if s.metadata, err = json.Marshal(metadataOf(cfg.Scenarios)); err != nil {
 		return nil, err
 	}
+	if s.openapi, err = openAPI(runspec.TroupeVersion); err != nil {
+		return nil, err
+	}
+	s.mcpHTTP = s.newMCPHandler()
 	s.rollouts = cfg.RolloutIDBase
 	s.mux = httpedge.Routed(s.routes(), s.notFound)
 	return s, nil
@@ -291,6 +309,7 @@ func newID(prefix string) string {
 // no seat, the answer is the episode and no session.
 func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*episodeEntry, *session, *apiError) {
 	s.reapSoon()
+	req = s.defaulted(req)
 	var ep *episodeEntry
 	if req.Join != "" {
 		if e := joinOnly(req); e != nil {
@@ -471,7 +490,7 @@ func (s *Server) dropIfUnjoined(ep *episodeEntry) {
 // and returns the seats its creator's session takes.
 func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*episodeEntry, []int, *apiError) {
 	if req.Scenario == "" {
-		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode", s.cfg.Scenarios.Names())
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode (troupe env-serve --scenario NAME makes a default)", s.cfg.Scenarios.Names())
 	}
 	fb, err := table.ParseFallback(req.Fallback)
 	if err != nil {
@@ -643,6 +662,9 @@ type move struct {
 // movesOf reads a step's action: one move, several, or none (wait).
 func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 	tb := ss.ep.tb
+	if e := checkGeneration(a); e != nil {
+		return nil, e
+	}
 	switch {
 	case a.Move != nil && a.Moves != nil:
 		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action: give move (one seat's) or moves (by agent), not both")
@@ -666,12 +688,12 @@ func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 			if err != nil {
 				return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action.seat: %v", err)
 			}
-			return []move{{i, agents.Action{Text: *a.Move}}}, nil
+			return []move{{i, moveAction(a)}}, nil
 		}
 		pend := ss.s.Pending()
 		switch len(pend) {
 		case 1:
-			return []move{{pend[0].Seat, agents.Action{Text: *a.Move}}}, nil
+			return []move{{pend[0].Seat, moveAction(a)}}, nil
 		case 0:
 			if tb.Record() != nil {
 				return nil, tableError(table.ErrEpisodeOver)

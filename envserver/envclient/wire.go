@@ -35,6 +35,10 @@ const (
 	PathRecord   = "/record"
 	PathWS       = "/ws"
 	PathSeats    = "/seats"
+	// PathOpenAPI is the server's OpenAPI document; PathMCP its MCP
+	// endpoint (OpenEnv's JSON-RPC, and MCP's streamable HTTP).
+	PathOpenAPI = "/openapi.json"
+	PathMCP     = "/mcp"
 	// PathEpisodes prefixes the harness seats' endpoints:
 	// /episodes/{episode_id}/seats/{agent}/ (see HarnessURLs).
 	PathEpisodes = "/episodes/"
@@ -138,12 +142,41 @@ type Action struct {
 	Seat  string            `json:"seat,omitempty"`
 	Move  *string           `json:"move,omitempty"`
 	Moves map[string]string `json:"moves,omitempty"`
+	// Generation, with Move, is how the learner's model produced the
+	// move: the turn's sample then holds the learner's own token ids
+	// (tokens, response_length, rollout_log_probs) where it is otherwise
+	// text-only. nil: a text-only sample.
+	Generation *Generation `json:"generation,omitempty"`
+}
+
+// Generation is a learner's record of how its model wrote a move: what a
+// trainer (TRL's GRPO, ...) trains on, kept in troupe's sample so that
+// troupe's samples and the trainer's batch hold the same ids.
+type Generation struct {
+	// PromptIDs are the prompt's token ids, CompletionIDs the sampled
+	// ones (at least one); LogProbs, when given, one per completion id.
+	PromptIDs     []int     `json:"prompt_ids"`
+	CompletionIDs []int     `json:"completion_ids"`
+	LogProbs      []float64 `json:"logprobs,omitempty"`
+	// Prompt is the text the model was given (the sample's prompt; empty:
+	// the seat's observation); Completion what it wrote, when the move was
+	// read from it (the sample's response; empty: the move).
+	Prompt     string `json:"prompt,omitempty"`
+	Completion string `json:"completion,omitempty"`
 }
 
 // StepRequest is the body of POST /step: OpenEnv's, with the session.
+// Without SessionID, the step is the session's of the latest HTTP reset
+// while its episode is in play, else a new episode's of the server's
+// default reset: OpenEnv's HTTP client names no session.
 type StepRequest struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id,omitempty"`
 	Action    Action `json:"action"`
+	// TimeoutS and RequestID are OpenEnv's, accepted so that its
+	// requests are: a step waits MaxWait at most (the answer then says
+	// "not yet"), and the request id is not echoed.
+	TimeoutS  *float64 `json:"timeout_s,omitempty"`
+	RequestID string   `json:"request_id,omitempty"`
 }
 
 // SessionRequest names a session (POST /close; GET /state and /record
