@@ -41,6 +41,10 @@ func (s *Server) routes() *http.ServeMux {
 		{http.MethodGet, envclient.PathRecord, s.handleRecord},
 		{http.MethodGet, envclient.PathWS, s.handleWS},
 		{http.MethodPost, envclient.PathSeats, s.handleSeats},
+		{http.MethodPost, envclient.PathVectors, s.handleVector},
+		{http.MethodPost, envclient.PathVector + "{vector}/reset", s.handleVectorReset},
+		{http.MethodPost, envclient.PathVector + "{vector}/step", s.handleVectorStep},
+		{http.MethodPost, envclient.PathVector + "{vector}/close", s.handleVectorClose},
 	} {
 		// Health probes carry no token: orchestrators poll them.
 		open := e.path == envclient.PathHealth
@@ -82,7 +86,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // notFound answers a path that is no endpoint.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
+	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats, /vectors, /vector/{id}/reset, /vector/{id}/step, /vector/{id}/close; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
 }
 
 // fail answers e as {"error": {...}}.

@@ -109,6 +109,9 @@ type Config struct {
 
 	MaxSessions int // live sessions at once
 	MaxEpisodes int // live episodes at once
+	// MaxVectorEnvs bounds the envs of all vector environments together
+	// (default DefaultMaxVectorEnvs).
+	MaxVectorEnvs int
 	// SessionTimeout is how long a session may stay silent (over HTTP;
 	// a WebSocket session lasts as long as its connection) before its
 	// seats fall back, and how long an episode may wait for seats no
@@ -132,7 +135,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes),
+	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes), "MaxVectorEnvs": int64(c.MaxVectorEnvs),
 		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxRetained": int64(c.MaxRetained), "MaxBodyBytes": c.MaxBodyBytes} {
 		if v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, name, v)
@@ -147,6 +150,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
 	c.MaxEpisodes = cmp.Or(c.MaxEpisodes, DefaultMaxEpisodes)
+	c.MaxVectorEnvs = cmp.Or(c.MaxVectorEnvs, DefaultMaxVectorEnvs)
 	c.MaxRetained = cmp.Or(c.MaxRetained, DefaultMaxRetained)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
@@ -174,6 +178,10 @@ type Server struct {
 	rollouts int64           // rollout ids handed out
 	ended    []*episodeEntry // finished episodes still kept, oldest first
 	reaped   time.Time       // when reap last ran
+	// vectors are the vector environments, by id; vectorEnvs counts
+	// their envs.
+	vectors    map[string]*vectorEnv
+	vectorEnvs int
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
@@ -221,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}}
+	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}}
 	if s.metadata, err = json.Marshal(metadataOf(cfg.Scenarios)); err != nil {
 		return nil, err
 	}
@@ -486,28 +494,11 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	}
 	s.mu.Unlock()
 
-	spec := runspec.Spec{Scenario: req.Scenario, Params: req.Params, Emit: req.Emit, Allocators: req.Allocators,
-		RewardFormat: req.RewardFormat, Episodes: 1, GroupSize: 1, Seed: seed, RolloutIDBase: rid, GroupIndexBase: rid}
-	if len(req.Policies) > 0 {
-		spec.Policies = make(map[string]runspec.Policy, len(req.Policies))
-		for role, name := range req.Policies {
-			spec.Policies[role] = runspec.Policy{Name: name}
-		}
-	}
-	if l := req.Limits; l != nil {
-		spec.Limits = runspec.Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
-	}
-	if v := req.OnInvalid; v != nil {
-		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
-	}
-	res, err := spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies})
+	spec := specOf(req.Scenario, req.Params, req.Policies, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
+	res, setup, err := s.resolve(spec, seed, rid)
 	if err != nil {
 		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
-	r := res.Config.Request(0)
-	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
-	// The table plays without a clock: the server's timeouts are its.
-	setup.Timeout = 0
 	open := []int{}
 	if len(req.Open) == 0 {
 		open = nil // every seat
@@ -554,6 +545,42 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	s.episodes[ep.id] = ep
 	s.live++
 	return ep, mine, nil
+}
+
+// specOf is the one-episode run spec of an episode's fields (a reset's,
+// a vector's), without its seed and ids (resolve sets them).
+func specOf(scenario string, params, policies map[string]string, limits *envclient.Limits, invalid *envclient.Invalid, emit, allocators []string, format string) runspec.Spec {
+	spec := runspec.Spec{Scenario: scenario, Params: params, Emit: emit, Allocators: allocators,
+		RewardFormat: format, Episodes: 1, GroupSize: 1}
+	if len(policies) > 0 {
+		spec.Policies = make(map[string]runspec.Policy, len(policies))
+		for role, name := range policies {
+			spec.Policies[role] = runspec.Policy{Name: name}
+		}
+	}
+	if l := limits; l != nil {
+		spec.Limits = runspec.Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
+	}
+	if v := invalid; v != nil {
+		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
+	}
+	return spec
+}
+
+// resolve resolves spec as the one-episode run of run seed seed whose
+// episode has rollout id (and group index) rid, and returns its episode's
+// setup: what `troupe run --seed` of the spec would play.
+func (s *Server) resolve(spec runspec.Spec, seed uint64, rid int64) (*runspec.Resolved, env.Setup, error) {
+	spec.Seed, spec.RolloutIDBase, spec.GroupIndexBase = seed, rid, rid
+	res, err := spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies})
+	if err != nil {
+		return nil, env.Setup{}, err
+	}
+	r := res.Config.Request(0)
+	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
+	// The server plays without a clock: its timeouts are its own.
+	setup.Timeout = 0
+	return res, setup, nil
 }
 
 // step gives a session's moves and waits for its next turn.
@@ -700,7 +727,7 @@ func (s *Server) settle(ep *episodeEntry) {
 			}
 		}
 		s.mu.Unlock()
-		ep.writeErr = s.write(ep, rec)
+		ep.writeErr = s.write(ep.res, rec)
 		if ep.writeErr != nil {
 			s.cfg.Logger.Error("environment server: an episode could not be written", "episode", ep.id, "error", ep.writeErr)
 		}
@@ -710,12 +737,12 @@ func (s *Server) settle(ep *episodeEntry) {
 // write hands the record to the output stage of its spec: play.Run, with an
 // executor that returns it, into trajectories.Output over the server's
 // sink, its samples numbered from the server's counter.
-func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
+func (s *Server) write(res *runspec.Resolved, rec *episode.Record) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	out := ep.res.Output(s.cfg.Sink)
+	out := res.Output(s.cfg.Sink)
 	out.Reserve = func(n int) int64 { return s.samples.Add(int64(n)) - int64(n) }
-	cfg := ep.res.Config
+	cfg := res.Config
 	cfg.Executor = env.ExecutorFunc(func(context.Context, env.Request) *episode.Record { return rec })
 	_, err := play.Run(context.Background(), cfg, out)
 	return err
@@ -886,7 +913,16 @@ func (s *Server) reap() {
 			stale = append(stale, ep)
 		}
 	}
+	var idleVectors []*vectorEnv
+	for _, v := range s.vectors {
+		if now.Sub(v.last) > s.cfg.SessionTimeout {
+			idleVectors = append(idleVectors, v)
+		}
+	}
 	s.mu.Unlock()
+	for _, v := range idleVectors {
+		v.close(EndVectorClosed)
+	}
 	for _, ss := range idle {
 		s.leave(context.Background(), ss, fmt.Sprintf("the session was idle for %v", s.cfg.SessionTimeout))
 	}
@@ -932,7 +968,15 @@ func (s *Server) Shutdown() {
 	for _, ep := range s.episodes {
 		eps = append(eps, ep)
 	}
+	vectors := make([]*vectorEnv, 0, len(s.vectors))
+	for _, v := range s.vectors {
+		vectors = append(vectors, v)
+	}
 	s.mu.Unlock()
+	slices.SortFunc(vectors, func(a, b *vectorEnv) int { return cmp.Compare(a.id, b.id) })
+	for _, v := range vectors {
+		v.close(EndVectorClosed)
+	}
 	slices.SortFunc(eps, func(a, b *episodeEntry) int { return cmp.Compare(a.tb.Setup().RolloutID, b.tb.Setup().RolloutID) })
 	for _, ep := range eps {
 		ep.tb.Stop(protocol.StatusAborted, env.EndInterrupted, errors.New("the environment server shut down"))

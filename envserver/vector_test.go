@@ -1,0 +1,169 @@
+package envserver_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/troupe-rl/troupe/envserver"
+	"github.com/troupe-rl/troupe/envserver/envclient"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// episodesAndSamples is a sink writing records (with credit) and samples.
+func episodesAndSamples() (trajectories.Sink, *lockedBuffer, *lockedBuffer) {
+	eps, samples := &lockedBuffer{}, &lockedBuffer{}
+	return trajectories.Tee(trajectories.NewEpisodeWriter(eps), trajectories.NewJSONLWriter(samples, trajectories.Flat)), eps, samples
+}
+
+// played is one episode a vector played: its seeds and its moves, in
+// order, by agent.
+type played struct {
+	seed  uint64
+	rid   int64
+	moves []map[string]string // one map per step: the moves of its actors
+}
+
+// TestVectorEpisodesAreAlone: episodes stepped in a batch write the records
+// and samples, byte for byte, of the same episodes each played alone
+// through /reset and /step (same run seed, rollout id and moves), in a
+// sequential game, a simultaneous one with features, and one of sides
+// rewarded by team with a counterfactual allocator.
+func TestVectorEpisodesAreAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  envclient.VectorRequest
+	}{
+		{"tictactoe", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 5}},
+		{"elfarol", envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "5", "nights": "3", "capacity": "2"}, NumEnvs: 4, Allocators: []string{"difference", "team"}}},
+		{"blotto", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Reward: "team", Allocators: []string{"difference"}, FinalObservations: true}},
+		{"negotiation", envclient.VectorRequest{Scenario: "negotiation", NumEnvs: 3, ViewBytes: 64}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			sink, eps, samples := episodesAndSamples()
+			c, _, _, _ := start(t, envserver.Config{Sink: sink})
+			seed, rid := uint64(11), int64(1000)
+			req := tc.req
+			req.Seed, req.RolloutID = &seed, &rid
+			v, err := c.Vector(ctx, req)
+			require.NoError(t, err)
+			na := len(v.Agents)
+			b, err := v.Reset(ctx, nil)
+			require.NoError(t, err)
+			require.Len(t, b.Started, req.NumEnvs)
+			inPlay := make([]*played, req.NumEnvs)
+			var ended []*played
+			for _, s := range b.Started {
+				inPlay[s.Env] = &played{seed: s.Seed, rid: s.RolloutID}
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 40 {
+				acts := make([]int32, req.NumEnvs*na)
+				for e := range req.NumEnvs {
+					step := map[string]string{}
+					for a := range na {
+						acts[e*na+a] = envclient.NoAction
+						if b.Acting[e*na+a] == 0 {
+							continue
+						}
+						mask := b.Masks[(e*na+a)*b.NumActions : (e*na+a+1)*b.NumActions]
+						var ok []int
+						for j, m := range mask {
+							if m == 1 {
+								ok = append(ok, j)
+							}
+						}
+						require.NotEmpty(t, ok)
+						j := ok[rng.IntN(len(ok))]
+						acts[e*na+a] = int32(j)
+						step[v.Agents[a].Agent] = v.Agents[a].Actions[j]
+					}
+					inPlay[e].moves = append(inPlay[e].moves, step)
+				}
+				b, err = v.Step(ctx, acts)
+				require.NoError(t, err)
+				for _, en := range b.Ended {
+					require.Equal(t, inPlay[en.Env].rid, en.RolloutID)
+					ended = append(ended, inPlay[en.Env])
+					if req.FinalObservations {
+						assert.Len(t, en.FinalState, b.StateDim)
+					}
+				}
+				for _, s := range b.Started {
+					inPlay[s.Env] = &played{seed: s.Seed, rid: s.RolloutID}
+				}
+			}
+			require.NotEmpty(t, ended)
+			t.Logf("%d episodes ended, %d bytes of records, %d of samples", len(ended), len(eps.String()), len(samples.String()))
+			// The same episodes alone, in the order they ended.
+			sink2, eps2, samples2 := episodesAndSamples()
+			c2, _, _, _ := start(t, envserver.Config{Sink: sink2})
+			for _, p := range ended {
+				r := envclient.ResetRequest{Scenario: req.Scenario, Params: req.Params, Seed: &p.seed, RolloutID: &p.rid, Allocators: req.Allocators, Fallback: "forfeit"}
+				s, res, err := c2.Reset(ctx, r)
+				require.NoError(t, err)
+				for _, m := range p.moves {
+					require.False(t, res.Done)
+					res, err = s.StepAll(ctx, m)
+					require.NoError(t, err)
+				}
+				require.True(t, res.Done)
+			}
+			assert.Equal(t, eps2.String(), eps.String(), "records")
+			assert.Equal(t, samples2.String(), samples.String(), "samples")
+			assert.Equal(t, len(ended), strings.Count(eps.String(), "\n"))
+			require.NoError(t, v.Close(ctx))
+		})
+	}
+}
+
+// TestVectorRefusals: bad requests and frames are refused, naming what
+// was wrong, and a refused step changes nothing.
+func TestVectorRefusals(t *testing.T) {
+	ctx := t.Context()
+	c, hs, _, _ := start(t, envserver.Config{MaxVectorEnvs: 8})
+	_, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 9})
+	require.ErrorContains(t, err, "over the server's limit of 8")
+	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "debate", NumEnvs: 1})
+	require.ErrorContains(t, err, "declares no action sets")
+	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Reward: "mine"})
+	require.ErrorContains(t, err, "reward")
+	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 2})
+	require.NoError(t, err)
+	_, err = v.Step(ctx, []int32{0, -1, 0, -1})
+	require.ErrorContains(t, err, "step before reset")
+	b, err := v.Reset(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 0, 1, 0}, b.Acting)
+	_, err = v.Step(ctx, []int32{0, -1, 9, -1})
+	require.ErrorContains(t, err, "action 9 is not one of its 9 actions")
+	// a1 twice in env 0: the second is illegal; env 1's move is not made.
+	_, err = v.Step(ctx, []int32{0, -1, 4, -1})
+	require.NoError(t, err)
+	_, err = v.Step(ctx, []int32{-1, 0, -1, 1})
+	require.ErrorContains(t, err, `"a1" is not one of agent o's legal actions`)
+	b, err = v.Step(ctx, []int32{-1, 1, -1, 1})
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 0, 1, 0}, b.Acting)
+	// Frames.
+	for _, body := range [][]byte{nil, []byte("TVA1"), envclient.AppendActions(nil, envclient.Actions{NumEnvs: 1, NumAgents: 2, Actions: []int32{0, 0}}),
+		append(envclient.AppendActions(nil, envclient.Actions{NumEnvs: 2, NumAgents: 2, Actions: []int32{0, 0, 0, 0}}), 0)} {
+		resp, err := hs.Client().Post(hs.URL+envclient.PathVector+v.VectorID+"/step", envclient.ContentBinary, bytes.NewReader(body))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Contains(t, []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge}, resp.StatusCode, "%q", body)
+	}
+	resp, err := hs.Client().Post(hs.URL+envclient.PathVector+v.VectorID+"/step", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+	require.NoError(t, v.Close(ctx))
+	_, err = v.Step(ctx, []int32{0, 0, 0, 0})
+	require.ErrorContains(t, err, "no vector environment")
+}
