@@ -335,13 +335,20 @@ func (s *Server) handleSeats(w http.ResponseWriter, r *http.Request) *apiError {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the scenario seated nobody: %s", rec.Err)
 	}
 	as, _ := sc.(env.ActionSets)
+	fs, _ := sc.(env.Features)
 	out := envclient.SeatsAnswer{Scenario: sc.Info().Name, Params: params.Map()}
 	for _, seat := range ep.Seats() {
 		d := envclient.Seat{Agent: seat.ID, Role: seat.Role}
 		if as != nil {
 			d.Actions = as.ActionSet(params, seat.Role)
 		}
+		if fs != nil {
+			d.Observation = spaceOf(fs.ObservationSpace(params, seat.Role))
+		}
 		out.Seats = append(out.Seats, d)
+	}
+	if fs != nil {
+		out.State = spaceOf(fs.StateSpace(params))
 	}
 	return reply(w, out)
 }

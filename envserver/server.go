@@ -220,6 +220,9 @@ type session struct {
 	ep   *episodeEntry
 	s    *table.Session
 	ws   bool      // a WebSocket's: it lasts as long as its connection
+	// features: its answers carry its seats' features (and the state,
+	// when it holds every seat).
+	features bool
 	last time.Time // guarded by Server.mu
 }
 
@@ -317,6 +320,10 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 			return nil, nil, e
 		}
 	}
+	if _, ok := ep.res.Scenario.(env.Features); req.Features && !ok {
+		s.dropIfUnjoined(ep)
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "features: scenario %s declares no numeric observation (env.Features): its observations are its views", ep.res.Info.Name)
+	}
 	s.mu.Lock()
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		s.mu.Unlock()
@@ -329,7 +336,7 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 		s.dropIfUnjoined(ep)
 		return nil, nil, tableError(err)
 	}
-	ss := &session{id: newID("s-"), ep: ep, s: ts, ws: ws}
+	ss := &session{id: newID("s-"), ep: ep, s: ts, ws: ws, features: req.Features}
 	s.mu.Lock()
 	now := time.Now()
 	ss.last, ep.last = now, now
@@ -757,6 +764,11 @@ func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	for k := range obs {
 		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
 	}
+	if ss.features {
+		if e := ep.features(&o, ss); e != nil {
+			o.Error = e.body.Message
+		}
+	}
 	res := envclient.Result{Observation: o, Done: o.Done}
 	r := 0.0
 	if o.Done {
@@ -793,6 +805,33 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 		}
 	}
 	return o
+}
+
+// features sets o's features of ss's seats and, when ss holds every
+// seat, the global state.
+func (ep *episodeEntry) features(o *envclient.Observation, ss *session) *apiError {
+	fs, ok := ep.res.Scenario.(env.Features)
+	if !ok {
+		return nil // refused at the reset
+	}
+	params, tb := ep.res.Config.Params, ep.tb
+	mine := ss.s.Seats()
+	o.Features = make(map[string][]float32, len(mine))
+	for _, i := range mine {
+		seat := tb.Seats()[i]
+		v := make([]float32, fs.ObservationSpace(params, seat.Role).Size())
+		if err := tb.Features(i, v); err != nil {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "%v", err)
+		}
+		o.Features[seat.ID] = v
+	}
+	if len(mine) == len(tb.Seats()) {
+		o.State = make([]float32, fs.StateSpace(params).Size())
+		if err := tb.State(o.State); err != nil {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "%v", err)
+		}
+	}
+	return nil
 }
 
 // seats describes the episode's seats as ss sees them; base is the

@@ -146,7 +146,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 			if err := sp.Validate(); err != nil {
 				return nil, errorf(http.StatusInternalServerError, envclient.CodeInternal, "scenario %s, role %s: %v", res.Info.Name, seat.Role, err)
 			}
-			va.Observation = &envclient.Space{Shape: sp.Shape, Low: sp.Low, High: sp.High}
+			va.Observation = spaceOf(sp)
 			n = sp.Size()
 		}
 		v.obsLen = append(v.obsLen, n)
@@ -160,7 +160,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		if err := sp.Validate(); err != nil {
 			return nil, errorf(http.StatusInternalServerError, envclient.CodeInternal, "scenario %s, state: %v", res.Info.Name, err)
 		}
-		a.State = &envclient.Space{Shape: sp.Shape, Low: sp.Low, High: sp.High}
+		a.State = spaceOf(sp)
 		v.sdim = sp.Size()
 	}
 	n, na := req.NumEnvs, len(v.agents)
@@ -196,6 +196,11 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	v.last = time.Now()
 	s.vectors[v.id] = v
 	return v, nil
+}
+
+// spaceOf is sp on the wire.
+func spaceOf(sp env.Space) *envclient.Space {
+	return &envclient.Space{Shape: sp.Shape, Low: sp.Low, High: sp.High}
 }
 
 func cmpOr(a, b int) int {

@@ -167,3 +167,32 @@ func TestVectorRefusals(t *testing.T) {
 	_, err = v.Step(ctx, []int32{0, 0, 0, 0})
 	require.ErrorContains(t, err, "no vector environment")
 }
+
+// TestSessionFeatures: a session that asks for features gets its seats'
+// and, holding every seat, the global state; /seats tells their spaces; a
+// scenario without features refuses the request.
+func TestSessionFeatures(t *testing.T) {
+	ctx := t.Context()
+	c, _, _, _ := start(t, envserver.Config{})
+	seats, err := c.Seats(ctx, envclient.SeatsRequest{Scenario: "tictactoe"})
+	require.NoError(t, err)
+	require.NotNil(t, seats.State)
+	assert.Equal(t, []int{3, 3, 3}, seats.State.Shape)
+	assert.Equal(t, []int{3, 3, 2}, seats.Seats[0].Observation.Shape)
+	s, res, err := c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe", Features: true})
+	require.NoError(t, err)
+	assert.Len(t, res.Observation.Features["x"], 18)
+	assert.Len(t, res.Observation.State, 27)
+	res, err = s.Step(ctx, "", "b2")
+	require.NoError(t, err)
+	assert.Equal(t, float32(1), res.Observation.Features["x"][2*4], "x's own mark on b2")
+	assert.Equal(t, float32(1), res.Observation.Features["o"][2*4+1], "o sees x's mark as its opponent's")
+	assert.Equal(t, float32(1), res.Observation.State[3*4])
+	// One seat of two: its features, no state.
+	_, res, err = c.Reset(ctx, envclient.ResetRequest{Scenario: "tictactoe", Features: true, Open: []string{"o"}, Seats: []string{"o"}})
+	require.NoError(t, err)
+	assert.Len(t, res.Observation.Features, 1)
+	assert.Nil(t, res.Observation.State)
+	_, _, err = c.Reset(ctx, envclient.ResetRequest{Scenario: "debate", Features: true})
+	require.ErrorContains(t, err, "declares no numeric observation")
+}

@@ -53,6 +53,9 @@ type SeatsAnswer struct {
 	Scenario string            `json:"scenario"`
 	Params   map[string]string `json:"params"`
 	Seats    []Seat            `json:"seats"`
+	// State is the space of the global state, for a scenario that
+	// declares one (env.Features).
+	State *Space `json:"state,omitempty"`
 }
 
 // ResetRequest starts a session: it creates an episode (Scenario and what
@@ -100,6 +103,12 @@ type ResetRequest struct {
 	// Seats are the seats (agent ids) this session takes; empty: every
 	// open seat no session holds yet (but the Harness seats).
 	Seats []string `json:"seats,omitempty"`
+	// Features asks that every answer carry the numeric observation of
+	// each of the session's seats (Observation.Features) and, to a
+	// session that holds every seat, the game's global state
+	// (Observation.State), for a scenario that declares them
+	// (env.Features; refused for one that does not).
+	Features bool `json:"features,omitempty"`
 
 	// Harness lists the seats (agent ids) an outside agent harness plays
 	// (the OpenAI Agents SDK, ...): the server seats each at its own
@@ -186,6 +195,14 @@ type Observation struct {
 	// agent scores); Team is the team reward.
 	Scores map[string]float64 `json:"scores,omitempty"`
 	Team   *float64           `json:"team,omitempty"`
+	// Features are, for a session that asked (ResetRequest.Features),
+	// the numeric observation of each of its seats now, by agent id: what
+	// the seat may know, in its role's space (Seat.Observation).
+	Features map[string][]float32 `json:"features,omitempty"`
+	// State is, for a session that asked and holds every seat, the
+	// game's global state now (SeatsAnswer.State's space): the true
+	// state, hidden parts included, for a centralised critic.
+	State []float32 `json:"state,omitempty"`
 }
 
 // Seat is one seat of an episode.
@@ -202,6 +219,9 @@ type Seat struct {
 	Actions []string `json:"actions"`
 	// Harness is, for a seat an outside harness plays, where it plays.
 	Harness *HarnessURLs `json:"harness,omitempty"`
+	// Observation is the space of the seat's numeric observation, for a
+	// scenario that declares one (env.Features): in POST /seats's answer.
+	Observation *Space `json:"observation,omitempty"`
 }
 
 // HarnessURLs are a harness seat's endpoints, all under

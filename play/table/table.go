@@ -328,6 +328,21 @@ func (t *Table) Time() int {
 	return t.ep.Time()
 }
 
+// Features writes seat's numeric observation now into dst
+// (env.Episode.Features).
+func (t *Table) Features(seat int, dst []float32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ep.Features(seat, dst)
+}
+
+// State writes the game's global state now into dst (env.Episode.State).
+func (t *Table) State(dst []float32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ep.State(dst)
+}
+
 // Waiting returns the seats whose moves the episode waits for, in seat
 // order: none once it is over.
 func (t *Table) Waiting() []int {
