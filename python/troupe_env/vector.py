@@ -22,7 +22,10 @@ frame, and answers, in one binary frame:
   (float32, the global state for a centralised critic; absent when the
   scenario declares none), and, for the envs whose episode ended,
   "final_observation" and "final_state" (when final_observations is set),
-  "final_info" (status, rollout_id, team reward) and "_final" [num_envs].
+  "final_info" (status, rollout_id, team reward) and "_final" [num_envs];
+  "started", "seed" and "rollout_id": the envs whose episode started in this
+  answer, each one's run seed and rollout id (a reset with that seed plays
+  the same episode alone).
 
 Autoreset is Gymnasium's SAME_STEP: an env whose episode ended already holds
 the next episode's first observation in the step that ended it. The arrays are
@@ -220,7 +223,8 @@ class TroupeVectorEnv:
         term = np.broadcast_to(b["terminated"][:, None], (ne, na))
         trunc = np.broadcast_to(b["truncated"][:, None], (ne, na))
         infos: Dict[str, Any] = {"action_mask": b["masks"], "acting": b["acting"],
-                                 "seed": b["started"]["seed"], "started": b["started"]["env"]}
+                                 "started": b["started"]["env"], "seed": b["started"]["seed"],
+                                 "rollout_id": b["started"]["rollout_id"]}
         if self.state_shape is not None:
             infos["state"] = b["state"].reshape((ne,) + self.state_shape)
         if b["ended"]:
