@@ -216,14 +216,14 @@ type harnessSeat struct {
 
 // session is one session: its seats at its episode's table.
 type session struct {
-	id   string
-	ep   *episodeEntry
-	s    *table.Session
-	ws   bool      // a WebSocket's: it lasts as long as its connection
+	id string
+	ep *episodeEntry
+	s  *table.Session
+	ws bool // a WebSocket's: it lasts as long as its connection
 	// features: its answers carry its seats' features (and the state,
 	// when it holds every seat).
 	features bool
-	last time.Time // guarded by Server.mu
+	last     time.Time // guarded by Server.mu
 }
 
 // New returns a server of cfg.
