@@ -1,0 +1,175 @@
+package credit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/protocol"
+	"github.com/troupe-rl/troupe/trajectories"
+)
+
+// Seats is one episode's credit seat by seat: what a learner playing a
+// seat reads (an environment's per-agent reward and infos), beside the
+// team's and the seat's side's rewards. It is made from a record and the
+// credit the allocators gave it (SeatsOf), or by running allocators over a
+// record (AllocateSeats); it holds no reference to either.
+//
+// Its values are those of trajectories.Credit, which `troupe run
+// --episodes-out` writes: Seats[i].Turns[a] lists, in order, the values
+// allocator a gave seat i's samples (its emitted turns), exactly.
+//
+// An episode still in play has no credit: every built-in allocator reads
+// the episode's score, which a scenario gives once, at the end
+// (env.Game.Score), and the counterfactual ones re-simulate the whole
+// episode. A learner's reward is therefore 0 before the end and the
+// seat's End credit at it.
+type Seats struct {
+	// Allocators are the allocators' names (trajectories.Credit's), in
+	// order: Turns and End are indexed alike.
+	Allocators []string
+	// Scored says the episode has an outcome (it completed or was
+	// truncated, and was scored). An aborted or failed one has none:
+	// its rewards are 0, and its credit what the allocators give such an
+	// episode (0, but G = 0 from team and equal-split).
+	Scored bool
+	// Team is the team reward G (Score.Team: in a scenario with sides,
+	// the sum of the sides' rewards).
+	Team float64
+	// SideNames are the scenario's declared sides (episode.Record.Teams)
+	// and Sides their rewards, indexed alike; both nil in a scenario with
+	// one team.
+	SideNames []string
+	Sides     []float64
+	// Seats are the episode's seats, in seat order.
+	Seats []SeatCredit
+}
+
+// SeatCredit is one seat's part of an episode's credit.
+type SeatCredit struct {
+	Agent, Role string
+	// Side is the seat's side (its index in Seats.SideNames, 0 with one
+	// team), SideName its name ("" with one team).
+	Side     int
+	SideName string
+	// Reward is its side's reward G_T, G with one team
+	// (episode.Record.SeatReward): what the team allocator gives it.
+	Reward float64
+	// Score is its own score from the scenario, when HasScore
+	// (episode.Record.AgentScore).
+	Score    float64
+	HasScore bool
+	// Samples are what its samples are drawn from (episode.SampleRef:
+	// its emitted turns, in order of play; several per tree-sampled
+	// turn) and Steps those turns' steps.
+	Samples []episode.SampleRef
+	Steps   []int
+	// Turns[a][k] is allocator a's value for the seat's k-th sample.
+	Turns [][]float64
+	// End[a] is allocator a's credit of the seat: its last sample's
+	// value. Every allocator that gives an agent one value for all its
+	// turns (all but discount and the tree-sampled ATGRPO and MAGRPO)
+	// gives it to each of them; discount gives the last turn the
+	// undiscounted value. nil when the seat has no sample.
+	End []float64
+}
+
+// ScoreOr returns the seat's own score, else its side's reward: what the
+// environment server has always rewarded a seat with (the scenario's own
+// verdict on it).
+func (s *SeatCredit) ScoreOr() float64 {
+	if s.HasScore {
+		return s.Score
+	}
+	return s.Reward
+}
+
+// SeatsOf splits c, the credit the allocators gave rec (nil: none), seat by
+// seat. A credit whose values do not match rec's samples is an error
+// wrapping ErrBadEpisode.
+func SeatsOf(rec *episode.Record, c *trajectories.Credit) (*Seats, error) {
+	scored := rec.Status == protocol.StatusCompleted || rec.Status == protocol.StatusTruncated
+	out := &Seats{Scored: scored, Team: rec.Score.Team, Seats: make([]SeatCredit, len(rec.Seats))}
+	if rec.Teams != nil {
+		out.SideNames = append([]string(nil), rec.Teams...)
+		out.Sides = make([]float64, len(rec.Teams))
+		for t := range rec.Teams {
+			out.Sides[t] = rec.Score.Of(t)
+		}
+	}
+	for i, seat := range rec.Seats {
+		sc := &out.Seats[i]
+		sc.Agent, sc.Role, sc.Side, sc.SideName = seat.ID, seat.Role, seat.Team, rec.TeamName(seat.Team)
+		sc.Reward = rec.SeatReward(i)
+		sc.Score, sc.HasScore = rec.AgentScore(i)
+	}
+	refs := rec.SampleRefs(nil)
+	for _, ref := range refs {
+		t := &rec.Turns[ref.Turn]
+		if t.Seat < 0 || t.Seat >= len(rec.Seats) {
+			return nil, fmt.Errorf("%w: episode %d of %s: turn %d names seat %d of %d", ErrBadEpisode, rec.Index, rec.Scenario, ref.Turn, t.Seat, len(rec.Seats))
+		}
+		sc := &out.Seats[t.Seat]
+		sc.Samples = append(sc.Samples, ref)
+		sc.Steps = append(sc.Steps, t.Step)
+	}
+	if c == nil {
+		return out, nil
+	}
+	out.Allocators = append([]string(nil), c.Allocators...)
+	for a, vals := range c.Values {
+		if len(vals) != len(refs) {
+			return nil, fmt.Errorf("%w: episode %d of %s: allocator %s gave %d values to %d samples", ErrBadEpisode, rec.Index, rec.Scenario, c.Allocators[a], len(vals), len(refs))
+		}
+	}
+	for i := range out.Seats {
+		sc := &out.Seats[i]
+		sc.Turns = make([][]float64, len(c.Values))
+		for a := range sc.Turns {
+			sc.Turns[a] = make([]float64, 0, len(sc.Samples))
+		}
+	}
+	for k, ref := range refs {
+		sc := &out.Seats[rec.Turns[ref.Turn].Seat]
+		for a := range c.Values {
+			sc.Turns[a] = append(sc.Turns[a], c.Values[a][k])
+		}
+	}
+	for i := range out.Seats {
+		sc := &out.Seats[i]
+		if len(sc.Samples) == 0 {
+			continue
+		}
+		sc.End = make([]float64, len(c.Values))
+		for a := range sc.End {
+			sc.End[a] = sc.Turns[a][len(sc.Turns[a])-1]
+		}
+	}
+	return out, nil
+}
+
+// AllocateSeats runs allocs over rec, alone in its group, and splits their
+// credit seat by seat (SeatsOf): the credit `troupe run` gives the episode
+// when it plays it alone in its group. A counterfactual allocator needs
+// rec.Replay (the record a table or an env.Episode makes has it). A
+// stateful allocator (RAE) advances its state: a caller that also writes
+// the episode through a trajectories.Output takes that Output's credit
+// instead (its ObserveCredit, then SeatsOf), so that it runs once.
+func AllocateSeats(ctx context.Context, rec *episode.Record, allocs []trajectories.Allocator) (*Seats, error) {
+	ep := trajectories.RecordOnly(rec)
+	if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, allocs, trajectories.RewardScalar); err != nil {
+		return nil, err
+	}
+	return SeatsOf(rec, ep.Credit)
+}
+
+// Index returns the position of the allocator named name in s.Allocators,
+// or -1.
+func (s *Seats) Index(name string) int {
+	for a, n := range s.Allocators {
+		if n == name {
+			return a
+		}
+	}
+	return -1
+}
