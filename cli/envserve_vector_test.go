@@ -22,8 +22,9 @@ import (
 // environments with feature observations and state(), then vector
 // environments (python/troupe_env/vector.py, numpy) stepped with random
 // agents over their masks. Every episode a vector finished is then replayed
-// through `troupe run --spec` with the replay policy: each record is the
-// server's, byte for byte.
+// through `troupe run --spec` with the replay policy: each record (with
+// its credit) is the server's, byte for byte, and the credit the Python
+// side read in its rewards and infos is the record's.
 func TestEnvServeVector(t *testing.T) {
 	python := pyenv.Python(t, pyenv.E2E)
 	dir := t.TempDir()
@@ -37,9 +38,13 @@ func TestEnvServeVector(t *testing.T) {
 	require.Equal(t, 0, stop())
 
 	var check struct {
-		API      []string         `json:"api_test"`
-		Parallel []string         `json:"parallel_api_test"`
-		Episodes []checkedEpisode `json:"episodes"`
+		API      []string `json:"api_test"`
+		Parallel []string `json:"parallel_api_test"`
+		Episodes []struct {
+			checkedEpisode
+			Allocators []string             `json:"allocators"`
+			Credit     map[string][]float64 `json:"credit"`
+		} `json:"episodes"`
 	}
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -59,10 +64,14 @@ func TestEnvServeVector(t *testing.T) {
 			lines[head.RolloutID] = line
 		}
 	}
-	roles := map[string][]string{"tictactoe": {"x", "o"}, "negotiation": {"alice", "bob"}, "blotto": {"soldier"}}
+	credited := 0
+	roles := map[string][]string{"tictactoe": {"x", "o"}, "negotiation": {"alice", "bob"}, "blotto": {"soldier"}, "elfarol": {"patron"}}
 	for _, ep := range check.Episodes {
 		spec := map[string]any{"format": "troupe.runspec/v1", "troupe_version": runspec.TroupeVersion, "scenario": ep.Scenario, "params": ep.Params, "episodes": 1, "seed": ep.Seed,
 			"rollout_id_base": ep.RolloutID, "group_index_base": ep.RolloutID, "policies": map[string]any{}}
+		if len(ep.Allocators) > 0 {
+			spec["allocators"] = ep.Allocators
+		}
 		for _, role := range roles[ep.Scenario] {
 			spec["policies"].(map[string]any)[role] = map[string]any{"name": "replay", "settings": map[string]any{"moves": ep.Moves}}
 		}
@@ -78,6 +87,21 @@ func TestEnvServeVector(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, lines[ep.RolloutID], "the server wrote no episode %d", ep.RolloutID)
 		assert.Equal(t, lines[ep.RolloutID], string(got), "episode %d of %s", ep.RolloutID, ep.Scenario)
+		if ep.Credit != nil {
+			// One turn a seat (El Farol): sample k is seat k's.
+			var rec struct {
+				Credit struct {
+					Allocators []string    `json:"allocators"`
+					Values     [][]float64 `json:"values"`
+				} `json:"credit"`
+			}
+			require.NoError(t, json.Unmarshal(got, &rec))
+			for a, name := range rec.Credit.Allocators {
+				assert.Equal(t, rec.Credit.Values[a], ep.Credit[name], "episode %d: %s credit in the Python infos", ep.RolloutID, name)
+			}
+			credited++
+		}
 	}
+	assert.NotZero(t, credited)
 	t.Logf("%d vector episodes replayed by troupe run, byte for byte", len(check.Episodes))
 }

@@ -734,7 +734,7 @@ func (s *Server) settle(ep *episodeEntry) {
 			}
 		}
 		s.mu.Unlock()
-		ep.writeErr = s.write(ep.res, rec)
+		ep.writeErr = s.write(ep.res, rec, nil)
 		if ep.writeErr != nil {
 			s.cfg.Logger.Error("environment server: an episode could not be written", "episode", ep.id, "error", ep.writeErr)
 		}
@@ -743,12 +743,14 @@ func (s *Server) settle(ep *episodeEntry) {
 
 // write hands the record to the output stage of its spec: play.Run, with an
 // executor that returns it, into trajectories.Output over the server's
-// sink, its samples numbered from the server's counter.
-func (s *Server) write(res *runspec.Resolved, rec *episode.Record) error {
+// sink, its samples numbered from the server's counter; observe, when not
+// nil, sees the credit the allocators gave it (Output.ObserveCredit).
+func (s *Server) write(res *runspec.Resolved, rec *episode.Record, observe func(*episode.Record, *trajectories.Credit) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	out := res.Output(s.cfg.Sink)
 	out.Reserve = func(n int) int64 { return s.samples.Add(int64(n)) - int64(n) }
+	out.ObserveCredit = observe
 	cfg := res.Config
 	cfg.Executor = env.ExecutorFunc(func(context.Context, env.Request) *episode.Record { return rec })
 	_, err := play.Run(context.Background(), cfg, out)

@@ -12,10 +12,13 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/envserver/envclient"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/play/table"
 	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
+	"github.com/troupe-rl/troupe/trajectories"
+	creditpkg "github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 // Ends of the episodes a vector environment stops.
@@ -61,6 +64,11 @@ type vectorEnv struct {
 	k      int // mask row length
 	sdim   int // state length, 0 when none
 	team   bool
+	// nCredit is the number of allocators whose credit the batch
+	// carries (the request's), rewardBy the one whose credit is the
+	// reward, or -1.
+	nCredit  int
+	rewardBy int
 
 	seed    uint64
 	next    uint64 // episodes started since seed was set
@@ -96,12 +104,15 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, bad("num_envs: %d (at least 1)", req.NumEnvs)
 	case req.NumEnvs > s.cfg.MaxVectorEnvs:
 		return nil, bad("num_envs: %d is over the server's limit of %d (troupe env-serve --max-vector-envs)", req.NumEnvs, s.cfg.MaxVectorEnvs)
-	case req.Reward != "" && req.Reward != "score" && req.Reward != "team":
-		return nil, bad("reward: %q (score or team)", req.Reward)
+	case req.Reward != "" && req.Reward != "score" && req.Reward != "team" && !slices.Contains(req.Allocators, req.Reward):
+		return nil, bad("reward: %q (score, team, or one of the allocators named: %v)", req.Reward, req.Allocators)
 	case req.ViewBytes < 0 || req.ViewBytes > 1<<20:
 		return nil, bad("view_bytes: %d (0 to %d)", req.ViewBytes, 1<<20)
 	}
-	v := &vectorEnv{id: newID("v-"), s: s, req: *req, team: req.Reward == "team"}
+	v := &vectorEnv{id: newID("v-"), s: s, req: *req, team: req.Reward == "team", nCredit: len(req.Allocators), rewardBy: -1}
+	if req.Reward != "score" && req.Reward != "team" {
+		v.rewardBy = slices.Index(req.Allocators, req.Reward)
+	}
 	v.spec = specOf(req.Scenario, req.Params, nil, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
 	// A probe episode, never played nor written, tells the seats; the
 	// spec is resolved once here so that a bad one is refused now.
@@ -128,6 +139,12 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	v.agents = slices.Clone(probe.Seats())
 	a := &v.answer
 	a.Scenario, a.Params, a.NumEnvs = res.Info.Name, params.Map(), req.NumEnvs
+	if v.nCredit > 0 {
+		a.Allocators = res.Spec.Allocators
+		if len(a.Allocators) != v.nCredit {
+			return nil, errorf(http.StatusInternalServerError, envclient.CodeInternal, "allocators %v resolved to %v", req.Allocators, a.Allocators)
+		}
+	}
 	for _, seat := range v.agents {
 		set := as.ActionSet(params, seat.Role)
 		if len(set) == 0 {
@@ -168,7 +185,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, bad("num_envs: %d envs of %d agents with %d observations and %d actions each are over %d elements a batch", n, na, v.obsDim, v.k, envclient.MaxBatchElements)
 	}
 	b := &v.out
-	b.NumEnvs, b.NumAgents, b.ObsDim, b.NumActions, b.StateDim, b.Final = n, na, v.obsDim, v.k, v.sdim, req.FinalObservations
+	b.NumEnvs, b.NumAgents, b.ObsDim, b.NumActions, b.StateDim, b.Final, b.NumCredit = n, na, v.obsDim, v.k, v.sdim, req.FinalObservations, v.nCredit
 	b.Rewards, b.State = make([]float32, n*na), make([]float32, n*v.sdim)
 	if v.feats != nil {
 		b.ObsDType, b.Obs = envclient.DTypeFloat32, make([]float32, n*na*v.obsDim)
@@ -259,19 +276,30 @@ func (v *vectorEnv) stop(i int, end string) {
 		return
 	}
 	sl.ep.Stop(protocol.StatusAborted, end, fmt.Errorf("the vector environment %s: %s", v.id, end))
-	v.write(sl)
+	if v.s.cfg.Sink != nil {
+		_ = v.write(sl, false)
+	}
 	sl.ep = nil
 }
 
 // write hands slot's finished episode to the server's output stage, as
-// every episode of the server is written, when the server has a sink.
-func (v *vectorEnv) write(sl *vectorSlot) {
-	if v.s.cfg.Sink == nil {
-		return
+// every episode of the server is written (to the server's sink, if any),
+// and answers its credit seat by seat when credit is asked for (nil
+// otherwise, or when writing failed, which it logs).
+func (v *vectorEnv) write(sl *vectorSlot, credit bool) *creditpkg.Seats {
+	var seats *creditpkg.Seats
+	var observe func(*episode.Record, *trajectories.Credit) error
+	if credit {
+		observe = func(rec *episode.Record, c *trajectories.Credit) (err error) {
+			seats, err = creditpkg.SeatsOf(rec, c)
+			return err
+		}
 	}
-	if err := v.s.write(sl.res, sl.ep.Record()); err != nil {
+	if err := v.s.write(sl.res, sl.ep.Record(), observe); err != nil {
 		v.s.cfg.Logger.Error("environment server: an episode could not be written", "vector", v.id, "rollout_id", sl.rid, "error", err)
+		return nil
 	}
+	return seats
 }
 
 // start starts the vector's next episode in slot i.
@@ -471,15 +499,38 @@ func (v *vectorEnv) end(i int) *apiError {
 		e.Status = envclient.StatusAborted
 		b.Truncated[i] = 1
 	}
+	var cs *creditpkg.Seats
+	if v.nCredit > 0 || v.s.cfg.Sink != nil {
+		cs = v.write(sl, v.nCredit > 0)
+		if cs == nil && v.nCredit > 0 {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, env %d: the credit of episode %d could not be computed (the server's log says why)", v.id, i, sl.rid)
+		}
+	}
 	if scored {
 		e.Team = rec.Score.Team
 		rewards := b.Rewards[i*na : (i+1)*na]
 		for a := range rewards {
 			r, ok := rec.AgentScore(a)
-			if v.team || !ok {
+			switch {
+			case v.rewardBy >= 0:
+				r = 0
+				if end := cs.Seats[a].End; end != nil {
+					r = end[v.rewardBy]
+				}
+			case v.team || !ok:
 				r = rec.SeatReward(a) // its team's: G, or its side's
 			}
 			rewards[a] = float32(r)
+		}
+	}
+	if v.nCredit > 0 {
+		w := 2 + v.nCredit
+		e.Credit = make([]float64, na*w)
+		for a := range na {
+			sc := &cs.Seats[a]
+			row := e.Credit[a*w : (a+1)*w]
+			row[0], row[1] = sc.Reward, sc.ScoreOr()
+			copy(row[2:], sc.End)
 		}
 	}
 	if b.Final {
@@ -495,7 +546,6 @@ func (v *vectorEnv) end(i int) *apiError {
 		e.FinalObs, e.FinalObsBytes, e.FinalState = final.Obs, final.ObsBytes, final.State
 	}
 	b.Ended = append(b.Ended, e)
-	v.write(sl)
 	sl.ep = nil
 	return nil
 }

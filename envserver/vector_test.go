@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/envserver"
 	"github.com/troupe-rl/troupe/envserver/envclient"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 // episodesAndSamples is a sink writing records (with credit) and samples.
@@ -195,4 +198,63 @@ func TestSessionFeatures(t *testing.T) {
 	assert.Nil(t, res.Observation.State)
 	_, _, err = c.Reset(ctx, envclient.ResetRequest{Scenario: "debate", Features: true})
 	require.ErrorContains(t, err, "declares no numeric observation")
+}
+
+// TestVectorCredit: an ended episode carries each agent's side reward,
+// score and every named allocator's credit, as the output stage gives
+// them to the episode it writes (what `troupe run --episodes-out`
+// writes), and the reward an allocator names is its credit; on both sides
+// of a game of sides.
+func TestVectorCredit(t *testing.T) {
+	ctx := t.Context()
+	got := map[int64]*credit.Seats{}
+	var mu sync.Mutex
+	sink := trajectories.SinkFunc(func(ep *trajectories.Episode) error {
+		s, err := credit.SeatsOf(&ep.Record, ep.Credit)
+		mu.Lock()
+		got[ep.RolloutID] = s
+		mu.Unlock()
+		return err
+	})
+	c, _, _, _ := start(t, envserver.Config{Sink: sink})
+	for _, tc := range []envclient.VectorRequest{
+		{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Allocators: []string{"team", "difference", "shapley"}, Reward: "difference"},
+		{Scenario: "elfarol", Params: map[string]string{"agents": "4", "nights": "2"}, NumEnvs: 2, Allocators: []string{"difference"}, Reward: "difference"},
+	} {
+		v, err := c.Vector(ctx, tc)
+		require.NoError(t, err)
+		assert.Equal(t, tc.Allocators, v.Allocators)
+		na := len(v.Agents)
+		b, err := v.Reset(ctx, nil)
+		require.NoError(t, err)
+		rng := rand.New(rand.NewPCG(3, 4))
+		n := 0
+		for range 5 {
+			acts := make([]int32, tc.NumEnvs*na)
+			for i := range acts {
+				acts[i] = int32(rng.IntN(len(v.Agents[i%na].Actions)))
+			}
+			b, err = v.Step(ctx, acts)
+			require.NoError(t, err)
+			require.Len(t, b.Ended, tc.NumEnvs, "one-step games")
+			for _, e := range b.Ended {
+				mu.Lock()
+				want := got[e.RolloutID]
+				mu.Unlock()
+				require.NotNil(t, want)
+				w := 2 + len(tc.Allocators)
+				require.Len(t, e.Credit, na*w)
+				for a := range na {
+					sc := want.Seats[a]
+					assert.Equal(t, sc.Reward, e.Credit[a*w])
+					assert.Equal(t, sc.ScoreOr(), e.Credit[a*w+1])
+					assert.Equal(t, sc.End, e.Credit[a*w+2:(a+1)*w])
+					assert.Equal(t, float32(sc.End[slices.Index(tc.Allocators, "difference")]), b.Rewards[e.Env*na+a])
+					n++
+				}
+			}
+		}
+		t.Logf("%s: %d agents' credit checked", tc.Scenario, n)
+		require.NoError(t, v.Close(ctx))
+	}
 }

@@ -41,12 +41,18 @@ type VectorRequest struct {
 	Limits      *Limits  `json:"limits,omitempty"`
 	OnInvalid   *Invalid `json:"on_invalid,omitempty"`
 	Emit        []string `json:"emit,omitempty"`
-	Allocators  []string `json:"allocators,omitempty"`
+	// Allocators are the run spec's: the credit of the samples the
+	// server writes, and, named here, what each ended episode of a batch
+	// carries (Ended.Credit) and what Reward may name.
+	Allocators []string `json:"allocators,omitempty"`
 	// RewardFormat is the run spec's, for the samples the server writes.
 	RewardFormat string `json:"reward_format,omitempty"`
 	// Reward is what the batch's rewards carry, at the step an episode
 	// ends: "score" (default), each agent's own score; "team", the reward
-	// of its team (of its side, in a game of sides).
+	// of its team (of its side, in a game of sides); or one of Allocators,
+	// its credit of the agent (the value `troupe run` gives the agent's
+	// last sample: every built-in allocator reads the score, given at the
+	// end).
 	Reward string `json:"reward,omitempty"`
 	// ViewBytes is the length of the observation of a scenario that
 	// declares no numeric observation (env.Features): the view's UTF-8
@@ -109,6 +115,10 @@ type VectorAnswer struct {
 	// none.
 	State *Space `json:"state,omitempty"`
 	Seed  uint64 `json:"seed"`
+	// Allocators are the allocators whose credit each ended episode
+	// carries (Ended.Credit), as the run spec resolved them; none when
+	// the request named none.
+	Allocators []string `json:"allocators,omitempty"`
 }
 
 // Frame magics: "TVA1" (actions) and "TVB1" (batch), little-endian
@@ -215,6 +225,9 @@ type Batch struct {
 	Ended []Ended
 	// Final says that each Ended holds its final observations.
 	Final bool
+	// NumCredit is the number of allocators whose credit each Ended holds
+	// (Ended.Credit), 0 for none.
+	NumCredit int
 }
 
 // Started is an episode that started in a batch's env.
@@ -235,6 +248,12 @@ type Ended struct {
 	FinalObs      []float32
 	FinalObsBytes []byte
 	FinalState    []float32
+	// Credit [agent][2+NumCredit], when the batch's NumCredit is not 0:
+	// each agent's side reward (the team's, with one team), its own
+	// score (else its side reward), then each allocator's credit of it
+	// (VectorAnswer.Allocators' order), what `troupe run --episodes-out`
+	// writes for its samples.
+	Credit []float64
 }
 
 // Status is an ended episode's status on the wire.
@@ -249,7 +268,7 @@ const (
 )
 
 // batchHeader is the length of a batch frame's header.
-const batchHeader = 40
+const batchHeader = 48
 
 // flagFinal marks a batch whose ended episodes carry final observations.
 const flagFinal = 1
@@ -268,7 +287,8 @@ func pad8(n int) int { return (n + 7) &^ 7 }
 // AppendBatch appends the batch frame of b to dst (docs/vector.md):
 //
 //	header  "TVB1", u32 num_envs E, num_agents A, obs_dim D, obs_dtype,
-//	        num_actions K, state_dim S, num_started, num_ended, flags
+//	        num_actions K, state_dim S, num_started, num_ended, flags,
+//	        num_credit C, 0
 //	f32     rewards[E·A], state[E·S]
 //	        obs[E·A·D] (f32, or u8)
 //	u8      masks[E·A·K], acting[E·A], terminated[E], truncated[E]
@@ -276,7 +296,7 @@ func pad8(n int) int { return (n + 7) &^ 7 }
 //	started u32 env, u32 0, u64 seed, i64 rollout_id (24 bytes each)
 //	ended   u32 env, u8 status, 3 zeros, i64 rollout_id, f64 team, then
 //	        when flags&1: final obs[A·D], f32 final state[S], zeros to a
-//	        multiple of 8
+//	        multiple of 8; then f64 credit[A·(2+C)] when C > 0
 //
 // little-endian throughout. The arrays' lengths must be the counts'.
 func AppendBatch(dst []byte, b *Batch) []byte {
@@ -286,7 +306,7 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 		flags = flagFinal
 	}
 	dst = append(dst, magicBatch...)
-	for _, v := range [...]uint32{uint32(b.NumEnvs), uint32(b.NumAgents), uint32(b.ObsDim), uint32(b.ObsDType), uint32(b.NumActions), uint32(b.StateDim), uint32(len(b.Started)), uint32(len(b.Ended)), flags} {
+	for _, v := range [...]uint32{uint32(b.NumEnvs), uint32(b.NumAgents), uint32(b.ObsDim), uint32(b.ObsDType), uint32(b.NumActions), uint32(b.StateDim), uint32(len(b.Started)), uint32(len(b.Ended)), flags, uint32(b.NumCredit), 0} {
 		dst = le.AppendUint32(dst, v)
 	}
 	dst = appendFloats(dst, b.Rewards)
@@ -321,6 +341,11 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 			dst = appendFloats(dst, e.FinalState)
 			dst = append(dst, make([]byte, pad8(len(dst))-len(dst))...)
 		}
+		if b.NumCredit > 0 {
+			for _, x := range e.Credit {
+				dst = le.AppendUint64(dst, math.Float64bits(x))
+			}
+		}
 	}
 	return dst
 }
@@ -347,11 +372,14 @@ func DecodeBatch(data []byte) (*Batch, error) {
 	if string(data[:4]) != magicBatch {
 		return nil, fmt.Errorf("%w: the batch frame starts %q, not %q", ErrFrame, data[:4], magicBatch)
 	}
-	var h [9]uint64
+	var h [11]uint64
 	for i := range h {
 		h[i] = uint64(le.Uint32(data[4+4*i:]))
 	}
-	ne, na, d, dtype, k, s, nstart, nend, flags := h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]
+	ne, na, d, dtype, k, s, nstart, nend, flags, nc := h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]
+	if h[10] != 0 {
+		return nil, fmt.Errorf("%w: the header's last word is %d, not 0", ErrFrame, h[10])
+	}
 	if dtype != DTypeFloat32 && dtype != DTypeUint8 {
 		return nil, fmt.Errorf("%w: observation dtype %d (1 float32, 2 uint8)", ErrFrame, dtype)
 	}
@@ -374,15 +402,23 @@ func DecodeBatch(data []byte) (*Batch, error) {
 	es := uint64(obsSize(int(dtype)))
 	body := uint64(batchHeader) + 4*ea + 4*eS + es*eaD + eaK + ea + 2*ne
 	body = uint64(pad8(int(body)))
-	per := uint64(24)
-	if flags&flagFinal != 0 {
-		per = uint64(pad8(int(24 + es*aD + 4*s)))
+	if na*(2+nc) > MaxBatchElements {
+		return nil, fmt.Errorf("%w: %d agents × %d credits: over %d elements", ErrFrame, na, nc, MaxBatchElements)
 	}
+	final := uint64(0)
+	if flags&flagFinal != 0 {
+		final = uint64(pad8(int(es*aD + 4*s)))
+	}
+	credits := uint64(0)
+	if nc > 0 {
+		credits = na * (2 + nc)
+	}
+	per := 24 + final + 8*credits
 	want := body + 24*nstart + per*nend
 	if uint64(len(data)) != want {
 		return nil, fmt.Errorf("%w: a batch frame of %d envs, %d agents, %d started and %d ended is %d bytes, not %d", ErrFrame, ne, na, nstart, nend, want, len(data))
 	}
-	b := &Batch{NumEnvs: int(ne), NumAgents: int(na), ObsDim: int(d), ObsDType: int(dtype), NumActions: int(k), StateDim: int(s), Final: flags&flagFinal != 0}
+	b := &Batch{NumEnvs: int(ne), NumAgents: int(na), ObsDim: int(d), ObsDType: int(dtype), NumActions: int(k), StateDim: int(s), Final: flags&flagFinal != 0, NumCredit: int(nc)}
 	p := batchHeader
 	floats := func(n uint64) []float32 {
 		v := make([]float32, n)
@@ -441,11 +477,18 @@ func DecodeBatch(data []byte) (*Batch, error) {
 				e.FinalObs = floats(aD)
 			}
 			e.FinalState = floats(s)
-			end := start + int(per)
+			end := start + 24 + int(final)
 			if err := zeros(data[p:end], "an ended episode's padding"); err != nil {
 				return nil, err
 			}
 			p = end
+		}
+		if credits > 0 {
+			e.Credit = make([]float64, credits)
+			for i := range e.Credit {
+				e.Credit[i] = math.Float64frombits(le.Uint64(data[p+8*i:]))
+			}
+			p += 8 * int(credits)
 		}
 		b.Ended = append(b.Ended, e)
 	}

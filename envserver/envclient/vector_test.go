@@ -9,7 +9,7 @@ import (
 	"github.com/troupe-rl/troupe/envserver/envclient"
 )
 
-func sampleBatch(final bool, dtype int) *envclient.Batch {
+func sampleBatch(final bool, dtype int, credit bool) *envclient.Batch {
 	b := &envclient.Batch{NumEnvs: 2, NumAgents: 2, ObsDim: 3, StateDim: 1, NumActions: 2, ObsDType: dtype, Final: final,
 		Rewards: []float32{1, -1, 0, 0.5}, State: []float32{0.25, 1},
 		Masks: []byte{1, 0, 0, 0, 1, 1, 0, 0}, Acting: []byte{1, 0, 1, 0}, Terminated: []byte{1, 0}, Truncated: []byte{0, 0},
@@ -19,6 +19,10 @@ func sampleBatch(final bool, dtype int) *envclient.Batch {
 		b.ObsBytes = []byte("abcdefghijkl")
 	} else {
 		b.Obs = []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	}
+	if credit {
+		b.NumCredit = 1
+		b.Ended[0].Credit = []float64{1, 0.5, 0.25, -1, -0.5, 1e-9}
 	}
 	if final {
 		b.Ended[0].FinalState = []float32{9}
@@ -35,7 +39,7 @@ func sampleBatch(final bool, dtype int) *envclient.Batch {
 func TestBatchRoundTrip(t *testing.T) {
 	for _, final := range []bool{false, true} {
 		for _, dtype := range []int{envclient.DTypeFloat32, envclient.DTypeUint8} {
-			b := sampleBatch(final, dtype)
+			b := sampleBatch(final, dtype, final && dtype == envclient.DTypeUint8)
 			data := envclient.AppendBatch(nil, b)
 			assert.Zero(t, len(data)%8)
 			got, err := envclient.DecodeBatch(data)
@@ -86,8 +90,10 @@ func FuzzDecodeActions(f *testing.F) {
 // encodes back to the same bytes.
 func FuzzDecodeBatch(f *testing.F) {
 	for _, final := range []bool{false, true} {
-		f.Add(envclient.AppendBatch(nil, sampleBatch(final, envclient.DTypeFloat32)))
-		f.Add(envclient.AppendBatch(nil, sampleBatch(final, envclient.DTypeUint8)))
+		for _, credit := range []bool{false, true} {
+			f.Add(envclient.AppendBatch(nil, sampleBatch(final, envclient.DTypeFloat32, credit)))
+			f.Add(envclient.AppendBatch(nil, sampleBatch(final, envclient.DTypeUint8, credit)))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := envclient.DecodeBatch(data)

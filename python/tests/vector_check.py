@@ -5,7 +5,8 @@
 against a running `troupe env-serve` at URL. It runs PettingZoo's api_test and
 parallel_api_test on the AEC and Parallel environments opened with
 features=True (numeric observations, state()), then steps vector environments
-(tictactoe with features, negotiation with view bytes, blotto by team reward)
+(tictactoe with features, negotiation with view bytes, blotto by team reward,
+El Farol by difference credit)
 with a random agent over the masks, checking the arrays' shapes, bounds, masks
 and autoreset, and writes the finished episodes' seeds and moves to OUT.json
 for the caller to replay through `troupe run` and compare the records.
@@ -31,6 +32,7 @@ VECTORS = [
     ("tictactoe", {}, {}),
     ("negotiation", {}, {"view_bytes": 256}),
     ("blotto", {"n": "2", "fields": "3"}, {"reward": "team", "final_observations": True}),
+    ("elfarol", {"agents": "4", "nights": "2"}, {"reward": "difference", "allocators": ["team", "difference"]}),
 ]
 
 
@@ -72,9 +74,17 @@ def vector_episodes(url, name, params, opts, rid, steps=12, num_envs=6):
                 check(rewards[e].sum() == 0, "tictactoe is zero-sum")
             if opts.get("reward") == "team":
                 check(np.isclose(rewards[e].sum(), na / 2), "blotto's sides' rewards sum to 1 a side")
+            if opts.get("reward") == "difference":
+                fi = infos["final_info"][e]
+                check(np.allclose(rewards[e], fi["credit"]["difference"]), "the reward is the difference credit")
+                check(np.allclose(fi["credit"]["team"], fi["side_reward"]), "team credit is the side reward")
             if opts.get("final_observations"):
                 check("final_observation" in infos and "final_state" in infos, f"{name}: final observations")
-            done.append({"scenario": name, "params": params, **{k: p[k] for k in ("seed", "rollout_id", "moves")}})
+            entry = {"scenario": name, "params": params, "allocators": opts.get("allocators", []),
+                     **{k: p[k] for k in ("seed", "rollout_id", "moves")}}
+            if "credit" in infos["final_info"][e]:
+                entry["credit"] = {k: [float(x) for x in v] for k, v in infos["final_info"][e]["credit"].items()}
+            done.append(entry)
         for e, seed, r in zip(infos["started"], infos["seed"], infos["rollout_id"]):
             playing[int(e)] = {"seed": int(seed), "rollout_id": int(r), "moves": {a: [] for a in env.possible_agents}}
     check(len(done) > 0, f"{name}: no episode ended")

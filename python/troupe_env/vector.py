@@ -12,8 +12,10 @@ frame, and answers, in one binary frame:
   features (float32, env.Features) where it declares them, in their shape when
   every agent's is the same (else rows of obs_dim, zero-padded), or the UTF-8
   bytes of each agent's last view (uint8, zero-padded or cut to view_bytes);
-- rewards [num_envs, num_agents] (float32): the agents' scores (reward="score")
-  or their team's reward (reward="team") at the step an episode ends, else 0;
+- rewards [num_envs, num_agents] (float32): the agents' scores (reward="score"),
+  their team's reward (reward="team"), or an allocator's credit of them
+  (reward="difference", one of allocators=[...]) at the step an episode ends,
+  else 0;
 - terminations and truncations [num_envs, num_agents] (bool): the episode of
   the env ended by its rules, or was cut (a limit, a failure);
 - infos: "action_mask" [num_envs, num_agents, num_actions] (int8, 1 for the
@@ -22,7 +24,9 @@ frame, and answers, in one binary frame:
   (float32, the global state for a centralised critic; absent when the
   scenario declares none), and, for the envs whose episode ended,
   "final_observation" and "final_state" (when final_observations is set),
-  "final_info" (status, rollout_id, team reward) and "_final" [num_envs];
+  "final_info" (status, rollout_id, team reward and, with allocators named,
+  each agent's side reward, score and every allocator's credit: the values
+  `troupe run --episodes-out` writes) and "_final" [num_envs];
   "started", "seed" and "rollout_id": the envs whose episode started in this
   answer, each one's run seed and rollout id (a reset with that seed plays
   the same episode alone).
@@ -47,7 +51,7 @@ import numpy as np
 __all__ = ["TroupeVectorEnv", "VectorError", "decode_batch", "encode_actions"]
 
 _ACTIONS_HEADER = struct.Struct("<4sIII")
-_BATCH_HEADER = struct.Struct("<4s9I")
+_BATCH_HEADER = struct.Struct("<4s11I")
 _STARTED = np.dtype([("env", "<u4"), ("_pad", "<u4"), ("seed", "<u8"), ("rollout_id", "<i8")])
 _ENDED = np.dtype([("env", "<u4"), ("status", "u1"), ("_pad", "u1", (3,)), ("rollout_id", "<i8"), ("team", "<f8")])
 STATUSES = {1: "completed", 2: "truncated", 3: "aborted", 4: "failed"}
@@ -77,13 +81,15 @@ def decode_batch(data: bytes) -> Dict[str, Any]:
     """Decodes a batch frame into numpy arrays (read-only views of data)."""
     if len(data) < _BATCH_HEADER.size:
         raise ValueError(f"a batch frame of {len(data)} bytes")
-    magic, ne, na, d, dtype, k, s, nstart, nend, flags = _BATCH_HEADER.unpack_from(data)
-    if magic != b"TVB1" or dtype not in (1, 2) or flags & ~1:
+    magic, ne, na, d, dtype, k, s, nstart, nend, flags, nc, zero = _BATCH_HEADER.unpack_from(data)
+    if magic != b"TVB1" or dtype not in (1, 2) or flags & ~1 or zero:
         raise ValueError(f"not a batch frame (magic {magic!r}, dtype {dtype}, flags {flags})")
     odt = np.float32 if dtype == 1 else np.uint8
     es = 4 if dtype == 1 else 1
     final = bool(flags & 1)
-    per = _pad8(24 + es * na * d + 4 * s) if final else 24
+    final_len = _pad8(es * na * d + 4 * s) if final else 0
+    credits = na * (2 + nc) if nc else 0
+    per = 24 + final_len + 8 * credits
     body = _pad8(_BATCH_HEADER.size + 4 * ne * na + 4 * ne * s + es * ne * na * d + ne * na * k + ne * na + 2 * ne)
     if len(data) != body + 24 * nstart + per * nend:
         raise ValueError(f"a batch frame of {len(data)} bytes, not {body + 24 * nstart + per * nend}")
@@ -114,6 +120,8 @@ def decode_batch(data: bytes) -> Dict[str, Any]:
             q = p + 24
             entry["final_observation"] = np.frombuffer(data, odt, na * d, q).reshape(na, d)
             entry["final_state"] = np.frombuffer(data, "<f4", s, q + es * na * d)
+        if credits:
+            entry["credit"] = np.frombuffer(data, "<f8", credits, p + 24 + final_len).reshape(na, 2 + nc)
         ended.append(entry)
         p += per
     out["ended"] = ended
@@ -154,6 +162,7 @@ class TroupeVectorEnv:
         self.roles: List[str] = [g["role"] for g in a["agents"]]
         self.action_sets: List[List[str]] = [g["actions"] for g in a["agents"]]
         self.num_actions: int = a["num_actions"]
+        self.allocators: List[str] = a.get("allocators") or []
         self.obs_dim: int = a["obs_dim"]
         self.obs_dtype = np.float32 if a["obs_dtype"] == "float32" else np.uint8
         self.features = a["obs_dtype"] == "float32"
@@ -233,7 +242,12 @@ class TroupeVectorEnv:
             fobs = fstate = None
             for e in b["ended"]:
                 final[e["env"]] = True
-                final_info[e["env"]] = {k: e[k] for k in ("status", "rollout_id", "team")}
+                fi = {k: e[k] for k in ("status", "rollout_id", "team")}
+                if "credit" in e:
+                    c = e["credit"]
+                    fi["side_reward"], fi["score"] = c[:, 0], c[:, 1]
+                    fi["credit"] = {name: c[:, 2 + j] for j, name in enumerate(self.allocators)}
+                final_info[e["env"]] = fi
                 if "final_observation" in e:
                     if fobs is None:
                         fobs = np.zeros((ne, na) + self.observation_shape, self.obs_dtype)
