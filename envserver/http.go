@@ -529,6 +529,7 @@ type scenarioMetadata struct {
 	Policies      []string `json:"policies"`
 	DefaultPolicy string   `json:"default_policy"`
 	ActionSets    bool     `json:"action_sets"`
+	Features      bool     `json:"features"`
 }
 
 func metadataOf(reg *env.Registry) metadata {
@@ -548,6 +549,7 @@ func metadataOf(reg *env.Registry) metadata {
 			d.Params = append(d.Params, p.Name)
 		}
 		_, d.ActionSets = sc.(env.ActionSets)
+		_, d.Features = sc.(env.Features)
 		m.Scenarios = append(m.Scenarios, d)
 	}
 	return m

@@ -15,6 +15,22 @@
 // session must act again (or the episode is over): the observation then
 // holds the session's seats that must act, each with its view, legal
 // actions and inbox.
+//
+// # Vector environments
+//
+// A vector environment (POST PathVectors, VectorRequest) holds NumEnvs
+// episodes of one scenario, every seat the caller's, stepped together:
+// POST /vector/{id}/step takes an actions frame (AppendActions: "TVA1",
+// u32 num_envs, num_agents, flags, then i32 actions [env][agent]) and
+// answers a batch frame (DecodeBatch: "TVB1", a 48-byte header of counts,
+// then f32 rewards and state, the observations (f32 features or u8 view
+// bytes), u8 masks, acting, terminated and truncated flags, then the
+// episodes that started (run seed, rollout id) and ended (status, team
+// reward, final observations, credit)), little-endian, every array at an
+// aligned offset that numpy reads in place. A finished episode is
+// replaced in the same step (autoreset); each episode of a batch writes
+// the record and samples of the same episode played alone. docs/vector.md
+// draws the frames byte by byte; Client.Vector is the Go client.
 package envclient
 
 import (
