@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/envserver"
 	"github.com/troupe-rl/troupe/envserver/envclient"
+	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -38,19 +40,26 @@ type played struct {
 // sequential game, a simultaneous one with features, and one of sides
 // rewarded by team with a counterfactual allocator.
 func TestVectorEpisodesAreAlone(t *testing.T) {
+	// Tic-tac-toe without its features: observations are view bytes.
+	ttt, err := scenarios.Builtin().Lookup("tictactoe")
+	require.NoError(t, err)
+	textOnly, err := env.NewRegistry(viewsOnly{ttt, ttt.(env.ActionSets)})
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
 		req  envclient.VectorRequest
+		reg  *env.Registry
 	}{
-		{"tictactoe", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 5}},
-		{"elfarol", envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "5", "nights": "3", "capacity": "2"}, NumEnvs: 4, Allocators: []string{"difference", "team"}}},
-		{"blotto", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Reward: "team", Allocators: []string{"difference"}, FinalObservations: true}},
-		{"negotiation", envclient.VectorRequest{Scenario: "negotiation", NumEnvs: 3, ViewBytes: 64}},
+		{"tictactoe", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 5}, nil},
+		{"tictactoe-views", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 4, ViewBytes: 200, FinalObservations: true}, textOnly},
+		{"elfarol", envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "5", "nights": "3", "capacity": "2"}, NumEnvs: 4, Allocators: []string{"difference", "team"}}, nil},
+		{"blotto", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Reward: "team", Allocators: []string{"difference"}, FinalObservations: true}, nil},
+		{"negotiation", envclient.VectorRequest{Scenario: "negotiation", NumEnvs: 3}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			sink, eps, samples := episodesAndSamples()
-			c, _, _, _ := start(t, envserver.Config{Sink: sink})
+			c, _, _, _ := start(t, envserver.Config{Sink: sink, Scenarios: tc.reg})
 			seed, rid := uint64(11), int64(1000)
 			req := tc.req
 			req.Seed, req.RolloutID = &seed, &rid
@@ -60,6 +69,11 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 			b, err := v.Reset(ctx, nil)
 			require.NoError(t, err)
 			require.Len(t, b.Started, req.NumEnvs)
+			if tc.reg != nil {
+				require.Equal(t, envclient.DTypeUint8, b.ObsDType)
+				require.Equal(t, 200, b.ObsDim)
+				assert.True(t, bytes.HasPrefix(b.ObsBytes, []byte("Tic-tac-toe. You play X")), "%q", b.ObsBytes[:40])
+			}
 			inPlay := make([]*played, req.NumEnvs)
 			var ended []*played
 			for _, s := range b.Started {
@@ -106,7 +120,7 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 			t.Logf("%d episodes ended, %d bytes of records, %d of samples", len(ended), len(eps.String()), len(samples.String()))
 			// The same episodes alone, in the order they ended.
 			sink2, eps2, samples2 := episodesAndSamples()
-			c2, _, _, _ := start(t, envserver.Config{Sink: sink2})
+			c2, _, _, _ := start(t, envserver.Config{Sink: sink2, Scenarios: tc.reg})
 			for _, p := range ended {
 				r := envclient.ResetRequest{Scenario: req.Scenario, Params: req.Params, Seed: &p.seed, RolloutID: &p.rid, Allocators: req.Allocators, Fallback: "forfeit"}
 				s, res, err := c2.Reset(ctx, r)
@@ -258,3 +272,11 @@ func TestVectorCredit(t *testing.T) {
 		require.NoError(t, v.Close(ctx))
 	}
 }
+
+// viewsOnly is a scenario with its action sets but without its features.
+type viewsOnly struct {
+	env.Scenario
+	as env.ActionSets
+}
+
+func (v viewsOnly) ActionSet(p env.Params, role string) []string { return v.as.ActionSet(p, role) }

@@ -25,6 +25,9 @@ func TestFeatures(t *testing.T) {
 		{"tictactoe", nil},
 		{"elfarol", map[string]string{"agents": "6", "nights": "3", "capacity": "2"}},
 		{"blotto", map[string]string{"n": "3", "fields": "4"}},
+		{"bargain", map[string]string{"members": "2", "pie": "6", "rounds": "3"}},
+		{"negotiation", nil},
+		{"negotiation", map[string]string{"items": "2", "max_count": "2", "rounds": "2"}},
 	} {
 		sc, err := reg.Lookup(tc.name)
 		require.NoError(t, err)
@@ -60,7 +63,16 @@ func TestFeatures(t *testing.T) {
 			snap()
 			for !ep.Done() {
 				for _, o := range ep.Pending() {
-					a := agents.Action{Text: o.Legal[o.Intn(0, len(o.Legal))]}
+					legal := o.Legal
+					if legal == nil {
+						// JSON moves: those of the action set the rules take.
+						for _, m := range sc.(env.ActionSets).ActionSet(params, o.Role) {
+							if sc.(env.StructuredActions).CheckAnswer(&o.Observation, m) == nil {
+								legal = append(legal, m)
+							}
+						}
+					}
+					a := agents.Action{Text: legal[o.Intn(0, len(legal))]}
 					moves = append(moves, a)
 					require.NoError(t, ep.Act(o.Seat, a))
 				}
