@@ -1,6 +1,7 @@
 package scenarios_test
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -28,6 +29,8 @@ func TestFeatures(t *testing.T) {
 		{"bargain", map[string]string{"members": "2", "pie": "6", "rounds": "3"}},
 		{"negotiation", nil},
 		{"negotiation", map[string]string{"items": "2", "max_count": "2", "rounds": "2"}},
+		{"signal", nil},
+		{"signal", map[string]string{"vocab": "symbols", "candidates": "3"}},
 	} {
 		sc, err := reg.Lookup(tc.name)
 		require.NoError(t, err)
@@ -61,6 +64,27 @@ func TestFeatures(t *testing.T) {
 			}
 			var moves []agents.Action
 			snap()
+			// A seat's features are what it may know: a fork from its
+			// information set (the hidden state re-drawn) shows it the
+			// same.
+			sameForks := func() {
+				if ep.Done() {
+					return
+				}
+				for i, seat := range ep.Seats() {
+					f, err := ep.ForkFor(i, seed+99)
+					if errors.Is(err, env.ErrNoHiddenState) {
+						return
+					}
+					require.NoError(t, err)
+					sp := fs.ObservationSpace(params, seat.Role)
+					want, got := make([]float32, sp.Size()), make([]float32, sp.Size())
+					require.NoError(t, ep.Features(i, want))
+					require.NoError(t, f.Features(i, got))
+					require.Equal(t, want, got, "%s: %s's features in a fork from its information set", tc.name, seat.ID)
+				}
+			}
+			sameForks()
 			for !ep.Done() {
 				for _, o := range ep.Pending() {
 					legal := o.Legal
@@ -77,6 +101,7 @@ func TestFeatures(t *testing.T) {
 					require.NoError(t, ep.Act(o.Seat, a))
 				}
 				snap()
+				sameForks()
 			}
 			// The same moves again: the same features.
 			again, err := env.NewEpisode(setup)
