@@ -31,6 +31,8 @@ func TestFeatures(t *testing.T) {
 		{"negotiation", map[string]string{"items": "2", "max_count": "2", "rounds": "2"}},
 		{"signal", nil},
 		{"signal", map[string]string{"vocab": "symbols", "candidates": "3"}},
+		{"werewolf", nil},
+		{"werewolf", map[string]string{"players": "5", "wolves": "1", "seers": "0"}},
 	} {
 		sc, err := reg.Lookup(tc.name)
 		require.NoError(t, err)
