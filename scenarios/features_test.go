@@ -33,6 +33,8 @@ func TestFeatures(t *testing.T) {
 		{"signal", map[string]string{"vocab": "symbols", "candidates": "3"}},
 		{"werewolf", nil},
 		{"werewolf", map[string]string{"players": "5", "wolves": "1", "seers": "0"}},
+		{"committee", nil},
+		{"committee", map[string]string{"informed": "1", "uninformed": "2", "options": "3"}},
 	} {
 		sc, err := reg.Lookup(tc.name)
 		require.NoError(t, err)
