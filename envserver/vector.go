@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,7 @@ type vectorEnv struct {
 	sets   [][]string         // by agent: its action set
 	index  []map[string]int32 // by agent: the index of each move of its set
 	obsLen []int              // by agent: its observation's length (<= obsDim)
+	house  []bool             // by agent: the house plays it
 	obsDim int
 	k      int // mask row length
 	sdim   int // state length, 0 when none
@@ -85,6 +87,9 @@ type vectorEnv struct {
 type vectorSlot struct {
 	ep   *env.Episode
 	res  *runspec.Resolved
+	// policy makes the house's policies, policies holds those made.
+	policy   env.PolicyFor
+	policies []agents.Policy
 	rid  int64
 	pend []env.PendingSeat
 	// views are each agent's last view, for a scenario without features.
@@ -113,7 +118,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	if req.Reward != "score" && req.Reward != "team" {
 		v.rewardBy = slices.Index(req.Allocators, req.Reward)
 	}
-	v.spec = specOf(req.Scenario, req.Params, nil, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
+	v.spec = specOf(req.Scenario, req.Params, req.Policies, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
 	// A probe episode, never played nor written, tells the seats; the
 	// spec is resolved once here so that a bad one is refused now.
 	res, setup, err := s.resolve(v.spec, 0, 0)
@@ -137,6 +142,17 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	}
 	v.feats, _ = sc.(env.Features)
 	v.agents = slices.Clone(probe.Seats())
+	v.house = make([]bool, len(v.agents))
+	for _, id := range req.Open {
+		if !slices.ContainsFunc(v.agents, func(s env.Seat) bool { return s.ID == id }) {
+			return nil, bad("open: no agent %q (the agents: %v)", id, agentIDs(v.agents))
+		}
+	}
+	if len(req.Open) > 0 {
+		for k, seat := range v.agents {
+			v.house[k] = !slices.Contains(req.Open, seat.ID)
+		}
+	}
 	a := &v.answer
 	a.Scenario, a.Params, a.NumEnvs = res.Info.Name, params.Map(), req.NumEnvs
 	if v.nCredit > 0 {
@@ -156,7 +172,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		}
 		v.sets, v.index = append(v.sets, set), append(v.index, idx)
 		v.k = max(v.k, len(set))
-		va := envclient.VectorAgent{Agent: seat.ID, Role: seat.Role, Actions: set}
+		va := envclient.VectorAgent{Agent: seat.ID, Role: seat.Role, House: v.house[len(a.Agents)], Actions: set}
 		n := cmpOr(req.ViewBytes, DefaultViewBytes)
 		if v.feats != nil {
 			sp := v.feats.ObservationSpace(params, seat.Role)
@@ -218,6 +234,14 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 // spaceOf is sp on the wire.
 func spaceOf(sp env.Space) *envclient.Space {
 	return &envclient.Space{Shape: sp.Shape, Low: sp.Low, High: sp.High}
+}
+
+func agentIDs(seats []env.Seat) []string {
+	out := make([]string, len(seats))
+	for k, s := range seats {
+		out[k] = s.ID
+	}
+	return out
 }
 
 func cmpOr(a, b int) int {
@@ -336,7 +360,13 @@ func (v *vectorEnv) start(i int) *apiError {
 		}
 	}
 	sl := &v.slots[i]
-	sl.ep, sl.res, sl.rid = ep, res, rid
+	sl.ep, sl.res, sl.rid, sl.policy = ep, res, rid, setup.Policy
+	sl.policies = resize(sl.policies, len(seats))
+	clear(sl.policies)
+	v.advance(sl)
+	if rec := ep.Record(); rec != nil {
+		return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d (run seed %d) ended before the vector's agents acted (%s %s): %s", v.id, n, seed, rec.Status, rec.End, rec.Err)
+	}
 	if v.feats == nil {
 		sl.views = resize(sl.views, len(seats))
 		clear(sl.views)
@@ -461,6 +491,7 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 				return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, env %d: %v", v.id, i, err) // unreachable: p is pending
 			}
 		}
+		v.advance(sl)
 		if sl.ep.Done() {
 			if e := v.end(i); e != nil {
 				return e
@@ -474,6 +505,63 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 		}
 	}
 	return nil
+}
+
+// advance plays the house's pending moves in slot's episode until it
+// waits for the caller's agents, or ends: a table's way (play/table), one
+// move at a time in seat order, each house seat's policy made once an
+// episode, so that the episode is the one a reset with the same closed
+// seats plays.
+func (v *vectorEnv) advance(sl *vectorSlot) {
+	ep := sl.ep
+	for !ep.Done() {
+		played := false
+		for _, o := range ep.Pending() {
+			i := o.Seat
+			if !v.house[i] {
+				continue
+			}
+			a, err := v.house1(sl, i, &o.Observation)
+			if err != nil {
+				ep.Stop(protocol.StatusAborted, env.EndPolicyError, err)
+				return
+			}
+			if err := ep.Act(i, a); err != nil {
+				ep.Stop(protocol.StatusFailed, env.EndGameError, err) // unreachable: i is pending
+				return
+			}
+			played = true
+			break // the step may have been applied: read Pending again
+		}
+		if !played {
+			return
+		}
+	}
+}
+
+// house1 asks seat i's house policy for its move, recovering a panic as a
+// policy error, as a table does.
+func (v *vectorEnv) house1(sl *vectorSlot, i int, o *agents.Observation) (a agents.Action, err error) {
+	p := sl.policies[i]
+	if p == nil {
+		if sl.policy != nil {
+			p = sl.policy(sl.ep.Seats()[i])
+		}
+		if p == nil {
+			return a, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)
+		}
+		sl.policies[i] = p
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("agent %q: %w: %v", o.Agent, env.ErrPolicyPanic, r)
+		}
+	}()
+	a, err = p.Act(context.Background(), o)
+	if err != nil {
+		return a, fmt.Errorf("agent %q (role %q) turn %d: %w", o.Agent, o.Role, o.Turn, err)
+	}
+	return a, nil
 }
 
 // end records slot i's finished episode in the batch (rewards, its end,

@@ -52,6 +52,8 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 	}{
 		{"tictactoe", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 5}, nil},
 		{"tictactoe-views", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 4, ViewBytes: 200, FinalObservations: true}, textOnly},
+		{"tictactoe-house", envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 4, Open: []string{"x"}, Policies: map[string]string{"o": "center-first"}}, nil},
+		{"blotto-house", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Open: []string{"red-0", "red-1"}, Policies: map[string]string{"soldier": "scripted"}}, nil},
 		{"elfarol", envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "5", "nights": "3", "capacity": "2"}, NumEnvs: 4, Allocators: []string{"difference", "team"}}, nil},
 		{"blotto", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Reward: "team", Allocators: []string{"difference"}, FinalObservations: true}, nil},
 		{"negotiation", envclient.VectorRequest{Scenario: "negotiation", NumEnvs: 3}, nil},
@@ -122,11 +124,15 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 			sink2, eps2, samples2 := episodesAndSamples()
 			c2, _, _, _ := start(t, envserver.Config{Sink: sink2, Scenarios: tc.reg})
 			for _, p := range ended {
-				r := envclient.ResetRequest{Scenario: req.Scenario, Params: req.Params, Seed: &p.seed, RolloutID: &p.rid, Allocators: req.Allocators, Fallback: "forfeit"}
+				r := envclient.ResetRequest{Scenario: req.Scenario, Params: req.Params, Seed: &p.seed, RolloutID: &p.rid, Allocators: req.Allocators, Fallback: "forfeit",
+					Open: req.Open, Policies: req.Policies}
 				s, res, err := c2.Reset(ctx, r)
 				require.NoError(t, err)
 				for _, m := range p.moves {
 					require.False(t, res.Done)
+					if len(m) == 0 {
+						continue // only the house acted: not a step of the caller's
+					}
 					res, err = s.StepAll(ctx, m)
 					require.NoError(t, err)
 				}
@@ -151,6 +157,10 @@ func TestVectorRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "declares no action sets")
 	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Reward: "mine"})
 	require.ErrorContains(t, err, "reward")
+	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Open: []string{"z"}})
+	require.ErrorContains(t, err, `open: no agent "z"`)
+	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Policies: map[string]string{"o": "nobody"}})
+	require.ErrorContains(t, err, "nobody")
 	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 2})
 	require.NoError(t, err)
 	_, err = v.Step(ctx, []int32{0, -1, 0, -1})

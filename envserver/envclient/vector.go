@@ -20,7 +20,7 @@ const (
 )
 
 // VectorRequest creates a vector environment: NumEnvs episodes of one
-// scenario, stepped together, every seat of each held by the caller, each
+// scenario, stepped together, the open seats of each held by the caller, each
 // finished episode replaced by a fresh one in the same step (autoreset).
 // The fields it shares with ResetRequest mean what they mean there, for
 // every episode of the vector.
@@ -29,6 +29,13 @@ type VectorRequest struct {
 	Params   map[string]string `json:"params,omitempty"`
 	// NumEnvs is the number of episodes stepped at once (the batch).
 	NumEnvs int `json:"num_envs"`
+	// Open lists the agents the caller plays; empty: every agent. The
+	// others are the house's: troupe policies (Policies, by role: the
+	// scenario's own, "random", or its default) play them on the server,
+	// within the step, and they never act in a batch (their masks are
+	// zeros), as a ResetRequest's closed seats are played.
+	Open     []string          `json:"open,omitempty"`
+	Policies map[string]string `json:"policies,omitempty"`
 	// Seed roots the episodes' run seeds: the vector's n-th episode (in
 	// the order they start: env by env at a reset, then as they end)
 	// plays run seed seeds.Mix(Seed, n), the episode that a ResetRequest
@@ -85,6 +92,9 @@ type Space struct {
 type VectorAgent struct {
 	Agent string `json:"agent"`
 	Role  string `json:"role"`
+	// House says that troupe's policy plays the agent (it is not among
+	// VectorRequest.Open): it never acts in a batch.
+	House bool `json:"house,omitempty"`
 	// Actions is the role's action set: action i of the agent is the move
 	// Actions[i].
 	Actions []string `json:"actions"`
