@@ -85,13 +85,13 @@ type vectorEnv struct {
 
 // vectorSlot is one env of a vector: the episode it plays.
 type vectorSlot struct {
-	ep   *env.Episode
-	res  *runspec.Resolved
+	ep  *env.Episode
+	res *runspec.Resolved
 	// policy makes the house's policies, policies holds those made.
 	policy   env.PolicyFor
 	policies []agents.Policy
-	rid  int64
-	pend []env.PendingSeat
+	rid      int64
+	pend     []env.PendingSeat
 	// views are each agent's last view, for a scenario without features.
 	views []string
 }
