@@ -128,6 +128,16 @@ def decode_batch(data: bytes) -> Dict[str, Any]:
     return out
 
 
+def _same_step():
+    """Gymnasium's AutoresetMode.SAME_STEP when Gymnasium is installed,
+    else its value, "SameStep"."""
+    try:
+        from gymnasium.vector import AutoresetMode
+        return AutoresetMode.SAME_STEP
+    except ImportError:
+        return "SameStep"
+
+
 class TroupeVectorEnv:
     """num_envs episodes of a troupe scenario stepped together on an
     environment server (`troupe env-serve`): see the module's doc."""
@@ -174,7 +184,7 @@ class TroupeVectorEnv:
         self.observation_shape: Tuple[int, ...] = shapes.pop() if len(shapes) == 1 else (self.obs_dim,)
         st = a.get("state")
         self.state_shape: Optional[Tuple[int, ...]] = tuple(st["shape"]) if st else None
-        self.metadata = {"autoreset_mode": "SameStep", "name": f"troupe_{scenario}_vector_v0"}
+        self.metadata = {"autoreset_mode": _same_step(), "name": f"troupe_{scenario}_vector_v0"}
         self._batch: Optional[Dict[str, Any]] = None
         self._closed = False
 
