@@ -65,7 +65,10 @@ func benchVector(b *testing.B, n int, mode string) {
 	for _, d := range va.State.Shape {
 		sdim *= d
 	}
-	masksAt := 40 + 4*n*na + 4*n*sdim + 4*n*na*va.ObsDim
+	masksAt := 48 + 4*n*na + 4*n*sdim + 4*n*na*va.ObsDim
+	if first, err := envclient.DecodeBatch(frame); err != nil || !bytes.Equal(first.Masks, frame[masksAt:masksAt+n*na*k]) {
+		b.Fatalf("the masks are not at byte %d of the batch frame (%v)", masksAt, err)
+	}
 	acts := make([]int32, n*na)
 	var body []byte
 	rng := uint64(1)
