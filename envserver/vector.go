@@ -34,6 +34,10 @@ const (
 // DefaultMaxVectorEnvs is Config.MaxVectorEnvs' default.
 const DefaultMaxVectorEnvs = 65536
 
+// maxVectorElements bounds the elements of one batch's largest array, so
+// that a vector's buffers stay within a few hundred megabytes.
+const maxVectorElements = 1 << 26
+
 // DefaultViewBytes is the observation length of a vector whose scenario
 // declares no features, when its request names none.
 const DefaultViewBytes = 1024
@@ -197,8 +201,8 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		v.sdim = sp.Size()
 	}
 	n, na := req.NumEnvs, len(v.agents)
-	if uint64(n)*uint64(na)*uint64(max(v.obsDim, v.k, 1)) > envclient.MaxBatchElements {
-		return nil, bad("num_envs: %d envs of %d agents with %d observations and %d actions each are over %d elements a batch", n, na, v.obsDim, v.k, envclient.MaxBatchElements)
+	if uint64(n)*uint64(na)*uint64(max(v.obsDim, v.k, 1)+v.sdim) > maxVectorElements {
+		return nil, bad("num_envs: %d envs of %d agents with %d observations and %d actions each are over %d elements a batch: fewer envs", n, na, v.obsDim, v.k, maxVectorElements)
 	}
 	b := &v.out
 	b.NumEnvs, b.NumAgents, b.ObsDim, b.NumActions, b.StateDim, b.Final, b.NumCredit = n, na, v.obsDim, v.k, v.sdim, req.FinalObservations, v.nCredit

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -290,3 +291,30 @@ type viewsOnly struct {
 }
 
 func (v viewsOnly) ActionSet(p env.Params, role string) []string { return v.as.ActionSet(p, role) }
+
+// TestVectorIdle: a vector silent for SessionTimeout is closed (reaped by
+// the next creation), its episodes in play written aborted, end "closed".
+func TestVectorIdle(t *testing.T) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	var ends []string
+	sink := trajectories.SinkFunc(func(ep *trajectories.Episode) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ends = append(ends, string(ep.Status)+" "+ep.End)
+		return nil
+	})
+	c, _, _, _ := start(t, envserver.Config{Sink: sink, SessionTimeout: 20 * time.Millisecond})
+	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 2})
+	require.NoError(t, err)
+	_, err = v.Reset(ctx, nil)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	_, err = c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1})
+	require.NoError(t, err)
+	_, err = v.Step(ctx, []int32{0, -1, 0, -1})
+	require.ErrorContains(t, err, "no vector environment")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"aborted closed", "aborted closed"}, ends)
+}
