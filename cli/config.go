@@ -56,6 +56,26 @@ type runFlags struct {
 	resume          bool          // --resume: continue the run --out holds
 	checkpointEvery time.Duration // --checkpoint-every
 	lookupEnv       func(string) (string, bool)
+	tokenInGiven    bool   // --llm-token-in or TROUPE_LLM_TOKEN_IN given (tokenInGiven)
+	mergeReward     string // --merge-reward
+	eps             *llmEndpoints
+}
+
+// endpoints are the run's LLM endpoints, read once: the --llm-* flags and
+// --llm-endpoint values. A bad TROUPE_LLM_* variable is reported here,
+// when a role plays llm.
+func (f *runFlags) endpoints() (*llmEndpoints, error) {
+	if f.llmEnvErr != nil {
+		return nil, f.llmEnvErr
+	}
+	if f.eps == nil {
+		eps, err := parseEndpoints(f.llm, f.llmEndpoints, f.lookupEnv, f.tokenInGiven)
+		if err != nil {
+			return nil, err
+		}
+		f.eps = eps
+	}
+	return f.eps, nil
 }
 
 // plan is a validated run: everything play.Run needs, and where the samples
@@ -144,9 +164,16 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 	if _, err := trajectories.ParseRewardFormat(f.rewardFormat); err != nil {
 		return nil, usagef("--reward-format: %w", err)
 	}
-	policies, err := policiesOf(info, f.policies, settingsOf(&f.llm), roles)
+	policies, err := policiesOf(info, f.policies, settingsOf(&f.llm), roles, f.endpoints)
 	if err != nil {
 		return nil, err
+	}
+	var mergeReward string
+	if f.mergeTurns {
+		if _, err := trajectories.ParseMergeReward(f.mergeReward); err != nil || f.mergeReward == "" {
+			return nil, usagef("--merge-reward %q: want mean, sum or last", f.mergeReward)
+		}
+		mergeReward = f.mergeReward
 	}
 	var tree *runspec.Tree
 	switch {
@@ -179,13 +206,18 @@ func specOf(reg *env.Registry, allocs *credit.Registry, name string, f *runFlags
 		GroupSize:     f.groupSize,
 		Seed:          f.seed,
 		RolloutIDBase: f.rolloutIDBase,
+		MergeTurns:    f.mergeTurns,
+		MergeReward:   mergeReward,
 	}, nil
 }
 
 // specFlags are troupe run's flags that describe the run: with --spec, the
 // spec file does, and they must not be given.
+// The LLM settings that shape prompts are among them: the spec's apply
+// (llmShape), and a flag given beside it would be ignored.
 var specFlags = []string{"episodes", "seed", "param", "policy", "allocator", "reward-format", "group-size", "emit",
-	"max-steps", "max-turns", "max-messages", "timeout", "rollout-id-base", "on-invalid", "tree", "tree-alpha", "tree-joint", "tree-roles"}
+	"max-steps", "max-turns", "max-messages", "timeout", "rollout-id-base", "on-invalid", "tree", "tree-alpha", "tree-joint", "tree-roles",
+	"merge-turns", "merge-reward", "role-llm", "llm-no-memory", "llm-max-context", "llm-format", "llm-invalid-retries", "llm-feedback"}
 
 // fieldFlags maps a run spec's fields to the flags that set them, for
 // messages.
@@ -193,6 +225,33 @@ var fieldFlags = map[string]string{
 	"params": "--param", "policies": "--policy", "emit": "--emit", "allocators": "--allocator",
 	"reward_format": "--reward-format", "on_invalid": "--on-invalid", "episodes": "--episodes",
 	"group_size": "--group-size", "limits": "--max-*", "rollout_id_base": "--rollout-id-base", "tree": "--tree*",
+	"merge_turns": "--merge-turns", "merge_reward": "--merge-reward",
+}
+
+// llmFlags maps the fields of an llm role's settings (llmSettings) to the
+// flags that set them, for messages: a resume refused for another
+// setting names its flag.
+var llmFlags = map[string]string{
+	"model": "--llm-model", "endpoint": "--role-llm endpoint=", "temperature": "--llm-temperature", "top_p": "--llm-top-p",
+	"top_k": "--llm-top-k", "max_tokens": "--llm-max-tokens", "stop": "--llm-stop", "stop_token_ids": "--llm-stop-token-id",
+	"repetition_penalty": "--llm-repetition-penalty", "min_tokens": "--llm-min-tokens", "extra": "--llm-extra",
+	"no_memory": "--llm-no-memory", "max_context": "--llm-max-context", "format": "--llm-format",
+	"invalid_retries": "--llm-invalid-retries", "feedback": "--llm-feedback", "kind": "--llm-kind",
+	"token_in": "--llm-token-in", "tokenize": "--llm-tokenize",
+}
+
+// flagOf is the flag that sets the spec field at path (a resume's
+// difference: "episodes", "policies.bob.settings.no_memory"), or "".
+func flagOf(path string) string {
+	parts := strings.Split(path, ".")
+	if len(parts) >= 4 && parts[0] == "policies" && parts[2] == "settings" {
+		if flag, ok := llmFlags[parts[3]]; ok {
+			return flag
+		}
+		return "--role-llm " + parts[1] + "=" + parts[3] + "="
+	}
+	top, _, _ := strings.Cut(parts[0], "[")
+	return fieldFlags[top]
 }
 
 // planOf resolves spec into a run, with the flags that say how it is
@@ -235,10 +294,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 				return nil, env.ErrUnknownPolicy
 			}
 			if llms == nil {
-				if f.llmEnvErr != nil {
-					return nil, f.llmEnvErr
-				}
-				eps, err := parseEndpoints(f.llm, f.llmEndpoints, f.lookupEnv)
+				eps, err := f.endpoints()
 				if err != nil {
 					return nil, err
 				}
@@ -283,7 +339,7 @@ func planOf(reg *env.Registry, allocs *credit.Registry, spec *runspec.Spec, f *r
 		allocators: r.Allocators,
 		format:     r.Format,
 		layout:     layout,
-		merge:      f.mergeTurns,
+		merge:      r.Spec.MergeTurns,
 		out:        f.out,
 		episodes:   f.episodesOut,
 		policies:   r.PolicyNames,
@@ -308,7 +364,10 @@ func (p *plan) close() error {
 // --role-llm, its endpoint, model and sampling over them. A role whose
 // --role-llm gives any of those plays llm, and --policy ROLE=NAME of
 // another policy is refused; one of frozen alone plays what it would.
-func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[string]roleLLM) (map[string]runspec.Policy, error) {
+//
+// The settings of an llm role record its endpoint's kind, token-in and
+// tokenization (llmShape), which endpoints reads from the flags.
+func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[string]roleLLM, endpoints func() (*llmEndpoints, error)) (map[string]runspec.Policy, error) {
 	all := ""
 	perRole := map[string]string{}
 	for _, spec := range specs {
@@ -360,6 +419,15 @@ func policiesOf(info *env.Info, specs []string, base llmSettings, roles map[stri
 			if hasLLM {
 				st = rl.settings.over(base)
 			}
+			eps, err := endpoints()
+			if err != nil {
+				return nil, &UsageError{Err: err}
+			}
+			cfg, err := eps.config(st.Endpoint)
+			if err != nil {
+				return nil, usagef("--role-llm: role %s: %w", r.Name, err)
+			}
+			st.endpointOf(&cfg)
 			out[r.Name] = runspec.Policy{Name: name, Settings: st.encode()}
 		default:
 			out[r.Name] = runspec.Policy{Name: name}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,7 +27,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	// troupe run's --llm-* flags, the environment their defaults.
 	llmCfg := llm.DefaultConfig()
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
-	var endpoints []string
+	var endpoints, harnessLLM []string
 	cmd := &cobra.Command{
 		Use:   "env-serve",
 		Args:  cobra.NoArgs,
@@ -82,15 +83,25 @@ func (a *App) envServeCommand() *cobra.Command {
 			// reset, by name, rather than failing at its first call.
 			fromEnv, _ := a.lookupEnv()(llm.EnvBaseURL)
 			if cmd.Flags().Changed("llm-base-url") || fromEnv != "" {
-				pool, _, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
+				pool, _, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, cfg.Seed)
 				if err != nil {
 					return err
 				}
 				defer pool.close()
 				cfg.Policies = llmPolicyMaker(pool)
-				cfg.HarnessModel = func(string) (*llm.Client, error) { return pool.client("") }
-			} else if len(endpoints) > 0 {
-				return usagef("--llm-endpoint: give the default model server too (--llm-base-url)")
+				roles, err := a.harnessRoles(pool, harnessLLM)
+				if err != nil {
+					return err
+				}
+				cfg.HarnessModel = func(role string) (*llm.Client, error) { return pool.client(roles[role].Endpoint) }
+				cfg.HarnessLLM = func(role string) *llm.Config {
+					if c, ok := roles[role]; ok {
+						return &c
+					}
+					return nil
+				}
+			} else if len(endpoints) > 0 || len(harnessLLM) > 0 {
+				return usagef("--llm-endpoint, --harness-llm: give the default model server too (--llm-base-url)")
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(a.Stderr, nil))
 			cfg.Ready = func(addr net.Addr) { fmt.Fprintf(a.Stderr, "troupe: environment server on http://%s\n", addr) }
@@ -114,6 +125,54 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
 	fl.DurationVar(&cfg.HarnessSeat.ActTimeout, "harness-act-timeout", 0, "a harness seat whose harness makes no move this long falls back (to the house policy, or forfeit) (0: --session-timeout)")
 	llmCfg.BindFlags(fl)
-	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")
+	fl.StringArrayVar(&harnessLLM, "harness-llm", nil, "`ROLE=key=value,...` the endpoint, model and sampling of a role's harness seats, keys as --role-llm's but frozen (repeatable; a role not given plays on the default endpoint's flags)")
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")
 	return cmd
+}
+
+// harnessRoles reads the --harness-llm values: for each role named, the
+// config its harness seats ask for (seats.Options.LLM), its settings over
+// the flags of the endpoint they name, Endpoint naming it. A role no
+// scenario served has, an endpoint not defined, a setting twice or a
+// value the endpoint's kind refuses is a usage error that names it.
+func (a *App) harnessRoles(pool *llmPool, values []string) (map[string]llm.Config, error) {
+	out := map[string]llm.Config{}
+	for _, v := range values {
+		r, err := parseRoleLLM(v)
+		if err != nil {
+			// parseRoleLLM names the flag it reads for troupe run.
+			return nil, usagef("%s", strings.Replace(err.Error(), "--role-llm", "--harness-llm", 1))
+		}
+		if r.frozen {
+			return nil, usagef("--harness-llm %q: frozen: an outside harness's role is trained or not by what its trainer reads; --harness-llm sets its model", v)
+		}
+		if _, dup := out[r.role]; dup {
+			return nil, usagef("--harness-llm %q: role %s was given settings already", v, r.role)
+		}
+		if !a.servesRole(r.role) {
+			return nil, usagef("--harness-llm %q: no scenario served here has a role %q", v, r.role)
+		}
+		client, err := pool.client(r.settings.Endpoint)
+		if err != nil {
+			return nil, usagef("--harness-llm %q: %w", v, err)
+		}
+		cfg := client.Config()
+		r.settings.applyTo(&cfg)
+		cfg.Endpoint = r.settings.Endpoint
+		if err := cfg.Validate(); err != nil {
+			return nil, usagef("--harness-llm %q: %w", v, err)
+		}
+		out[r.role] = cfg
+	}
+	return out, nil
+}
+
+// servesRole reports whether a scenario the app serves has role.
+func (a *App) servesRole(role string) bool {
+	for _, name := range a.Scenarios.Names() {
+		if sc, err := a.Scenarios.Lookup(name); err == nil && sc.Info().Role(role) != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -107,3 +107,53 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestEnvServeHarnessPerRole: --harness-llm gives x's harness seats an
+// endpoint and model of their own; o's harness seats play on the default
+// endpoint's flags.
+func TestEnvServeHarnessPerRole(t *testing.T) {
+	def := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
+	other := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
+	base, stop := envServing(t, "--token", "tok", "--llm-base-url", def.URL(), "--llm-kind", "llamacpp", "--llm-model", "default-model",
+		"--llm-endpoint", "other="+other.URL(), "--harness-llm", "x=endpoint=other,model=x-model,temperature=0.25")
+	defer stop()
+	code, b := harnessCall(t, "POST", base+"/reset", `{"scenario":"tictactoe","seed":7,"harness":["x","o"]}`)
+	require.Equal(t, http.StatusOK, code, string(b))
+	var res envclient.Result
+	require.NoError(t, json.Unmarshal(b, &res))
+	for i, want := range []struct {
+		srv   *llmtest.Server
+		model string
+	}{{other, "x-model"}, {def, "default-model"}} {
+		h := res.Observation.Seats[i].Harness
+		code, b := harnessCall(t, "POST", h.OpenAIBaseURL+"/responses", `{"model":"any","input":"Your move?"}`)
+		require.Equal(t, http.StatusOK, code, string(b))
+		require.Contains(t, string(b), `"model":"`+want.model+`"`)
+		reqs := want.srv.Requests()
+		require.Len(t, reqs, 1, "the role's endpoint got its call")
+		require.Equal(t, want.model, reqs[0].Model)
+		if i == 0 {
+			require.Equal(t, 0.25, *reqs[0].Temperature)
+		}
+	}
+}
+
+// TestEnvServeHarnessLLMUsage: a --harness-llm that cannot be honoured is
+// refused before the server starts, by name.
+func TestEnvServeHarnessLLMUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--harness-llm", "x=model=m"}, "--harness-llm: give the default model server too"},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--harness-llm", "nobody=model=m"}, `no scenario served here has a role "nobody"`},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--harness-llm", "x=frozen"}, "frozen"},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--harness-llm", "x=endpoint=nope"}, `endpoint "nope" is not defined here`},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--harness-llm", "x=colour=red"}, `--harness-llm "x=colour=red": role x: unknown key "colour"`},
+		{[]string{"--llm-base-url", "http://127.0.0.1:1/v1", "--harness-llm", "x=model=a", "--harness-llm", "x=model=b"}, "role x was given settings already"},
+	} {
+		r := troupe(t, append([]string{"env-serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
+		require.Equal(t, 2, r.code, r.stderr)
+		require.Contains(t, r.stderr, tc.want)
+	}
+}

@@ -161,8 +161,7 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		diffs := make([]string, len(me.Diffs))
 		for i, d := range me.Diffs {
 			diffs[i] = d.String()
-			top, _, _ := strings.Cut(d.Path, ".")
-			if flag, ok := fieldFlags[top]; ok {
+			if flag := flagOf(d.Path); flag != "" {
 				diffs[i] += " (" + flag + ")"
 			}
 		}

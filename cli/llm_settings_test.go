@@ -74,3 +74,58 @@ func applyLLMSettings(cfg *llm.Config, settings json.RawMessage) error {
 	st.applyTo(cfg)
 	return nil
 }
+
+// TestServedLLMBudgetsAndEndpoints: a request's max_context (slime's
+// --rollout-max-context-len) is every llm role's context budget, a role's
+// own wins; a role on another endpoint records that endpoint's kind and
+// token-in; the policy made from the settings has the budget, and an
+// endpoint unlike the one recorded is refused naming the setting.
+func TestServedLLMBudgetsAndEndpoints(t *testing.T) {
+	base := llm.DefaultConfig()
+	base.Model, base.MaxContext = "m", 8192
+	eps, err := parseEndpoints(base, []string{"sg=http://127.0.0.1:9/v1,kind=sglang"}, noEnv, false)
+	require.NoError(t, err)
+	settings := servedLLMSettings(eps)
+
+	got, err := settings(llmPolicyName, "x", &rollout.Request{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"model":"m","temperature":1,"max_context":8192}`, string(got), "the flags' budget")
+
+	req := &rollout.Request{MaxContext: 4096, Roles: map[string]rollout.RoleSettings{"o": {Endpoint: "sg", MaxContext: 2048}}}
+	got, err = settings(llmPolicyName, "x", req)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"model":"m","temperature":1,"max_context":4096}`, string(got), "the request's")
+	cfg := base
+	require.NoError(t, applyLLMSettings(&cfg, got))
+	assert.Equal(t, 4096, cfg.MaxContext)
+
+	got, err = settings(llmPolicyName, "o", req)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"endpoint":"sg","model":"m","temperature":1,"max_context":2048,"kind":"sglang","token_in":true}`, string(got), "the role's, on its endpoint")
+	st, err := decodeLLMSettings(got)
+	require.NoError(t, err)
+	sg, err := eps.config("sg")
+	require.NoError(t, err)
+	require.NoError(t, st.checkEndpoint(&sg))
+	assert.ErrorContains(t, st.checkEndpoint(&eps.base), "kind: the run's is sglang, the endpoint's vllm (--llm-kind")
+	sg.TokenIn = false
+	assert.ErrorContains(t, st.checkEndpoint(&sg), "token_in: the run's is true, the endpoint's false (--llm-token-in")
+}
+
+// TestLLMShapeRoundTrip: every policy setting a config sets away from its
+// default survives settingsOf, the spec's JSON and applyTo; the defaults
+// write nothing.
+func TestLLMShapeRoundTrip(t *testing.T) {
+	d := llm.DefaultConfig()
+	assert.Equal(t, llmShape{}, shapeOf(&d), "the defaults write nothing")
+	c := d
+	c.NoMemory, c.MaxContext, c.Format, c.InvalidRetries, c.Feedback = true, 1000, llm.FormatTool, 0, false
+	st := settingsOf(&c)
+	got := d
+	require.NoError(t, applyLLMSettings(&got, st.encode()))
+	assert.Equal(t, c, got)
+	// Left out, a policy setting is its default, whatever it is laid on.
+	got = c
+	require.NoError(t, applyLLMSettings(&got, json.RawMessage(`{"model":"default"}`)))
+	assert.Equal(t, d, got)
+}

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -146,5 +148,25 @@ func TestRoleLLMRunOnEmbeddedNATS(t *testing.T) {
 		for _, s := range ro {
 			assert.Equal(t, "mx", s.Metadata.Extra["llm_model"])
 		}
+	}
+}
+
+// TestNATSRunIDHasEveryLLMSetting: a distributed run's default id is its
+// spec's hash, which every LLM setting changes: the same command with
+// another setting is another run, never a re-attach to the first.
+func TestNATSRunIDHasEveryLLMSetting(t *testing.T) {
+	skipShort(t)
+	srv := llmtest.Start(t, llmtest.Options{Kind: llmtest.VLLM})
+	dir := t.TempDir()
+	args := []string{"run", "tictactoe", "-n", "2", "-P", "x=llm", "--llm-base-url", srv.URL(), "--nats", "embedded", "--nats-dir", filepath.Join(dir, "js")}
+	ids := map[string]string{}
+	for i, extra := range [][]string{nil, {"--llm-max-context", "4096"}, {"--llm-no-memory"}, {"--merge-turns"}} {
+		r := invokeWithEnv(t, noEnv, append(append(args, extra...), "-o", filepath.Join(dir, fmt.Sprintf("%d.jsonl", i)))...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		id := regexp.MustCompile(`troupe: run (\S+)`).FindStringSubmatch(r.stderr)
+		require.NotNil(t, id, r.stderr)
+		assert.NotContains(t, ids, id[1], "%v has the run id of %s", extra, ids[id[1]])
+		ids[id[1]] = fmt.Sprint(extra)
+		assert.NotContains(t, r.stderr, "re-attached")
 	}
 }

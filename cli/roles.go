@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +46,15 @@ type llmEndpoints struct {
 }
 
 // parseEndpoints reads --llm-endpoint values over the default endpoint
-// base. Every error names the value and the bad field.
-func parseEndpoints(base llm.Config, values []string, lookup func(string) (string, bool)) (*llmEndpoints, error) {
+// base. Every error names the value and the bad field. Unless
+// tokenInGiven (--llm-token-in or TROUPE_LLM_TOKEN_IN was given: base's
+// TokenIn is it), every endpoint that does not say token_in= generates
+// token in, token out as its kind does by default (llm.DefaultTokenIn):
+// sglang's do.
+func parseEndpoints(base llm.Config, values []string, lookup func(string) (string, bool), tokenInGiven bool) (*llmEndpoints, error) {
+	if !tokenInGiven {
+		base.TokenIn = llm.DefaultTokenIn(base.Kind)
+	}
 	e := &llmEndpoints{base: base, named: map[string]llm.Config{}, lookup: lookup}
 	for _, v := range values {
 		name, def, isDef := strings.Cut(v, "=")
@@ -61,7 +69,7 @@ func parseEndpoints(base llm.Config, values []string, lookup func(string) (strin
 			e.aliases = append(e.aliases, name)
 			continue
 		}
-		cfg, err := parseEndpoint(base, name, def, lookup)
+		cfg, err := parseEndpoint(base, name, def, lookup, tokenInGiven)
 		if err != nil {
 			return nil, usagef("--llm-endpoint %q: %w", v, err)
 		}
@@ -71,8 +79,9 @@ func parseEndpoints(base llm.Config, values []string, lookup func(string) (strin
 }
 
 // parseEndpoint reads an endpoint's definition, URL[,key=value...].
-func parseEndpoint(base llm.Config, name, def string, lookup func(string) (string, bool)) (llm.Config, error) {
+func parseEndpoint(base llm.Config, name, def string, lookup func(string) (string, bool), tokenInGiven bool) (llm.Config, error) {
 	cfg := base
+	tokenInSet := tokenInGiven
 	cfg.Endpoint, cfg.APIKey = name, ""
 	parts := strings.Split(def, ",")
 	cfg.BaseURL = strings.TrimSpace(parts[0])
@@ -99,6 +108,7 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 			cfg.Tokenize, err = strconv.ParseBool(v)
 		case "token_in":
 			cfg.TokenIn, err = strconv.ParseBool(v)
+			tokenInSet = true
 		case "max_in_flight":
 			cfg.MaxInFlight, err = strconv.Atoi(v)
 		default:
@@ -107,6 +117,9 @@ func parseEndpoint(base llm.Config, name, def string, lookup func(string) (strin
 		if err != nil {
 			return cfg, fmt.Errorf("%s %q: %w", k, v, err)
 		}
+	}
+	if !tokenInSet {
+		cfg.TokenIn = llm.DefaultTokenIn(cfg.Kind)
 	}
 	return cfg, cfg.Validate()
 }
@@ -190,7 +203,15 @@ func (p *llmPool) policy(req env.PolicyRequest) (agents.Policy, error) {
 		return nil, fmt.Errorf("role %s: %w", req.Role, err)
 	}
 	cfg := client.Config()
-	st.applyTo(&cfg)
+	// No settings at all (a policy a reset names, troupe env-serve's) is
+	// the command's flags throughout; settings a spec writer made record
+	// the endpoint they were made for, and their policy settings apply.
+	if len(req.Settings) > 0 {
+		if err := st.checkEndpoint(&cfg); err != nil {
+			return nil, fmt.Errorf("role %s: endpoint %s: %w", req.Role, cmp.Or(st.Endpoint, "(the default)"), err)
+		}
+		st.applyTo(&cfg)
+	}
 	pol, err := llm.NewPolicy(client, cfg, llm.ForScenario(req.Scenario, req.Params)...)
 	if err != nil {
 		return nil, fmt.Errorf("role %s: %w", req.Role, err)
@@ -234,8 +255,10 @@ type roleLLM struct {
 }
 
 // roleLLMKeys are the keys of a --role-llm value besides the sampling
-// fields' JSON names.
-var roleLLMKeys = []string{"endpoint", "model", "frozen"}
+// fields' JSON names: the endpoint, model, the policy settings of
+// llmShape (a role's own context budget, memory, format, re-asks) and
+// frozen.
+var roleLLMKeys = []string{"endpoint", "model", "max_context", "no_memory", "format", "invalid_retries", "feedback", "frozen"}
 
 // samplingKeys are protocol.Sampling's JSON names, the --role-llm keys
 // of the sampling settings; extra.KEY sets an extra body field.
@@ -243,7 +266,8 @@ var samplingKeys = []string{"temperature", "top_p", "top_k", "max_tokens", "stop
 	"skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens", "repetition_penalty", "min_tokens"}
 
 // parseRoleLLM reads a --role-llm value, ROLE=key=value,...: the keys
-// are endpoint, model, frozen (alone, or frozen=BOOL), the sampling
+// are endpoint, model, max_context, no_memory, format, invalid_retries,
+// feedback, frozen (alone, or frozen=BOOL), the sampling
 // fields by their JSON names (stop and stop_token_ids repeatable), and
 // extra.KEY=JSON. A value is JSON when it reads as JSON, else a string;
 // a piece with no key of these continues the value before it, so that
@@ -300,7 +324,7 @@ func parseRoleLLM(v string) (roleLLM, error) {
 				return r, bad("stop_token_ids %q: want a token id (repeat the key for more)", val)
 			}
 			stopIDs = append(stopIDs, id)
-		case k == "endpoint" || k == "model":
+		case k == "endpoint" || k == "model" || k == "format":
 			obj[k], _ = json.Marshal(val)
 		default:
 			if _, dup := obj[k]; dup {

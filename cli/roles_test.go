@@ -30,7 +30,7 @@ import (
 // and whose --llm-endpoint values are endpoints, closed when t ends.
 func testPool(t *testing.T, cfg llm.Config, endpoints ...string) *llmPool {
 	t.Helper()
-	eps, err := parseEndpoints(cfg, endpoints, noEnv)
+	eps, err := parseEndpoints(cfg, endpoints, noEnv, true)
 	require.NoError(t, err)
 	pool := newLLMPool(eps, cfg.Seed)
 	t.Cleanup(pool.close)
@@ -133,7 +133,7 @@ func TestParseEndpoints(t *testing.T) {
 		}
 		return "", false
 	}
-	eps, err := parseEndpoints(base, []string{"local", "big=http://10.0.0.2:8000/v1,kind=sglang,api_key_env=BIG_KEY,max_in_flight=8", "small=http://10.0.0.3:8080/v1,kind=llamacpp,tokenize=false"}, env)
+	eps, err := parseEndpoints(base, []string{"local", "big=http://10.0.0.2:8000/v1,kind=sglang,api_key_env=BIG_KEY,max_in_flight=8", "small=http://10.0.0.3:8080/v1,kind=llamacpp,tokenize=false"}, env, true)
 	require.NoError(t, err)
 	cfg, err := eps.config("big")
 	require.NoError(t, err)
@@ -161,10 +161,10 @@ func TestParseEndpoints(t *testing.T) {
 		"a=ftp://h/v1":                  "the scheme must be http or https",
 		"a=http://h/v1,max_in_flight=x": `max_in_flight "x"`,
 	} {
-		_, err := parseEndpoints(base, []string{v}, env)
+		_, err := parseEndpoints(base, []string{v}, env, true)
 		assert.ErrorContains(t, err, want, v)
 	}
-	_, err = parseEndpoints(base, []string{"a=http://h/v1", "a=http://g/v1"}, env)
+	_, err = parseEndpoints(base, []string{"a=http://h/v1", "a=http://g/v1"}, env, true)
 	assert.ErrorContains(t, err, "endpoint a is defined twice")
 }
 
@@ -195,7 +195,8 @@ func TestRoleLLMSpec(t *testing.T) {
 	spec, r := printSpec(t, env, append(base, "--role-llm", "x=model=lora-x,top_k=5", "--role-llm", "o=endpoint=osrv,temperature=0.9,frozen")...)
 	require.NotNil(t, spec, r.stderr)
 	assert.JSONEq(t, `{"model":"lora-x","temperature":0.5,"top_k":5}`, string(spec.Policies["x"].Settings))
-	assert.JSONEq(t, `{"endpoint":"osrv","model":"base-model","temperature":0.9}`, string(spec.Policies["o"].Settings))
+	// The endpoint's kind is recorded, and sglang's default, token-in.
+	assert.JSONEq(t, `{"endpoint":"osrv","model":"base-model","temperature":0.9,"kind":"sglang","token_in":true}`, string(spec.Policies["o"].Settings))
 	assert.Equal(t, "llm", spec.Policies["x"].Name)
 	assert.Equal(t, []string{"x"}, spec.Emit, "a frozen role's turns become no samples")
 	assert.NotContains(t, r.stdout, "sk-very-secret")
@@ -273,7 +274,7 @@ func TestRoleLLMOnTwoServers(t *testing.T) {
 		return "", false
 	}
 	r := invokeWithEnv(t, env, "run", "tictactoe", "-n", "3", "-c", "2", "--llm-base-url", a.URL+"/v1", "--llm-kind", "vllm",
-		"--llm-endpoint", "bsrv="+b.URL+"/v1,kind=sglang,api_key_env=B_KEY",
+		"--llm-endpoint", "bsrv="+b.URL+"/v1,kind=sglang,api_key_env=B_KEY,token_in=false",
 		"--role-llm", "x=model=model-x,temperature=0.25,top_k=7",
 		"--role-llm", "o=endpoint=bsrv,model=model-o,temperature=0.75,top_p=0.5,max_tokens=33",
 		"-o", out, "--episodes-out", eps)
@@ -574,7 +575,7 @@ func FuzzParseEndpoints(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		eps, err := parseEndpoints(llm.DefaultConfig(), []string{v}, func(string) (string, bool) { return "k", true })
+		eps, err := parseEndpoints(llm.DefaultConfig(), []string{v}, func(string) (string, bool) { return "k", true }, true)
 		if err != nil {
 			return
 		}

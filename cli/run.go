@@ -76,6 +76,10 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 	if f.concurrency == 0 {
 		f.concurrency = runtime.GOMAXPROCS(0)
 	}
+	f.tokenInGiven = tokenInGiven(cmd.Flags(), f.lookupEnv)
+	if cmd.Flags().Changed("merge-reward") && !f.mergeTurns && f.specFile == "" {
+		return usagef("--merge-reward %s without --merge-turns: only merged samples have a merged reward", f.mergeReward)
+	}
 	var spec *runspec.Spec
 	var err error
 	if f.specFile != "" {
@@ -124,7 +128,8 @@ func (f *runFlags) bind(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO), not one seat's at a time (AT-GRPO)")
 	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the `ROLES` tree-sampled (comma-separated, repeatable; default: every emitted role)")
 	fl.StringVar(&f.layout, "layout", "flat", "flat (one sample per line) or nested (one episode's samples per line, as a JSON array)")
-	fl.BoolVar(&f.mergeTurns, "merge-turns", false, "one sample per agent per episode, its whole conversation (loss mask on the model's tokens, the turns' rewards summed), where each turn is otherwise a sample")
+	fl.BoolVar(&f.mergeTurns, "merge-turns", false, "one sample per agent per episode, its whole conversation (loss mask on the model's tokens; its reward: --merge-reward), where each turn is otherwise a sample")
+	fl.StringVar(&f.mergeReward, "merge-reward", string(trajectories.DefaultMergeReward), "with --merge-turns, a merged sample's reward of its turns' rewards: mean (under team or individual credit, the episode's reward whatever its length), sum (the return of per-turn credit) or last (the last turn's); recorded in the spec and in each merged sample's metadata merged_reward")
 	fl.StringArrayVar(&f.emit, "emit", []string{"all"}, "whose turns become samples: all, or `ROLES` (comma-separated, repeatable)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "truncate an episode after this many logical steps (0: the scenario's bound, 100000 unless it sets one; an episode that reaches it ends with end step_limit)")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "truncate an episode after this many agent turns, all agents together (0: no limit)")
@@ -139,8 +144,8 @@ func (f *runFlags) bind(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-every", durable.DefaultEvery, "how often, at most, the progress file beside --out is written (what a kill can cost --resume)")
 	fl.BoolVar(&f.printSpec, "print-spec", false, "print the canonical run spec of the run the flags (or --spec) describe, and exit without running it")
 	f.llm.BindFlags(fl)
-	fl.StringArrayVar(&f.llmEndpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint roles name (--role-llm ROLE=endpoint=NAME); the other --llm-* flags are its defaults, never the key. A bare NAME names the default endpoint: with --nats, the workers' endpoint the llm policy plays on (troupe worker --llm-endpoint NAME; default: the run's own --llm-base-url, which workers must share) (repeatable)")
-	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON) over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
+	fl.StringArrayVar(&f.llmEndpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint roles name (--role-llm ROLE=endpoint=NAME); the other --llm-* flags are its defaults, never the key. A bare NAME names the default endpoint: with --nats, the workers' endpoint the llm policy plays on (troupe worker --llm-endpoint NAME; default: the run's own --llm-base-url, which workers must share) (repeatable)")
+	fl.StringArrayVar(&f.roleLLM, "role-llm", nil, "`ROLE=key=value,...`: the role plays llm with its own endpoint=NAME, model=M, sampling (temperature=0.7, top_p, top_k, max_tokens, stop, stop_token_ids, repetition_penalty, min_tokens, sampling_seed, extra.KEY=JSON), context budget (max_context=N), no_memory, format, invalid_retries and feedback over the --llm-* flags, and frozen (played and recorded in --episodes-out, no samples) (repeatable)")
 	f.nats.BindRun(fl)
 }
 
@@ -248,7 +253,8 @@ func runOutput(p *plan, f *runFlags, files *runFiles, cfg *play.Config) (out pla
 	if files.episodes != nil {
 		sink = trajectories.Tee(sink, trajectories.NewEpisodeWriter(files.episodes.w))
 	}
-	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge}
+	stage := &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.format, Merge: p.merge,
+		MergeReward: trajectories.MergeReward(p.spec.Spec.MergeReward)}
 	out = stage
 	if prog := files.progress; prog != nil {
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)

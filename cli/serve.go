@@ -44,7 +44,7 @@ func (a *App) serveCommand() *cobra.Command {
 				return &UsageError{Err: llmEnvErr}
 			}
 			llmCfg.Seed = cfg.Seed
-			pool, eps, err := a.checkedLLMPool(llmCfg, endpoints, cfg.Seed)
+			pool, eps, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, cfg.Seed)
 			if err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ func (a *App) serveCommand() *cobra.Command {
 	fl.BoolVar(&cfg.ParallelPolicies, "parallel-policies", false, "ask simultaneous actors' policies at once (LLM agents)")
 	lf.bind(fl)
 	llmCfg.BindFlags(fl)
-	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
+	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint a request's roles may name (\"roles\": {\"ROLE\": {\"endpoint\": \"NAME\"}}); the other --llm-* flags are its defaults, never the key (repeatable)")
 	nf.BindServe(fl)
 	return cmd
 }
@@ -123,8 +123,8 @@ func llmPolicyMaker(pool *llmPool) env.PolicyMaker {
 // checkedLLMPool is the LLM pool of a serving command's --llm-* and
 // --llm-endpoint flags, every endpoint's client made (check), so that a
 // bad definition is refused before it serves.
-func (a *App) checkedLLMPool(base llm.Config, endpoints []string, seed uint64) (*llmPool, *llmEndpoints, error) {
-	eps, err := parseEndpoints(base, endpoints, a.lookupEnv())
+func (a *App) checkedLLMPool(fl *pflag.FlagSet, base llm.Config, endpoints []string, seed uint64) (*llmPool, *llmEndpoints, error) {
+	eps, err := parseEndpoints(base, endpoints, a.lookupEnv(), tokenInGiven(fl, a.lookupEnv()))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,6 +134,14 @@ func (a *App) checkedLLMPool(base llm.Config, endpoints []string, seed uint64) (
 		return nil, nil, &UsageError{Err: err}
 	}
 	return pool, eps, nil
+}
+
+// tokenInGiven reports whether the command's --llm-token-in, or
+// TROUPE_LLM_TOKEN_IN, says whether to generate token in, token out;
+// else each endpoint's kind does (llm.DefaultTokenIn).
+func tokenInGiven(fl *pflag.FlagSet, lookup func(string) (string, bool)) bool {
+	_, env := lookup(llm.EnvTokenIn)
+	return env || fl.Changed("llm-token-in")
 }
 
 // bindServeFlags binds the flags every serving command has: where it

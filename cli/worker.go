@@ -38,7 +38,7 @@ func (a *App) workerCommand() *cobra.Command {
 			if llmEnvErr != nil {
 				return &UsageError{Err: llmEnvErr}
 			}
-			pool, _, err := a.checkedLLMPool(llmCfg, endpoints, llmCfg.Seed)
+			pool, _, err := a.checkedLLMPool(cmd.Flags(), llmCfg, endpoints, llmCfg.Seed)
 			if err != nil {
 				return err
 			}
@@ -50,7 +50,7 @@ func (a *App) workerCommand() *cobra.Command {
 	nf.BindWorker(cmd.Flags())
 	llmCfg.BindFlags(cmd.Flags())
 	cmd.Flags().IntVarP(&concurrency, "concurrency", "c", 0, "episodes played at once; 0: one per CPU (LLM episodes: many more)")
-	cmd.Flags().StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME` of an LLM endpoint this worker's --llm-base-url serves: it plays the llm policy of runs that name it (troupe run --llm-endpoint NAME), and of runs whose own server is its --llm-base-url; NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,max_in_flight=N] serves the endpoint NAME, which roles name (--role-llm ROLE=endpoint=NAME), at URL (repeatable)")
+	cmd.Flags().StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME` of an LLM endpoint this worker's --llm-base-url serves: it plays the llm policy of runs that name it (troupe run --llm-endpoint NAME), and of runs whose own server is its --llm-base-url; NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N] serves the endpoint NAME, which roles name (--role-llm ROLE=endpoint=NAME), at URL (repeatable)")
 	return cmd
 }
 

@@ -277,3 +277,50 @@ func TestHarnessOverWebSocket(t *testing.T) {
 	require.Equal(t, "o", res.Observation.Pending[0].Agent)
 	require.NotContains(t, res.Observation.Pending[0].Legal, "b2", "x's move is in the game")
 }
+
+// TestHarnessSeatPerRole: each role's harness seats ask the shared model
+// server for the role's own model and sampling (Config.HarnessLLM), over
+// the Responses API, streamed, through the server's routes.
+func TestHarnessSeatPerRole(t *testing.T) {
+	model, srv := harnessModel(t)
+	perRole := func(role string) *llm.Config {
+		client, _ := model(role)
+		cfg := client.Config()
+		if role != "alice" {
+			return nil
+		}
+		cfg.Model, cfg.Temperature = "alice-model", new(0.5)
+		return &cfg
+	}
+	c, _, _, _ := start(t, envserver.Config{HarnessModel: model, HarnessLLM: perRole})
+	seed := uint64(3)
+	_, res, err := c.Reset(t.Context(), envclient.ResetRequest{Scenario: "negotiation", Seed: &seed, Harness: []string{"alice", "bob"}})
+	require.NoError(t, err)
+	for i, want := range []string{"alice-model", "seat-model"} {
+		h := res.Observation.Seats[i].Harness
+		code, b := call(t, "GET", h.OpenAIBaseURL+"/models", "", "")
+		require.Equal(t, http.StatusOK, code, string(b))
+		require.Contains(t, string(b), `"id":"`+want+`"`)
+		req, err := http.NewRequestWithContext(t.Context(), "POST", h.OpenAIBaseURL+"/responses",
+			strings.NewReader(`{"model":"gpt-4.1","input":"Your move?","stream":true}`))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+		var last string
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "event: ") {
+				last = sc.Text()
+			}
+		}
+		resp.Body.Close()
+		require.Equal(t, "event: response.completed", last)
+		reqs := srv.Requests()
+		require.Equal(t, want, reqs[len(reqs)-1].Model)
+		if want == "alice-model" {
+			require.Equal(t, 0.5, *reqs[len(reqs)-1].Temperature)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func (s *Server) routes() *http.ServeMux {
 		if !s.authorizedHarness(w, r) {
 			return
 		}
-		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/models, mcp, tools)", r.URL.Path))
+		s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (a harness seat's are under /episodes/{episode}/seats/{agent}/: v1/chat/completions, v1/responses, v1/models, mcp, tools)", r.URL.Path))
 	})
 	mux.HandleFunc("/", s.notFound)
 	return mux

@@ -61,6 +61,8 @@ func FuzzRequests(f *testing.F) {
 		`{"scenario":"elfarol","params":{"agents":"3"},"limits":{"max_turns":2}}`, `{"join":"nope","seats":["o"]}`,
 		`{"scenario":"negotiation","on_invalid":{"mode":"end","penalty":-1,"bonus":1},"pass_illegal":true}`,
 		`{"session_id":"x","action":{"move":"a1"}}`, `{"type":"reset","data":{"scenario":"tictactoe"}}`, `{`, `[]`, `null`,
+		`{"scenario":"bargain","allocators":["team","difference"],"reward":"shapley"}`, `{"scenario":"tictactoe","reward":"difference:c=average"}`,
+		`{"scenario":"werewolf","reward":"team","allocators":["team"]}`, `{"join":"x","reward":"team"}`,
 	} {
 		f.Add(seed)
 	}

@@ -91,6 +91,11 @@ type Config struct {
 	// role; nil: resets naming harness seats are refused. The server
 	// does not close the clients.
 	HarnessModel func(role string) (*llm.Client, error)
+	// HarnessLLM, when set, is the model and sampling that role's harness
+	// seats ask HarnessModel's client for (seats.Options.LLM): each role
+	// of outside agents its own model on a shared server. nil, or nil for
+	// a role: the client's own.
+	HarnessLLM func(role string) *llm.Config
 	// HarnessSeat configures the harness seats; an ActTimeout of 0 is
 	// SessionTimeout: a harness that makes no move that long gives its
 	// seat up to the episode's fallback.
@@ -194,6 +199,12 @@ type episodeEntry struct {
 	res     *runspec.Resolved
 	actions [][]string // by seat: its role's action set, nil when none
 	check   func(obs *agents.Observation, text string) error
+	// reward is the index in res.Allocators of the allocator whose
+	// credit is the seats' reward; -1: their scores.
+	reward int
+	// learners are the seats sessions may play (not the house's from the
+	// start): their counterfactuals replay them (learnerReplay).
+	learners []int
 
 	// guarded by Server.mu
 	last     time.Time  // the last move or call that touched it
@@ -205,7 +216,11 @@ type episodeEntry struct {
 	// handlers serve under PathEpisodes until the episode is forgotten.
 	harness  map[string]*harnessSeat
 	written  sync.Once
+	wrote    atomic.Bool // written's function returned: credit and writeErr are set
 	writeErr error
+	// credit is the episode's credit seat by seat, set by write (under
+	// written: read once settle returned).
+	credit *credit.Seats
 }
 
 // harnessSeat is a seat an outside harness plays, and its endpoints.
@@ -389,7 +404,11 @@ func (s *Server) seatHarness(ctx context.Context, ep *episodeEntry, names []stri
 			s.closeHarness(ep)
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: the model server of role %s: %v", role, err)
 		}
-		st, err := seats.New(wctx, ep.tb, i, client, s.cfg.HarnessSeat)
+		opts := s.cfg.HarnessSeat
+		if s.cfg.HarnessLLM != nil {
+			opts.LLM = s.cfg.HarnessLLM(role)
+		}
+		st, err := seats.New(wctx, ep.tb, i, client, opts)
 		if err != nil {
 			s.closeHarness(ep)
 			return nil, tableError(err)
@@ -426,7 +445,7 @@ func (s *Server) closeHarness(ep *episodeEntry) {
 func joinOnly(req *envclient.ResetRequest) *apiError {
 	if req.Scenario != "" || req.Params != nil || req.Policies != nil || req.Open != nil || req.Fallback != "" || req.Seed != nil ||
 		req.Limits != nil || req.OnInvalid != nil || req.Emit != nil || req.Allocators != nil || req.RewardFormat != "" ||
-		req.RolloutID != nil || req.EpisodeID != "" || req.PassIllegal {
+		req.Reward != "" || req.RolloutID != nil || req.EpisodeID != "" || req.PassIllegal {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "join: a reset that joins an episode names only join and seats: the episode's creator set the rest")
 	}
 	if req.Harness != nil {
@@ -502,9 +521,9 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	s.mu.Unlock()
 
 	spec := specOf(req.Scenario, req.Params, req.Policies, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
-	res, setup, err := s.resolve(spec, seed, rid)
-	if err != nil {
-		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	res, reward, setup, e := s.resolveAt(spec, seed, rid, req.Reward)
+	if e != nil {
+		return nil, nil, e
 	}
 	open := []int{}
 	if len(req.Open) == 0 {
@@ -514,7 +533,13 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	if err != nil {
 		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
-	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res}
+	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res, reward: reward}
+	house := tb.House()
+	for i := range tb.Seats() {
+		if !slices.Contains(house, i) {
+			ep.learners = append(ep.learners, i)
+		}
+	}
 	if ep.id == "" {
 		ep.id = newID("e-")
 	}
@@ -574,20 +599,52 @@ func specOf(scenario string, params, policies map[string]string, limits *envclie
 	return spec
 }
 
-// resolve resolves spec as the one-episode run of run seed seed whose
-// episode has rollout id (and group index) rid, and returns its episode's
-// setup: what `troupe run --seed` of the spec would play.
-func (s *Server) resolve(spec runspec.Spec, seed uint64, rid int64) (*runspec.Resolved, env.Setup, error) {
+// resolveAt resolves spec as the one-episode run of run seed seed whose
+// episode has rollout id (and group index) rid, its allocators gaining
+// reward as resolve says, and returns reward's index (resolve's) and the
+// episode's setup: what `troupe run --seed` of the spec would play.
+func (s *Server) resolveAt(spec runspec.Spec, seed uint64, rid int64, reward string) (*runspec.Resolved, int, env.Setup, *apiError) {
 	spec.Seed, spec.RolloutIDBase, spec.GroupIndexBase = seed, rid, rid
-	res, err := spec.Resolve(runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies})
-	if err != nil {
-		return nil, env.Setup{}, err
+	res, k, e := s.resolve(spec, reward)
+	if e != nil {
+		return nil, 0, env.Setup{}, e
 	}
 	r := res.Config.Request(0)
 	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
 	// The server plays without a clock: its timeouts are its own.
 	setup.Timeout = 0
-	return res, setup, nil
+	return res, k, setup, nil
+}
+
+// resolve resolves spec, whose allocators gain reward (an allocator's
+// spec) when none of them has its name, and returns the index of reward's
+// allocator among them (-1 when reward is "": the scores).
+func (s *Server) resolve(spec runspec.Spec, reward string) (*runspec.Resolved, int, *apiError) {
+	rs := runspec.Resolvers{Scenarios: s.cfg.Scenarios, Allocators: s.cfg.Allocators, Policies: s.cfg.Policies}
+	res, err := spec.Resolve(rs)
+	if err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	}
+	if reward == "" {
+		return res, -1, nil
+	}
+	cf := res.Info.Counterfactual
+	a, err := s.cfg.Allocators.ParseDefaultingSim(reward, cf != nil && cf.Resimulate)
+	if err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reward: %q: %v", reward, err)
+	}
+	for k, b := range res.Allocators {
+		if b.Name() == a.Name() {
+			return res, k, nil
+		}
+	}
+	// Resolved again with it, so that the run spec's checks (a
+	// counterfactual allocator needs the scenario's consent) see it.
+	spec.Allocators = append(slices.Clone(res.Spec.Allocators), reward)
+	if res, err = spec.Resolve(rs); err != nil {
+		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reward: %v", err)
+	}
+	return res, len(res.Allocators) - 1, nil
 }
 
 // step gives a session's moves and waits for its next turn.
@@ -734,7 +791,12 @@ func (s *Server) settle(ep *episodeEntry) {
 			}
 		}
 		s.mu.Unlock()
-		ep.writeErr = s.write(ep.res, rec, nil)
+		ep.writeErr = s.write(ep.res, rec, ep.replayOf(rec), func(rec *episode.Record, c *trajectories.Credit) error {
+			var err error
+			ep.credit, err = credit.SeatsOf(rec, c)
+			return err
+		})
+		ep.wrote.Store(true)
 		if ep.writeErr != nil {
 			s.cfg.Logger.Error("environment server: an episode could not be written", "episode", ep.id, "error", ep.writeErr)
 		}
@@ -743,14 +805,20 @@ func (s *Server) settle(ep *episodeEntry) {
 
 // write hands the record to the output stage of its spec: play.Run, with an
 // executor that returns it, into trajectories.Output over the server's
-// sink, its samples numbered from the server's counter; observe, when not
+// sink, its samples numbered from the server's counter; its credit
+// replays counterfactuals with replay (replayOf's), and observe, when not
 // nil, sees the credit the allocators gave it (Output.ObserveCredit).
-func (s *Server) write(res *runspec.Resolved, rec *episode.Record, observe func(*episode.Record, *trajectories.Credit) error) error {
+func (s *Server) write(res *runspec.Resolved, rec *episode.Record, replay episode.Replayer, observe func(*episode.Record, *trajectories.Credit) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	out := res.Output(s.cfg.Sink)
 	out.Reserve = func(n int) int64 { return s.samples.Add(int64(n)) - int64(n) }
 	out.ObserveCredit = observe
+	if replay != rec.Replay {
+		cp := *rec
+		cp.Replay = replay
+		rec = &cp
+	}
 	cfg := res.Config
 	cfg.Executor = env.ExecutorFunc(func(context.Context, env.Request) *episode.Record { return rec })
 	_, err := play.Run(context.Background(), cfg, out)
@@ -762,6 +830,9 @@ func (s *Server) write(res *runspec.Resolved, rec *episode.Record, observe func(
 func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	ep := ss.ep
 	o := s.observation(ep, ss)
+	if o.Done {
+		s.creditOf(ep, &o)
+	}
 	o.Pending = make([]envclient.SeatObservation, len(obs))
 	for k := range obs {
 		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
@@ -775,7 +846,12 @@ func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	r := 0.0
 	if o.Done {
 		for _, i := range ss.s.Seats() {
-			r += o.Scores[ep.tb.Seats()[i].ID]
+			agent := ep.tb.Seats()[i].ID
+			if c, ok := o.Credit[agent]; ok {
+				r += c.Reward
+			} else if ep.reward < 0 {
+				r += o.Scores[agent]
+			}
 		}
 	}
 	res.Reward = &r
@@ -803,6 +879,12 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 					v = rec.SeatReward(i) // its team's: G, or its side's
 				}
 				o.Scores[seat.ID] = v
+			}
+			if rec.Teams != nil {
+				o.Sides = make(map[string]float64, len(rec.Teams))
+				for t, name := range rec.Teams {
+					o.Sides[name] = rec.Score.Of(t)
+				}
 			}
 		}
 	}
@@ -834,6 +916,51 @@ func (ep *episodeEntry) features(o *envclient.Observation, ss *session) *apiErro
 		}
 	}
 	return nil
+}
+
+// creditOf sets o's credit, once the episode over is written (settle).
+func (s *Server) creditOf(ep *episodeEntry, o *envclient.Observation) {
+	if ep.reward >= 0 {
+		o.RewardAllocator = ep.res.Allocators[ep.reward].Name()
+	}
+	if !ep.wrote.Load() {
+		return
+	}
+	c := ep.credit
+	if c == nil {
+		o.CreditError = "the episode's credit was not computed"
+		if ep.writeErr != nil {
+			o.CreditError = ep.writeErr.Error()
+		}
+		return
+	}
+	o.Credit = make(map[string]envclient.SeatCredit, len(c.Seats))
+	for i := range c.Seats {
+		sc := &c.Seats[i]
+		w := envclient.SeatCredit{Side: sc.SideName, SideReward: sc.Reward, Credit: map[string]float64{}, Turns: map[string][]float64{}, Steps: sc.Steps}
+		if w.Steps == nil {
+			w.Steps = []int{}
+		}
+		if sc.HasScore {
+			v := sc.Score
+			w.Score = &v
+		}
+		for a, name := range c.Allocators {
+			w.Turns[name] = sc.Turns[a]
+			if sc.End != nil {
+				w.Credit[name] = sc.End[a]
+			}
+		}
+		switch {
+		case !c.Scored:
+			// No outcome: nothing to reward (the allocators' 0).
+		case ep.reward < 0:
+			w.Reward = sc.ScoreOr()
+		default:
+			w.Reward = w.Credit[c.Allocators[ep.reward]]
+		}
+		o.Credit[sc.Agent] = w
+	}
 }
 
 // seats describes the episode's seats as ss sees them; base is the

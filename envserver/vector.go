@@ -56,20 +56,27 @@ type vectorEnv struct {
 	closed bool
 	last   time.Time // guarded by Server.mu
 
-	req    envclient.VectorRequest
-	spec   runspec.Spec
-	check  func(*agents.Observation, string) error
-	feats  env.Features // nil: view bytes
-	answer envclient.VectorAnswer
-	agents []env.Seat
-	sets   [][]string         // by agent: its action set
-	index  []map[string]int32 // by agent: the index of each move of its set
-	obsLen []int              // by agent: its observation's length (<= obsDim)
-	house  []bool             // by agent: the house plays it
-	obsDim int
-	k      int // mask row length
-	sdim   int // state length, 0 when none
-	team   bool
+	req   envclient.VectorRequest
+	spec  runspec.Spec
+	check func(*agents.Observation, string) error
+	feats env.Features // nil: view bytes
+	// actionSets and params are the scenario's and the vector's: what
+	// an episode's roles are checked against (alike).
+	actionSets env.ActionSets
+	params     env.Params
+	answer     envclient.VectorAnswer
+	agents     []env.Seat
+	sets       [][]string         // by agent: its action set
+	index      []map[string]int32 // by agent: the index of each move of its set
+	obsLen     []int              // by agent: its observation's length (<= obsDim)
+	house      []bool             // by agent: the house plays it
+	// learners are the agents the caller plays, by index: their
+	// counterfactual moves replay theirs, as a session's do (credit.go).
+	learners []int
+	obsDim   int
+	k        int // mask row length
+	sdim     int // state length, 0 when none
+	team     bool
 	// nCredit is the number of allocators whose credit the batch
 	// carries (the request's), rewardBy the one whose credit is the
 	// reward, or -1.
@@ -91,8 +98,9 @@ type vectorEnv struct {
 type vectorSlot struct {
 	ep  *env.Episode
 	res *runspec.Resolved
-	// policy makes the house's policies, policies holds those made.
-	policy   env.PolicyFor
+	// setup is the episode's: its Policy makes the house's policies,
+	// policies holds those made.
+	setup    env.Setup
 	policies []agents.Policy
 	rid      int64
 	pend     []env.PendingSeat
@@ -113,21 +121,26 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, bad("num_envs: %d (at least 1)", req.NumEnvs)
 	case req.NumEnvs > s.cfg.MaxVectorEnvs:
 		return nil, bad("num_envs: %d is over the server's limit of %d (troupe env-serve --max-vector-envs)", req.NumEnvs, s.cfg.MaxVectorEnvs)
-	case req.Reward != "" && req.Reward != "score" && req.Reward != "team" && !slices.Contains(req.Allocators, req.Reward):
-		return nil, bad("reward: %q (score, team, or one of the allocators named: %v)", req.Reward, req.Allocators)
 	case req.ViewBytes < 0 || req.ViewBytes > 1<<20:
 		return nil, bad("view_bytes: %d (0 to %d)", req.ViewBytes, 1<<20)
 	}
-	v := &vectorEnv{id: newID("v-"), s: s, req: *req, team: req.Reward == "team", nCredit: len(req.Allocators), rewardBy: -1}
-	if req.Reward != "score" && req.Reward != "team" {
-		v.rewardBy = slices.Index(req.Allocators, req.Reward)
+	v := &vectorEnv{id: newID("v-"), s: s, req: *req, team: req.Reward == "team", rewardBy: -1}
+	reward := req.Reward // an allocator's spec, which joins the allocators (resolve)
+	if reward == "score" || reward == "team" {
+		reward = ""
 	}
 	v.spec = specOf(req.Scenario, req.Params, req.Policies, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
 	// A probe episode, never played nor written, tells the seats; the
 	// spec is resolved once here so that a bad one is refused now.
-	res, setup, err := s.resolve(v.spec, 0, 0)
-	if err != nil {
-		return nil, bad("%v", err)
+	res, rewardBy, setup, e := s.resolveAt(v.spec, 0, 0, reward)
+	if e != nil {
+		return nil, e
+	}
+	if len(req.Allocators) > 0 || reward != "" {
+		// The allocators' credit rides in the batch: those named, and
+		// the reward's.
+		v.spec.Allocators = res.Spec.Allocators
+		v.nCredit, v.rewardBy = len(res.Spec.Allocators), rewardBy
 	}
 	probe, err := env.NewEpisode(setup)
 	if err != nil {
@@ -145,6 +158,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, bad("scenario %s declares no action sets (env.ActionSets): a vector environment's actions are indexes of them", res.Info.Name)
 	}
 	v.feats, _ = sc.(env.Features)
+	v.actionSets, v.params = as, params
 	v.agents = slices.Clone(probe.Seats())
 	v.house = make([]bool, len(v.agents))
 	for _, id := range req.Open {
@@ -157,12 +171,17 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 			v.house[k] = !slices.Contains(req.Open, seat.ID)
 		}
 	}
+	for k, h := range v.house {
+		if !h {
+			v.learners = append(v.learners, k)
+		}
+	}
 	a := &v.answer
 	a.Scenario, a.Params, a.NumEnvs = res.Info.Name, params.Map(), req.NumEnvs
 	if v.nCredit > 0 {
 		a.Allocators = res.Spec.Allocators
-		if len(a.Allocators) != v.nCredit {
-			return nil, errorf(http.StatusInternalServerError, envclient.CodeInternal, "allocators %v resolved to %v", req.Allocators, a.Allocators)
+		if v.rewardBy >= 0 {
+			a.RewardAllocator = a.Allocators[v.rewardBy]
 		}
 	}
 	for _, seat := range v.agents {
@@ -323,7 +342,8 @@ func (v *vectorEnv) write(sl *vectorSlot, credit bool) *creditpkg.Seats {
 			return err
 		}
 	}
-	if err := v.s.write(sl.res, sl.ep.Record(), observe); err != nil {
+	rec := sl.ep.Record()
+	if err := v.s.write(sl.res, rec, learnersReplay(rec, sl.setup, v.learners), observe); err != nil {
 		v.s.cfg.Logger.Error("environment server: an episode could not be written", "vector", v.id, "rollout_id", sl.rid, "error", err)
 		return nil
 	}
@@ -343,9 +363,9 @@ func (v *vectorEnv) start(i int) *apiError {
 		s.rollouts++
 		s.mu.Unlock()
 	}
-	res, setup, err := s.resolve(v.spec, seed, rid)
-	if err != nil {
-		return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d: %v", v.id, n, err)
+	res, _, setup, e := s.resolveAt(v.spec, seed, rid, "")
+	if e != nil {
+		return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d: %s", v.id, n, e.body.Message)
 	}
 	ep, err := env.NewEpisode(setup)
 	if err != nil {
@@ -359,12 +379,12 @@ func (v *vectorEnv) start(i int) *apiError {
 		return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d (run seed %d) has %d seats, the vector %d: a vector's episodes must seat the same agents", v.id, n, seed, len(seats), len(v.agents))
 	}
 	for k, st := range seats {
-		if st.ID != v.agents[k].ID || st.Role != v.agents[k].Role {
-			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d (run seed %d) seats %s (%s) where the vector has %s (%s): a vector's episodes must seat the same agents in the same roles", v.id, n, seed, st.ID, st.Role, v.agents[k].ID, v.agents[k].Role)
+		if st.ID != v.agents[k].ID || st.Role != v.agents[k].Role && !v.alike(st.Role, k) {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d (run seed %d) seats %s (%s) where the vector has %s (%s): a vector's episodes must seat the same agents, in roles of the same action set and observation space", v.id, n, seed, st.ID, st.Role, v.agents[k].ID, v.agents[k].Role)
 		}
 	}
 	sl := &v.slots[i]
-	sl.ep, sl.res, sl.rid, sl.policy = ep, res, rid, setup.Policy
+	sl.ep, sl.res, sl.rid, sl.setup = ep, res, rid, setup
 	sl.policies = resize(sl.policies, len(seats))
 	clear(sl.policies)
 	v.advance(sl)
@@ -511,6 +531,20 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 	return nil
 }
 
+// alike reports whether role has agent k's action set and observation
+// length, so that agent k may play it in an episode: a scenario that
+// deals roles per episode (werewolf) gives them all one set and space.
+func (v *vectorEnv) alike(role string, k int) bool {
+	params := v.params
+	if !slices.Equal(v.actionSets.ActionSet(params, role), v.sets[k]) {
+		return false
+	}
+	if v.feats != nil && v.feats.ObservationSpace(params, role).Size() != v.obsLen[k] {
+		return false
+	}
+	return true
+}
+
 // advance plays the house's pending moves in slot's episode until it
 // waits for the caller's agents, or ends: a table's way (play/table), one
 // move at a time in seat order, each house seat's policy made once an
@@ -548,8 +582,8 @@ func (v *vectorEnv) advance(sl *vectorSlot) {
 func (v *vectorEnv) house1(sl *vectorSlot, i int, o *agents.Observation) (a agents.Action, err error) {
 	p := sl.policies[i]
 	if p == nil {
-		if sl.policy != nil {
-			p = sl.policy(sl.ep.Seats()[i])
+		if sl.setup.Policy != nil {
+			p = sl.setup.Policy(sl.ep.Seats()[i])
 		}
 		if p == nil {
 			return a, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)

@@ -58,6 +58,10 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 		{"elfarol", envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "5", "nights": "3", "capacity": "2"}, NumEnvs: 4, Allocators: []string{"difference", "team"}}, nil},
 		{"blotto", envclient.VectorRequest{Scenario: "blotto", Params: map[string]string{"n": "2", "fields": "3"}, NumEnvs: 3, Reward: "team", Allocators: []string{"difference"}, FinalObservations: true}, nil},
 		{"negotiation", envclient.VectorRequest{Scenario: "negotiation", NumEnvs: 3}, nil},
+		{"bargain", envclient.VectorRequest{Scenario: "bargain", Params: map[string]string{"members": "2", "pie": "6", "rounds": "3"}, NumEnvs: 3, Allocators: []string{"shapley"}}, nil},
+		{"signal", envclient.VectorRequest{Scenario: "signal", NumEnvs: 4, Allocators: []string{"team", "individual"}}, nil},
+		{"werewolf", envclient.VectorRequest{Scenario: "werewolf", Params: map[string]string{"players": "5", "wolves": "1"}, NumEnvs: 3, Reward: "team"}, nil},
+		{"committee", envclient.VectorRequest{Scenario: "committee", NumEnvs: 3, Emit: []string{"adviser"}, Allocators: []string{"difference"}, Reward: "difference"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
@@ -126,7 +130,7 @@ func TestVectorEpisodesAreAlone(t *testing.T) {
 			c2, _, _, _ := start(t, envserver.Config{Sink: sink2, Scenarios: tc.reg})
 			for _, p := range ended {
 				r := envclient.ResetRequest{Scenario: req.Scenario, Params: req.Params, Seed: &p.seed, RolloutID: &p.rid, Allocators: req.Allocators, Fallback: "forfeit",
-					Open: req.Open, Policies: req.Policies}
+					Open: req.Open, Policies: req.Policies, Emit: req.Emit}
 				s, res, err := c2.Reset(ctx, r)
 				require.NoError(t, err)
 				for _, m := range p.moves {

@@ -158,9 +158,10 @@ type Request struct {
 	// routing key for consistent-hashing routers.
 	Sampling  *protocol.Sampling `json:"sampling,omitempty"`
 	SessionID string             `json:"session_id,omitempty"`
-	// Roles gives roles settings of their own: the endpoint, model and
-	// sampling their policy (the service's own, llm) plays with, over
-	// Sampling and the service's flags, and whether the role is frozen.
+	// Roles gives roles settings of their own: the endpoint, model,
+	// sampling and context budget their policy (the service's own, llm)
+	// plays with, over Sampling, MaxContext and the service's flags, and
+	// whether the role is frozen.
 	// A role it names must be one of the scenario's; settings other than
 	// frozen need a role that plays one of the service's policies.
 	Roles map[string]RoleSettings `json:"roles,omitempty"`
@@ -188,13 +189,29 @@ type Request struct {
 	KeepFailed bool `json:"keep_failed,omitempty"`
 	// MergeTurns answers with the merged layout (troupe run
 	// --merge-turns): one sample per agent per episode, its whole
-	// conversation, loss_mask 1 on the model's own tokens only, the
-	// turns' rewards summed (trajectories.MergeTurns). The answer's
+	// conversation, loss_mask 1 on the model's own tokens only, its
+	// reward made of the turns' rewards as MergeReward says
+	// (trajectories.MergeTurnsBy). The answer's
 	// samples limit counts the merged samples, and their indexes are
 	// contiguous from Index (or the block reserved for them); episodes
 	// are then bounded by the request's limits and the episode timeout,
 	// not by a turn cap from the samples limit.
 	MergeTurns bool `json:"merge_turns,omitempty"`
+	// MergeReward is a merged sample's reward of its turns' rewards:
+	// "mean" (the default, trajectories.DefaultMergeReward: under team or
+	// individual credit, the episode's reward whatever its length, so
+	// that a group compares episodes, not their lengths), "sum" (the
+	// return of per-turn credit; what merge_turns gave before the field)
+	// or "last" (the last turn's). Each merged sample's metadata
+	// merged_reward names it. Only with MergeTurns.
+	MergeReward string `json:"merge_reward,omitempty"`
+	// MaxContext is the context budget in tokens, prompt and answer
+	// together, of every role that plays one of the service's LLM
+	// policies (slime's --rollout-max-context-len; troupe run
+	// --llm-max-context): the oldest turns of a conversation that
+	// outgrows it are left out. 0 leaves the service's --llm-max-context;
+	// a role's own (Roles[role].MaxContext) wins.
+	MaxContext int `json:"max_context,omitempty"`
 	// Tree plays every episode with tree sampling (AT-GRPO, MAGRPO; troupe
 	// run --tree, docs/credit.md): at each turn of a tree-sampled role the
 	// seat's policy is asked K times from the same history, each candidate
@@ -228,6 +245,9 @@ type RoleSettings struct {
 	Model string `json:"model,omitempty"`
 	// Sampling is laid over the request's Sampling, field by field.
 	Sampling *protocol.Sampling `json:"sampling,omitempty"`
+	// MaxContext is the role's context budget in tokens (the request's
+	// MaxContext for this role alone); 0: the request's.
+	MaxContext int `json:"max_context,omitempty"`
 	// Frozen roles are played and recorded but return no samples (the
 	// opponents a learner is not trained against itself as): their turns
 	// are left out as Emit leaves roles out, and the credit of the others

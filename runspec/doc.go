@@ -33,6 +33,19 @@
 //	seeds             {"scenario", "policy"}: optional, the seeds of a run of
 //	                  one group that its caller chose (a rollout request's);
 //	                  left out, every seed derives from seed
+//	tree              {"k", "alpha", "joint", "roles"}: optional, tree sampling
+//	merge_turns       true: the merged layout, one sample per agent per
+//	                  episode; left out: a sample per turn
+//	merge_reward      "mean" or "last": a merged sample's reward of its turns';
+//	                  left out: their sum (what specs before it meant; troupe
+//	                  run and serve write mean, their default)
+//
+// A role's "llm" settings are the LLM policy maker's (cli): besides the
+// model and sampling, every setting that changes a prompt or the samples'
+// ids is there (no_memory, max_context, format, kind, token_in, tokenize,
+// invalid_retries, feedback), written only when it is not the default a
+// spec without it means, so that specs written before them keep their
+// hash and a run changed in any of them has another.
 //
 // What a spec leaves out does not change the output: concurrency, where
 // the samples go and in which layout, fail-fast, which machines play the

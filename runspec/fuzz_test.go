@@ -17,6 +17,9 @@ func FuzzSpecDecode(f *testing.F) {
 	f.Add([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1}`))
 	f.Add([]byte(`{"format":"troupe.runspec/v1","scenario":"x","episodes":1,"policies":{"a":{"name":"llm","settings":{"t":1e400}}}}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"merge_turns":true,"merge_reward":"mean"}`))
+	f.Add([]byte(`{"format":"troupe.runspec/v1","scenario":"elfarol","episodes":1,"merge_reward":"sum"}`))
+	f.Add([]byte(`{"format":"troupe.runspec/v1","scenario":"x","episodes":1,"policies":{"a":{"name":"llm","settings":{"model":"m","kind":"sglang","token_in":true,"max_context":4096,"no_memory":true,"format":"text","invalid_retries":0,"feedback":false}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := runspec.Decode(bytes.NewReader(data))
 		if err != nil {

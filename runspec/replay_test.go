@@ -64,4 +64,22 @@ func TestReplayPolicy(t *testing.T) {
 	rec = env.NewEngine().Run(t.Context(), env.Setup{Play: res.Config.Play})
 	assert.Equal(t, "aborted", string(rec.Status))
 	assert.Contains(t, rec.Err, agents.ErrReplayExhausted.Error())
+
+	// With "then", that policy plays on once the moves run out, and for
+	// the agents the moves do not name.
+	then := played
+	then.Policies = map[string]runspec.Policy{"x": {Name: runspec.ReplayPolicy, Settings: json.RawMessage(`{"moves":{"x":["b2"]},"then":"random"}`)},
+		"o": {Name: runspec.ReplayPolicy, Settings: json.RawMessage(`{"moves":{},"then":"random"}`)}}
+	res, err = then.Resolve(reg)
+	require.NoError(t, err)
+	rec = env.NewEngine().Run(t.Context(), env.Setup{Play: res.Config.Play})
+	assert.Equal(t, "completed", string(rec.Status), rec.Err)
+	assert.Equal(t, "b2", rec.Turns[0].Action)
+
+	unknown := played
+	unknown.Policies = map[string]runspec.Policy{"x": {Name: runspec.ReplayPolicy, Settings: json.RawMessage(`{"moves":{},"then":"bogus"}`)}}
+	_, err = unknown.Resolve(reg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "then")
+	assert.Contains(t, err.Error(), "bogus")
 }

@@ -53,7 +53,8 @@ type Resolved struct {
 
 // Output is the output stage of the resolved run, writing to sink.
 func (r *Resolved) Output(sink trajectories.Sink) *trajectories.Output {
-	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format, Merge: r.Spec.MergeTurns}
+	return &trajectories.Output{Sink: sink, Allocators: r.Allocators, Format: r.Format, Merge: r.Spec.MergeTurns,
+		MergeReward: trajectories.MergeReward(r.Spec.MergeReward)}
 }
 
 // Executor is a local executor of the resolved run's episodes: what a
@@ -265,7 +266,11 @@ func policiesOf(r Resolvers, sc env.Scenario, params env.Params, n *Spec) (polic
 			}
 		}
 		if _, own := info.Policies[req.Name]; req.Name == ReplayPolicy && !own {
-			return replayOf(req.Settings)
+			return replayOf(req.Settings, func(name string) (agents.Policy, error) {
+				then := req
+				then.Name, then.Settings = name, nil
+				return info.MakePolicy(then)
+			})
 		}
 		return info.MakePolicy(req)
 	}

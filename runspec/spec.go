@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Format is the version of the spec's encoding; a spec of another format
@@ -83,6 +85,12 @@ type Spec struct {
 	// each turn is otherwise a sample. Absent from the canonical form when
 	// false, so specs without it keep their hash.
 	MergeTurns bool `json:"merge_turns,omitempty"`
+	// MergeReward is how a merged sample's reward is made of its turns'
+	// (trajectories.MergeReward): "mean", "last", or "sum", which
+	// Normalized writes as absent, what specs before the field meant (they
+	// keep their hash). troupe run and troupe serve write the default,
+	// mean (trajectories.DefaultMergeReward). Only with MergeTurns.
+	MergeReward string `json:"merge_reward,omitempty"`
 }
 
 // Tree is a run's tree sampling (episode.Tree): K candidates per turn,
@@ -241,6 +249,9 @@ func (s *Spec) Normalized() Spec {
 	n.OnInvalid.Mode = cmp.Or(n.OnInvalid.Mode, InvalidPass)
 	n.GroupSize = cmp.Or(n.GroupSize, 1)
 	n.Seeds = n.Seeds.clone() // the copy shares nothing with s
+	if n.MergeReward == string(trajectories.MergeSum) {
+		n.MergeReward = "" // sum, as a spec without the field means
+	}
 	if n.Tree != nil {
 		t := *n.Tree
 		t.Roles = slices.Compact(slices.Sorted(slices.Values(t.Roles)))
@@ -280,6 +291,14 @@ func (s *Spec) Validate() error {
 	}
 	if err := n.validatePlace(); err != nil {
 		return err
+	}
+	if n.MergeReward != "" {
+		if _, err := trajectories.ParseMergeReward(n.MergeReward); err != nil {
+			return fieldErr("merge_reward", "%q: want sum, mean or last", n.MergeReward)
+		}
+		if !n.MergeTurns {
+			return fieldErr("merge_reward", "%q without merge_turns: only merged samples have a merged reward", n.MergeReward)
+		}
 	}
 	if t := n.Tree; t != nil {
 		switch {

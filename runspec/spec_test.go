@@ -60,6 +60,52 @@ func TestGoldenHash(t *testing.T) {
 	assert.Equal(t, string(want), got, "the canonical form or hash changed: that breaks stored run ids (bump runspec.Format)")
 }
 
+// TestOldSpecsKeepTheirHash: specs written before the fields that record
+// the merged reward and the LLM settings (testdata/before-llm.golden,
+// each a canonical spec and its hash as that troupe wrote them) decode to
+// the same canonical form and hash: a resume or a NATS run of them goes on.
+// They read as the old defaults: a merged spec without merge_reward sums.
+func TestOldSpecsKeepTheirHash(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "before-llm.golden"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Equal(t, 0, len(lines)%2)
+	for i := 0; i < len(lines); i += 2 {
+		s, err := runspec.DecodeBytes([]byte(lines[i]))
+		require.NoError(t, err, lines[i])
+		assert.Equal(t, lines[i], string(s.Canonical()))
+		assert.Equal(t, lines[i+1], s.Hash(), lines[i])
+		if s.MergeTurns {
+			r, err := s.Resolve(runspec.Resolvers{Scenarios: scenarios.Builtin()})
+			require.NoError(t, err)
+			how, err := trajectories.ParseMergeReward(string(r.Output(nil).MergeReward))
+			require.NoError(t, err)
+			assert.Equal(t, trajectories.MergeSum, how)
+		}
+	}
+}
+
+// TestMergeRewardInHash: mean and last are other runs than sum, which is
+// the spec without the field.
+func TestMergeRewardInHash(t *testing.T) {
+	s := full()
+	s.MergeTurns = true
+	sum := s
+	sum.MergeReward = "sum"
+	assert.Equal(t, s.Hash(), sum.Hash(), "sum is the field left out")
+	assert.NotContains(t, string(sum.Canonical()), "merge_reward")
+	seen := map[string]string{s.Hash(): "sum"}
+	for _, how := range []string{"mean", "last"} {
+		m := s
+		m.MergeReward = how
+		require.NoError(t, m.Validate())
+		assert.Contains(t, string(m.Canonical()), `"merge_reward":"`+how+`"`)
+		_, dup := seen[m.Hash()]
+		assert.False(t, dup, how)
+		seen[m.Hash()] = how
+	}
+}
+
 func TestCanonicalIsCompactSorted(t *testing.T) {
 	s := full()
 	c := s.Canonical()
@@ -217,6 +263,8 @@ func TestValidateNamesField(t *testing.T) {
 		"emit[0]":       func(s *runspec.Spec) { s.Emit = []string{""} },
 		"allocators[1]": func(s *runspec.Spec) { s.Allocators = []string{"team", " "} },
 		"seeds":         func(s *runspec.Spec) { s.Seeds = &runspec.Seeds{Scenario: 1} }, // 10 episodes in groups of 2
+		"merge_reward":  func(s *runspec.Spec) { s.MergeTurns, s.MergeReward = true, "median" },
+		"merge_reward ": func(s *runspec.Spec) { s.MergeReward = "mean" }, // without merge_turns
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -226,6 +274,7 @@ func TestValidateNamesField(t *testing.T) {
 			err := s.Validate()
 			var fe *runspec.FieldError
 			require.ErrorAs(t, err, &fe)
+			field = strings.TrimSpace(field)
 			assert.Equal(t, field, fe.Field)
 			assert.ErrorIs(t, err, runspec.ErrBadSpec)
 			assert.Contains(t, err.Error(), field)
@@ -253,6 +302,7 @@ func TestResolveNamesField(t *testing.T) {
 			_, err := s.Resolve(runspec.Resolvers{Scenarios: reg})
 			var fe *runspec.FieldError
 			require.ErrorAs(t, err, &fe)
+			field = strings.TrimSpace(field)
 			assert.Equal(t, field, fe.Field)
 		})
 	}

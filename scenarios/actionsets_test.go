@@ -26,6 +26,12 @@ func TestActionSets(t *testing.T) {
 		{"elfarol", map[string]string{"agents": "4", "nights": "5"}},
 		{"negotiation", nil},
 		{"negotiation", map[string]string{"items": "2", "max_count": "2"}},
+		{"blotto", nil},
+		{"signal", nil},
+		{"signal", map[string]string{"attributes": "3", "values": "3", "vocab": "symbols"}},
+		{"werewolf", nil},
+		{"committee", nil},
+		{"bargain", nil},
 	} {
 		sc, err := reg.Lookup(tc.name)
 		require.NoError(t, err)

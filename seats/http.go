@@ -1,6 +1,7 @@
 package seats
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,8 @@ const CaptureHeader = "Troupe-Capture"
 
 // Handler serves the seat to its harness:
 //
-//	POST /v1/chat/completions  the seat's model (OpenAI-compatible, not streamed)
+//	POST /v1/chat/completions  the seat's model (OpenAI's chat completions, streamed or not)
+//	POST /v1/responses         the same model through OpenAI's Responses API (streamed or not)
 //	GET  /v1/models            the model it serves
 //	GET  /tools                observe and act as OpenAI function tools
 //	POST /tools/{name}         a call: the arguments' JSON object in, {"content", "is_error", "observation"} out
@@ -39,6 +41,7 @@ const CaptureHeader = "Troupe-Capture"
 func (s *Seat) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	mux.HandleFunc("POST /v1/responses", s.responses)
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /tools", s.listTools)
 	mux.HandleFunc("POST /tools/{name}", s.callTool)
@@ -54,21 +57,29 @@ func openAIError(w http.ResponseWriter, status int, kind, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": kind, "code": nil}})
 }
 
-// chat forwards one chat completion and records it for the seat's next
-// move.
-func (s *Seat) chat(w http.ResponseWriter, r *http.Request) {
+// readBody reads a model request's body, bounded by Options.MaxBody; on
+// failure it answers the harness and returns nil.
+func (s *Seat) readBody(w http.ResponseWriter, r *http.Request) []byte {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
-	if err != nil {
-		s.refused()
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			openAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxBody))
-			return
-		}
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
-		return
+	if err == nil {
+		return body
 	}
-	c, err := s.client.Forward(r.Context(), body, llm.ForwardOptions{Seed: s.callSeed()})
+	s.refused()
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		openAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxBody))
+		return nil
+	}
+	openAIError(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
+	return nil
+}
+
+// forward forwards a chat completion request body to the model server and
+// records the answer for the seat's next move. It answers the harness
+// itself when the request is refused, the server cannot be reached or it
+// answers with an error (relayed as it came), and then returns nil.
+func (s *Seat) forward(w http.ResponseWriter, r *http.Request, body []byte) *llm.Capture {
+	c, err := s.client.Forward(r.Context(), body, llm.ForwardOptions{Seed: s.callSeed(), Config: s.opts.LLM})
 	if err != nil {
 		s.refused()
 		if errors.Is(err, llm.ErrBadRequest) {
@@ -76,23 +87,148 @@ func (s *Seat) chat(w http.ResponseWriter, r *http.Request) {
 		} else {
 			openAIError(w, http.StatusBadGateway, "upstream_error", "seat "+s.id+": the model server: "+err.Error())
 		}
+		return nil
+	}
+	if c.Status < 200 || c.Status > 299 {
+		s.refused()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(c.Status)
+		_, _ = w.Write(c.Answer)
+		return nil
+	}
+	s.record(c)
+	return c
+}
+
+// captured is the CaptureHeader of c.
+func captured(c *llm.Capture) string {
+	if c.Trainable() {
+		return "trainable"
+	}
+	return "evaluation-only; " + strings.ReplaceAll(c.EvalOnly, "\n", " ")
+}
+
+// chat forwards one chat completion and records it for the seat's next
+// move; a streamed request (stream true) is answered in server-sent
+// events, of the whole answer (streamPiece's doc says why).
+func (s *Seat) chat(w http.ResponseWriter, r *http.Request) {
+	body := s.readBody(w, r)
+	if body == nil {
+		return
+	}
+	body, stream, usage, err := streamed(body)
+	if err != nil {
+		s.refused()
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "seat "+s.id+": "+err.Error())
+		return
+	}
+	c := s.forward(w, r, body)
+	if c == nil {
+		return
+	}
+	if stream {
+		sw := newSSE(w, captured(c))
+		streamChat(sw, c.Answer, usage)
+		s.streamed(sw)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if c.Status < 200 || c.Status > 299 {
-		s.refused()
-		w.WriteHeader(c.Status)
-		_, _ = w.Write(c.Answer)
-		return
-	}
-	s.record(c)
-	if c.Trainable() {
-		w.Header().Set(CaptureHeader, "trainable")
-	} else {
-		w.Header().Set(CaptureHeader, "evaluation-only; "+strings.ReplaceAll(c.EvalOnly, "\n", " "))
-	}
+	w.Header().Set(CaptureHeader, captured(c))
 	w.WriteHeader(c.Status)
 	_, _ = w.Write(c.Answer)
+}
+
+// streamed reads a chat request's stream and stream_options fields and
+// returns the body without them (the server is asked for the whole
+// answer), whether the harness asked for a stream, and whether for its
+// usage (stream_options.include_usage). A body that has neither field is
+// returned as it is, for Forward to check.
+func streamed(body []byte) ([]byte, bool, bool, error) {
+	if !bytes.Contains(body, []byte(`"stream`)) {
+		return body, false, false, nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return body, false, false, nil // Forward names what is wrong
+	}
+	v, ok := fields["stream"]
+	o, hasOpts := fields["stream_options"]
+	if !ok && !hasOpts {
+		return body, false, false, nil
+	}
+	var stream bool
+	if ok && !isNull(v) {
+		if err := json.Unmarshal(v, &stream); err != nil {
+			return nil, false, false, fmt.Errorf("%w: stream: want a boolean, got %s", llm.ErrBadRequest, clip(v))
+		}
+	}
+	var opts struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	if hasOpts && !isNull(o) {
+		if err := json.Unmarshal(o, &opts); err != nil {
+			return nil, false, false, fmt.Errorf("%w: stream_options: want an object with include_usage, got %s", llm.ErrBadRequest, clip(o))
+		}
+	}
+	delete(fields, "stream")
+	delete(fields, "stream_options")
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("%w: %w", llm.ErrBadRequest, err)
+	}
+	return b, stream, opts.IncludeUsage, nil
+}
+
+// responses answers one call of the Responses API: the request becomes a
+// chat completion (decodeResponses), forwarded and recorded like chat's,
+// and its answer a Response object, or its stream's events.
+func (s *Seat) responses(w http.ResponseWriter, r *http.Request) {
+	body := s.readBody(w, r)
+	if body == nil {
+		return
+	}
+	req, err := decodeResponses(body)
+	if err != nil {
+		s.refused()
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "seat "+s.id+": "+err.Error())
+		return
+	}
+	c := s.forward(w, r, req.chat)
+	if c == nil {
+		return
+	}
+	s.mu.Lock()
+	s.answered++
+	id := fmt.Sprintf("%s_%d", s.id, s.answered)
+	s.mu.Unlock()
+	res := response(req, c, s.model(), id)
+	if req.stream {
+		sw := newSSE(w, captured(c))
+		streamResponse(sw, res)
+		s.streamed(sw)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(CaptureHeader, captured(c))
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// streamed counts a stream the harness dropped before its end.
+func (s *Seat) streamed(sw *sseWriter) {
+	if sw.err == nil {
+		return
+	}
+	s.mu.Lock()
+	s.stats.Dropped++
+	s.mu.Unlock()
+}
+
+// model is the model the seat's calls ask for.
+func (s *Seat) model() string {
+	if s.opts.LLM != nil {
+		return s.opts.LLM.Model
+	}
+	return s.client.Config().Model
 }
 
 func (s *Seat) refused() {
@@ -104,7 +240,7 @@ func (s *Seat) refused() {
 func (s *Seat) models(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{
-		map[string]any{"id": s.client.Config().Model, "object": "model", "owned_by": "troupe"},
+		map[string]any{"id": s.model(), "object": "model", "owned_by": "troupe"},
 	}})
 }
 

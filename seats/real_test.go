@@ -415,9 +415,17 @@ func (b *syncBuffer) String() string {
 // the harness's and bob the fair policy's.
 func serveSeat(t *testing.T, client *llm.Client, seed uint64) *servedSeat {
 	t.Helper()
+	return serveSeatLLM(t, client, nil, seed)
+}
+
+// serveSeatLLM is serveSeat with the harness seats asking for role's
+// model and sampling (envserver.Config.HarnessLLM); nil: the client's.
+func serveSeatLLM(t *testing.T, client *llm.Client, role *llm.Config, seed uint64) *servedSeat {
+	t.Helper()
 	out := &syncBuffer{}
 	s, err := envserver.New(envserver.Config{Token: servedToken, Sink: trajectories.NewJSONLWriter(out, trajectories.Flat),
-		HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
+		HarnessModel: func(string) (*llm.Client, error) { return client, nil },
+		HarnessLLM:   func(string) *llm.Config { return role }})
 	require.NoError(t, err)
 	hs := httptest.NewServer(s)
 	t.Cleanup(hs.Close)

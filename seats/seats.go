@@ -6,11 +6,14 @@
 // A Seat is one seat of a table held for one harness. It serves the
 // harness two things over HTTP (Seat.Handler):
 //
-//   - an OpenAI-compatible chat completions endpoint, its model: every call
-//     the harness makes is forwarded to the real model server
-//     (llm.Client.Forward: llama.cpp, vLLM, SGLang) and recorded with the
-//     server's own prompt ids, response ids and log-probs, never
-//     re-tokenised, validated on ingest;
+//   - its model, through OpenAI's chat completions and Responses APIs,
+//     streamed (server-sent events) or not: every call the harness makes
+//     is forwarded to the real model server as a chat completion
+//     (llm.Client.Forward: llama.cpp, vLLM, SGLang; a Responses request
+//     is made one, decodeResponses) and recorded with the server's own
+//     prompt ids, response ids and log-probs, never re-tokenised,
+//     validated on ingest; a stream is written from the whole answer,
+//     recorded before its first event;
 //   - its tools, observe and act, over MCP (the official Go SDK's
 //     streamable HTTP transport, at /mcp) and as plain function tools
 //     (their OpenAI definitions at GET /tools, a call at POST
@@ -71,18 +74,24 @@ type Options struct {
 	// turn before answering that it is not the seat's turn yet; 0 means
 	// 60 seconds.
 	ObserveWait time.Duration
-	// MaxBody bounds a chat request's body; 0 means 16 MiB.
+	// MaxBody bounds a model request's body; 0 means 16 MiB.
 	MaxBody int64
+	// LLM, when set, is the model and sampling the seat's calls ask for
+	// in place of its client's (llm.ForwardOptions.Config): one model
+	// server serves the seats of several roles, each role its own model.
+	// Make it from the client's Config, whose Kind it must keep.
+	LLM *llm.Config
 }
 
 // Stats counts a seat's model calls.
 type Stats struct {
-	Calls     int // chat completions forwarded and answered 2xx
+	Calls     int // model calls (chat completions, Responses) forwarded and answered 2xx
 	Trainable int // of which with the server's token ids
 	EvalOnly  int // of which evaluation-only
 	Refused   int // requests refused (400) or failed upstream
 	Moves     int // moves the table took
 	Orphaned  int // calls made after the seat's last move: no turn to belong to
+	Dropped   int // streamed answers the harness stopped reading before their end (their calls are recorded all the same)
 }
 
 // Seat is one seat of a table, held for one outside agent harness. It is
@@ -99,14 +108,15 @@ type Seat struct {
 	schema json.RawMessage // act's input schema
 	moveIn string          // act's argument: "move" (a JSON move) or "action" (text)
 
-	actMu sync.Mutex // one move at a time
-	mu    sync.Mutex
-	calls []*llm.Capture // captured since the last move
-	asked int            // calls asked since the last move, answered or not
-	stats Stats
-	moved chan struct{} // a move was taken (buffered, 1)
-	stop  context.CancelFunc
-	done  chan struct{} // closed when the watcher returns
+	actMu    sync.Mutex // one move at a time
+	mu       sync.Mutex
+	calls    []*llm.Capture // captured since the last move
+	asked    int            // calls asked since the last move, answered or not
+	answered int            // Responses calls answered, for their ids
+	stats    Stats
+	moved    chan struct{} // a move was taken (buffered, 1)
+	stop     context.CancelFunc
+	done     chan struct{} // closed when the watcher returns
 }
 
 // New joins seat of tb for an outside harness whose model calls go to
@@ -118,6 +128,9 @@ func New(ctx context.Context, tb *table.Table, seat int, client *llm.Client, opt
 	}
 	if opts.ActTimeout < 0 || opts.ObserveWait < 0 || opts.MaxBody < 0 {
 		return nil, fmt.Errorf("%w: negative seat option", table.ErrBadConfig)
+	}
+	if opts.LLM != nil && opts.LLM.Kind != client.Config().Kind {
+		return nil, fmt.Errorf("%w: the seat's model config is of kind %s, its client's of kind %s", table.ErrBadConfig, opts.LLM.Kind, client.Config().Kind)
 	}
 	if opts.ObserveWait == 0 {
 		opts.ObserveWait = 60 * time.Second

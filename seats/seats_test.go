@@ -289,7 +289,7 @@ func TestSeatBadRequests(t *testing.T) {
 		code int
 		want string
 	}{
-		{`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`, 400, "stream true"},
+		{`{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, 400, "stream: want a boolean"},
 		{`{"model":"m","messages":[]}`, 400, "must not be empty"},
 		{`not json`, 400, "not a JSON object"},
 		{`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2<<10) + `"}]}`, 413, "larger than 1024 bytes"},

@@ -1,6 +1,9 @@
 package trajectories
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -16,7 +19,51 @@ const (
 	// MergedFromKey: the agent's turn number the sample starts at (0
 	// unless an earlier segment was cut off, see MergeTurns).
 	MergedFromKey = "merged_from_turn"
+	// MergedRewardKey: how the sample's reward was made of its turns'
+	// rewards (a MergeReward: "sum", "mean" or "last").
+	MergedRewardKey = "merged_reward"
 )
+
+// MergeReward is how a merged sample's reward is made of the rewards of
+// the turns it holds, under every allocator of a dict reward alike.
+//
+// Mean is troupe's default (DefaultMergeReward; troupe run
+// --merge-reward, a rollout request's merge_reward): under team and
+// individual credit every turn of an agent carries the episode's reward,
+// so the mean is that reward whatever the episode's length, the scale of
+// the per-turn layout's samples, and a GRPO group compares episodes, not
+// their lengths (summed, a won game of 4 turns scores 4 and one of 3
+// turns 3). Sum is the return of per-turn credit that splits an
+// episode's reward between its turns (a discounting or per-step
+// allocator), and what merging did before the choice existed. Last is the
+// last turn's credit: the outcome as the agent's final move was judged.
+type MergeReward string
+
+// The merged rewards.
+const (
+	MergeSum  MergeReward = "sum"
+	MergeMean MergeReward = "mean"
+	MergeLast MergeReward = "last"
+)
+
+// DefaultMergeReward is the merged reward a run gets when it names none
+// (troupe run, troupe serve): MergeMean, see MergeReward. A run spec and
+// an Output that name none sum, as they did before the choice existed.
+const DefaultMergeReward = MergeMean
+
+// ErrBadMergeReward is wrapped by ParseMergeReward's error.
+var ErrBadMergeReward = errors.New("unknown merged reward")
+
+// ParseMergeReward reads a MergeReward by name; "" is MergeSum.
+func ParseMergeReward(s string) (MergeReward, error) {
+	switch r := MergeReward(s); r {
+	case "":
+		return MergeSum, nil
+	case MergeSum, MergeMean, MergeLast:
+		return r, nil
+	}
+	return "", fmt.Errorf("%w %q: want sum, mean or last", ErrBadMergeReward, s)
+}
 
 // MergeTurns folds the per-turn samples of one episode into one sample per
 // agent: the merged layout, which slime's own multi-turn agents write.
@@ -37,12 +84,14 @@ const (
 //   - reward: the sum of the turns' rewards, under each allocator for a
 //     dict reward: the per-turn credit summed (an allocator that
 //     discounts, credit's discount, makes it the discounted return);
+//     MergeTurnsBy takes the mean or the last turn's instead;
 //   - response: the turns' responses, one after the other, separated by a
 //     blank line (for reward models and logs: the token region between
 //     them is the environment's, which troupe does not detokenize);
 //   - metadata: the last turn's, with Turn the first turn's number,
-//     merged_turns (MergedTurnsKey) and merged_from_turn (MergedFromKey)
-//     in Extra, and "invalid" when any turn was.
+//     merged_turns (MergedTurnsKey), merged_from_turn (MergedFromKey)
+//     and merged_reward (MergedRewardKey) in Extra, and "invalid" when
+//     any turn was.
 //
 // A turn that does not extend the one before (its context was cut for the
 // budget, its ids were tokenized anew, it has no token ids at all) starts
@@ -51,6 +100,13 @@ const (
 // own. The merged samples come in the order of their last turns. samples
 // is changed in place: the result is its prefix, the rest cleared.
 func MergeTurns(samples []protocol.Sample) []protocol.Sample {
+	return MergeTurnsBy(samples, MergeSum)
+}
+
+// MergeTurnsBy is MergeTurns with the merged reward how: the sum, the
+// mean or the last of the merged turns' rewards (a sample of one turn
+// keeps its own, which is all three). "" is MergeSum.
+func MergeTurnsBy(samples []protocol.Sample, how MergeReward) []protocol.Sample {
 	if len(samples) < 2 {
 		return samples
 	}
@@ -65,7 +121,7 @@ func MergeTurns(samples []protocol.Sample) []protocol.Sample {
 			out[k] = samples[sg.first]
 			continue
 		}
-		out[k] = merge(samples, sg.first, next)
+		out[k] = merge(samples, sg.first, next, cmp.Or(how, MergeSum))
 	}
 	n := copy(samples, out)
 	clear(samples[n:])
@@ -125,7 +181,7 @@ func extends(prev, s *protocol.Sample) bool {
 
 // merge folds the segment that starts at samples[first] and goes on
 // through next.
-func merge(samples []protocol.Sample, first int, next []int) protocol.Sample {
+func merge(samples []protocol.Sample, first int, next []int, how MergeReward) protocol.Sample {
 	f := &samples[first]
 	start := len(f.Tokens) - f.ResponseLength // the first prompt's length
 	last, turns := first, 1
@@ -165,8 +221,14 @@ func merge(samples []protocol.Sample, first int, next []int) protocol.Sample {
 		resp.WriteString(s.Response)
 		switch s.Reward.Kind {
 		case protocol.RewardScalar:
+			if how == MergeLast {
+				m.Reward.Value = 0
+			}
 			m.Reward.Value += s.Reward.Value
 		case protocol.RewardDict:
+			if how == MergeLast {
+				clear(m.Reward.Dict)
+			}
 			for k, v := range s.Reward.Dict {
 				m.Reward.Dict[k] += v
 			}
@@ -176,6 +238,12 @@ func merge(samples []protocol.Sample, first int, next []int) protocol.Sample {
 		}
 		m.RemoveSample = m.RemoveSample || s.RemoveSample
 	}
+	if how == MergeMean {
+		m.Reward.Value /= float64(turns)
+		for k, v := range m.Reward.Dict {
+			m.Reward.Dict[k] = v / float64(turns)
+		}
+	}
 	for j, b := range m.LossMask {
 		if b == 0 && logProbs != nil {
 			logProbs[j] = 0 // slime's rule: 0.0 where nothing is trained
@@ -184,10 +252,11 @@ func merge(samples []protocol.Sample, first int, next []int) protocol.Sample {
 	m.RolloutLogProbs = logProbs
 	m.Response = resp.String()
 	m.Metadata.Turn = f.Metadata.Turn
-	extra := make(map[string]any, len(l.Metadata.Extra)+3)
+	extra := make(map[string]any, len(l.Metadata.Extra)+4)
 	maps.Copy(extra, l.Metadata.Extra)
 	extra[MergedTurnsKey] = turns
 	extra[MergedFromKey] = f.Metadata.Turn
+	extra[MergedRewardKey] = string(how)
 	delete(extra, "invalid")
 	if len(invalid) > 0 {
 		extra["invalid"] = strings.Join(invalid, "; ")

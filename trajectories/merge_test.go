@@ -2,6 +2,7 @@ package trajectories_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -129,4 +130,116 @@ func TestMergedCountIsMergeTurnsLength(t *testing.T) {
 	assert.Equal(t, 4, trajectories.MergedCount(rec))
 	assert.Len(t, trajectories.MergeTurns(trajectories.Samples(rec)), 4)
 	assert.Equal(t, 0, trajectories.MergedCount(&episode.Record{}))
+}
+
+// TestMergeRewardIsExactAgainstPerTurnLayout: for the same episodes, a
+// merged sample's reward under each choice is the sum, the mean or the
+// last of the per-turn layout's rewards of the turns it holds, scalar and
+// under every allocator of a dict reward, and its metadata names the
+// choice.
+func TestMergeRewardIsExactAgainstPerTurnLayout(t *testing.T) {
+	// Two agents taking turns, each turn's prompt extending the agent's
+	// last prompt and response: every agent's turns merge into one sample.
+	rec := func() *episode.Record {
+		r := &episode.Record{RolloutID: 3, Status: protocol.StatusCompleted,
+			Seats: []episode.Seat{{ID: "a", Role: "r"}, {ID: "b", Role: "r"}},
+			Score: episode.Score{Team: 1, Agents: []float64{1, -1}}, Turns: make([]episode.Turn, 7)}
+		prev := map[int][]int{0: {1}, 1: {2}}
+		for k := range r.Turns {
+			seat := k % 2
+			prompt := append(append([]int{}, prev[seat]...), 100+k)
+			resp := []int{200 + k}
+			prev[seat] = append(append([]int{}, prompt...), resp...)
+			r.Turns[k] = episode.Turn{Seat: seat, Turn: k / 2, Action: "x", Emit: true}
+			r.Turns[k].SetGeneration(&agents.Generation{Tokens: &agents.Tokens{Prompt: prompt, Response: resp}})
+		}
+		return r
+	}
+	play := func(t *testing.T, format trajectories.RewardFormat, merge bool, how trajectories.MergeReward) []protocol.Sample {
+		var col trajectories.Collector
+		out := &trajectories.Output{Sink: &col, Merge: merge, MergeReward: how, Format: format,
+			Allocators: []trajectories.Allocator{oddTurns{}, perTurn{}}}
+		write, err := out.Finish(context.Background(), []*episode.Record{rec()})
+		require.NoError(t, err)
+		_, err = write(0)
+		require.NoError(t, err)
+		return col.Episodes()[0].Samples
+	}
+	for _, format := range []trajectories.RewardFormat{trajectories.RewardScalar, trajectories.RewardDict} {
+		turns := play(t, format, false, "")
+		require.Len(t, turns, 7)
+		for _, how := range []trajectories.MergeReward{trajectories.MergeSum, trajectories.MergeMean, trajectories.MergeLast} {
+			t.Run(fmt.Sprint(format)+"/"+string(how), func(t *testing.T) {
+				merged := play(t, format, true, how)
+				require.Len(t, merged, 2, "one sample per agent")
+				for _, m := range merged {
+					var own []protocol.Reward
+					for _, s := range turns {
+						if s.Metadata.Agent == m.Metadata.Agent {
+							own = append(own, s.Reward)
+						}
+					}
+					assert.Equal(t, len(own), m.Metadata.Extra[trajectories.MergedTurnsKey])
+					assert.Equal(t, string(how), m.Metadata.Extra[trajectories.MergedRewardKey])
+					want := aggregate(own, how)
+					assert.Equal(t, want, m.Reward, "agent %s", m.Metadata.Agent)
+					require.NoError(t, m.Validate())
+				}
+			})
+		}
+	}
+	// The default names mean; "" sums, as before the choice existed.
+	assert.Equal(t, trajectories.MergeMean, trajectories.DefaultMergeReward)
+	got, err := trajectories.ParseMergeReward("")
+	require.NoError(t, err)
+	assert.Equal(t, trajectories.MergeSum, got)
+	_, err = trajectories.ParseMergeReward("median")
+	require.ErrorIs(t, err, trajectories.ErrBadMergeReward)
+	out := &trajectories.Output{Merge: true, MergeReward: "median"}
+	_, err = out.Finish(context.Background(), []*episode.Record{rec()})
+	require.ErrorIs(t, err, trajectories.ErrBadMergeReward)
+}
+
+// aggregate is how's reward of per-turn rewards rs, computed from the
+// per-turn layout's samples: the reference MergeTurnsBy must equal.
+func aggregate(rs []protocol.Reward, how trajectories.MergeReward) protocol.Reward {
+	out := protocol.Reward{Kind: rs[0].Kind}
+	if out.Kind == protocol.RewardDict {
+		out.Dict = map[string]float64{}
+	}
+	for _, r := range rs {
+		if how == trajectories.MergeLast {
+			out.Value = 0
+			clear(out.Dict)
+		}
+		out.Value += r.Value
+		for k, v := range r.Dict {
+			out.Dict[k] += v
+		}
+	}
+	if how == trajectories.MergeMean {
+		out.Value /= float64(len(rs))
+		for k, v := range out.Dict {
+			out.Dict[k] = v / float64(len(rs))
+		}
+	}
+	return out
+}
+
+// oddTurns credits turn k with k/3 on odd turns, -k on even ones: rewards
+// whose sum, mean and last all differ.
+type oddTurns struct{}
+
+func (oddTurns) Name() string { return "odd-turns" }
+func (oddTurns) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]float64) error {
+	for e := range group {
+		for k := range dst[e] {
+			if k%2 == 1 {
+				dst[e][k] = float64(k) / 3
+			} else {
+				dst[e][k] = -float64(k)
+			}
+		}
+	}
+	return nil
 }

@@ -70,8 +70,14 @@ type Output struct {
 	NoPlaceholders bool
 	// Merge writes one sample per agent per episode, its whole
 	// conversation, where each turn is otherwise a sample: MergeTurns,
-	// after the allocators (whose per-turn credit a merged sample sums).
+	// after the allocators (whose per-turn credit a merged sample sums,
+	// or averages, or takes the last of: MergeReward).
 	Merge bool
+	// MergeReward is how a merged sample's reward is made of its turns'
+	// (MergeTurnsBy); "" sums them, as Merge did before the choice
+	// existed. Runs that name none get DefaultMergeReward from troupe's
+	// commands and run specs that say so.
+	MergeReward MergeReward
 	// Observe, when set, sees every episode right after Sink, when the
 	// runner writes it (one episode at a time, in order), with its samples
 	// projected and rewarded.
@@ -97,6 +103,7 @@ type Output struct {
 	groupSink  GroupSink // Sink, when groups are its unit of writing
 	names      []string  // the allocators' names
 	namesErr   error     // two allocators share a name
+	mergeErr   error     // MergeReward is none of sum, mean, last
 
 	// lists holds the groups written, for the next ones (recycle): one
 	// list per worker (internal/worker), whose groups go back to it
@@ -306,6 +313,9 @@ func (o *Output) init() {
 		if len(o.Allocators) > 0 {
 			o.names, o.namesErr = allocatorNames(o.Allocators)
 		}
+		if o.Merge {
+			_, o.mergeErr = ParseMergeReward(string(o.MergeReward))
+		}
 	})
 }
 
@@ -314,6 +324,9 @@ func (o *Output) init() {
 // the sink. The function it returns writes episode k.
 func (o *Output) Finish(ctx context.Context, group []*episode.Record) (func(k int) (int, error), error) {
 	o.init()
+	if o.mergeErr != nil {
+		return nil, o.mergeErr
+	}
 	g := o.group(ctx, len(group))
 	for i, rec := range group {
 		ep := g.eps[i]
@@ -358,7 +371,7 @@ func (o *Output) allocate(ctx context.Context, g *outGroup) error {
 	}
 	if o.Merge {
 		for _, ep := range g.eps {
-			ep.Samples = MergeTurns(ep.Samples)
+			ep.Samples = MergeTurnsBy(ep.Samples, o.MergeReward)
 		}
 	}
 	if o.preparer != nil && !o.sequential {

@@ -56,10 +56,11 @@ type VectorRequest struct {
 	RewardFormat string `json:"reward_format,omitempty"`
 	// Reward is what the batch's rewards carry, at the step an episode
 	// ends: "score" (default), each agent's own score; "team", the reward
-	// of its team (of its side, in a game of sides); or one of Allocators,
-	// its credit of the agent (the value `troupe run` gives the agent's
-	// last sample: every built-in allocator reads the score, given at the
-	// end).
+	// of its team (of its side, in a game of sides); or an allocator's
+	// spec ("difference"; it joins Allocators when they lack it, as a
+	// ResetRequest's Reward does), its credit of the agent (the value
+	// `troupe run` gives the agent's last sample: every built-in
+	// allocator reads the score, given at the end).
 	Reward string `json:"reward,omitempty"`
 	// ViewBytes is the length of the observation of a scenario that
 	// declares no numeric observation (env.Features): the view's UTF-8
@@ -129,6 +130,9 @@ type VectorAnswer struct {
 	// carries (Ended.Credit), as the run spec resolved them; none when
 	// the request named none.
 	Allocators []string `json:"allocators,omitempty"`
+	// RewardAllocator is, among them, the one whose credit is the reward
+	// (VectorRequest.Reward); "" for the scores or the team's reward.
+	RewardAllocator string `json:"reward_allocator,omitempty"`
 }
 
 // Frame magics: "TVA1" (actions) and "TVB1" (batch), little-endian

@@ -115,6 +115,11 @@ type ResetRequest struct {
 	Allocators   []string `json:"allocators,omitempty"`
 	RewardFormat string   `json:"reward_format,omitempty"`
 	RolloutID    *int64   `json:"rollout_id,omitempty"`
+	// Reward names the allocator (a spec, as in Allocators) whose credit
+	// is each seat's reward (SeatCredit.Reward, and so Result.Reward); it
+	// joins Allocators when they do not hold it. "": the seat's own score
+	// from the scenario, else its side's reward.
+	Reward string `json:"reward,omitempty"`
 
 	// Seats are the seats (agent ids) this session takes; empty: every
 	// open seat no session holds yet (but the Harness seats).
@@ -176,8 +181,9 @@ type SessionRequest struct {
 type Result struct {
 	Observation Observation `json:"observation"`
 	// Reward is, once the episode is over, the sum of the session's
-	// seats' scores (their agent scores, else the team's); 0 before, and
-	// null in a reset's answer.
+	// seats' rewards (SeatCredit.Reward: the reward allocator's credit,
+	// else their agent scores, else their sides'); 0 before, and null in
+	// a reset's answer.
 	Reward *float64 `json:"reward"`
 	Done   bool     `json:"done"`
 }
@@ -211,6 +217,23 @@ type Observation struct {
 	// agent scores); Team is the team reward.
 	Scores map[string]float64 `json:"scores,omitempty"`
 	Team   *float64           `json:"team,omitempty"`
+	// Sides are, once the episode is over and scored, the rewards of the
+	// scenario's declared sides by name (werewolf's village and wolves);
+	// absent in a scenario with one team, whose reward is Team.
+	Sides map[string]float64 `json:"sides,omitempty"`
+	// Credit is, once the episode is over and credited, every seat's
+	// credit by agent id: its reward and the credit each of the
+	// episode's allocators gave it, the values `troupe run
+	// --episodes-out` writes for the same seeds and moves. Absent when
+	// the episode is not over, or its credit failed (CreditError).
+	Credit map[string]SeatCredit `json:"credit,omitempty"`
+	// RewardAllocator is the allocator whose credit is each seat's
+	// reward (ResetRequest.Reward, by its name); "" for the scenario's
+	// score.
+	RewardAllocator string `json:"reward_allocator,omitempty"`
+	// CreditError says why an episode over has no Credit (an allocator
+	// failed, or its sink refused the episode).
+	CreditError string `json:"credit_error,omitempty"`
 	// Features are, for a session that asked (ResetRequest.Features),
 	// the numeric observation of each of its seats now, by agent id: what
 	// the seat may know, in its role's space (Seat.Observation).
@@ -219,6 +242,31 @@ type Observation struct {
 	// game's global state now (SeatsAnswer.State's space): the true
 	// state, hidden parts included, for a centralised critic.
 	State []float32 `json:"state,omitempty"`
+}
+
+// SeatCredit is one seat's credit in an episode over: the reward a learner
+// takes, and every allocator's credit.
+type SeatCredit struct {
+	// Reward is what the environment rewards the seat with: the reward
+	// allocator's credit (Credit[RewardAllocator]), or, without one, its
+	// own score from the scenario, else its side's reward.
+	Reward float64 `json:"reward"`
+	// Side is the seat's side ("" in a scenario with one team) and
+	// SideReward its reward, G_T: the team reward G with one team.
+	Side       string  `json:"side,omitempty"`
+	SideReward float64 `json:"side_reward"`
+	// Score is the seat's own score from the scenario, when it gives
+	// per-agent scores.
+	Score *float64 `json:"score,omitempty"`
+	// Credit is each allocator's credit of the seat, by the allocator's
+	// name (as --episodes-out writes it): its last turn's value, which
+	// is every turn's for an allocator that values an agent's turns
+	// alike (all but discount, at-grpo, a group key with turn, and MAGRPO
+	// on tree-sampled turns). Turns lists every turn's, and Steps those
+	// turns' steps. Empty for a seat with no emitted turn.
+	Credit map[string]float64   `json:"credit"`
+	Turns  map[string][]float64 `json:"turns"`
+	Steps  []int                `json:"steps"`
 }
 
 // Seat is one seat of an episode.
@@ -246,7 +294,8 @@ type Seat struct {
 // token). The URLs are absolute, with the host the request reached.
 type HarnessURLs struct {
 	// OpenAIBaseURL is the base URL of the seat's model (an OpenAI
-	// client's baseURL): POST {it}/chat/completions, GET {it}/models.
+	// client's baseURL): POST {it}/chat/completions, POST
+	// {it}/responses (streamed or not), GET {it}/models.
 	OpenAIBaseURL string `json:"openai_base_url"`
 	// MCPURL is the MCP server of the tools observe and act (streamable
 	// HTTP).

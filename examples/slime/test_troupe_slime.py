@@ -418,6 +418,43 @@ class BuildRequestTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "merge_turns"):
             troupe_slime.build_request(make_args(troupe_merge_turns="maybe"), sample, {})
 
+    def test_merge_reward_is_sent_with_merge_turns(self):
+        sample = Sample(group_index=0, index=0)
+        req = troupe_slime.build_request(make_args(troupe_merge_turns=True), sample, {})
+        self.assertNotIn("merge_reward", req, "the service's default, mean")
+        for how in ("mean", "sum", "last"):
+            req = troupe_slime.build_request(make_args(troupe_merge_turns=True, troupe_merge_reward=how), sample, {})
+            self.assertEqual(req["merge_reward"], how)
+        with self.assertRaisesRegex(ValueError, "merge_reward"):
+            troupe_slime.build_request(make_args(troupe_merge_turns=True, troupe_merge_reward="median"), sample, {})
+        with self.assertRaisesRegex(ValueError, "needs merge_turns"):
+            troupe_slime.build_request(make_args(troupe_merge_reward="mean"), sample, {})
+
+    def test_roles_are_sent(self):
+        sample = Sample(group_index=0, index=0)
+        self.assertNotIn("roles", troupe_slime.build_request(make_args(), sample, {}))
+        roles = {"x": {"model": "lora-x", "sampling": {"temperature": 0.5, "max_new_tokens": 64}, "max_context": 2048},
+                 "o": {"endpoint": "ref", "frozen": True}}
+        req = troupe_slime.build_request(make_args(troupe_roles=json.dumps(roles)), sample, {})
+        self.assertEqual(req["roles"], {"x": {"model": "lora-x", "sampling": {"temperature": 0.5, "max_tokens": 64}, "max_context": 2048},
+                                        "o": {"endpoint": "ref", "frozen": True}}, "slime's sampling names mapped")
+        row = Sample(group_index=0, index=0, metadata={"troupe": {"roles": {"o": {"frozen": True}}}})
+        req = troupe_slime.build_request(make_args(troupe_roles=json.dumps(roles)), row, {})
+        self.assertEqual(req["roles"], {"o": {"frozen": True}}, "the row's win")
+        with self.assertRaisesRegex(ValueError, "unknown keys"):
+            troupe_slime.build_request(make_args(troupe_roles='{"x": {"modle": "m"}}'), sample, {})
+
+    def test_slimes_context_length_is_the_budget(self):
+        sample = Sample(group_index=0, index=0)
+        self.assertNotIn("max_context", troupe_slime.build_request(make_args(), sample, {}))
+        args = make_args(rollout_max_context_len=4096, eval_max_context_len=8192)
+        self.assertEqual(troupe_slime.build_request(args, sample, {})["max_context"], 4096)
+        self.assertEqual(troupe_slime.build_request(args, sample, {}, evaluation=True)["max_context"], 8192)
+        args = make_args(rollout_max_context_len=4096, troupe_max_context="1024")
+        self.assertEqual(troupe_slime.build_request(args, sample, {})["max_context"], 1024)
+        row = Sample(group_index=0, index=0, metadata={"troupe": {"max_context": 512}})
+        self.assertEqual(troupe_slime.build_request(args, row, {})["max_context"], 512)
+
     def test_tree_is_sent_when_set(self):
         sample = Sample(group_index=0, index=0)
         self.assertNotIn("tree", troupe_slime.build_request(make_args(), sample, {}))
@@ -1103,8 +1140,10 @@ class LLMAgentsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.llm = FakeSGLang(fail_every=5).__enter__()
+        # FakeSGLang serves the chat endpoint only: without it, SGLang's
+        # default token in, token out needs /generate and /v1/tokenize.
         cls.proc, cls.url = start_service(_server["bin"], "--llm-base-url", cls.llm.url, "--llm-kind", "sglang",
-                                          "--llm-retries", "0", "--llm-invalid-retries", "0")
+                                          "--llm-token-in=false", "--llm-retries", "0", "--llm-invalid-retries", "0")
 
     @classmethod
     def tearDownClass(cls):
@@ -1119,6 +1158,28 @@ class LLMAgentsTest(unittest.TestCase):
         out = generate(args, Sample(group_index=0, index=0), slime_sampling_params(slime_default_args()))
         self.assertTrue(out)
         self.assertNotIn("spaces_between_special_tokens", self.llm.bodies[-1])
+
+    def test_roles_and_context_length_reach_the_model(self):
+        # slime's --rollout-max-context-len is every role's budget; a role's
+        # own model and budget go with it (troupe_roles).
+        roles = {"speaker": {"model": "lora-speaker", "max_context": 4096, "sampling": {"temperature": 0.5}}}
+        args = make_args(troupe_url=self.url, troupe_scenario="signal", troupe_policy="llm", troupe_roles=json.dumps(roles),
+                         rollout_max_context_len=8192, troupe_keep_failed=True)
+        req = troupe_slime.build_request(args, Sample(group_index=0, index=0), {"max_new_tokens": 64})
+        self.assertEqual((req["max_context"], req["roles"]), (8192, roles))
+        for attempt in range(5):  # every 5th model call fails: play until one episode is whole
+            before = len(self.llm.bodies)
+            out = generate(args, Sample(group_index=attempt, index=attempt), {"max_new_tokens": 64})
+            if all(s.status == Sample.Status.COMPLETED for s in out):
+                break
+        bodies = self.llm.bodies[before:]
+        models = {b["model"] for b in bodies}
+        self.assertIn("lora-speaker", models)
+        self.assertEqual(len(models), 2, "the speaker's model, and the service's for the listener")
+        for b in bodies:
+            self.assertLessEqual(b["max_tokens"], 64)
+            if b["model"] == "lora-speaker":
+                self.assertEqual(b["temperature"], 0.5)
 
     def test_slime_loop_with_llm_turns(self):
         args = slime_default_args(rollout_batch_size=3, n_samples_per_prompt=4, troupe_url=self.url,

@@ -70,8 +70,15 @@ _SAMPLING_NAMES = {
 # Keys a dataset row may set under metadata["troupe"].
 _ROW_KEYS = {
     "scenario", "params", "policy", "policies", "allocators", "reward_format",
-    "emit", "limits", "invalid", "seed", "policy_seed", "tree",
+    "emit", "limits", "invalid", "seed", "policy_seed", "tree", "roles",
+    "max_context",
 }
+
+# Keys of a role's settings (troupe serve's rollout.RoleSettings).
+_ROLE_KEYS = {"endpoint", "model", "sampling", "max_context", "frozen"}
+
+# The merged rewards troupe serve knows (trajectories.MergeReward).
+_MERGE_REWARDS = ("mean", "sum", "last")
 
 # A call is retried only when the service cannot have played it: the
 # connection was refused (nothing was sent), or it answered 503 (draining:
@@ -217,6 +224,50 @@ def _sampling(sampling_params, unset=()) -> dict:
     return out
 
 
+def _roles(value, where: str):
+    """A roles setting, checked: {role: {endpoint, model, sampling,
+    max_context, frozen}}. A role's sampling is slime-named as the
+    sampling_params are (max_new_tokens, min_new_tokens) and mapped the
+    same way."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: roles must be a dict of role -> settings, got {type(value).__name__}")
+    out = {}
+    for role, settings in value.items():
+        if not isinstance(settings, dict):
+            raise ValueError(f"{where}: roles[{role!r}] must be a dict, got {type(settings).__name__}")
+        unknown = sorted(set(settings) - _ROLE_KEYS)
+        if unknown:
+            raise ValueError(f"{where}: roles[{role!r}] has unknown keys {unknown} (allowed: {sorted(_ROLE_KEYS)})")
+        rs = dict(settings)
+        if "sampling" in rs:
+            rs["sampling"] = _sampling(rs["sampling"])
+        out[role] = rs
+    return out
+
+
+def _max_context(args, row, evaluation: bool):
+    """The context budget every LLM role plays with: the row's, else
+    troupe_max_context, else slime's own context length
+    (--eval-max-context-len when evaluating, which slime defaults to
+    --rollout-max-context-len, else --rollout-max-context-len); None when
+    none is set (the service's --llm-max-context)."""
+    value = row.get("max_context")
+    if value is None:
+        value = _setting(args, "max_context")
+    if value is None and evaluation:
+        value = getattr(args, "eval_max_context_len", None)
+    if value is None:
+        value = getattr(args, "rollout_max_context_len", None)
+    if value is None:
+        return None
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"troupe max_context: want a budget in tokens >= 1, got {value!r}")
+    return n
+
+
 def _reward_key(args, evaluation: bool):
     if evaluation:
         return getattr(args, "eval_reward_key", None) or getattr(args, "reward_key", None)
@@ -280,6 +331,10 @@ def build_request(args, sample, sampling_params, *, evaluation: bool = False) ->
         "policy_seed": row.get("policy_seed"),
         # AT-GRPO's / MAGRPO's tree sampling: {"k": 4, "alpha": 0.5}.
         "tree": row.get("tree", _json_setting(args, "tree")),
+        # Per-role endpoint, model, sampling, budget and freezing.
+        "roles": _roles(row.get("roles", _json_setting(args, "roles")), f"sample {sample.index}"),
+        # slime's context length: every LLM role's budget.
+        "max_context": _max_context(args, row, evaluation),
     }
     # Dict rewards are what slime's --reward-key reads.
     reward_format = row.get("reward_format", _setting(args, "reward_format"))
@@ -293,6 +348,13 @@ def build_request(args, sample, sampling_params, *, evaluation: bool = False) ->
     # when on, so that per-turn requests stay as they were.
     if _bool_setting(args, "merge_turns", False):
         req["merge_turns"] = True
+        how = _setting(args, "merge_reward")
+        if how is not None:
+            if how not in _MERGE_REWARDS:
+                raise ValueError(f"troupe setting merge_reward: want one of {list(_MERGE_REWARDS)}, got {how!r}")
+            req["merge_reward"] = how
+    elif _setting(args, "merge_reward") is not None:
+        raise ValueError("troupe setting merge_reward needs merge_turns: only merged samples have a merged reward")
     return req
 
 

@@ -84,6 +84,13 @@ type ForwardOptions struct {
 	// Seed is sent as the request's seed when the harness sent none, so
 	// that a replayed episode asks the same; nil sends none.
 	Seed *int
+	// Config, when set, is the model and sampling the request is sent
+	// with in place of the client's (its Model, sampling fields and
+	// Extra): a capture proxy that serves several roles from one server,
+	// each with its own model, shares the client's connections and bound
+	// on requests in flight. Make it from the client's Config; its Kind
+	// must be the client's, or Forward refuses it with ErrBadConfig.
+	Config *Config
 }
 
 // Forward forwards a chat completion request body of an agent harness to
@@ -98,8 +105,9 @@ type ForwardOptions struct {
 // log-probs (the Policy's: see the package doc), the configured sampling
 // fields and Config.Extra (a seat's sampling settings win over the
 // harness's, so that what the trainer asked for is what was sampled),
-// Config.Model in place of the harness's model, and opts.Seed when the harness sent no seed. Keys
-// are written in sorted order.
+// Config.Model in place of the harness's model, and opts.Seed when the
+// harness sent no seed; opts.Config's model and sampling replace the
+// client's when given. Keys are written in sorted order.
 //
 // The call has the client's bound, timeout and retries. A 2xx answer that
 // is not a completion with a choice is retried, as for a Policy; a non-2xx
@@ -326,6 +334,13 @@ func (c *Client) forwardBody(body []byte, opts ForwardOptions) (*forwardRequest,
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
 	}
+	cfg := &c.cfg
+	if opts.Config != nil {
+		if opts.Config.Kind != c.cfg.Kind {
+			return nil, fmt.Errorf("%w: a forwarded request's config is of kind %s, its client's of kind %s", ErrBadConfig, opts.Config.Kind, c.cfg.Kind)
+		}
+		cfg = opts.Config
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		if err == nil {
@@ -339,7 +354,7 @@ func (c *Client) forwardBody(body []byte, opts ForwardOptions) (*forwardRequest,
 			return nil, bad("stream: want a boolean, got %s", v)
 		}
 		if s {
-			return nil, bad("stream true: a seat's endpoint answers whole completions only; send stream false")
+			return nil, bad("stream true: Forward captures whole completions; send stream false (a seat streams the whole answer to its harness itself)")
 		}
 	}
 	delete(fields, "stream_options") // meaningless without stream
@@ -358,10 +373,10 @@ func (c *Client) forwardBody(body []byte, opts ForwardOptions) (*forwardRequest,
 	}
 	// The server's model is the seat's to name: a harness names its own
 	// (gpt-4o, say), which means nothing to the server troupe trains.
-	fields["model"], _ = json.Marshal(c.cfg.Model)
+	fields["model"], _ = json.Marshal(cfg.Model)
 	// The client's fields: sampling, the kind's token fields, Extra.
 	var own map[string]json.RawMessage
-	if err := json.Unmarshal(append(append([]byte{'{'}, bodyFields(&c.cfg)...), '}'), &own); err != nil {
+	if err := json.Unmarshal(append(append([]byte{'{'}, bodyFields(cfg)...), '}'), &own); err != nil {
 		return nil, fmt.Errorf("%w: the client's own body fields: %w", ErrBadConfig, err)
 	}
 	maps.Copy(fields, own)

@@ -136,6 +136,30 @@ func TestForwardSeatSettingsWin(t *testing.T) {
 	require.True(t, r.Logprobs)
 }
 
+// TestForwardConfig: a call's own config (a role's model and sampling on
+// a shared client) replaces the client's model and sampling; one of
+// another kind is refused.
+func TestForwardConfig(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.VLLM, Record: true})
+	c, err := NewClient(testConfig(KindVLLM), WithRoundTripper(srv.Transport()))
+	require.NoError(t, err)
+	role := c.Config()
+	role.Model, role.Temperature = "role-model", new(0.7)
+	body := `{"model":"gpt-harness","messages":[{"role":"user","content":"hi"}],"temperature":0.1}`
+	capt, err := c.Forward(context.Background(), []byte(body), ForwardOptions{Config: &role})
+	require.NoError(t, err)
+	require.True(t, capt.Trainable(), capt.EvalOnly)
+	r := srv.Requests()[0]
+	require.Equal(t, "role-model", r.Model)
+	require.Equal(t, 0.7, *r.Temperature)
+	require.True(t, r.Logprobs, "the client's kind's token fields")
+
+	other := testConfig(KindLlamaCpp)
+	_, err = c.Forward(context.Background(), []byte(body), ForwardOptions{Config: &other})
+	require.ErrorIs(t, err, ErrBadConfig)
+	require.Len(t, srv.Requests(), 1, "refused before the server is asked")
+}
+
 func TestForwardEvaluationOnly(t *testing.T) {
 	t.Run("openai", func(t *testing.T) {
 		srv := llmtest.NewServer(llmtest.Options{Kind: llmtest.OpenAI})

@@ -93,6 +93,9 @@ type Config struct {
 	// /v1/detokenize and /generate (a router must forward them). Off, the
 	// chat endpoint is asked and a turn whose ids the server tokenized
 	// anew is flagged llm_memory_rebuilt. Refused for other kinds.
+	// DefaultConfig leaves it off (its kind is vllm); troupe's commands
+	// default it per kind, DefaultTokenIn, unless --llm-token-in or
+	// TROUPE_LLM_TOKEN_IN says otherwise.
 	TokenIn bool
 
 	// Model is the model name sent to the server.
@@ -165,6 +168,23 @@ type Config struct {
 	// rule is in the package doc). 0: no budget.
 	MaxContext int
 }
+
+// DefaultTokenIn is whether a client of kind generates token in, token
+// out (Config.TokenIn) when nothing says otherwise, the rule troupe's
+// commands apply: on for sglang, off for the others.
+//
+// SGLang is slime's rollout backend, and slime's own agents generate
+// token in, token out on SGLang's /generate: its router forwards it (and
+// /v1/tokenize, /v1/detokenize, which the SGLang Model Gateway serves),
+// and without it the chat endpoint re-tokenizes every turn's whole
+// conversation, whose ids need not extend the last turn's (against
+// llmtest's fake, 20 of 20 turn pairs were rebuilt), so memory is not
+// exact and merged samples split. vLLM stays off: its chat endpoint
+// returns the prompt ids it used, and a vLLM deployment behind an
+// OpenAI-only router (the usual way to serve it) does not reach
+// /tokenize and /detokenize. llamacpp's exact path follows
+// Config.Tokenize; openai has no token ids.
+func DefaultTokenIn(kind Kind) bool { return kind == KindSGLang }
 
 // DefaultRoutingHeader is the header SGLang's router (sgl-model-gateway)
 // reads for consistent-hash routing: requests with the same key reach the
@@ -414,7 +434,7 @@ func (c *Config) BindFlags(fs *pflag.FlagSet) {
 	fs.Var((*kindValue)(&c.Kind), "llm-kind", "server kind, which decides how token ids and log-probs are requested: "+joinKinds()+" (env "+EnvKind+")")
 	fs.StringVar(&c.RoutingHeader, "llm-routing-header", c.RoutingHeader, "HTTP header carrying each agent's session key, for routers that keep one agent's turns on one worker (SGLang's router: X-SMG-Routing-Key); empty sends none")
 	fs.BoolVar(&c.Tokenize, "llm-tokenize", c.Tokenize, "llamacpp: fetch prompt token ids from the server's /apply-template and /tokenize")
-	fs.BoolVar(&c.TokenIn, "llm-token-in", c.TokenIn, "vllm, sglang: agents with memory generate token in, token out (vllm: /tokenize, /detokenize, /v1/completions; sglang: /v1/tokenize, /v1/detokenize, /generate), each turn's prompt ids extending the last exactly (env "+EnvTokenIn+")")
+	fs.BoolVar(&c.TokenIn, "llm-token-in", c.TokenIn, "vllm, sglang: agents with memory generate token in, token out (vllm: /tokenize, /detokenize, /v1/completions; sglang: /v1/tokenize, /v1/detokenize, /generate), each turn's prompt ids extending the last exactly; default: on for sglang, off for vllm (a router must forward those endpoints) (env "+EnvTokenIn+")")
 	fs.Var(optFloat{&c.Temperature}, "llm-temperature", "sampling temperature, always sent (0: greedy) (env "+EnvTemperature+")")
 	fs.Var(optFloat{&c.TopP}, "llm-top-p", "nucleus sampling top_p; 0 leaves the server's default (env "+EnvTopP+")")
 	fs.Var(optInt{&c.TopK}, "llm-top-k", "top_k sampling; 0 leaves the server's default, -1 turns top-k off (slime's -1; sent to llamacpp as 0) (env "+EnvTopK+")")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,11 @@ func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter
 	return c.do(ctx, "POST "+url, jitter, nil, func(ctx context.Context, st *callState) error {
 		b, err := c.postJSON(ctx, st, url, body)
 		if err != nil {
+			if se, ok := errors.AsType[*statusError](err); ok && c.cfg.TokenIn && (se.code == http.StatusNotFound || se.code == http.StatusMethodNotAllowed) {
+				// Token-in is sglang's default: say how to do without
+				// it where a router does not forward the endpoint.
+				return fmt.Errorf("%w (token in, token out needs %s; a server or router without it: --llm-token-in=false)", err, path)
+			}
 			return err
 		}
 		return read(b)

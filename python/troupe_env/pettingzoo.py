@@ -12,10 +12,41 @@ scenario declares it: env.ActionSets), action i being the move set[i]. Its
 observation is a dict: "observation", the view's UTF-8 bytes in a uint8 Box
 of view_bytes (zero-padded; cut if longer: infos[agent]["view"] has it
 whole), or with features=True the scenario's numeric observation (a float32
-Box, env.Features; state() and state_space then give the global state), and "action_mask", an int8 Box with 1 for the moves the rules allow
-now (none when the agent does not act). infos[agent] holds the view, the
-legal actions, the inbox of bus messages, the role's state, the turn and the
-turn's seed. Rewards are the agents' scores, given when the episode ends.
+Box, env.Features; state() and state_space then give the global state), and
+"action_mask", an int8 Box with 1 for the moves the rules allow
+now (none when the agent does not act). An action outside the mask is
+handed to the game marked invalid (the reset field pass_illegal, on by
+default), which the episode's on_invalid rule judges ("pass" by default),
+as PettingZoo's own seed tests, which sample unmasked, need.
+
+infos[agent] holds, while the agent acts, the view, the legal actions, the
+inbox of bus messages, the role's state, the turn and the turn's seed. Once
+the episode is over it holds status, end and error and, when it was scored:
+
+    "team"         the team reward G (with sides: their sum)
+    "side"         the agent's side ("" with one team)
+    "side_reward"  its side's reward G_T (G with one team)
+    "sides"        {side: reward}, with sides only
+    "score"        the agent's own score from the scenario, when it has one
+    "reward"       the agent's reward (rewards[agent] at the end)
+    "credit"       {allocator: the agent's credit}, every allocator asked
+    "credit_turns" {allocator: [its credit for each of the agent's turns]}
+    "credit_steps" [the step of each of those turns]
+
+the values `troupe run --episodes-out` writes for the same seeds and moves.
+An environment is made with the allocators to compute (allocators=[spec,
+...], troupe's credit allocators: "team", "difference", "shapley", ...)
+and the one whose credit is the reward (reward="difference"; it joins the
+allocators when they lack it). Without reward, the reward is the agent's
+own score, else its side's. Credit needs the episode's outcome, which a
+scenario gives at the end: every reward arrives then (PettingZoo's
+cumulative rewards carry it to the agent's last observation).
+
+Seeds: reset(seed=s) plays the episode of run seed s (that of a one-episode
+`troupe run --seed s`) and seeds the environment's generator with s; a later
+reset() with no seed plays the generator's next seed, so a sequence of
+resets repeats from the same first seed. Never seeded, reset() lets the
+server choose (its --seed and counter).
 
 An episode that a reset or close abandons is left to the session's fallback
 ("forfeit" by default: the server records it aborted, end "forfeit").
@@ -43,13 +74,20 @@ class _Episodes:
     the session of the current episode."""
 
     def __init__(self, scenario: str, params: Optional[Dict[str, Any]], base_url: str, token: Optional[str],
-                 view_bytes: int, reset_fields: Dict[str, Any], client: Optional[Client]):
+                 view_bytes: int, reset_fields: Dict[str, Any], client: Optional[Client],
+                 allocators: Optional[List[str]] = None, reward: Optional[str] = None):
         self.client = client or Client(base_url, token)
         self.scenario = scenario
         self.params = {k: str(v) for k, v in (params or {}).items()}
         self.view_bytes = view_bytes
         self.fields = dict(reset_fields)
         self.fields.setdefault("fallback", "forfeit")
+        self.fields.setdefault("pass_illegal", True)
+        if allocators is not None:
+            self.fields["allocators"] = list(allocators)
+        if reward:
+            self.fields["reward"] = reward
+        self.rng: Optional[np.random.Generator] = None
         seats = self.client.seats(scenario, self.params)
         self.agents: List[str] = [s["agent"] for s in seats]
         self.moves: Dict[str, List[str]] = {}
@@ -92,7 +130,12 @@ class _Episodes:
         self.leave()
         fields = dict(self.fields)
         if seed is not None:
+            # The episode of run seed `seed`, and the generator of the
+            # resets that bring none.
+            self.rng = np.random.default_rng(int(seed))
             fields["seed"] = int(seed)
+        elif self.rng is not None:
+            fields["seed"] = int(self.rng.integers(0, 2**63))
         self.session, result = self.client.reset(scenario=self.scenario, params=self.params, **fields)
         self.views, self.played = {}, {a: [] for a in self.agents}
         self.take(result)
@@ -140,15 +183,38 @@ class _Episodes:
     def info(self, agent: str) -> dict:
         p = self.pending.get(agent)
         obs = self.result["observation"]
-        info: Dict[str, Any] = {"episode_id": obs["episode_id"], "view": self.views.get(agent, "")}
+        # No episode id: two environments seeded alike answer equal infos
+        # (PettingZoo's seed_test); env.episode_id has it.
+        info: Dict[str, Any] = {"view": self.views.get(agent, "")}
         if p is not None:
             info.update(legal=p["legal"], inbox=p["inbox"], state=p["state"], turn=p["turn"], seed=p["seed"])
         if obs["done"]:
             info.update(status=obs.get("status"), end=obs.get("end"), error=obs.get("error", ""))
+            c = (obs.get("credit") or {}).get(agent)
+            if obs.get("team") is not None:
+                info["team"] = float(obs["team"])
+                if obs.get("sides"):
+                    info["sides"] = {k: float(v) for k, v in obs["sides"].items()}
+            if c is not None:
+                info.update(side=c.get("side", ""), side_reward=float(c["side_reward"]), reward=float(c["reward"]),
+                            credit={k: float(v) for k, v in c["credit"].items()},
+                            credit_turns={k: [float(x) for x in v] for k, v in c["turns"].items()},
+                            credit_steps=list(c["steps"]))
+                if c.get("score") is not None:
+                    info["score"] = float(c["score"])
         return info
 
-    def scores(self) -> Dict[str, float]:
-        return {a: float(v) for a, v in (self.result["observation"].get("scores") or {}).items()}
+    def rewards(self) -> Dict[str, float]:
+        """Every agent's reward once the episode is over: its credit from
+        the reward allocator, else its score (else its side's reward)."""
+        obs = self.result["observation"]
+        credit = obs.get("credit")
+        if credit is None:
+            if obs.get("reward_allocator") and obs.get("status") in ("completed", "truncated"):
+                raise RuntimeError(f"episode {obs['episode_id']}: no credit from {obs['reward_allocator']}: "
+                                   f"{obs.get('credit_error', '')}")
+            return {a: float(v) for a, v in (obs.get("scores") or {}).items()}
+        return {a: float(c["reward"]) for a, c in credit.items()}
 
     def over(self) -> "tuple[bool, bool]":
         """(terminated, truncated) of every agent: the rules ended the
@@ -163,8 +229,8 @@ class _Common:
     """What the AEC and Parallel environments share: the episodes, the
     spaces, the moves played."""
 
-    def _setup(self, scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields):
-        self._e = _Episodes(scenario, params, base_url, token, view_bytes, reset_fields, client)
+    def _setup(self, scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields, allocators, reward):
+        self._e = _Episodes(scenario, params, base_url, token, view_bytes, reset_fields, client, allocators, reward)
         self.possible_agents = list(self._e.agents)
         self.agents = []
         self.render_mode = render_mode
@@ -223,9 +289,10 @@ class TroupeAECEnv(_Common, AECEnv):
 
     def __init__(self, scenario: str, params: Optional[Dict[str, Any]] = None, base_url: str = "http://127.0.0.1:8378",
                  token: Optional[str] = None, view_bytes: int = 1024, render_mode: Optional[str] = None,
-                 client: Optional[Client] = None, **reset_fields: Any):
+                 client: Optional[Client] = None, allocators: Optional[List[str]] = None, reward: Optional[str] = None,
+                 **reset_fields: Any):
         super().__init__()
-        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields)
+        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields, allocators, reward)
 
     def reset(self, seed=None, options=None):
         self._e.open(seed)
@@ -241,10 +308,10 @@ class TroupeAECEnv(_Common, AECEnv):
         term, trunc = e.over()
         self.infos = {a: e.info(a) for a in self.agents}
         if term or trunc:
-            scores = e.scores()
+            rewards = e.rewards()
             for a in self.agents:
                 self.terminations[a], self.truncations[a] = term, trunc
-                self.rewards[a] = scores.get(a, 0.0)
+                self.rewards[a] = rewards.get(a, 0.0)
             self.agent_selection = self.agents[0] if self.agents else None
         elif e.pending:
             self.agent_selection = next(a for a in self.agents if a in e.pending)
@@ -285,8 +352,9 @@ class TroupeParallelEnv(_Common, ParallelEnv):
 
     def __init__(self, scenario: str, params: Optional[Dict[str, Any]] = None, base_url: str = "http://127.0.0.1:8378",
                  token: Optional[str] = None, view_bytes: int = 1024, render_mode: Optional[str] = None,
-                 client: Optional[Client] = None, **reset_fields: Any):
-        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields)
+                 client: Optional[Client] = None, allocators: Optional[List[str]] = None, reward: Optional[str] = None,
+                 **reset_fields: Any):
+        self._setup(scenario, params, base_url, token, view_bytes, render_mode, client, reset_fields, allocators, reward)
 
     def reset(self, seed=None, options=None):
         self._e.open(seed)
@@ -304,10 +372,10 @@ class TroupeParallelEnv(_Common, ParallelEnv):
         for a, m in moves.items():
             e.played[a].append(m)
         term, trunc = e.over()
-        scores = e.scores() if term or trunc else {}
+        final = e.rewards() if term or trunc else {}
         live = self.agents
         obs = {a: e.observation(a) for a in live}
-        rewards = {a: scores.get(a, 0.0) for a in live}
+        rewards = {a: final.get(a, 0.0) for a in live}
         terminations = {a: term for a in live}
         truncations = {a: trunc for a in live}
         infos = {a: e.info(a) for a in live}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -140,4 +141,66 @@ func TestMergeTurnsKeepsTextOnlyTurns(t *testing.T) {
 		assert.Equal(t, protocol.StatusCompleted, sm.Status)
 	}
 	assert.Equal(t, http.StatusOK, post(t, s, `{"scenario":"tictactoe","merge_turns":false}`).status)
+}
+
+// TestMergeRewardThroughServe: a merged answer's rewards are the mean of
+// its turns' by default, or the sum or the last as merge_reward says,
+// each exactly that of the per-turn answer of the same episodes; the
+// samples' metadata and the run spec name the choice (sum, what specs
+// before the field meant, by leaving it out), and a bad one is refused
+// naming the field.
+func TestMergeRewardThroughServe(t *testing.T) {
+	var logs bytes.Buffer
+	s := newServer(t, server.Config{Seed: 5, Policies: factory(memo{}),
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	const body = `{"scenario":"tictactoe","policy":"memo","n":2,"rollout_id":0,"group_index":0,"seed":3,"policy_seed":4,"allocators":["individual","team"],"reward_format":"dict"}`
+	perTurn := decodeResponse(t, post(t, s, body))
+	for _, how := range []string{"", "mean", "sum", "last"} {
+		t.Run(how, func(t *testing.T) {
+			req := strings.Replace(body, `}`, `,"merge_turns":true}`, 1)
+			if how != "" {
+				req = strings.Replace(req, `}`, `,"merge_reward":"`+how+`"}`, 1)
+			}
+			merged := decodeResponse(t, post(t, s, req))
+			want := cmp.Or(how, "mean")
+			spec, err := runspec.DecodeBytes([]byte(lastSpec(t, &logs).Spec))
+			require.NoError(t, err)
+			if want == "sum" {
+				assert.Empty(t, spec.MergeReward, "sum is the field left out")
+			} else {
+				assert.Equal(t, want, spec.MergeReward)
+			}
+			require.Len(t, merged.Rollouts, len(perTurn.Rollouts))
+			for i, ro := range merged.Rollouts {
+				for _, m := range ro.Samples {
+					assert.Equal(t, want, m.Metadata.Extra[trajectories.MergedRewardKey])
+					var own []map[string]float64
+					for _, p := range perTurn.Rollouts[i].Samples {
+						if p.Metadata.Agent == m.Metadata.Agent {
+							own = append(own, p.Reward.Dict)
+						}
+					}
+					require.Equal(t, float64(len(own)), m.Metadata.Extra[trajectories.MergedTurnsKey])
+					for _, key := range []string{"individual", "team"} {
+						sum, last := 0.0, own[len(own)-1][key]
+						for _, r := range own {
+							sum += r[key]
+						}
+						wantReward := map[string]float64{"mean": sum / float64(len(own)), "sum": sum, "last": last}[want]
+						assert.Equal(t, wantReward, m.Reward.Dict[key], "%s of %s, %s", key, m.Metadata.Agent, want)
+					}
+				}
+			}
+		})
+	}
+	for req, want := range map[string]string{
+		`{"scenario":"tictactoe","merge_turns":true,"merge_reward":"median"}`: `merge_reward = "median"`,
+		`{"scenario":"tictactoe","merge_reward":"mean"}`:                      "without merge_turns",
+		`{"scenario":"tictactoe","max_context":-1}`:                           "max_context = -1",
+		`{"scenario":"tictactoe","roles":{"x":{"max_context":-2}}}`:           "roles.x.max_context = -2",
+	} {
+		e := decodeError(t, post(t, s, req))
+		assert.Equal(t, rollout.CodeBadRequest, e.Code, req)
+		assert.Contains(t, e.Message, want, req)
+	}
 }

@@ -175,7 +175,8 @@ func (s *Server) rollouts(ctx context.Context, p *plan, count *turnCounter, bp *
 		sink = newLeagueSink(p.match, sink)
 	}
 	a.out = &trajectories.Output{Sink: sink, Allocators: p.allocators, Format: p.run.Format,
-		Label: p.label, RemoveFailed: !p.req.KeepFailed, NoPlaceholders: true, Merge: p.run.Spec.MergeTurns}
+		Label: p.label, RemoveFailed: !p.req.KeepFailed, NoPlaceholders: true, Merge: p.run.Spec.MergeTurns,
+		MergeReward: trajectories.MergeReward(p.run.Spec.MergeReward)}
 	if p.req.Index != nil {
 		a.out.IndexBase = *p.req.Index
 	} else {

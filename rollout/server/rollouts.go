@@ -296,6 +296,9 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 	if e := s.planLimits(p); e != nil {
 		return nil, e
 	}
+	if e := checkLLMFields(req); e != nil {
+		return nil, e
+	}
 	if !slices.Contains([]string{"", "pass", "forfeit", "spiral"}, req.Invalid) {
 		return nil, badRequest(rollout.CodeBadRequest, "invalid = %q: want pass, forfeit or spiral", req.Invalid)
 	}
@@ -373,7 +376,8 @@ func (s *Server) plan(req *rollout.Request) (p *plan, e *rollout.Error) {
 //     turn limit, max_turns is the samples limit (capTurns).
 //   - on_invalid: pass, forfeit or spiral.
 //   - episodes and group_size: n (a request is one group).
-//   - merge_turns: the request's (the merged layout).
+//   - merge_turns: the request's (the merged layout); merge_reward the
+//     request's, else mean (trajectories.DefaultMergeReward).
 //   - seed: the service seed. The ids (rollout_id_base, group_index_base)
 //     and seeds (the request's seed and policy_seed, else the service's
 //     derivations) are placed by place, once the request passed every
@@ -423,11 +427,11 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		if info.Role(role) == nil {
 			return nil, badRequest(rollout.CodeBadPolicy, "roles: scenario %s has no role %q (its roles: %s)", info.Name, role, info.RoleNames())
 		}
-		if rs.Endpoint == "" && rs.Model == "" && rs.Sampling == nil {
+		if rs.Endpoint == "" && rs.Model == "" && rs.Sampling == nil && rs.MaxContext == 0 {
 			continue // frozen only, or nothing: any policy
 		}
 		if pol := policies[role]; s.cfg.PolicySettings == nil || pol.Name == "" || slices.Contains(info.PolicyNames(), pol.Name) {
-			return nil, badRequest(rollout.CodeBadPolicy, "roles.%s: role %s plays %s, which takes no endpoint, model or sampling (name one of the service's policies for it, such as llm)",
+			return nil, badRequest(rollout.CodeBadPolicy, "roles.%s: role %s plays %s, which takes no endpoint, model, sampling or max_context (name one of the service's policies for it, such as llm)",
 				role, role, cmp.Or(pol.Name, "the scenario's default policy"))
 		}
 	}
@@ -460,6 +464,9 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		Seed:         s.cfg.Seed,
 		MergeTurns:   req.MergeTurns,
 	}
+	if req.MergeTurns {
+		spec.MergeReward = cmp.Or(req.MergeReward, string(trajectories.DefaultMergeReward))
+	}
 	if t := req.Tree; t != nil {
 		spec.Tree = &runspec.Tree{K: t.K, Alpha: 1, Joint: t.Joint, Roles: t.Roles}
 		if t.Alpha != nil {
@@ -467,6 +474,29 @@ func (s *Server) specOf(req *rollout.Request, info *env.Info, p *plan) (*runspec
 		}
 	}
 	return spec, nil
+}
+
+// checkLLMFields refuses a merge_reward that is none of sum, mean and
+// last, or given without merge_turns, and a negative max_context, naming
+// the field.
+func checkLLMFields(req *rollout.Request) *rollout.Error {
+	if req.MergeReward != "" {
+		if _, err := trajectories.ParseMergeReward(req.MergeReward); err != nil {
+			return badRequest(rollout.CodeBadRequest, "merge_reward = %q: want mean, sum or last", req.MergeReward)
+		}
+		if !req.MergeTurns {
+			return badRequest(rollout.CodeBadRequest, "merge_reward = %q without merge_turns: only merged samples have a merged reward", req.MergeReward)
+		}
+	}
+	if req.MaxContext < 0 {
+		return badRequest(rollout.CodeBadRequest, "max_context = %d: want 0 (the service's) or a budget in tokens", req.MaxContext)
+	}
+	for _, role := range slices.Sorted(maps.Keys(req.Roles)) {
+		if m := req.Roles[role].MaxContext; m < 0 {
+			return badRequest(rollout.CodeBadRequest, "roles.%s.max_context = %d: want 0 (the request's) or a budget in tokens", role, m)
+		}
+	}
+	return nil
 }
 
 // unfrozen is the request's emitted roles (none: all) less its frozen

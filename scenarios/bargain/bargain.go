@@ -280,3 +280,16 @@ func (g *game) WriteState(dst []float32) {
 		dst[1+i] = float32(d) / float32(g.pie+1)
 	}
 }
+
+// ActionSet implements env.ActionSets: the demands 0 to pie, every turn's
+// legal answers.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RoleBargainer {
+		return nil
+	}
+	out := make([]string, p.Int("pie")+1)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}

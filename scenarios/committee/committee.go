@@ -428,3 +428,21 @@ func (g *game) WriteState(dst []float32) {
 		}
 	}
 }
+
+// ActionSet implements env.ActionSets: an adviser's abstain and options, the
+// decider's options, every turn's legal answers.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	n := p.Int("options")
+	names := make([]string, 0, n+1)
+	switch role {
+	case RoleAdviser:
+		names = append(names, NullAction)
+	case RoleDecider:
+	default:
+		return nil
+	}
+	for i := range n {
+		names = append(names, Option(i))
+	}
+	return names
+}

@@ -254,15 +254,7 @@ func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	// attribute a; a permutation's prefix is a draw without replacement.
 	g := &game{rules: r, seats: s.seats, pick: -1}
 	for _, k := range rng.Perm(distinct)[:r.candidates] {
-		var fields []string
-		for a := r.attributes - 1; a >= 0; a-- {
-			v := k
-			for range a {
-				v /= r.values
-			}
-			fields = append(fields, s.values[a][v%r.values])
-		}
-		g.candidates = append(g.candidates, strings.Join(fields, " "))
+		g.candidates = append(g.candidates, s.object(r, k))
 	}
 	g.target = rng.IntN(r.candidates)
 	for _, i := range rng.Perm(r.candidates) {
@@ -481,4 +473,45 @@ func (g *game) WriteState(dst []float32) {
 		g.object(dst[(k+1)*w:(k+2)*w], o)
 	}
 	g.word(dst[(len(g.candidates)+1)*w:])
+}
+
+// ActionSet implements env.ActionSets: the speaker's vocabulary (every
+// word it may say; silence, its null action, is not a move of its own),
+// and for the listener every object the parameters can make, in the order
+// of their numbers (the first attribute's value varying slowest): each
+// episode's candidates are among them.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	r, err := vocabulary(s.values, p)
+	if err != nil {
+		return nil
+	}
+	switch role {
+	case RoleSpeaker:
+		return r.vocab
+	case RoleListener:
+		distinct := 1
+		for range r.attributes {
+			distinct *= r.values
+		}
+		out := make([]string, distinct)
+		for k := range out {
+			out[k] = s.object(r, k)
+		}
+		return out
+	}
+	return nil
+}
+
+// object is the description of object k of the distinct ones r allows:
+// value (k / values^a) % values of attribute a, named in reverse.
+func (s *Scenario) object(r *rules, k int) string {
+	var fields []string
+	for a := r.attributes - 1; a >= 0; a-- {
+		v := k
+		for range a {
+			v /= r.values
+		}
+		fields = append(fields, s.values[a][v%r.values])
+	}
+	return strings.Join(fields, " ")
 }

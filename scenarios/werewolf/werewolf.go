@@ -690,3 +690,23 @@ func (g *game) WriteState(dst []float32) {
 	}
 	g.accusations(per[4:], 5)
 }
+
+// ActionSet implements env.ActionSets: every role gets one set, since the
+// seed deals the roles and a learner's action space must not tell its
+// seat's: each player's id (a victim, a player to inspect, a vote), each
+// "accuse " and id, and pass. A turn's legal actions are the living
+// others' (and pass), of the kind its phase asks for.
+func (s *Scenario) ActionSet(p env.Params, role string) []string {
+	if role != RoleVillager && role != RoleWolf && role != RoleSeer {
+		return nil
+	}
+	n := p.Int("players")
+	out := make([]string, 0, 2*n+1)
+	for i := range n {
+		out = append(out, "player-"+strconv.Itoa(i))
+	}
+	for i := range n {
+		out = append(out, "accuse player-"+strconv.Itoa(i))
+	}
+	return append(out, Pass)
+}

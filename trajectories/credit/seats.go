@@ -67,10 +67,11 @@ type SeatCredit struct {
 	// Turns[a][k] is allocator a's value for the seat's k-th sample.
 	Turns [][]float64
 	// End[a] is allocator a's credit of the seat: its last sample's
-	// value. Every allocator that gives an agent one value for all its
-	// turns (all but discount and the tree-sampled ATGRPO and MAGRPO)
-	// gives it to each of them; discount gives the last turn the
-	// undiscounted value. nil when the seat has no sample.
+	// value, which is every sample's for an allocator that values an
+	// agent's turns alike (all but discount, at-grpo, a group key with
+	// turn, and MAGRPO on tree-sampled turns); discount gives the last
+	// turn its least discounted value (undiscounted with unit=turn). nil
+	// when the seat has no sample.
 	End []float64
 }
 
@@ -104,43 +105,62 @@ func SeatsOf(rec *episode.Record, c *trajectories.Credit) (*Seats, error) {
 		sc.Score, sc.HasScore = rec.AgentScore(i)
 	}
 	refs := rec.SampleRefs(nil)
+	// Every seat's slices are carved from a few arrays, one of each kind:
+	// an environment splits every episode it ends.
+	count := make([]int, len(rec.Seats))
 	for _, ref := range refs {
-		t := &rec.Turns[ref.Turn]
-		if t.Seat < 0 || t.Seat >= len(rec.Seats) {
-			return nil, fmt.Errorf("%w: episode %d of %s: turn %d names seat %d of %d", ErrBadEpisode, rec.Index, rec.Scenario, ref.Turn, t.Seat, len(rec.Seats))
+		i := rec.Turns[ref.Turn].Seat
+		if i < 0 || i >= len(rec.Seats) {
+			return nil, fmt.Errorf("%w: episode %d of %s: turn %d names seat %d of %d", ErrBadEpisode, rec.Index, rec.Scenario, ref.Turn, i, len(rec.Seats))
 		}
+		count[i]++
+	}
+	na := 0
+	if c != nil {
+		na = len(c.Values)
+		for a, vals := range c.Values {
+			if len(vals) != len(refs) {
+				return nil, fmt.Errorf("%w: episode %d of %s: allocator %s gave %d values to %d samples", ErrBadEpisode, rec.Index, rec.Scenario, c.Allocators[a], len(vals), len(refs))
+			}
+		}
+		out.Allocators = append([]string(nil), c.Allocators...)
+	}
+	samples, steps := make([]episode.SampleRef, len(refs)), make([]int, len(refs))
+	values, ends := make([]float64, na*len(refs)), make([]float64, na*len(rec.Seats))
+	turns := make([][]float64, na*len(rec.Seats))
+	off := 0
+	for i := range out.Seats {
+		sc, n := &out.Seats[i], count[i]
+		if n > 0 {
+			sc.Samples, sc.Steps = samples[off:off:off+n], steps[off:off:off+n]
+		}
+		if na > 0 {
+			sc.Turns = turns[i*na : (i+1)*na : (i+1)*na]
+			for a := range sc.Turns {
+				at := a*len(refs) + off
+				sc.Turns[a] = values[at : at : at+n]
+			}
+		}
+		off += n
+	}
+	for k, ref := range refs {
+		t := &rec.Turns[ref.Turn]
 		sc := &out.Seats[t.Seat]
 		sc.Samples = append(sc.Samples, ref)
 		sc.Steps = append(sc.Steps, t.Step)
-	}
-	if c == nil {
-		return out, nil
-	}
-	out.Allocators = append([]string(nil), c.Allocators...)
-	for a, vals := range c.Values {
-		if len(vals) != len(refs) {
-			return nil, fmt.Errorf("%w: episode %d of %s: allocator %s gave %d values to %d samples", ErrBadEpisode, rec.Index, rec.Scenario, c.Allocators[a], len(vals), len(refs))
-		}
-	}
-	for i := range out.Seats {
-		sc := &out.Seats[i]
-		sc.Turns = make([][]float64, len(c.Values))
-		for a := range sc.Turns {
-			sc.Turns[a] = make([]float64, 0, len(sc.Samples))
-		}
-	}
-	for k, ref := range refs {
-		sc := &out.Seats[rec.Turns[ref.Turn].Seat]
-		for a := range c.Values {
+		for a := range na {
 			sc.Turns[a] = append(sc.Turns[a], c.Values[a][k])
 		}
+	}
+	if na == 0 {
+		return out, nil
 	}
 	for i := range out.Seats {
 		sc := &out.Seats[i]
 		if len(sc.Samples) == 0 {
 			continue
 		}
-		sc.End = make([]float64, len(c.Values))
+		sc.End = ends[i*na : (i+1)*na : (i+1)*na]
 		for a := range sc.End {
 			sc.End[a] = sc.Turns[a][len(sc.Turns[a])-1]
 		}

@@ -2,6 +2,7 @@ package credit_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/bargain"
+	"github.com/troupe-rl/troupe/scenarios/elfarol"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -88,4 +90,31 @@ func TestSeatsOfRefusesCreditOfAnotherEpisode(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, s.Scored)
 	assert.Nil(t, s.Seats[0].End)
+}
+
+// BenchmarkSeatsOf: splitting an El Farol episode's credit (100 patrons, 7
+// nights, team and difference) by seat, against the allocation itself.
+func BenchmarkSeatsOf(b *testing.B) {
+	var replays atomic.Int64
+	ep := benchEpisodes(b, elfarol.New(), map[string]string{"agents": "100", "nights": "7"}, nil, 1, &replays)[0]
+	allocs := []trajectories.Allocator{credit.Team{}, credit.Difference{}}
+	b.Run("allocate", func(b *testing.B) {
+		for b.Loop() {
+			e := trajectories.RecordOnly(&ep.Record)
+			if err := trajectories.Allocate(b.Context(), []*trajectories.Episode{e}, allocs, trajectories.RewardScalar); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	e := trajectories.RecordOnly(&ep.Record)
+	if err := trajectories.Allocate(b.Context(), []*trajectories.Episode{e}, allocs, trajectories.RewardScalar); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("split", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := credit.SeatsOf(&ep.Record, e.Credit); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
