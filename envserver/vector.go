@@ -42,12 +42,14 @@ const maxVectorElements = 1 << 26
 // declares no features, when its request names none.
 const DefaultViewBytes = 1024
 
-// vectorEnv is a vector environment: NumEnvs stepped episodes, every seat
-// the caller's, stepped together and synchronously by the call that steps
-// them (no goroutine, no table: env.Episode's Pending and Act), each
-// finished episode written as the server writes any and replaced at once.
-// Its episode n is the episode a reset with run seed seeds.Mix(seed, n)
-// plays, and its record and samples are that episode's, byte for byte.
+// vectorEnv is a vector environment: NumEnvs stepped episodes, their open
+// seats the caller's (the others the house's, played as a table plays
+// them), stepped together and synchronously by the call that steps them
+// (no goroutine, no table: env.Episode's Pending and Act), each finished
+// episode written as the server writes any and replaced at once (the
+// autoreset). Its episode n is the episode a reset with run seed
+// seeds.Mix(seed, n) and the same fields plays, and its record and
+// samples are that episode's, byte for byte.
 type vectorEnv struct {
 	id string
 	s  *Server
@@ -78,8 +80,8 @@ type vectorEnv struct {
 	sdim     int // state length, 0 when none
 	team     bool
 	// nCredit is the number of allocators whose credit the batch
-	// carries (the request's), rewardBy the one whose credit is the
-	// reward, or -1.
+	// carries (those named and the reward's; 0 when none is), rewardBy
+	// the one whose credit is the reward, or -1.
 	nCredit  int
 	rewardBy int
 

@@ -14,8 +14,8 @@ frame, and answers, in one binary frame:
   bytes of each agent's last view (uint8, zero-padded or cut to view_bytes);
 - rewards [num_envs, num_agents] (float32): the agents' scores (reward="score"),
   their team's reward (reward="team"), or an allocator's credit of them
-  (reward="difference", one of allocators=[...]) at the step an episode ends,
-  else 0;
+  (reward="difference", an allocator's spec, which joins allocators=[...]) at
+  the step an episode ends, else 0;
 - terminations and truncations [num_envs, num_agents] (bool): the episode of
   the env ended by its rules, or was cut (a limit, a failure);
 - infos: "action_mask" [num_envs, num_agents, num_actions] (int8, 1 for the
@@ -30,6 +30,9 @@ frame, and answers, in one binary frame:
   "started", "seed" and "rollout_id": the envs whose episode started in this
   answer, each one's run seed and rollout id (a reset with that seed plays
   the same episode alone).
+
+open=[agents] makes the others the house's (policies={role: name} on the
+server); they stay in the arrays and never act.
 
 Autoreset is Gymnasium's SAME_STEP: an env whose episode ended already holds
 the next episode's first observation in the step that ended it. The arrays are
