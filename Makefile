@@ -65,7 +65,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs trl-grpo
+.PHONY: help run build test api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e python-e2e-try agentsjs trl-grpo
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -149,6 +149,9 @@ bench: ## run every benchmark once, the engine's targets again on one core, and 
 		echo "python3 not found: the grid's pure-Python yardstick (tools/bench/elfarol_grid.py) skipped"; \
 	fi
 	@echo "benchmark results written to $(BENCHOUT)"
+
+bench-vector: build ## CPU per move of random tic-tac-toe through the vector environment against PettingZoo's tictactoe_v3, same run (MOVES=, BATCH=)
+	$(or $(TROUPE_PYTHON_E2E),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/pyenv-e2e/bin/python) python/bench/vector_bench.py $(OUT)/troupe --moves $(or $(MOVES),200000) $(foreach b,$(or $(BATCH),16 256),--batch $(b)) --out $(OUT)/bench-vector.json
 
 pgo: ## profile the benchmarks' workloads into cmd/troupe/default.pgo, the profile that guides the compiler
 	tools/bench/pgo.sh cmd/troupe/default.pgo

@@ -120,6 +120,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to episodes whose reset brings none")
 	fl.IntVar(&cfg.MaxSessions, "max-sessions", envserver.DefaultMaxSessions, "live sessions at once")
 	fl.IntVar(&cfg.MaxEpisodes, "max-episodes", envserver.DefaultMaxEpisodes, "live episodes at once")
+	fl.IntVar(&cfg.MaxVectorEnvs, "max-vector-envs", envserver.DefaultMaxVectorEnvs, "envs of all vector environments at once (POST /vectors)")
 	fl.DurationVar(&cfg.SessionTimeout, "session-timeout", envserver.DefaultSessionTimeout,
 		"a silent HTTP session's seats fall back after this long; an episode waiting this long for seats nobody took ends aborted")
 	fl.DurationVar(&cfg.MaxWait, "max-wait", envserver.DefaultMaxWait, "longest one reset or step waits for the session's turn")

@@ -42,6 +42,10 @@ func (s *Server) routes() *http.ServeMux {
 		{http.MethodGet, envclient.PathRecord, s.handleRecord},
 		{http.MethodGet, envclient.PathWS, s.handleWS},
 		{http.MethodPost, envclient.PathSeats, s.handleSeats},
+		{http.MethodPost, envclient.PathVectors, s.handleVector},
+		{http.MethodPost, envclient.PathVector + "{vector}/reset", s.handleVectorReset},
+		{http.MethodPost, envclient.PathVector + "{vector}/step", s.handleVectorStep},
+		{http.MethodPost, envclient.PathVector + "{vector}/close", s.handleVectorClose},
 	} {
 		// Health probes carry no token: orchestrators poll them.
 		open := e.path == envclient.PathHealth
@@ -95,7 +99,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // notFound answers a path that is no endpoint.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /openapi.json, /state, /record, /ws; POST /reset, /step, /close, /seats, /mcp; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
+	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /openapi.json, /state, /record, /ws; POST /reset, /step, /close, /seats, /mcp, /vectors, /vector/{id}/reset, /vector/{id}/step, /vector/{id}/close; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
 }
 
 // fail answers e as {"error": {...}}.
@@ -354,13 +358,20 @@ func (s *Server) handleSeats(w http.ResponseWriter, r *http.Request) *apiError {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the scenario seated nobody: %s", rec.Err)
 	}
 	as, _ := sc.(env.ActionSets)
+	fs, _ := sc.(env.Features)
 	out := envclient.SeatsAnswer{Scenario: sc.Info().Name, Params: params.Map()}
 	for _, seat := range ep.Seats() {
 		d := envclient.Seat{Agent: seat.ID, Role: seat.Role}
 		if as != nil {
 			d.Actions = as.ActionSet(params, seat.Role)
 		}
+		if fs != nil {
+			d.Observation = spaceOf(fs.ObservationSpace(params, seat.Role))
+		}
 		out.Seats = append(out.Seats, d)
+	}
+	if fs != nil {
+		out.State = spaceOf(fs.StateSpace(params))
 	}
 	return reply(w, out)
 }
@@ -557,6 +568,7 @@ type scenarioMetadata struct {
 	Policies      []string `json:"policies"`
 	DefaultPolicy string   `json:"default_policy"`
 	ActionSets    bool     `json:"action_sets"`
+	Features      bool     `json:"features"`
 }
 
 func metadataOf(reg *env.Registry) metadata {
@@ -576,6 +588,7 @@ func metadataOf(reg *env.Registry) metadata {
 			d.Params = append(d.Params, p.Name)
 		}
 		_, d.ActionSets = sc.(env.ActionSets)
+		_, d.Features = sc.(env.Features)
 		m.Scenarios = append(m.Scenarios, d)
 	}
 	return m
