@@ -43,7 +43,8 @@ BROWSER_E2E ?= $(if $(filter true 1,$(CI)),1,)
 # openenv-core, verifiers, openai-agents) and requires their tests
 # (TROUPE_REQUIRE_PYTHON=1); elsewhere those tests run when the venvs
 # exist and skip, saying so, when not. The trainers' (torch) are never
-# part of make test: make trainers.
+# part of make test: make trainers, and make trainers-test requires their
+# tests (TROUPE_REQUIRE_TRAINERS=1).
 PY_E2E   ?= $(if $(filter true 1,$(CI)),1,)
 PY_CACHE ?= $(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)
 # make marl-train: TorchRL's PPO on El Farol through troupe_env's vector
@@ -75,7 +76,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers marl-train agentsjs
+.PHONY: help run build test api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers trainers-test marl-train trl-grpo agentsjs
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -95,6 +96,15 @@ agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cac
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh
 
+# make trl-grpo: TRL's GRPO trainer (pyenv-llm: torch, transformers, trl and
+# openenv-core, pinned) trains a tiny model built here on a troupe game served
+# by troupe env-serve, through OpenEnv's client, on CPU (docs/openenv.md).
+LLM_PY    ?= $(or $(TROUPE_PYTHON_LLM),$(PY_CACHE)/pyenv-llm/bin/python)
+TRL_STEPS ?= 30
+
+trl-grpo: build ## TRL's GRPO trains a tiny local model on El Farol through troupe env-serve (OpenEnv), on CPU; out/trl-grpo/summary.json
+	$(LLM_PY) examples/trl/troupe_grpo.py --troupe $(OUT)/troupe --steps $(TRL_STEPS) --out $(OUT)/trl-grpo
+
 python-e2e: ## install the pinned venvs of the end-to-end tests: PettingZoo, Gymnasium, OpenEnv, verifiers, Agents SDK (cached in PY_CACHE)
 	TROUPE_CACHE="$(PY_CACHE)" bash tools/python/install.sh e2e agents
 
@@ -105,6 +115,9 @@ marl-train: build ## TorchRL's PPO learns El Farol through troupe_env on CPU: te
 	TROUPE_CACHE="$(PY_CACHE)" bash tools/python/install.sh marl
 	PYTHONPATH=python CUDA_VISIBLE_DEVICES= "$(PY_CACHE)/pyenv-marl/bin/python" examples/torchrl/elfarol_ippo.py \
 		--troupe $(OUT)/troupe --out $(MARL_OUT) $(MARL_ARGS)
+
+trainers-test: trainers ## the trainers' end-to-end tests (TorchRL through troupe_env, TRL through OpenEnv), required (TROUPE_REQUIRE_TRAINERS=1)
+	TROUPE_CACHE="$(PY_CACHE)" TROUPE_REQUIRE_TRAINERS=1 $(GO) test -count=1 -run 'TestEnvServeTorchRL|TestTRLGRPO' ./cli
 
 test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),python-e2e) $(if $(AGENTSJS_E2E),agentsjs) ## gofmt check, go vet, go test -race (in CI with the llama.cpp, browser, Agents SDK and Python end-to-end tests)
 	@unformatted="$$(gofmt -l .)"; \
@@ -152,6 +165,9 @@ bench: ## run every benchmark once, the engine's targets again on one core, and 
 		echo "python3 not found: the grid's pure-Python yardstick (tools/bench/elfarol_grid.py) skipped"; \
 	fi
 	@echo "benchmark results written to $(BENCHOUT)"
+
+bench-vector: build ## CPU per move of random tic-tac-toe through the vector environment against PettingZoo's tictactoe_v3, same run (MOVES=, BATCH=)
+	$(or $(TROUPE_PYTHON_E2E),$(or $(TROUPE_CACHE),$(HOME)/.cache/troupe)/pyenv-e2e/bin/python) python/bench/vector_bench.py $(OUT)/troupe --moves $(or $(MOVES),200000) $(foreach b,$(or $(BATCH),16 256),--batch $(b)) --out $(OUT)/bench-vector.json
 
 pgo: ## profile the benchmarks' workloads into cmd/troupe/default.pgo, the profile that guides the compiler
 	tools/bench/pgo.sh cmd/troupe/default.pgo

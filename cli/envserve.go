@@ -28,6 +28,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	llmCfg := llm.DefaultConfig()
 	llmEnvErr := llmCfg.ApplyEnv(a.lookupEnv())
 	var endpoints, harnessLLM []string
+	var def envDefaultFlags
 	cmd := &cobra.Command{
 		Use:   "env-serve",
 		Args:  cobra.NoArgs,
@@ -43,6 +44,9 @@ func (a *App) envServeCommand() *cobra.Command {
 				return err
 			}
 			cfg.Scenarios, cfg.Allocators = a.Scenarios, a.Allocators
+			if cfg.Default, err = def.reset(); err != nil {
+				return err
+			}
 			if out != "" && out == episodesOut {
 				return usagef("--episodes-out %q: that is --out too; give the records a file of their own", episodesOut)
 			}
@@ -116,6 +120,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to episodes whose reset brings none")
 	fl.IntVar(&cfg.MaxSessions, "max-sessions", envserver.DefaultMaxSessions, "live sessions at once")
 	fl.IntVar(&cfg.MaxEpisodes, "max-episodes", envserver.DefaultMaxEpisodes, "live episodes at once")
+	fl.IntVar(&cfg.MaxVectorEnvs, "max-vector-envs", envserver.DefaultMaxVectorEnvs, "envs of all vector environments at once (POST /vectors)")
 	fl.DurationVar(&cfg.SessionTimeout, "session-timeout", envserver.DefaultSessionTimeout,
 		"a silent HTTP session's seats fall back after this long; an episode waiting this long for seats nobody took ends aborted")
 	fl.DurationVar(&cfg.MaxWait, "max-wait", envserver.DefaultMaxWait, "longest one reset or step waits for the session's turn")
@@ -123,6 +128,7 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.IntVar(&cfg.MaxRetained, "max-retained", envserver.DefaultMaxRetained, "finished episodes kept readable at most (the oldest go first)")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
 	fl.DurationVar(&cfg.HarnessSeat.ActTimeout, "harness-act-timeout", 0, "a harness seat whose harness makes no move this long falls back (to the house policy, or forfeit) (0: --session-timeout)")
+	def.bind(fl)
 	llmCfg.BindFlags(fl)
 	fl.StringArrayVar(&harnessLLM, "harness-llm", nil, "`ROLE=key=value,...` the endpoint, model and sampling of a role's harness seats, keys as --role-llm's but frozen (repeatable; a role not given plays on the default endpoint's flags)")
 	fl.StringArrayVar(&endpoints, "llm-endpoint", nil, "`NAME=URL[,kind=K,api_key_env=VAR,tokenize=BOOL,token_in=BOOL,max_in_flight=N]` defines an LLM endpoint; the other --llm-* flags are its defaults, never the key (repeatable)")

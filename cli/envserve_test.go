@@ -239,44 +239,6 @@ func checkCredit(t *testing.T, ep checkedEpisode, line []byte) {
 	}
 }
 
-// TestEnvServeOpenEnv plays single-seat tic-tac-toe games against the
-// house's minimax with OpenEnv's own client code (GenericEnvClient, over
-// its WebSocket session), an illegal move included.
-func TestEnvServeOpenEnv(t *testing.T) {
-	python, path := e2ePython(t)
-	// openenv_check.py loads OpenEnv's client modules from the directory
-	// that holds the openenv package: the environment's site-packages.
-	b, err := exec.CommandContext(t.Context(), python, "-c", "import openenv, os; print(os.path.dirname(os.path.dirname(openenv.__file__)))").Output()
-	require.NoError(t, err, "openenv-core in %s", python)
-	src := strings.TrimSpace(string(b))
-	dir := t.TempDir()
-	served := filepath.Join(dir, "served.episodes.jsonl")
-	base, stop := envServing(t, "--episodes-out", served)
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join(path, "tests", "openenv_check.py"), base, src)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+path)
-	b, err = cmd.CombinedOutput()
-	require.NoError(t, err, "%s", b)
-	require.Equal(t, 0, stop())
-	var summary struct {
-		Games []struct {
-			Moves  []string `json:"moves"`
-			Reward float64  `json:"reward"`
-			Status string   `json:"status"`
-		} `json:"games"`
-		Illegal string `json:"illegal"`
-	}
-	require.NoError(t, json.Unmarshal(b, &summary), "%s", b)
-	require.Len(t, summary.Games, 3)
-	for _, g := range summary.Games {
-		assert.Equal(t, "completed", g.Status)
-		assert.LessOrEqual(t, g.Reward, 0.0, "minimax never loses")
-	}
-	assert.Contains(t, summary.Illegal, "illegal_action")
-	records, err := os.ReadFile(served)
-	require.NoError(t, err)
-	assert.Equal(t, 3, strings.Count(string(records), "\n"), "three episodes written")
-}
-
 // TestEnvServePythonClient runs python/troupe_env's protocol client with
 // the standard library alone (python -S: no site-packages): two players
 // on their own threads share one episode, and refused moves come back as

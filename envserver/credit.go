@@ -45,11 +45,18 @@ func (r *learnerReplay) ReplayOneOut(null bool, seats []int, team []float64) boo
 // replayOf returns rec's Replayer for its credit (learnerReplay), rec's own
 // when no session played a seat or rec has none.
 func (ep *episodeEntry) replayOf(rec *episode.Record) episode.Replayer {
-	if rec.Replay == nil || len(ep.learners) == 0 {
+	return learnersReplay(rec, ep.tb.Setup(), ep.learners)
+}
+
+// learnersReplay returns rec's Replayer for its credit, the learners
+// being the seats of setup's episode that sessions (or a vector's caller)
+// played: learnerReplay, or rec's own when there are none or rec has none.
+func learnersReplay(rec *episode.Record, setup env.Setup, learners []int) episode.Replayer {
+	if rec.Replay == nil || len(learners) == 0 {
 		return rec.Replay
 	}
-	moves := make(map[string][]string, len(ep.learners))
-	for _, i := range ep.learners {
+	moves := make(map[string][]string, len(learners))
+	for _, i := range learners {
 		moves[rec.Seats[i].ID] = []string{}
 	}
 	for k := range rec.Turns {
@@ -58,7 +65,6 @@ func (ep *episodeEntry) replayOf(rec *episode.Record) episode.Replayer {
 			moves[rec.Seats[t.Seat].ID] = append(m, t.Action)
 		}
 	}
-	setup := ep.tb.Setup()
 	house := setup.Policy
 	setup.Policy = func(s env.Seat) agents.Policy {
 		m, ok := moves[s.ID]

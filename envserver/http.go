@@ -34,6 +34,7 @@ func (s *Server) routes() *http.ServeMux {
 		{http.MethodGet, envclient.PathHealth, s.handleHealth},
 		{http.MethodGet, envclient.PathMetadata, s.static(s.metadata)},
 		{http.MethodGet, envclient.PathSchema, s.static(schemas)},
+		{http.MethodGet, envclient.PathOpenAPI, s.static(s.openapi)},
 		{http.MethodPost, envclient.PathReset, s.handleReset},
 		{http.MethodPost, envclient.PathStep, s.handleStep},
 		{http.MethodGet, envclient.PathState, s.handleState},
@@ -41,6 +42,10 @@ func (s *Server) routes() *http.ServeMux {
 		{http.MethodGet, envclient.PathRecord, s.handleRecord},
 		{http.MethodGet, envclient.PathWS, s.handleWS},
 		{http.MethodPost, envclient.PathSeats, s.handleSeats},
+		{http.MethodPost, envclient.PathVectors, s.handleVector},
+		{http.MethodPost, envclient.PathVector + "{vector}/reset", s.handleVectorReset},
+		{http.MethodPost, envclient.PathVector + "{vector}/step", s.handleVectorStep},
+		{http.MethodPost, envclient.PathVector + "{vector}/close", s.handleVectorClose},
 	} {
 		// Health probes carry no token: orchestrators poll them.
 		open := e.path == envclient.PathHealth
@@ -59,6 +64,18 @@ func (s *Server) routes() *http.ServeMux {
 			s.fail(w, errorf(http.StatusMethodNotAllowed, envclient.CodeMethod, "%s takes %s, not %s", r.URL.Path, e.method, r.Method))
 		})
 	}
+	// /mcp takes every method: MCP's streamable HTTP transport has GET
+	// and DELETE too (handleMCP).
+	mux.HandleFunc(envclient.PathMCP, func(w http.ResponseWriter, r *http.Request) {
+		if !s.token.Authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+			s.fail(w, errorf(http.StatusUnauthorized, envclient.CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
+			return
+		}
+		if e := s.handleMCP(w, r); e != nil {
+			s.fail(w, e)
+		}
+	})
 	// A harness seat's own handler routes by method and answers in the
 	// OpenAI and MCP shapes; what is under PathEpisodes but not a seat's
 	// answers in the server's.
@@ -82,7 +99,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // notFound answers a path that is no endpoint.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /state, /record, /ws; POST /reset, /step, /close, /seats; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
+	s.fail(w, errorf(http.StatusNotFound, envclient.CodeUnknown, "no endpoint %s (GET /health, /metadata, /schema, /openapi.json, /state, /record, /ws; POST /reset, /step, /close, /seats, /mcp, /vectors, /vector/{id}/reset, /vector/{id}/step, /vector/{id}/close; a harness seat's under /episodes/{episode}/seats/{agent}/)", r.URL.Path))
 }
 
 // fail answers e as {"error": {...}}.
@@ -174,6 +191,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) *apiError {
 	if ss == nil {
 		return reply(w, s.unheld(ep, baseURL(r)))
 	}
+	s.setLatest(ss)
 	res, e := s.first(r.Context(), ss)
 	if e != nil {
 		return e
@@ -187,7 +205,7 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := s.decode(w, r, &req); e != nil {
 		return e
 	}
-	ss, e := s.session(req.SessionID)
+	ss, e := s.stepSession(r.Context(), req.SessionID)
 	if e != nil {
 		return e
 	}
@@ -212,7 +230,11 @@ func (s *Server) target(r *http.Request) (*episodeEntry, *session, *apiError) {
 		ep, e := s.episode(id)
 		return ep, nil, e
 	}
-	return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "name the session (?session_id=) or the episode (?episode_id=)")
+	// OpenEnv's GET /state names nothing: the latest HTTP reset's.
+	if ss, _ := s.latestSession(); ss != nil {
+		return ss.ep, ss, nil
+	}
+	return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "name the session (?session_id=) or the episode (?episode_id=): no HTTP reset made one yet")
 }
 
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request) *apiError {
@@ -227,6 +249,11 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) *apiError {
 	var req envclient.SessionRequest
 	if e := s.decode(w, r, &req); e != nil {
 		return e
+	}
+	if req.SessionID == "" {
+		if latest, _ := s.latestSession(); latest != nil {
+			req.SessionID = latest.id
+		}
 	}
 	ss, e := s.session(req.SessionID)
 	if e != nil {
@@ -331,13 +358,20 @@ func (s *Server) handleSeats(w http.ResponseWriter, r *http.Request) *apiError {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the scenario seated nobody: %s", rec.Err)
 	}
 	as, _ := sc.(env.ActionSets)
+	fs, _ := sc.(env.Features)
 	out := envclient.SeatsAnswer{Scenario: sc.Info().Name, Params: params.Map()}
 	for _, seat := range ep.Seats() {
 		d := envclient.Seat{Agent: seat.ID, Role: seat.Role}
 		if as != nil {
 			d.Actions = as.ActionSet(params, seat.Role)
 		}
+		if fs != nil {
+			d.Observation = spaceOf(fs.ObservationSpace(params, seat.Role))
+		}
 		out.Seats = append(out.Seats, d)
+	}
+	if fs != nil {
+		out.State = spaceOf(fs.StateSpace(params))
 	}
 	return reply(w, out)
 }
@@ -438,8 +472,20 @@ func (s *Server) wsMessage(ctx context.Context, base string, data []byte, ss **s
 		res.Reward, res.Observation.Seats = nil, n.ep.seats(n, base)
 		return "observation", res, e
 	case "step":
+		if v, ok, e := s.toolStep(ctx, wsBinding{ss}, m.Data); ok {
+			// OpenEnv's MCP actions (MCPToolClient): a tool's call.
+			return "observation", v, e
+		}
+		if *ss == nil && s.cfg.Default != nil {
+			// As a session-less HTTP step: the default episode's.
+			n, e := s.freshSession(ctx, true)
+			if e != nil {
+				return "", nil, e
+			}
+			*ss = n
+		}
 		if *ss == nil {
-			return "", nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "step before reset")
+			return "", nil, errorf(http.StatusConflict, envclient.CodeBadRequest, "step before reset (or start the server with a default episode: troupe env-serve --scenario NAME)")
 		}
 		var a envclient.Action
 		if e := decodeJSON(m.Data, &a); e != nil {
@@ -455,8 +501,12 @@ func (s *Server) wsMessage(ctx context.Context, base string, data []byte, ss **s
 		return "state", s.state((*ss).ep, *ss, base), nil
 	case "close":
 		return "close", nil, nil
+	case "mcp":
+		// OpenEnv's MCP over the WebSocket: a JSON-RPC request in, its
+		// response out; the tools act for the connection's session.
+		return "mcp", s.rpc(ctx, wsBinding{ss}, m.Data), nil
 	}
-	return "", nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "unknown message type %q (reset, step, state, close)", m.Type)
+	return "", nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "unknown message type %q (reset, step, state, mcp, close)", m.Type)
 }
 
 // Serve answers on ln until ctx ends, then shuts down (Shutdown) and
@@ -518,6 +568,7 @@ type scenarioMetadata struct {
 	Policies      []string `json:"policies"`
 	DefaultPolicy string   `json:"default_policy"`
 	ActionSets    bool     `json:"action_sets"`
+	Features      bool     `json:"features"`
 }
 
 func metadataOf(reg *env.Registry) metadata {
@@ -537,6 +588,7 @@ func metadataOf(reg *env.Registry) metadata {
 			d.Params = append(d.Params, p.Name)
 		}
 		_, d.ActionSets = sc.(env.ActionSets)
+		_, d.Features = sc.(env.Features)
 		m.Scenarios = append(m.Scenarios, d)
 	}
 	return m
@@ -547,7 +599,10 @@ func metadataOf(reg *env.Registry) metadata {
 var schemas = []byte(`{"action":{"type":"object","additionalProperties":false,"properties":{` +
 	`"seat":{"type":"string","description":"which of the session's seats moves (when several act now)"},` +
 	`"move":{"type":"string","description":"the move: one of the seat's legal actions, or an answer in the scenario's grammar"},` +
-	`"moves":{"type":"object","additionalProperties":{"type":"string"},"description":"moves by agent id: a simultaneous step"}}},` +
+	`"moves":{"type":"object","additionalProperties":{"type":"string"},"description":"moves by agent id: a simultaneous step"},` +
+	`"generation":{"type":"object","additionalProperties":false,"description":"with move: the learner's token ids, kept in the turn's sample",` +
+	`"required":["prompt_ids","completion_ids"],"properties":{"prompt_ids":{"type":"array","items":{"type":"integer"}},"completion_ids":{"type":"array","items":{"type":"integer"}},` +
+	`"logprobs":{"type":"array","items":{"type":"number"}},"prompt":{"type":"string"},"completion":{"type":"string"}}}}},` +
 	`"observation":{"type":"object","properties":{"episode_id":{"type":"string"},"session_id":{"type":"string"},"step":{"type":"integer"},` +
 	`"seats":{"type":"array","items":{"type":"object","properties":{"agent":{"type":"string"},"role":{"type":"string"},"mine":{"type":"boolean"},"house":{"type":"boolean"},"actions":{"type":["array","null"],"items":{"type":"string"}}}}},` +
 	`"pending":{"type":"array","items":{"type":"object","properties":{"agent":{"type":"string"},"role":{"type":"string"},"state":{"type":"string"},` +

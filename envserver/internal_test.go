@@ -1,7 +1,9 @@
 package envserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -82,5 +84,48 @@ func FuzzRequests(f *testing.F) {
 			t.Fatalf("ws %q: %v", body, e)
 		}
 		s.Shutdown()
+	})
+}
+
+// FuzzVector feeds any body to POST /vectors and, as an actions frame, to
+// a tic-tac-toe vector's step: never a server error, always a message.
+func FuzzVector(f *testing.F) {
+	for _, seed := range []string{
+		`{"scenario":"tictactoe","num_envs":2}`, `{"scenario":"elfarol","num_envs":3,"params":{"agents":"3"},"allocators":["difference"],"reward":"difference"}`,
+		`{"scenario":"blotto","num_envs":1,"open":["red-0"],"final_observations":true}`, `{"scenario":"tictactoe","num_envs":1,"view_bytes":-1}`,
+		"TVA1\x02\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x04\x00\x00\x00\xff\xff\xff\xff",
+		"TVA1\x02\x00\x00\x00\x02\x00\x00\x00", `{`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := New(Config{MaxVectorEnvs: 64})
+		require.NoError(t, err)
+		defer s.Shutdown()
+		post := func(path, ctype string, body []byte) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+			r.Header.Set("Content-Type", ctype)
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			if w.Code >= 500 {
+				t.Fatalf("%s %q: %d %s", path, body, w.Code, w.Body)
+			}
+			if w.Code >= 400 {
+				assert.Contains(t, w.Body.String(), `"message":"`)
+			}
+			return w
+		}
+		if w := post(envclient.PathVectors, "application/json", body); w.Code == http.StatusOK {
+			var a envclient.VectorAnswer
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &a))
+			post(envclient.PathVector+a.VectorID+"/reset", "application/json", nil)
+			acts := make([]int32, a.NumEnvs*len(a.Agents))
+			post(envclient.PathVector+a.VectorID+"/step", envclient.ContentBinary, envclient.AppendActions(nil, envclient.Actions{NumEnvs: a.NumEnvs, NumAgents: len(a.Agents), Actions: acts}))
+		}
+		w := post(envclient.PathVectors, "application/json", []byte(`{"scenario":"tictactoe","num_envs":2}`))
+		var a envclient.VectorAnswer
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &a))
+		post(envclient.PathVector+a.VectorID+"/reset", "application/json", nil)
+		post(envclient.PathVector+a.VectorID+"/step", envclient.ContentBinary, body)
 	})
 }

@@ -114,6 +114,9 @@ type Config struct {
 
 	MaxSessions int // live sessions at once
 	MaxEpisodes int // live episodes at once
+	// MaxVectorEnvs bounds the envs of all vector environments together
+	// (default DefaultMaxVectorEnvs).
+	MaxVectorEnvs int
 	// SessionTimeout is how long a session may stay silent (over HTTP;
 	// a WebSocket session lasts as long as its connection) before its
 	// seats fall back, and how long an episode may wait for seats no
@@ -134,10 +137,17 @@ type Config struct {
 	// Ready, when set, is called with the listener's address once Serve
 	// listens.
 	Ready func(net.Addr)
+
+	// Default is the reset of a request that names neither a scenario
+	// nor an episode to join (OpenEnv's reset() sends none): its fields
+	// fill those the request leaves zero. nil: such resets are refused.
+	// New refuses a Default without a scenario, or one that joins or
+	// brings a seed, episode_id or rollout_id.
+	Default *envclient.ResetRequest
 }
 
 func (c Config) withDefaults() (Config, error) {
-	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes),
+	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes), "MaxVectorEnvs": int64(c.MaxVectorEnvs),
 		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxRetained": int64(c.MaxRetained), "MaxBodyBytes": c.MaxBodyBytes} {
 		if v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, name, v)
@@ -152,6 +162,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
 	c.MaxEpisodes = cmp.Or(c.MaxEpisodes, DefaultMaxEpisodes)
+	c.MaxVectorEnvs = cmp.Or(c.MaxVectorEnvs, DefaultMaxVectorEnvs)
 	c.MaxRetained = cmp.Or(c.MaxRetained, DefaultMaxRetained)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
@@ -179,9 +190,17 @@ type Server struct {
 	rollouts int64           // rollout ids handed out
 	ended    []*episodeEntry // finished episodes still kept, oldest first
 	reaped   time.Time       // when reap last ran
+	// vectors are the vector environments, by id; vectorEnvs counts
+	// their envs.
+	vectors    map[string]*vectorEnv
+	vectorEnvs int
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
+
+	openapi []byte       // GET /openapi.json
+	mcpHTTP http.Handler // MCP's streamable HTTP transport at /mcp
+	oe      openenvState // OpenEnv's session-less calls and MCP sessions
 }
 
 // episodeEntry is one episode of the server.
@@ -223,11 +242,14 @@ type harnessSeat struct {
 
 // session is one session: its seats at its episode's table.
 type session struct {
-	id   string
-	ep   *episodeEntry
-	s    *table.Session
-	ws   bool      // a WebSocket's: it lasts as long as its connection
-	last time.Time // guarded by Server.mu
+	id string
+	ep *episodeEntry
+	s  *table.Session
+	ws bool // a WebSocket's: it lasts as long as its connection
+	// features: its answers carry its seats' features (and the state,
+	// when it holds every seat).
+	features bool
+	last     time.Time // guarded by Server.mu
 }
 
 // New returns a server of cfg.
@@ -236,10 +258,17 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}}
+	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}}
+	if err := s.checkDefault(); err != nil {
+		return nil, err
+	}
 	if s.metadata, err = json.Marshal(metadataOf(cfg.Scenarios)); err != nil {
 		return nil, err
 	}
+	if s.openapi, err = openAPI(runspec.TroupeVersion); err != nil {
+		return nil, err
+	}
+	s.mcpHTTP = s.newMCPHandler()
 	s.rollouts = cfg.RolloutIDBase
 	s.mux = httpedge.Routed(s.routes(), s.notFound)
 	return s, nil
@@ -291,6 +320,7 @@ func newID(prefix string) string {
 // no seat, the answer is the episode and no session.
 func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool) (*episodeEntry, *session, *apiError) {
 	s.reapSoon()
+	req = s.defaulted(req)
 	var ep *episodeEntry
 	if req.Join != "" {
 		if e := joinOnly(req); e != nil {
@@ -324,6 +354,10 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 			return nil, nil, e
 		}
 	}
+	if _, ok := ep.res.Scenario.(env.Features); req.Features && !ok {
+		s.dropIfUnjoined(ep)
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "features: scenario %s declares no numeric observation (env.Features): its observations are its views", ep.res.Info.Name)
+	}
 	s.mu.Lock()
 	if len(s.sessions) >= s.cfg.MaxSessions {
 		s.mu.Unlock()
@@ -336,7 +370,7 @@ func (s *Server) reset(ctx context.Context, req *envclient.ResetRequest, ws bool
 		s.dropIfUnjoined(ep)
 		return nil, nil, tableError(err)
 	}
-	ss := &session{id: newID("s-"), ep: ep, s: ts, ws: ws}
+	ss := &session{id: newID("s-"), ep: ep, s: ts, ws: ws, features: req.Features}
 	s.mu.Lock()
 	now := time.Now()
 	ss.last, ep.last = now, now
@@ -471,7 +505,7 @@ func (s *Server) dropIfUnjoined(ep *episodeEntry) {
 // and returns the seats its creator's session takes.
 func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*episodeEntry, []int, *apiError) {
 	if req.Scenario == "" {
-		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode", s.cfg.Scenarios.Names())
+		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "scenario: name one (%v), or join an episode (troupe env-serve --scenario NAME makes a default)", s.cfg.Scenarios.Names())
 	}
 	fb, err := table.ParseFallback(req.Fallback)
 	if err != nil {
@@ -505,28 +539,11 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	}
 	s.mu.Unlock()
 
-	spec := runspec.Spec{Scenario: req.Scenario, Params: req.Params, Emit: req.Emit, Allocators: req.Allocators,
-		RewardFormat: req.RewardFormat, Episodes: 1, GroupSize: 1, Seed: seed, RolloutIDBase: rid, GroupIndexBase: rid}
-	if len(req.Policies) > 0 {
-		spec.Policies = make(map[string]runspec.Policy, len(req.Policies))
-		for role, name := range req.Policies {
-			spec.Policies[role] = runspec.Policy{Name: name}
-		}
-	}
-	if l := req.Limits; l != nil {
-		spec.Limits = runspec.Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
-	}
-	if v := req.OnInvalid; v != nil {
-		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
-	}
-	res, reward, e := s.resolve(spec, req.Reward)
+	spec := specOf(req.Scenario, req.Params, req.Policies, req.Limits, req.OnInvalid, req.Emit, req.Allocators, req.RewardFormat)
+	res, reward, setup, e := s.resolveAt(spec, seed, rid, req.Reward)
 	if e != nil {
 		return nil, nil, e
 	}
-	r := res.Config.Request(0)
-	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
-	// The table plays without a clock: the server's timeouts are its.
-	setup.Timeout = 0
 	open := []int{}
 	if len(req.Open) == 0 {
 		open = nil // every seat
@@ -579,6 +596,43 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	s.episodes[ep.id] = ep
 	s.live++
 	return ep, mine, nil
+}
+
+// specOf is the one-episode run spec of an episode's fields (a reset's,
+// a vector's), without its seed and ids (resolve sets them).
+func specOf(scenario string, params, policies map[string]string, limits *envclient.Limits, invalid *envclient.Invalid, emit, allocators []string, format string) runspec.Spec {
+	spec := runspec.Spec{Scenario: scenario, Params: params, Emit: emit, Allocators: allocators,
+		RewardFormat: format, Episodes: 1, GroupSize: 1}
+	if len(policies) > 0 {
+		spec.Policies = make(map[string]runspec.Policy, len(policies))
+		for role, name := range policies {
+			spec.Policies[role] = runspec.Policy{Name: name}
+		}
+	}
+	if l := limits; l != nil {
+		spec.Limits = runspec.Limits{MaxSteps: l.MaxSteps, MaxTurns: l.MaxTurns, MaxMessages: l.MaxMessages}
+	}
+	if v := invalid; v != nil {
+		spec.OnInvalid = runspec.Invalid{Mode: v.Mode, Penalty: v.Penalty, Bonus: v.Bonus}
+	}
+	return spec
+}
+
+// resolveAt resolves spec as the one-episode run of run seed seed whose
+// episode has rollout id (and group index) rid, its allocators gaining
+// reward as resolve says, and returns reward's index (resolve's) and the
+// episode's setup: what `troupe run --seed` of the spec would play.
+func (s *Server) resolveAt(spec runspec.Spec, seed uint64, rid int64, reward string) (*runspec.Resolved, int, env.Setup, *apiError) {
+	spec.Seed, spec.RolloutIDBase, spec.GroupIndexBase = seed, rid, rid
+	res, k, e := s.resolve(spec, reward)
+	if e != nil {
+		return nil, 0, env.Setup{}, e
+	}
+	r := res.Config.Request(0)
+	setup := env.Setup{Play: res.Config.Play, Seed: r.Seed, PolicySeed: r.PolicySeed, Index: r.Index, RolloutID: r.RolloutID, GroupIndex: r.GroupIndex}
+	// The server plays without a clock: its timeouts are its own.
+	setup.Timeout = 0
+	return res, k, setup, nil
 }
 
 // resolve resolves spec, whose allocators gain reward (an allocator's
@@ -643,6 +697,9 @@ type move struct {
 // movesOf reads a step's action: one move, several, or none (wait).
 func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 	tb := ss.ep.tb
+	if e := checkGeneration(a); e != nil {
+		return nil, e
+	}
 	switch {
 	case a.Move != nil && a.Moves != nil:
 		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action: give move (one seat's) or moves (by agent), not both")
@@ -666,12 +723,12 @@ func (s *Server) movesOf(ss *session, a *envclient.Action) ([]move, *apiError) {
 			if err != nil {
 				return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "action.seat: %v", err)
 			}
-			return []move{{i, agents.Action{Text: *a.Move}}}, nil
+			return []move{{i, moveAction(a)}}, nil
 		}
 		pend := ss.s.Pending()
 		switch len(pend) {
 		case 1:
-			return []move{{pend[0].Seat, agents.Action{Text: *a.Move}}}, nil
+			return []move{{pend[0].Seat, moveAction(a)}}, nil
 		case 0:
 			if tb.Record() != nil {
 				return nil, tableError(table.ErrEpisodeOver)
@@ -756,7 +813,11 @@ func (s *Server) settle(ep *episodeEntry) {
 			}
 		}
 		s.mu.Unlock()
-		ep.writeErr = s.write(ep, rec)
+		ep.writeErr = s.write(ep.res, rec, ep.replayOf(rec), func(rec *episode.Record, c *trajectories.Credit) error {
+			var err error
+			ep.credit, err = credit.SeatsOf(rec, c)
+			return err
+		})
 		ep.wrote.Store(true)
 		if ep.writeErr != nil {
 			s.cfg.Logger.Error("environment server: an episode could not be written", "episode", ep.id, "error", ep.writeErr)
@@ -766,23 +827,21 @@ func (s *Server) settle(ep *episodeEntry) {
 
 // write hands the record to the output stage of its spec: play.Run, with an
 // executor that returns it, into trajectories.Output over the server's
-// sink, its samples numbered from the server's counter.
-func (s *Server) write(ep *episodeEntry, rec *episode.Record) error {
+// sink, its samples numbered from the server's counter; its credit
+// replays counterfactuals with replay (replayOf's), and observe, when not
+// nil, sees the credit the allocators gave it (Output.ObserveCredit).
+func (s *Server) write(res *runspec.Resolved, rec *episode.Record, replay episode.Replayer, observe func(*episode.Record, *trajectories.Credit) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	out := ep.res.Output(s.cfg.Sink)
+	out := res.Output(s.cfg.Sink)
 	out.Reserve = func(n int) int64 { return s.samples.Add(int64(n)) - int64(n) }
-	out.ObserveCredit = func(rec *episode.Record, c *trajectories.Credit) error {
-		var err error
-		ep.credit, err = credit.SeatsOf(rec, c)
-		return err
-	}
-	if r := ep.replayOf(rec); r != rec.Replay {
+	out.ObserveCredit = observe
+	if replay != rec.Replay {
 		cp := *rec
-		cp.Replay = r
+		cp.Replay = replay
 		rec = &cp
 	}
-	cfg := ep.res.Config
+	cfg := res.Config
 	cfg.Executor = env.ExecutorFunc(func(context.Context, env.Request) *episode.Record { return rec })
 	_, err := play.Run(context.Background(), cfg, out)
 	return err
@@ -799,6 +858,11 @@ func (s *Server) result(ss *session, obs []env.PendingSeat) envclient.Result {
 	o.Pending = make([]envclient.SeatObservation, len(obs))
 	for k := range obs {
 		o.Pending[k] = ep.seatObservation(obs[k].Seat, &obs[k].Observation)
+	}
+	if ss.features {
+		if e := ep.features(&o, ss); e != nil {
+			o.Error = e.body.Message
+		}
 	}
 	res := envclient.Result{Observation: o, Done: o.Done}
 	r := 0.0
@@ -847,6 +911,33 @@ func (s *Server) observation(ep *episodeEntry, ss *session) envclient.Observatio
 		}
 	}
 	return o
+}
+
+// features sets o's features of ss's seats and, when ss holds every
+// seat, the global state.
+func (ep *episodeEntry) features(o *envclient.Observation, ss *session) *apiError {
+	fs, ok := ep.res.Scenario.(env.Features)
+	if !ok {
+		return nil // refused at the reset
+	}
+	params, tb := ep.res.Config.Params, ep.tb
+	mine := ss.s.Seats()
+	o.Features = make(map[string][]float32, len(mine))
+	for _, i := range mine {
+		seat := tb.Seats()[i]
+		v := make([]float32, fs.ObservationSpace(params, seat.Role).Size())
+		if err := tb.Features(i, v); err != nil {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "%v", err)
+		}
+		o.Features[seat.ID] = v
+	}
+	if len(mine) == len(tb.Seats()) {
+		o.State = make([]float32, fs.StateSpace(params).Size())
+		if err := tb.State(o.State); err != nil {
+			return errorf(http.StatusInternalServerError, envclient.CodeInternal, "%v", err)
+		}
+	}
+	return nil
 }
 
 // creditOf sets o's credit, once the episode over is written (settle).
@@ -1012,7 +1103,16 @@ func (s *Server) reap() {
 			stale = append(stale, ep)
 		}
 	}
+	var idleVectors []*vectorEnv
+	for _, v := range s.vectors {
+		if now.Sub(v.last) > s.cfg.SessionTimeout {
+			idleVectors = append(idleVectors, v)
+		}
+	}
 	s.mu.Unlock()
+	for _, v := range idleVectors {
+		v.close(EndVectorClosed)
+	}
 	for _, ss := range idle {
 		s.leave(context.Background(), ss, fmt.Sprintf("the session was idle for %v", s.cfg.SessionTimeout))
 	}
@@ -1058,7 +1158,15 @@ func (s *Server) Shutdown() {
 	for _, ep := range s.episodes {
 		eps = append(eps, ep)
 	}
+	vectors := make([]*vectorEnv, 0, len(s.vectors))
+	for _, v := range s.vectors {
+		vectors = append(vectors, v)
+	}
 	s.mu.Unlock()
+	slices.SortFunc(vectors, func(a, b *vectorEnv) int { return cmp.Compare(a.id, b.id) })
+	for _, v := range vectors {
+		v.close(EndVectorClosed)
+	}
 	slices.SortFunc(eps, func(a, b *episodeEntry) int { return cmp.Compare(a.tb.Setup().RolloutID, b.tb.Setup().RolloutID) })
 	for _, ep := range eps {
 		ep.tb.Stop(protocol.StatusAborted, env.EndInterrupted, errors.New("the environment server shut down"))

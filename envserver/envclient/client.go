@@ -54,7 +54,10 @@ func New(base, token string, hc *http.Client) *Client {
 // do sends a request and decodes its JSON answer into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
-	if in != nil {
+	ctype := "application/json"
+	if frame, ok := in.(binaryBody); ok {
+		body, ctype = bytes.NewReader(frame), ContentBinary
+	} else if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
@@ -66,7 +69,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return err
 	}
 	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -164,3 +167,51 @@ func (s *Session) Close(ctx context.Context) error {
 	var st State
 	return s.c.do(ctx, http.MethodPost, PathClose, SessionRequest{SessionID: s.ID}, &st)
 }
+
+// binaryBody is a request body sent as it is (a frame).
+type binaryBody []byte
+
+// Vector is a vector environment of a server (docs/vector.md).
+type Vector struct {
+	c *Client
+	VectorAnswer
+	frame []byte
+}
+
+// Vector creates a vector environment; its Reset starts its episodes.
+func (c *Client) Vector(ctx context.Context, req VectorRequest) (*Vector, error) {
+	v := &Vector{c: c}
+	if err := c.do(ctx, http.MethodPost, PathVectors, req, &v.VectorAnswer); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Reset stops the vector's episodes and starts new ones, the first of
+// run seed seed when it is not nil, and answers their first batch.
+func (v *Vector) Reset(ctx context.Context, seed *uint64) (*Batch, error) {
+	var data []byte
+	if err := v.c.do(ctx, http.MethodPost, v.path("reset"), VectorReset{Seed: seed}, &data); err != nil {
+		return nil, err
+	}
+	return DecodeBatch(data)
+}
+
+// Step gives the actions, [env][agent] row-major (NoAction, or anything,
+// for the agents that do not act), and answers the next batch.
+func (v *Vector) Step(ctx context.Context, actions []int32) (*Batch, error) {
+	v.frame = AppendActions(v.frame[:0], Actions{NumEnvs: v.NumEnvs, NumAgents: len(v.Agents), Actions: actions})
+	var data []byte
+	if err := v.c.do(ctx, http.MethodPost, v.path("step"), binaryBody(v.frame), &data); err != nil {
+		return nil, err
+	}
+	return DecodeBatch(data)
+}
+
+// Close ends the vector: its episodes in play end aborted.
+func (v *Vector) Close(ctx context.Context) error {
+	var out map[string]string
+	return v.c.do(ctx, http.MethodPost, v.path("close"), struct{}{}, &out)
+}
+
+func (v *Vector) path(op string) string { return PathVector + url.PathEscape(v.VectorID) + "/" + op }

@@ -15,6 +15,22 @@
 // session must act again (or the episode is over): the observation then
 // holds the session's seats that must act, each with its view, legal
 // actions and inbox.
+//
+// # Vector environments
+//
+// A vector environment (POST PathVectors, VectorRequest) holds NumEnvs
+// episodes of one scenario, every seat the caller's, stepped together:
+// POST /vector/{id}/step takes an actions frame (AppendActions: "TVA1",
+// u32 num_envs, num_agents, flags, then i32 actions [env][agent]) and
+// answers a batch frame (DecodeBatch: "TVB1", a 48-byte header of counts,
+// then f32 rewards and state, the observations (f32 features or u8 view
+// bytes), u8 masks, acting, terminated and truncated flags, then the
+// episodes that started (run seed, rollout id) and ended (status, team
+// reward, final observations, credit)), little-endian, every array at an
+// aligned offset that numpy reads in place. A finished episode is
+// replaced in the same step (autoreset); each episode of a batch writes
+// the record and samples of the same episode played alone. docs/vector.md
+// draws the frames byte by byte; Client.Vector is the Go client.
 package envclient
 
 import (
@@ -35,6 +51,10 @@ const (
 	PathRecord   = "/record"
 	PathWS       = "/ws"
 	PathSeats    = "/seats"
+	// PathOpenAPI is the server's OpenAPI document; PathMCP its MCP
+	// endpoint (OpenEnv's JSON-RPC, and MCP's streamable HTTP).
+	PathOpenAPI = "/openapi.json"
+	PathMCP     = "/mcp"
 	// PathEpisodes prefixes the harness seats' endpoints:
 	// /episodes/{episode_id}/seats/{agent}/ (see HarnessURLs).
 	PathEpisodes = "/episodes/"
@@ -53,6 +73,9 @@ type SeatsAnswer struct {
 	Scenario string            `json:"scenario"`
 	Params   map[string]string `json:"params"`
 	Seats    []Seat            `json:"seats"`
+	// State is the space of the global state, for a scenario that
+	// declares one (env.Features).
+	State *Space `json:"state,omitempty"`
 }
 
 // ResetRequest starts a session: it creates an episode (Scenario and what
@@ -105,6 +128,12 @@ type ResetRequest struct {
 	// Seats are the seats (agent ids) this session takes; empty: every
 	// open seat no session holds yet (but the Harness seats).
 	Seats []string `json:"seats,omitempty"`
+	// Features asks that every answer carry the numeric observation of
+	// each of the session's seats (Observation.Features) and, to a
+	// session that holds every seat, the game's global state
+	// (Observation.State), for a scenario that declares them
+	// (env.Features; refused for one that does not).
+	Features bool `json:"features,omitempty"`
 
 	// Harness lists the seats (agent ids) an outside agent harness plays
 	// (the OpenAI Agents SDK, ...): the server seats each at its own
@@ -138,12 +167,41 @@ type Action struct {
 	Seat  string            `json:"seat,omitempty"`
 	Move  *string           `json:"move,omitempty"`
 	Moves map[string]string `json:"moves,omitempty"`
+	// Generation, with Move, is how the learner's model produced the
+	// move: the turn's sample then holds the learner's own token ids
+	// (tokens, response_length, rollout_log_probs) where it is otherwise
+	// text-only. nil: a text-only sample.
+	Generation *Generation `json:"generation,omitempty"`
+}
+
+// Generation is a learner's record of how its model wrote a move: what a
+// trainer (TRL's GRPO, ...) trains on, kept in troupe's sample so that
+// troupe's samples and the trainer's batch hold the same ids.
+type Generation struct {
+	// PromptIDs are the prompt's token ids, CompletionIDs the sampled
+	// ones (at least one); LogProbs, when given, one per completion id.
+	PromptIDs     []int     `json:"prompt_ids"`
+	CompletionIDs []int     `json:"completion_ids"`
+	LogProbs      []float64 `json:"logprobs,omitempty"`
+	// Prompt is the text the model was given (the sample's prompt; empty:
+	// the seat's observation); Completion what it wrote, when the move was
+	// read from it (the sample's response; empty: the move).
+	Prompt     string `json:"prompt,omitempty"`
+	Completion string `json:"completion,omitempty"`
 }
 
 // StepRequest is the body of POST /step: OpenEnv's, with the session.
+// Without SessionID, the step is the session's of the latest HTTP reset
+// while its episode is in play, else a new episode's of the server's
+// default reset: OpenEnv's HTTP client names no session.
 type StepRequest struct {
-	SessionID string `json:"session_id"`
+	SessionID string `json:"session_id,omitempty"`
 	Action    Action `json:"action"`
+	// TimeoutS and RequestID are OpenEnv's, accepted so that its
+	// requests are: a step waits MaxWait at most (the answer then says
+	// "not yet"), and the request id is not echoed.
+	TimeoutS  *float64 `json:"timeout_s,omitempty"`
+	RequestID string   `json:"request_id,omitempty"`
 }
 
 // SessionRequest names a session (POST /close; GET /state and /record
@@ -209,6 +267,14 @@ type Observation struct {
 	// CreditError says why an episode over has no Credit (an allocator
 	// failed, or its sink refused the episode).
 	CreditError string `json:"credit_error,omitempty"`
+	// Features are, for a session that asked (ResetRequest.Features),
+	// the numeric observation of each of its seats now, by agent id: what
+	// the seat may know, in its role's space (Seat.Observation).
+	Features map[string][]float32 `json:"features,omitempty"`
+	// State is, for a session that asked and holds every seat, the
+	// game's global state now (SeatsAnswer.State's space): the true
+	// state, hidden parts included, for a centralised critic.
+	State []float32 `json:"state,omitempty"`
 }
 
 // SeatCredit is one seat's credit in an episode over: the reward a learner
@@ -250,6 +316,9 @@ type Seat struct {
 	Actions []string `json:"actions"`
 	// Harness is, for a seat an outside harness plays, where it plays.
 	Harness *HarnessURLs `json:"harness,omitempty"`
+	// Observation is the space of the seat's numeric observation, for a
+	// scenario that declares one (env.Features): in POST /seats's answer.
+	Observation *Space `json:"observation,omitempty"`
 }
 
 // HarnessURLs are a harness seat's endpoints, all under

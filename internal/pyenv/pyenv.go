@@ -6,11 +6,11 @@
 //
 // Each environment has a variable naming its interpreter; unset, the
 // interpreter of the cached environment is used when it exists. A test
-// that finds none skips, saying how to install it, unless
-// TROUPE_REQUIRE_PYTHON=1 (set by make test under CI) and the environment
-// is one make test installs there (E2E, Agents: make python-e2e), where it
-// fails. The trainers' (MARL, LLM: make trainers, gigabytes of torch) are
-// never part of make test: their tests always skip without them.
+// that finds none skips, saying how to install it, unless its Require
+// variable is 1, where it fails: TROUPE_REQUIRE_PYTHON for the
+// conformance environments (set by make test under CI),
+// TROUPE_REQUIRE_TRAINERS for the trainers' (torch: many minutes to
+// install, so make test never requires them; make trainers-test does).
 package pyenv
 
 import (
@@ -32,45 +32,43 @@ type Env struct {
 	Holds string
 	// Target is the make target that installs it.
 	Target string
+	// Require is the variable that, set to 1, turns its absence into a
+	// failure.
+	Require string
 }
 
 // The environments. Their pins are python/requirements/<name>.txt.
 var (
 	// E2E holds pettingzoo, gymnasium, numpy, openenv-core, verifiers and
 	// websockets: the conformance tests make test runs.
-	E2E = Env{"TROUPE_PYTHON_E2E", "pyenv-e2e", "pettingzoo, gymnasium, openenv-core and verifiers", "python-e2e"}
+	E2E = Env{"TROUPE_PYTHON_E2E", "pyenv-e2e", "pettingzoo, gymnasium, openenv-core and verifiers", "python-e2e", RequireVar}
 	// Agents holds openai-agents (its openai pin conflicts with
 	// verifiers', hence an environment of its own).
-	Agents = Env{"TROUPE_PYTHON_AGENTS", "pyenv-agents", "the OpenAI Agents SDK for Python", "python-e2e"}
+	Agents = Env{"TROUPE_PYTHON_AGENTS", "pyenv-agents", "the OpenAI Agents SDK for Python", "python-e2e", RequireVar}
 	// MARL holds torch and the MARL trainers (make trainers).
-	MARL = Env{"TROUPE_PYTHON_MARL", "pyenv-marl", "torch and the MARL trainers", "trainers"}
+	MARL = Env{"TROUPE_PYTHON_MARL", "pyenv-marl", "torch and the MARL trainers", "trainers", RequireTrainersVar}
 	// LLM holds torch, transformers and TRL (make trainers).
-	LLM = Env{"TROUPE_PYTHON_LLM", "pyenv-llm", "torch, transformers and TRL", "trainers"}
+	LLM = Env{"TROUPE_PYTHON_LLM", "pyenv-llm", "torch, transformers and TRL", "trainers", RequireTrainersVar}
 )
 
-// RequireVar set to 1 turns a missing environment that make test installs
-// into a failure.
-const RequireVar = "TROUPE_REQUIRE_PYTHON"
+// The Require variables.
+const (
+	RequireVar         = "TROUPE_REQUIRE_PYTHON"
+	RequireTrainersVar = "TROUPE_REQUIRE_TRAINERS"
+)
 
-// Required reports whether a missing e fails a test under RequireVar=1:
-// whether make test installs it under CI (make python-e2e).
-func (e Env) Required() bool { return e.Target == "python-e2e" }
-
-// Python returns the interpreter of e, or skips t when there is none
-// (fails it under RequireVar=1 when e is Required).
+// Python returns the interpreter of e, or skips t (fails it when e's
+// Require variable is 1) when there is none.
 func Python(t testing.TB, e Env) string {
 	t.Helper()
 	py, err := Find(e)
 	if err == nil {
 		return py
 	}
-	if os.Getenv(RequireVar) == "1" && e.Required() {
-		t.Fatalf("%s is required (%s=1) but not found: %v (make %s installs it)", e.Holds, RequireVar, err, e.Target)
+	if os.Getenv(e.Require) == "1" {
+		t.Fatalf("%s is required (%s=1) but not found: %v (make %s installs it)", e.Holds, e.Require, err, e.Target)
 	}
-	if !e.Required() {
-		t.Skipf("%s not found: %v (make %s installs it)", e.Holds, err, e.Target)
-	}
-	t.Skipf("%s not found: %v (make %s installs it; %s=1 makes this a failure)", e.Holds, err, e.Target, RequireVar)
+	t.Skipf("%s not found: %v (make %s installs it; %s=1 makes this a failure)", e.Holds, err, e.Target, e.Require)
 	return ""
 }
 

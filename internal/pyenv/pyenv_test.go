@@ -8,23 +8,20 @@ import (
 	"github.com/troupe-rl/troupe/internal/pyenv"
 )
 
-// TestRequired: make test installs and requires the end-to-end venvs only;
-// the trainers' are never required.
-func TestRequired(t *testing.T) {
-	assert.True(t, pyenv.E2E.Required())
-	assert.True(t, pyenv.Agents.Required())
-	assert.False(t, pyenv.MARL.Required())
-	assert.False(t, pyenv.LLM.Required())
-}
-
-// TestTrainersSkipUnderRequire: a missing trainers' venv skips, whatever
-// TROUPE_REQUIRE_PYTHON says.
+// TestTrainersSkipUnderRequire: make test requires the end-to-end venvs
+// under CI (TROUPE_REQUIRE_PYTHON=1), never the trainers' (torch), whose
+// tests skip without them unless TROUPE_REQUIRE_TRAINERS=1.
 func TestTrainersSkipUnderRequire(t *testing.T) {
 	t.Setenv(pyenv.RequireVar, "1")
-	t.Setenv(pyenv.MARL.Var, "/nonexistent/python")
-	ok := t.Run("missing", func(t *testing.T) {
-		pyenv.Python(t, pyenv.MARL)
-		t.Error("Python returned for a missing venv")
-	})
-	assert.True(t, ok, "the subtest skipped rather than failed")
+	t.Setenv(pyenv.RequireTrainersVar, "")
+	for _, e := range []pyenv.Env{pyenv.MARL, pyenv.LLM} {
+		t.Setenv(e.Var, "/nonexistent/python")
+		ok := t.Run(e.Dir, func(t *testing.T) {
+			pyenv.Python(t, e)
+			t.Error("Python returned for a missing venv")
+		})
+		assert.True(t, ok, "%s: the subtest skipped rather than failed", e.Dir)
+	}
+	assert.Equal(t, pyenv.RequireVar, pyenv.E2E.Require)
+	assert.Equal(t, pyenv.RequireVar, pyenv.Agents.Require)
 }

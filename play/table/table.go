@@ -328,6 +328,21 @@ func (t *Table) Time() int {
 	return t.ep.Time()
 }
 
+// Features writes seat's numeric observation now into dst
+// (env.Episode.Features).
+func (t *Table) Features(seat int, dst []float32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ep.Features(seat, dst)
+}
+
+// State writes the game's global state now into dst (env.Episode.State).
+func (t *Table) State(dst []float32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ep.State(dst)
+}
+
 // Waiting returns the seats whose moves the episode waits for, in seat
 // order: none once it is over.
 func (t *Table) Waiting() []int {
@@ -595,14 +610,25 @@ func (t *Table) waitingFor(pend []env.PendingSeat) string {
 // judge checks text against obs's legal actions, or the scenario's
 // CheckAnswer when actions are free-form; nil when it is a valid move.
 func (t *Table) judge(obs *agents.Observation, text string) error {
+	return Judge(t.check, obs, text)
+}
+
+// Judge is a table's verdict on text as the move of the seat that
+// observes obs: nil when it is one of obs's legal actions, or, for
+// free-form actions (no legal list), when check (the scenario's
+// CheckAnswer; nil: none) accepts it; else an error wrapping ErrIllegal
+// that names the seat and what it may play. A driver that steps episodes
+// itself judges moves with it, so that a move it passes to the game,
+// marked invalid, reads as the table's would.
+func Judge(check func(obs *agents.Observation, text string) error, obs *agents.Observation, text string) error {
 	if obs.Legal != nil {
 		if slices.Contains(obs.Legal, text) {
 			return nil
 		}
 		return fmt.Errorf("%w: %q is not one of agent %s's legal actions at step %d: %s", ErrIllegal, text, obs.Agent, obs.Step, legalList(obs.Legal))
 	}
-	if t.check != nil {
-		if err := t.check(obs, text); err != nil {
+	if check != nil {
+		if err := check(obs, text); err != nil {
 			return fmt.Errorf("%w: agent %s at step %d: %w", ErrIllegal, obs.Agent, obs.Step, err)
 		}
 	}

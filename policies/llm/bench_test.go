@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -394,6 +395,97 @@ func BenchmarkMemoryTurn(b *testing.B) {
 				b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-us/turn")
 				b.ReportMetric(float64(bytes1-bytes0)/n, "B/turn")
 				b.ReportMetric(float64(sent)/n, "hist-B/turn")
+			})
+		}
+	}
+}
+
+// BenchmarkLlamaTurn weighs what one turn costs troupe on llama.cpp token
+// in, token out (the default with memory: /apply-template, /tokenize,
+// /detokenize and /completion with the prompt's ids) against the chat path
+// on the same conversation (the chat endpoint, then /apply-template and
+// /tokenize of the body sent for the prompt ids, /detokenize for the
+// response's text): the turn'th turn of an agent whose earlier turns were
+// played on the same path, each delivering two messages of 100 bytes and a
+// view of 200, against llmtest's llama.cpp in a child process; path
+// vllm-chat is the chat path on vLLM, whose chat answer carries the prompt
+// ids itself (one call a turn), for reference. Every
+// iteration asks for the same turn; cpu-us/turn is troupe's CPU (user and
+// system) per turn, which is what the ratio token/chat is taken of. Turn 1
+// has no memory yet; turn 2 is the first whose prompt extends an earlier
+// one's ids. (The chat path's prompt ids do not extend the previous turn's
+// where the model sampled an end token the template writes otherwise: it
+// tokenizes the chat anew, as it does against the real server.)
+//
+//	go test ./policies/llm -run '^$' -bench LlamaTurn -benchtime 200x -count 3
+func BenchmarkLlamaTurn(b *testing.B) {
+	llama := startChild(b, llmtest.LlamaCpp, 0)
+	defer llama.stop(b)
+	vllm := startChild(b, llmtest.VLLM, 0)
+	defer vllm.stop(b)
+	for _, turn := range []int{1, 2, 40} {
+		for _, path := range []string{"chat", "token", "vllm-chat"} {
+			b.Run(fmt.Sprintf("turn=%d/path=%s", turn, path), func(b *testing.B) {
+				cfg := llm.DefaultConfig()
+				cfg.BaseURL, cfg.Model, cfg.Format, cfg.Kind = llama.url, "bench", llm.FormatText, llm.KindLlamaCpp
+				if path == "vllm-chat" {
+					cfg.BaseURL, cfg.Kind = vllm.url, llm.KindVLLM
+				}
+				p, err := llm.New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Client().Close()
+				if path == "chat" {
+					llm.UseChatPath(p)
+				}
+				ctx := context.Background()
+				var hist []agents.Turn
+				var seen []protocol.Message
+				var obs *agents.Observation
+				for k := range turn {
+					inbox := []protocol.Message{
+						{From: "env", To: "a", Kind: "news", Payload: strings.Repeat("n", 100), Time: k},
+						{From: "b", To: "a", Kind: "say", Payload: strings.Repeat("s", 100), Time: k},
+					}
+					seen = append(seen, inbox...)
+					obs = &agents.Observation{Agent: "a", Role: "r", Turn: k, Step: k, View: strings.Repeat("v", 200),
+						Inbox: inbox, Seen: slices.Clip(seen), Seed: uint64(k), History: slices.Clip(hist)}
+					if k == turn-1 {
+						break
+					}
+					a, err := p.Act(ctx, obs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hist = append(hist, agents.Turn{Step: k, View: obs.View, Inbox: inbox, Action: a})
+				}
+				a, err := p.Act(ctx, obs) // warm up: connections, pools
+				switch {
+				case err != nil:
+					b.Fatal(err)
+				case a.Generation == nil || a.Generation.Tokens == nil:
+					b.Fatalf("turn %d has no token ids: %v", turn, a.Notes)
+				case path == "token" && turn > 1 && a.Notes["llm_memory_rebuilt"] != nil:
+					b.Fatalf("turn %d was tokenized anew: %v", turn, a.Notes["llm_memory_rebuilt"])
+				}
+				runtime.GC()
+				bytes0, objects0 := heapAllocs()
+				cpu0 := selfCPU()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := p.Act(ctx, obs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				cpu := selfCPU() - cpu0
+				bytes1, objects1 := heapAllocs()
+				n := float64(b.N)
+				b.ReportMetric(float64(cpu.Nanoseconds())/1e3/n, "cpu-us/turn")
+				b.ReportMetric(float64(bytes1-bytes0)/n, "B/turn")
+				b.ReportMetric(float64(objects1-objects0)/n, "allocs/turn")
+				b.ReportMetric(float64(len(a.Generation.Tokens.Prompt)), "prompt-ids")
 			})
 		}
 	}

@@ -88,6 +88,9 @@ type Client struct {
 	sem     *semaphore.Weighted
 	chatURL string
 	root    string // the server's root URL: BaseURL without its /v1
+	// renders are the token path's renderings kept for the next turn
+	// (tokencache.go); llama.cpp only.
+	renders *renderings
 
 	calls, attempts, retries, failures atomic.Int64
 	inFlight, maxInFlight              atomic.Int64
@@ -110,6 +113,9 @@ func NewClient(cfg Config, opts ...ClientOption) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, sem: semaphore.NewWeighted(int64(cfg.MaxInFlight))}
+	if cfg.Kind == KindLlamaCpp {
+		c.renders = newRenderings(renderingsPerSlot * cfg.MaxInFlight)
+	}
 	for _, o := range opts {
 		o(c)
 	}

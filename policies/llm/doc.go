@@ -227,7 +227,12 @@
 // begin so (a template that rewrites earlier assistant messages, as
 // Qwen3's drops old reasoning), the prompt is tokenized whole and the note
 // llm_memory_rebuilt says why. The tests check this against the real
-// llama-server (memory_real_test.go).
+// llama-server (memory_real_test.go). The previous turn's rendering and
+// the text of its answer's ids are what that turn itself got from the
+// server, so the client keeps them for the next turn and asks again only
+// when they are not kept (tokencache.go): a turn costs four calls
+// (/apply-template, /tokenize of the rest, /completion, /detokenize), as
+// the chat path's does, and the same ids either way.
 //
 // On vllm and sglang with Config.TokenIn (--llm-token-in; json and text
 // formats) the same rule holds on each server's own endpoints

@@ -294,3 +294,38 @@ func TestMemoryUnderAContextBudgetOnLlamaServer(t *testing.T) {
 	}
 	t.Logf("%d turns under %d tokens: %d turns started a cut conversation, longest prompt %d tokens, %d merged samples", 2*rounds, budget, dropped, longest, len(merged))
 }
+
+// The renderings the token path keeps for the next turn change no id
+// against the real server: every turn's prompt ids, recomputed by a client
+// that keeps none and asks the server for everything again, are the ids
+// the turn sent.
+func TestKeptRenderingsChangeNothingOnLlamaServer(t *testing.T) {
+	llama := sharedLlama.Get(t)
+	cfg := llamaMemoryConfig(llama)
+	cfg.Format = llm.FormatText
+	eps := memoryRun(t, whisper(3), nil, cfg, 1)
+	require.Len(t, eps, 1)
+	asking, err := llm.New(cfg)
+	require.NoError(t, err)
+	defer asking.Client().Close()
+	llm.ForgetRenderings(asking.Client())
+	by := map[string][]protocol.Sample{}
+	for _, s := range eps[0].Samples {
+		by[s.Metadata.Agent] = append(by[s.Metadata.Agent], s)
+	}
+	checked := 0
+	for agent, ss := range by {
+		for k := 1; k < len(ss); k++ {
+			prev, s := ss[k-1], ss[k]
+			require.False(t, prev.Metadata.TextOnly || s.Metadata.TextOnly)
+			n := len(prev.Tokens) - prev.ResponseLength
+			tokens := &agents.Tokens{Prompt: prev.Tokens[:n], Response: prev.Tokens[n:]}
+			ids, why, err := llm.TurnPromptIDs(t.Context(), asking, s.Prompt.Messages, prev.Prompt.Messages, prev.Response, tokens)
+			require.NoError(t, err)
+			assert.Empty(t, why)
+			assert.Equal(t, s.Tokens[:len(s.Tokens)-s.ResponseLength], ids, "%s turn %d", agent, k)
+			checked++
+		}
+	}
+	require.Positive(t, checked)
+}

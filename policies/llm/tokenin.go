@@ -62,15 +62,18 @@ func completionFields(cfg *Config) []byte {
 
 // llamaCompletion is the part of a /completion answer troupe reads.
 type llamaCompletion struct {
-	Content         string `json:"content"`
-	Tokens          []int  `json:"tokens"`
-	StopType        string `json:"stop_type"`
-	TokensEvaluated int    `json:"tokens_evaluated"`
-	Truncated       bool   `json:"truncated"`
-	Probs           []struct {
-		ID      int     `json:"id"`
-		LogProb float64 `json:"logprob"`
-	} `json:"completion_probabilities"`
+	Content         string      `json:"content"`
+	Tokens          []int       `json:"tokens"`
+	StopType        string      `json:"stop_type"`
+	TokensEvaluated int         `json:"tokens_evaluated"`
+	Truncated       bool        `json:"truncated"`
+	Probs           []llamaProb `json:"completion_probabilities"`
+}
+
+// llamaProb is the part of a /completion log-prob entry troupe reads.
+type llamaProb struct {
+	ID      int     `json:"id"`
+	LogProb float64 `json:"logprob"`
 }
 
 // tokenTurn asks for one answer token in, token out. It returns the
@@ -83,22 +86,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		return c.remoteTurn(ctx, req)
 	}
 	jitter := seeds.Mix(c.cfg.Seed, uint64(req.seed))
-	retries := 0
-	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
-	retries += n
-	if err != nil {
-		return nil, "", err
-	}
-	var prevText string
-	if req.prev != nil && req.prevChat != nil {
-		prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
-		retries += n
-		if err != nil {
-			return nil, "", err
-		}
-	}
-	ids, why, n, err := c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, seeds.Mix(jitter, 3))
-	retries += n
+	text, ids, why, retries, err := c.llamaTurnPrompt(ctx, req, jitter)
 	if err != nil {
 		return nil, "", err
 	}
@@ -106,7 +94,8 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	if err != nil {
 		return nil, why, err
 	}
-	cbody := []byte(`{"prompt":`)
+	cbody := make([]byte, 0, 64+11*len(ids)+len(req.schema)+len(req.fields))
+	cbody = append(cbody, `{"prompt":`...)
 	cbody = appendInts(cbody, ids)
 	cbody = append(cbody, `,"seed":`...)
 	cbody = strconv.AppendInt(cbody, int64(req.seed), 10)
@@ -120,9 +109,9 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	}
 	cbody = append(appendFields(cbody, req.fields), '}')
 	var a llamaCompletion
-	n, err = c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
+	n, err := c.llamaPost(ctx, "/completion", cbody, jitter, func(b []byte) error {
 		a = llamaCompletion{}
-		if err := json.Unmarshal(b, &a); err != nil {
+		if err := readLlamaCompletion(b, &a); err != nil {
 			return fmt.Errorf("%w: /completion: %w", ErrMalformed, err)
 		}
 		return nil
@@ -159,7 +148,7 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 	out.tokens, out.textOnly = t.assemble()
 	if out.tokens != nil {
 		rids := llamaResponseIDs(out.tokens.Response, out.finish, t.lastNoText)
-		text, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
+		decoded, n, err := c.llamaDetokenize(ctx, rids, seeds.Mix(jitter, 2))
 		out.retries += n
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -167,10 +156,39 @@ func (c *Client) tokenTurn(ctx context.Context, req *tokenRequest) (*completion,
 		case err != nil:
 			out.decodeErr = "llamacpp: /detokenize: " + err.Error()
 		default:
-			out.decoded = &text
+			out.decoded = &decoded
+			// Kept for the next turn, whose chat extends this one.
+			c.renders.keep(&rendering{model: req.model, fields: req.chatFields, chat: req.chat, text: text,
+				response: out.tokens.Response, decoded: decoded, dropped: len(rids) < len(out.tokens.Response)})
 		}
 	}
 	return out, why, nil
+}
+
+// llamaTurnPrompt returns the server's rendering of req's chat and its
+// prompt ids (llamaPromptTokens), with why they do not extend req.prev's
+// when asked to, and the retries taken.
+func (c *Client) llamaTurnPrompt(ctx context.Context, req *tokenRequest, jitter uint64) (text string, ids []int, why string, retries int, err error) {
+	text, n, err := c.llamaRender(ctx, req.model, req.chat, req.chatFields, seeds.Mix(jitter, 1))
+	retries += n
+	if err != nil {
+		return "", nil, "", retries, err
+	}
+	var prevText string
+	var kept *rendering // the previous turn's rendering, when the client kept it
+	if req.prev != nil && req.prevChat != nil {
+		if kept = c.renders.take(req.model, req.chatFields, req.prevChat); kept != nil {
+			prevText = kept.text
+		} else {
+			prevText, n, err = c.llamaRender(ctx, req.model, req.prevChat, req.chatFields, seeds.Mix(jitter, 4))
+			retries += n
+			if err != nil {
+				return "", nil, "", retries, err
+			}
+		}
+	}
+	ids, why, n, err = c.llamaPromptTokens(ctx, text, prevText, req.prevReply, req.prev, kept, seeds.Mix(jitter, 3))
+	return text, ids, why, retries + n, err
 }
 
 // llamaPost posts body to the llama.cpp endpoint path (one call of the
@@ -192,18 +210,6 @@ func (c *Client) llamaPost(ctx context.Context, path string, body []byte, jitter
 	})
 }
 
-// appendInts appends ids as a JSON array.
-func appendInts(b []byte, ids []int) []byte {
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(id), 10)
-	}
-	return append(b, ']')
-}
-
 // llamaPromptTokens returns the prompt ids of text, the server's rendering
 // of a chat. When prev is set (the previous prompt and the answer to it,
 // whose chat this one extends), prevText is the rendering of prev's chat
@@ -216,17 +222,25 @@ func appendInts(b []byte, ids []int) []byte {
 // template writes <|im_end|>), that token stays, as sampled, and the
 // template's end of turn follows it. Otherwise text is tokenized whole, and
 // why says why the ids start afresh.
-func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, jitter uint64) (ids []int, why string, retries int, err error) {
+//
+// kept, when set, is the previous turn's rendering as the client kept it
+// (tokencache.go), which may know the text of the answer's ids.
+func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevReply string, prev *agents.Tokens, kept *rendering, jitter uint64) (ids []int, why string, retries int, err error) {
 	if prev != nil && prevText != "" {
 		cut := -1
 		if head := prevText + prevReply; strings.HasPrefix(text, head) {
 			cut = len(head)
 			// The answer's whole text, its end token's included: the
 			// template's end of turn when the model sampled that.
-			all, n, err := c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
-			retries += n
-			if err != nil {
-				return nil, "", retries, err
+			all, known := c.renders.allText(kept, prev.Response)
+			if !known {
+				var n int
+				all, n, err = c.llamaDetokenize(ctx, prev.Response, seeds.Mix(jitter, 1))
+				retries += n
+				if err != nil {
+					return nil, "", retries, err
+				}
+				c.renders.learn(kept, prev.Response, all)
 			}
 			if whole := prevText + all; len(all) > len(prevReply) && strings.HasPrefix(text, whole) {
 				cut = len(whole)
@@ -251,16 +265,7 @@ func (c *Client) llamaPromptTokens(ctx context.Context, text, prevText, prevRepl
 // of a chat body with the policy's fields, so that Extra's
 // chat_template_kwargs reach the template).
 func (c *Client) llamaRender(ctx context.Context, model string, chat []protocol.ChatMessage, fields []byte, jitter uint64) (string, int, error) {
-	body, err := json.Marshal(struct {
-		Model    string                         `json:"model"`
-		Messages []openai.ChatCompletionMessage `json:"messages"`
-	}{model, toOpenAI(chat)})
-	if err != nil {
-		return "", 0, err
-	}
-	if body, err = spliceFields(body, fields); err != nil {
-		return "", 0, err
-	}
+	body := appendChatBody(make([]byte, 0, chatBodySize(model, chat, fields)), model, chat, fields)
 	return c.llamaApplyTemplate(ctx, body, jitter)
 }
 
@@ -284,13 +289,11 @@ func (c *Client) llamaCount(ctx context.Context, model string, chat []protocol.C
 func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter uint64) (string, int, error) {
 	var prompt string
 	n, err := c.llamaPost(ctx, "/apply-template", chatBody, jitter, func(b []byte) error {
-		var a struct {
-			Prompt *string `json:"prompt"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Prompt == nil {
+		p, err := readStringKey(b, "prompt")
+		if err != nil || p == nil {
 			return fmt.Errorf("%w: the /apply-template answer has no prompt string", ErrMalformed)
 		}
-		prompt = *a.Prompt
+		prompt = *p
 		return nil
 	})
 	return prompt, n, err
@@ -302,14 +305,13 @@ func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter
 // (a whole prompt gets the BOS the chat endpoint adds; a continuation
 // none).
 func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool, jitter uint64) ([]int, int, error) {
-	body, err := json.Marshal(struct {
-		Content      string `json:"content"`
-		AddSpecial   bool   `json:"add_special"`
-		ParseSpecial bool   `json:"parse_special"`
-	}{text, addSpecial, true})
-	if err != nil {
-		return nil, 0, err
-	}
+	// json.Marshal's bytes of {content, add_special, parse_special}.
+	body := make([]byte, 0, len(text)+len(text)/16+64)
+	body = append(body, `{"content":`...)
+	body = appendJSONString(body, text)
+	body = append(body, `,"add_special":`...)
+	body = strconv.AppendBool(body, addSpecial)
+	body = append(body, `,"parse_special":true}`...)
 	return c.postTokens(ctx, c.root+"/tokenize", "/tokenize", body, jitter)
 }
 

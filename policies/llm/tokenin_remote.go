@@ -362,13 +362,11 @@ func (c *Client) remoteTokenize(ctx context.Context, model, text string, jitter 
 func (c *Client) postTokens(ctx context.Context, url, what string, body []byte, jitter uint64) ([]int, int, error) {
 	var ids []int
 	n, err := c.llamaPost(ctx, strings.TrimPrefix(url, c.root), body, jitter, func(b []byte) error {
-		var a struct {
-			Tokens []int `json:"tokens"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Tokens == nil {
+		tokens, err := readTokensKey(b)
+		if err != nil || tokens == nil {
 			return fmt.Errorf("%w: the %s answer has no token list", ErrMalformed, what)
 		}
-		ids = a.Tokens
+		ids = tokens
 		return nil
 	})
 	return ids, n, err
@@ -380,24 +378,17 @@ func (c *Client) remoteDetokenize(ctx context.Context, ids []int, jitter uint64)
 	if len(ids) == 0 {
 		return "", 0, nil
 	}
+	// json.Marshal's bytes of {model, tokens} (vLLM), and of {model,
+	// tokens, skip_special_tokens: false} (SGLang).
+	body := make([]byte, 0, 64+len(c.cfg.Model)+11*len(ids))
+	body = append(body, `{"model":`...)
+	body = appendJSONString(body, c.cfg.Model)
+	body = append(body, `,"tokens":`...)
+	body = appendInts(body, ids)
 	if c.cfg.Kind == KindVLLM {
-		body, err := json.Marshal(struct {
-			Model  string `json:"model"`
-			Tokens []int  `json:"tokens"`
-		}{c.cfg.Model, ids})
-		if err != nil {
-			return "", 0, err
-		}
-		return c.postText(ctx, vllmDetokenize, "prompt", body, jitter)
+		return c.postText(ctx, vllmDetokenize, "prompt", append(body, '}'), jitter)
 	}
-	body, err := json.Marshal(struct {
-		Model  string `json:"model"`
-		Tokens []int  `json:"tokens"`
-		Skip   bool   `json:"skip_special_tokens"`
-	}{c.cfg.Model, ids, false})
-	if err != nil {
-		return "", 0, err
-	}
+	body = append(body, `,"skip_special_tokens":false}`...)
 	return c.postText(ctx, strings.TrimPrefix(c.base(), c.root)+sglangDetokenize, "text", body, jitter)
 }
 
@@ -405,10 +396,11 @@ func (c *Client) remoteDetokenize(ctx context.Context, ids []int, jitter uint64)
 func (c *Client) postText(ctx context.Context, path, key string, body []byte, jitter uint64) (string, int, error) {
 	var text string
 	n, err := c.llamaPost(ctx, path, body, jitter, func(b []byte) error {
-		var a map[string]json.RawMessage
-		if err := json.Unmarshal(b, &a); err != nil || json.Unmarshal(a[key], &text) != nil {
+		v, present, err := readStringOrNull(b, key)
+		if err != nil || !present {
 			return fmt.Errorf("%w: the detokenize answer has no %s string", ErrMalformed, key)
 		}
+		text = v // null reads as "", as encoding/json reads it into a string
 		return nil
 	})
 	return text, n, err

@@ -2,7 +2,6 @@ package llm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -180,21 +179,15 @@ func (c *Client) llamaDetokenize(ctx context.Context, ids []int, jitter uint64) 
 	if len(ids) == 0 {
 		return "", 0, nil
 	}
-	body, err := json.Marshal(struct {
-		Tokens []int `json:"tokens"`
-	}{ids})
-	if err != nil {
-		return "", 0, err
-	}
+	body := append(make([]byte, 0, 12+11*len(ids)), `{"tokens":`...)
+	body = append(appendInts(body, ids), '}')
 	var text string
 	n, err := c.llamaPost(ctx, "/detokenize", body, jitter, func(b []byte) error {
-		var a struct {
-			Content *string `json:"content"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil || a.Content == nil {
+		content, err := readStringKey(b, "content")
+		if err != nil || content == nil {
 			return fmt.Errorf("%w: the /detokenize answer has no content string", ErrMalformed)
 		}
-		text = *a.Content
+		text = *content
 		return nil
 	})
 	return text, n, err

@@ -11,7 +11,9 @@ Spaces: an agent's action space is Discrete over its role's action set (the
 scenario declares it: env.ActionSets), action i being the move set[i]. Its
 observation is a dict: "observation", the view's UTF-8 bytes in a uint8 Box
 of view_bytes (zero-padded; cut if longer: infos[agent]["view"] has it
-whole), and "action_mask", an int8 Box with 1 for the moves the rules allow
+whole), or with features=True the scenario's numeric observation (a float32
+Box, env.Features; state() and state_space then give the global state), and
+"action_mask", an int8 Box with 1 for the moves the rules allow
 now (none when the agent does not act). An action outside the mask is
 handed to the game marked invalid (the reset field pass_illegal, on by
 default), which the episode's on_invalid rule judges ("pass" by default),
@@ -99,6 +101,24 @@ class _Episodes:
             "observation": gymnasium.spaces.Box(0, 255, (view_bytes,), np.uint8),
             "action_mask": gymnasium.spaces.Box(0, 1, (len(self.moves[a]),), np.int8),
         }) for a in self.agents}
+        # features=True (a reset field): the scenario's numeric observations
+        # (env.Features) replace the view's bytes, and state() answers the
+        # global state.
+        self.features = bool(self.fields.get("features"))
+        self.feature_shapes: Dict[str, tuple] = {}
+        self.state_box = None
+        if self.features:
+            answer = self.client.call("POST", "/seats", {"scenario": scenario, "params": self.params})
+            for s in answer["seats"]:
+                sp = s.get("observation")
+                if sp is None:
+                    raise ValueError(f"scenario {scenario} declares no numeric observation (env.Features): "
+                                     "leave features out, its observations are its views' bytes")
+                self.feature_shapes[s["agent"]] = tuple(sp["shape"])
+                self.obs_spaces[s["agent"]]["observation"] = gymnasium.spaces.Box(
+                    sp["low"], sp["high"], tuple(sp["shape"]), np.float32)
+            st = answer["state"]
+            self.state_box = gymnasium.spaces.Box(st["low"], st["high"], tuple(st["shape"]), np.float32)
         self.act_spaces = {a: gymnasium.spaces.Discrete(len(self.moves[a])) for a in self.agents}
         self.session: Optional[Session] = None
         self.result: Optional[dict] = None
@@ -147,9 +167,12 @@ class _Episodes:
         return moves[i]
 
     def observation(self, agent: str) -> dict:
-        view = np.zeros(self.view_bytes, np.uint8)
-        b = self.views.get(agent, "").encode()[: self.view_bytes]
-        view[: len(b)] = np.frombuffer(b, np.uint8)
+        if self.features:
+            view = np.asarray(self.result["observation"]["features"][agent], np.float32).reshape(self.feature_shapes[agent])
+        else:
+            view = np.zeros(self.view_bytes, np.uint8)
+            b = self.views.get(agent, "").encode()[: self.view_bytes]
+            view[: len(b)] = np.frombuffer(b, np.uint8)
         mask = np.zeros(len(self.moves[agent]), np.int8)
         p = self.pending.get(agent)
         if p is not None:
@@ -220,6 +243,21 @@ class _Common:
     @functools.lru_cache(maxsize=None)
     def action_space(self, agent):
         return self._e.act_spaces[agent]
+
+    @property
+    def state_space(self):
+        """The global state's space (with features=True)."""
+        if self._e.state_box is None:
+            raise AttributeError("state_space: open the environment with features=True (and a scenario that declares env.Features)")
+        return self._e.state_box
+
+    def state(self) -> np.ndarray:
+        """The game's global state now, the true one, hidden parts included:
+        for a centralised critic (MAPPO, QMIX), never for a policy. Needs
+        features=True."""
+        if self._e.state_box is None:
+            raise NotImplementedError("state(): open the environment with features=True (and a scenario that declares env.Features)")
+        return np.asarray(self._e.result["observation"]["state"], np.float32).reshape(self._e.state_box.shape)
 
     @property
     def episode_id(self) -> Optional[str]:

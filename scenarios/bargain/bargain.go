@@ -139,6 +139,9 @@ type game struct {
 	legal    []string
 	round    int
 	take     []float64 // per seat, once a deal is struck
+	// last are the demands of the round before, as announced (pie+1 for
+	// an illegal one); nil before the first round ends.
+	last []int
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -185,6 +188,7 @@ func (g *game) Apply(s *env.Step, moves []env.Move) error {
 		}
 		parts = append(parts, g.seats[m.Seat].ID+"="+d)
 	}
+	g.last = demand
 	deal := total <= g.pie
 	verdict := fmt.Sprintf("; total %d of %d: no deal", total, g.pie)
 	if deal {
@@ -243,6 +247,38 @@ func scripted(req env.PolicyRequest) (agents.Policy, error) {
 		}
 		return agents.Action{Text: strconv.Itoa(d)}, nil
 	}), nil
+}
+
+// ObservationSpace implements env.Features: 3+N numbers for N bargainers,
+// the bargainer's team one-hot (east, west), the share of the rounds
+// played, then the demands of the round before, each as a share of
+// pie+1 (1 for an illegal one; zeros before the first round ends): what
+// every bargainer was told.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{3 + 2*p.Int("members")}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: the public state, 1+N numbers (the
+// share of the rounds played, then the last round's demands as the
+// observations give them): bargaining hides nothing.
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{1 + 2*p.Int("members")}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	dst[0], dst[1] = 0, 0
+	dst[g.seats[seat].Team] = 1
+	g.WriteState(dst[2:])
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	dst[0] = float32(g.round) / float32(g.rounds)
+	clear(dst[1:])
+	for i, d := range g.last {
+		dst[1+i] = float32(d) / float32(g.pie+1)
+	}
 }
 
 // ActionSet implements env.ActionSets: the demands 0 to pie, every turn's

@@ -399,3 +399,37 @@ func scripted(req env.PolicyRequest) (agents.Policy, error) {
 		return strconv.Itoa(i % k)
 	}), nil
 }
+
+// ObservationSpace implements env.Features: 2+fields numbers, the
+// soldier's side one-hot (red, blue), then the one-hot of the battlefield
+// it went to (zeros before it chose, and at home). A soldier sees nothing
+// of the other soldiers, of either side.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{2 + p.Int("fields")}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: 2×fields numbers, each side's
+// soldiers on each battlefield as a share of the side (red's row first;
+// zeros before the step is played).
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{2, p.Int("fields")}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	clear(dst)
+	dst[g.seats[seat].Team] = 1
+	if f := g.choice[seat]; f >= 0 {
+		dst[2+f] = 1
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	n := float32(len(g.seats) / 2)
+	for side, counts := range g.counts {
+		for f, x := range counts {
+			dst[side*len(counts)+f] = float32(x) / n
+		}
+	}
+}

@@ -162,7 +162,7 @@ func (s *Scenario) Info() *env.Info { return s.info }
 // New implements env.Scenario: it draws the right option from seed.
 func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 	informed, uninformed, options := p.Int("informed"), p.Int("uninformed"), p.Int("options")
-	g := &game{informed: informed, decision: -1, briefed: make([]bool, informed+uninformed)}
+	g := &game{informed: informed, decision: -1, briefed: make([]bool, informed+uninformed), advised: slices.Repeat([]int{-1}, informed+uninformed)}
 	for i := range informed {
 		g.briefed[i] = true
 	}
@@ -199,6 +199,9 @@ type game struct {
 	advice   *agents.Choices // the advisers' legal answers: abstain, then the options
 	right    int
 	decision int // the option decided, -1 before or when none
+	// advised is, per adviser, the option it advised, -1 before or when
+	// it abstained: what the features show.
+	advised []int
 
 	briefedView, blindView, deciderView env.View
 }
@@ -266,6 +269,7 @@ func (g *game) adviseOrAbstain(s *env.Step, seat int, text string) error {
 		}
 		return s.Fire(seat, Abstain)
 	}
+	g.advised[seat], _ = g.options.Parse(text)
 	if err := s.Send(g.seats[seat].ID, protocol.To(DeciderID), KindAdvice, text); err != nil {
 		return err
 	}
@@ -365,6 +369,64 @@ func plurality(_ context.Context, obs *agents.Observation) (agents.Action, error
 		}
 	}
 	return agents.Action{Text: obs.Legal[best[obs.Intn(0, len(best))]]}, nil
+}
+
+// ObservationSpace implements env.Features: 3+3·K numbers for K options,
+// the same for both roles: the role one-hot (adviser, decider), whether
+// the seat was briefed, the brief's option one-hot (zeros without one),
+// the option the adviser advised one-hot (zeros before, when it
+// abstained, and for the decider), and for the decider the share of the
+// advisers that advised each option (the advice in its inbox, once given;
+// zeros for an adviser).
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{3 + 3*p.Int("options")}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: the true state, K+A·(1+K) numbers
+// for A advisers: the right option one-hot, then per adviser whether it
+// was briefed and the option it advised, one-hot.
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	k := p.Int("options")
+	return env.Space{Shape: []int{k + (p.Int("informed")+p.Int("uninformed"))*(1+k)}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	clear(dst)
+	k := len(g.options.Legal())
+	if seat == g.decider {
+		dst[1] = 1
+		for _, o := range g.advised {
+			if o >= 0 {
+				dst[3+2*k+o] += 1 / float32(len(g.advised))
+			}
+		}
+		return
+	}
+	dst[0] = 1
+	if g.briefed[seat] {
+		dst[2] = 1
+		dst[3+g.right] = 1
+	}
+	if o := g.advised[seat]; o >= 0 {
+		dst[3+k+o] = 1
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	clear(dst)
+	k := len(g.options.Legal())
+	dst[g.right] = 1
+	for i, b := range g.briefed {
+		row := dst[k+i*(1+k) : k+(i+1)*(1+k)]
+		if b {
+			row[0] = 1
+		}
+		if o := g.advised[i]; o >= 0 {
+			row[1+o] = 1
+		}
+	}
 }
 
 // ActionSet implements env.ActionSets: an adviser's abstain and options, the

@@ -460,3 +460,33 @@ func (s *Scenario) ActionSet(p env.Params, role string) []string {
 	}
 	return agents.IntRange(0, p.Int("nights")-1).Legal()
 }
+
+// ObservationSpace implements env.Features: K+1 numbers, the one-hot of
+// the night the patron attended (zeros before it chose, and at home), then
+// that night's attendance as a share of the N patrons, which its score
+// reveals once the week is over (0 before). A patron sees no other night.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{p.Int("nights") + 1}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: each night's attendance as a share
+// of the N patrons (zeros before the week is played).
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{p.Int("nights")}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	clear(dst)
+	if night := g.choice[seat]; night >= 0 {
+		dst[night] = 1
+		dst[len(g.counts)] = float32(g.counts[night]) / float32(len(g.seats))
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	for k, x := range g.counts {
+		dst[k] = float32(x) / float32(len(g.seats))
+	}
+}

@@ -296,6 +296,8 @@ func (s *Scenario) New(p env.Params, seed uint64) (env.Game, error) {
 		scoring:  p.String("scoring"),
 		penalty:  p.String("illegal") == IllegalPenalty,
 		offender: -1,
+		maxCount: maxCount,
+		maxValue: maxValue,
 	}
 	for seat := range g.brief {
 		b := &g.brief[seat]
@@ -323,6 +325,9 @@ type game struct {
 	offerBy  int   // the seat that made the standing offer
 	deal     []int // alice's share of the agreed split; nil for no deal
 	offender int   // the seat whose answer was illegal, or -1
+	// maxCount and maxValue are the parameters' bounds, which the
+	// features are shares of.
+	maxCount, maxValue int
 }
 
 func (g *game) Seats() []env.Seat { return g.seats }
@@ -555,4 +560,64 @@ func (s *Scenario) ActionSet(p env.Params, role string) []string {
 		set = append(set, Action{Type: Propose, Take: take}.Encode(pool))
 	}
 	return append(set, Action{Type: Accept}.Encode(pool), Action{Type: Walk}.Encode(pool))
+}
+
+// ObservationSpace implements env.Features: 3·I+4 numbers for I items,
+// each a share of its bound: the pool's counts (of max_count), the
+// negotiator's own values (of max_value; never the other's), the standing
+// offer's take for its proposer (of max_count; zeros for none), whether
+// the standing offer is the negotiator's own and whether it is the
+// other's, the share of the moves made (of both negotiators' 2·rounds),
+// and whether the negotiator is alice.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{3*p.Int("items") + 4}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: the true state, 4·I+3 numbers: the
+// pool's counts, alice's values, bob's values, the standing offer's take,
+// whether alice or bob made it, and the share of the moves made.
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{4*p.Int("items") + 3}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	n := len(g.pool.Counts)
+	clear(dst)
+	for i, c := range g.pool.Counts {
+		dst[i] = float32(c) / float32(g.maxCount)
+		dst[n+i] = float32(g.brief[seat].Values[i]) / float32(g.maxValue)
+	}
+	if g.offer != nil {
+		for i, c := range g.offer {
+			dst[2*n+i] = float32(c) / float32(g.maxCount)
+		}
+		if g.offerBy == seat {
+			dst[3*n] = 1
+		} else {
+			dst[3*n+1] = 1
+		}
+	}
+	dst[3*n+2] = float32(g.moves) / float32(2*g.rounds)
+	if seat == 0 {
+		dst[3*n+3] = 1
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	n := len(g.pool.Counts)
+	clear(dst)
+	for i, c := range g.pool.Counts {
+		dst[i] = float32(c) / float32(g.maxCount)
+		dst[n+i] = float32(g.brief[0].Values[i]) / float32(g.maxValue)
+		dst[2*n+i] = float32(g.brief[1].Values[i]) / float32(g.maxValue)
+	}
+	if g.offer != nil {
+		for i, c := range g.offer {
+			dst[3*n+i] = float32(c) / float32(g.maxCount)
+		}
+		dst[4*n+g.offerBy] = 1
+	}
+	dst[4*n+2] = float32(g.moves) / float32(2*g.rounds)
 }

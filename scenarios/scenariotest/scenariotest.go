@@ -63,6 +63,7 @@ var (
 	ErrConcurrency      = errors.New("scenariotest: output depends on concurrency")
 	ErrPublicView       = errors.New("scenariotest: the scenario declares a public view, but its seats see different views")
 	ErrMetrics          = errors.New("scenariotest: bad episode metrics")
+	ErrFeatures         = errors.New("scenariotest: bad numeric observation")
 )
 
 // defaultSeeds is how many scenario seeds (1, 2, ...) Check plays when
@@ -308,6 +309,9 @@ func checkEpisode(ctx context.Context, sc env.Scenario, p env.Params, pl assignm
 	}
 	replay := setup
 	replay.Policy = recorded(ep)
+	if err := checkFeatures(ctx, sc, p, replay); err != nil {
+		return err
+	}
 	if want, got := gameTranscript(ep), gameTranscript(runEpisode(ctx, replay)); got != want {
 		return fmt.Errorf("%w: replaying the recorded actions gives another episode, so the game depends on more than the moves: %s",
 			ErrReplay, FirstDifference(want, got))
@@ -765,4 +769,101 @@ func checkRun(ctx context.Context, sc env.Scenario, p env.Params, pl assignment,
 		return fmt.Errorf("%w: %d rollouts read back, %d episodes wrote samples", ErrSample, len(rollouts), withSamples)
 	}
 	return nil
+}
+
+// checkFeatures checks the numeric observations of a scenario that
+// declares them (env.Features): valid spaces, and at every decision of
+// the episode setup plays (stepped, its policy asked for the moves) and at
+// its end, every element of every seat's features and of the state
+// written and within its space's bounds; for a game with hidden state, a
+// fork from a seat's information set (Episode.ForkFor) shows the seat the
+// same features, so that they hold nothing it may not know.
+func checkFeatures(ctx context.Context, sc env.Scenario, p env.Params, setup env.Setup) error {
+	fs, ok := sc.(env.Features)
+	if !ok {
+		return nil
+	}
+	state := fs.StateSpace(p)
+	if err := state.Validate(); err != nil {
+		return fmt.Errorf("%w: the state: %w", ErrFeatures, err)
+	}
+	ep, err := env.NewEpisode(setup)
+	if err != nil {
+		return err
+	}
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for k := range v {
+			v[k] = float32(math.NaN())
+		}
+		return v
+	}
+	inside := func(what string, sp env.Space, v []float32) error {
+		for k, x := range v {
+			if !(x >= sp.Low && x <= sp.High) {
+				return fmt.Errorf("%w: step %d: %s: element %d is %v, outside %v (NaN: not written)", ErrFeatures, ep.Time(), what, k, x, sp)
+			}
+		}
+		return nil
+	}
+	check := func() error {
+		for i, seat := range ep.Seats() {
+			sp := fs.ObservationSpace(p, seat.Role)
+			if err := sp.Validate(); err != nil {
+				return fmt.Errorf("%w: role %s: %w", ErrFeatures, seat.Role, err)
+			}
+			v := fill(sp.Size())
+			if err := ep.Features(i, v); err != nil {
+				return fmt.Errorf("%w: %w", ErrFeatures, err)
+			}
+			if err := inside(seat.ID+"'s features", sp, v); err != nil {
+				return err
+			}
+			if ep.Done() {
+				continue
+			}
+			f, err := ep.ForkFor(i, uint64(i)+1)
+			switch {
+			case errors.Is(err, env.ErrNoHiddenState):
+				continue
+			case err != nil:
+				return fmt.Errorf("%w: a fork for %s: %w", ErrFeatures, seat.ID, err)
+			}
+			w := fill(sp.Size())
+			if err := f.Features(i, w); err != nil {
+				return fmt.Errorf("%w: %w", ErrFeatures, err)
+			}
+			if !slices.Equal(v, w) {
+				return fmt.Errorf("%w: step %d: %s's features differ in a fork from its information set (%v, not %v): they show what it may not know", ErrFeatures, ep.Time(), seat.ID, w, v)
+			}
+		}
+		v := fill(state.Size())
+		if err := ep.State(v); err != nil {
+			return fmt.Errorf("%w: %w", ErrFeatures, err)
+		}
+		return inside("the state", state, v)
+	}
+	policies := map[int]agents.Policy{}
+	for {
+		if err := check(); err != nil {
+			return err
+		}
+		if ep.Done() {
+			return nil
+		}
+		for _, o := range ep.Pending() {
+			pol := policies[o.Seat]
+			if pol == nil {
+				pol = setup.Policy(ep.Seats()[o.Seat])
+				policies[o.Seat] = pol
+			}
+			a, err := pol.Act(ctx, &o.Observation)
+			if err != nil {
+				return fmt.Errorf("%w: replaying the episode: %w", ErrFeatures, err)
+			}
+			if err := ep.Act(o.Seat, a); err != nil {
+				return fmt.Errorf("%w: replaying the episode: %w", ErrFeatures, err)
+			}
+		}
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/scenarios/scenariotest"
+	"github.com/troupe-rl/troupe/scenarios/tictactoe"
 )
 
 // coins is a small well-behaved scenario: two players each show heads or
@@ -399,4 +400,20 @@ func TestDocDiagrams(t *testing.T) {
 
 	f := run(t, func(tb testing.TB) { scenariotest.CheckDoc(tb, stale, player) })
 	assert.Len(t, f.errors, 1)
+}
+
+// narrowFeatures is tic-tac-toe declaring features narrower than its
+// game writes.
+type narrowFeatures struct{ *tictactoe.Scenario }
+
+func (n narrowFeatures) ObservationSpace(env.Params, string) env.Space {
+	return env.Space{Shape: []int{3, 3, 2}, Low: 0, High: 0.5}
+}
+
+// TestVerifyChecksFeatures: features outside their declared space are
+// ErrFeatures; the built-in scenarios' pass (their own tests run Check).
+func TestVerifyChecksFeatures(t *testing.T) {
+	err := scenariotest.Verify(t.Context(), narrowFeatures{tictactoe.New()}, scenariotest.Options{Seeds: []uint64{1}, Policies: []string{"random"}, CreditEpisodes: -1})
+	require.ErrorIs(t, err, scenariotest.ErrFeatures)
+	assert.Contains(t, err.Error(), "outside float32[3,3,2] in [0,0.5]")
 }

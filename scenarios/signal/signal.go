@@ -411,6 +411,70 @@ func (g *game) Score() env.Score {
 	return env.Score{Team: r, Agents: []float64{r, r}}
 }
 
+// featureWidth is the length of a features row: the words vocabulary's
+// size W (attributes × values).
+func featureWidth(p env.Params) int { return p.Int("attributes") * p.Int("values") }
+
+// ObservationSpace implements env.Features: (candidates+1) rows of W
+// numbers, an object being the multi-hot of its words (in the words
+// vocabulary's order). The speaker's rows are the target, then the
+// candidates in its order; the listener's the word it heard (one-hot over
+// the vocabulary, the i-th word or symbol at i; zeros for silence or
+// before the speaker spoke), then the candidates in its own order, among
+// which it picks: never the target.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{p.Int("candidates") + 1, featureWidth(p)}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: (candidates+2) rows of W numbers:
+// the target, the candidates in the speaker's order, and the word heard.
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{p.Int("candidates") + 2, featureWidth(p)}, Low: 0, High: 1}
+}
+
+// object writes the multi-hot of object's words into row.
+func (g *game) object(row []float32, object string) {
+	for _, w := range strings.Fields(object) {
+		if i := slices.Index(g.words, w); i >= 0 {
+			row[i] = 1
+		}
+	}
+}
+
+// word writes the one-hot of the word heard into row.
+func (g *game) word(row []float32) {
+	if i := slices.Index(g.vocab, g.heard); g.heard != "" && i >= 0 {
+		row[i] = 1
+	}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	clear(dst)
+	w := len(g.words)
+	objects := g.shown
+	if seat == speakerSeat {
+		g.object(dst[:w], g.candidates[g.target])
+		objects = g.candidates
+	} else {
+		g.word(dst[:w])
+	}
+	for k, o := range objects {
+		g.object(dst[(k+1)*w:(k+2)*w], o)
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	clear(dst)
+	w := len(g.words)
+	g.object(dst[:w], g.candidates[g.target])
+	for k, o := range g.candidates {
+		g.object(dst[(k+1)*w:(k+2)*w], o)
+	}
+	g.word(dst[(len(g.candidates)+1)*w:])
+}
+
 // ActionSet implements env.ActionSets: the speaker's vocabulary (every
 // word it may say; silence, its null action, is not a move of its own),
 // and for the listener every object the parameters can make, in the order

@@ -517,3 +517,37 @@ func (s *Scenario) ActionSet(_ env.Params, role string) []string {
 	}
 	return legals[1<<9-1]
 }
+
+// ObservationSpace implements env.Features: a seat's board as PettingZoo's
+// tictactoe_v3 gives it, 3×3×2 (row, column, plane), plane 0 its own marks
+// and plane 1 its opponent's, 1 where a mark is.
+func (s *Scenario) ObservationSpace(env.Params, string) env.Space {
+	return env.Space{Shape: []int{3, 3, 2}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: the board as 3×3×3 (row, column,
+// plane), plane 0 x's marks, plane 1 o's, and plane 2 all ones when o is to
+// move (or moved last, once the game is over), zeros when x is.
+func (s *Scenario) StateSpace(env.Params) env.Space {
+	return env.Space{Shape: []int{3, 3, 3}, Low: 0, High: 1}
+}
+
+// ObserveFeatures implements env.FeatureGame: the board is public, so a
+// seat sees all of it, its own marks first.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	mine, theirs := g.marked[seat&1], g.marked[1-seat&1]
+	for c := range 9 {
+		dst[2*c] = float32(mine >> c & 1)
+		dst[2*c+1] = float32(theirs >> c & 1)
+	}
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	o := float32(bits.OnesCount16(g.marked[0]|g.marked[1]) & 1)
+	for c := range 9 {
+		dst[3*c] = float32(g.marked[0] >> c & 1)
+		dst[3*c+1] = float32(g.marked[1] >> c & 1)
+		dst[3*c+2] = o
+	}
+}

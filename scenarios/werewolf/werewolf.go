@@ -590,6 +590,107 @@ func (g *game) Score() env.Score {
 	return env.Score{Teams: teams, Agents: agents}
 }
 
+// roleIndex is a role's index in the features' one-hots.
+func roleIndex(role string) int {
+	switch role {
+	case RoleWolf:
+		return 1
+	case RoleSeer:
+		return 2
+	}
+	return 0
+}
+
+// ObservationSpace implements env.Features: 7+4·N numbers for N players,
+// the same for every role: the player's own role one-hot (villager, wolf,
+// seer), the share of the days begun, the phase one-hot (night,
+// discussion, vote), then per player: alive, known to be a wolf, known
+// not to be one, and the share of today's accusations against it. What
+// is known is the player's own: a wolf knows the pack, the seer what it
+// saw, everyone the roles of the dead (announced) and its own.
+func (s *Scenario) ObservationSpace(p env.Params, _ string) env.Space {
+	return env.Space{Shape: []int{7 + 4*p.Int("players")}, Low: 0, High: 1}
+}
+
+// StateSpace implements env.Features: the true state, 4+5·N numbers: the
+// share of the days begun, the phase one-hot, then per player its role
+// one-hot (villager, wolf, seer, all zeros for an absent one), alive, and
+// the share of today's accusations against it.
+func (s *Scenario) StateSpace(p env.Params) env.Space {
+	return env.Space{Shape: []int{4 + 5*p.Int("players")}, Low: 0, High: 1}
+}
+
+// phaseFeatures writes the day and the phase into dst[:4].
+func (g *game) phaseFeatures(dst []float32) {
+	dst[0] = min(float32(g.day)/float32(g.days), 1)
+	switch g.phase {
+	case Hunting:
+		dst[1] = 1
+	case Discussing:
+		dst[2] = 1
+	case Voting:
+		dst[3] = 1
+	}
+}
+
+// accusations writes, per player, the share of today's accusations
+// against it into dst[i*stride].
+func (g *game) accusations(dst []float32, stride int) {
+	if len(g.accused) == 0 {
+		return
+	}
+	for _, a := range g.accused {
+		dst[a*stride] += 1 / float32(len(g.accused))
+	}
+}
+
+// ObserveFeatures implements env.FeatureGame.
+func (g *game) ObserveFeatures(seat int, dst []float32) {
+	clear(dst)
+	me := g.seats[seat]
+	dst[roleIndex(me.Role)] = 1
+	g.phaseFeatures(dst[3:7])
+	per := dst[7:]
+	for i, other := range g.seats {
+		row := per[4*i : 4*i+4]
+		if g.alive[i] {
+			row[0] = 1
+		}
+		wolf := other.Team == Wolves
+		known := i == seat || // itself
+			(g.in[i] && !g.alive[i]) || // the dead, announced with their roles
+			(me.Team == Wolves && g.in[i]) // a wolf knows the pack, and so the rest
+		if me.Role == RoleSeer && slices.Contains(g.inspected, i) {
+			known = true // its visions
+		}
+		switch {
+		case !known || !g.in[i]:
+		case wolf:
+			row[1] = 1
+		default:
+			row[2] = 1
+		}
+	}
+	g.accusations(per[3:], 4)
+}
+
+// WriteState implements env.FeatureGame.
+func (g *game) WriteState(dst []float32) {
+	clear(dst)
+	g.phaseFeatures(dst[:4])
+	per := dst[4:]
+	for i, seat := range g.seats {
+		row := per[5*i : 5*i+5]
+		if g.in[i] {
+			row[roleIndex(seat.Role)] = 1
+		}
+		if g.alive[i] {
+			row[3] = 1
+		}
+	}
+	g.accusations(per[4:], 5)
+}
+
 // ActionSet implements env.ActionSets: every role gets one set, since the
 // seed deals the roles and a learner's action space must not tell its
 // seat's: each player's id (a victim, a player to inspect, a vote), each

@@ -171,6 +171,9 @@ func TestLogKeepsTheTail(t *testing.T) {
 // Get after it returns the same one, outliving the test that started it,
 // and Close stops it.
 func TestSharedStartsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Shared skips its Get, so there is no server to share")
+	}
 	t.Setenv(fakeEnv, "serve")
 	sh := llamatest.Shared{Options: llamatest.Options{Server: os.Args[0], Model: fakeModel(t)}}
 	var first *llamatest.Server
