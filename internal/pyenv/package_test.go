@@ -37,7 +37,7 @@ import troupe_env
 assert troupe_env.__file__.startswith(sys.argv[1]), troupe_env.__file__
 third = sorted(m for m in ("numpy", "gymnasium", "pettingzoo", "torch") if m in sys.modules)
 assert not third, "import troupe_env loaded " + ", ".join(third)
-import troupe_env.pettingzoo, troupe_env.wrappers
+import troupe_env.pettingzoo, troupe_env.vector, troupe_env.wrappers
 print(importlib.metadata.version("troupe-env"))
 `
 	cmd := exec.CommandContext(t.Context(), py, "-c", check, site)
