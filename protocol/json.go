@@ -669,8 +669,9 @@ func word8(s string, i int) uint64 {
 // the output is always valid JSON and valid UTF-8.
 //
 // It writes into dst's spare capacity, grown first for a stretch of s at
-// a time (escapeStretch bytes, whose output is at most six bytes each, and
-// a word more), so that nothing in the loop calls append or memmove: a
+// a time (escapeStretch bytes, or fewer where the spare room holds at
+// least minStretch, whose output is at most six bytes each, and a word
+// more), so that nothing in the loop calls append or memmove: a
 // word of s is stored whole before it is looked at, and the bytes from
 // the first one that needs a look (needsLook's lowest bit) on are written
 // again. Prompts are mostly plain ASCII with a newline every few dozen
@@ -683,7 +684,15 @@ func appendString(dst []byte, s string) []byte {
 	for i < len(s) {
 		end := min(len(s), i+escapeStretch)
 		if room := 6*(end-i) + 8; cap(dst)-len(dst) < room {
-			dst = slices.Grow(dst, room)
+			// A shorter stretch when the spare room holds a fair one: a
+			// buffer sized for s and a little more (a token path's
+			// 20 KB prompt, presized) is then filled, not grown for six
+			// times the stretch it will almost never need.
+			if fit := (cap(dst) - len(dst) - 8) / 6; fit >= minStretch {
+				end = i + fit
+			} else {
+				dst = slices.Grow(dst, room)
+			}
 		}
 		out, j := dst[:cap(dst)], len(dst)
 		for i < end {
@@ -746,3 +755,10 @@ func appendString(dst []byte, s string) []byte {
 // the room it grew at once: a long string does not make it reserve six
 // times its length.
 const escapeStretch = 4096
+
+// minStretch is the shortest stretch appendString escapes into the spare
+// room it has rather than grow dst: a word, so that the stretches shrink
+// toward the end of a presized buffer (a sixth of the room each) until
+// less than 56 bytes are left, and the 64 bytes of slack the token path's
+// bodies leave hold a plain string whole.
+const minStretch = 8

@@ -109,6 +109,40 @@ func TestAppendStringDecodesLikeEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestAppendStringWhateverTheRoom checks that appendString writes the same
+// bytes whatever spare room dst has, through the shorter stretches it
+// escapes into a tight buffer, and that a buffer sized for a plain string
+// and a little more is not grown.
+func TestAppendStringWhateverTheRoom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{"plain text ", "<|im_start|>", "\n", "\"", "\x01", "\xff", "é", "\u2028", "🎲"}
+	for _, n := range []int{0, 100, 5000, 20000} {
+		var b []byte
+		for len(b) < n {
+			if rng.IntN(8) == 0 {
+				b = append(b, pieces[1+rng.IntN(len(pieces)-1)]...)
+			} else {
+				b = append(b, pieces[0]...)
+			}
+		}
+		s := string(b)
+		want := appendString(nil, s)
+		var fromOurs, fromStd string
+		require.NoError(t, json.Unmarshal(want, &fromOurs))
+		std, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(std, &fromStd))
+		require.Equal(t, fromStd, fromOurs, "len %d", n)
+		for _, spare := range []int{0, 1, 7, 8, 6*minStretch + 7, 6*minStretch + 8, 6*minStretch + 9, len(want) / 2, len(want) - 1, len(want), len(want) + 13, 6*len(s) + 8} {
+			got := appendString(make([]byte, 3, 3+spare), s)
+			require.Equal(t, string(want), string(got[3:]), "len %d, spare %d", n, spare)
+		}
+	}
+	s := strings.Repeat("plain ascii text, a newline every few dozen bytes\n", 400)
+	buf := make([]byte, 0, len(s)+len(s)/16+16)
+	assert.Zero(t, testing.AllocsPerRun(10, func() { buf = appendString(buf[:0], s) }), "a presized buffer is filled, not grown")
+}
+
 func TestExportedAppendersAreTheEncoders(t *testing.T) {
 	for _, s := range []string{"", "plain", "q\"\\\n\x01", "bad\xffutf8", "\u2028"} {
 		if got, want := string(AppendString(nil, s)), string(appendString(nil, s)); got != want {

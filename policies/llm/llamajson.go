@@ -16,9 +16,13 @@ import (
 // conversation that is some 20 KB of chat and 7,000 ids a turn.
 // encoding/json's reflection (and go-openai's MarshalJSON of every message,
 // which json.Marshal then compacts and checks again) cost more CPU than the
-// calls themselves, so these write the bodies byte for byte as json.Marshal
-// does and read the answers in one pass with jsonscan, as the chat path's
-// answer scanner does (scan.go). FuzzLlamaJSON holds them to encoding/json.
+// calls themselves, so these write the bodies as json.Marshal would but for
+// strings, which protocol.AppendString writes as every string troupe writes
+// (no HTML escapes: a rendered prompt's "<|im_start|>" goes as it is, not
+// as "\u003c|im_start|\u003e", and llama-server reads both the same), and
+// read the answers in one pass with jsonscan, as the chat path's answer
+// scanner does (scan.go). FuzzLlamaJSON holds them to encoding/json: what
+// they write decodes to what json.Marshal's bytes decode to.
 
 // appendInts appends ids as a JSON array, as json.Marshal writes an []int.
 func appendInts(b []byte, ids []int) []byte {
@@ -52,21 +56,22 @@ func appendInt(b []byte, v int) []byte {
 
 // appendChatBody appends the body of a chat to be rendered: the model, the
 // messages as go-openai writes a text message (role, then content unless
-// it is empty), then fields; exactly json.Marshal's bytes of
-// {model, messages: toOpenAI(chat)} with fields spliced in.
+// it is empty), then fields: json.Marshal's bytes of {model, messages:
+// toOpenAI(chat)} with fields spliced in, but for strings' escapes
+// (protocol.AppendString's), so it decodes to the same value.
 func appendChatBody(b []byte, model string, chat []protocol.ChatMessage, fields []byte) []byte {
 	b = append(b, `{"model":`...)
-	b = appendJSONString(b, model)
+	b = protocol.AppendString(b, model)
 	b = append(b, `,"messages":[`...)
 	for i := range chat {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"role":`...)
-		b = appendJSONString(b, chat[i].Role)
+		b = protocol.AppendString(b, chat[i].Role)
 		if chat[i].Content != "" {
 			b = append(b, `,"content":`...)
-			b = appendJSONString(b, chat[i].Content)
+			b = protocol.AppendString(b, chat[i].Content)
 		}
 		b = append(b, '}')
 	}
@@ -82,71 +87,6 @@ func chatBodySize(model string, chat []protocol.ChatMessage, fields []byte) int 
 		n += len(chat[i].Role) + len(chat[i].Content) + 32
 	}
 	return n + n/16
-}
-
-const hexDigits = "0123456789abcdef"
-
-// htmlSafe marks the ASCII bytes encoding/json writes as they are when it
-// escapes HTML, as json.Marshal does.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s as json.Marshal writes a string: <, > and &
-// escaped for HTML, \b \f \n \r \t and the other control characters
-// escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // str reads a JSON string as encoding/json decodes one into a string.

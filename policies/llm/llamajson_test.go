@@ -16,7 +16,7 @@ import (
 )
 
 // marshalChatBody is the render body as llamaRender wrote it with
-// encoding/json, the bytes appendChatBody must equal.
+// encoding/json, the value appendChatBody's bytes must decode to.
 func marshalChatBody(t testing.TB, model string, chat []protocol.ChatMessage, fields []byte) []byte {
 	body, err := json.Marshal(struct {
 		Model    string                         `json:"model"`
@@ -28,6 +28,18 @@ func marshalChatBody(t testing.TB, model string, chat []protocol.ChatMessage, fi
 	return body
 }
 
+// sameJSON asserts that got decodes, as encoding/json decodes it, to what
+// want decodes to: the hand-written bodies escape strings as
+// protocol.AppendString does (no HTML escapes; \b as \u0008), so their
+// bytes may differ from json.Marshal's, never their value.
+func sameJSON(t testing.TB, want, got []byte) {
+	t.Helper()
+	var w, g any
+	require.NoError(t, json.Unmarshal(want, &w), "want %q", want)
+	require.NoError(t, json.Unmarshal(got, &g), "got %q", got)
+	assert.Equal(t, w, g, "got %q, want %q", got, want)
+}
+
 func TestAppendChatBodyIsJSONMarshal(t *testing.T) {
 	chat := []protocol.ChatMessage{
 		{Role: RoleSystem, Content: "You are <x> & \"y\"\n\ttab \b\f\r\x01 \u2028\u2029 é \xff"},
@@ -36,9 +48,13 @@ func TestAppendChatBodyIsJSONMarshal(t *testing.T) {
 	}
 	for _, fields := range [][]byte{nil, []byte(`"temperature":0,"top_k":20`)} {
 		got := appendChatBody(nil, "m<", chat, fields)
-		assert.Equal(t, string(marshalChatBody(t, "m<", chat, fields)), string(got))
+		sameJSON(t, marshalChatBody(t, "m<", chat, fields), got)
 		assert.LessOrEqual(t, len(got), chatBodySize("m<", chat, fields)+64, "the size bound is close")
 	}
+	// The point of not escaping HTML: a rendered prompt's markers go as
+	// they are.
+	assert.Equal(t, `{"model":"m","messages":[{"role":"user","content":"<|im_start|>a&b"}]}`,
+		string(appendChatBody(nil, "m", []protocol.ChatMessage{{Role: RoleUser, Content: "<|im_start|>a&b"}}, nil)))
 }
 
 func TestAppendIntsIsJSONMarshal(t *testing.T) {
@@ -116,8 +132,9 @@ func caseFolded(b []byte, names ...string) bool {
 }
 
 // FuzzLlamaJSON holds the token path's hand-written JSON to encoding/json:
-// what it writes is json.Marshal's bytes, and what it reads, when it reads
-// it at all, is what json.Unmarshal reads.
+// what it writes decodes to what json.Marshal's bytes decode to (its ids
+// are json.Marshal's bytes), and what it reads, when it reads it at all, is
+// what json.Unmarshal reads.
 func FuzzLlamaJSON(f *testing.F) {
 	f.Add(`<|im_start|>user`+"\n"+`hi "é" \ <&> `+"\u2028\x01\xff", []byte(`{"tokens":[1,2,3],"content":"a\nb","prompt":"\ud83d\ude00"}`), []byte{1, 2, 3, 4, 5, 6, 7, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add("", []byte(`{"content":"ok","tokens":[2],"stop_type":"eos","tokens_evaluated":5,"truncated":true,"completion_probabilities":[{"id":2,"logprob":-0.25},null]}`), []byte{})
@@ -125,11 +142,8 @@ func FuzzLlamaJSON(f *testing.F) {
 	f.Add("y", []byte(`{"text":null,"text":"\ud83d\ude00\ud800x"}`), []byte{})
 	f.Fuzz(func(t *testing.T, text string, answer []byte, raw []byte) {
 		// Writing.
-		if want, err := json.Marshal(text); err == nil {
-			assert.Equal(t, string(want), string(appendJSONString(nil, text)))
-		}
 		chat := []protocol.ChatMessage{{Role: RoleUser, Content: text}, {Role: text, Content: ""}}
-		assert.Equal(t, string(marshalChatBody(t, text, chat, []byte(`"n":1`))), string(appendChatBody(nil, text, chat, []byte(`"n":1`))))
+		sameJSON(t, marshalChatBody(t, text, chat, []byte(`"n":1`)), appendChatBody(nil, text, chat, []byte(`"n":1`)))
 		ids := make([]int, len(raw)/8)
 		for i := range ids {
 			ids[i] = int(binary.LittleEndian.Uint64(raw[8*i:]))

@@ -305,10 +305,11 @@ func (c *Client) llamaApplyTemplate(ctx context.Context, chatBody []byte, jitter
 // (a whole prompt gets the BOS the chat endpoint adds; a continuation
 // none).
 func (c *Client) llamaTokenize(ctx context.Context, text string, addSpecial bool, jitter uint64) ([]int, int, error) {
-	// json.Marshal's bytes of {content, add_special, parse_special}.
+	// {content, add_special, parse_special}, as json.Marshal writes it but
+	// for the string's escapes (protocol.AppendString's).
 	body := make([]byte, 0, len(text)+len(text)/16+64)
 	body = append(body, `{"content":`...)
-	body = appendJSONString(body, text)
+	body = protocol.AppendString(body, text)
 	body = append(body, `,"add_special":`...)
 	body = strconv.AppendBool(body, addSpecial)
 	body = append(body, `,"parse_special":true}`...)

@@ -378,11 +378,12 @@ func (c *Client) remoteDetokenize(ctx context.Context, ids []int, jitter uint64)
 	if len(ids) == 0 {
 		return "", 0, nil
 	}
-	// json.Marshal's bytes of {model, tokens} (vLLM), and of {model,
-	// tokens, skip_special_tokens: false} (SGLang).
+	// {model, tokens} (vLLM), and {model, tokens, skip_special_tokens:
+	// false} (SGLang), as json.Marshal writes them but for the model
+	// name's escapes (protocol.AppendString's).
 	body := make([]byte, 0, 64+len(c.cfg.Model)+11*len(ids))
 	body = append(body, `{"model":`...)
-	body = appendJSONString(body, c.cfg.Model)
+	body = protocol.AppendString(body, c.cfg.Model)
 	body = append(body, `,"tokens":`...)
 	body = appendInts(body, ids)
 	if c.cfg.Kind == KindVLLM {

@@ -63,6 +63,25 @@ def play(env, rng, seed, lowest=0):
     samples the legal moves (among the first `lowest` of them, when set);
     returns its turns and, by agent, the reward and infos last() gave it
     once done."""
+
+    def choose(agent, obs):
+        legal = np.flatnonzero(obs["action_mask"])
+        return int(rng.choice(legal[:lowest] if lowest else legal))
+
+    return run_episode(env, seed, choose)
+
+
+def play_moves(env, seed, moves):
+    """Plays one AEC episode of env from seed, each agent giving its moves
+    in order; returns what play does."""
+    given = {a: list(m) for a, m in moves.items()}
+    return run_episode(env, seed, lambda agent, obs: given[agent].pop(0))
+
+
+def run_episode(env, seed, choose):
+    """Plays one AEC episode of env from seed, choose(agent, obs) giving
+    each move; returns its turns and, by agent, the reward and infos
+    last() gave it once done."""
     env.reset(seed=seed)
     turns = 0
     final = {}
@@ -72,26 +91,9 @@ def play(env, rng, seed, lowest=0):
             final[agent] = {"reward": reward, "info": info}
             env.step(None)
             continue
-        legal = np.flatnonzero(obs["action_mask"])
-        env.step(int(rng.choice(legal[:lowest] if lowest else legal)))
+        env.step(choose(agent, obs))
         turns += 1
     return turns, final
-
-
-def play_moves(env, seed, moves):
-    """Plays one AEC episode of env from seed, each agent giving its moves
-    in order; returns what play does."""
-    env.reset(seed=seed)
-    given = {a: list(m) for a, m in moves.items()}
-    final = {}
-    for agent in env.agent_iter():
-        obs, reward, term, trunc, info = env.last()
-        if term or trunc:
-            final[agent] = {"reward": reward, "info": info}
-            env.step(None)
-            continue
-        env.step(given[agent].pop(0))
-    return 0, final
 
 
 def timed(env, rng, n):
