@@ -129,3 +129,26 @@ func FuzzVector(f *testing.F) {
 		post(envclient.PathVector+a.VectorID+"/step", envclient.ContentBinary, body)
 	})
 }
+
+// TestVectorBudget: the server bounds the elements of all its vectors'
+// batches together, not only their envs, so that many vectors of long
+// observations cannot hold the machine's memory; a closed vector gives
+// its share back.
+func TestVectorBudget(t *testing.T) {
+	s, err := New(Config{})
+	require.NoError(t, err)
+	req := &envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 4}
+	v, e := s.createVector(req)
+	require.Nil(t, e)
+	s.vectorBudget = 2 * v.cost
+	w, e := s.createVector(req)
+	require.Nil(t, e)
+	_, e = s.createVector(req)
+	require.NotNil(t, e, "a third vector is over the budget of two")
+	assert.Equal(t, http.StatusServiceUnavailable, e.status)
+	assert.Contains(t, e.body.Message, "batch elements")
+	w.close(EndVectorClosed)
+	_, e = s.createVector(req)
+	require.Nil(t, e, "the closed vector's share is free again")
+	v.close(EndVectorClosed)
+}
