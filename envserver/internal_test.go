@@ -152,3 +152,21 @@ func TestVectorBudget(t *testing.T) {
 	require.Nil(t, e, "the closed vector's share is free again")
 	v.close(EndVectorClosed)
 }
+
+// TestFreshSessionLeaves: a session-less step's fresh session whose first
+// turn is not waited for (the request or the WebSocket ended) leaves: a
+// WebSocket's session is never reaped for idleness, so it would hold its
+// seat, and a MaxSessions slot, for as long as the server runs.
+func TestFreshSessionLeaves(t *testing.T) {
+	s, err := New(Config{Default: &envclient.ResetRequest{Scenario: "tictactoe", Open: []string{"x", "o"}, Seats: []string{"o"}}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, ws := range []bool{false, true} {
+		_, e := s.freshSession(ctx, ws)
+		require.NotNil(t, e, "o waits for x, which nobody holds")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, s.sessions)
+}

@@ -171,6 +171,8 @@ func (s *Server) freshSession(ctx context.Context, ws bool) (*session, *apiError
 		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the default episode leaves no seat to a session (its seats are all the house's or harnesses')")
 	}
 	if _, e := s.first(ctx, ss); e != nil {
+		// Nobody holds it: a WebSocket's would never be reaped.
+		s.leave(context.WithoutCancel(ctx), ss, "its first turn was not waited for")
 		return nil, e
 	}
 	return ss, nil
