@@ -98,9 +98,12 @@ type vectorEnv struct {
 	fixedID bool // ridBase+n, else the server's counter
 
 	slots []vectorSlot
-	out   envclient.Batch
-	acts  envclient.Actions
-	buf   []byte
+	// broken is why a step failed after it made moves: steps are
+	// refused until a reset.
+	broken string
+	out    envclient.Batch
+	acts   envclient.Actions
+	buf    []byte
 }
 
 // vectorSlot is one env of a vector: the episode it plays.
@@ -301,6 +304,7 @@ func (v *vectorEnv) seedOf(seed *uint64) uint64 {
 // reset stops the episodes in play and starts NumEnvs new ones, the
 // first of seed when it is set; the batch holds their first observations.
 func (v *vectorEnv) reset(seed *uint64) *apiError {
+	v.broken = ""
 	v.begin()
 	for i := range v.slots {
 		v.stop(i, EndVectorReset)
@@ -494,6 +498,9 @@ func (v *vectorEnv) mask(p *env.PendingSeat, mask []byte) {
 // checked (a refused one gives none), ends and replaces the episodes that
 // end, and writes the batch.
 func (v *vectorEnv) step(acts []int32) *apiError {
+	if v.broken != "" {
+		return errorf(http.StatusConflict, envclient.CodeBadRequest, "vector %s: an earlier step failed after its moves were made (%s): reset it", v.id, v.broken)
+	}
 	na := len(v.agents)
 	for i := range v.slots {
 		sl := &v.slots[i]
@@ -514,6 +521,18 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 		}
 	}
 	v.begin()
+	if e := v.play(acts); e != nil {
+		// Some envs moved, and the caller sees none of it: stepping
+		// on would play them on observations it never got.
+		v.broken = e.body.Message
+		return e
+	}
+	return nil
+}
+
+// play makes the checked moves of step, env by env.
+func (v *vectorEnv) play(acts []int32) *apiError {
+	na := len(v.agents)
 	for i := range v.slots {
 		sl := &v.slots[i]
 		for k := range sl.pend {
