@@ -170,3 +170,15 @@ func TestFreshSessionLeaves(t *testing.T) {
 	defer s.mu.Unlock()
 	assert.Empty(t, s.sessions)
 }
+
+// TestDefaultedFeatures: a reset that names no scenario (OpenEnv's, of
+// the server's default episode) keeps its own features, as it keeps its
+// other fields.
+func TestDefaultedFeatures(t *testing.T) {
+	s, err := New(Config{Default: &envclient.ResetRequest{Scenario: "tictactoe"}})
+	require.NoError(t, err)
+	_, ss, e := s.reset(context.Background(), &envclient.ResetRequest{Features: true}, false)
+	require.Nil(t, e)
+	assert.True(t, ss.features, "features: true was dropped")
+	s.leave(context.Background(), ss, "done")
+}

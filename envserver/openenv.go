@@ -113,6 +113,7 @@ func (s *Server) defaulted(req *envclient.ResetRequest) *envclient.ResetRequest 
 		out.OnInvalid = req.OnInvalid
 	}
 	out.PassIllegal = out.PassIllegal || req.PassIllegal
+	out.Features = out.Features || req.Features
 	return &out
 }
 
