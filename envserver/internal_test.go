@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -181,4 +182,26 @@ func TestDefaultedFeatures(t *testing.T) {
 	require.Nil(t, e)
 	assert.True(t, ss.features, "features: true was dropped")
 	s.leave(context.Background(), ss, "done")
+}
+
+// TestOpenAPIResetFields: the OpenAPI document's ResetRequest, which
+// allows no other properties, has every field a reset takes, so that a
+// client validating against it may send them all.
+func TestOpenAPIResetFields(t *testing.T) {
+	doc, err := openAPI("test")
+	require.NoError(t, err)
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(doc, &d))
+	props := d.Components.Schemas["ResetRequest"].Properties
+	rt := reflect.TypeFor[envclient.ResetRequest]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		assert.Contains(t, props, name)
+	}
 }

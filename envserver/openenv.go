@@ -251,7 +251,8 @@ func openAPI(version string) ([]byte, error) {
 			"seed": map[string]any{"type": "integer", "minimum": 0}, "episode_id": str, "join": str, "scenario": str, "params": strMap, "policies": strMap,
 			"open": strs, "fallback": map[string]any{"enum": []string{"", "policy", "forfeit"}}, "pass_illegal": map[string]any{"type": "boolean"},
 			"limits": map[string]any{"type": "object"}, "on_invalid": map[string]any{"type": "object"}, "emit": strs, "allocators": strs,
-			"reward_format": str, "rollout_id": map[string]any{"type": "integer"}, "seats": strs, "harness": strs}},
+			"reward_format": str, "reward": str, "rollout_id": map[string]any{"type": "integer"}, "seats": strs, "harness": strs,
+			"features": map[string]any{"type": "boolean"}}},
 		"StepRequest": map[string]any{"type": "object", "required": []string{"action"}, "additionalProperties": false, "properties": map[string]any{
 			"session_id": str, "action": ref("Action"), "timeout_s": map[string]any{"type": "number"}, "request_id": str}},
 		"SessionRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"session_id": str}},
