@@ -105,3 +105,17 @@ func TestEnvServeVector(t *testing.T) {
 	assert.NotZero(t, credited)
 	t.Logf("%d vector episodes replayed by troupe run, byte for byte", len(check.Episodes))
 }
+
+// TestVectorStepNotResent runs python/tests/vector_retry_check.py: the
+// Python vector environment sends a step once, failing when its answer is
+// cut short, rather than sending it again (the server applied it), and
+// still sends a request once more when the kept-alive connection was
+// closed while idle.
+func TestVectorStepNotResent(t *testing.T) {
+	python := pyenv.Python(t, pyenv.E2E)
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join(pyenv.PythonPath(), "tests", "vector_retry_check.py"))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath())
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	t.Logf("%s", b)
+}

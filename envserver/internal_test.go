@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -128,4 +129,79 @@ func FuzzVector(f *testing.F) {
 		post(envclient.PathVector+a.VectorID+"/reset", "application/json", nil)
 		post(envclient.PathVector+a.VectorID+"/step", envclient.ContentBinary, body)
 	})
+}
+
+// TestVectorBudget: the server bounds the elements of all its vectors'
+// batches together, not only their envs, so that many vectors of long
+// observations cannot hold the machine's memory; a closed vector gives
+// its share back.
+func TestVectorBudget(t *testing.T) {
+	s, err := New(Config{})
+	require.NoError(t, err)
+	req := &envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 4}
+	v, e := s.createVector(req)
+	require.Nil(t, e)
+	s.vectorBudget = 2 * v.cost
+	w, e := s.createVector(req)
+	require.Nil(t, e)
+	_, e = s.createVector(req)
+	require.NotNil(t, e, "a third vector is over the budget of two")
+	assert.Equal(t, http.StatusServiceUnavailable, e.status)
+	assert.Contains(t, e.body.Message, "batch elements")
+	w.close(EndVectorClosed)
+	_, e = s.createVector(req)
+	require.Nil(t, e, "the closed vector's share is free again")
+	v.close(EndVectorClosed)
+}
+
+// TestFreshSessionLeaves: a session-less step's fresh session whose first
+// turn is not waited for (the request or the WebSocket ended) leaves: a
+// WebSocket's session is never reaped for idleness, so it would hold its
+// seat, and a MaxSessions slot, for as long as the server runs.
+func TestFreshSessionLeaves(t *testing.T) {
+	s, err := New(Config{Default: &envclient.ResetRequest{Scenario: "tictactoe", Open: []string{"x", "o"}, Seats: []string{"o"}}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, ws := range []bool{false, true} {
+		_, e := s.freshSession(ctx, ws)
+		require.NotNil(t, e, "o waits for x, which nobody holds")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, s.sessions)
+}
+
+// TestDefaultedFeatures: a reset that names no scenario (OpenEnv's, of
+// the server's default episode) keeps its own features, as it keeps its
+// other fields.
+func TestDefaultedFeatures(t *testing.T) {
+	s, err := New(Config{Default: &envclient.ResetRequest{Scenario: "tictactoe"}})
+	require.NoError(t, err)
+	_, ss, e := s.reset(context.Background(), &envclient.ResetRequest{Features: true}, false)
+	require.Nil(t, e)
+	assert.True(t, ss.features, "features: true was dropped")
+	s.leave(context.Background(), ss, "done")
+}
+
+// TestOpenAPIResetFields: the OpenAPI document's ResetRequest, which
+// allows no other properties, has every field a reset takes, so that a
+// client validating against it may send them all.
+func TestOpenAPIResetFields(t *testing.T) {
+	doc, err := openAPI("test")
+	require.NoError(t, err)
+	var d struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(doc, &d))
+	props := d.Components.Schemas["ResetRequest"].Properties
+	rt := reflect.TypeFor[envclient.ResetRequest]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		assert.Contains(t, props, name)
+	}
 }

@@ -460,7 +460,10 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
-		return errorf(http.StatusRequestEntityTooLarge, envclient.CodeTooLarge, "the body is over %d bytes", s.cfg.MaxBodyBytes)
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return errorf(http.StatusRequestEntityTooLarge, envclient.CodeTooLarge, "the body is over %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reading the body: %v", err)
 	}
 	return reply(w, s.rpc(r.Context(), nil, body))
 }

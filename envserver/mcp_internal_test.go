@@ -3,10 +3,12 @@ package envserver
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -54,4 +56,23 @@ func FuzzMCP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMCPBodyErrors: /mcp answers a body over MaxBodyBytes 413 and one
+// that cannot be read (the client went away mid-body) 400, as every other
+// route does, not 413 for both.
+func TestMCPBodyErrors(t *testing.T) {
+	s, err := New(Config{MaxBodyBytes: 64})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		body io.Reader
+		want int
+	}{
+		{strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","pad":"` + strings.Repeat("x", 64) + `"}`), http.StatusRequestEntityTooLarge},
+		{io.MultiReader(strings.NewReader(`{"jsonrpc":`), iotest.ErrReader(io.ErrUnexpectedEOF)), http.StatusBadRequest},
+	} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodPost, envclient.PathMCP, tc.body))
+		require.Equal(t, tc.want, w.Code, w.Body.String())
+	}
 }

@@ -113,6 +113,7 @@ func (s *Server) defaulted(req *envclient.ResetRequest) *envclient.ResetRequest 
 		out.OnInvalid = req.OnInvalid
 	}
 	out.PassIllegal = out.PassIllegal || req.PassIllegal
+	out.Features = out.Features || req.Features
 	return &out
 }
 
@@ -171,6 +172,8 @@ func (s *Server) freshSession(ctx context.Context, ws bool) (*session, *apiError
 		return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the default episode leaves no seat to a session (its seats are all the house's or harnesses')")
 	}
 	if _, e := s.first(ctx, ss); e != nil {
+		// Nobody holds it: a WebSocket's would never be reaped.
+		s.leave(context.WithoutCancel(ctx), ss, "its first turn was not waited for")
 		return nil, e
 	}
 	return ss, nil
@@ -248,7 +251,8 @@ func openAPI(version string) ([]byte, error) {
 			"seed": map[string]any{"type": "integer", "minimum": 0}, "episode_id": str, "join": str, "scenario": str, "params": strMap, "policies": strMap,
 			"open": strs, "fallback": map[string]any{"enum": []string{"", "policy", "forfeit"}}, "pass_illegal": map[string]any{"type": "boolean"},
 			"limits": map[string]any{"type": "object"}, "on_invalid": map[string]any{"type": "object"}, "emit": strs, "allocators": strs,
-			"reward_format": str, "rollout_id": map[string]any{"type": "integer"}, "seats": strs, "harness": strs}},
+			"reward_format": str, "reward": str, "rollout_id": map[string]any{"type": "integer"}, "seats": strs, "harness": strs,
+			"features": map[string]any{"type": "boolean"}}},
 		"StepRequest": map[string]any{"type": "object", "required": []string{"action"}, "additionalProperties": false, "properties": map[string]any{
 			"session_id": str, "action": ref("Action"), "timeout_s": map[string]any{"type": "number"}, "request_id": str}},
 		"SessionRequest": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{"session_id": str}},

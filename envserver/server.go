@@ -191,9 +191,12 @@ type Server struct {
 	ended    []*episodeEntry // finished episodes still kept, oldest first
 	reaped   time.Time       // when reap last ran
 	// vectors are the vector environments, by id; vectorEnvs counts
-	// their envs.
-	vectors    map[string]*vectorEnv
-	vectorEnvs int
+	// their envs, vectorElements their batches' elements (vectorCost),
+	// which vectorBudget bounds.
+	vectors        map[string]*vectorEnv
+	vectorEnvs     int
+	vectorElements uint64
+	vectorBudget   uint64
 
 	writeMu sync.Mutex // one episode written at a time
 	samples atomic.Int64
@@ -258,7 +261,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}}
+	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}, vectorBudget: maxServerVectorElements}
 	if err := s.checkDefault(); err != nil {
 		return nil, err
 	}

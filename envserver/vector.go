@@ -38,6 +38,11 @@ const DefaultMaxVectorEnvs = 65536
 // that a vector's buffers stay within a few hundred megabytes.
 const maxVectorElements = 1 << 26
 
+// maxServerVectorElements bounds the elements of all vectors' batches
+// together: MaxVectorEnvs alone lets many vectors of long observations
+// (view_bytes up to 1 MiB an agent) hold tens of gigabytes.
+const maxServerVectorElements = 1 << 28
+
 // DefaultViewBytes is the observation length of a vector whose scenario
 // declares no features, when its request names none.
 const DefaultViewBytes = 1024
@@ -84,6 +89,8 @@ type vectorEnv struct {
 	// the one whose credit is the reward, or -1.
 	nCredit  int
 	rewardBy int
+	// cost is the batch's elements, counted against the server's budget.
+	cost uint64
 
 	seed    uint64
 	next    uint64 // episodes started since seed was set
@@ -91,9 +98,12 @@ type vectorEnv struct {
 	fixedID bool // ridBase+n, else the server's counter
 
 	slots []vectorSlot
-	out   envclient.Batch
-	acts  envclient.Actions
-	buf   []byte
+	// broken is why a step failed after it made moves: steps are
+	// refused until a reset.
+	broken string
+	out    envclient.Batch
+	acts   envclient.Actions
+	buf    []byte
 }
 
 // vectorSlot is one env of a vector: the episode it plays.
@@ -222,7 +232,8 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		v.sdim = sp.Size()
 	}
 	n, na := req.NumEnvs, len(v.agents)
-	if uint64(n)*uint64(na)*uint64(max(v.obsDim, v.k, 1)+v.sdim) > maxVectorElements {
+	v.cost = uint64(n) * uint64(na) * uint64(max(v.obsDim, v.k, 1)+v.sdim)
+	if v.cost > maxVectorElements {
 		return nil, bad("num_envs: %d envs of %d agents with %d observations and %d actions each are over %d elements a batch: fewer envs", n, na, v.obsDim, v.k, maxVectorElements)
 	}
 	b := &v.out
@@ -244,6 +255,8 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeDraining, "the server is shutting down")
 	case s.vectorEnvs+n > s.cfg.MaxVectorEnvs:
 		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server steps %d vector envs; %d more are over its limit of %d", s.vectorEnvs, n, s.cfg.MaxVectorEnvs)
+	case s.vectorElements+v.cost > s.vectorBudget:
+		return nil, errorf(http.StatusServiceUnavailable, envclient.CodeTooMany, "the server's vectors hold %d batch elements; %d more are over its limit of %d: close vectors, or ask for fewer envs or view bytes", s.vectorElements, v.cost, s.vectorBudget)
 	}
 	v.seed = v.seedOf(req.Seed)
 	if req.RolloutID != nil {
@@ -251,6 +264,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	}
 	a.VectorID, a.Seed = v.id, v.seed
 	s.vectorEnvs += n
+	s.vectorElements += v.cost
 	v.last = time.Now()
 	s.vectors[v.id] = v
 	return v, nil
@@ -290,6 +304,7 @@ func (v *vectorEnv) seedOf(seed *uint64) uint64 {
 // reset stops the episodes in play and starts NumEnvs new ones, the
 // first of seed when it is set; the batch holds their first observations.
 func (v *vectorEnv) reset(seed *uint64) *apiError {
+	v.broken = ""
 	v.begin()
 	for i := range v.slots {
 		v.stop(i, EndVectorReset)
@@ -483,6 +498,9 @@ func (v *vectorEnv) mask(p *env.PendingSeat, mask []byte) {
 // checked (a refused one gives none), ends and replaces the episodes that
 // end, and writes the batch.
 func (v *vectorEnv) step(acts []int32) *apiError {
+	if v.broken != "" {
+		return errorf(http.StatusConflict, envclient.CodeBadRequest, "vector %s: an earlier step failed after its moves were made (%s): reset it", v.id, v.broken)
+	}
 	na := len(v.agents)
 	for i := range v.slots {
 		sl := &v.slots[i]
@@ -503,6 +521,18 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 		}
 	}
 	v.begin()
+	if e := v.play(acts); e != nil {
+		// Some envs moved, and the caller sees none of it: stepping
+		// on would play them on observations it never got.
+		v.broken = e.body.Message
+		return e
+	}
+	return nil
+}
+
+// play makes the checked moves of step, env by env.
+func (v *vectorEnv) play(acts []int32) *apiError {
+	na := len(v.agents)
 	for i := range v.slots {
 		sl := &v.slots[i]
 		for k := range sl.pend {
@@ -694,6 +724,7 @@ func (v *vectorEnv) close(end string) {
 	if s.vectors[v.id] == v {
 		delete(s.vectors, v.id)
 		s.vectorEnvs -= len(v.slots)
+		s.vectorElements -= v.cost
 	}
 	s.mu.Unlock()
 }

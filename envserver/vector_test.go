@@ -2,6 +2,7 @@ package envserver_test
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -321,4 +322,46 @@ func TestVectorIdle(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{"aborted closed", "aborted closed"}, ends)
+}
+
+// TestVectorStepFailureStops: a step that fails after its moves were
+// made (here: the credit of env 1's ended episode, whose writing failed)
+// leaves the vector refusing steps until a reset, rather than letting
+// the next step play env 0 again on observations its caller never got
+// and fail at env 1 once more, episode after episode.
+func TestVectorStepFailureStops(t *testing.T) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	written := 0
+	sink := trajectories.SinkFunc(func(*trajectories.Episode) error {
+		mu.Lock()
+		defer mu.Unlock()
+		written++
+		if written == 2 {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return written
+	}
+	c, _, _, _ := start(t, envserver.Config{Sink: sink})
+	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "elfarol", Params: map[string]string{"agents": "2", "nights": "1"}, NumEnvs: 2, Allocators: []string{"team"}})
+	require.NoError(t, err)
+	_, err = v.Reset(ctx, nil)
+	require.NoError(t, err)
+	acts := []int32{0, 0, 0, 0}
+	_, err = v.Step(ctx, acts)
+	require.ErrorContains(t, err, "could not be computed")
+	require.Equal(t, 2, count())
+	_, err = v.Step(ctx, acts)
+	require.ErrorContains(t, err, "reset")
+	assert.Equal(t, 2, count(), "no episode is played past the failure")
+	_, err = v.Reset(ctx, nil)
+	require.NoError(t, err)
+	b, err := v.Step(ctx, acts)
+	require.NoError(t, err)
+	assert.Len(t, b.Ended, 2)
 }

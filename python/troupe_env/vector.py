@@ -224,12 +224,19 @@ class TroupeVectorEnv:
         try:
             self._conn.request("POST", self._prefix + path, body, headers)
             resp = self._conn.getresponse()
-            data = resp.read()
-        except (http.client.HTTPException, ConnectionError):
-            self._conn.close()  # one retry on a fresh connection: the server closed an idle one
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            # A kept-alive connection the server closed while idle: the
+            # request did not reach it. Once more, on a new one. Never
+            # once an answer has begun: a step is applied before it is
+            # answered, and sent again it would move the next state.
+            self._conn.close()
             self._conn.request("POST", self._prefix + path, body, headers)
             resp = self._conn.getresponse()
+        try:
             data = resp.read()
+        except BaseException:
+            self._conn.close()
+            raise
         if resp.status >= 300:
             try:
                 e = json.loads(data)["error"]
