@@ -61,6 +61,12 @@ type vectorEnv struct {
 	// mu makes the vector's calls one at a time.
 	mu     sync.Mutex
 	closed bool
+	// ctx is cancelled by close (Close, the idle reaper, Shutdown)
+	// before it takes mu: a call's house policies run under it and the
+	// call's request context together (callContext), so that a slow one
+	// (an LLM) does not hold mu, and them, until it answers.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	last   time.Time // guarded by Server.mu
 
 	req   envclient.VectorRequest
@@ -137,6 +143,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		return nil, bad("view_bytes: %d (0 to %d)", req.ViewBytes, 1<<20)
 	}
 	v := &vectorEnv{id: newID("v-"), s: s, req: *req, team: req.Reward == "team", rewardBy: -1}
+	v.ctx, v.cancel = context.WithCancelCause(context.Background())
 	reward := req.Reward // an allocator's spec, which joins the allocators (resolve)
 	if reward == "score" || reward == "team" {
 		reward = ""
@@ -303,7 +310,7 @@ func (v *vectorEnv) seedOf(seed *uint64) uint64 {
 
 // reset stops the episodes in play and starts NumEnvs new ones, the
 // first of seed when it is set; the batch holds their first observations.
-func (v *vectorEnv) reset(seed *uint64) *apiError {
+func (v *vectorEnv) reset(ctx context.Context, seed *uint64) *apiError {
 	v.broken = ""
 	v.begin()
 	for i := range v.slots {
@@ -313,7 +320,7 @@ func (v *vectorEnv) reset(seed *uint64) *apiError {
 		v.seed, v.next = *seed, 0
 	}
 	for i := range v.slots {
-		if e := v.start(i); e != nil {
+		if e := v.start(ctx, i); e != nil {
 			return e
 		}
 		if e := v.observe(i); e != nil {
@@ -321,6 +328,38 @@ func (v *vectorEnv) reset(seed *uint64) *apiError {
 		}
 	}
 	return nil
+}
+
+// callContext is the context a call's house policies run under: r's,
+// cancelled too when the vector closes (with the close's cause). Its
+// stop must be called when the call ends.
+func (v *vectorEnv) callContext(r context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(r)
+	undo := context.AfterFunc(v.ctx, func() { cancel(context.Cause(v.ctx)) })
+	return ctx, func() {
+		undo()
+		cancel(nil)
+	}
+}
+
+// interrupted answers nil while ctx is live. Once it is done (the
+// request ended, or the vector closed while a house policy played), it
+// writes slot's episode, which advance stopped (aborted, end
+// "interrupted"), empties the slot, and answers why the call failed.
+func (v *vectorEnv) interrupted(ctx context.Context, sl *vectorSlot) *apiError {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if sl.ep != nil {
+		if !sl.ep.Done() {
+			sl.ep.Stop(protocol.StatusAborted, env.EndInterrupted, context.Cause(ctx))
+		}
+		if v.s.cfg.Sink != nil {
+			_ = v.write(sl, false)
+		}
+		sl.ep = nil
+	}
+	return errorf(http.StatusServiceUnavailable, envclient.CodeInternal, "vector %s: the call ended while a house policy played: %v", v.id, context.Cause(ctx))
 }
 
 // begin clears the per-step parts of the batch.
@@ -368,7 +407,7 @@ func (v *vectorEnv) write(sl *vectorSlot, credit bool) *creditpkg.Seats {
 }
 
 // start starts the vector's next episode in slot i.
-func (v *vectorEnv) start(i int) *apiError {
+func (v *vectorEnv) start(ctx context.Context, i int) *apiError {
 	s := v.s
 	n := v.next
 	v.next++
@@ -404,7 +443,10 @@ func (v *vectorEnv) start(i int) *apiError {
 	sl.ep, sl.res, sl.rid, sl.setup = ep, res, rid, setup
 	sl.policies = resize(sl.policies, len(seats))
 	clear(sl.policies)
-	v.advance(sl)
+	v.advance(ctx, sl)
+	if e := v.interrupted(ctx, sl); e != nil {
+		return e
+	}
 	if rec := ep.Record(); rec != nil {
 		return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, episode %d (run seed %d) ended before the vector's agents acted (%s %s): %s", v.id, n, seed, rec.Status, rec.End, rec.Err)
 	}
@@ -497,7 +539,7 @@ func (v *vectorEnv) mask(p *env.PendingSeat, mask []byte) {
 // step gives every pending seat of every episode its action, once all are
 // checked (a refused one gives none), ends and replaces the episodes that
 // end, and writes the batch.
-func (v *vectorEnv) step(acts []int32) *apiError {
+func (v *vectorEnv) step(ctx context.Context, acts []int32) *apiError {
 	if v.broken != "" {
 		return errorf(http.StatusConflict, envclient.CodeBadRequest, "vector %s: an earlier step failed after its moves were made (%s): reset it", v.id, v.broken)
 	}
@@ -521,7 +563,7 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 		}
 	}
 	v.begin()
-	if e := v.play(acts); e != nil {
+	if e := v.play(ctx, acts); e != nil {
 		// Some envs moved, and the caller sees none of it: stepping
 		// on would play them on observations it never got.
 		v.broken = e.body.Message
@@ -531,7 +573,7 @@ func (v *vectorEnv) step(acts []int32) *apiError {
 }
 
 // play makes the checked moves of step, env by env.
-func (v *vectorEnv) play(acts []int32) *apiError {
+func (v *vectorEnv) play(ctx context.Context, acts []int32) *apiError {
 	na := len(v.agents)
 	for i := range v.slots {
 		sl := &v.slots[i]
@@ -547,12 +589,15 @@ func (v *vectorEnv) play(acts []int32) *apiError {
 				return errorf(http.StatusInternalServerError, envclient.CodeInternal, "vector %s, env %d: %v", v.id, i, err) // unreachable: p is pending
 			}
 		}
-		v.advance(sl)
+		v.advance(ctx, sl)
+		if e := v.interrupted(ctx, sl); e != nil {
+			return e
+		}
 		if sl.ep.Done() {
 			if e := v.end(i); e != nil {
 				return e
 			}
-			if e := v.start(i); e != nil {
+			if e := v.start(ctx, i); e != nil {
 				return e
 			}
 		}
@@ -582,7 +627,7 @@ func (v *vectorEnv) alike(role string, k int) bool {
 // move at a time in seat order, each house seat's policy made once an
 // episode, so that the episode is the one a reset with the same closed
 // seats plays.
-func (v *vectorEnv) advance(sl *vectorSlot) {
+func (v *vectorEnv) advance(ctx context.Context, sl *vectorSlot) {
 	ep := sl.ep
 	for !ep.Done() {
 		played := false
@@ -591,9 +636,13 @@ func (v *vectorEnv) advance(sl *vectorSlot) {
 			if !v.house[i] {
 				continue
 			}
-			a, err := v.house1(sl, i, &o.Observation)
+			a, err := v.house1(ctx, sl, i, &o.Observation)
 			if err != nil {
-				ep.Stop(protocol.StatusAborted, env.EndPolicyError, err)
+				if ctx.Err() != nil {
+					ep.Stop(protocol.StatusAborted, env.EndInterrupted, context.Cause(ctx))
+				} else {
+					ep.Stop(protocol.StatusAborted, env.EndPolicyError, err)
+				}
 				return
 			}
 			if err := ep.Act(i, a); err != nil {
@@ -611,7 +660,7 @@ func (v *vectorEnv) advance(sl *vectorSlot) {
 
 // house1 asks seat i's house policy for its move, recovering a panic as a
 // policy error, as a table does.
-func (v *vectorEnv) house1(sl *vectorSlot, i int, o *agents.Observation) (a agents.Action, err error) {
+func (v *vectorEnv) house1(ctx context.Context, sl *vectorSlot, i int, o *agents.Observation) (a agents.Action, err error) {
 	p := sl.policies[i]
 	if p == nil {
 		if sl.setup.Policy != nil {
@@ -627,7 +676,7 @@ func (v *vectorEnv) house1(sl *vectorSlot, i int, o *agents.Observation) (a agen
 			err = fmt.Errorf("agent %q: %w: %v", o.Agent, env.ErrPolicyPanic, r)
 		}
 	}()
-	a, err = p.Act(context.Background(), o)
+	a, err = p.Act(ctx, o)
 	if err != nil {
 		return a, fmt.Errorf("agent %q (role %q) turn %d: %w", o.Agent, o.Role, o.Turn, err)
 	}
@@ -710,6 +759,9 @@ func (v *vectorEnv) end(i int) *apiError {
 
 // close stops the vector's episodes (aborted, end) and forgets it.
 func (v *vectorEnv) close(end string) {
+	// Cancel first: a call playing a house policy holds mu until the
+	// policy answers.
+	v.cancel(fmt.Errorf("the vector environment %s: %s", v.id, end))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed {
@@ -772,7 +824,9 @@ func (s *Server) handleVectorReset(w http.ResponseWriter, r *http.Request) *apiE
 	if v.closed {
 		return errorf(http.StatusNotFound, envclient.CodeUnknown, "vector environment %s is closed", v.id)
 	}
-	if e := v.reset(req.Seed); e != nil {
+	ctx, stop := v.callContext(r.Context())
+	defer stop()
+	if e := v.reset(ctx, req.Seed); e != nil {
 		return e
 	}
 	return v.reply(w)
@@ -813,7 +867,9 @@ func (s *Server) handleVectorStep(w http.ResponseWriter, r *http.Request) *apiEr
 	if v.acts.NumEnvs != len(v.slots) || v.acts.NumAgents != na {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the actions frame is of %d envs × %d agents; vector %s has %d × %d", v.acts.NumEnvs, v.acts.NumAgents, v.id, len(v.slots), na)
 	}
-	if e := v.step(v.acts.Actions); e != nil {
+	ctx, stop := v.callContext(r.Context())
+	defer stop()
+	if e := v.step(ctx, v.acts.Actions); e != nil {
 		return e
 	}
 	return v.reply(w)

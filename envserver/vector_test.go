@@ -2,6 +2,7 @@ package envserver_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/envserver"
 	"github.com/troupe-rl/troupe/envserver/envclient"
@@ -364,4 +366,84 @@ func TestVectorStepFailureStops(t *testing.T) {
 	b, err := v.Step(ctx, acts)
 	require.NoError(t, err)
 	assert.Len(t, b.Ended, 2)
+}
+
+// blockingPolicies makes "block": a house policy that blocks until its
+// context is done (a slow LLM), telling entered each time it starts.
+func blockingPolicies(entered chan<- struct{}) env.PolicyMaker {
+	return func(req env.PolicyRequest) (agents.Policy, error) {
+		if req.Name != "block" {
+			return nil, env.ErrUnknownPolicy
+		}
+		return agents.PolicyFunc(func(ctx context.Context, _ *agents.Observation) (agents.Action, error) {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return agents.Action{}, context.Cause(ctx)
+		}), nil
+	}
+}
+
+// endsSink records each written episode's status and end.
+func endsSink() (trajectories.Sink, func() []string) {
+	var mu sync.Mutex
+	var ends []string
+	return trajectories.SinkFunc(func(ep *trajectories.Episode) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ends = append(ends, string(ep.Status)+" "+ep.End)
+			return nil
+		}), func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(ends)
+		}
+}
+
+// TestVectorHousePolicyShutdown: Shutdown cancels a house policy that
+// blocks a vector's reset until its context is done, rather than waiting
+// on the vector for ever; the episode is written aborted, interrupted.
+func TestVectorHousePolicyShutdown(t *testing.T) {
+	ctx := t.Context()
+	entered := make(chan struct{}, 1)
+	sink, ends := endsSink()
+	c, _, _, s := start(t, envserver.Config{Sink: sink, Policies: blockingPolicies(entered)})
+	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Open: []string{"o"}, Policies: map[string]string{"x": "block"}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Reset(ctx, nil)
+		done <- err
+	}()
+	<-entered
+	s.Shutdown() // returns: it would wait on the vector's lock for ever
+	err = <-done
+	require.ErrorContains(t, err, "while a house policy played")
+	assert.ErrorContains(t, err, "closed")
+	assert.Equal(t, []string{"aborted interrupted"}, ends())
+}
+
+// TestVectorHousePolicyRequestEnds: a caller that gives up on a step
+// cancels the house policy it waits on; the vector answers its next call
+// at once.
+func TestVectorHousePolicyRequestEnds(t *testing.T) {
+	ctx := t.Context()
+	entered := make(chan struct{}, 1)
+	sink, ends := endsSink()
+	c, _, _, _ := start(t, envserver.Config{Sink: sink, Policies: blockingPolicies(entered)})
+	v, err := c.Vector(ctx, envclient.VectorRequest{Scenario: "tictactoe", NumEnvs: 1, Open: []string{"x"}, Policies: map[string]string{"o": "block"}})
+	require.NoError(t, err)
+	_, err = v.Reset(ctx, nil)
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Step(sctx, []int32{4, -1})
+		done <- err
+	}()
+	<-entered
+	cancel()
+	require.Error(t, <-done)
+	_, err = v.Step(ctx, []int32{4, -1}) // waits for the vector's lock: the policy gave it up
+	require.ErrorContains(t, err, "reset")
+	assert.Equal(t, []string{"aborted interrupted"}, ends())
 }
