@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ func (a *App) serveRollouts(ctx context.Context, cfg server.Config, vaddr string
 	vs, err := verifiers.New(verifiers.Config{
 		Addr: vaddr, Rollouts: verifiers.HandlerRoller(s), Scenarios: cfg.Scenarios, Endpoint: eps.endpointOf,
 		Logger: cfg.Logger, ShutdownTimeout: cfg.ShutdownTimeout,
+		// A run waits for one of the service's episode slots holding its
+		// request: twice the slots lets a batch wait while one plays.
+		MaxRuns: 2 * cmp.Or(cfg.MaxConcurrentEpisodes, server.DefaultMaxConcurrentEpisodes),
 		Ready: func(addr string) {
 			fmt.Fprintf(a.Stderr, "troupe: serving verifiers' env-server protocol on %s\n", addr)
 		},

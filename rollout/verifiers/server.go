@@ -58,6 +58,11 @@ const DefaultAddr = "tcp://127.0.0.1:5000"
 // taskset row and a few settings, far below it.
 const DefaultMaxPayloadBytes = 4 << 20
 
+// DefaultMaxRuns is Config.MaxRuns' default: twice the rollout service's
+// default episode slots (rollout/server.DefaultMaxConcurrentEpisodes),
+// so that a full batch plays while the next one waits.
+const DefaultMaxRuns = 2048
+
 // LLMPolicy is the policy name of the roles that call the request's model.
 const LLMPolicy = "llm"
 
@@ -95,6 +100,12 @@ type Config struct {
 	// MaxPayloadBytes bounds a request's payload; default
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
+	// MaxRuns bounds the runs in flight (playing, or waiting for one of
+	// the rollout service's episode slots, each holding its decoded
+	// request): a run over it is answered at once, success false, an
+	// error saying so, which verifiers' client raises. Default
+	// DefaultMaxRuns; troupe serve sets twice --max-episodes.
+	MaxRuns int
 	// ShutdownTimeout is how long the runs in flight may finish once
 	// Serve's context ends; default DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -161,6 +172,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxPayloadBytes < 0 {
 		return nil, fmt.Errorf("%w: MaxPayloadBytes is negative (%d)", ErrBadConfig, cfg.MaxPayloadBytes)
 	}
+	if cfg.MaxRuns < 0 {
+		return nil, fmt.Errorf("%w: MaxRuns is negative (%d)", ErrBadConfig, cfg.MaxRuns)
+	}
+	cfg.MaxRuns = cmp.Or(cfg.MaxRuns, DefaultMaxRuns)
 	cfg.Addr = cmp.Or(cfg.Addr, DefaultAddr)
 	if err := checkAddr(cfg.Addr); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -289,6 +304,13 @@ func (s *Server) dispatch(ctx context.Context, frames [][]byte) {
 			s.mu.Unlock()
 			cancel(nil)
 			s.reply(id, rid, failure("the server is shutting down: send the run to another env server"))
+			return
+		}
+		if len(s.running) >= s.cfg.MaxRuns {
+			n := len(s.running)
+			s.mu.Unlock()
+			cancel(nil)
+			s.reply(id, rid, failure("the server has %d runs in flight, its limit (MaxRuns; troupe serve: twice --max-episodes): retry once some finish, or send fewer at once", n))
 			return
 		}
 		if _, dup := s.running[key]; dup {

@@ -392,3 +392,47 @@ func TestDrain(t *testing.T) {
 		t.Fatal("Serve did not return after the drain")
 	}
 }
+
+// TestMaxRuns: a run over MaxRuns is answered at once, success false,
+// while the runs in flight go on; health is still answered, and a slot
+// freed (a cancel) takes a run again.
+func TestMaxRuns(t *testing.T) {
+	f := &fakeRoller{block: true, canceled: make(chan error, 3)}
+	addr := startServer(t, verifiers.Config{Rollouts: f, MaxRuns: 2, ShutdownTimeout: 100 * time.Millisecond})
+	d := dealer(t, addr)
+	run := pack(t, map[string]any{"task_data": map[string]any{"scenario": "tictactoe"}, "model": "m"})
+	for _, id := range []string{"a", "b"} {
+		require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte(id), []byte("run"), run)))
+	}
+	r := ask(t, d, []byte("c"), []byte("run"), run)
+	assert.Equal(t, false, r["success"])
+	assert.Contains(t, r["error"], "the server has 2 runs in flight, its limit")
+	r = ask(t, d, []byte("h"), []byte("health"), pack(t, map[string]any{}))
+	assert.Equal(t, true, r["success"])
+	r = ask(t, d, []byte("x"), []byte("cancel"), pack(t, map[string]any{"request_id": "a"}))
+	assert.Equal(t, true, r["cancelled"])
+	m, err := d.Recv() // a's answer
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(m.Frames[0]))
+	require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte("d"), []byte("run"), run)))
+	r = ask(t, d, []byte("x2"), []byte("cancel"), pack(t, map[string]any{"request_id": "d"}))
+	assert.Equal(t, true, r["cancelled"], "d was taken once a finished")
+}
+
+// TestVerifiersClientNamesFullServer: verifiers' own client raises the
+// answer to a run over MaxRuns.
+func TestVerifiersClientNamesFullServer(t *testing.T) {
+	f := &fakeRoller{block: true, canceled: make(chan error, 1)}
+	addr := startServer(t, verifiers.Config{Rollouts: f, MaxRuns: 1, ShutdownTimeout: 100 * time.Millisecond})
+	d := dealer(t, addr)
+	run := pack(t, map[string]any{"task_data": map[string]any{"scenario": "tictactoe"}, "model": "m"})
+	require.NoError(t, d.Send(zmq4.NewMsgFrom([]byte("hold"), []byte("run"), run)))
+	r := ask(t, d, []byte("h"), []byte("health"), pack(t, map[string]any{})) // the run is registered
+	require.Equal(t, true, r["success"])
+	out := runClient(t, map[string]any{
+		"address": addr, "base_url": "http://x/v1", "model": "m",
+		"runs": []any{map[string]any{"scenario": "tictactoe"}},
+	})
+	runs := out["runs"].([]any)
+	assert.Contains(t, runs[0].(map[string]any)["error"], "the server has 1 runs in flight, its limit")
+}
