@@ -34,7 +34,15 @@ base="${TROUPE_PYTHON_BASE:-python3}"
 command -v "$base" >/dev/null || die "$base not found (TROUPE_PYTHON_BASE names the Python to build the venvs with)"
 version="$("$base" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 "$base" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$base is Python $version; the pins need 3.10 or later"
-"$base" -c 'import venv, ensurepip' 2>/dev/null || die "$base has no venv or ensurepip module (Debian: apt-get install python3-venv)"
+if ! "$base" -c 'import venv, ensurepip' 2>/dev/null; then
+	# Debian's python3 keeps venv's ensurepip in a package of its own; CI
+	# runs as root on Debian, so it installs it, as tools/llama does cmake.
+	if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null && [[ "$(command -v "$base")" == /usr/bin/* ]]; then
+		log "apt-get install python3-venv (the venv module's ensurepip)"
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq python3-venv >&2
+	fi
+	"$base" -c 'import venv, ensurepip' 2>/dev/null || die "$base has no venv or ensurepip module (Debian: apt-get install python3-venv)"
+fi
 
 # pins FILE: the requirements' name==version lines, normalised (lower
 # case, - for _ and .), comments and environment markers left out.
