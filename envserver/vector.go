@@ -658,29 +658,20 @@ func (v *vectorEnv) advance(ctx context.Context, sl *vectorSlot) {
 	}
 }
 
-// house1 asks seat i's house policy for its move, recovering a panic as a
-// policy error, as a table does.
-func (v *vectorEnv) house1(ctx context.Context, sl *vectorSlot, i int, o *agents.Observation) (a agents.Action, err error) {
+// house1 asks seat i's house policy for its move, as a table does
+// (table.Ask).
+func (v *vectorEnv) house1(ctx context.Context, sl *vectorSlot, i int, o *agents.Observation) (agents.Action, error) {
 	p := sl.policies[i]
 	if p == nil {
 		if sl.setup.Policy != nil {
 			p = sl.setup.Policy(sl.ep.Seats()[i])
 		}
 		if p == nil {
-			return a, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)
+			return agents.Action{}, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)
 		}
 		sl.policies[i] = p
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("agent %q: %w: %v", o.Agent, env.ErrPolicyPanic, r)
-		}
-	}()
-	a, err = p.Act(ctx, o)
-	if err != nil {
-		return a, fmt.Errorf("agent %q (role %q) turn %d: %w", o.Agent, o.Role, o.Turn, err)
-	}
-	return a, nil
+	return table.Ask(ctx, p, o)
 }
 
 // end records slot i's finished episode in the batch (rewards, its end,

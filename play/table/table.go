@@ -428,15 +428,24 @@ func (t *Table) advance(ctx context.Context) {
 
 // house asks seat i's house policy for its move on o, recovering a panic
 // as the engine does (as a policy error).
-func (t *Table) house(ctx context.Context, i int, o *agents.Observation) (a agents.Action, err error) {
+func (t *Table) house(ctx context.Context, i int, o *agents.Observation) (agents.Action, error) {
 	p := t.policies[i]
 	if p == nil {
 		p = t.cfg.Setup.Policy(t.ep.Seats()[i])
 		if p == nil {
-			return a, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)
+			return agents.Action{}, fmt.Errorf("agent %q: the setup gives its seat no policy", o.Agent)
 		}
 		t.policies[i] = p
 	}
+	return Ask(ctx, p, o)
+}
+
+// Ask asks p for its move on o as the engine does a policy of its own:
+// a panic becomes an error wrapping env.ErrPolicyPanic, and an error is
+// wrapped naming the agent, role and turn. Drivers that play house seats
+// beside outside ones (a table, the environment server's vectors) ask
+// through it, so that a house policy fails the same way everywhere.
+func Ask(ctx context.Context, p agents.Policy, o *agents.Observation) (a agents.Action, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("agent %q: %w: %v", o.Agent, env.ErrPolicyPanic, r)
