@@ -34,6 +34,38 @@ class ServerError(Exception):
         self.message = message
 
 
+def exchange(conn: http.client.HTTPConnection, method: str, path: str, body: Optional[bytes],
+             headers: Dict[str, str]) -> bytes:
+    """Sends one request on conn and returns its answer's body; raises
+    ServerError for an error answer.
+
+    A request that a kept-alive connection the server closed while idle
+    never delivered is sent once more, on a new connection (http.client
+    reopens a closed one). Never once an answer has begun: a step is applied
+    before it is answered, and sent again it would move the next state, so
+    an answer cut short fails (the connection closed) instead.
+    """
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+    except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+        conn.close()
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+    try:
+        raw = resp.read()
+    except BaseException:
+        conn.close()
+        raise
+    if resp.status >= 300:
+        try:
+            err = json.loads(raw)["error"]
+            raise ServerError(resp.status, err.get("code", ""), err.get("message", ""))
+        except (ValueError, KeyError, TypeError):
+            raise ServerError(resp.status, "internal", raw.decode(errors="replace").strip()) from None
+    return raw
+
+
 class Client:
     """A client of one environment server, over one HTTP connection.
 
@@ -60,25 +92,7 @@ class Client:
         """Sends one request and returns its decoded JSON answer (raw text
         for /record); raises ServerError for an error answer."""
         data = None if body is None else json.dumps(body).encode()
-        for attempt in (0, 1):
-            conn = self._connection()
-            try:
-                conn.request(method, path, body=data, headers=self._headers)
-                resp = conn.getresponse()
-                raw = resp.read()
-                break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                # A kept-alive connection the server closed while idle:
-                # the request did not reach it. Once more, on a new one.
-                self.close()
-                if attempt == 1:
-                    raise
-        if resp.status >= 300:
-            try:
-                err = json.loads(raw)["error"]
-                raise ServerError(resp.status, err.get("code", ""), err.get("message", ""))
-            except (ValueError, KeyError, TypeError):
-                raise ServerError(resp.status, "internal", raw.decode(errors="replace").strip()) from None
+        raw = exchange(self._connection(), method, path, data, self._headers)
         if path.startswith("/record"):
             return raw.decode()
         return json.loads(raw)

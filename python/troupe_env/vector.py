@@ -51,21 +51,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["TroupeVectorEnv", "VectorError", "decode_batch", "encode_actions"]
+from .client import ServerError, exchange
+
+__all__ = ["TroupeVectorEnv", "decode_batch", "encode_actions"]
 
 _ACTIONS_HEADER = struct.Struct("<4sIII")
 _BATCH_HEADER = struct.Struct("<4s11I")
 _STARTED = np.dtype([("env", "<u4"), ("_pad", "<u4"), ("seed", "<u8"), ("rollout_id", "<i8")])
 _ENDED = np.dtype([("env", "<u4"), ("status", "u1"), ("_pad", "u1", (3,)), ("rollout_id", "<i8"), ("team", "<f8")])
 STATUSES = {1: "completed", 2: "truncated", 3: "aborted", 4: "failed"}
-
-
-class VectorError(Exception):
-    """An error answer of the server: its HTTP status, code and message."""
-
-    def __init__(self, status: int, code: str, message: str):
-        super().__init__(f"environment server: {status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
 
 
 def encode_actions(actions: np.ndarray) -> bytes:
@@ -221,29 +215,7 @@ class TroupeVectorEnv:
         if getattr(self, "_closed", False):
             raise RuntimeError("the vector environment is closed")
         headers = dict(self._headers, **{"Content-Type": ctype})
-        try:
-            self._conn.request("POST", self._prefix + path, body, headers)
-            resp = self._conn.getresponse()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            # A kept-alive connection the server closed while idle: the
-            # request did not reach it. Once more, on a new one. Never
-            # once an answer has begun: a step is applied before it is
-            # answered, and sent again it would move the next state.
-            self._conn.close()
-            self._conn.request("POST", self._prefix + path, body, headers)
-            resp = self._conn.getresponse()
-        try:
-            data = resp.read()
-        except BaseException:
-            self._conn.close()
-            raise
-        if resp.status >= 300:
-            try:
-                e = json.loads(data)["error"]
-                raise VectorError(resp.status, e.get("code", ""), e.get("message", ""))
-            except (ValueError, KeyError, TypeError):
-                raise VectorError(resp.status, "internal", data.decode(errors="replace").strip()) from None
-        return data
+        return exchange(self._conn, "POST", self._prefix + path, body, headers)
 
     def _answer(self, data: bytes):
         b = decode_batch(data)
@@ -328,7 +300,7 @@ class TroupeVectorEnv:
             return
         try:
             self._post(f"/vector/{self.vector_id}/close", b"{}", "application/json")
-        except (VectorError, OSError):
+        except (ServerError, OSError):
             pass
         self._closed = True
         self._conn.close()
