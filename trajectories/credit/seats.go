@@ -1,7 +1,6 @@
 package credit
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/troupe-rl/troupe/episode"
@@ -12,8 +11,9 @@ import (
 // Seats is one episode's credit seat by seat: what a learner playing a
 // seat reads (an environment's per-agent reward and infos), beside the
 // team's and the seat's side's rewards. It is made from a record and the
-// credit the allocators gave it (SeatsOf), or by running allocators over a
-// record (AllocateSeats); it holds no reference to either.
+// credit the allocators gave it (SeatsOf: the credit of the output stage
+// that writes the episode, so that no allocator runs twice); it holds no
+// reference to either.
 //
 // Its values are those of trajectories.Credit, which `troupe run
 // --episodes-out` writes: Seats[i].Turns[a] lists, in order, the values
@@ -166,21 +166,6 @@ func SeatsOf(rec *episode.Record, c *trajectories.Credit) (*Seats, error) {
 		}
 	}
 	return out, nil
-}
-
-// AllocateSeats runs allocs over rec, alone in its group, and splits their
-// credit seat by seat (SeatsOf): the credit `troupe run` gives the episode
-// when it plays it alone in its group. A counterfactual allocator needs
-// rec.Replay (the record a table or an env.Episode makes has it). A
-// stateful allocator (RAE) advances its state: a caller that also writes
-// the episode through a trajectories.Output takes that Output's credit
-// instead (its ObserveCredit, then SeatsOf), so that it runs once.
-func AllocateSeats(ctx context.Context, rec *episode.Record, allocs []trajectories.Allocator) (*Seats, error) {
-	ep := trajectories.RecordOnly(rec)
-	if err := trajectories.Allocate(ctx, []*trajectories.Episode{ep}, allocs, trajectories.RewardScalar); err != nil {
-		return nil, err
-	}
-	return SeatsOf(rec, ep.Credit)
 }
 
 // Index returns the position of the allocator named name in s.Allocators,

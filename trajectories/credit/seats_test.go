@@ -17,10 +17,10 @@ import (
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
-// AllocateSeats splits, seat by seat, exactly the credit trajectories.Allocate
+// SeatsOf splits, seat by seat, exactly the credit trajectories.Allocate
 // gives the episode's samples, on both sides of a two-sided game, and its
 // End is each seat's last sample's value.
-func TestAllocateSeatsSplitsTheEpisodesCredit(t *testing.T) {
+func TestSeatsOfSplitsTheEpisodesCredit(t *testing.T) {
 	sc := bargain.New()
 	p, err := sc.Info().ParseParams(map[string]string{"rounds": "3", "pie": "12", "members": "2"})
 	require.NoError(t, err)
@@ -35,11 +35,10 @@ func TestAllocateSeatsSplitsTheEpisodesCredit(t *testing.T) {
 		require.NoError(t, err)
 		allocs = append(allocs, a)
 	}
-	got, err := credit.AllocateSeats(t.Context(), rec, allocs)
-	require.NoError(t, err)
-
 	ep := trajectories.NewEpisode(rec)
 	require.NoError(t, trajectories.Allocate(t.Context(), []*trajectories.Episode{ep}, allocs, trajectories.RewardScalar))
+	got, err := credit.SeatsOf(rec, ep.Credit)
+	require.NoError(t, err)
 	assert.Equal(t, ep.Credit.Allocators, got.Allocators)
 	assert.True(t, got.Scored)
 	assert.Equal(t, []string{"east", "west"}, got.SideNames)
