@@ -33,6 +33,11 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 		b.WriteString("\n### Paired comparisons\n\n")
 		b.WriteString(t)
 	}
+	if len(res.Costs) > 0 {
+		b.WriteString("\n### At equal cost\n\n")
+		b.WriteString("What each cell spent, in logical environment steps (main lines, counterfactual re-simulations, tree candidates' continuations), and the metric each reached when it had spent the budget: the least any seed of any reward spent at that point, its mean over the final window read on the cell's curve against cost.\n\n")
+		b.WriteString(p.costTable(res))
+	}
 	if t := p.diagnosticsTable(res); t != "" {
 		b.WriteString("\n### Credit diagnostics\n\n")
 		b.WriteString(t)
