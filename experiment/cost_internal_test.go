@@ -90,16 +90,19 @@ func TestTreeCostIsTheContinuationLengths(t *testing.T) {
 	assert.Equal(t, EpisodeCost{Steps: 1, Tree: int64(3 * seats)}, costOf(one))
 }
 
-// A cell's metric at a cost budget is its trailing window's mean read on
-// the curve against cost: at the cell's whole cost, its final result;
-// between two episodes, linear in the cost.
+// A cell's metric at a cost budget is the mean of its curve against
+// cost over the last share of the budget, each episode weighed by the
+// cost it spent there.
 func TestAtCost(t *testing.T) {
 	c := &Cell{Team: []float64{0, 1, 2, 3}, Cost: []int64{10, 20, 30, 50}}
-	assert.Equal(t, 2.5, c.AtCost(50, 2), "the final window's mean")
-	assert.Equal(t, 1.5, c.AtCost(30, 2))
-	assert.Equal(t, 2.0, c.AtCost(40, 2), "halfway from 1.5 at 30 to 2.5 at 50")
-	assert.Equal(t, 0.0, c.AtCost(5, 2), "before the first episode: its value")
-	assert.Equal(t, 2.5, c.AtCost(99, 2))
+	assert.Equal(t, 3.0, c.AtCost(50, 0.2), "(40, 50]: the last episode alone")
+	assert.Equal(t, 3.0, c.AtCost(50, 0.4), "(30, 50]: all of it spent by the last episode")
+	assert.InDelta(t, (2*5+3*20)/25.0, c.AtCost(50, 0.5), 1e-12, "(25, 50]: half of episode 2, all of 3")
+	assert.InDelta(t, (1*5+2*10)/15.0, c.AtCost(30, 0.5), 1e-12, "(15, 30]: the budget of a cheaper cell")
+	assert.Equal(t, 0.0, c.AtCost(5, 0.1), "within the first episode: its value")
+	assert.Equal(t, 3.0, c.AtCost(99, 0.01), "beyond the cell's cost: its last episode")
+	uniform := &Cell{Team: []float64{4, 1, 2, 3, 5}, Cost: []int64{7, 14, 21, 28, 35}}
+	assert.InDelta(t, 4.0, uniform.AtCost(35, 0.4), 1e-12, "episodes that cost alike: the mean of the last two")
 	assert.True(t, math.IsNaN((&Cell{}).AtCost(1, 1)))
 }
 

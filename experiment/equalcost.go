@@ -1,10 +1,8 @@
 package experiment
 
 import (
-	"cmp"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,45 +23,43 @@ type CostRow struct {
 	// the smallest Total of any seed of any allocator compared there.
 	Budget float64
 	// AtBudget is, per seed, the metric at Budget (AtCost): the mean of
-	// the metric over the Window episodes ending where the cell's
-	// cumulative cost reaches Budget.
+	// the cell's curve against cost over the last Window/Episodes of the
+	// budget (a tenth by default), as the final result is over the last
+	// Window episodes.
 	AtBudget      []float64
 	AtBudgetStats Stats
 }
 
-// AtCost is the value at cumulative cost budget of a cell's curve of the
-// metric against cost: at each episode e, the mean of the metric over
-// the window episodes that end with e (fewer at the start), placed at
-// the cumulative cost through e; between two episodes, linear in the
-// cost. A budget below the first episode's cost gives the first
-// episode's value, one beyond the last the last's.
-func (c *Cell) AtCost(budget float64, window int) float64 {
+// AtCost is the metric of a cell at cumulative cost budget: the mean of
+// its curve against cost over the last share of the budget, the cost
+// interval (budget·(1−share), budget], as the final result is the mean
+// over the last Window episodes. Episode e holds the curve at its metric
+// over the cost it spent, (Cost[e−1], Cost[e]], so it weighs by its cost
+// within the interval, an episode across an end by its part: a cell whose
+// episodes cost alike gets the mean of its episodes in the interval. A
+// budget within one episode's cost gives that episode's value.
+func (c *Cell) AtCost(budget, share float64) float64 {
 	n := min(len(c.Cost), len(c.Team))
 	if n == 0 {
 		return math.NaN()
 	}
-	window = max(1, window)
-	// The trailing window's mean at episode e, summed in order as the
-	// final result's is: at the last episode it is that result, bit for
-	// bit.
-	meanAt := func(e int) float64 {
-		lo, sum := max(0, e-window+1), 0.0
-		for j := lo; j <= e; j++ {
-			sum += c.Ratio(j)
+	lo := budget * (1 - min(max(share, 0), 1))
+	sum, span, spent := 0.0, 0.0, 0.0
+	for e := range n {
+		cost := float64(c.Cost[e])
+		if a, b := max(spent, lo), min(cost, budget); b > a {
+			sum += c.Ratio(e) * (b - a)
+			span += b - a
 		}
-		return sum / float64(e+1-lo)
+		if cost >= budget || e == n-1 {
+			if span == 0 {
+				return c.Ratio(e)
+			}
+			break
+		}
+		spent = cost
 	}
-	// The first episode whose cumulative cost reaches the budget.
-	e, _ := slices.BinarySearchFunc(c.Cost[:n], budget, func(cost int64, b float64) int { return cmp.Compare(float64(cost), b) })
-	switch {
-	case e >= n:
-		return meanAt(n - 1)
-	case e == 0 || c.Cost[e] == c.Cost[e-1]:
-		return meanAt(e)
-	}
-	lo, hi := float64(c.Cost[e-1]), float64(c.Cost[e])
-	prev := meanAt(e - 1)
-	return prev + (budget-lo)/(hi-lo)*(meanAt(e)-prev)
+	return sum / span
 }
 
 // costRows compares the cells at equal cost, one row per point, learner
@@ -91,7 +87,7 @@ func (p *plan) costRows(cells []*Cell) []CostRow {
 	for _, c := range p.cells {
 		r := &rows[p.row(c.point, c.spec, c.alloc)]
 		r.Budget = budgets[c.point*len(p.specs)+c.spec]
-		r.AtBudget = append(r.AtBudget, cells[c.index].AtCost(r.Budget, p.window))
+		r.AtBudget = append(r.AtBudget, cells[c.index].AtCost(r.Budget, float64(p.window)/float64(p.cfg.Episodes)))
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -196,4 +192,13 @@ func onGrid(xs, ys [][]float64) (grid []float64, out [][]float64) {
 		}
 	}
 	return grid, out
+}
+
+// shareText names a share of the budget for the report: "tenth" for
+// 0.1, else a percentage.
+func shareText(share float64) string {
+	if share == 0.1 {
+		return "tenth"
+	}
+	return strconv.FormatFloat(100*share, 'g', 3, 64) + "%"
 }
