@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/experiment"
 	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
@@ -26,10 +27,12 @@ type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
 	learners, sideAllocators                  []string
 	seeds, episodes, window, parallel, group  int
-	diagnose                                  int
+	diagnose, tree                            int
+	treeAlpha                                 float64
+	treeRoles                                 []string
 	seed                                      uint64
 	out, title, cpuProfile, side              string
-	quiet, resume, png                        bool
+	quiet, resume, png, treeJoint             bool
 }
 
 func (a *App) experimentCommand() *cobra.Command {
@@ -106,6 +109,10 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.IntVarP(&f.group, "group", "g", 1, "episodes per group: they share the scenario seed and are allocated together (what grpo, rloo, magrpo and at-grpo compare; they refuse groups of 1)")
 	fl.IntVar(&f.window, "window", 0, "final episodes averaged into a cell's final result (0: a tenth of --episodes)")
 	fl.IntVarP(&f.parallel, "parallel", "j", 0, "cells run at once; 0 means one per CPU (does not change the results)")
+	fl.IntVar(&f.tree, "tree", 0, "tree sampling (AT-GRPO, MAGRPO): at each learning seat's turn, ask the learner `K` times from the same history, value each candidate by its own continuation, and learn from every one (use at-grpo or magrpo; 0: off; see docs/experiments.md)")
+	fl.Float64Var(&f.treeAlpha, "tree-alpha", 1, "with --tree: a candidate's reward is alpha·team + its seat's own score (AT-GRPO's mix)")
+	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO)")
+	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the learning `ROLES` tree-sampled (comma-separated, repeatable; default: every learning role)")
 	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the experiment in --out (after an interruption): refused if it was run with other settings")
@@ -193,7 +200,21 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		}
 		policies[role] = pol
 	}
+	var tree *episode.Tree
+	switch {
+	case f.tree == 1 || f.tree < 0:
+		return experiment.Config{}, usagef("--tree %d: want at least 2 candidates per turn (0: no tree sampling)", f.tree)
+	case f.tree >= 2:
+		troles, err := splitRoles(info, "--tree-roles", f.treeRoles)
+		if err != nil {
+			return experiment.Config{}, err
+		}
+		tree = &episode.Tree{K: f.tree, Alpha: f.treeAlpha, Joint: f.treeJoint, Roles: troles}
+	case f.treeJoint || len(f.treeRoles) > 0:
+		return experiment.Config{}, usagef("--tree-joint and --tree-roles need --tree K")
+	}
 	cfg := experiment.Config{
+		Tree:           tree,
 		Scenario:       sc,
 		Params:         params,
 		Axes:           axes,
@@ -258,6 +279,15 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	if cfg.Diagnose.Episodes > 0 {
 		args = append(args, "--diagnose", strconv.Itoa(cfg.Diagnose.Episodes))
 	}
+	if t := cfg.Tree; t != nil {
+		args = append(args, "--tree", strconv.Itoa(t.K), "--tree-alpha", strconv.FormatFloat(t.Alpha, 'g', -1, 64))
+		if t.Joint {
+			args = append(args, "--tree-joint")
+		}
+		if len(t.Roles) > 0 {
+			args = append(args, "--tree-roles", strings.Join(t.Roles, ","))
+		}
+	}
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
 		args = append(args, "--title", cfg.Title)
@@ -278,7 +308,7 @@ var experimentFlagOf = map[string]string{
 	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learners": "--learner",
 	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
-	"group": "--group", "window": "--window", "diagnose": "--diagnose",
+	"group": "--group", "window": "--window", "diagnose": "--diagnose", "tree": "--tree*",
 }
 
 // mismatchWithFlags is e with each difference followed by the flag that

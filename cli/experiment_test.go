@@ -92,6 +92,9 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{append(barGrid(out), "--policy", "patron"), `--policy "patron": want ROLE=NAME`},
 		{append(barGrid(out), "--seeds", "0"), "seeds 0"},
 		{[]string{"experiment", "committee", "--allocator", "difference", "--out", out}, `no null action for role "decider"`},
+		{append(barGrid(out), "--tree", "1"), "--tree 1: want at least 2"},
+		{append(barGrid(out), "--tree-joint"), "need --tree K"},
+		{append(barGrid(out), "--tree", "2", "--allocator", "rloo", "--group", "2"), `allocator "rloo"`},
 	} {
 		r := troupe(t, tc.args...)
 		assert.Equal(t, ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
@@ -219,4 +222,23 @@ func TestExperimentComparesASide(t *testing.T) {
 	r = troupe(t, "experiment", "elfarol", "--side", "red", "--seeds", "2", "--episodes", "30", "--out", t.TempDir())
 	assert.Equal(t, ExitUsage, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "scenario elfarol declares no teams")
+}
+
+// TestExperimentTreeSampling: --tree K plays the cells tree-sampled, the
+// report names it in the command that reproduces it, and the cost of
+// every cell, candidates' continuations included, is compared.
+func TestExperimentTreeSampling(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "tree")
+	r := troupe(t, "experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--param", "capacity=2",
+		"--allocator", "at-grpo,team", "--learner", "reinforce", "--tree", "2", "--seeds", "2", "--episodes", "20", "--out", out, "-q")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "--tree 2 --tree-alpha 1 --out")
+	assert.Contains(t, string(report), "### At equal cost")
+	cost, err := os.ReadFile(filepath.Join(out, "cost.csv"))
+	require.NoError(t, err)
+	// 20 one-step weeks, each with two one-step continuations per patron.
+	assert.Contains(t, string(cost), ",at-grpo,G/G*,2,180,180,180,180,")
+	assert.FileExists(t, filepath.Join(out, "cost_curves.svg"))
 }

@@ -100,6 +100,13 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 	if err != nil {
 		return err
 	}
+	if spec.Tree != nil && f.nats.Conn.URL != "" {
+		for _, al := range p.allocators {
+			if trajectories.TreeCreditOf(al) == trajectories.TreeByFork {
+				return errors.Join(usagef("--tree with --nats and --allocator %s: it credits each candidate from its own continuation, which the workers do not send (use team, at-grpo or magrpo, or run locally)", al.Name()), p.close())
+			}
+		}
+	}
 	if f.printSpec {
 		if err := p.close(); err != nil {
 			return err

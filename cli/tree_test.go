@@ -42,9 +42,11 @@ func TestRunTree(t *testing.T) {
 		"no role":                   {"--tree", "2", "--tree-roles", "nobody"},
 		"--tree-joint without tree": {"--tree-joint"},
 		"merged":                    {"--tree", "2", "--merge-turns"},
+		"no continuations on NATS":  {"--tree", "2", "-a", "equal-split", "--nats", "nats://127.0.0.1:1"},
+		"refused allocator":         {"--tree", "2", "-a", "grpo", "-g", "2"},
 	} {
 		r := troupe(t, append([]string{"run", "tictactoe", "-n", "1", "-o", "-"}, want...)...)
 		assert.Equal(t, ExitUsage, r.code, args)
-		assert.Contains(t, r.stderr, "--tree", args)
+		assert.Contains(t, r.stderr, "tree", args)
 	}
 }

@@ -1504,23 +1504,31 @@ type replay struct {
 
 // Replay implements episode.Replayer.
 func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, error) {
+	score, _, err := r.ReplaySteps(ctx, cf)
+	return score, err
+}
+
+// ReplaySteps implements episode.StepReplayer: a counterfactual the
+// finished game rescored counts the recorded steps, one replayed the
+// steps its episode took.
+func (r *replay) ReplaySteps(ctx context.Context, cf episode.Counterfactual) (Score, int, error) {
 	setup, seats := &r.setup, r.seats
 	info := setup.Scenario.Info()
 	spec := info.Counterfactual
 	if len(cf.Absent) > 0 && (spec == nil || !spec.AbsentOK) {
-		return Score{}, fmt.Errorf("scenario %s: %w", info.Name, episode.ErrNoAbsence)
+		return Score{}, 0, fmt.Errorf("scenario %s: %w", info.Name, episode.ErrNoAbsence)
 	}
 	for _, i := range cf.Null {
 		if i < 0 || i >= len(seats) {
-			return Score{}, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
+			return Score{}, 0, fmt.Errorf("counterfactual names seat %d of %d", i, len(seats))
 		}
 		if !spec.HasNullAction(seats[i].Role) {
-			return Score{}, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, episode.ErrNoNullAction)
+			return Score{}, 0, fmt.Errorf("scenario %s role %q: %w", info.Name, seats[i].Role, episode.ErrNoNullAction)
 		}
 	}
 	if r.done != nil {
 		if score, ok, err := rescore(r.done, info, cf, len(seats)); err != nil || ok {
-			return score, err
+			return score, episode.RecordedSteps(r.recorded), err
 		}
 	}
 	s := *setup
@@ -1537,9 +1545,9 @@ func (r *replay) Replay(ctx context.Context, cf episode.Counterfactual) (Score, 
 	ep := eng.run(ctx, s)
 	switch ep.Status {
 	case protocol.StatusCompleted, protocol.StatusTruncated:
-		return ep.Score, nil
+		return ep.Score, ep.Steps, nil
 	}
-	return Score{}, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
+	return Score{}, ep.Steps, fmt.Errorf("%w: %s (%s): %s", ErrReplayFailed, ep.Status, ep.End, ep.Err)
 }
 
 // ReplayOneOut implements episode.OneOutReplayer: a finished game that is

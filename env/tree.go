@@ -64,7 +64,9 @@ func ValidateTree(t *episode.Tree, info *Info) error {
 // Reward = Alpha·Team + Local, as AT-GRPO (Zhao et al., arXiv 2510.11062)
 // mixes them. The main line goes on with the candidate of the highest
 // Reward, the lowest index among equals, and every candidate is recorded
-// (Record.Candidates); each becomes a sample.
+// (Record.Candidates) with the record of the continuation that scored it
+// (Candidate.Fork), from which allocators credit it; each becomes a
+// sample.
 //
 // Without Tree.Joint (AT-GRPO), the tree-sampled seats of a step are
 // sampled one after the other in seat order, a fork giving the seats
@@ -261,23 +263,25 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 		return out
 	}
 	var cands []episode.Candidate
-	record := func(k int, scores []episode.Score, best int) {
+	record := func(k int, forks []*episode.Record, best int) {
 		for c := range d.tree.K {
 			a := answers[k][c]
 			// The seat's own side's reward, in a scenario with teams.
-			team, local := scores[c].Of(ep.Seats()[seats[k]].Team), 0.0
-			if i := seats[k]; i < len(scores[c].Agents) {
-				local = scores[c].Agents[i]
+			score := &forks[c].Score
+			team, local := score.Of(ep.Seats()[seats[k]].Team), 0.0
+			if i := seats[k]; i < len(score.Agents) {
+				local = score.Agents[i]
 			}
 			cands = append(cands, episode.Candidate{
 				Turn: first + k, Index: c, Seed: CandidateSeed(pending[k].Seed, c),
 				Action: a.Text, Generation: generationOf(a.Generation), Invalid: a.Invalid, Notes: a.Notes,
 				Team: team, Local: local, Reward: d.tree.Alpha*team + local, Chosen: c == best,
+				Fork: forks[c],
 			})
 		}
 	}
 	if len(sampled) > 0 && d.tree.Joint {
-		scores, err := d.score(ep, func(c int) []agents.Action { return moves(c) }, sampled, seats)
+		forks, err := d.score(ep, func(c int) []agents.Action { return moves(c) }, sampled, seats)
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +289,7 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 		for c := range d.tree.K {
 			r := 0.0
 			for _, k := range sampled {
-				r += d.reward(ep, scores[c], seats[k])
+				r += d.reward(ep, forks[c].Score, seats[k])
 			}
 			if r /= float64(len(sampled)); r > bestR {
 				best, bestR = c, r
@@ -293,11 +297,11 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 		}
 		for _, k := range sampled {
 			chosen[k] = best
-			record(k, scores, best)
+			record(k, forks, best)
 		}
 	} else {
 		for _, k := range sampled {
-			scores, err := d.score(ep, func(c int) []agents.Action {
+			forks, err := d.score(ep, func(c int) []agents.Action {
 				m := moves(-1)
 				m[k] = answers[k][c]
 				return m
@@ -307,12 +311,12 @@ func (d *treeDriver) step(ep *Episode) ([]episode.Candidate, error) {
 			}
 			best, bestR := 0, math.Inf(-1)
 			for c := range d.tree.K {
-				if r := d.reward(ep, scores[c], seats[k]); r > bestR {
+				if r := d.reward(ep, forks[c].Score, seats[k]); r > bestR {
 					best, bestR = c, r
 				}
 			}
 			chosen[k] = best
-			record(k, scores, best)
+			record(k, forks, best)
 		}
 	}
 	// The candidates in the record's order: by turn, then index.
@@ -343,9 +347,10 @@ func generationOf(g *agents.Generation) *agents.Generation {
 }
 
 // score plays, for each candidate c of the step, a fork of ep given the
-// moves of(c) to its end with the policies, and returns the scores.
-func (d *treeDriver) score(ep *Episode, of func(c int) []agents.Action, sampled, seats []int) ([]episode.Score, error) {
-	scores := make([]episode.Score, d.tree.K)
+// moves of(c) to its end with the policies, and returns their records
+// (episode.Candidate.Fork).
+func (d *treeDriver) score(ep *Episode, of func(c int) []agents.Action, sampled, seats []int) ([]*episode.Record, error) {
+	forks := make([]*episode.Record, d.tree.K)
 	err := d.each(d.tree.K, func(c int) error {
 		f, err := ep.Fork()
 		if err != nil {
@@ -365,10 +370,10 @@ func (d *treeDriver) score(ep *Episode, of func(c int) []agents.Action, sampled,
 			}
 			return fmt.Errorf("%w: candidate %d of %v at step %d ended %s (%s): %s", errContinuation, c, who, ep.Time(), rec.Status, rec.End, rec.Err)
 		}
-		scores[c] = rec.Score
+		forks[c] = rec
 		return nil
 	})
-	return scores, err
+	return forks, err
 }
 
 // playOut plays f to its end with the policies, each turn's answer its

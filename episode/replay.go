@@ -48,6 +48,28 @@ type Replayer interface {
 	Replay(ctx context.Context, cf Counterfactual) (Score, error)
 }
 
+// StepReplayer is an optional interface of a Replayer that says what a
+// counterfactual costs: ReplaySteps is Replay that also returns the
+// logical steps of the counterfactual episode, what an environment plays
+// to score it. A counterfactual the scenario scored without playing it
+// (a frozen one, from the finished game) counts the steps of the
+// recorded turns, which that episode would have played: the cost is the
+// environment's, whatever shortcut the simulator took. Experiments count
+// it to compare allocators at equal cost.
+type StepReplayer interface {
+	ReplaySteps(ctx context.Context, cf Counterfactual) (score Score, steps int, err error)
+}
+
+// RecordedSteps is the number of logical steps the turns record: the
+// step of the last one, 0 for none. It is what a frozen counterfactual of
+// them costs (StepReplayer).
+func RecordedSteps(turns []Turn) int {
+	if len(turns) == 0 {
+		return 0
+	}
+	return turns[len(turns)-1].Step
+}
+
 // OneOutReplayer is an optional interface of a Replayer: it scores, in one
 // call, the frozen counterfactuals that each take one seat out of the
 // coalition, which difference rewards and leave-one-out ask for every agent

@@ -54,4 +54,13 @@ type Candidate struct {
 	// Chosen marks the candidate the main line went on with: its answer
 	// is the turn's.
 	Chosen bool
+	// Fork is the record of that continuation: a fresh episode given the
+	// main line's moves before the candidate's step, the step's moves with
+	// the candidate's answer, and the policies' first answers after it.
+	// Its Score is what Team and Local were read from, and its Replay
+	// re-simulates it. An allocator that values an episode by its record
+	// alone credits the candidate from its Fork (trajectories.Allocate).
+	// It lives in memory only: nil for a candidate read back from an
+	// episode file or the wire.
+	Fork *Record
 }

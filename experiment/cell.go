@@ -50,6 +50,8 @@ type CellConfig struct {
 	Window         int               `json:"window"`
 	Diagnose       *diagnoseID       `json:"diagnose,omitempty"`
 	Limits         limits            `json:"limits"`
+	// Tree is Config.Tree, when the cell's episodes are tree-sampled.
+	Tree *treeID `json:"tree,omitempty"`
 	// State marks a custom learn.Options.State: Go code a file cannot
 	// describe, so a cell made with one is never taken for one made
 	// without.
@@ -61,6 +63,22 @@ type diagnoseID struct {
 	Episodes int `json:"episodes"`
 	Agents   int `json:"agents"`
 	Samples  int `json:"samples"`
+}
+
+// treeID is Config.Tree as a cell file and the manifest write it.
+type treeID struct {
+	K     int      `json:"k"`
+	Alpha float64  `json:"alpha"`
+	Joint bool     `json:"joint,omitempty"`
+	Roles []string `json:"roles,omitempty"`
+}
+
+func (p *plan) treeID() *treeID {
+	t := p.cfg.Tree
+	if t == nil {
+		return nil
+	}
+	return &treeID{K: t.K, Alpha: t.Alpha, Joint: t.Joint, Roles: t.Roles}
 }
 
 // limits are env.Limits as a cell file writes them.
@@ -100,6 +118,7 @@ func (p *plan) identity(c *cellPlan) CellConfig {
 		Window:         p.window,
 		Diagnose:       p.diagnoseID(),
 		Limits:         limitsOf(p.cfg.Limits),
+		Tree:           p.treeID(),
 		State:          p.cfg.State != nil,
 	}
 }
@@ -165,6 +184,12 @@ type Cell struct {
 	// G_side, and Reward the mean of its samples' rewards.
 	Team   []float64 `json:"team"`
 	Reward []float64 `json:"reward"`
+	// Cost is, per episode, the cumulative cost of the run through that
+	// episode, in logical environment steps: every main line, every
+	// counterfactual the allocator re-simulated, every tree candidate's
+	// continuation (see EpisodeCost). Curves and final results are
+	// compared against it as well as against episodes.
+	Cost []int64 `json:"cost"`
 	// Credit is what the allocator gave each agent over the final window
 	// (the last Window episodes): the mean of its samples' rewards, and
 	// the spread of all of them; the compared side's agents only, with a
@@ -324,12 +349,16 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	out := &trajectories.Output{Sink: trajectories.Discard, Allocators: []trajectories.Allocator{alloc}, ObserveCredit: obs.learned}
 	run := play.Config{
 		Play:     env.Play{Scenario: cfg.Scenario, Params: pt.params, Policy: policy, Limits: cfg.Limits, Emit: env.EmitRoles(p.learners...)},
+		Drive:    env.Drive{Tree: cfg.Tree},
 		Episodes: cfg.Episodes, GroupSize: p.group(), Seed: c.runSeed,
 		Lockstep: true, FailFast: true, Reuse: reuse,
 	}
-	var o play.Output = out
+	// The cost is counted between the run and the allocators, and the
+	// diagnostics' replays after it, uncounted.
+	counted := costOutput{RecyclingOutput: out}
+	var o play.Output = counted
 	if diag != nil {
-		o = &afterGroups{RecyclingOutput: out, after: diag.group}
+		o = &afterGroups{RecyclingOutput: counted, after: diag.group}
 	}
 	if _, err = play.Run(ctx, run, o); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", p.describe(c), err)
@@ -361,7 +390,7 @@ func (p *plan) newCell(c *cellPlan, pt *point) (*Cell, env.EpisodeMetricer) {
 		series = series[episodes:]
 		return s
 	}
-	cell := &Cell{CellConfig: c.id, Team: next(), Reward: next()}
+	cell := &Cell{CellConfig: c.id, Team: next(), Reward: next(), Cost: make([]int64, 0, episodes)}
 	if pt.known {
 		cell.Optimum = &pt.optimum
 	}
@@ -393,9 +422,17 @@ type cellObserver struct {
 	prog            *progress
 }
 
-// learned implements ObserveCredit.
-func (o *cellObserver) learned(rec *episode.Record, credit *trajectories.Credit) error {
+// learned implements ObserveCredit. A tree-sampled episode is learned,
+// tallied and averaged by its samples, every candidate one
+// (learn.Candidates); its team reward is its main line's.
+func (o *cellObserver) learned(main *episode.Record, credit *trajectories.Credit) error {
 	p, cell := o.p, o.cell
+	spent := costOf(main).Total()
+	if n := len(cell.Cost); n > 0 {
+		spent += cell.Cost[n-1]
+	}
+	cell.Cost = append(cell.Cost, spent)
+	rec := learn.Candidates(main)
 	if err := o.learner.Learn(rec, credit); err != nil {
 		return fmt.Errorf("learn: %w", err)
 	}
@@ -420,8 +457,8 @@ func (o *cellObserver) learned(rec *episode.Record, credit *trajectories.Credit)
 		cell.Team = append(cell.Team, rec.Score.Team)
 		cell.Reward = append(cell.Reward, mean(values))
 	}
-	cell.Turns += int64(len(rec.Turns))
-	o.turns += int64(len(rec.Turns))
+	cell.Turns += int64(len(main.Turns))
+	o.turns += int64(len(main.Turns))
 	if n := int64(len(cell.Team)); n%progressEvery == 0 || n == int64(p.cfg.Episodes) {
 		o.prog.episodes(n-o.reported, o.turns)
 		o.reported, o.turns = n, 0
@@ -588,6 +625,12 @@ func (p *plan) resume() error {
 		}
 		if cell.key() != c.id.key() || len(cell.Team) != p.cfg.Episodes || len(cell.Reward) != p.cfg.Episodes {
 			continue // another configuration (a hash collision) or a damaged file
+		}
+		if cell.Cost == nil {
+			return fmt.Errorf("resume: %w: cell %s was written by an older troupe, without its per-episode cost (\"cost\"), which the outputs now compare allocators by: use another output directory, or delete %s to play it again", ErrOldCell, filepath.Join(dir, c.file), filepath.Join(dir, c.file))
+		}
+		if len(cell.Cost) != p.cfg.Episodes {
+			continue // a damaged file
 		}
 		if pt := p.points[c.point]; pt.known {
 			cell.Optimum = &pt.optimum

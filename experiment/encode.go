@@ -124,6 +124,19 @@ func encodeCell(c *Cell) (*cellJSON, error) {
 	if err := series(`,"reward":`, c.Reward, 2); err != nil {
 		return nil, err
 	}
+	buf = append(buf, `,"cost":`...)
+	if c.Cost == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for e, v := range c.Cost {
+			if e > 0 {
+				buf = append(buf, ',')
+			}
+			buf = strconv.AppendInt(buf, v, 10)
+		}
+		buf = append(buf, ']')
+	}
 	marshal := func(name string, v any) error {
 		data, err := json.Marshal(v)
 		if err != nil {

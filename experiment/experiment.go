@@ -46,6 +46,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -54,6 +55,12 @@ import (
 
 // ErrBadConfig is wrapped by Run's errors about its configuration.
 var ErrBadConfig = errors.New("bad experiment configuration")
+
+// ErrOldCell is wrapped by the error of a Run with Resume into a
+// directory whose cell files an older troupe wrote in a format without
+// what the outputs now need (the per-episode cost): the error names the
+// file.
+var ErrOldCell = errors.New("the cell file has an older format")
 
 // ErrInterrupted is wrapped by Run's error when its context was cancelled:
 // the cells that finished were written and will not be played again.
@@ -162,6 +169,18 @@ type Config struct {
 	Diagnose Diagnose
 	// Limits bound every episode.
 	Limits env.Limits
+	// Tree, when set, plays every episode with tree sampling
+	// (env.PlayTree), as AT-GRPO and MAGRPO train: at each turn of a
+	// learning seat (of Tree.Roles, when it names any), the learner is
+	// asked K times from the same history, each candidate is valued by its
+	// own continuation, and the learner learns from every candidate with
+	// the credit its allocator gives it (at-grpo and magrpo: the
+	// advantage within the turn's candidates, with groups of one episode;
+	// others: from the candidate's continuation, trajectories.TreeCredit).
+	// The metric is the main line's, which keeps the best candidate of
+	// each turn; the continuations are counted in the cells' cost. Not
+	// with Side or Diagnose.
+	Tree *episode.Tree
 	// Optimum computes G* at a grid point, so that results are reported as
 	// G/G*; nil uses KnownOptimum, and reports G itself when there is none.
 	Optimum Optimum
@@ -213,6 +232,11 @@ type Result struct {
 	// Comparisons are the paired comparisons of every two allocators at
 	// every point and learner, over the seeds' final results.
 	Comparisons []Comparison
+	// Costs compare the allocators at equal cost, one row per point,
+	// learner and allocator, as Rows: each cell's total cost in
+	// environment steps, and its metric at the least total cost of its
+	// point and learner (CostRow).
+	Costs []CostRow
 	// Sweep summarises each point and allocator over the learners, in
 	// grid order (points, then allocators); nil with a single learner.
 	Sweep []SweepRow
@@ -400,6 +424,9 @@ func newPlan(cfg Config) (*plan, error) {
 	if p.side >= 0 && cfg.Diagnose.Episodes > 0 {
 		return nil, badConfig("diagnostics with side %q: they measure the team reward, the sum of the sides'", cfg.Side)
 	}
+	if err := p.checkTree(info); err != nil {
+		return nil, err
+	}
 	for role := range cfg.Policies {
 		if info.Role(role) == nil {
 			return nil, badConfig("policy for role %q: scenario %s has %s", role, info.Name, info.RoleNames())
@@ -519,7 +546,13 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 	if needs.Absent && (cf == nil || !cf.AbsentOK) {
 		return fmt.Errorf("scenario %s does not declare what an absent agent means", info.Name)
 	}
-	if needs.Group && p.group() < 2 {
+	tree := trajectories.TreeCreditOf(a)
+	if p.cfg.Tree != nil && tree == trajectories.TreeRefused {
+		return fmt.Errorf("%w: with tree sampling, its values depend on other episodes than a candidate's own continuation (use at-grpo or magrpo, which compare a turn's candidates)", trajectories.ErrTreeCredit)
+	}
+	// With tree sampling at-grpo and magrpo compare a turn's candidates,
+	// within one episode.
+	if needs.Group && p.group() < 2 && (p.cfg.Tree == nil || tree != trajectories.TreeOwn) {
 		return fmt.Errorf("%s compares the episodes of a group, and with groups of one episode it gives every sample 0: play groups of 2 or more episodes (Group, troupe experiment --group)", a.Name())
 	}
 	if needs.Null {
@@ -527,6 +560,32 @@ func (p *plan) serves(info *env.Info, a trajectories.Allocator) error {
 			if !cf.HasNullAction(role) {
 				return fmt.Errorf("scenario %s declares no null action for role %q", info.Name, role)
 			}
+		}
+	}
+	return nil
+}
+
+// checkTree checks Config.Tree against the scenario and the rest of the
+// configuration: the seats of a compared side and the diagnostics do not
+// take tree-sampled episodes, and a tree-sampled role must learn (its
+// candidates are the learner's samples).
+func (p *plan) checkTree(info *env.Info) error {
+	t := p.cfg.Tree
+	if t == nil {
+		return nil
+	}
+	if err := env.ValidateTree(t, info); err != nil {
+		return badConfig("tree: %v", err)
+	}
+	if p.side >= 0 {
+		return badConfig("tree sampling with side %q: the per-side allocators do not take tree-sampled episodes", p.cfg.Side)
+	}
+	if p.cfg.Diagnose.Episodes > 0 {
+		return badConfig("tree sampling with diagnostics: the diagnostics measure the main line's re-simulations, not the candidates'")
+	}
+	for _, r := range t.Roles {
+		if !slices.Contains(p.learners, r) {
+			return badConfig("tree role %q does not learn (the learning roles: %s): its candidates would be no samples", r, strings.Join(p.learners, ", "))
 		}
 	}
 	return nil
@@ -698,6 +757,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Rows = p.aggregate(res.Cells)
 	res.Comparisons = p.compare(res.Rows)
+	res.Costs = p.costRows(res.Cells)
 	res.Sweep = p.sweep(res.Rows)
 	res.Orderings = p.orderings(res.Rows, res.Comparisons)
 	if cfg.Out != "" {

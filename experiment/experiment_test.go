@@ -76,8 +76,9 @@ func TestRunWritesEveryOutput(t *testing.T) {
 	assert.Zero(t, res.Resumed)
 
 	files := outputs(t, dir)
-	for _, name := range []string{"episodes.csv", "episodes.json", "results.csv", "results.json", "finals.csv", "comparisons.csv", "report.md",
-		"curves_agents-6.png", "curves_agents-6.svg", "curves_agents-12.png", "curves_agents-12.svg", "final.png", "final.svg", "seeds.png", "seeds.svg"} {
+	for _, name := range []string{"episodes.csv", "episodes.json", "results.csv", "results.json", "finals.csv", "comparisons.csv", "cost.csv", "report.md",
+		"curves_agents-6.png", "curves_agents-6.svg", "curves_agents-12.png", "curves_agents-12.svg", "final.png", "final.svg", "seeds.png", "seeds.svg",
+		"cost_curves_agents-6.png", "cost_curves_agents-6.svg", "cost_curves_agents-12.png", "cost_curves_agents-12.svg"} {
 		assert.Contains(t, files, name)
 		assert.Contains(t, res.Files, name)
 	}
@@ -113,10 +114,10 @@ func TestRunWritesEveryOutput(t *testing.T) {
 	rows, err := csv.NewReader(bytes.NewReader(files["episodes.csv"])).ReadAll()
 	require.NoError(t, err)
 	lead := []string{"scenario", "agents", "capacity", "nights", "learner", "episodes", "group", "window", "root_seed", "allocator"}
-	assert.Equal(t, append(lead, "seed", "episode", "team", "g_star", "ratio", "reward", "attendance_rank_1", "attendance_rank_2", "attendance_rank_3", "home"), rows[0])
+	assert.Equal(t, append(lead, "seed", "episode", "team", "g_star", "ratio", "reward", "cost", "attendance_rank_1", "attendance_rank_2", "attendance_rank_3", "home"), rows[0])
 	assert.Len(t, rows, 1+8*80)
 	assert.Equal(t, []string{"elfarol", "6", "2", "3", "egreedy:alpha=0.2,epsilon=0.05,init=0,unbiased=1", "80", "1", "8", "5", "team", "0", "0"}, rows[1][:12])
-	for _, name := range []string{"results.csv", "finals.csv", "comparisons.csv"} {
+	for _, name := range []string{"results.csv", "finals.csv", "comparisons.csv", "cost.csv"} {
 		rows, err := csv.NewReader(bytes.NewReader(files[name])).ReadAll()
 		require.NoError(t, err, name)
 		for _, col := range []string{"scenario", "agents", "capacity", "nights", "learner", "episodes", "root_seed"} {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/experiment"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/scenarios/committee"
@@ -54,6 +55,10 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 		}
 		return cfg
 	}
+	treed := func(cfg experiment.Config) experiment.Config {
+		cfg.Tree = &episode.Tree{K: 2, Alpha: 1}
+		return cfg
+	}
 	grids := map[string]experiment.Config{
 		"elfarol-egreedy":   bar("egreedy:alpha=0.2,epsilon=0.1", "team", "individual", "difference"),
 		"elfarol-boltzmann": bar("boltzmann:temperature=0.3", "team", "difference:c=average", "shapley-mc:permutations=4"),
@@ -62,6 +67,10 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 		// learner alone plays (elfarol-egreedy's alpha=0.2 cells are
 		// repeated here bit for bit).
 		"elfarol-sweep": sweep("egreedy:alpha=0.2/0.5,epsilon=0.1", "reinforce:rate=0.3"),
+		// Tree sampling: every learning turn's two candidates valued by
+		// their continuations, learned with at-grpo's group advantage or
+		// credited from their own continuations.
+		"elfarol-tree": treed(bar("reinforce:rate=0.3", "at-grpo", "team", "difference")),
 		"committee": {
 			Scenario:   committee.New(),
 			Params:     map[string]string{"informed": "1", "options": "3"},
@@ -81,7 +90,7 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 			cfg.Out = t.TempDir()
 			_, err := experiment.Run(context.Background(), cfg)
 			require.NoError(t, err)
-			files := []string{"episodes.csv", "results.csv", "modes.csv"}
+			files := []string{"episodes.csv", "results.csv", "modes.csv", "cost.csv"}
 			if len(cfg.Learners) > 1 {
 				files = append(files, "sweep.csv")
 			}

@@ -23,6 +23,7 @@ const (
 	ComparisonsCSV = "comparisons.csv"
 	CreditCSV      = "credit.csv"
 	ModesCSV       = "modes.csv"
+	CostCSV        = "cost.csv"
 	SweepCSV       = "sweep.csv" // written for a sweep of learners only
 	ReportMD       = "report.md"
 )
@@ -51,6 +52,7 @@ func (p *plan) writeOutputs(res *Result) ([]string, error) {
 		{ComparisonsCSV, p.comparisonsCSV},
 		{CreditCSV, p.creditCSV},
 		{ModesCSV, p.modesCSV},
+		{CostCSV, p.costCSV},
 	}
 	if len(p.specs) > 1 {
 		outputs = append(outputs, output{SweepCSV, p.sweepCSV})
@@ -157,7 +159,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 	if p.cfg.Side != "" {
 		g = "team_" + p.cfg.Side // the compared side's own reward, not the sum
 	}
-	header := append(p.leadHeader(true), "seed", "episode", g, "g_star", "ratio", "reward")
+	header := append(p.leadHeader(true), "seed", "episode", g, "g_star", "ratio", "reward", "cost")
 	metrics := p.metricNames(res)
 	header = append(header, metrics...)
 	// A line is its lead and at most 25 bytes per number: the buffer is
@@ -166,7 +168,7 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 	for _, cell := range res.Cells {
 		rows += len(cell.Team)
 	}
-	buf, err := csvLine(make([]byte, 0, rows*(64+25*(5+len(metrics)))), header)
+	buf, err := csvLine(make([]byte, 0, rows*(64+25*(6+len(metrics)))), header)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +194,10 @@ func (p *plan) episodesCSV(res *Result) ([]byte, error) {
 			}
 			buf = append(buf, ',')
 			buf = c.json.number(buf, e, 1, cell.Reward[e])
+			buf = append(buf, ',')
+			if e < len(cell.Cost) {
+				buf = strconv.AppendInt(buf, cell.Cost[e], 10)
+			}
 			for m := range metrics {
 				buf = append(buf, ',')
 				if m < len(cell.Metrics) {

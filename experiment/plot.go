@@ -44,11 +44,13 @@ func (p *plan) plots(res *Result) ([]figure, error) {
 	var figs []figure
 	for pi := range p.points {
 		for li := range p.specs {
-			f, err := p.curves(res, pi, li)
-			if err != nil {
-				return nil, err
+			for _, byCost := range []bool{false, true} {
+				f, err := p.curves(res, pi, li, byCost)
+				if err != nil {
+					return nil, err
+				}
+				figs = append(figs, f)
 			}
-			figs = append(figs, f)
 		}
 	}
 	finals, err := p.finals(res)
@@ -218,29 +220,47 @@ func (c *chart) render(base, caption string, png bool) (figure, error) {
 // allocator, the mean over seeds of the metric averaged in bins of
 // episodes, and a band for the 95% confidence interval of that mean
 // (Student's t over the seeds, within the seeds' range; none for one
-// seed).
-func (p *plan) curves(res *Result, pi, li int) (figure, error) {
+// seed). Against episodes, or, byCost, against the cumulative cost in
+// environment steps (Cell.Cost), each seed's curve read at common costs
+// (onGrid) up to the cost every seed of the allocator reached.
+func (p *plan) curves(res *Result, pi, li int, byCost bool) (figure, error) {
 	desc := describePoint(p.cfg.Axes, p.points[pi].values)
-	title := fmt.Sprintf("%s: learning curves, %s", p.name, desc)
+	kind := "learning curves"
+	if byCost {
+		kind = "learning curves against cost"
+	}
+	title := fmt.Sprintf("%s: %s, %s", p.name, kind, desc)
 	if len(p.cfg.Axes) == 0 {
-		title = p.name + ": learning curves"
+		title = p.name + ": " + kind
 	}
 	if len(p.specs) > 1 {
 		title += ", learner " + p.specLabels[li]
 	}
-	c := p.newChart(res, title, "episode", res.Metric)
+	xLabel, xmax := "episode", float64(p.cfg.Episodes)
+	if byCost {
+		xLabel, xmax = "cost (environment steps)", 0
+	}
+	c := p.newChart(res, title, xLabel, res.Metric)
 	c.pl.X.Tick.Marker = roundTicks{}
-	c.pl.X.Min, c.pl.X.Max = 0, float64(p.cfg.Episodes)
 	tq := tQuantile(p.cfg.Seeds)
 	var lines []*plotter.Line
 	for ai, spec := range p.allocs {
 		var x []float64
-		var ys [][]float64
+		var xs, ys [][]float64
 		for _, cp := range p.cells {
 			if cp.point == pi && cp.spec == li && cp.alloc == ai {
 				cx, cy := p.curve(res.Cells[cp.index])
+				if byCost {
+					cx, cy = p.costCurve(res.Cells[cp.index])
+				}
 				x = cx
-				ys = append(ys, cy)
+				xs, ys = append(xs, cx), append(ys, cy)
+			}
+		}
+		if byCost {
+			x, ys = onGrid(xs, ys)
+			if len(x) > 0 {
+				xmax = max(xmax, x[len(x)-1])
 			}
 		}
 		mean := make(plotter.XYs, len(x))
@@ -295,20 +315,26 @@ func (p *plan) curves(res *Result, pi, li int) (figure, error) {
 	for _, l := range lines { // over every band
 		c.pl.Add(l)
 	}
-	if err := c.finish(0, float64(p.cfg.Episodes)); err != nil {
+	c.pl.X.Min, c.pl.X.Max = 0, max(xmax, 1)
+	if err := c.finish(0, max(xmax, 1)); err != nil {
 		return figure{}, err
 	}
-	base := "curves"
+	base, caption := "curves", "Learning curves, "+desc
+	if byCost {
+		base, caption = "cost_curves", "Learning curves against cost, "+desc
+	}
 	if len(p.cfg.Axes) > 0 {
 		base += "_" + slug(strings.ReplaceAll(desc, " ", "_"))
 	}
-	caption := fmt.Sprintf("Learning curves, %s", desc)
 	if ls := p.learnerSlug(li); ls != "" {
 		base += "_" + ls
 		caption += ", learner " + p.specLabels[li]
 	}
 	f, err := c.render(base, caption, p.cfg.PNG)
 	f.note = fmt.Sprintf("%s per episode, averaged over bins of %d episodes: the line is the mean over %d seeds, the band its 95%% confidence interval (Student's t, within the seeds' range).", res.Metric, max(1, (p.cfg.Episodes+maxPoints-1)/maxPoints), p.cfg.Seeds)
+	if byCost {
+		f.note += " Each bin is placed at the run's cumulative cost at its end, in logical environment steps (main lines, counterfactual re-simulations, tree candidates' continuations), and each seed's curve is read at common costs, up to the least any seed of the allocator spent."
+	}
 	return f, err
 }
 

@@ -78,6 +78,7 @@ type manifest struct {
 	Diagnose    *diagnoseID       `json:"diagnose"`
 	Limits      limits            `json:"limits"`
 	CustomState bool              `json:"custom_state"`
+	Tree        *treeID           `json:"tree,omitempty"`
 }
 
 func (p *plan) manifest() ([]byte, error) {
@@ -87,6 +88,7 @@ func (p *plan) manifest() ([]byte, error) {
 		Learners: p.specNames, Learn: p.learners, Policies: p.cfg.Policies,
 		Seeds: p.cfg.Seeds, Seed: p.cfg.Seed, Episodes: p.cfg.Episodes, Group: p.group(), Window: p.window,
 		Diagnose: p.diagnoseID(), Limits: limitsOf(p.cfg.Limits), CustomState: p.cfg.State != nil,
+		Tree: p.treeID(),
 	}
 	if m.Params == nil {
 		m.Params = map[string]string{}

@@ -138,6 +138,9 @@ func (s *Spec) Resolve(r Resolvers) (*Resolved, error) {
 	if err := checkNeeds(info, emit, allocs); err != nil {
 		return nil, err
 	}
+	if err := checkTreeCredit(n.Tree, allocs); err != nil {
+		return nil, err
+	}
 	n.Allocators = make([]string, 0, len(allocs)) // n may share s's array
 	for _, a := range allocs {
 		n.Allocators = append(n.Allocators, a.Name())
@@ -307,6 +310,20 @@ func checkNeeds(info *env.Info, emit env.EmitFilter, allocators []trajectories.A
 			if !cf.HasNullAction(r.Name) {
 				return fieldErr(field, "%s: scenario %s declares no null action for role %q (emit only other roles)", a.Name(), info.Name, r.Name)
 			}
+		}
+	}
+	return nil
+}
+
+// checkTreeCredit refuses, before any episode runs, a tree-sampled run's
+// allocators that cannot credit a candidate (trajectories.TreeRefused).
+func checkTreeCredit(tree *Tree, allocators []trajectories.Allocator) error {
+	if tree == nil {
+		return nil
+	}
+	for i, a := range allocators {
+		if trajectories.TreeCreditOf(a) == trajectories.TreeRefused {
+			return fieldErr(fmt.Sprintf("allocators[%d]", i), "%s: %v: its values depend on other episodes than a candidate's own continuation (use at-grpo or magrpo, which compare a turn's candidates)", a.Name(), trajectories.ErrTreeCredit)
 		}
 	}
 	return nil

@@ -21,7 +21,9 @@ import (
 // group with ErrBadCredit). dst is sized by the caller. An episode's samples
 // may not be projected (Samples nil, see RecordOnly): an allocator reads
 // the record, and the samples' seats and times from the emitted turns then.
-// Allocate must not change the episodes.
+// Allocate must not change the episodes. A tree-sampled episode (its
+// Candidates) is given only to allocators that say how they credit its
+// candidates (TreeCrediter); see TreeCredit.
 type Allocator interface {
 	Name() string
 	Allocate(ctx context.Context, group []*Episode, dst [][]float64) error
@@ -111,7 +113,9 @@ func (c *Credit) Value(a, k int) (float64, bool) {
 // first allocator's; dict: all of them) and Metadata.Allocator, their notes
 // into Metadata.Extra. Samples of failed or aborted episodes get a reward
 // too: what the allocators give them (usually from a team reward of 0), so
-// that a trainer that keeps them sees a defined value.
+// that a trainer that keeps them sees a defined value. The candidates of a
+// tree-sampled episode are credited as each allocator's TreeCredit says;
+// an allocator that cannot credit them fails the group with ErrTreeCredit.
 func Allocate(ctx context.Context, group []*Episode, allocs []Allocator, format RewardFormat) error {
 	if len(allocs) == 0 {
 		return nil
@@ -187,9 +191,13 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 		}
 	}
 	dst := headers[len(group)*len(allocs):]
+	trees := hasTrees(group)
 	for i, a := range allocs {
 		for e := range dst {
 			dst[e] = credits[e].Values[i]
+		}
+		if trees && TreeCreditOf(a) == TreeRefused {
+			return fmt.Errorf("allocator %s: %w: its value depends on other episodes than a candidate's own continuation (use at-grpo or magrpo, which compare a turn's candidates)", a.Name(), ErrTreeCredit)
 		}
 		var notes []map[string]any
 		var err error
@@ -198,6 +206,9 @@ func allocateInto(ctx context.Context, buf *creditArrays, group []*Episode, allo
 			err = n.AllocateNoted(ctx, group, dst, notes)
 		} else {
 			err = a.Allocate(ctx, group, dst)
+		}
+		if err == nil && trees && TreeCreditOf(a) == TreeByFork {
+			err = creditForks(ctx, a, group, dst)
 		}
 		if err != nil {
 			return fmt.Errorf("allocator %s: %w", a.Name(), err)

@@ -23,8 +23,11 @@
 //     the sample encoding writes for it.
 //
 // A tree-sampled episode's tree and candidates (Record.Tree, Candidates)
-// travel with it. Record.Replay is a function and never travels: the
-// collector rebuilds it.
+// travel with it, but not the candidates' continuations
+// (episode.Candidate.Fork): the allocators that credit a candidate from
+// its continuation refuse such an episode (trajectories.ErrNoFork).
+// Record.Replay is a function and never travels: the collector rebuilds
+// it.
 package wire
 
 import (

@@ -72,6 +72,11 @@ func played(t testing.TB) []*episode.Record {
 		})
 		require.NotEmpty(t, ep.Candidates, tc.name)
 		ep.Replay = nil
+		// A candidate's continuation lives in memory only: the wire does
+		// not carry it.
+		for i := range ep.Candidates {
+			ep.Candidates[i].Fork = nil
+		}
 		out = append(out, ep)
 	}
 	return out

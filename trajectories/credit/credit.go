@@ -66,7 +66,8 @@ var (
 
 // Team gives every sample the episode's team reward G: r_i = G(z). In a
 // scenario with teams, a sample gets its agent's team's reward, r_i =
-// G_T(z) for i on team T.
+// G_T(z) for i on team T. A candidate of a tree-sampled turn gets its own
+// continuation's (episode.Candidate.Team).
 type Team struct{}
 
 // Name implements trajectories.Allocator.
@@ -79,14 +80,17 @@ func (Team) Allocate(_ context.Context, group []*trajectories.Episode, dst [][]f
 			for s := range dst[e] {
 				dst[e][s] = ep.Score.Team
 			}
-			continue
+		} else {
+			seats, err := sampleSeats(ep)
+			if err != nil {
+				return err
+			}
+			for s, i := range seats {
+				dst[e][s] = ep.SeatReward(i)
+			}
 		}
-		seats, err := sampleSeats(ep)
-		if err != nil {
-			return err
-		}
-		for s, i := range seats {
-			dst[e][s] = ep.SeatReward(i)
+		if len(ep.Candidates) > 0 && finished(ep) {
+			treeTeam(ep, dst[e])
 		}
 	}
 	return nil
