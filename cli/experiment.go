@@ -26,7 +26,8 @@ type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
 	learners, sideAllocators                  []string
 	seeds, episodes, window, parallel, group  int
-	diagnose                                  int
+	diagnose, diagnoseSamples                 int
+	modeMinShare                              float64
 	seed                                      uint64
 	out, title, cpuProfile, side              string
 	quiet, resume, png                        bool
@@ -107,6 +108,8 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.IntVar(&f.window, "window", 0, "final episodes averaged into a cell's final result (0: a tenth of --episodes)")
 	fl.IntVarP(&f.parallel, "parallel", "j", 0, "cells run at once; 0 means one per CPU (does not change the results)")
 	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
+	fl.IntVar(&f.diagnoseSamples, "diagnose-samples", experiment.DefaultDiagnoseSamples, "counterfactuals per diagnosed agent and kind (its own action, the others'), at least 2: the learnability's bias falls as 1/samples², its interval as 1/√samples")
+	fl.Float64Var(&f.modeMinShare, "mode-min-share", experiment.DefaultModeMinShare, "least share of the seeds in a mode of the final results (modes.csv); a mode holds two seeds at least")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the experiment in --out (after an interruption): refused if it was run with other settings")
 	fl.StringVar(&f.title, "title", "", "the report's title")
@@ -209,7 +212,8 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Episodes:       f.episodes,
 		Group:          f.group,
 		Window:         f.window,
-		Diagnose:       experiment.Diagnose{Episodes: f.diagnose},
+		Diagnose:       experiment.Diagnose{Episodes: f.diagnose, Samples: f.diagnoseSamples},
+		Modes:          experiment.ModeRule{MinShare: f.modeMinShare},
 		Resume:         f.resume,
 		Parallel:       f.parallel,
 		Out:            f.out,
@@ -257,6 +261,12 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	}
 	if cfg.Diagnose.Episodes > 0 {
 		args = append(args, "--diagnose", strconv.Itoa(cfg.Diagnose.Episodes))
+		if cfg.Diagnose.Samples > 0 {
+			args = append(args, "--diagnose-samples", strconv.Itoa(cfg.Diagnose.Samples))
+		}
+	}
+	if cfg.Modes.MinShare > 0 && cfg.Modes.MinShare != experiment.DefaultModeMinShare {
+		args = append(args, "--mode-min-share", strconv.FormatFloat(cfg.Modes.MinShare, 'g', -1, 64))
 	}
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
@@ -278,7 +288,7 @@ var experimentFlagOf = map[string]string{
 	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learners": "--learner",
 	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
-	"group": "--group", "window": "--window", "diagnose": "--diagnose",
+	"group": "--group", "window": "--window", "diagnose": "--diagnose", "diagnose.samples": "--diagnose-samples",
 }
 
 // mismatchWithFlags is e with each difference followed by the flag that
@@ -287,7 +297,11 @@ func mismatchWithFlags(e *experiment.MismatchError) error {
 	out := &experiment.MismatchError{Dir: e.Dir}
 	for _, d := range e.Diffs {
 		top, _, _ := strings.Cut(d.Path, ".")
-		if flag, ok := experimentFlagOf[top]; ok {
+		flag, ok := experimentFlagOf[d.Path]
+		if !ok {
+			flag, ok = experimentFlagOf[top]
+		}
+		if ok {
 			d.Now += " (" + flag + ")"
 		}
 		out.Diffs = append(out.Diffs, d)
