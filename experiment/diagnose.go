@@ -52,7 +52,8 @@ import (
 //     alternative is enumerated), and the ratio of the two means, which
 //     overstates the ratio of the expectations by about CV²/Samples (CV
 //     the coefficient of variation of the others' |Δr_i|: E[1/x̄] > 1/E[x];
-//     12 to 65% with 4 samples on El Farol), is corrected to second order:
+//     12 to 65% with 4 samples on El Farol at random play), is corrected
+//     to second order:
 //     L̂ = (ā/b̄)·(1 − s_b²/(m·b̄²)), m the others' samples and s_b² their
 //     variance. What bias remains is of order 1/m² (see
 //     DefaultDiagnoseSamples). A state where neither kind of change moves
@@ -178,8 +179,8 @@ func (d *Diagnostics) Learnability() float64 {
 // LearnabilityInterval is the 95% interval of Learnability over the
 // counterfactuals drawn: Learnability ± 1.96 standard errors, the
 // per-state variances by the delta method, the states held fixed. It is
-// [L, L] when every expectation was taken exactly, and NaN (or +Inf) with
-// Learnability.
+// [L, L] when no sampled |Δr_i| varied within a state, and NaN (or +Inf)
+// with Learnability.
 func (d *Diagnostics) LearnabilityInterval() (low, high float64) {
 	l := d.Learnability()
 	if d == nil || d.States == 0 {
