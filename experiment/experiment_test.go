@@ -424,21 +424,18 @@ func TestConfigErrorsNameTheProblem(t *testing.T) {
 		edit func(*experiment.Config)
 		want string
 	}{
-		"no allocator":        {func(c *experiment.Config) { c.Allocators = nil }, "no allocator"},
-		"bad allocator":       {func(c *experiment.Config) { c.Allocators = []string{"team", "bogus"} }, `allocator "bogus"`},
-		"twice":               {func(c *experiment.Config) { c.Allocators = []string{"team", "team"} }, `"team" given twice`},
-		"no seeds":            {func(c *experiment.Config) { c.Seeds = 0 }, "seeds 0"},
-		"no episodes":         {func(c *experiment.Config) { c.Episodes = 0 }, "episodes 0"},
-		"window":              {func(c *experiment.Config) { c.Window = 81 }, "window 81"},
-		"one diagnose sample": {func(c *experiment.Config) { c.Diagnose = experiment.Diagnose{Episodes: 2, Samples: 1} }, "diagnose samples 1"},
-		"mode share":          {func(c *experiment.Config) { c.Modes.MinShare = 1.5 }, "mode min share 1.5"},
-		"mode significance":   {func(c *experiment.Config) { c.Modes.Significance = -0.1 }, "mode significance -0.1"},
-		"no learner":          {func(c *experiment.Config) { c.Learners = nil }, "no learner"},
-		"unknown param":       {func(c *experiment.Config) { c.Axes = []experiment.Axis{{Param: "bars", Values: []string{"1"}}} }, "grid point bars=1"},
-		"bad value":           {func(c *experiment.Config) { c.Axes[0].Values = []string{"6", "many"} }, "grid point agents=many"},
-		"fixed and axis":      {func(c *experiment.Config) { c.Params = map[string]string{"agents": "5"} }, "both fixed (5) and a grid axis"},
-		"unknown role":        {func(c *experiment.Config) { c.Learn = []string{"bartender"} }, `learning role "bartender"`},
-		"learns and plays":    {func(c *experiment.Config) { c.Policies = map[string]string{"patron": "first-night"} }, `role "patron" both learns`},
+		"no allocator":     {func(c *experiment.Config) { c.Allocators = nil }, "no allocator"},
+		"bad allocator":    {func(c *experiment.Config) { c.Allocators = []string{"team", "bogus"} }, `allocator "bogus"`},
+		"twice":            {func(c *experiment.Config) { c.Allocators = []string{"team", "team"} }, `"team" given twice`},
+		"no seeds":         {func(c *experiment.Config) { c.Seeds = 0 }, "seeds 0"},
+		"no episodes":      {func(c *experiment.Config) { c.Episodes = 0 }, "episodes 0"},
+		"window":           {func(c *experiment.Config) { c.Window = 81 }, "window 81"},
+		"no learner":       {func(c *experiment.Config) { c.Learners = nil }, "no learner"},
+		"unknown param":    {func(c *experiment.Config) { c.Axes = []experiment.Axis{{Param: "bars", Values: []string{"1"}}} }, "grid point bars=1"},
+		"bad value":        {func(c *experiment.Config) { c.Axes[0].Values = []string{"6", "many"} }, "grid point agents=many"},
+		"fixed and axis":   {func(c *experiment.Config) { c.Params = map[string]string{"agents": "5"} }, "both fixed (5) and a grid axis"},
+		"unknown role":     {func(c *experiment.Config) { c.Learn = []string{"bartender"} }, `learning role "bartender"`},
+		"learns and plays": {func(c *experiment.Config) { c.Policies = map[string]string{"patron": "first-night"} }, `role "patron" both learns`},
 		"unknown policy": {func(c *experiment.Config) {
 			c.Scenario = committee.New()
 			c.Params, c.Axes, c.Allocators = nil, nil, []string{"team"}

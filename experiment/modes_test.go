@@ -1,6 +1,7 @@
 package experiment_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -183,5 +184,25 @@ func TestFindModesIgnoresOrder(t *testing.T) {
 	for i := range xs {
 		rotated := append(append([]float64{}, xs[i:]...), xs[:i]...)
 		assert.Equal(t, want, experiment.FindModes(rotated, experiment.ModeRule{}))
+	}
+}
+
+// TestModeRuleAndDiagnoseSamplesAreChecked: a mode rule whose numbers are
+// not shares, and diagnostics of fewer than 2 samples (the learnability's
+// correction needs a variance), are refused before anything runs.
+func TestModeRuleAndDiagnoseSamplesAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*experiment.Config)
+		want string
+	}{
+		{func(c *experiment.Config) { c.Diagnose = experiment.Diagnose{Episodes: 2, Samples: 1} }, "diagnose samples 1: at least 2"},
+		{func(c *experiment.Config) { c.Modes.MinShare = 1.5 }, "mode min share 1.5"},
+		{func(c *experiment.Config) { c.Modes.Significance = -0.1 }, "mode significance -0.1"},
+	} {
+		cfg := smallBar(t, "")
+		tc.edit(&cfg)
+		_, err := experiment.Run(context.Background(), cfg)
+		require.ErrorIs(t, err, experiment.ErrBadConfig, tc.want)
+		assert.ErrorContains(t, err, tc.want)
 	}
 }
