@@ -27,8 +27,8 @@ type experimentFlags struct {
 	grid, params, allocators, policies, learn []string
 	learners, sideAllocators                  []string
 	seeds, episodes, window, parallel, group  int
-	diagnose, tree                            int
-	treeAlpha                                 float64
+	diagnose, diagnoseSamples, tree           int
+	treeAlpha, modeMinShare                   float64
 	treeRoles                                 []string
 	seed                                      uint64
 	out, title, cpuProfile, side              string
@@ -114,6 +114,8 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO)")
 	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the learning `ROLES` tree-sampled (comma-separated, repeatable; default: every learning role)")
 	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
+	fl.IntVar(&f.diagnoseSamples, "diagnose-samples", experiment.DefaultDiagnoseSamples, "counterfactuals per diagnosed agent and kind (its own action, the others'), at least 2: the learnability's bias falls as 1/samples², its interval as 1/√samples")
+	fl.Float64Var(&f.modeMinShare, "mode-min-share", experiment.DefaultModeMinShare, "least share of the seeds in a mode of the final results (modes.csv); a mode holds two seeds at least")
 	fl.StringVarP(&f.out, "out", "o", "", "output directory (default troupe-experiment-SCENARIO)")
 	fl.BoolVar(&f.resume, "resume", false, "continue the experiment in --out (after an interruption): refused if it was run with other settings")
 	fl.StringVar(&f.title, "title", "", "the report's title")
@@ -230,7 +232,8 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Episodes:       f.episodes,
 		Group:          f.group,
 		Window:         f.window,
-		Diagnose:       experiment.Diagnose{Episodes: f.diagnose},
+		Diagnose:       experiment.Diagnose{Episodes: f.diagnose, Samples: f.diagnoseSamples},
+		Modes:          experiment.ModeRule{MinShare: f.modeMinShare},
 		Resume:         f.resume,
 		Parallel:       f.parallel,
 		Out:            f.out,
@@ -278,6 +281,12 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	}
 	if cfg.Diagnose.Episodes > 0 {
 		args = append(args, "--diagnose", strconv.Itoa(cfg.Diagnose.Episodes))
+		if cfg.Diagnose.Samples > 0 {
+			args = append(args, "--diagnose-samples", strconv.Itoa(cfg.Diagnose.Samples))
+		}
+	}
+	if cfg.Modes.MinShare > 0 && cfg.Modes.MinShare != experiment.DefaultModeMinShare {
+		args = append(args, "--mode-min-share", strconv.FormatFloat(cfg.Modes.MinShare, 'g', -1, 64))
 	}
 	if t := cfg.Tree; t != nil {
 		args = append(args, "--tree", strconv.Itoa(t.K), "--tree-alpha", strconv.FormatFloat(t.Alpha, 'g', -1, 64))
@@ -308,7 +317,8 @@ var experimentFlagOf = map[string]string{
 	"scenario": "SCENARIO", "params": "--param", "grid": "--grid", "allocators": "--allocator", "learners": "--learner",
 	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
-	"group": "--group", "window": "--window", "diagnose": "--diagnose", "tree": "--tree*",
+	"group": "--group", "window": "--window", "diagnose": "--diagnose", "diagnose.samples": "--diagnose-samples",
+	"tree": "--tree*",
 }
 
 // mismatchWithFlags is e with each difference followed by the flag that
@@ -317,7 +327,11 @@ func mismatchWithFlags(e *experiment.MismatchError) error {
 	out := &experiment.MismatchError{Dir: e.Dir}
 	for _, d := range e.Diffs {
 		top, _, _ := strings.Cut(d.Path, ".")
-		if flag, ok := experimentFlagOf[top]; ok {
+		flag, ok := experimentFlagOf[d.Path]
+		if !ok {
+			flag, ok = experimentFlagOf[top]
+		}
+		if ok {
 			d.Now += " (" + flag + ")"
 		}
 		out.Diffs = append(out.Diffs, d)

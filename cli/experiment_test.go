@@ -91,6 +91,8 @@ func TestExperimentUsageErrors(t *testing.T) {
 		{append(barGrid(out), "--learn", "bartender"), `learning role "bartender"`},
 		{append(barGrid(out), "--policy", "patron"), `--policy "patron": want ROLE=NAME`},
 		{append(barGrid(out), "--seeds", "0"), "seeds 0"},
+		{append(barGrid(out), "--diagnose", "2", "--diagnose-samples", "1"), "diagnose samples 1: at least 2"},
+		{append(barGrid(out), "--mode-min-share", "2"), "mode min share 2"},
 		{[]string{"experiment", "committee", "--allocator", "difference", "--out", out}, `no null action for role "decider"`},
 		{append(barGrid(out), "--tree", "1"), "--tree 1: want at least 2"},
 		{append(barGrid(out), "--tree-joint"), "need --tree K"},

@@ -21,9 +21,10 @@ type Row struct {
 	Final, Overall []float64
 	FinalStats     Stats
 	OverallStats   Stats
-	// Modes are the clusters of the seeds' final results (FindModes):
-	// one for a unimodal outcome, two or more where the seeds ended in
-	// distinct places, which a mean alone hides.
+	// Modes are the clusters of the seeds' final results (FindModes with
+	// Config.Modes): one for a unimodal outcome, two or more where the
+	// seeds ended in distinct places, which a mean alone hides; none
+	// where no cluster holds enough seeds.
 	Modes []Mode
 	// LockedIn is, per seed, the share of the learner's rows (agent and
 	// state) whose greedy action never changed after their first update
@@ -59,6 +60,11 @@ type RowDiagnostics struct {
 	PerSeedF []Number `json:"factoredness_per_seed"`
 	PerSeedL []Number `json:"learnability_per_seed"`
 	PerSeedU []Number `json:"learnability_unbounded_share_per_seed"`
+	// PerSeedLInterval is, per seed, the 95% interval of its learnability
+	// over the counterfactuals drawn (Diagnostics.LearnabilityInterval):
+	// how far sampling may have put it from the exact value at the states
+	// that seed measured.
+	PerSeedLInterval [][2]Number `json:"learnability_interval_per_seed"`
 }
 
 // Number is a float64 that JSON writes as null when it is not finite.
@@ -151,6 +157,8 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 			r.Diagnostics.PerSeedF = append(r.Diagnostics.PerSeedF, Number(cell.Diagnostics.Factoredness()))
 			r.Diagnostics.PerSeedL = append(r.Diagnostics.PerSeedL, Number(cell.Diagnostics.Learnability()))
 			r.Diagnostics.PerSeedU = append(r.Diagnostics.PerSeedU, Number(cell.Diagnostics.UnboundedShare()))
+			lo, hi := cell.Diagnostics.LearnabilityInterval()
+			r.Diagnostics.PerSeedLInterval = append(r.Diagnostics.PerSeedLInterval, [2]Number{Number(lo), Number(hi)})
 		}
 		if cell.Credit != nil {
 			sig[len(rows)-1] = append(sig[len(rows)-1], cell.Credit.Std)
@@ -170,7 +178,7 @@ func (p *plan) aggregate(cells []*Cell) []Row {
 		r := &rows[i]
 		r.FinalStats = withCI(r.Final, statsSeed(p.cfg.Seed, 0, i))
 		r.OverallStats = withCI(r.Overall, statsSeed(p.cfg.Seed, 1, i))
-		r.Modes = FindModes(r.Final)
+		r.Modes = FindModes(r.Final, p.cfg.Modes)
 		if len(r.LockedIn) != len(r.Final) {
 			r.LockedIn = nil // some cells' learners do not say
 		}

@@ -63,6 +63,9 @@ type diagnoseID struct {
 	Episodes int `json:"episodes"`
 	Agents   int `json:"agents"`
 	Samples  int `json:"samples"`
+	// Estimator is learnabilityEstimator: a cell measured with another
+	// estimator of the learnability is measured again.
+	Estimator int `json:"estimator"`
 }
 
 // treeID is Config.Tree as a cell file and the manifest write it.
@@ -80,6 +83,10 @@ func (p *plan) treeID() *treeID {
 	}
 	return &treeID{K: t.K, Alpha: t.Alpha, Joint: t.Joint, Roles: t.Roles}
 }
+// learnabilityEstimator numbers the estimator of the learnability: 2 is
+// the corrected ratio with its variance (Diagnostics.StateVar), which
+// cells of the plain ratio of means (1, unnumbered) lack.
+const learnabilityEstimator = 2
 
 // limits are env.Limits as a cell file writes them.
 type limits struct {
@@ -97,7 +104,7 @@ func (p *plan) diagnoseID() *diagnoseID {
 	if d.Episodes <= 0 {
 		return nil
 	}
-	return &diagnoseID{Episodes: d.Episodes, Agents: d.agents(), Samples: d.samples()}
+	return &diagnoseID{Episodes: d.Episodes, Agents: d.agents(), Samples: d.samples(), Estimator: learnabilityEstimator}
 }
 
 func (p *plan) identity(c *cellPlan) CellConfig {

@@ -13,7 +13,7 @@ import (
 // the optimum, half near 0.97. Their mean, 0.89, is where no seed ended.
 func ExampleFindModes() {
 	finals := []float64{0.80, 0.97, 0.81, 0.98, 0.82, 0.96, 0.81, 0.97}
-	for _, m := range experiment.FindModes(finals) {
+	for _, m := range experiment.FindModes(finals, experiment.ModeRule{}) {
 		fmt.Printf("%.3f (%.3f to %.3f): %d seeds, %.0f%%\n", m.Center, m.Low, m.High, m.Seeds, 100*m.Share)
 	}
 	// Output:

@@ -167,6 +167,9 @@ type Config struct {
 	// the zero value measures none. They cost counterfactual
 	// re-simulations and do not change what the cells learn.
 	Diagnose Diagnose
+	// Modes is the rule by which the seeds' final results are clustered
+	// into modes (FindModes); the zero value is the default rule.
+	Modes ModeRule
 	// Limits bound every episode.
 	Limits env.Limits
 	// Tree, when set, plays every episode with tree sampling
@@ -472,6 +475,11 @@ func checkConfig(cfg *Config) error {
 		return badConfig("parallel %d < 0", cfg.Parallel)
 	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
 		return badConfig("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
+	}
+	for _, err := range []error{cfg.Diagnose.check(), cfg.Modes.check()} {
+		if err != nil {
+			return badConfig("%v", err)
+		}
 	}
 	return nil
 }

@@ -1,21 +1,65 @@
 package experiment
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"slices"
 )
 
-// Mode detection: FindModes clusters values by the gaps between them.
+// ModeRule says which clusters of the seeds' final results FindModes
+// reports as modes. The zero value is the default rule.
+type ModeRule struct {
+	// MinShare is the least share of the values that a mode holds; a
+	// cluster with fewer is a stray, reported in no mode. 0 means
+	// DefaultModeMinShare. Whatever the share, a mode among others holds
+	// at least two values: one seed that ended elsewhere is not a mode.
+	MinShare float64
+	// Significance is the level of the gap test that splits values into
+	// clusters (see FindModes); 0 means DefaultModeSignificance.
+	Significance float64
+}
+
+// Defaults of ModeRule, and the noise floor of every rule.
 const (
-	// ModeGap is the least gap between two neighbouring values, as a
-	// share of the values' range, that separates two modes.
-	ModeGap = 0.2
+	// DefaultModeMinShare: a mode holds a tenth of the seeds (2 of 20).
+	DefaultModeMinShare = 0.1
+	// DefaultModeSignificance: values spread at random over an interval
+	// are split in fewer than 1% of draws.
+	DefaultModeSignificance = 0.01
 	// ModeResolution is the least gap, as a share of the largest
 	// magnitude among the values, that separates two modes: values that
 	// all lie within noise of each other (0.989 to 0.990 of G*) are one
 	// mode however they are spread.
 	ModeResolution = 0.02
+	// minModeValues is the least number of values in a mode.
+	minModeValues = 2
 )
+
+func (r ModeRule) minShare() float64 {
+	if r.MinShare > 0 {
+		return r.MinShare
+	}
+	return DefaultModeMinShare
+}
+
+func (r ModeRule) significance() float64 {
+	if r.Significance > 0 {
+		return r.Significance
+	}
+	return DefaultModeSignificance
+}
+
+// check reports a rule whose numbers are not shares.
+func (r ModeRule) check() error {
+	if !(r.MinShare >= 0 && r.MinShare <= 1) {
+		return fmt.Errorf("mode min share %g: want a share of the seeds, from 0 (the default, %g) to 1", r.MinShare, DefaultModeMinShare)
+	}
+	if !(r.Significance >= 0 && r.Significance < 1) {
+		return fmt.Errorf("mode significance %g: want a level from 0 (the default, %g) to below 1", r.Significance, DefaultModeSignificance)
+	}
+	return nil
+}
 
 // Mode is one cluster of the seeds' final results.
 type Mode struct {
@@ -25,24 +69,41 @@ type Mode struct {
 	Low    float64 `json:"low"`
 	High   float64 `json:"high"`
 	// Seeds counts the values in the mode, Share is their share of all
-	// the values.
+	// the (finite) values; the shares of the modes sum to less than 1
+	// when some values are strays, in no mode.
 	Seeds int     `json:"seeds"`
 	Share float64 `json:"share"`
 }
 
-// FindModes clusters xs in one dimension by their gaps: sorted, two
-// neighbouring values belong to different modes when the gap between them
-// is at least ModeGap of the values' range (max − min) and at least
-// ModeResolution of the largest |x|. The method is deterministic, needs
-// no bandwidth or number of clusters, and finds a lone outlier as a mode
-// of its own (a seed that ended elsewhere is worth seeing). Values that
-// are not finite are left out. The modes come in increasing order; none
-// for no finite value.
+// FindModes clusters xs in one dimension, by the gaps between them that
+// are too wide for values spread at random, and returns as the modes, in
+// increasing order, the clusters that hold at least the rule's share of
+// the values and two of them, or the one cluster when the values do not
+// split; none for no finite value. Values that are not finite are left
+// out; those in a smaller cluster (a seed that ended apart) are strays,
+// in no mode.
 //
-// With n values spread evenly, every gap is a 1/(n−1) share of the range,
-// so from 6 values on an even spread is one mode; with fewer values every
-// pattern looks multimodal, and the modes mean little.
-func FindModes(xs []float64) []Mode {
+// The gap test: sorted, n values have n − 1 gaps, and were the inner
+// n − 2 values spread uniformly at random between the outer two, the gaps
+// as shares of the range would be uniform on the simplex, where any j
+// given gaps sum to at least s with probability P(Binomial(n−2, s) ≤
+// j−1) (their sum is Beta(j, n−1−j)). So the j widest gaps, summing to
+// s_j of the range, have p_j = C(n−1, j)·P(Binomial(n−2, s_j) ≤ j−1) (a
+// union bound), and the values split at the j widest gaps for the j with
+// the least p_j when it is below the rule's Significance; each part is
+// then tested on its own range in turn. Gaps below ModeResolution of the
+// largest |x| never split. A continuous spread, even or random, thus
+// stays one mode (split in 1 to 3% of uniform draws of 5 to 200 values at
+// the default Significance, 1%: the least p_j is taken), while
+// tight clusters apart are split however few their values: three
+// clusters of three or four seeds whose two gaps are 0.85 of the range
+// have p_2 ≈ 4·10⁻⁴, where no single gap is significant (p_1 ≈ 0.09).
+// Values that tie exactly (a game of few outcomes) have gaps of 0, which
+// random values would not: a few distinct values are split into them,
+// each a mode with enough seeds. The method is deterministic and needs no
+// bandwidth or number of clusters; with fewer than 3 values nothing can
+// be tested, and they are one mode.
+func FindModes(xs []float64, rule ModeRule) []Mode {
 	sorted := make([]float64, 0, len(xs))
 	for _, x := range xs {
 		if !math.IsNaN(x) && !math.IsInf(x, 0) {
@@ -53,17 +114,90 @@ func FindModes(xs []float64) []Mode {
 		return nil
 	}
 	slices.Sort(sorted)
-	lo, hi := sorted[0], sorted[len(sorted)-1]
-	gap := max(ModeGap*(hi-lo), ModeResolution*max(math.Abs(lo), math.Abs(hi)))
+	scale := max(math.Abs(sorted[0]), math.Abs(sorted[len(sorted)-1]))
+	least := max(minModeValues, int(math.Ceil(rule.minShare()*float64(len(sorted))-1e-9)))
 	var modes []Mode
-	start := 0
-	for i := 1; i <= len(sorted); i++ {
-		if i < len(sorted) && !(sorted[i]-sorted[i-1] >= gap && sorted[i] > sorted[i-1]) {
-			continue
+	parts := splitByGaps(sorted, ModeResolution*scale, rule.significance(), nil)
+	for _, part := range parts {
+		if len(part) < least && len(parts) > 1 {
+			continue // a stray
 		}
-		part := sorted[start:i]
 		modes = append(modes, Mode{Center: mean(part), Low: part[0], High: part[len(part)-1], Seeds: len(part), Share: float64(len(part)) / float64(len(sorted))})
-		start = i
 	}
 	return modes
+}
+
+// splitByGaps appends to parts the clusters of sorted (see FindModes):
+// sorted itself when no set of its widest gaps, each at least resolution,
+// is significant at level alpha, else the clusters of each part between
+// the gaps of the most significant set.
+func splitByGaps(sorted []float64, resolution, alpha float64, parts [][]float64) [][]float64 {
+	n := len(sorted)
+	span := sorted[n-1] - sorted[0]
+	if n < 3 || span <= 0 {
+		return append(parts, sorted)
+	}
+	// The gaps that may split, widest first (the lower one first among
+	// equals, so that the split does not depend on the sort).
+	var at []int // at[k]: the gap between sorted[at[k]-1] and sorted[at[k]]
+	for i := 1; i < n; i++ {
+		if g := sorted[i] - sorted[i-1]; g > 0 && g >= resolution {
+			at = append(at, i)
+		}
+	}
+	gap := func(i int) float64 { return sorted[i] - sorted[i-1] }
+	slices.SortStableFunc(at, func(a, b int) int { return cmp.Compare(gap(b), gap(a)) })
+	logFact := make([]float64, n)
+	for k := 1; k < n; k++ {
+		logFact[k] = logFact[k-1] + math.Log(float64(k))
+	}
+	logChoose := func(n, k int) float64 { return logFact[n] - logFact[k] - logFact[n-k] }
+	best, bestJ := 0.0, 0 // log p of the best set, and its size
+	sum := 0.0
+	for j := 1; j <= len(at); j++ {
+		sum += gap(at[j-1])
+		// P(j given gaps sum to at least share) = P(Binomial(n−2, share) ≤ j−1).
+		share := min(1, sum/span)
+		logP := logChoose(n-1, j) + logBinomialCDF(n-2, j-1, share, logChoose)
+		if logP < best {
+			best, bestJ = logP, j
+		}
+	}
+	if bestJ == 0 || best >= math.Log(alpha) {
+		return append(parts, sorted)
+	}
+	cuts := slices.Clone(at[:bestJ])
+	slices.Sort(cuts)
+	start := 0
+	for _, c := range append(cuts, n) {
+		parts = splitByGaps(sorted[start:c], resolution, alpha, parts)
+		start = c
+	}
+	return parts
+}
+
+// logBinomialCDF is log P(Binomial(n, q) ≤ k), given log C(n, ·).
+func logBinomialCDF(n, k int, q float64, logChoose func(n, k int) float64) float64 {
+	if k >= n || q <= 0 {
+		return 0
+	}
+	lq, lr := math.Log(q), math.Log1p(-q)
+	top := math.Inf(-1)
+	terms := make([]float64, 0, k+1)
+	for i := 0; i <= k; i++ {
+		t := logChoose(n, i) + float64(n-i)*lr
+		if i > 0 {
+			t += float64(i) * lq
+		}
+		terms = append(terms, t)
+		top = max(top, t)
+	}
+	if math.IsInf(top, -1) {
+		return top
+	}
+	sum := 0.0
+	for _, t := range terms {
+		sum += math.Exp(t - top)
+	}
+	return top + math.Log(sum)
 }

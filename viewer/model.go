@@ -74,8 +74,14 @@ type SideView struct {
 	Reward  float64
 	Members int
 	// Credit is, per allocator, the sum over the side's members of their
-	// value per sample.
+	// value per sample; for a Shapley allocator whose Empty is known, the
+	// side's Reward − Empty, which counts the members without samples.
 	Credit []float64
+	// Empty is, per allocator, v_T(∅) for the Shapley allocators: the
+	// side's reward in a replay with its members absent (or null) and the
+	// other sides present; NaN when it could not be computed or for the
+	// other allocators.
+	Empty []float64
 }
 
 // SeatView is one agent of an episode.
@@ -258,7 +264,10 @@ func fromRecord(info *EpisodeInfo, rec *episode.Record, credit *trajectories.Cre
 // credit is summed.
 func (e *Episode) sides(rec *episode.Record) {
 	for t, name := range rec.Teams {
-		sv := SideView{Name: name, Reward: rec.Score.Of(t), Credit: make([]float64, len(e.Allocators))}
+		sv := SideView{Name: name, Reward: rec.Score.Of(t), Credit: make([]float64, len(e.Allocators)), Empty: make([]float64, len(e.Allocators))}
+		for a := range sv.Empty {
+			sv.Empty[a] = math.NaN()
+		}
 		for i := range e.Seats {
 			if rec.Seats[i].Team != t {
 				continue

@@ -191,7 +191,11 @@ func (v *Viewer) replayStates(ep *Episode) {
 // action): the record keeps each sample's value, not the coalition values,
 // and an agent that took no turn has no sample, so without it the sum over
 // agents was not G − v(∅). With v(∅), an agent without samples gets the
-// value efficiency implies when it is the only one.
+// value efficiency implies when it is the only one. With teams, the game
+// is each team's (credit.Shapley): its v_T(∅), set on its SideView, is its
+// reward with its own members out and the other teams present, and the
+// team's values sum to its reward − v_T(∅); there is no one v(∅), and the
+// result is all NaN.
 func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float64 {
 	out := make([]float64, len(ep.Allocators))
 	all := make([]int, len(rec.Seats))
@@ -201,16 +205,19 @@ func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float6
 	for a, name := range ep.Allocators {
 		out[a] = math.NaN()
 		base, params, _ := strings.Cut(name, ":")
-		// With teams, each side's shares sum to its own v(N) − v(∅),
-		// the other sides present: there is no one empty coalition.
-		if base != "shapley" && base != "shapley-mc" || !ep.Scored || rec.Teams != nil {
+		if base != "shapley" && base != "shapley-mc" || !ep.Scored {
 			continue
 		}
-		cf := episode.Counterfactual{Absent: all}
-		if strings.Contains(params, "mode=null") {
-			cf = episode.Counterfactual{Null: all}
+		null := strings.Contains(params, "mode=null")
+		resimulate := strings.Contains(params, "sim=resimulate") ||
+			!strings.Contains(params, "sim=frozen") && sc.Info().Counterfactual != nil && sc.Info().Counterfactual.Resimulate
+		if rec.Teams != nil {
+			for t := range ep.Sides {
+				sideOut(sc, rec, ep, a, t, null, resimulate)
+			}
+			continue
 		}
-		score, err := env.ReplayRecord(context.Background(), sc, rec, cf)
+		score, err := replayWithout(sc, rec, all, null, resimulate)
 		if err != nil {
 			continue
 		}
@@ -229,6 +236,77 @@ func emptyCoalitions(sc env.Scenario, rec *episode.Record, ep *Episode) []float6
 		}
 	}
 	return out
+}
+
+// sideOut sets, for Shapley allocator a of ep, team t's v_T(∅) (a replay
+// without its members) and its members' sum, its reward − v_T(∅), which
+// counts the members that took no turn (players of the team's game all
+// the same); with one such member, that member's value is derived. A team
+// none of whose members has samples was not evaluated (credit.Shapley),
+// and keeps the sum of its members' values, 0.
+func sideOut(sc env.Scenario, rec *episode.Record, ep *Episode, a, t int, null, resimulate bool) {
+	side := &ep.Sides[t]
+	var members, missing []int
+	sum := 0.0
+	for i := range ep.Seats {
+		if rec.Seats[i].Team != t {
+			continue
+		}
+		members = append(members, i)
+		if c := ep.Seats[i].Credit[a]; c.N > 0 {
+			sum += c.Mean()
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == len(members) {
+		return
+	}
+	score, err := replayWithout(sc, rec, members, null, resimulate)
+	if err != nil {
+		return
+	}
+	empty := score.Of(t)
+	side.Empty[a] = empty
+	side.Credit[a] = side.Reward - empty
+	if len(missing) == 1 {
+		ep.Seats[missing[0]].Credit[a].Derived = num(side.Reward - empty - sum)
+	}
+}
+
+// replayWithout replays rec with the seats out absent (null: playing
+// their null action), the other seats as the allocator played them:
+// their recorded actions, or, re-simulating, asked again. The record
+// holds no policy, so a replay that would need one (a re-simulated seat
+// that acts, a frozen one past the end of its record) fails rather than
+// give another value than the allocator's: with a team out, the other
+// teams often win at once, and nobody is asked.
+func replayWithout(sc env.Scenario, rec *episode.Record, out []int, null, resimulate bool) (episode.Score, error) {
+	info := sc.Info()
+	params, err := info.ParseParams(rec.Params)
+	if err != nil {
+		return episode.Score{}, fmt.Errorf("scenario %s: %w", info.Name, err)
+	}
+	cf := episode.Counterfactual{Absent: out, Resimulate: resimulate}
+	if null {
+		cf = episode.Counterfactual{Null: out, Resimulate: resimulate}
+	}
+	r := env.NewReplayer(env.Setup{
+		Play: env.Play{Scenario: sc, Params: params, Policy: env.SamePolicy(unrecorded{})}, Seed: rec.Seed, PolicySeed: rec.PolicySeed,
+		Index: rec.Index, RolloutID: rec.RolloutID, GroupIndex: rec.GroupIndex,
+	}, rec.Seats, rec.Turns)
+	return r.Replay(context.Background(), cf)
+}
+
+// errUnrecorded is a replay that needs a policy the record does not hold.
+var errUnrecorded = errors.New("the record holds no policy to ask")
+
+// unrecorded is the policy of a seat in a replay of a record: it fails if
+// asked.
+type unrecorded struct{}
+
+func (unrecorded) Act(context.Context, *agents.Observation) (agents.Action, error) {
+	return agents.Action{}, errUnrecorded
 }
 
 func (v *Viewer) roles(scenario string) ([]*agents.Role, error) {
@@ -390,10 +468,19 @@ func (v *Viewer) episodePage(full *Episode, focus string) episodePage {
 		}
 	}
 	// Efficient allocators sum to G − v(∅) over the agents, those without
-	// samples included.
+	// samples included; with teams, each team's to its reward − v_T(∅)
+	// (SideView.Credit).
 	for a, empty := range full.Empty {
 		if !math.IsNaN(empty) {
 			p.AgentSum[a] = full.Team - empty
+		}
+	}
+	if len(full.Sides) > 0 {
+		clear(p.AgentSum)
+		for _, side := range full.Sides {
+			for a, c := range side.Credit {
+				p.AgentSum[a] += c
+			}
 		}
 	}
 	return p
