@@ -83,6 +83,7 @@ func (p *plan) treeID() *treeID {
 	}
 	return &treeID{K: t.K, Alpha: t.Alpha, Joint: t.Joint, Roles: t.Roles}
 }
+
 // learnabilityEstimator numbers the estimator of the learnability: 2 is
 // the corrected ratio with its variance (Diagnostics.StateVar), which
 // cells of the plain ratio of means (1, unnumbered) lack.
