@@ -54,6 +54,15 @@ type Observation struct {
 	// for the others, and for every policy a stepped episode's driver
 	// does not ask itself, it is empty.
 	History []Turn
+	// Features is the agent's numeric observation at this turn, what its
+	// scenario's game writes for its seat (env.FeatureGame's
+	// ObserveFeatures, in the space env.Features declares for its role):
+	// the input of a learner that reads numbers rather than text. The
+	// engine writes it only for a policy that reads it (ReadsFeatures) in
+	// a scenario that declares features; otherwise it is nil. It is the
+	// engine's buffer, rewritten at the seat's next turn: read it, never
+	// change it or keep it after Act returns.
+	Features []float32
 }
 
 // Turn is one of an agent's earlier turns, as its later observations carry
@@ -213,6 +222,21 @@ func Wrap(inner, outer Policy) Policy {
 		return Remember(outer)
 	}
 	return outer
+}
+
+// FeatureReader is implemented by a policy that reads
+// Observation.Features. Writing them costs a game call and a buffer per
+// seat at every turn, which a policy that decides from the text alone
+// does not pay.
+type FeatureReader interface {
+	ReadsFeatures() bool
+}
+
+// ReadsFeatures reports whether p reads Observation.Features: whether it
+// implements FeatureReader and says so.
+func ReadsFeatures(p Policy) bool {
+	r, ok := p.(FeatureReader)
+	return ok && r.ReadsFeatures()
 }
 
 // PolicyFunc adapts a function to Policy.

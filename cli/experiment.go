@@ -100,7 +100,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.StringArrayVarP(&f.allocators, "allocator", "a", []string{"team"}, "reward allocator `spec` to compare (repeatable or comma-separated; see troupe allocators)")
 	fl.StringVar(&f.side, "side", "", "`TEAM` whose reward is compared, in a scenario with teams: --allocator rewards its learners, the metric is its own reward (not the sum of the teams')")
 	fl.StringArrayVar(&f.sideAllocators, "side-allocator", nil, "`TEAM=SPEC`: the fixed allocator of another team's learners, with --side (repeatable; default team)")
-	fl.StringArrayVarP(&f.learners, "learner", "l", []string{"egreedy"}, "learning policy `spec`: egreedy, boltzmann or reinforce, with :key=value,... (see the learners below); a value may sweep, key=v1/v2/..., and the flag repeats: every learner is a dimension of the grid")
+	fl.StringArrayVarP(&f.learners, "learner", "l", []string{"egreedy"}, "learning policy `spec`: egreedy, boltzmann, reinforce, pg-table, pg-linear or pg-mlp, with :key=value,... (see the learners below); a value may sweep, key=v1/v2/..., and the flag repeats: every learner is a dimension of the grid")
 	fl.StringArrayVar(&f.learn, "learn", nil, "`ROLES` that learn (comma-separated, repeatable; default every role)")
 	fl.StringArrayVarP(&f.policies, "policy", "P", nil, "`ROLE=NAME`: the scenario policy a role that does not learn plays (repeatable; default the scenario's default, or random)")
 	fl.IntVar(&f.seeds, "seeds", 20, "seeds per grid point and allocator (the confidence intervals and paired tests are over seeds)")

@@ -243,4 +243,23 @@ func TestExperimentTreeSampling(t *testing.T) {
 	// 20 one-step weeks, each with two one-step continuations per patron.
 	assert.Contains(t, string(cost), ",at-grpo,G/G*,2,180,180,180,180,")
 	assert.FileExists(t, filepath.Join(out, "cost_curves.svg"))
+// TestExperimentTrainsPolicyGradientLearners: the softmax learners train
+// in a grid like the others, on a scenario's numeric observations, with a
+// group-relative allocator's advantage taken as is, and --help lists
+// them with their parameters.
+func TestExperimentTrainsPolicyGradientLearners(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pg")
+	r := troupe(t, "experiment", "signal", "--group", "4", "--allocator", "grpo",
+		"--learner", "pg-linear:baseline=0,clip=0.2,epochs=2", "--learner", "pg-mlp:baseline=0,hidden=4", "--learner", "pg-table",
+		"--seeds", "2", "--episodes", "24", "--out", out)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "6 cells")
+	for _, want := range []string{"learner=pg-linear", "learner=pg-mlp", "learner=pg-table"} {
+		assert.Contains(t, r.stderr, want)
+	}
+	h := troupe(t, "experiment", "--help")
+	require.Equal(t, ExitOK, h.code, h.stderr)
+	for _, want := range []string{"pg-table", "pg-linear", "pg-mlp", "clip=0", "epochs=1", "hidden=16", "entropy=0"} {
+		assert.Contains(t, h.stdout, want)
+	}
 }

@@ -282,6 +282,19 @@ type Engine struct {
 	byState   StateObserver
 	// public says that current is observed once per step (Info.PublicView).
 	public bool
+	// anyFeatures says that current writes numeric observations and some
+	// seat's policy reads them (agents.ReadsFeatures): readsFeatures says
+	// which, and observe has featureGame (current) write them into
+	// features[i], the seat's buffer, kept from episode to episode.
+	// baseFeatures is, per seat, whether base[i] reads them, asked with
+	// base (seatPolicies), baseAnyFeatures whether any does; cfFeatures
+	// is the same for a counterfactual's policies.
+	// wroteFeatures says that some observation was given features: from
+	// then on observeFeatures clears the others'.
+	anyFeatures, baseAnyFeatures, wroteFeatures bool
+	readsFeatures, baseFeatures, cfFeatures     []bool
+	features                                    [][]float32
+	featureGame                                 FeatureGame
 	// arena is the record of the episode being played, with its arrays;
 	// nil in a replay.
 	arena *record
@@ -692,6 +705,7 @@ func (e *Engine) begin() bool {
 	if err := e.seat(game.Seats()); err != nil {
 		return e.over(protocol.StatusFailed, EndGameError, err)
 	}
+	e.readFeatures(game)
 	if err := game.Start(&e.step); err != nil {
 		return e.over(protocol.StatusFailed, EndGameError, fmt.Errorf("start: %w", err))
 	}
@@ -700,6 +714,51 @@ func (e *Engine) begin() bool {
 		h(0, game)
 	}
 	return false
+}
+
+// readFeatures readies, for each seat whose policy reads numeric
+// observations (agents.ReadsFeatures), a buffer of the size its role's
+// space declares, which observe has game write at each of its turns. The
+// buffers are kept from episode to episode. A game that writes none, or
+// whose scenario declares none, gives every seat nil: its policies see
+// no Features, and say so if they need them. It costs an episode whose
+// policies read none one test.
+func (e *Engine) readFeatures(game Game) {
+	e.anyFeatures = false
+	if !e.baseAnyFeatures {
+		// The usual case, replays included: a counterfactual's policies
+		// read features only where base's do (its frozen seats' live
+		// policies are base's; its constant and null ones read none).
+		return
+	}
+	reads := e.baseFeatures
+	if e.setup.Counterfactual != nil {
+		e.cfFeatures = resize(e.cfFeatures, len(e.seats))
+		reads = e.cfFeatures
+		for i, p := range e.policies {
+			reads[i] = e.baseFeatures[i] && p != nil && agents.ReadsFeatures(p)
+		}
+	}
+	fg, writes := game.(FeatureGame)
+	fs, declared := e.setup.Scenario.(Features)
+	if !writes || !declared {
+		return
+	}
+	e.anyFeatures, e.readsFeatures, e.featureGame = true, reads, fg
+	if cap(e.features) < len(reads) {
+		e.features = slices.Grow(e.features[:cap(e.features)], len(reads)-cap(e.features))
+	}
+	e.features = e.features[:len(reads)]
+	for i, r := range reads {
+		if !r {
+			continue
+		}
+		size := fs.ObservationSpace(e.setup.Params, e.seats[i].Role).Size()
+		if cap(e.features[i]) < size {
+			e.features[i] = make([]float32, size)
+		}
+		e.features[i] = e.features[i][:size]
+	}
 }
 
 // decide starts the next step: it ends the episode when the rules ended it,
@@ -966,18 +1025,22 @@ func (e *Engine) seatPolicies(seats []Seat) error {
 		for i := range e.baseRemember {
 			e.baseRemember[i] = true
 		}
+		e.baseFeatures, e.baseAnyFeatures = resize(e.baseFeatures, n), false
 	} else if key == nil || key != e.policyKey {
 		e.policyKey = nil
 		e.base = resize(e.base, n)
 		e.batch = resize(e.batch, n)
 		e.batched = false
 		e.baseRemember = resize(e.baseRemember, n)
+		e.baseFeatures, e.baseAnyFeatures = resize(e.baseFeatures, n), false
 		for i, s := range seats {
 			e.base[i] = e.setup.Policy(s)
 			if e.base[i] == nil {
 				return fmt.Errorf("%w: no policy for seat %q (role %q)", ErrBadSeats, s.ID, s.Role)
 			}
 			e.baseRemember[i] = e.setup.stepped || agents.Remembers(e.base[i])
+			e.baseFeatures[i] = agents.ReadsFeatures(e.base[i])
+			e.baseAnyFeatures = e.baseAnyFeatures || e.baseFeatures[i]
 			e.batch[i] = -1
 			// The value, not only its type, must compare: a struct
 			// holding an interface may hold an uncomparable one.
@@ -1193,6 +1256,27 @@ func (e *Engine) observe(actors []int) {
 		}
 		mv := &moves[k]
 		mv.Seat, mv.Action = i, &acts[k]
+	}
+	if e.anyFeatures || e.wroteFeatures {
+		e.observeFeatures(actors)
+	}
+}
+
+// observeFeatures writes the numeric observation of each actor whose
+// policy reads it into its observation (readFeatures), and makes the
+// others' nil: an observation buffer may hold an earlier episode's. Out of
+// observe's loop, so that an engine that never wrote features pays one
+// test a step.
+func (e *Engine) observeFeatures(actors []int) {
+	for k, i := range actors {
+		o := &e.obs[k]
+		if e.anyFeatures && e.readsFeatures[i] {
+			o.Features = e.features[i]
+			e.featureGame.ObserveFeatures(i, o.Features)
+			e.wroteFeatures = true
+		} else {
+			o.Features = nil
+		}
 	}
 }
 
@@ -1664,6 +1748,9 @@ type frozen struct {
 // Remembers: the turns it replays are history the live policy reads beyond
 // the record.
 func (f *frozen) Remembers() bool { return f.live != nil && agents.Remembers(f.live) }
+
+// ReadsFeatures: the live policy acts beyond the record.
+func (f *frozen) ReadsFeatures() bool { return f.live != nil && agents.ReadsFeatures(f.live) }
 
 func (f *frozen) Act(ctx context.Context, obs *agents.Observation) (agents.Action, error) {
 	if obs.Turn < len(f.actions) {

@@ -577,7 +577,7 @@ func TestExecutorEnginesKeepPoliciesAcrossReplays(t *testing.T) {
 // The engine builds each Observation field by field, in place: a field
 // added to Observation must be written there too (Engine.act).
 func TestObservationFieldsAreAllWrittenByTheEngine(t *testing.T) {
-	assert.Equal(t, 12, reflect.TypeFor[agents.Observation]().NumField(),
+	assert.Equal(t, 13, reflect.TypeFor[agents.Observation]().NumField(),
 		"Observation changed: update Engine.act, which writes every field, and this count")
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/troupe-rl/troupe/agents"
 )
 
 // Space is the space of a numeric observation or state: a tensor of
@@ -117,6 +119,28 @@ func (ep *Episode) Features(seat int, dst []float32) error {
 		return fmt.Errorf("features of seat %d: the episode has %d seats", seat, len(ep.rec.Seats))
 	}
 	return ep.writeFeatures(func() { g.ObserveFeatures(seat, dst) })
+}
+
+// FeaturesFor gives o, the observation of seat that its driver is about
+// to ask policy p, the seat's numeric observation now (Features, in a new
+// buffer) when p reads it (agents.ReadsFeatures) and the episode's game
+// writes it, as the engine does for the policies it asks; otherwise it
+// leaves o as it is. Drivers that ask house policies on a stepped episode
+// (a table, the environment server's vectors) call it before asking.
+func (ep *Episode) FeaturesFor(p agents.Policy, seat int, o *agents.Observation) error {
+	fs, declared := ep.setup.Scenario.(Features)
+	if _, writes := ep.e.current.(FeatureGame); !declared || !writes || !agents.ReadsFeatures(p) {
+		return nil
+	}
+	if seat < 0 || seat >= len(ep.rec.Seats) {
+		return fmt.Errorf("features of seat %d: the episode has %d seats", seat, len(ep.rec.Seats))
+	}
+	buf := make([]float32, fs.ObservationSpace(ep.setup.Params, ep.rec.Seats[seat].Role).Size())
+	if err := ep.Features(seat, buf); err != nil {
+		return err
+	}
+	o.Features = buf
+	return nil
 }
 
 // State writes the game's global state now into dst, whose length must be

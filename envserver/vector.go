@@ -671,6 +671,9 @@ func (v *vectorEnv) house1(ctx context.Context, sl *vectorSlot, i int, o *agents
 		}
 		sl.policies[i] = p
 	}
+	if err := sl.ep.FeaturesFor(p, i, o); err != nil {
+		return agents.Action{}, fmt.Errorf("agent %q: %w", o.Agent, err)
+	}
 	return table.Ask(ctx, p, o)
 }
 

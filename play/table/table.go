@@ -437,6 +437,9 @@ func (t *Table) house(ctx context.Context, i int, o *agents.Observation) (agents
 		}
 		t.policies[i] = p
 	}
+	if err := t.ep.FeaturesFor(p, i, o); err != nil {
+		return agents.Action{}, fmt.Errorf("agent %q: %w", o.Agent, err)
+	}
 	return Ask(ctx, p, o)
 }
 

@@ -93,18 +93,7 @@ func (l *Gradient) policy(prefs []float64) []float64 {
 		l.probs = make([]float64, len(prefs))
 	}
 	pi := l.probs[:len(prefs)]
-	top := math.Inf(-1)
-	for _, v := range prefs {
-		top = max(top, v)
-	}
-	total := 0.0
-	for i, v := range prefs {
-		pi[i] = math.Exp(v - top)
-		total += pi[i]
-	}
-	for i := range pi {
-		pi[i] /= total
-	}
+	softmaxInto(pi, prefs)
 	return pi
 }
 

@@ -1,9 +1,11 @@
 // Package learn holds in-process learning policies: tabular action-value
-// learners with ε-greedy or Boltzmann selection, and a softmax policy-
-// gradient learner (REINFORCE with a running-mean baseline). No neural
-// networks: they are the simple independent learners of the credit-
-// assignment literature, and they make troupe's allocators comparable on a
-// laptop in seconds.
+// learners with ε-greedy or Boltzmann selection, a softmax policy-
+// gradient learner (REINFORCE with a running-mean baseline), and softmax
+// policies over a table, or over the scenario's numeric observations by a
+// linear map or a one-hidden-layer network, trained by REINFORCE or
+// PPO-clip (Softmax). They are the simple independent learners of the
+// credit-assignment literature, in plain Go, and they make troupe's
+// allocators comparable on a laptop in seconds.
 //
 // A learner is an agents.Policy that one run shares among its agents: it
 // keeps a table per agent (Observation.Agent) and per state. It learns from

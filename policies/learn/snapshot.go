@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/episode"
@@ -23,10 +24,12 @@ const SnapshotFormat = "troupe.learner/v1"
 // for a snapshot that is not one Snapshot wrote.
 var ErrBadSnapshot = errors.New("bad learner snapshot")
 
-// Snapshot is what a tabular learner has learned, as data: its spec and,
-// per agent and state, the legal actions and one number per action (action
-// values for egreedy and boltzmann, softmax preferences for reinforce),
-// with the count of rewards learned there and the REINFORCE baseline.
+// Snapshot is what a learner has learned, as data: its spec and, per agent
+// and state, the legal actions and one number per action (action values
+// for egreedy and boltzmann, softmax preferences for reinforce, logits for
+// pg-table), with the count of rewards learned there and the baseline; or,
+// for the learners of features (pg-linear, pg-mlp), per agent, the
+// weights of its model (AgentSnapshot.Model).
 // Agents are sorted by id and states by text, so that a learner's snapshot
 // encodes to the same bytes whatever order it learned them in, and a
 // restored learner snapshots back to the bytes it was restored from.
@@ -43,6 +46,8 @@ type Snapshot struct {
 type AgentSnapshot struct {
 	ID     string          `json:"id"`
 	States []StateSnapshot `json:"states"`
+	// Model is the agent's weights, for pg-linear and pg-mlp alone.
+	Model *ModelSnapshot `json:"model,omitempty"`
 }
 
 // StateSnapshot is one agent's row in one state.
@@ -76,6 +81,9 @@ func bookOf(l Learner) (*book, string, error) {
 
 // kindOf is the learner type a spec's name builds.
 func kindOf(name string) string {
+	if _, ok := softmaxModels()[name]; ok {
+		return "softmax"
+	}
 	if name == "reinforce" {
 		return "reinforce"
 	}
@@ -87,6 +95,15 @@ func kindOf(name string) string {
 // the same learner; a learner of another type than spec's is an error. It
 // takes l's mutex, so it may be called while l is in use.
 func TakeSnapshot(spec Spec, l Learner) (*Snapshot, error) {
+	if sm, ok := l.(*Softmax); ok {
+		switch m, known := softmaxModels()[spec.name]; {
+		case spec.name == "":
+			return nil, fmt.Errorf("%w: the spec is empty (use Parse)", ErrBadSnapshot)
+		case !known || m != sm.cfg.Model:
+			return nil, fmt.Errorf("%w: the learner is a %s softmax, which spec %s does not build", ErrBadSnapshot, sm.cfg.Model, spec)
+		}
+		return sm.snapshot(spec), nil
+	}
 	b, kind, err := bookOf(l)
 	if err != nil {
 		return nil, err
@@ -160,6 +177,9 @@ func DecodeSnapshot(r io.Reader) (*Snapshot, error) {
 		if s.Agents[i].States == nil {
 			s.Agents[i].States = []StateSnapshot{}
 		}
+		if m := s.Agents[i].Model; m != nil && m.Actions == nil {
+			m.Actions = []ActionSnapshot{}
+		}
 	}
 	return &s, nil
 }
@@ -175,12 +195,16 @@ func (s *Snapshot) Check() error {
 	if s.Format != SnapshotFormat {
 		return bad("format %q: want %q", s.Format, SnapshotFormat)
 	}
-	if _, err := Parse(s.Learner); err != nil {
+	spec, err := Parse(s.Learner)
+	if err != nil {
 		return bad("learner: %v", err)
 	}
 	for i, a := range s.Agents {
 		if i > 0 && s.Agents[i-1].ID >= a.ID {
 			return bad("agents[%d] %q: agents must be sorted by id, each once", i, a.ID)
+		}
+		if err := checkModel(spec, &s.Agents[i]); err != nil {
+			return bad("agent %q: %v", a.ID, err)
 		}
 		for j, st := range a.States {
 			where := fmt.Sprintf("agent %q state %d (%.40q)", a.ID, j, st.State)
@@ -233,6 +257,10 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 	if err != nil {
 		return nil, Spec{}, err
 	}
+	if sm, ok := l.(*Softmax); ok {
+		sm.restore(s)
+		return sm, spec, nil
+	}
 	b, _, err := bookOf(l)
 	if err != nil {
 		return nil, Spec{}, err
@@ -254,15 +282,25 @@ func (s *Snapshot) Restore(opts Options) (Learner, Spec, error) {
 }
 
 // Greedy returns a policy that plays, in every state s knows, the action
-// of largest value (egreedy, boltzmann) or preference (reinforce), ties
-// broken from the turn's seed as Greedy does; in a state it does not
-// know, a uniformly random legal action. It never learns and never
+// of largest value (egreedy, boltzmann), preference (reinforce) or logit
+// (pg-table), ties broken from the turn's seed as Greedy does; in a state
+// it does not know, a uniformly random legal action. For pg-linear and
+// pg-mlp it plays the largest logit of the restored model, from the
+// observation's features (an error wrapping ErrNoFeatures without). It never learns and never
 // changes: a frozen opponent, and what exploitability is measured on.
 // A state whose legal actions differ from the snapshot's is an error
 // wrapping ErrLegalChanged.
 func (s *Snapshot) Greedy(opts Options) (agents.Policy, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
+	}
+	if name, _, _ := strings.Cut(s.Learner, ":"); name == "pg-linear" || name == "pg-mlp" {
+		// The largest logit of the restored model, from its features.
+		l, _, err := s.Restore(opts)
+		if err != nil {
+			return nil, err
+		}
+		return softmaxGreedy{l.(*Softmax)}, nil
 	}
 	g := &greedy{opts: opts, rows: make(map[string]map[string]*StateSnapshot, len(s.Agents))}
 	for i := range s.Agents {

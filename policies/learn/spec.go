@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +65,67 @@ func learners() map[string]entry {
 				return NewGradient(GradientConfig{Rate: p["rate"], Baseline: p["baseline"], Options: opts})
 			},
 		},
+		"pg-table":  softmaxEntry(TabularModel),
+		"pg-linear": softmaxEntry(LinearModel),
+		"pg-mlp":    softmaxEntry(MLPModel),
 	}
+}
+
+// softmaxEntry is the spec of a Softmax learner of model m.
+func softmaxEntry(m Model) entry {
+	docs := map[Model]string{
+		TabularModel: "softmax policy over a table of logits per agent, state and action, by REINFORCE or PPO-clip",
+		LinearModel:  "softmax policy z(a) = w_a·φ + b_a over the scenario's numeric observation φ (env.Features), by REINFORCE or PPO-clip",
+		MLPModel:     "softmax policy z(a) = w_a·tanh(Wφ + c) + b_a over the scenario's numeric observation φ (env.Features), by REINFORCE or PPO-clip",
+	}
+	params := []param{
+		{"rate", "0.1", "step size η > 0 of gradient ascent; each turn's gradient is summed"},
+		{"clip", "0", "0: REINFORCE, one step of A∇log π per episode; in (0, 1): PPO's ratio clip ε"},
+		{"epochs", "1", "steps over each episode's turns: 1 for REINFORCE, several for PPO"},
+		{"baseline", "1", "1: the advantage is the credit less its running mean (per agent and state for pg-table, per agent otherwise); 0: the credit is the advantage, as grpo, rloo, magrpo and at-grpo give it"},
+		{"entropy", "0", "weight β ≥ 0 of the entropy bonus β H(π)"},
+	}
+	if m == MLPModel {
+		params = append(params,
+			param{"hidden", "16", "hidden tanh units"},
+			param{"seed", "1", "seed of the first layer's initial weights"})
+	}
+	return entry{doc: docs[m], params: params, make: func(p map[string]float64, opts Options) (Learner, error) {
+		cfg := SoftmaxConfig{Model: m, Rate: p["rate"], Clip: p["clip"], Entropy: p["entropy"], Options: opts}
+		var err error
+		if cfg.Epochs, err = wholeParam(p, "epochs"); err != nil {
+			return nil, err
+		}
+		switch p["baseline"] {
+		case 0:
+			cfg.Baseline = NoBaseline
+		case 1:
+			cfg.Baseline = MeanBaseline
+		default:
+			return nil, fmt.Errorf("%w: baseline=%v: want 0 or 1", ErrBadConfig, p["baseline"])
+		}
+		if m == MLPModel {
+			if cfg.Hidden, err = wholeParam(p, "hidden"); err != nil {
+				return nil, err
+			}
+			seed, err := wholeParam(p, "seed")
+			if err != nil || seed < 0 {
+				return nil, fmt.Errorf("%w: seed=%v: want a whole number ≥ 0", ErrBadConfig, p["seed"])
+			}
+			cfg.Seed = uint64(seed)
+		}
+		return NewSoftmax(cfg)
+	}}
+}
+
+// wholeParam returns parameter k of p as an int, refusing a fraction or
+// a number beyond ±2^31.
+func wholeParam(p map[string]float64, k string) (int, error) {
+	v := p[k]
+	if v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s=%v: want a whole number", ErrBadConfig, k, v)
+	}
+	return int(v), nil
 }
 
 // Names returns the learners a spec can name, sorted.

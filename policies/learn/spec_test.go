@@ -37,7 +37,7 @@ func TestParseReadsSpecsBack(t *testing.T) {
 
 func TestParseNamesWhatIsWrong(t *testing.T) {
 	for spec, want := range map[string]string{
-		"sarsa":                        "known: boltzmann, egreedy, reinforce",
+		"sarsa":                        "known: boltzmann, egreedy, pg-linear, pg-mlp, pg-table, reinforce",
 		"egreedy:":                     "nothing after ':'",
 		"egreedy:alpha":                `"alpha" is not key=value`,
 		"egreedy:gamma=1":              `no parameter "gamma" (it takes alpha, epsilon, init, unbiased)`,
