@@ -243,6 +243,8 @@ func TestExperimentTreeSampling(t *testing.T) {
 	// 20 one-step weeks, each with two one-step continuations per patron.
 	assert.Contains(t, string(cost), ",at-grpo,G/G*,2,180,180,180,180,")
 	assert.FileExists(t, filepath.Join(out, "cost_curves.svg"))
+}
+
 // TestExperimentTrainsPolicyGradientLearners: the softmax learners train
 // in a grid like the others, on a scenario's numeric observations, with a
 // group-relative allocator's advantage taken as is, and --help lists
