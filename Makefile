@@ -76,7 +76,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers trainers-test marl-train trl-grpo agentsjs
+.PHONY: help run build test api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers trainers-test marl-train trl-grpo agentsjs partitions
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -92,6 +92,10 @@ llama: ## build llama-server and a tiny test model into LLAMA_DIR (cached)
 
 agentsjs: ## install the OpenAI Agents SDK for JavaScript into AGENTSJS_DIR (cached; needs node and npm)
 	TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" bash tools/agentsjs/install.sh
+
+partitions: ## the network-partition schedules over network namespaces, the long ones too, required (root; installs nftables; docs/distributed.md#partitions)
+	bash tools/netns/install.sh
+	TROUPE_PARTITIONS=all TROUPE_REQUIRE_NETNS=1 $(GO) test -count=1 -v -run 'TestPartitions|TestPartitionCutsAndHeals' ./internal/netns ./distributed/natsrun
 
 browser: ## install Debian's chromium for troupe view's browser tests (once; a no-op when installed)
 	bash tools/browser/install.sh

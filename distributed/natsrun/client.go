@@ -307,25 +307,40 @@ func (c *Client) commit(ctx context.Context, run runRef, idx int64, ep *episode.
 		val = appendMarker(nil, &rec, nil)
 	}
 	key := run.doneKey(idx)
-	_, err := retryValue(ctx, func(ctx context.Context) (uint64, error) { return c.runs.Create(ctx, key, val) })
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	for {
+		_, err := retryValue(ctx, func(ctx context.Context) (uint64, error) { return c.runs.Create(ctx, key, val) })
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return false, fmt.Errorf("recording episode %d of run %s as done: %w", idx, run, err)
+		}
 		// Someone recorded this episode first, or an earlier try of this
-		// very Create succeeded and its reply was lost.
-		prev, gerr := c.doneRecord(ctx, run, idx)
+		// very Create succeeded and its reply was lost, or that try is
+		// still being replicated: a replicated bucket refuses a write to
+		// a key another write to it has in flight (error 10164, which
+		// nats.go reports as ErrKeyExists too), and that write may yet be
+		// dropped. The bucket's leader tells which (a replica may lag).
+		prev, gerr := c.leaderDoneRecord(ctx, run, idx)
 		switch {
 		case gerr == nil && prev.Attempt == attempt:
 			return true, nil
 		case gerr == nil:
 			c.purgeSubject(ctx, subject) // another attempt's result is the one
+			return false, nil
+		case errors.Is(gerr, jetstream.ErrKeyNotFound) && ctx.Err() == nil:
+			// No marker yet: the conflict was a write in flight. Before,
+			// this counted as another's result, and the request was
+			// acknowledged with no episode stored if that write was then
+			// dropped (the cluster-split partition schedule).
+			pause(ctx, 50*time.Millisecond)
+		default:
+			// Unsure who won: the request goes back rather than being
+			// acknowledged with its episode perhaps stored by nobody.
+			// The chunks stay; ResultsMaxAge removes them if not ours.
+			return false, fmt.Errorf("recording episode %d of run %s as done: whether it is recorded is unknown: %w", idx, run, gerr)
 		}
-		// Unsure who won (a lagging replica answered "not found"): keep
-		// the chunks, which ResultsMaxAge removes if they are not ours.
-		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("recording episode %d of run %s as done: %w", idx, run, err)
-	}
-	return true, nil
 }
 
 const headerPart = "Troupe-Part"
@@ -432,24 +447,43 @@ const maxResult = 1 << 30
 // leaderGet reads message seq of the results stream from the stream's
 // leader.
 func (c *Client) leaderGet(ctx context.Context, seq uint64) ([]byte, error) {
-	req, err := json.Marshal(struct {
+	m, err := c.leaderMsg(ctx, c.n.resStream, struct {
 		Seq uint64 `json:"seq"`
 	}{seq})
 	if err != nil {
+		return nil, fmt.Errorf("reading message %d: %w", seq, err)
+	}
+	return m.Data, nil
+}
+
+// storedMsg is a stream message as the stream's leader answers it.
+type storedMsg struct {
+	Seq  uint64 `json:"seq"`
+	Hdrs []byte `json:"hdrs"`
+	Data []byte `json:"data"`
+}
+
+// tombstone reports a KV delete or purge marker, which carries a
+// KV-Operation header.
+func (m *storedMsg) tombstone() bool { return bytes.Contains(m.Hdrs, []byte("KV-Operation")) }
+
+// leaderMsg asks stream's leader (not a replica, which may lag, as a
+// direct get may) for the message req names.
+func (c *Client) leaderMsg(ctx context.Context, stream string, req any) (*storedMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
 		return nil, err
 	}
-	resp, err := c.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+c.n.resStream, req)
+	resp, err := c.nc.RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+stream, body)
 	if err != nil {
 		return nil, err
 	}
 	var r struct {
-		Message *struct {
-			Data []byte `json:"data"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
+		Message *storedMsg          `json:"message"`
+		Error   *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("reading message %d: %w", seq, err)
+		return nil, err
 	}
 	switch {
 	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
@@ -459,7 +493,46 @@ func (c *Client) leaderGet(ctx context.Context, seq uint64) ([]byte, error) {
 	case r.Message == nil:
 		return nil, jetstream.ErrInvalidJetStreamResponse
 	}
-	return r.Message.Data, nil
+	return r.Message, nil
+}
+
+// lastBySubject asks a stream's leader for the last message on a subject.
+type lastBySubject struct {
+	Subject string `json:"last_by_subj"`
+}
+
+// leaderDoneRecord is doneRecord read from the runs bucket's leader:
+// jetstream.ErrKeyNotFound when there is no marker.
+func (c *Client) leaderDoneRecord(ctx context.Context, run runRef, idx int64) (doneRecord, error) {
+	m, err := retryValue(ctx, func(ctx context.Context) (*storedMsg, error) {
+		return c.leaderMsg(ctx, "KV_"+c.n.runsBucket, lastBySubject{"$KV." + c.n.runsBucket + "." + run.doneKey(idx)})
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.tombstone()) {
+		return doneRecord{}, jetstream.ErrKeyNotFound // never written, or deleted or purged since
+	}
+	if err != nil {
+		return doneRecord{}, err
+	}
+	rec, _, err := parseMarker(m.Data)
+	if err != nil {
+		return rec, fmt.Errorf("done marker of episode %d of run %s: %w", idx, run, err)
+	}
+	return rec, nil
+}
+
+// specGone reports whether run's spec is no longer the one the run was
+// started with (purged, deleted, or started again), as the runs bucket's
+// leader sees it: a lagging replica's "not found" must not make a worker
+// take back the results of a live run.
+func (c *Client) specGone(ctx context.Context, run runRef) (bool, error) {
+	m, err := c.leaderMsg(ctx, "KV_"+c.n.runsBucket, lastBySubject{"$KV." + c.n.runsBucket + "." + specKey(run.id)})
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return strconv.FormatUint(m.Seq, 10) != run.rev || m.tombstone(), nil
 }
 
 // ErrCorruptResult reports a stored result that does not match its done

@@ -651,10 +651,10 @@ func (x *Executor) again(ctx context.Context, idx int64, revision uint64) error 
 	err := retry(ctx, func(ctx context.Context) error {
 		return x.c.runs.Delete(ctx, x.ref.doneKey(idx), jetstream.LastRevision(revision))
 	})
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if casConflict(err) {
 		// The marker is not the one read: nats.go reports "wrong last
-		// sequence" as ErrKeyExists, whether a newer marker replaced it
-		// or the marker is gone.
+		// sequence" (as ErrKeyExists or ErrKeyRevisionMismatch), whether
+		// a newer marker replaced it or the marker is gone.
 		e, gerr := x.c.runs.Get(ctx, x.ref.doneKey(idx))
 		switch {
 		case gerr == nil && e.Revision() != revision:

@@ -88,7 +88,14 @@ type proc struct {
 // "ready". The process is killed when the test ends.
 func start(t testing.TB, ready bool, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	return startCmd(t, ready, exec.Command(bin, args...))
+}
+
+// startCmd is start for a command of the caller's making (one run in
+// another network namespace, say).
+func startCmd(t testing.TB, ready bool, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	out, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -118,7 +125,7 @@ func start(t testing.TB, ready bool, bin string, args ...string) *proc {
 		select {
 		case <-readyCh:
 		case <-p.done:
-			t.Fatalf("%s %v exited before it was ready: %v\n%s", filepath.Base(bin), args, p.cmd.ProcessState, p.stderr)
+			t.Fatalf("%s %v exited before it was ready: %v\n%s", filepath.Base(cmd.Path), cmd.Args[1:], p.cmd.ProcessState, p.stderr)
 		}
 	}
 	return p

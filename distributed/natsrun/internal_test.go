@@ -142,3 +142,23 @@ func TestBatchIsChosenPerRun(t *testing.T) {
 		}
 	}
 }
+
+// TestCASConflict: a conditional KV write that lost is recognised however
+// the server words it. A replicated bucket answers a write to a key with
+// another write in flight with error 10164, which nats.go's Update and
+// conditional Delete report as ErrKeyRevisionMismatch only (a lone
+// server's 10071 is ErrKeyExists as well); lease renewal took the former
+// for a failure that was no conflict (the cluster-split partition
+// schedule).
+func TestCASConflict(t *testing.T) {
+	wrongLast := func(code jetstream.ErrorCode) error {
+		// As nats.go's Update wraps the server's answer.
+		return fmt.Errorf("%w: %w", &jetstream.APIError{Code: 400, ErrorCode: code, Description: "wrong last sequence"}, jetstream.ErrKeyRevisionMismatch)
+	}
+	assert.True(t, casConflict(wrongLast(jetstream.JSErrCodeStreamWrongLastSequence)))
+	assert.True(t, casConflict(wrongLast(jetstream.JSErrCodeStreamWrongLastSequenceConstant)))
+	assert.True(t, casConflict(fmt.Errorf("creating: %w", jetstream.ErrKeyExists)))
+	assert.False(t, casConflict(jetstream.ErrKeyNotFound))
+	assert.False(t, casConflict(&jetstream.APIError{Code: 503, ErrorCode: 10008}))
+	assert.False(t, casConflict(context.DeadlineExceeded))
+}

@@ -107,12 +107,28 @@ func (c *Client) acquire(ctx context.Context, run, holder string) (uint64, error
 			c.log.Warn("natsrun: took over the run from a silent submitter", "run", run, "from", held.Holder)
 			return rev, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !casConflict(err) {
 			return 0, fmt.Errorf("natsrun: taking over the lease of run %s: %w", run, err)
 		}
-		// Another waiting submitter took it first: it is alive now.
+		// Another waiting submitter took it first (it is alive now), or
+		// this one did, on a try whose reply was lost.
+		if cur, gerr := c.runs.Get(ctx, leaseKey(run)); gerr == nil && holderOf(cur.Value()) == holder {
+			return cur.Revision(), nil
+		}
 		return 0, fmt.Errorf("%w: run %s was just taken over by another submitter (%s)", ErrRunBusy, run, holderOf(c.getValue(ctx, leaseKey(run))))
 	}
+}
+
+// casConflict reports a conditional KV write that lost: the key's revision
+// was not the one given. nats.go reports it as ErrKeyExists from a single
+// server (error code 10071), but from a replicated bucket refusing a write
+// while another of the key is in flight (10164, as when a retry overtakes
+// its first try after a lost reply) an Update's or a conditional Delete's
+// only as ErrKeyRevisionMismatch: renew failed with it, and the submitter
+// logged a warning and missed that renewal, though it held the lease
+// (found by the cluster-split partition schedule, partition_linux_test.go).
+func casConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
 func holderOf(val []byte) string {
@@ -143,7 +159,7 @@ func (c *Client) renew(ctx context.Context, run, holder string, rev uint64) (uin
 	switch {
 	case err == nil:
 		return next, nil
-	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
+	case casConflict(err), errors.Is(err, jetstream.ErrKeyNotFound):
 		// A retried update whose first try landed looks the same as a
 		// lost lease: the holder's name tells them apart.
 		if e, gerr := c.runs.Get(ctx, leaseKey(run)); gerr == nil && holderOf(e.Value()) == holder {

@@ -485,6 +485,7 @@ func pause(ctx context.Context, d time.Duration) {
 // acknowledges the message once every episode of it is stored; one handed
 // back comes again, and its episodes already stored are then skipped.
 func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
+	received := time.Now()
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -525,8 +526,13 @@ func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 	}
 	stop := w.heartbeat(msg, r.del.AckWait)
 	defer stop()
+	var stored []int64 // the episodes whose recorded result is this worker's
 	for _, req := range reqs {
-		switch err := w.playOne(ctx, r, req, meta.NumDelivered); {
+		won, err := w.playOne(ctx, r, req, meta.NumDelivered)
+		if won {
+			stored = append(stored, req.Index)
+		}
+		switch {
 		case errors.Is(err, errHandBack):
 			stop()
 			_ = msg.Nak()
@@ -541,8 +547,61 @@ func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 		}
 	}
 	stop()
+	// Another worker can have had the message, and the run completed,
+	// only if an ack wait passed since the server sent it: checked then
+	// (a request to the bucket's leader), with a margin for the time it
+	// took to arrive, and not after every quick message.
+	if len(stored) > 0 && time.Since(received) >= r.del.AckWait/2 {
+		store, cancel := w.storeContext(ctx, r)
+		defer cancel()
+		if gone, err := w.c.specGone(store, run); gone {
+			w.takeBack(store, run, stored)
+		} else if err != nil {
+			w.c.log.Debug("natsrun: checking the run is still there", "run", run, "err", err)
+		}
+	}
 	// A lost ack only means a redelivery that finds the episodes done.
 	_ = msg.Ack()
+}
+
+// takeBack removes what this worker recorded for episodes idxs of run
+// once the run is gone. A worker cut off from the servers for longer than
+// the ack wait (a partition, a paused process) has its requests played
+// elsewhere meanwhile; its late done markers lose to theirs, but once the
+// run completed and its submitter purged it, nothing is left to lose to:
+// a KV Create on a purged key succeeds, and the markers (with their
+// results) would stay, for nobody, until ResultsMaxAge. Found by the
+// zombie-after-end partition schedule (partition_linux_test.go). A
+// message delayed in transit by more than half the ack wait, then handled
+// quickly, escapes the check; its markers expire with ResultsMaxAge. The
+// purge's order (the spec first, then the markers) makes the check after
+// the store enough: a purge that had not removed the spec by then removes
+// the markers after they were written.
+func (w *Worker) takeBack(ctx context.Context, run runRef, idxs []int64) {
+	kv, err := w.c.js.Stream(ctx, "KV_"+w.c.n.runsBucket)
+	if err != nil {
+		w.c.log.Debug("natsrun: taking back the results of a gone run", "run", run, "err", err)
+		return
+	}
+	for _, idx := range idxs {
+		rec, err := w.c.leaderDoneRecord(ctx, run, idx)
+		if err != nil {
+			continue // already purged
+		}
+		// The chunks of this very attempt only: a run started again
+		// under the same id stores its own under the same prefix.
+		w.c.purgeSubject(ctx, w.c.n.resultSubject(run.id, idx, rec.Attempt))
+		if err := kv.Purge(ctx, jetstream.WithPurgeSubject("$KV."+w.c.n.runsBucket+"."+run.doneKey(idx))); err != nil {
+			w.c.log.Debug("natsrun: taking back the done marker of a gone run", "run", run, "episode", idx, "err", err)
+			continue
+		}
+		w.counters.played.Add(-1)
+		if rec.Status == protocol.StatusFailed {
+			w.counters.failed.Add(-1)
+		}
+		w.counters.skipped.Add(1)
+	}
+	w.c.log.Info("natsrun: took back results stored after their run was gone", "run", run, "episodes", len(idxs))
 }
 
 // errHandBack is playOne's way to say that the worker is stopping and the
@@ -550,9 +609,10 @@ func (w *Worker) handle(ctx context.Context, r *workerRun, msg jetstream.Msg) {
 var errHandBack = errors.New("natsrun: handed back")
 
 // playOne plays one request of a message delivered deliveries times and
-// stores its episode (or its failure); it returns an error when it could
-// not store it (another try may), or errHandBack when the worker stops.
-func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, deliveries uint64) error {
+// stores its episode (or its failure); it reports whether the result
+// recorded is this play's, and returns an error when it could not store it
+// (another try may), or errHandBack when the worker stops.
+func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, deliveries uint64) (bool, error) {
 	run := r.ref
 	store, cancel := w.storeContext(ctx, r)
 	defer cancel()
@@ -562,22 +622,22 @@ func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, del
 	if deliveries > 1 {
 		if _, err := w.c.runs.Get(store, run.doneKey(req.Index)); err == nil {
 			w.counters.skipped.Add(1)
-			return nil
+			return false, nil
 		}
 	}
 	if deliveries > uint64(r.del.MaxDeliver) {
-		return w.giveUp(store, run, req, deliveries)
+		return false, w.giveUp(store, run, req, deliveries)
 	}
 	exec, err := w.executor(run, r.rec, req)
 	if err != nil {
-		return w.reject(store, run, req, deliveries, err.Error())
+		return false, w.reject(store, run, req, deliveries, err.Error())
 	}
 	w.c.log.Debug("natsrun: playing", "run", run, "episode", req.Index, "delivery", deliveries, "worker", w.cfg.Name)
 	t0 := time.Now()
 	ep := exec.Execute(ctx, req)
 	t1 := time.Now()
 	if ep.End == env.EndInterrupted && ctx.Err() != nil {
-		return errHandBack
+		return false, errHandBack
 	}
 	store, cancel = w.storeContext(ctx, r) // a fresh deadline: the episode took its time
 	defer cancel()
@@ -597,12 +657,12 @@ func (w *Worker) playOne(ctx context.Context, r *workerRun, req env.Request, del
 		w.counters.failed.Add(-failed)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !won {
 		w.counters.skipped.Add(1)
 	}
-	return nil
+	return won, nil
 }
 
 // decodeRequests reads a work message's requests strictly: a field this

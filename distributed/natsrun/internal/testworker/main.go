@@ -2,7 +2,7 @@
 // start, so that they can kill it: a worker, or a submitter.
 //
 //	testworker worker -url URL [flags]     play episodes until SIGTERM
-//	testworker submit -url URL -run ID -plan JSON -out FILE [flags]
+//	testworker submit -url URL -run ID -plan JSON -out FILE [-progress] [flags]
 //
 // Both print "ready" on stdout once connected. The worker exits 0 after a
 // SIGTERM or SIGINT, once it has handed back what it held; the submitter
@@ -50,6 +50,7 @@ func main() {
 	run := fs.String("run", "", "run id (submit)")
 	plan := fs.String("plan", "", "testscen.Plan as JSON (submit)")
 	out := fs.String("out", "", "output JSONL (submit)")
+	progress := fs.Bool("progress", false, "print \"episode N\" on stdout as each episode reaches the output, in order (submit)")
 	verbose := fs.Bool("v", false, "log to stderr")
 	_ = fs.Parse(os.Args[2:])
 
@@ -89,6 +90,11 @@ func main() {
 		check(err)
 		out, err := p.Output(trajectories.NewJSONLWriter(f, trajectories.Flat))
 		check(err)
+		if *progress {
+			// The output file is written in large blocks; this says how
+			// far the run is as it goes.
+			out.Observe = func(ep *trajectories.Episode) { fmt.Println("episode", ep.Index) }
+		}
 		fmt.Println("ready")
 		_, err = x.Run(ctx, out)
 		check(err)
