@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/troupe-rl/troupe/internal/vfs"
+
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -42,11 +44,14 @@ type Output struct {
 	// Allocators are the run's allocators: the state of the stateful ones
 	// (credit.StateOf) is saved at each checkpoint.
 	Allocators []trajectories.Allocator
-	Path       string
-	Progress   Progress
-	Groups     int           // groups in the whole run
-	Every      time.Duration // 0: DefaultEvery
-	Now        func() time.Time
+	// FS is the file system Path is written on (nil: the operating
+	// system's).
+	FS       vfs.FS
+	Path     string
+	Progress Progress
+	Groups   int           // groups in the whole run
+	Every    time.Duration // 0: DefaultEvery
+	Now      func() time.Time
 
 	groups, episodes, samples int64 // written since the last checkpoint
 	last                      time.Time
@@ -143,7 +148,7 @@ func (o *Output) checkpoint(flush bool) error {
 		return err
 	}
 	p.States = states
-	if err := p.Write(o.Path); err != nil {
+	if err := p.Write(o.FS, o.Path); err != nil {
 		o.err = err
 		return err
 	}
@@ -207,23 +212,24 @@ func indexOf(states []State, name string) int {
 // lost what the system had not yet stored).
 var ErrShortFile = errors.New("output file shorter than its checkpoint")
 
-// Reopen opens the output file f of a checkpoint for the resumed run to
+// Reopen opens the output file f of a checkpoint, on fsys (nil: the
+// operating system's), for the resumed run to
 // write on: it checks that the file holds at least f.Bytes and that they
 // end a line, cuts it back to f.Bytes (what a kill left after the
 // checkpoint goes, a cut line included), and returns it positioned there.
 // last, when not nil, is given the file's last line before that point
 // (without its newline), to check that it is the line the checkpoint
 // counts.
-func Reopen(f File, last func(line []byte) error) (*os.File, error) {
+func Reopen(fsys vfs.FS, f File, last func(line []byte) error) (vfs.File, error) {
 	flags := os.O_RDWR
 	if f.Bytes == 0 {
 		flags |= os.O_CREATE // killed before the file was created
 	}
-	fh, err := os.OpenFile(f.Path, flags, 0o644)
+	fh, err := vfs.Or(fsys).OpenFile(f.Path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	fail := func(err error) (*os.File, error) {
+	fail := func(err error) (vfs.File, error) {
 		fh.Close()
 		return nil, err
 	}
@@ -260,7 +266,7 @@ const maxLastLine = 256 << 20
 
 // lastLine returns the line that ends at byte end of f (which must be a
 // newline), without the newline.
-func lastLine(f *os.File, end int64) ([]byte, error) {
+func lastLine(f io.ReaderAt, end int64) ([]byte, error) {
 	var one [1]byte
 	if _, err := f.ReadAt(one[:], end-1); err != nil {
 		return nil, err
