@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,15 +21,6 @@ import (
 
 var faultEpisodes = flag.Int("faults.episodes", 4, "TestFaultMatrix: episodes of the faulty run (make faults runs a larger one)")
 
-// faultRun is the run TestFaultMatrix fails: groups of two, samples and
-// episode records, RAE's state in the checkpoints, a checkpoint at every
-// group (so the calls are the same every time), under dir.
-func faultRun(dir string, episodes int) []string {
-	return []string{"run", "elfarol", "-n", fmt.Sprint(episodes), "-g", "2", "-c", "1", "-p", "agents=5",
-		"-a", "rae,team", "-q", "--checkpoint-every", "1ns",
-		"-o", filepath.Join(dir, "out", "samples.jsonl"), "--episodes-out", filepath.Join(dir, "episodes", "episodes.jsonl")}
-}
-
 // onFS runs the command line with its durable files on fsys.
 func onFS(t *testing.T, fsys vfs.FS, args ...string) result {
 	t.Helper()
@@ -39,68 +32,58 @@ func onFS(t *testing.T, fsys vfs.FS, args ...string) result {
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// TestFaultMatrix fails, in turn, every call the durable writers of a
-// troupe run make to the file layer (every open, write, fsync, rename,
-// ... of the samples, the episode records and the progress file), in
-// every way that applies to it (a short write, EIO, ENOSPC, an fsync that
-// lies, a power loss at the call, a write torn by one), then restarts the
-// machine when the fault implies a power loss, and runs the same command
-// with --resume on a healthy file system. Each must end in the
-// uninterrupted run's bytes, or in a refusal (exit 2) that names the file
-// at fault: never a file that silently lost or repeated episodes. The
-// matrix it logs (-v) is docs/faults.md's.
-func TestFaultMatrix(t *testing.T) {
-	const dir = "/run"
-	args := faultRun(dir, *faultEpisodes)
-	samples, episodes := filepath.Join(dir, "out", "samples.jsonl"), filepath.Join(dir, "episodes", "episodes.jsonl")
+// faultSweep fails, in turn, every call that the command args makes to
+// the file layer, starting from the files of start, in every way that
+// applies to the call, and resumes each with the command resume on the
+// same files, healthy again (after a power loss when the fault implies
+// one). Each must end with the files under dir what want holds (the
+// uninterrupted command's; a temporary file, whose name starts with a
+// dot, is not compared), or in a refusal (exit 2) that names a file under
+// dir. It returns the matrix: by call and fault, how many calls ended
+// which way.
+type faultSweep struct {
+	dir          string
+	start        *vfstest.Mem
+	args, resume []string
+	want         map[string][]byte
+}
 
-	// The uninterrupted run, on the operating system's files and on the
-	// in-memory ones: the same bytes.
-	osDir := t.TempDir()
-	res := onFS(t, nil, faultRun(osDir, *faultEpisodes)...)
-	require.Equal(t, 0, res.code, res.stderr)
-	wantSamples := readFile(t, filepath.Join(osDir, "out", "samples.jsonl"))
-	wantEpisodes := readFile(t, filepath.Join(osDir, "episodes", "episodes.jsonl"))
-	healthy := vfstest.New(dir)
-	res = onFS(t, healthy, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	same := func(m *vfstest.Mem) bool {
-		s, serr := m.ReadFile(samples)
-		e, eerr := m.ReadFile(episodes)
-		return serr == nil && eerr == nil && bytes.Equal(s, wantSamples) && bytes.Equal(e, wantEpisodes)
-	}
-	require.True(t, same(healthy), "the in-memory file system writes what the operating system's does")
+// cell is a row of the matrix.
+type cell struct {
+	op   vfstest.Op
+	kind vfstest.Kind
+}
+
+func (s *faultSweep) run(t *testing.T) map[cell]map[string]int {
+	t.Helper()
+	healthy := s.start.Clone()
+	res := onFS(t, healthy, s.args...)
 	counts := healthy.Counts()
-
-	type cell struct {
-		op   vfstest.Op
-		kind vfstest.Kind
-	}
 	outcomes := map[cell]map[string]int{}
 	for _, op := range vfstest.Ops {
 		for n := 1; n <= counts[op]; n++ {
 			for _, kind := range vfstest.Kinds(op) {
 				fault := vfstest.Fault{Op: op, N: n, Kind: kind}
-				m := vfstest.New(dir)
+				m := s.start.Clone()
 				m.Inject(fault)
-				first := onFS(t, m, args...)
-				require.True(t, m.Fired(), "%s: the run made fewer calls than the healthy one", fault)
-				ok := first.code == 0 && same(m)
+				first := onFS(t, m, s.args...)
+				require.True(t, m.Fired(), "%s: the command made fewer calls than the healthy one (exit %d: %s)", fault, res.code, res.stderr)
+				unharmed := first.code == 0 && s.same(m)
 				crashed := m.Reboot()
-				again := onFS(t, m, append(slices.Clone(args), "--resume")...)
+				again := onFS(t, m, s.resume...)
 				var outcome string
 				switch {
-				case again.code == 0 && same(m) && ok && !crashed:
+				case again.code == 0 && s.same(m) && unharmed && !crashed:
 					outcome = "absorbed"
-				case again.code == 0 && same(m):
+				case again.code == 0 && s.same(m):
 					outcome = "resumed byte-identical"
 				case again.code == 0:
-					t.Errorf("%s: the resumed run (exit 0) wrote other bytes than the uninterrupted run; first run: exit %d: %s; resume: %s", fault, first.code, first.stderr, again.stderr)
+					t.Errorf("%s: the resumed command (exit 0) left other files than the uninterrupted one: %s; first: exit %d: %s; resume: %s", fault, s.diff(m), first.code, first.stderr, again.stderr)
 					outcome = "SILENTLY DIFFERENT"
-				case again.code == ExitUsage && strings.Contains(again.stderr, dir+"/"):
+				case again.code == ExitUsage && strings.Contains(again.stderr, s.dir+"/"):
 					outcome = "refused: " + refusal(again.stderr)
 				default:
-					t.Errorf("%s: the resume failed (exit %d) without a refusal naming a file: %s (first run: exit %d: %s)", fault, again.code, again.stderr, first.code, first.stderr)
+					t.Errorf("%s: the resume failed (exit %d) without a refusal naming a file: %s (first: exit %d: %s)", fault, again.code, again.stderr, first.code, first.stderr)
 					outcome = fmt.Sprintf("FAILED (exit %d)", again.code)
 				}
 				c := cell{op, kind}
@@ -111,6 +94,66 @@ func TestFaultMatrix(t *testing.T) {
 			}
 		}
 	}
+	return outcomes
+}
+
+// files are the files under dir on m, by path, but the temporary ones.
+func (s *faultSweep) files(m *vfstest.Mem) map[string][]byte {
+	out := map[string][]byte{}
+	for _, p := range m.Files() {
+		if !strings.HasPrefix(p, s.dir+"/") || strings.HasPrefix(filepath.Base(p), ".") {
+			continue
+		}
+		data, err := m.ReadFile(p)
+		if err == nil {
+			out[p] = data
+		}
+	}
+	return out
+}
+
+func (s *faultSweep) same(m *vfstest.Mem) bool {
+	return maps.EqualFunc(s.files(m), s.want, bytes.Equal)
+}
+
+// diff names the files that differ from want.
+func (s *faultSweep) diff(m *vfstest.Mem) string {
+	got := s.files(m)
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(s.want)) {
+		switch g, ok := got[p]; {
+		case !ok:
+			out = append(out, p+" missing")
+		case !bytes.Equal(g, s.want[p]):
+			out = append(out, fmt.Sprintf("%s differs (%d bytes, want %d)", p, len(g), len(s.want[p])))
+		}
+	}
+	for p := range got {
+		if _, ok := s.want[p]; !ok {
+			out = append(out, p+" extra")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// osFiles reads every file under dir on the operating system's file
+// system, but the temporary ones.
+func osFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		out[p] = data
+		return err
+	}))
+	return out
+}
+
+// matrix renders outcomes as docs/faults.md's table.
+func matrix(outcomes map[cell]map[string]int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| call | fault | calls failed | outcome |\n|---|---|---|---|\n")
 	for _, op := range vfstest.Ops {
@@ -128,7 +171,7 @@ func TestFaultMatrix(t *testing.T) {
 			fmt.Fprintf(&b, "| %s | %s | %d | %s |\n", op, kind, total, strings.Join(parts, ", "))
 		}
 	}
-	t.Logf("fault matrix, %s:\n%s", strings.Join(args, " "), b.String())
+	return b.String()
 }
 
 // refusal is the reason a refused resume gives, without its paths and
@@ -144,4 +187,50 @@ func refusal(stderr string) string {
 	}
 	line, _, _ := strings.Cut(stderr, "\n")
 	return line
+}
+
+// faultRun is the run TestFaultMatrixRun fails: groups of two, samples
+// and episode records, RAE's state in the checkpoints, a checkpoint at
+// every group (so that the calls are the same every time), under dir.
+func faultRun(dir string, episodes int) []string {
+	return []string{"run", "elfarol", "-n", fmt.Sprint(episodes), "-g", "2", "-c", "1", "-p", "agents=5",
+		"-a", "rae,team", "-q", "--checkpoint-every", "1ns",
+		"-o", filepath.Join(dir, "out", "samples.jsonl"), "--episodes-out", filepath.Join(dir, "episodes", "episodes.jsonl")}
+}
+
+// TestFaultMatrixRun fails every call the durable writers of a troupe run
+// make (every open, write, fsync, rename, ... of the samples, the episode
+// records and the progress file) in every way that applies to it (a short
+// write, EIO, ENOSPC, an fsync that lies, a power loss at the call, a
+// write torn by one), and resumes: each ends in the uninterrupted run's
+// bytes, or in a refusal that names the file at fault. Then it does the
+// same to the calls of a resume (of a run stopped half way). The matrices
+// it logs (-v) are docs/faults.md's.
+func TestFaultMatrixRun(t *testing.T) {
+	dir := t.TempDir()
+	args := faultRun(dir, *faultEpisodes)
+	resume := append(slices.Clone(args), "--resume")
+	res := onFS(t, nil, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	want := osFiles(t, dir)
+
+	healthy := vfstest.New(dir)
+	res = onFS(t, healthy, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	sweep := &faultSweep{dir: dir, start: vfstest.New(dir), args: args, resume: resume, want: want}
+	require.Equal(t, want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	writes := healthy.Counts()[vfstest.OpWrite]
+	healthy.Crash()
+	require.Equal(t, want, sweep.files(healthy), "a run that exited 0 survives a power loss")
+	t.Logf("fault matrix, %s:\n%s", strings.Join(args, " "), matrix(sweep.run(t)))
+
+	// A resume's own calls: of a run stopped by a failed write half way.
+	stopped := vfstest.New(dir)
+	stopped.Inject(vfstest.Fault{Op: vfstest.OpWrite, N: writes/2 + 1, Kind: vfstest.EIO})
+	res = onFS(t, stopped, args...)
+	require.NotEqual(t, 0, res.code, "the write failed")
+	stopped.Reboot()
+	require.NotEmpty(t, sweep.files(stopped)[args[len(args)-3]], "the run stopped half way, not before it wrote")
+	sweep = &faultSweep{dir: dir, start: stopped, args: resume, resume: resume, want: want}
+	t.Logf("fault matrix of the resume, %s:\n%s", strings.Join(resume, " "), matrix(sweep.run(t)))
 }

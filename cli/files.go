@@ -274,13 +274,14 @@ func regularOrNew(fsys vfs.FS, path string) bool {
 	return err != nil || fi.Mode().IsRegular()
 }
 
-// makeDir creates the directory of an output path.
+// makeDir creates the directory of an output path, durably: a run's
+// checkpoint syncs the files in it.
 func makeDir(fsys vfs.FS, path string) error {
 	if path == "" || path == stdoutPath {
 		return nil
 	}
 	if dir := filepath.Dir(path); dir != "." {
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		if err := vfs.MkdirAllDurable(fsys, dir, 0o755); err != nil {
 			return fmt.Errorf("output %s: %w", path, err)
 		}
 	}

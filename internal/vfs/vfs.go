@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // File is an open file of an FS: the methods of *os.File the durable
@@ -127,4 +128,31 @@ func (OS) SyncDir(dir string) error {
 		err = nil
 	}
 	return errors.Join(err, d.Close())
+}
+
+// MkdirAllDurable creates dir and the parents it lacks, as MkdirAll does,
+// and syncs the directory above each one it created, so that they survive
+// a power loss: a file synced in dir is then reachable after one.
+func MkdirAllDurable(fsys FS, dir string, perm fs.FileMode) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -190,6 +190,9 @@ func (w *Writer) Truncate(size int64) error {
 	return w.f.Truncate(size)
 }
 
+// Sync makes the bytes written durable (fsync).
+func (w *Writer) Sync() error { return w.f.Sync() }
+
 // Digest returns the file's length and digest, checked against its offset.
 func (w *Writer) Digest() (int64, string, error) {
 	end, err := w.f.Seek(0, io.SeekCurrent)

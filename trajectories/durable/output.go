@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/troupe-rl/troupe/internal/vfs"
@@ -56,6 +57,7 @@ type Output struct {
 	groups, episodes, samples int64 // written since the last checkpoint
 	last                      time.Time
 	err                       error // a failed checkpoint: the run stops
+	dirsSynced                bool  // the files' directories were synced
 }
 
 // Recycles implements play.RecyclingOutput when Stage does.
@@ -115,8 +117,9 @@ func (o *Output) Flush() error {
 	return o.checkpoint(false)
 }
 
-// checkpoint writes the files out (flush: Sink is flushed first) and the
-// progress they hold.
+// checkpoint writes the files out (flush: Sink is flushed first), syncs
+// them (and, the first time, their directories), and writes the progress
+// they hold, durably.
 func (o *Output) checkpoint(flush bool) error {
 	if o.err != nil {
 		return o.err
@@ -131,12 +134,24 @@ func (o *Output) checkpoint(flush bool) error {
 	p.Files = append([]File(nil), p.Files...)
 	for i, w := range o.Files {
 		end, digest, err := w.Digest()
+		if err == nil {
+			// The files' bytes are durable before the progress that
+			// vouches for them is: a power loss leaves a progress file
+			// whose files hold at least what it says.
+			err = w.Sync()
+		}
+		if err == nil && !o.dirsSynced {
+			// And their names: a file created by this run (or the resumed
+			// one) is reachable after a power loss.
+			err = vfs.Or(o.FS).SyncDir(filepath.Dir(w.File().Name()))
+		}
 		if err != nil {
-			o.err = fmt.Errorf("progress: %s: %w", w.File().Name(), err)
+			o.err = fmt.Errorf("output %s: %w", w.File().Name(), err)
 			return o.err
 		}
 		p.Files[i].Bytes, p.Files[i].Digest = end, digest
 	}
+	o.dirsSynced = true
 	p.Format = Format
 	p.Groups += int(o.groups)
 	p.Episodes += o.episodes

@@ -165,18 +165,17 @@ func validDigest(s string) bool {
 }
 
 // Write writes p to path on fsys (nil: the operating system's)
-// atomically: to a temporary file in the same directory, renamed over
-// path, so that whenever the process dies, path holds the previous
-// progress or this one, never half of one.
+// atomically and durably: to a temporary file in the same directory,
+// synced, renamed over path, and the directory synced, so that whenever
+// the process dies or the power fails, path holds the previous progress
+// or this one, never half of one, and this one once Write returned.
 func (p *Progress) Write(fsys vfs.FS, path string) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return fmt.Errorf("progress: %w", err)
 	}
 	data = append(data, '\n')
-	// Not synced: many times a second would cost a run its speed, and a
-	// killed process loses nothing the kernel has.
-	if err := atomicfile.Write(fsys, path, data, 0o644, false); err != nil {
+	if err := atomicfile.Write(fsys, path, data, 0o644, true); err != nil {
 		return fmt.Errorf("progress %s: %w", path, err)
 	}
 	return nil

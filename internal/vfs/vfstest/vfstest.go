@@ -161,6 +161,26 @@ func New(dirs ...string) *Mem {
 	return m
 }
 
+// Clone returns a copy of m's files and directories, cache and disk, with
+// no fault armed and no calls counted: to fail the calls of several runs
+// that start from the same state.
+func (m *Mem) Clone() *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inodes := map[*inode]*inode{}
+	copyOf := func(n names) names {
+		c := n.clone()
+		for p, ino := range c.files {
+			if inodes[ino] == nil {
+				inodes[ino] = &inode{data: slices.Clone(ino.data), synced: slices.Clone(ino.synced), mode: ino.mode}
+			}
+			c.files[p] = inodes[ino]
+		}
+		return c
+	}
+	return &Mem{cache: copyOf(m.cache), disk: copyOf(m.disk), counts: map[Op]int{}, temps: m.temps}
+}
+
 // Inject arms f: the file system fails the call it names (calls are
 // counted from New or the last Reboot).
 func (m *Mem) Inject(f Fault) {
@@ -217,6 +237,15 @@ func (m *Mem) Reboot() bool {
 		return true
 	}
 	return false
+}
+
+// Crash loses the power now, whatever the fault: what was not durable is
+// lost. It disarms the fault and resets the counts.
+func (m *Mem) Crash() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fault, m.fired, m.down, m.counts, m.calls = nil, false, false, map[Op]int{}, nil
+	m.lose()
 }
 
 // lose keeps what the disk holds.
