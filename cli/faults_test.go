@@ -19,7 +19,10 @@ import (
 	"github.com/troupe-rl/troupe/internal/vfs/vfstest"
 )
 
-var faultEpisodes = flag.Int("faults.episodes", 4, "TestFaultMatrix: episodes of the faulty run (make faults runs a larger one)")
+var (
+	faultEpisodes = flag.Int("faults.episodes", 4, "TestFaultMatrixRun: episodes of the faulty run (make faults runs a larger one)")
+	faultsAll     = flag.Bool("faults.all", false, "TestFaultMatrixExperiment: fail every call, not every fifth (make faults)")
+)
 
 // onFS runs the command line with its durable files on fsys.
 func onFS(t *testing.T, fsys vfs.FS, args ...string) result {
@@ -46,6 +49,9 @@ type faultSweep struct {
 	start        *vfstest.Mem
 	args, resume []string
 	want         map[string][]byte
+	// every, when above 1, fails only the first call of each op, every
+	// every-th after it, and the last.
+	every int
 }
 
 // cell is a row of the matrix.
@@ -62,6 +68,9 @@ func (s *faultSweep) run(t *testing.T) map[cell]map[string]int {
 	outcomes := map[cell]map[string]int{}
 	for _, op := range vfstest.Ops {
 		for n := 1; n <= counts[op]; n++ {
+			if s.every > 1 && (n-1)%s.every != 0 && n != counts[op] {
+				continue
+			}
 			for _, kind := range vfstest.Kinds(op) {
 				fault := vfstest.Fault{Op: op, N: n, Kind: kind}
 				m := s.start.Clone()
@@ -180,6 +189,7 @@ func refusal(stderr string) string {
 	for _, known := range []string{
 		"shorter than its checkpoint", "do not match the checkpoint", "the file is missing",
 		"bad progress file", "has no progress file", "not at the end of a line",
+		"holds no experiment", "holds cells but no", "manifest is damaged",
 	} {
 		if strings.Contains(stderr, known) {
 			return known
@@ -233,4 +243,38 @@ func TestFaultMatrixRun(t *testing.T) {
 	require.NotEmpty(t, sweep.files(stopped)[args[len(args)-3]], "the run stopped half way, not before it wrote")
 	sweep = &faultSweep{dir: dir, start: stopped, args: resume, resume: resume, want: want}
 	t.Logf("fault matrix of the resume, %s:\n%s", strings.Join(resume, " "), matrix(sweep.run(t)))
+}
+
+// TestFaultMatrixExperiment is TestFaultMatrixRun's sweep for troupe
+// experiment: its manifest, cell files and outputs (tables, plots, the
+// report), every fifth call of each kind (-faults.all: every call).
+func TestFaultMatrixExperiment(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "exp")
+	args := []string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--allocator", "team",
+		"--seeds", "2", "--episodes", "4", "-j", "1", "-q", "--out", out}
+	resume := append(slices.Clone(args), "--resume")
+	res := onFS(t, nil, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	want := osFiles(t, dir)
+
+	healthy := vfstest.New(dir)
+	res = onFS(t, healthy, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	sweep := &faultSweep{dir: dir, start: vfstest.New(dir), args: args, resume: resume, want: want, every: 5}
+	if *faultsAll {
+		sweep.every = 1
+	}
+	require.Equal(t, want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	healthy.Crash()
+	// The cells are not synced (a resume plays a lost one again); every
+	// output is.
+	for p, data := range want {
+		if filepath.Base(filepath.Dir(p)) != "cells" {
+			got, err := healthy.ReadFile(p)
+			require.NoError(t, err, "a finished experiment's %s survives a power loss", p)
+			require.Equal(t, data, got, p)
+		}
+	}
+	t.Logf("fault matrix, %s:\n%s", strings.Join(args, " "), matrix(sweep.run(t)))
 }

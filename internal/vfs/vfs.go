@@ -50,6 +50,8 @@ type FS interface {
 	MkdirAll(path string, perm fs.FileMode) error
 	// Stat is os.Stat.
 	Stat(name string) (fs.FileInfo, error)
+	// ReadDir is os.ReadDir: the entries sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
 	// SyncDir fsyncs the directory dir, so that the entries created,
 	// renamed or removed in it survive a power loss.
 	SyncDir(dir string) error
@@ -114,6 +116,9 @@ func (OS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(pat
 
 // Stat implements FS.
 func (OS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+// ReadDir implements FS.
+func (OS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
 
 // SyncDir implements FS. A system that cannot fsync a directory (it
 // answers EINVAL: Windows, some network file systems) has nothing to

@@ -461,6 +461,32 @@ func (m *Mem) Stat(name string) (fs.FileInfo, error) {
 	return info{name: filepath.Base(name), size: int64(len(ino.data)), mode: ino.mode}, nil
 }
 
+// ReadDir implements vfs.FS.
+func (m *Mem) ReadDir(name string) ([]fs.DirEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name = filepath.Clean(name)
+	if m.down {
+		return nil, pathErr("readdir", name, ErrPoweredOff)
+	}
+	if !m.cache.dirs[name] {
+		return nil, pathErr("open", name, syscall.ENOENT)
+	}
+	var out []fs.DirEntry
+	for p, ino := range m.cache.files {
+		if filepath.Dir(p) == name {
+			out = append(out, fs.FileInfoToDirEntry(info{name: filepath.Base(p), size: int64(len(ino.data)), mode: ino.mode}))
+		}
+	}
+	for p := range m.cache.dirs {
+		if p != name && filepath.Dir(p) == name {
+			out = append(out, fs.FileInfoToDirEntry(info{name: filepath.Base(p), mode: fs.ModeDir | 0o755}))
+		}
+	}
+	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
 // SyncDir implements vfs.FS: dir's entries, as the cache has them, become
 // the disk's.
 func (m *Mem) SyncDir(dir string) error {
