@@ -523,6 +523,19 @@ func (m *Mem) SyncDir(dir string) error {
 	return nil
 }
 
+// Put makes path hold data, durably (its directories too), uncounted: to
+// give a test's command the files it reads.
+func (m *Mem) Put(path string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	path = filepath.Clean(path)
+	for d := filepath.Dir(path); !m.cache.dirs[d]; d = filepath.Dir(d) {
+		m.cache.dirs[d], m.disk.dirs[d] = true, true
+	}
+	ino := &inode{data: bytes.Clone(data), synced: bytes.Clone(data), mode: 0o644}
+	m.cache.files[path], m.disk.files[path] = ino, ino
+}
+
 // Files returns the paths of the files the process sees, sorted.
 func (m *Mem) Files() []string {
 	m.mu.Lock()
