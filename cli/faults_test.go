@@ -294,7 +294,8 @@ func TestFaultMatrixExperiment(t *testing.T) {
 // TestFaultMatrixExport is the sweep for troupe export --parquet, whose
 // "resume" is the same command again: besides ending in the tables of an
 // uninterrupted export, a fault (but an fsync that lied) must never leave
-// a table under its final name that is not whole.
+// a table under its final name that is not whole. It exports the samples
+// (-faults.all: and the episode records).
 func TestFaultMatrixExport(t *testing.T) {
 	dir := t.TempDir()
 	res := onFS(t, nil, faultRun(dir, 4)...)

@@ -30,9 +30,9 @@ type Stage interface {
 // Output is an play.Output that takes a run's checkpoints: it passes every
 // group to Stage and, after the last episode of a group, when Every has
 // passed since the last checkpoint, flushes Sink (the files' writers:
-// whole groups only) and writes the progress (the files' lengths, the
-// counts, the allocators' states) to Path. Its Flush flushes Stage and
-// takes the last checkpoint. Progress holds the run's identity and the
+// whole groups only), syncs the files, and writes the progress (the
+// files' lengths, the counts, the allocators' states) to Path on FS,
+// durably. Its Flush flushes Stage and takes the last checkpoint. Progress holds the run's identity and the
 // progress before this run (its groups from an earlier, resumed run), and
 // is updated at every checkpoint.
 type Output struct {
