@@ -213,6 +213,21 @@ func refusal(stderr string) string {
 	return line
 }
 
+// newSweep runs args on the operating system's files under dir and on a
+// copy of start, demands the same files of both, and returns the sweep
+// of args from start, whose uninterrupted outcome that is, and the copy.
+func newSweep(t *testing.T, dir string, start *vfstest.Mem, args, resume []string, every int) (*faultSweep, *vfstest.Mem) {
+	t.Helper()
+	res := onFS(t, nil, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	sweep := &faultSweep{dir: dir, start: start, args: args, resume: resume, want: osFiles(t, dir), every: every}
+	healthy := start.Clone()
+	res = onFS(t, healthy, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Equal(t, sweep.want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	return sweep, healthy
+}
+
 // faultRun is the run TestFaultMatrixRun fails: groups of two, samples
 // and episode records, RAE's state in the checkpoints, a checkpoint at
 // every group (so that the calls are the same every time), under dir.
@@ -234,15 +249,8 @@ func TestFaultMatrixRun(t *testing.T) {
 	dir := t.TempDir()
 	args := faultRun(dir, *faultEpisodes)
 	resume := append(slices.Clone(args), "--resume")
-	res := onFS(t, nil, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	want := osFiles(t, dir)
-
-	healthy := vfstest.New(dir)
-	res = onFS(t, healthy, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	sweep := &faultSweep{dir: dir, start: vfstest.New(dir), args: args, resume: resume, want: want, every: sampled}
-	require.Equal(t, want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	sweep, healthy := newSweep(t, dir, vfstest.New(dir), args, resume, sampled)
+	want := sweep.want
 	writes := healthy.Counts()[vfstest.OpWrite]
 	healthy.Crash()
 	require.Equal(t, want, sweep.files(healthy), "a run that exited 0 survives a power loss")
@@ -251,7 +259,7 @@ func TestFaultMatrixRun(t *testing.T) {
 	// A resume's own calls: of a run stopped by a failed write half way.
 	stopped := vfstest.New(dir)
 	stopped.Inject(vfstest.Fault{Op: vfstest.OpWrite, N: writes/2 + 1, Kind: vfstest.EIO})
-	res = onFS(t, stopped, args...)
+	res := onFS(t, stopped, args...)
 	require.NotEqual(t, 0, res.code, "the write failed")
 	stopped.Reboot()
 	require.NotEmpty(t, sweep.files(stopped)[args[len(args)-3]], "the run stopped half way, not before it wrote")
@@ -269,19 +277,11 @@ func TestFaultMatrixExperiment(t *testing.T) {
 	args := []string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--allocator", "team",
 		"--seeds", "2", "--episodes", "4", "-j", "1", "-q", "--out", out}
 	resume := append(slices.Clone(args), "--resume")
-	res := onFS(t, nil, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	want := osFiles(t, dir)
-
-	healthy := vfstest.New(dir)
-	res = onFS(t, healthy, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	sweep := &faultSweep{dir: dir, start: vfstest.New(dir), args: args, resume: resume, want: want, every: 2 * sampled}
-	require.Equal(t, want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	sweep, healthy := newSweep(t, dir, vfstest.New(dir), args, resume, 2*sampled)
 	healthy.Crash()
 	// The cells are not synced (a resume plays a lost one again); every
 	// output is.
-	for p, data := range want {
+	for p, data := range sweep.want {
 		if filepath.Base(filepath.Dir(p)) != "cells" {
 			got, err := healthy.ReadFile(p)
 			require.NoError(t, err, "a finished experiment's %s survives a power loss", p)
@@ -308,19 +308,12 @@ func TestFaultMatrixExport(t *testing.T) {
 		// race detector a minute of CPU.
 		args = append(args, episodes)
 	}
-	res = onFS(t, nil, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	want := osFiles(t, dir)
-
 	start := vfstest.New(dir)
 	for p, data := range inputs {
 		start.Put(p, data)
 	}
-	sweep := &faultSweep{dir: dir, start: start, args: args, resume: args, want: want, every: sampled}
-	healthy := start.Clone()
-	res = onFS(t, healthy, args...)
-	require.Equal(t, 0, res.code, res.stderr)
-	require.Equal(t, want, sweep.files(healthy), "the in-memory file system ends with what the operating system's does")
+	sweep, healthy := newSweep(t, dir, start, args, args, sampled)
+	want := sweep.want
 	healthy.Crash()
 	require.Equal(t, want, sweep.files(healthy), "an export that exited 0 survives a power loss")
 	sweep.afterFault = func(t *testing.T, fault vfstest.Fault, m *vfstest.Mem) {

@@ -599,6 +599,16 @@ func (f *file) usable(op string, write bool) error {
 	return nil
 }
 
+// counted checks that f is usable for op (write: a write) and counts the
+// call: the fault's kind and error, as Mem.call returns them, or an
+// unusable file's error with no kind. The caller holds the lock.
+func (f *file) counted(op Op, write bool) (Kind, error) {
+	if err := f.usable(string(op), write); err != nil {
+		return "", err
+	}
+	return f.m.call(op, f.name)
+}
+
 func (f *file) Read(p []byte) (int, error) {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
@@ -632,10 +642,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 func (f *file) Write(p []byte) (int, error) {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
-	if err := f.usable("write", true); err != nil {
-		return 0, err
-	}
-	kind, err := f.m.call(OpWrite, f.name)
+	kind, err := f.counted(OpWrite, true)
 	n := len(p)
 	switch {
 	case kind == ShortWrite || kind == TornWrite:
@@ -710,10 +717,7 @@ func (f *file) Sync() error {
 func (f *file) Truncate(size int64) error {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
-	if err := f.usable("truncate", true); err != nil {
-		return err
-	}
-	if _, err := f.m.call(OpTruncate, f.name); err != nil {
+	if _, err := f.counted(OpTruncate, true); err != nil {
 		return err
 	}
 	if size < 0 {
@@ -730,10 +734,7 @@ func (f *file) Truncate(size int64) error {
 func (f *file) Chmod(mode fs.FileMode) error {
 	f.m.mu.Lock()
 	defer f.m.mu.Unlock()
-	if err := f.usable("chmod", false); err != nil {
-		return err
-	}
-	if _, err := f.m.call(OpChmod, f.name); err != nil {
+	if _, err := f.counted(OpChmod, false); err != nil {
 		return err
 	}
 	f.ino.mode = mode & fs.ModePerm
