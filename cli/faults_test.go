@@ -328,3 +328,22 @@ func TestFaultMatrixExport(t *testing.T) {
 	}
 	t.Logf("fault matrix, %s:\n%s", strings.Join(args, " "), matrix(sweep.run(t)))
 }
+
+// An experiment directory whose manifest does not decode (what a power
+// loss after an fsync that lied leaves of it) is refused, naming it,
+// before anything is played: it once resumed as if it matched.
+func TestExperimentRefusesADamagedManifest(t *testing.T) {
+	out := t.TempDir()
+	args := []string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--allocator", "team",
+		"--seeds", "1", "--episodes", "2", "-q", "--out", out}
+	for _, manifest := range []string{"", `{"version": 2, "scen`} {
+		require.NoError(t, os.WriteFile(filepath.Join(out, "experiment.json"), []byte(manifest), 0o644))
+		res := onFS(t, nil, append(slices.Clone(args), "--resume")...)
+		require.Equal(t, ExitUsage, res.code, res.stderr)
+		require.Contains(t, res.stderr, "manifest is damaged")
+		require.Contains(t, res.stderr, filepath.Join(out, "experiment.json"))
+		entries, err := os.ReadDir(out)
+		require.NoError(t, err)
+		require.Len(t, entries, 1, "nothing was played")
+	}
+}
