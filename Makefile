@@ -76,7 +76,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help run build test api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers trainers-test marl-train trl-grpo agentsjs partitions
+.PHONY: help run build test faults api-check api-snapshot lint bench bench-vector bench-compare bench-instructions pgo fuzz clean llama browser python-e2e trainers trainers-test marl-train trl-grpo agentsjs partitions
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -134,6 +134,11 @@ test: $(if $(LLAMA_E2E),llama) $(if $(BROWSER_E2E),browser) $(if $(PY_E2E),pytho
 	$(if $(RACE),,@echo "note: cgo is off, so the tests run without -race")
 	TROUPE_CACHE="$(PY_CACHE)" GORACE="$(TESTGORACE)" TROUPE_LLAMA_DIR="$(LLAMA_DIR)" TROUPE_AGENTSJS_DIR="$(AGENTSJS_DIR)" $(if $(LLAMA_E2E),TROUPE_REQUIRE_LLAMA=1) $(if $(BROWSER_E2E),TROUPE_REQUIRE_BROWSER=1) $(if $(AGENTSJS_E2E),TROUPE_REQUIRE_AGENTSJS=1) $(if $(PY_E2E),TROUPE_REQUIRE_PYTHON=1) \
 		$(GO) test $(RACE) $(TESTFLAGS) -timeout 20m ./...
+
+FAULT_EPISODES ?= 40
+
+faults: ## the file-fault matrices (docs/faults.md) over larger runs: every call of a FAULT_EPISODES-episode troupe run, an experiment's and an export's failed in every way
+	$(GO) test -count=1 -v -run '^TestFaultMatrix' ./cli -args -faults.episodes $(FAULT_EPISODES) -faults.all
 
 api-check: ## the exported API against the last release's (api/troupe.apidata.gz): each break must be named in CHANGELOG.md
 	$(GO) test -count=1 -run '^TestTreeKeepsReleasedAPI$$' ./internal/apicheck

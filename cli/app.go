@@ -32,6 +32,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -67,6 +68,11 @@ type App struct {
 	// os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
 
+	// fs is the file system the durable outputs (a run's files and its
+	// progress) are written on: nil is the operating system's; the fault
+	// tests give their own.
+	fs vfs.FS
+
 	// err is why New could not build the registry (two scenarios of one
 	// name, a bad definition); Main reports it and runs nothing.
 	err error
@@ -95,6 +101,9 @@ func WithoutBuiltins() Option { return func(o *options) { o.noBuiltins = true } 
 // WithAllocators replaces the credit-assignment allocators the command
 // accepts (credit.Builtin() by default).
 func WithAllocators(r *credit.Registry) Option { return func(o *options) { o.allocators = r } }
+
+// fsys is the file system the durable outputs are written on.
+func (a *App) fsys() vfs.FS { return vfs.Or(a.fs) }
 
 func (a *App) lookupEnv() func(string) (string, bool) {
 	if a.LookupEnv != nil {

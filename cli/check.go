@@ -127,7 +127,7 @@ func checkFile(path, episodes string) *checkReport {
 	// What the progress file finds wrong, and notes on it: added to the
 	// report once the file is checked.
 	var problems, notes []string
-	prog, perr := durable.Read(durable.PathOf(path))
+	prog, perr := durable.Read(nil, durable.PathOf(path))
 	if perr == nil {
 		rep.Proof = append(rep.Proof, durable.PathOf(path))
 		if spec, err := runspec.DecodeBytes(prog.Spec); err == nil {
@@ -152,7 +152,7 @@ func checkFile(path, episodes string) *checkReport {
 			}
 		}
 		for _, vf := range verified {
-			if _, err := durable.Verify(vf); errors.Is(err, durable.ErrUnverifiable) {
+			if _, err := durable.Verify(nil, vf); errors.Is(err, durable.ErrUnverifiable) {
 				notes = append(notes, fmt.Sprintf("%s: not verified: its progress file is %s, without digests", vf.Path, durable.FormatV1))
 			} else if err != nil {
 				problems = append(problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))
@@ -209,7 +209,7 @@ func expandRuns(args []string) []string {
 				continue
 			}
 			out = append(out, samples)
-			if prog, err := durable.Read(pp); err == nil {
+			if prog, err := durable.Read(nil, pp); err == nil {
 				if ep := progressEpisodes(samples, prog); ep != "" {
 					out = append(out, ep)
 				}
@@ -234,7 +234,7 @@ type episodeOwner struct {
 func episodeOwners(args []string) map[string]episodeOwner {
 	owners := map[string]episodeOwner{}
 	for _, path := range args {
-		prog, err := durable.Read(durable.PathOf(path))
+		prog, err := durable.Read(nil, durable.PathOf(path))
 		if err != nil {
 			continue
 		}
@@ -259,7 +259,7 @@ func (o episodeOwner) checkEpisodes(rep *checkReport) {
 	rep.Proof = append(rep.Proof, pp)
 	vf := o.file
 	vf.Path = rep.File
-	if _, err := durable.Verify(vf); errors.Is(err, durable.ErrUnverifiable) {
+	if _, err := durable.Verify(nil, vf); errors.Is(err, durable.ErrUnverifiable) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("not verified: %s is %s, without digests", pp, durable.FormatV1))
 	} else if err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))

@@ -35,7 +35,7 @@ func TestCheckJudgesEveryPrefix(t *testing.T) {
 				"--layout", layout, "-o", out, "--episodes-out", eps)
 			require.Equal(t, ExitOK, res.code, res.stderr)
 			full := readFile(t, out)
-			prog, err := durable.Read(durable.PathOf(out))
+			prog, err := durable.Read(nil, durable.PathOf(out))
 			require.NoError(t, err)
 			require.True(t, prog.Complete)
 			progOnly := *prog
@@ -94,7 +94,7 @@ func TestCheckJudgesEveryPrefix(t *testing.T) {
 					require.NoError(t, os.WriteFile(prefix, full[:n], 0o644))
 					_ = os.Remove(durable.PathOf(prefix))
 					if m.progress != nil {
-						require.NoError(t, m.progress.Write(durable.PathOf(prefix)))
+						require.NoError(t, m.progress.Write(nil, durable.PathOf(prefix)))
 					}
 					rep := checkFile(prefix, m.episodes)
 					require.Empty(t, rep.Error)

@@ -143,7 +143,7 @@ func TestKillAndDamageResume(t *testing.T) {
 		// Killed before its first checkpoint, the run vouches for nothing.
 		var vouched int64
 		finished := false
-		if prog, err := durable.Read(durable.PathOf(out)); err == nil {
+		if prog, err := durable.Read(nil, durable.PathOf(out)); err == nil {
 			vouched, finished = prog.Files[which].Bytes, prog.Complete
 		} else {
 			require.ErrorIs(t, err, durable.ErrNoProgress)
@@ -237,10 +237,10 @@ func TestResumeRefusesAV1ProgressFile(t *testing.T) {
 	args := []string{"run", "elfarol", "-n", "10", "-q", "-o", out}
 	res := runBin(t, bin, args...)
 	require.Equal(t, 0, res.code, res.stderr)
-	prog, err := durable.Read(durable.PathOf(out))
+	prog, err := durable.Read(nil, durable.PathOf(out))
 	require.NoError(t, err)
 	prog.Format, prog.Files[0].Digest, prog.Complete = durable.FormatV1, "", false
-	require.NoError(t, prog.Write(durable.PathOf(out)))
+	require.NoError(t, prog.Write(nil, durable.PathOf(out)))
 	res = runBin(t, bin, append(args, "--resume")...)
 	assert.Equal(t, 2, res.code, res.stderr)
 	assert.Contains(t, res.stderr, out+": its checkpoint")

@@ -237,6 +237,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Resume:         f.resume,
 		Parallel:       f.parallel,
 		Out:            f.out,
+		FS:             a.fs,
 		Title:          f.title,
 		PNG:            f.png,
 	}
@@ -359,6 +360,8 @@ func (a *App) experiment(ctx context.Context, cfg experiment.Config, quiet bool)
 	case errors.As(err, &mismatch):
 		return &UsageError{Err: fmt.Errorf("--resume: %w", mismatchWithFlags(mismatch))}
 	case errors.Is(err, experiment.ErrExists):
+		return &UsageError{Err: fmt.Errorf("--out %s: %w", cfg.Out, err)}
+	case errors.Is(err, experiment.ErrDamagedManifest):
 		return &UsageError{Err: fmt.Errorf("--out %s: %w", cfg.Out, err)}
 	case errors.Is(err, experiment.ErrNothingToResume):
 		return &UsageError{Err: fmt.Errorf("--resume: %w", err)}

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/parquet"
 )
@@ -50,7 +50,7 @@ its tables behind.`,
 			// before anything is written.
 			seen := map[string]string{}
 			for _, path := range args {
-				episodes, err := fileHoldsEpisodes(path)
+				episodes, err := fileHoldsEpisodes(a.fsys(), path)
 				if err != nil {
 					return a.failure("export: "+path+": ", err)
 				}
@@ -60,11 +60,11 @@ its tables behind.`,
 				}
 				seen[key] = path
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := vfs.MkdirAllDurable(a.fsys(), dir, 0o755); err != nil {
 				return a.failure("export: ", err)
 			}
 			for _, path := range args {
-				msg, err := exportParquet(cmd.Context(), path, dir)
+				msg, err := exportParquet(cmd.Context(), a.fsys(), path, dir)
 				if err != nil {
 					return a.failure("export: ", err)
 				}
@@ -84,11 +84,13 @@ func exportName(path string) string {
 	return strings.TrimSuffix(name, ".episodes")
 }
 
-// exportParquet writes the tables of the file at path into dir and returns
-// the line that reports them. The tables are written to temporary files
-// renamed into place once all are whole: on an error none is left.
-func exportParquet(ctx context.Context, path, dir string) (string, error) {
-	in, err := os.Open(path)
+// exportParquet writes the tables of the file at path into dir on fsys
+// and returns the line that reports them. The tables are written to
+// temporary files, synced, renamed into place once all are whole, and dir
+// synced: an error before the renames leaves none, and whatever fails, no
+// table is left under its name that is not whole.
+func exportParquet(ctx context.Context, fsys vfs.FS, path, dir string) (string, error) {
+	in, err := vfs.Open(fsys, path)
 	if err != nil {
 		return "", err
 	}
@@ -103,18 +105,18 @@ func exportParquet(ctx context.Context, path, dir string) (string, error) {
 	if episodes {
 		tables = []string{"episodes", "turns", "messages", "transitions"}
 	}
-	out := make([]*os.File, len(tables))
+	out := make([]vfs.File, len(tables))
 	defer func() {
 		for _, f := range out {
 			if f != nil {
 				f.Close()
-				os.Remove(f.Name())
+				fsys.Remove(f.Name())
 			}
 		}
 	}()
 	bufs := make([]*bufio.Writer, len(tables))
 	for i, t := range tables {
-		if out[i], err = os.CreateTemp(dir, "."+name+"."+t+".parquet.tmp-*"); err != nil {
+		if out[i], err = fsys.CreateTemp(dir, "."+name+"."+t+".parquet.tmp-*"); err != nil {
 			return "", err
 		}
 		bufs[i] = bufio.NewWriterSize(out[i], 1<<20)
@@ -138,23 +140,32 @@ func exportParquet(ctx context.Context, path, dir string) (string, error) {
 		if err := out[i].Chmod(0o644); err != nil {
 			return "", err
 		}
+		// Synced before the rename: a power loss never leaves a table
+		// under its name that is not whole.
+		if err := out[i].Sync(); err != nil {
+			return "", err
+		}
 		if err := out[i].Close(); err != nil {
 			return "", err
 		}
 		final := filepath.Join(dir, name+"."+t+".parquet")
-		if err := os.Rename(out[i].Name(), final); err != nil {
+		if err := fsys.Rename(out[i].Name(), final); err != nil {
 			return "", err
 		}
 		out[i] = nil
 		written = append(written, final)
+	}
+	// And the names: once export says the tables are written, they are.
+	if err := fsys.SyncDir(dir); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%s: %s written to %s", path, counts, strings.Join(written, ", ")), nil
 }
 
 // fileHoldsEpisodes reports whether the file at path holds episode
 // records rather than samples.
-func fileHoldsEpisodes(path string) (bool, error) {
-	f, err := os.Open(path)
+func fileHoldsEpisodes(fsys vfs.FS, path string) (bool, error) {
+	f, err := vfs.Open(fsys, path)
 	if err != nil {
 		return false, err
 	}

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
@@ -16,7 +17,7 @@ import (
 // output is where samples (or episode records) go.
 type output struct {
 	w    io.Writer
-	f    *os.File        // nil for standard output
+	f    vfs.File        // nil for standard output
 	dw   *durable.Writer // w, when the run is resumable: f's digest kept
 	name string          // for messages
 }
@@ -46,6 +47,8 @@ type runFiles struct {
 	// be resumed, an output is standard output); progressPath its file.
 	progress     *durable.Progress
 	progressPath string
+	// fs is the file system the files are on.
+	fs vfs.FS
 }
 
 // openFiles opens a run's outputs. They are written in place rather than
@@ -56,42 +59,42 @@ type runFiles struct {
 // file (group 0) before it creates (empties) the outputs; a resumed one
 // checks it against the run, restores the allocators' states and reopens
 // the files cut back to its checkpoint.
-func openFiles(p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
-	resumable := regularOrNew(p.out) && (p.episodes == "" || regularOrNew(p.episodes))
+func openFiles(fsys vfs.FS, p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
+	resumable := regularOrNew(fsys, p.out) && (p.episodes == "" || regularOrNew(fsys, p.episodes))
 	switch {
 	case f.resume && !resumable:
 		return nil, usagef("--resume: standard output or a device cannot be resumed; give --out (and --episodes-out) a regular file")
 	case f.resume && f.nats.Conn.URL != "":
 		return nil, usagef("--resume: a --nats run resumes by itself: run the same command again (without --resume) and it re-attaches to its run")
 	case f.resume:
-		rf, err := reopenFiles(p)
+		rf, err := reopenFiles(fsys, p)
 		if !errors.Is(err, errNothingToResume) {
 			return rf, err
 		}
 	}
-	rf := &runFiles{}
+	rf := &runFiles{fs: fsys}
 	if resumable {
 		prog, err := identity(p)
 		if err != nil {
 			return nil, err
 		}
 		for _, path := range []string{p.out, p.episodes} {
-			if err := makeDir(path); err != nil {
+			if err := makeDir(fsys, path); err != nil {
 				return nil, err
 			}
 		}
 		rf.progressPath = durable.PathOf(p.out)
-		if err := prog.Write(rf.progressPath); err != nil {
+		if err := prog.Write(fsys, rf.progressPath); err != nil {
 			return nil, err
 		}
 		rf.progress = prog
 	}
 	var err error
-	if rf.out, err = createOutput(p.out, stdout); err != nil {
+	if rf.out, err = createOutput(fsys, p.out, stdout); err != nil {
 		return nil, err
 	}
 	if p.episodes != "" {
-		if rf.episodes, err = createOutput(p.episodes, stdout); err != nil {
+		if rf.episodes, err = createOutput(fsys, p.episodes, stdout); err != nil {
 			return nil, errors.Join(fmt.Errorf("--episodes-out: %w", err), rf.close())
 		}
 	}
@@ -129,16 +132,16 @@ func identity(p *plan) (*durable.Progress, error) {
 var errNothingToResume = errors.New("nothing to resume")
 
 // isEmpty reports whether path is missing or empty.
-func isEmpty(path string) bool {
-	fi, err := os.Stat(path)
-	return err != nil && errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0
+func isEmpty(fsys vfs.FS, path string) bool {
+	fi, err := fsys.Stat(path)
+	return err != nil && errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0
 }
 
 // reopenFiles opens the outputs of the run --resume continues.
-func reopenFiles(p *plan) (*runFiles, error) {
+func reopenFiles(fsys vfs.FS, p *plan) (*runFiles, error) {
 	path := durable.PathOf(p.out)
-	prog, err := durable.Read(path)
-	if errors.Is(err, durable.ErrNoProgress) && isEmpty(p.out) {
+	prog, err := durable.Read(fsys, path)
+	if errors.Is(err, durable.ErrNoProgress) && isEmpty(fsys, p.out) {
 		// Killed before its first checkpoint, or never run: nothing was
 		// written, so the run starts from the beginning.
 		return nil, errNothingToResume
@@ -167,13 +170,13 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		}
 		return nil, usagef("--resume: %s was written by another run: %s; give the flags it was started with, or run without --resume to start over", p.out, strings.Join(diffs, "; "))
 	}
-	rf := &runFiles{progress: prog, progressPath: path, out: &output{name: p.out}}
+	rf := &runFiles{progress: prog, progressPath: path, out: &output{name: p.out}, fs: fsys}
 	// Every file is verified before any is touched: a refusal leaves them
 	// as they were. A finished run's too: "nothing to resume" vouches for
 	// its files.
 	var digests []*durable.Digest
 	for _, file := range prog.Files {
-		d, err := durable.Verify(file)
+		d, err := durable.Verify(fsys, file)
 		switch {
 		case errors.Is(err, durable.ErrDamaged):
 			return nil, fmt.Errorf("--resume: %w; restore it, or remove %s and %s to start the run again", err, p.out, path)
@@ -194,7 +197,7 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		if file.Kind == durable.KindEpisodes {
 			check = lastEpisodeCheck(prog.Episodes - 1)
 		}
-		fh, err := durable.Reopen(file, check)
+		fh, err := durable.Reopen(fsys, file, check)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("--resume: %w", err), rf.close())
 		}
@@ -263,21 +266,22 @@ func (rf *runFiles) resumeHint() string {
 // regularOrNew reports whether an output path names a regular file or
 // nothing yet: one that can be cut back and resumed (not standard output,
 // not a device or a pipe).
-func regularOrNew(path string) bool {
+func regularOrNew(fsys vfs.FS, path string) bool {
 	if path == stdoutPath {
 		return false
 	}
-	fi, err := os.Stat(path)
+	fi, err := fsys.Stat(path)
 	return err != nil || fi.Mode().IsRegular()
 }
 
-// makeDir creates the directory of an output path.
-func makeDir(path string) error {
+// makeDir creates the directory of an output path, durably: a run's
+// checkpoint syncs the files in it.
+func makeDir(fsys vfs.FS, path string) error {
 	if path == "" || path == stdoutPath {
 		return nil
 	}
 	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := vfs.MkdirAllDurable(fsys, dir, 0o755); err != nil {
 			return fmt.Errorf("output %s: %w", path, err)
 		}
 	}
@@ -286,14 +290,14 @@ func makeDir(path string) error {
 
 // createOutput creates (or empties) the output file path, and its
 // directory; "-" is stdout.
-func createOutput(path string, stdout io.Writer) (*output, error) {
+func createOutput(fsys vfs.FS, path string, stdout io.Writer) (*output, error) {
 	if path == stdoutPath {
 		return &output{w: stdout, name: "standard output"}, nil
 	}
-	if err := makeDir(path); err != nil {
+	if err := makeDir(fsys, path); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(path)
+	f, err := vfs.Create(fsys, path)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}

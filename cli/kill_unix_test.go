@@ -179,10 +179,10 @@ func TestResumeRefusesAnotherRun(t *testing.T) {
 	// A checkpoint the file does not match (the file was cut by hand)
 	// is refused, not resumed into a wrong file.
 	require.NoError(t, os.Truncate(out, int64(len(want)/2)))
-	prog, err := durable.Read(durable.PathOf(out))
+	prog, err := durable.Read(nil, durable.PathOf(out))
 	require.NoError(t, err)
 	prog.Complete = false
-	require.NoError(t, prog.Write(durable.PathOf(out)))
+	require.NoError(t, prog.Write(nil, durable.PathOf(out)))
 	res = runBin(t, bin, "run", "elfarol", "-n", "20", "-g", "2", "-p", "agents=5", "-o", out, "--resume")
 	assert.Equal(t, 2, res.code, res.stderr)
 	assert.Contains(t, res.stderr, "shorter than its checkpoint")

@@ -290,7 +290,7 @@ while troupe league play or troupe serve --league plays the league.`,
 			if err != nil {
 				return a.leagueError(err)
 			}
-			if err := atomicfile.Write(plotFile, svg, 0o644, false); err != nil {
+			if err := atomicfile.Write(nil, plotFile, svg, 0o644, false); err != nil {
 				return a.leagueError(err)
 			}
 			fmt.Fprintf(a.Stderr, "troupe: ratings over time written to %s\n", plotFile)

@@ -202,7 +202,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		}
 		defer ns.close()
 	}
-	files, err := openFiles(p, f, a.Stdout)
+	files, err := openFiles(a.fsys(), p, f, a.Stdout)
 	if err != nil {
 		if ue, ok := errors.AsType[*UsageError](err); ok {
 			return errors.Join(ue, closeAllocators(p.allocators))
@@ -267,7 +267,7 @@ func runOutput(p *plan, f *runFlags, files *runFiles, cfg *play.Config) (out pla
 		cfg.FirstGroup, stage.IndexBase, skipped = prog.Groups, prog.Samples, int(prog.Episodes)
 		out = &durable.Output{
 			Stage: stage, Sink: sink.(trajectories.Flusher), Files: files.writers(), Allocators: p.allocators,
-			Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
+			FS: files.fs, Path: files.progressPath, Progress: *prog, Groups: (cfg.Episodes + cfg.GroupSize - 1) / max(cfg.GroupSize, 1),
 			Every: f.checkpointEvery,
 		}
 	}

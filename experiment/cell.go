@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/atomicfile"
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/runspec"
@@ -620,7 +621,7 @@ const cellsDir = "cells"
 func (p *plan) resume() error {
 	dir := filepath.Join(p.cfg.Out, cellsDir)
 	for _, c := range p.cells {
-		data, err := os.ReadFile(filepath.Join(dir, c.file))
+		data, err := vfs.ReadFile(vfs.Or(p.cfg.FS), filepath.Join(dir, c.file))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -651,7 +652,7 @@ func (p *plan) resume() error {
 // writeCell writes a finished cell's file atomically, and returns its JSON
 // (without the newline), which episodes.json splices in and episodes.csv
 // takes numbers from.
-func writeCell(out, name string, cell *Cell) (*cellJSON, error) {
+func writeCell(fsys vfs.FS, out, name string, cell *Cell) (*cellJSON, error) {
 	j, err := encodeCell(cell)
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", name, err)
@@ -660,47 +661,36 @@ func writeCell(out, name string, cell *Cell) (*cellJSON, error) {
 	// cell whose file does not decode whole (what a power cut can leave of
 	// an unsynced file), so a sync would buy nothing for what it costs (a
 	// tenth of the outputs' CPU time, on a grid of small cells).
-	if err := writeFile(filepath.Join(out, cellsDir, name), append(j.data, '\n'), false); err != nil {
+	if err := writeFile(fsys, filepath.Join(out, cellsDir, name), append(j.data, '\n'), false); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
 // writeAtomic writes data to path through a temporary file in the same
-// directory, synced and renamed into place: a reader (or a resumed run)
-// sees the old file or the new one, never half of one.
-func writeAtomic(path string, data []byte) error { return writeFile(path, data, true) }
+// directory, synced and renamed into place, the directory synced: a
+// reader (or a resumed run) sees the old file or the new one, never half
+// of one, and a power loss after it returned keeps the new one.
+func writeAtomic(fsys vfs.FS, path string, data []byte) error {
+	return writeFile(fsys, path, data, true)
+}
 
-// writeFile is writeAtomic, with the sync only when sync is set: without
-// it, a reader still never sees half a file while the system runs, but
-// a power cut may leave an empty or partial one.
-func writeFile(path string, data []byte, sync bool) error {
+// writeFile is writeAtomic, with the syncs only when sync is set: without
+// them, a reader still never sees half a file while the system runs, but
+// a power cut may leave an empty or partial one, or none.
+func writeFile(fsys vfs.FS, path string, data []byte, sync bool) error {
+	fsys = vfs.Or(fsys)
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	mkdir := fsys.MkdirAll
+	if sync {
+		mkdir = func(dir string, perm fs.FileMode) error { return vfs.MkdirAllDurable(fsys, dir, perm) }
+	}
+	if err := mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("output: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	tmp := f.Name()
-	// CreateTemp makes the file private; outputs are for everyone to read.
-	werr := f.Chmod(0o644)
-	if werr == nil {
-		_, werr = f.Write(data)
-	}
-	if werr == nil && sync {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("output %s: %w", path, werr)
+	// Outputs are for everyone to read.
+	if err := atomicfile.Write(fsys, path, data, 0o644, sync); err != nil {
+		return fmt.Errorf("output %s: %w", path, err)
 	}
 	return nil
 }

@@ -48,6 +48,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/internal/seeds"
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/policies/learn"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
@@ -201,6 +202,8 @@ type Config struct {
 	// (ErrExists), so that no output of one experiment mixes with
 	// another's.
 	Resume bool
+	// FS is the file system Out is on (nil: the operating system's).
+	FS vfs.FS
 	// PNG renders every plot as a 1600 × 1000 PNG beside its SVG, and has
 	// the report show the PNGs. Without it the plots are SVG only: a
 	// PNG's rasterising and compression cost more CPU than the whole El
@@ -742,7 +745,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return err
 			}
 			if cfg.Out != "" {
-				if c.json, err = writeCell(cfg.Out, c.file, cell); err != nil {
+				if c.json, err = writeCell(cfg.FS, cfg.Out, c.file, cell); err != nil {
 					return err
 				}
 			}

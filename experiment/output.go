@@ -33,7 +33,7 @@ const (
 func (p *plan) writeOutputs(res *Result) ([]string, error) {
 	var files []string
 	write := func(name string, data []byte) error {
-		if err := writeAtomic(filepath.Join(p.cfg.Out, name), data); err != nil {
+		if err := writeAtomic(p.cfg.FS, filepath.Join(p.cfg.Out, name), data); err != nil {
 			return err
 		}
 		files = append(files, name)

@@ -41,7 +41,7 @@ func BenchmarkElFarolOutputs(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, c := range p.cells {
-			if c.json, err = writeCell(cfg.Out, c.file, res.Cells[c.index]); err != nil {
+			if c.json, err = writeCell(cfg.FS, cfg.Out, c.file, res.Cells[c.index]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
 
@@ -34,6 +34,11 @@ var ErrExists = errors.New("the output directory already holds an experiment")
 // ErrNothingToResume is wrapped by the error of a Run with Resume into a
 // directory that holds no experiment.
 var ErrNothingToResume = errors.New("nothing to resume")
+
+// ErrDamagedManifest is wrapped by the error of a Run into a directory
+// whose manifest is not one (empty, cut, not JSON): which experiment its
+// cells belong to cannot be told.
+var ErrDamagedManifest = errors.New("the output directory's manifest is damaged")
 
 // MismatchError names the differences between the experiment a directory
 // holds and the one asked for, by their paths in ManifestJSON.
@@ -115,10 +120,11 @@ func (p *plan) claim() error {
 		return err
 	}
 	path := filepath.Join(p.cfg.Out, ManifestJSON)
-	had, err := os.ReadFile(path)
+	fsys := vfs.Or(p.cfg.FS)
+	had, err := vfs.ReadFile(fsys, path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		cells, _ := os.ReadDir(filepath.Join(p.cfg.Out, cellsDir))
+		cells, _ := fsys.ReadDir(filepath.Join(p.cfg.Out, cellsDir))
 		if len(cells) > 0 {
 			return fmt.Errorf("%w: %s holds cells but no %s (written by another version of troupe?): use another output directory", ErrExists, p.cfg.Out, ManifestJSON)
 		}
@@ -127,6 +133,11 @@ func (p *plan) claim() error {
 		}
 	case err != nil:
 		return fmt.Errorf("resume: %w", err)
+	case !json.Valid(had):
+		// DiffJSON finds no difference in what it cannot decode: an
+		// empty manifest (what a power loss can leave of one) vouched
+		// for any experiment.
+		return fmt.Errorf("%w: %s (%d bytes) is not JSON: it was cut or changed after it was written; use another output directory, or remove %s to start the experiment again", ErrDamagedManifest, path, len(had), p.cfg.Out)
 	default:
 		if diffs := durable.DiffJSON(had, want); len(diffs) > 0 {
 			return &MismatchError{Dir: p.cfg.Out, Diffs: diffs}
@@ -136,5 +147,5 @@ func (p *plan) claim() error {
 		}
 		return nil
 	}
-	return writeAtomic(path, want)
+	return writeAtomic(p.cfg.FS, path, want)
 }

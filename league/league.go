@@ -440,7 +440,7 @@ func (l *League) commit() error {
 			return err
 		}
 		name := learnerFile + strconv.FormatInt(l.state.Matches, 10) + ".json"
-		if err := atomicfile.Write(filepath.Join(l.dir, name), b, 0o644, true); err != nil {
+		if err := atomicfile.Write(nil, filepath.Join(l.dir, name), b, 0o644, true); err != nil {
 			return fmt.Errorf("league %s: %w", l.dir, err)
 		}
 		old, l.state.LearnerState, l.learnerAt = l.state.LearnerState, name, l.state.Matches
@@ -449,7 +449,7 @@ func (l *League) commit() error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(filepath.Join(l.dir, FileLeague), append(b, '\n'), 0o644, true); err != nil {
+	if err := atomicfile.Write(nil, filepath.Join(l.dir, FileLeague), append(b, '\n'), 0o644, true); err != nil {
 		return fmt.Errorf("league %s: %w", l.dir, err)
 	}
 	if old != "" && old != l.state.LearnerState {
@@ -582,7 +582,7 @@ func (l *League) snapshot(name string, greedy bool) (*Player, error) {
 		return nil, err
 	}
 	rel := filepath.ToSlash(filepath.Join(DirSnapshots, name+".json"))
-	if err := atomicfile.Write(filepath.Join(l.dir, rel), b, 0o644, true); err != nil {
+	if err := atomicfile.Write(nil, filepath.Join(l.dir, rel), b, 0o644, true); err != nil {
 		return nil, fmt.Errorf("league %s: %w", l.dir, err)
 	}
 	settings, err := json.Marshal(SnapshotSettings{File: rel, Greedy: greedy})

@@ -4,54 +4,60 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/troupe-rl/troupe/internal/vfs"
 )
 
-// Write writes data to path through a temporary file in the same
-// directory, given perm and renamed over path. With sync, the file is
-// synced before the rename and the directory after it, so that a power
-// loss too leaves one or the other; without, a killed process does (the
-// kernel has the data), which is enough for a file replaced many times a
-// second.
-func Write(path string, data []byte, perm fs.FileMode, sync bool) error {
+// Write writes data to path on fsys (nil: the operating system's) through
+// a temporary file in the same directory, given perm and renamed over
+// path. With sync, the file is synced before the rename and the directory
+// after it, so that a power loss too leaves one or the other; without, a
+// killed process does (the kernel has the data), which is enough for a
+// file replaced many times a second. An error leaves no temporary file
+// behind (unless removing it failed too) and says which step failed.
+func Write(fsys vfs.FS, path string, data []byte, perm fs.FileMode, sync bool) (err error) {
+	fsys = vfs.Or(fsys)
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := fsys.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
+	renamed := false
+	defer func() {
+		if !renamed {
+			if rerr := fsys.Remove(tmp.Name()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}()
+	closeOn := func(err error) error { return errors.Join(err, tmp.Close()) }
+	n, err := tmp.Write(data)
+	switch {
+	case err != nil:
+		return closeOn(err)
+	case n < len(data): // an io.Writer's contract, but a cheap check
+		return closeOn(fmt.Errorf("write %s: %d of %d bytes", tmp.Name(), n, len(data)))
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
+		return closeOn(err)
 	}
 	if sync {
 		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return err
+			return closeOn(err)
 		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fsys.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	renamed = true
 	if !sync {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return err
-	}
-	return nil
+	return fsys.SyncDir(dir)
 }

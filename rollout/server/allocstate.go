@@ -354,7 +354,7 @@ func (s *Server) saveStates() error {
 // writeFileAtomic writes data to path atomically, synced: a crash or a
 // power loss leaves the old file or the new one, never half of one.
 func writeFileAtomic(path string, data []byte) error {
-	return atomicfile.Write(path, data, 0o600, true)
+	return atomicfile.Write(nil, path, data, 0o600, true)
 }
 
 func formatSeq(seq uint64) string { return strconv.FormatUint(seq, 10) }

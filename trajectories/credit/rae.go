@@ -285,7 +285,7 @@ func (r *RAE) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(path, data, 0o600, true); err != nil {
+	if err := atomicfile.Write(nil, path, data, 0o600, true); err != nil {
 		return fmt.Errorf("rae: save state: %w", err)
 	}
 	return nil

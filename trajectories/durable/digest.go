@@ -7,9 +7,10 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"os"
 
 	"github.com/minio/highwayhash"
+
+	"github.com/troupe-rl/troupe/internal/vfs"
 )
 
 // DigestPrefix names the digest's algorithm in File.Digest: HighwayHash-256
@@ -102,19 +103,20 @@ func short(digest string) string {
 	return digest
 }
 
-// Verify checks that f's file holds, up to its checkpoint length, the bytes
+// Verify checks that f's file on fsys (nil: the operating system's) holds,
+// up to its checkpoint length, the bytes
 // the run wrote: it reads them once (hashing runs at about a gigabyte a
 // second, more on a fast core) and returns their digest, for the resumed run to extend. A
 // missing file, a file shorter than its checkpoint, and other bytes are
 // errors wrapping ErrDamaged that name the file, the offset and the
 // damage; a checkpoint without a digest (troupe.progress/v1) is
 // ErrUnverifiable.
-func Verify(f File) (*Digest, error) {
+func Verify(fsys vfs.FS, f File) (*Digest, error) {
 	if f.Digest == "" {
 		return nil, &damageError{msg: fmt.Sprintf("%s: its checkpoint (%d bytes) has no digest (a %s progress file, written by an older troupe): the file cannot be verified", f.Path, f.Bytes, FormatV1), errs: []error{ErrUnverifiable}}
 	}
 	d := NewDigest()
-	fh, err := os.Open(f.Path)
+	fh, err := vfs.Open(vfs.Or(fsys), f.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if f.Bytes == 0 {
 			return d, nil // killed before the file was created
@@ -148,14 +150,14 @@ func Verify(f File) (*Digest, error) {
 // a failed write back; a cut below what it hashed spoils the digest, and
 // the next checkpoint fails (a failed write stops the run anyway).
 type Writer struct {
-	f      *os.File
+	f      vfs.File
 	d      *Digest
 	spoilt bool
 }
 
 // NewWriter returns a writer to f, positioned at its end, whose bytes up to
 // there d is the digest of (nil: f is empty).
-func NewWriter(f *os.File, d *Digest) *Writer {
+func NewWriter(f vfs.File, d *Digest) *Writer {
 	if d == nil {
 		d = NewDigest()
 	}
@@ -163,7 +165,7 @@ func NewWriter(f *os.File, d *Digest) *Writer {
 }
 
 // File is the file written.
-func (w *Writer) File() *os.File { return w.f }
+func (w *Writer) File() vfs.File { return w.f }
 
 // Write implements io.Writer: it writes p to the file and hashes what was
 // written.
@@ -178,7 +180,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) Seek(offset int64, whence int) (int64, error) { return w.f.Seek(offset, whence) }
 
 // Stat implements trajectories.RegularFile.
-func (w *Writer) Stat() (os.FileInfo, error) { return w.f.Stat() }
+func (w *Writer) Stat() (fs.FileInfo, error) { return w.f.Stat() }
 
 // Truncate implements trajectories.RegularFile.
 func (w *Writer) Truncate(size int64) error {
@@ -187,6 +189,9 @@ func (w *Writer) Truncate(size int64) error {
 	}
 	return w.f.Truncate(size)
 }
+
+// Sync makes the bytes written durable (fsync).
+func (w *Writer) Sync() error { return w.f.Sync() }
 
 // Digest returns the file's length and digest, checked against its offset.
 func (w *Writer) Digest() (int64, string, error) {

@@ -20,9 +20,9 @@ func TestReopenCutsBackToTheCheckpoint(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte("one\ntwo\nthr"), 0o644))
 	var last string
-	f, err := durable.Reopen(durable.File{Path: path, Bytes: 8}, func(line []byte) error { last = string(line); return nil })
+	f, err := durable.Reopen(nil, durable.File{Path: path, Bytes: 8}, func(line []byte) error { last = string(line); return nil })
 	require.NoError(t, err)
-	_, err = f.WriteString("four\n")
+	_, err = f.Write([]byte("four\n"))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	assert.Equal(t, "two", last)
@@ -30,19 +30,19 @@ func TestReopenCutsBackToTheCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "one\ntwo\nfour\n", string(got))
 
-	_, err = durable.Reopen(durable.File{Path: path, Bytes: 100}, nil)
+	_, err = durable.Reopen(nil, durable.File{Path: path, Bytes: 100}, nil)
 	assert.ErrorIs(t, err, durable.ErrShortFile)
-	_, err = durable.Reopen(durable.File{Path: path, Bytes: 6}, nil)
+	_, err = durable.Reopen(nil, durable.File{Path: path, Bytes: 6}, nil)
 	assert.ErrorIs(t, err, durable.ErrBadProgress, "not at a line's end")
 	wrong := errors.New("not the checkpoint's line")
-	_, err = durable.Reopen(durable.File{Path: path, Bytes: 4}, func([]byte) error { return wrong })
+	_, err = durable.Reopen(nil, durable.File{Path: path, Bytes: 4}, func([]byte) error { return wrong })
 	assert.ErrorIs(t, err, wrong)
 	got, err = os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, "one\ntwo\nfour\n", string(got), "a refused reopen leaves the file alone")
 
 	// Killed before the file was created: a checkpoint at 0 creates it.
-	f, err = durable.Reopen(durable.File{Path: filepath.Join(t.TempDir(), "new.jsonl")}, nil)
+	f, err = durable.Reopen(nil, durable.File{Path: filepath.Join(t.TempDir(), "new.jsonl")}, nil)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 }
@@ -83,33 +83,33 @@ func TestVerifyNamesTheDamage(t *testing.T) {
 	fh.Close()
 	f := durable.File{Path: path, Bytes: 8, Digest: d.String()}
 
-	got, err := durable.Verify(f)
+	got, err := durable.Verify(nil, f)
 	require.NoError(t, err)
 	assert.Equal(t, d.String(), got.String())
 	assert.Equal(t, int64(8), got.Len())
 
 	require.NoError(t, os.WriteFile(path, []byte("one\ntwX\nthree\n"), 0o644))
-	_, err = durable.Verify(f)
+	_, err = durable.Verify(nil, f)
 	assert.ErrorIs(t, err, durable.ErrDamaged)
 	assert.ErrorContains(t, err, path+": the bytes up to offset 8 do not match the checkpoint")
 
 	require.NoError(t, os.WriteFile(path, []byte("one\ntwo\nXXXXX"), 0o644))
-	_, err = durable.Verify(f)
+	_, err = durable.Verify(nil, f)
 	assert.NoError(t, err, "bytes after the checkpoint are not vouched for")
 
 	require.NoError(t, os.Truncate(path, 6))
-	_, err = durable.Verify(f)
+	_, err = durable.Verify(nil, f)
 	assert.ErrorIs(t, err, durable.ErrShortFile)
 	assert.ErrorContains(t, err, path+": the file has 6 bytes, shorter than its checkpoint (8 bytes)")
 
 	require.NoError(t, os.Remove(path))
-	_, err = durable.Verify(f)
+	_, err = durable.Verify(nil, f)
 	assert.ErrorIs(t, err, durable.ErrDamaged)
 	assert.ErrorContains(t, err, path+": the file is missing")
-	_, err = durable.Verify(durable.File{Path: path, Digest: durable.NewDigest().String()})
+	_, err = durable.Verify(nil, durable.File{Path: path, Digest: durable.NewDigest().String()})
 	assert.NoError(t, err, "killed before the file was created")
 
-	_, err = durable.Verify(durable.File{Path: path, Bytes: 8})
+	_, err = durable.Verify(nil, durable.File{Path: path, Bytes: 8})
 	assert.ErrorIs(t, err, durable.ErrUnverifiable)
 }
 
@@ -130,8 +130,8 @@ func TestReadDigests(t *testing.T) {
 		{durable.FormatV1, good, false},
 	} {
 		p := durable.Progress{Format: tc.format, Files: []durable.File{{Kind: durable.KindSamples, Path: "a.jsonl", Digest: tc.digest}}}
-		require.NoError(t, p.Write(path))
-		_, err := durable.Read(path)
+		require.NoError(t, p.Write(nil, path))
+		_, err := durable.Read(nil, path)
 		if tc.ok {
 			assert.NoError(t, err, "%s %q", tc.format, tc.digest)
 		} else {
@@ -155,7 +155,7 @@ func TestWriterKeepsTheDigest(t *testing.T) {
 	n, digest, err := w.Digest()
 	require.NoError(t, err)
 	assert.Equal(t, int64(14), n)
-	d, err := durable.Verify(durable.File{Path: path, Bytes: n, Digest: digest})
+	d, err := durable.Verify(nil, durable.File{Path: path, Bytes: n, Digest: digest})
 	require.NoError(t, err)
 	assert.Equal(t, digest, d.String())
 

@@ -24,12 +24,12 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "p.json")
 		require.NoError(t, os.WriteFile(path, data, 0o644))
-		p, err := durable.Read(path)
+		p, err := durable.Read(nil, path)
 		if err != nil {
 			return
 		}
-		require.NoError(t, p.Write(path))
-		again, err := durable.Read(path)
+		require.NoError(t, p.Write(nil, path))
+		again, err := durable.Read(nil, path)
 		require.NoError(t, err)
 		require.Equal(t, p.SpecHash, again.SpecHash)
 		require.Equal(t, p.Files, again.Files)

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/troupe-rl/troupe/internal/vfs"
 
 	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/trajectories"
@@ -27,9 +30,9 @@ type Stage interface {
 // Output is an play.Output that takes a run's checkpoints: it passes every
 // group to Stage and, after the last episode of a group, when Every has
 // passed since the last checkpoint, flushes Sink (the files' writers:
-// whole groups only) and writes the progress (the files' lengths, the
-// counts, the allocators' states) to Path. Its Flush flushes Stage and
-// takes the last checkpoint. Progress holds the run's identity and the
+// whole groups only), syncs the files, and writes the progress (the
+// files' lengths, the counts, the allocators' states) to Path on FS,
+// durably. Its Flush flushes Stage and takes the last checkpoint. Progress holds the run's identity and the
 // progress before this run (its groups from an earlier, resumed run), and
 // is updated at every checkpoint.
 type Output struct {
@@ -42,15 +45,19 @@ type Output struct {
 	// Allocators are the run's allocators: the state of the stateful ones
 	// (credit.StateOf) is saved at each checkpoint.
 	Allocators []trajectories.Allocator
-	Path       string
-	Progress   Progress
-	Groups     int           // groups in the whole run
-	Every      time.Duration // 0: DefaultEvery
-	Now        func() time.Time
+	// FS is the file system Path is written on (nil: the operating
+	// system's).
+	FS       vfs.FS
+	Path     string
+	Progress Progress
+	Groups   int           // groups in the whole run
+	Every    time.Duration // 0: DefaultEvery
+	Now      func() time.Time
 
 	groups, episodes, samples int64 // written since the last checkpoint
 	last                      time.Time
 	err                       error // a failed checkpoint: the run stops
+	dirsSynced                bool  // the files' directories were synced
 }
 
 // Recycles implements play.RecyclingOutput when Stage does.
@@ -110,8 +117,9 @@ func (o *Output) Flush() error {
 	return o.checkpoint(false)
 }
 
-// checkpoint writes the files out (flush: Sink is flushed first) and the
-// progress they hold.
+// checkpoint writes the files out (flush: Sink is flushed first), syncs
+// them (and, the first time, their directories), and writes the progress
+// they hold, durably.
 func (o *Output) checkpoint(flush bool) error {
 	if o.err != nil {
 		return o.err
@@ -126,12 +134,24 @@ func (o *Output) checkpoint(flush bool) error {
 	p.Files = append([]File(nil), p.Files...)
 	for i, w := range o.Files {
 		end, digest, err := w.Digest()
+		if err == nil {
+			// The files' bytes are durable before the progress that
+			// vouches for them is: a power loss leaves a progress file
+			// whose files hold at least what it says.
+			err = w.Sync()
+		}
+		if err == nil && !o.dirsSynced {
+			// And their names: a file created by this run (or the resumed
+			// one) is reachable after a power loss.
+			err = vfs.Or(o.FS).SyncDir(filepath.Dir(w.File().Name()))
+		}
 		if err != nil {
-			o.err = fmt.Errorf("progress: %s: %w", w.File().Name(), err)
+			o.err = fmt.Errorf("output %s: %w", w.File().Name(), err)
 			return o.err
 		}
 		p.Files[i].Bytes, p.Files[i].Digest = end, digest
 	}
+	o.dirsSynced = true
 	p.Format = Format
 	p.Groups += int(o.groups)
 	p.Episodes += o.episodes
@@ -143,7 +163,7 @@ func (o *Output) checkpoint(flush bool) error {
 		return err
 	}
 	p.States = states
-	if err := p.Write(o.Path); err != nil {
+	if err := p.Write(o.FS, o.Path); err != nil {
 		o.err = err
 		return err
 	}
@@ -207,23 +227,24 @@ func indexOf(states []State, name string) int {
 // lost what the system had not yet stored).
 var ErrShortFile = errors.New("output file shorter than its checkpoint")
 
-// Reopen opens the output file f of a checkpoint for the resumed run to
+// Reopen opens the output file f of a checkpoint, on fsys (nil: the
+// operating system's), for the resumed run to
 // write on: it checks that the file holds at least f.Bytes and that they
 // end a line, cuts it back to f.Bytes (what a kill left after the
 // checkpoint goes, a cut line included), and returns it positioned there.
 // last, when not nil, is given the file's last line before that point
 // (without its newline), to check that it is the line the checkpoint
 // counts.
-func Reopen(f File, last func(line []byte) error) (*os.File, error) {
+func Reopen(fsys vfs.FS, f File, last func(line []byte) error) (vfs.File, error) {
 	flags := os.O_RDWR
 	if f.Bytes == 0 {
 		flags |= os.O_CREATE // killed before the file was created
 	}
-	fh, err := os.OpenFile(f.Path, flags, 0o644)
+	fh, err := vfs.Or(fsys).OpenFile(f.Path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	fail := func(err error) (*os.File, error) {
+	fail := func(err error) (vfs.File, error) {
 		fh.Close()
 		return nil, err
 	}
@@ -260,7 +281,7 @@ const maxLastLine = 256 << 20
 
 // lastLine returns the line that ends at byte end of f (which must be a
 // newline), without the newline.
-func lastLine(f *os.File, end int64) ([]byte, error) {
+func lastLine(f io.ReaderAt, end int64) ([]byte, error) {
 	var one [1]byte
 	if _, err := f.ReadAt(one[:], end-1); err != nil {
 		return nil, err

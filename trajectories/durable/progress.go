@@ -32,12 +32,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/troupe-rl/troupe/internal/atomicfile"
+	"github.com/troupe-rl/troupe/internal/vfs"
 )
 
 // Format is the version of the progress file: v2 added each file's
@@ -110,9 +110,10 @@ var ErrBadProgress = errors.New("bad progress file")
 // ErrOtherRun is wrapped by Check's error: the files belong to another run.
 var ErrOtherRun = errors.New("the output belongs to another run")
 
-// Read reads the progress file at path, strictly.
-func Read(path string) (*Progress, error) {
-	data, err := os.ReadFile(path)
+// Read reads the progress file at path on fsys (nil: the operating
+// system's), strictly.
+func Read(fsys vfs.FS, path string) (*Progress, error) {
+	data, err := vfs.ReadFile(vfs.Or(fsys), path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNoProgress, path)
 	}
@@ -163,19 +164,19 @@ func validDigest(s string) bool {
 	return true
 }
 
-// Write writes p to path atomically: to a temporary file in the same
-// directory, renamed over path, so that whenever the process dies, path
-// holds the previous progress or this one, never half of one.
-func (p *Progress) Write(path string) error {
+// Write writes p to path on fsys (nil: the operating system's)
+// atomically and durably: to a temporary file in the same directory,
+// synced, renamed over path, and the directory synced, so that whenever
+// the process dies or the power fails, path holds the previous progress
+// or this one, never half of one, and this one once Write returned.
+func (p *Progress) Write(fsys vfs.FS, path string) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return fmt.Errorf("progress: %w", err)
 	}
 	data = append(data, '\n')
-	// Not synced: many times a second would cost a run its speed, and a
-	// killed process loses nothing the kernel has.
-	if err := atomicfile.Write(path, data, 0o644, false); err != nil {
-		return fmt.Errorf("progress: %w", err)
+	if err := atomicfile.Write(fsys, path, data, 0o644, true); err != nil {
+		return fmt.Errorf("progress %s: %w", path, err)
 	}
 	return nil
 }
