@@ -273,6 +273,19 @@ func (*random) Act(_ context.Context, obs *Observation) (Action, error) {
 	return Action{Text: obs.Legal[obs.Intn(0, len(obs.Legal))]}, nil
 }
 
+// Probabilities is 1/len(obs.Legal) for each legal action: what an exact
+// search (league.NashConv) takes the expectation over, where Act draws one.
+func (*random) Probabilities(obs *Observation) ([]float64, error) {
+	if len(obs.Legal) == 0 {
+		return nil, fmt.Errorf("agent %q turn %d: %w", obs.Agent, obs.Turn, ErrNoLegalActions)
+	}
+	probs := make([]float64, len(obs.Legal))
+	for i := range probs {
+		probs[i] = 1 / float64(len(probs))
+	}
+	return probs, nil
+}
+
 // ErrReplayExhausted is returned by Replay when asked for a turn beyond its
 // list.
 var ErrReplayExhausted = errors.New("replay: no recorded action for this turn")

@@ -24,15 +24,16 @@ import (
 
 // experimentFlags are the raw values of troupe experiment's flags.
 type experimentFlags struct {
-	grid, params, allocators, policies, learn []string
-	learners, sideAllocators                  []string
-	seeds, episodes, window, parallel, group  int
-	diagnose, diagnoseSamples, tree           int
-	treeAlpha, modeMinShare                   float64
-	treeRoles                                 []string
-	seed                                      uint64
-	out, title, cpuProfile, side              string
-	quiet, resume, png, treeJoint             bool
+	grid, params, allocators, policies, learn      []string
+	learners, sideAllocators                       []string
+	seeds, episodes, window, parallel, group       int
+	diagnose, diagnoseSamples, tree, nashConvNodes int
+	treeAlpha, modeMinShare                        float64
+	treeRoles                                      []string
+	nashConv                                       string
+	seed                                           uint64
+	out, title, cpuProfile, side                   string
+	quiet, resume, png, treeJoint                  bool
 }
 
 func (a *App) experimentCommand() *cobra.Command {
@@ -113,6 +114,8 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.Float64Var(&f.treeAlpha, "tree-alpha", 1, "with --tree: a candidate's reward is alpha·team + its seat's own score (AT-GRPO's mix)")
 	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO)")
 	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the learning `ROLES` tree-sampled (comma-separated, repeatable; default: every learning role)")
+	fl.StringVar(&f.nashConv, "nashconv", "", "measure each cell's learnt joint policy exactly at its end, in a small two-sided game: `SEARCH` full (every history) or markov (every position, for games of perfect information; tic-tac-toe)")
+	fl.IntVar(&f.nashConvNodes, "nashconv-max-nodes", 0, "histories (or positions) a --nashconv search may visit per side; 0: league.DefaultMaxNodes")
 	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
 	fl.IntVar(&f.diagnoseSamples, "diagnose-samples", experiment.DefaultDiagnoseSamples, "counterfactuals per diagnosed agent and kind (its own action, the others'), at least 2: the learnability's bias falls as 1/samples², its interval as 1/√samples")
 	fl.Float64Var(&f.modeMinShare, "mode-min-share", experiment.DefaultModeMinShare, "least share of the seeds in a mode of the final results (modes.csv); a mode holds two seeds at least")
@@ -215,6 +218,14 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 	case f.treeJoint || len(f.treeRoles) > 0:
 		return experiment.Config{}, usagef("--tree-joint and --tree-roles need --tree K")
 	}
+	search, err := nashConvSearch(f.nashConv, f.nashConvNodes)
+	if err != nil {
+		return experiment.Config{}, err
+	}
+	var nashConv *experiment.NashConv
+	if search != nil {
+		nashConv = &experiment.NashConv{Markov: search.Markov, MaxNodes: search.MaxNodes}
+	}
 	cfg := experiment.Config{
 		Tree:           tree,
 		Scenario:       sc,
@@ -234,6 +245,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Window:         f.window,
 		Diagnose:       experiment.Diagnose{Episodes: f.diagnose, Samples: f.diagnoseSamples},
 		Modes:          experiment.ModeRule{MinShare: f.modeMinShare},
+		NashConv:       nashConv,
 		Resume:         f.resume,
 		Parallel:       f.parallel,
 		Out:            f.out,
@@ -298,6 +310,12 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 			args = append(args, "--tree-roles", strings.Join(t.Roles, ","))
 		}
 	}
+	if nc := cfg.NashConv; nc != nil {
+		args = append(args, "--nashconv", map[bool]string{false: "full", true: "markov"}[nc.Markov])
+		if nc.MaxNodes > 0 {
+			args = append(args, "--nashconv-max-nodes", strconv.Itoa(nc.MaxNodes))
+		}
+	}
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
 		args = append(args, "--title", cfg.Title)
@@ -319,7 +337,7 @@ var experimentFlagOf = map[string]string{
 	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
 	"group": "--group", "window": "--window", "diagnose": "--diagnose", "diagnose.samples": "--diagnose-samples",
-	"tree": "--tree*",
+	"tree": "--tree*", "nashconv": "--nashconv",
 }
 
 // mismatchWithFlags is e with each difference followed by the flag that

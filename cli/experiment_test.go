@@ -265,3 +265,30 @@ func TestExperimentTrainsPolicyGradientLearners(t *testing.T) {
 		assert.Contains(t, h.stdout, want)
 	}
 }
+
+// --nashconv measures each cell's learnt joint policy; the report says so
+// and its command line repeats the flag.
+func TestExperimentMeasuresNashConv(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ttt")
+	r := troupe(t, "experiment", "tictactoe", "--nashconv", "markov", "--seeds", "2", "--episodes", "40", "--out", out)
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "--nashconv markov --out")
+	assert.Contains(t, string(report), "| gain of x | gain of o | not measured |")
+	assert.Contains(t, string(report), "| 0 of 2 |")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nashconv", "exact"}, `--nashconv "exact": want full or markov`},
+		{[]string{"--nashconv-max-nodes", "10"}, "no --nashconv to bound"},
+		{[]string{"--nashconv", "full", "--nashconv-max-nodes", "-1"}, "want 0 (the default) or more"},
+	} {
+		bad := append([]string{"experiment", "blotto", "--seeds", "2", "--episodes", "30", "--out", t.TempDir()}, tc.args...)
+		r := troupe(t, bad...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want, strings.Join(tc.args, " "))
+	}
+}

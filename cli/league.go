@@ -255,17 +255,25 @@ same run: the files end byte-identical to an uninterrupted run's.`,
 }
 
 func (a *App) leagueShowCommand() *cobra.Command {
-	var plotFile string
+	var plotFile, nashConv string
 	var glicko bool
 	var every int64
+	var nashConvNodes int
 	cmd := &cobra.Command{
 		Use:   "show DIR",
 		Short: "Show the ratings table and the payoff matrix; plot ratings over time",
 		Long: `Show the league as its last commit left it: the ratings table and the payoff
 matrix, and with --plot the ratings over time. It only reads, so it may run
-while troupe league play or troupe serve --league plays the league.`,
+while troupe league play or troupe serve --league plays the league. With
+--nashconv, each player's exact NashConv in self-play in a small two-sided
+game (tic-tac-toe: --nashconv markov): the learner and snapshots by their
+greedy policy.`,
 		Args: leagueArgs("show takes the league's directory", 1, 1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			search, err := nashConvSearch(nashConv, nashConvNodes)
+			if err != nil {
+				return err
+			}
 			l, err := league.OpenReadOnly(args[0], a.Scenarios)
 			if err != nil {
 				return a.leagueError(err)
@@ -279,6 +287,12 @@ while troupe league play or troupe serve --league plays the league.`,
 			fmt.Fprintf(a.Stdout, "\npayoff: the row player's mean score against the column player (matches)\n")
 			if err := l.Payoff().Write(a.Stdout); err != nil {
 				return err
+			}
+			if search != nil {
+				fmt.Fprintf(a.Stdout, "\nNashConv of each player's policy in self-play, searched exactly (exploitability = NashConv/2)\n")
+				if err := l.WriteNashConv(cmd.Context(), a.Stdout, *search); err != nil {
+					return a.leagueError(err)
+				}
 			}
 			if plotFile == "" {
 				return nil
@@ -301,7 +315,27 @@ while troupe league play or troupe serve --league plays the league.`,
 	fl.StringVar(&plotFile, "plot", "", "write the ratings over time to this SVG file")
 	fl.BoolVar(&glicko, "glicko", false, "plot Glicko-2 ratings with ±2 RD bands instead of Elo")
 	fl.Int64Var(&every, "every", 0, "plot a point every N matches (default: 200 points)")
+	fl.StringVar(&nashConv, "nashconv", "", "measure each player exactly in self-play, in a small two-sided game: `SEARCH` full (every history) or markov (every position, for games of perfect information; tic-tac-toe)")
+	fl.IntVar(&nashConvNodes, "nashconv-max-nodes", 0, "histories (or positions) a --nashconv search may visit per side; 0: league.DefaultMaxNodes")
 	return cmd
+}
+
+// nashConvSearch is the search --nashconv and --nashconv-max-nodes ask
+// for: nil for none.
+func nashConvSearch(mode string, maxNodes int) (*league.Search, error) {
+	switch mode {
+	case "":
+		if maxNodes != 0 {
+			return nil, usagef("--nashconv-max-nodes: no --nashconv to bound")
+		}
+		return nil, nil
+	case "full", "markov":
+		if maxNodes < 0 {
+			return nil, usagef("--nashconv-max-nodes %d: want 0 (the default) or more", maxNodes)
+		}
+		return &league.Search{Markov: mode == "markov", MaxNodes: maxNodes}, nil
+	}
+	return nil, usagef("--nashconv %q: want full or markov", mode)
 }
 
 func (a *App) leagueSnapshotCommand() *cobra.Command {

@@ -42,6 +42,10 @@ func TestLeagueCommands(t *testing.T) {
 	svg, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
+	r = ok("league", "show", dir, "--nashconv", "markov")
+	assert.Contains(t, r.stdout, "NashConv of each player's policy in self-play")
+	assert.Regexp(t, `minimax +minimax +0\.0000 +0\.0000 +x \+0\.0000, o \+0\.0000`, r.stdout)
+	assert.Regexp(t, `learner@300 +snapshot +\d\.\d{4} +\d\.\d{4} +x \+\d\.\d{4}, o \+\d\.\d{4}`, r.stdout)
 }
 
 // usageCase is a command line that must be refused, and what its message
@@ -75,6 +79,7 @@ func TestLeagueUsageErrors(t *testing.T) {
 		{[]string{"league", "play", dir}, "-n N"},
 		{[]string{"league", "play", dir, "-n", "5"}, "no players"},
 		{[]string{"league", "snapshot", dir}, "no in-process learner"},
+		{[]string{"league", "show", dir, "--nashconv", "exact"}, `--nashconv "exact": want full or markov`},
 	})
 }
 

@@ -214,6 +214,9 @@ type Cell struct {
 	// how many of its rows (agent and state) ever changed their greedy
 	// action after their first update.
 	Lock *learn.Lock `json:"lock,omitempty"`
+	// NashConv is the learnt joint policy's exact NashConv at the end of
+	// the run, when Config.NashConv asks (nashconv.go).
+	NashConv *CellNashConv `json:"nashconv,omitempty"`
 }
 
 // CreditStats describe the rewards of a cell's final window.
@@ -379,6 +382,11 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 	if l, ok := learner.(learn.Locker); ok {
 		lock := l.Lock()
 		cell.Lock = &lock
+	}
+	if cfg.NashConv != nil {
+		if cell.NashConv, err = p.nashConv(ctx, c, pt.params, policy, learner); err != nil {
+			return nil, err
+		}
 	}
 	return cell, nil
 }

@@ -178,6 +178,11 @@ func encodeCell(c *Cell) (*cellJSON, error) {
 			return nil, err
 		}
 	}
+	if c.NashConv != nil {
+		if err := marshal(`,"nashconv":`, c.NashConv); err != nil {
+			return nil, err
+		}
+	}
 	buf = append(buf, '}', '\n')
 	if uint64(len(buf)) > math.MaxUint32 {
 		spans = nil // offsets past uint32: episodes.csv formats the numbers itself

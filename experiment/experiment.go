@@ -171,6 +171,11 @@ type Config struct {
 	// Modes is the rule by which the seeds' final results are clustered
 	// into modes (FindModes); the zero value is the default rule.
 	Modes ModeRule
+	// NashConv, when set, measures each cell's learnt joint policy
+	// exactly at the cell's end (each side's best-response gain, and
+	// their sum): for two-sided games small enough to search. A cell
+	// whose game cannot be measured keeps the reason (CellNashConv).
+	NashConv *NashConv
 	// Limits bound every episode.
 	Limits env.Limits
 	// Tree, when set, plays every episode with tree sampling

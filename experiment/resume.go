@@ -84,6 +84,7 @@ type manifest struct {
 	Limits      limits            `json:"limits"`
 	CustomState bool              `json:"custom_state"`
 	Tree        *treeID           `json:"tree,omitempty"`
+	NashConv    *NashConv         `json:"nashconv,omitempty"`
 }
 
 func (p *plan) manifest() ([]byte, error) {
@@ -93,7 +94,8 @@ func (p *plan) manifest() ([]byte, error) {
 		Learners: p.specNames, Learn: p.learners, Policies: p.cfg.Policies,
 		Seeds: p.cfg.Seeds, Seed: p.cfg.Seed, Episodes: p.cfg.Episodes, Group: p.group(), Window: p.window,
 		Diagnose: p.diagnoseID(), Limits: limitsOf(p.cfg.Limits), CustomState: p.cfg.State != nil,
-		Tree: p.treeID(),
+		Tree:     p.treeID(),
+		NashConv: p.cfg.NashConv,
 	}
 	if m.Params == nil {
 		m.Params = map[string]string{}

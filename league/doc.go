@@ -22,8 +22,16 @@
 // players; an n-player match counts as the two-player games its ranking
 // implies (see Elo and Glicko). Ratings, the payoff matrix (Payoff) and the
 // ratings over time (History, PlotRatings) are replayed from the match
-// log. BestResponse and Exploitability measure a policy exactly against
-// its best reply, in small games of perfect information.
+// log.
+//
+// # Exploitability
+//
+// NashConv measures a joint policy exactly in a small two-sided game (two
+// teams, or two seats): each side's value, its best response against the
+// other side's policies, searched on its information sets over the whole
+// game tree (sequential or simultaneous moves, hidden information, chance
+// over stated seeds), and the gains summed. League.NashConv measures a
+// player in self-play; Exploitability is NashConv/2 of one policy.
 //
 // # Files
 //

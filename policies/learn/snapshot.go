@@ -340,7 +340,7 @@ func (g *greedy) Act(_ context.Context, obs *agents.Observation) (agents.Action,
 // best actions share it equally (ties are broken uniformly at random),
 // and in a state it does not know every legal action is equally likely.
 // It lets an exact search take the expectation over what the policy's
-// seed would decide (league.BestResponse).
+// seed would decide (league.NashConv).
 func (g *greedy) Probabilities(obs *agents.Observation) ([]float64, error) {
 	probs := make([]float64, len(obs.Legal))
 	st := g.rows[obs.Agent][g.opts.state(episode.RenderObservation(obs.View, obs.Inbox))]
