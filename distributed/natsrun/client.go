@@ -39,6 +39,9 @@ type Client struct {
 	chunk   int
 	inline  int          // results up to this size ride in their done markers
 	fps     fingerprints // the runs' it submits
+	// auditKey, set by tests, keys the audit draws of the runs it
+	// submits; nil draws a secret key per run (crypto/rand).
+	auditKey []byte
 }
 
 // Option adjusts a Client.
@@ -393,6 +396,12 @@ func parseMarker(val []byte) (doneRecord, []byte, error) {
 // fetch reads back the episode a done marker points at: inline, or from
 // the results stream.
 func (c *Client) fetch(ctx context.Context, rec doneRecord, inline []byte) (*episode.Record, error) {
+	ep, _, err := c.fetchRaw(ctx, rec, inline)
+	return ep, err
+}
+
+// fetchRaw is fetch, with the episode's encoding as the worker stored it.
+func (c *Client) fetchRaw(ctx context.Context, rec doneRecord, inline []byte) (*episode.Record, []byte, error) {
 	data, seqs := inline, []uint64(nil)
 	if !rec.Inline {
 		data, seqs = make([]byte, 0, min(rec.Size, maxResult)), rec.Seqs
@@ -415,24 +424,25 @@ func (c *Client) fetch(ctx context.Context, rec doneRecord, inline []byte) (*epi
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("result chunk %d: %w", seq, err)
+			return nil, nil, fmt.Errorf("result chunk %d: %w", seq, err)
 		}
 		data = append(data, chunk...)
 	}
 	if len(data) != rec.Size || crc32.Checksum(data, castagnoli) != rec.CRC {
-		return nil, fmt.Errorf("%w: result of %d bytes does not match its done marker (%d bytes)", ErrCorruptResult, len(data), rec.Size)
+		return nil, nil, fmt.Errorf("%w: result of %d bytes does not match its done marker (%d bytes)", ErrCorruptResult, len(data), rec.Size)
 	}
 	if rec.Codec != codecS2 {
-		return nil, fmt.Errorf("%w: result compressed with %q, not %q", ErrCorruptResult, rec.Codec, codecS2)
+		return nil, nil, fmt.Errorf("%w: result compressed with %q, not %q", ErrCorruptResult, rec.Codec, codecS2)
 	}
 	if n, err := s2.DecodedLen(data); err != nil || n != rec.Raw || n > maxResult {
-		return nil, fmt.Errorf("%w: result of %d bytes does not decompress to %d bytes (%v)", ErrCorruptResult, len(data), rec.Raw, err)
+		return nil, nil, fmt.Errorf("%w: result of %d bytes does not decompress to %d bytes (%v)", ErrCorruptResult, len(data), rec.Raw, err)
 	}
 	raw, err := s2.Decode(nil, data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorruptResult, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrCorruptResult, err)
 	}
-	return wire.Decode(raw)
+	ep, err := wire.Decode(raw)
+	return ep, raw, err
 }
 
 // maxInline is the largest result a done marker carries inline: larger

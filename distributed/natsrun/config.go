@@ -66,6 +66,15 @@ type Config struct {
 	// went silent for LeaseTTL (it was killed) takes the run over. Default
 	// 15s.
 	LeaseTTL time.Duration
+	// AuditRate is the share of each worker's episodes the submitter
+	// re-plays in its own process to check them, from 0 (none, the
+	// default) to 1 (all), drawn independently per episode and out of
+	// the workers' sight; a worker caught storing an episode that differs
+	// is distrusted (see ErrAudit). A worker that lies on k episodes is
+	// caught with probability 1 − (1 − AuditRate)^k (AuditProbability).
+	// It costs the submitter the re-played episodes' CPU. A submitter's
+	// setting: workers ignore it.
+	AuditRate float64
 }
 
 // ErrBadConfig is wrapped by errors about a Config, a run id, or options.
@@ -110,6 +119,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: chunk size %d: want at least 1024 bytes", ErrBadConfig, c.ChunkSize)
 	case c.Batch < 0 || c.Batch > maxBatch:
 		return c, fmt.Errorf("%w: batch %d: want 0 (chosen per run) or 1 to %d", ErrBadConfig, c.Batch, maxBatch)
+	case !(c.AuditRate >= 0 && c.AuditRate <= 1): // NaN too
+		return c, fmt.Errorf("%w: audit rate %g: want 0 (no audit) to 1 (every episode)", ErrBadConfig, c.AuditRate)
 	case c.LeaseTTL < 300*time.Millisecond:
 		return c, fmt.Errorf("%w: lease ttl %v: want at least 300ms", ErrBadConfig, c.LeaseTTL)
 	}

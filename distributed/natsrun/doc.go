@@ -62,6 +62,20 @@
 // has refused the run, the submitter stops with ErrUnplayable naming each
 // one's reason.
 //
+// # Audit
+//
+// The fingerprint samples three fixed seeds with the default policy; a
+// worker whose scenario differs only on other seeds, or only under the
+// run's policies, passes it. Config.AuditRate makes the submitter re-play
+// a share of each worker's episodes itself, drawn per episode with a
+// secret key after the worker stored it, and compare them byte for byte:
+// a worker lying on k episodes is caught with probability
+// 1 − (1 − AuditRate)^k (AuditProbability). A differing episode is
+// replaced by the submitter's own (the output stays the local run's), its
+// worker's later episodes are all re-played here, and its earlier ones are
+// re-played at once: one that differs was written already, and the run
+// stops with ErrAudit. See audit.go.
+//
 // # One submitter at a time
 //
 // A submitter holds the run's lease and renews it every LeaseTTL/3 with an

@@ -91,6 +91,8 @@ type Executor struct {
 	kick   chan struct{}
 	stale  chan struct{} // Execute found a marker the watcher missed
 
+	audit *auditor // nil: Config.AuditRate 0
+
 	stats struct {
 		published, collected, redelivered, failed, doneAtStart, queuedAtStart atomic.Int64
 	}
@@ -110,6 +112,11 @@ type ExecutorStats struct {
 	// Refusals are the workers that found they cannot play the run, and
 	// why, sorted by worker; they left its requests to the others.
 	Refusals []Refusal
+	// Audited counts the episodes the submitter re-played to check them
+	// (Config.AuditRate), and AuditFailures those that differed, in the
+	// order found: their workers are distrusted.
+	Audited       int64
+	AuditFailures []AuditFailure
 }
 
 // pollEvery is how often a waiting Execute asks the bucket directly, in
@@ -160,6 +167,14 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 	if err != nil {
 		return nil, err
 	}
+	if c.cfg.AuditRate > 0 {
+		switch {
+		case spec.LLMEndpoint != "":
+			return nil, fmt.Errorf("%w: audit rate %g: the run's roles play an LLM, whose answers a re-play does not reproduce; audit only runs of reproducible policies", ErrBadConfig, c.cfg.AuditRate)
+		case cfg.Policy == nil:
+			return nil, fmt.Errorf("%w: audit rate %g: the run has no Policy to re-play its episodes with", ErrBadConfig, c.cfg.AuditRate)
+		}
+	}
 	if rec.Fingerprint, err = c.fps.of(ctx, cfg.Scenario, fingerprintInputOf(&rec)); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
@@ -199,6 +214,13 @@ func (c *Client) start(ctx context.Context, run string, cfg play.Config, spec Sp
 		stale:     make(chan struct{}, 1),
 	}
 	x.leaseRev.Store(leaseRev)
+	if c.cfg.AuditRate > 0 {
+		local := &env.LocalExecutor{Play: cfg.Play, Drive: cfg.Drive}
+		if x.audit, err = newAuditor(c.cfg.AuditRate, c.auditKey, local, x.stored, c.log); err != nil {
+			c.release(context.WithoutCancel(ctx), run, leaseRev)
+			return nil, err
+		}
+	}
 	x.cfg.Executor = x
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if err := x.watch(ctx); err != nil {
@@ -604,6 +626,23 @@ func (x *Executor) Execute(ctx context.Context, req env.Request) *episode.Record
 	}
 }
 
+// stored reads back the record a worker stored for episode idx, its
+// encoding, and the worker's name.
+func (x *Executor) stored(ctx context.Context, idx int64) (*episode.Record, []byte, string, error) {
+	entry, err := retryValue(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return x.c.runs.Get(ctx, x.ref.doneKey(idx))
+	})
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("the done marker of episode %d: %w", idx, err)
+	}
+	rec, inline, err := parseMarker(entry.Value())
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("the done marker of episode %d: %w", idx, err)
+	}
+	ep, raw, err := x.c.fetchRaw(ctx, rec, inline)
+	return ep, raw, rec.Worker, err
+}
+
 // errExpired reports a done marker whose result is no longer stored: the
 // results stream dropped it after ResultsMaxAge.
 var errExpired = errors.New("natsrun: the result expired")
@@ -615,7 +654,7 @@ func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*e
 	if err != nil {
 		return failed(req, EndResultLost, fmt.Sprintf("natsrun: done marker of episode %d: %v", req.Index, err)), nil
 	}
-	ep, err := x.c.fetch(ctx, rec, inline)
+	ep, encoded, err := x.c.fetchRaw(ctx, rec, inline)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -628,6 +667,20 @@ func (x *Executor) collect(ctx context.Context, req env.Request, raw []byte) (*e
 	if ep.Index != req.Index || ep.RolloutID != req.RolloutID || ep.GroupIndex != req.GroupIndex ||
 		ep.Seed != req.Seed || ep.PolicySeed != req.PolicySeed || ep.Scenario != req.Scenario || !maps.Equal(ep.Params, req.Params) {
 		return failed(req, EndResultLost, fmt.Sprintf("natsrun: the stored result of episode %d is episode %d of %s (rollout %d): not this request", req.Index, ep.Index, ep.Scenario, ep.RolloutID)), nil
+	}
+	if x.audit != nil {
+		if ep, err = x.audit.check(ctx, req, rec.Worker, ep, encoded); err != nil {
+			if ctx.Err() != nil {
+				return interrupted(req, context.Cause(ctx)), nil
+			}
+			// The output holds a lie: the run cannot go on.
+			x.c.log.Error("natsrun: the run cannot go on", "run", x.run, "err", err)
+			x.cancel(err)
+			if x.stopRun != nil {
+				x.stopRun(err)
+			}
+			return interrupted(req, err), nil
+		}
 	}
 	if x.cfg.Policy != nil {
 		ep.Replay = replayer(&x.cfg, &x.engines, ep)
@@ -925,7 +978,14 @@ func (x *Executor) Stats() ExecutorStats {
 	x.mu.Lock()
 	refusals := slices.SortedFunc(maps.Values(x.refusals), func(a, b Refusal) int { return strings.Compare(a.Worker, b.Worker) })
 	x.mu.Unlock()
+	var audited int64
+	var failures []AuditFailure
+	if x.audit != nil {
+		audited, failures = x.audit.stats()
+	}
 	return ExecutorStats{
+		Audited:       audited,
+		AuditFailures: failures,
 		Resumed:       x.resumed,
 		DoneAtStart:   x.stats.doneAtStart.Load(),
 		QueuedAtStart: x.stats.queuedAtStart.Load(),

@@ -34,7 +34,8 @@ import (
 // for a fingerprint, and the scenario's behaviour is what is checked. A
 // scenario's non-default policy that differs between builds is therefore
 // not caught (nor anything that only shows in episodes other than the
-// fixed seeds').
+// fixed seeds'): Config.AuditRate's re-plays catch those, with the
+// probability the operator sets.
 const (
 	// fingerprintEpisodes is how many episodes a fingerprint plays.
 	fingerprintEpisodes = 3

@@ -83,6 +83,7 @@ func (f *Flags) bindCommon(fs *pflag.FlagSet, urlHelp string) {
 // bindSubmitter defines the flags of a submitter (troupe run and troupe serve).
 func (f *Flags) bindSubmitter(fs *pflag.FlagSet) {
 	fs.IntVar(&f.Config.Batch, "nats-batch", f.Config.Batch, "episodes per work message, played one after another by one worker slot: 16 or more for scripted episodes (less broker work), 1 for LLM ones; 0 chooses (1 when a role plays an LLM, else 16)")
+	fs.Float64Var(&f.Config.AuditRate, "audit-rate", f.Config.AuditRate, "share of each worker's episodes this submitter re-plays to check them, 0 to 1 (e.g. 0.05), drawn secretly per episode after the worker stored it; a worker lying on k episodes is caught with probability 1-(1-rate)^k (on 1% of 10000 at 0.05: 0.994); its episodes are then re-played here, and the run stops if one written before differs")
 	fs.DurationVar(&f.Config.LeaseTTL, "nats-lease", f.Config.LeaseTTL, "how long after this submitter's last sign of life another may take its run over (it renews every third of it)")
 }
 

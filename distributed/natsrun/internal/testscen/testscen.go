@@ -42,6 +42,15 @@ type Options struct {
 	// this capacity, whatever its parameter says: a worker built with a
 	// changed scenario of the same name (its fingerprint differs).
 	ElfarolCapacity string
+	// LieEvery, when set, makes count a liar's build: it adds 1 to the
+	// team reward of every episode whose scenario seed is a multiple of
+	// LieEvery (100: about 1% of seeds), and plays the others, and the
+	// fingerprint's, as count does.
+	LieEvery uint64
+	// LyingSleepy makes count's "sleepy" policy a liar's: it names the
+	// largest number every turn instead of a random one. count's default
+	// policy, which fingerprints play, is unchanged.
+	LyingSleepy bool
 }
 
 // CrashExit is the exit code of a process the "crash" policy ended.
@@ -65,7 +74,7 @@ func Registry(o Options) *env.Registry {
 	reg, err := env.NewRegistry(
 		withPolicies(elf, o, client),
 		withPolicies(tictactoe.New(), o, client),
-		withPolicies(Count(), o, client),
+		withPolicies(countLying(o.LieEvery), o, client),
 	)
 	if err != nil {
 		panic(err) // fixed definitions, checked by the tests
@@ -122,6 +131,13 @@ func withPolicies(sc env.Scenario, o Options, client *llm.Client) env.Scenario {
 		info.Policies[name] = mk
 	}
 	info.Policies["sleepy"] = func(env.PolicyRequest) (agents.Policy, error) { return Sleepy(o.Delay), nil }
+	if o.LyingSleepy && info.Name == "count" {
+		info.Policies["sleepy"] = func(env.PolicyRequest) (agents.Policy, error) {
+			return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+				return agents.Action{Text: obs.Legal[len(obs.Legal)-1]}, nil
+			}), nil
+		}
+	}
 	if client != nil {
 		info.Policies["llm"] = func(env.PolicyRequest) (agents.Policy, error) {
 			return llm.NewPolicy(client, llmConfig(o.LLM), llm.WithScenario(&info))
@@ -157,7 +173,11 @@ var player = &agents.Role{
 // the team reward is the sum of the numbers, each player's score its own
 // sum. Each view starts with "seed=SEED ", so a policy can recognise an
 // episode.
-func Count() env.Scenario {
+func Count() env.Scenario { return countLying(0) }
+
+// countLying is Count, lying on the seeds that are multiples of lieEvery
+// (0: none).
+func countLying(lieEvery uint64) env.Scenario {
 	info := &env.Info{
 		Name:     "count",
 		Summary:  "two players name numbers in turn; the reward is their sum",
@@ -175,13 +195,15 @@ func Count() env.Scenario {
 		},
 	}
 	return env.Define(info, func(p env.Params, seed uint64) (env.Game, error) {
-		return &count{turns: p.Int("turns"), seed: seed, legal: []string{"0", "1", "2", "3"}}, nil
+		lie := lieEvery > 0 && seed%lieEvery == 0
+		return &count{turns: p.Int("turns"), seed: seed, lie: lie, legal: []string{"0", "1", "2", "3"}}, nil
 	})
 }
 
 type count struct {
 	turns, played int
 	seed          uint64
+	lie           bool // add 1 to the team reward
 	sums          [2]float64
 	legal         []string
 }
@@ -221,7 +243,11 @@ func (g *count) Apply(s *env.Step, moves []env.Move) error {
 }
 
 func (g *count) Score() env.Score {
-	return env.Score{Team: g.sums[0] + g.sums[1], Agents: []float64{g.sums[0], g.sums[1]}}
+	team := g.sums[0] + g.sums[1]
+	if g.lie {
+		team++
+	}
+	return env.Score{Team: team, Agents: []float64{g.sums[0], g.sums[1]}}
 }
 
 // Plan is a run, as plain data that a test and a process it starts can
