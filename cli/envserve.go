@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-rl/troupe/envserver"
+	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/trajectories"
 )
@@ -113,7 +114,7 @@ func (a *App) envServeCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	bindServeFlags(fl, &cfg.Addr, envserver.DefaultAddr, &cfg.Token, &tokenFile)
+	bindServeFlags(fl, &cfg.Addr, envserver.DefaultAddr, &cfg.Token, &tokenFile, &cfg.InsecureOpen)
 	fl.StringVarP(&out, "out", "o", "", "append every finished episode's samples to this JSONL file")
 	fl.StringVar(&episodesOut, "episodes-out", "", "append every finished episode's record (and credit) to this file")
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "server seed: the run seeds of episodes whose reset brings none derive from it")
@@ -127,6 +128,8 @@ func (a *App) envServeCommand() *cobra.Command {
 	fl.DurationVar(&cfg.Retain, "retain", envserver.DefaultRetain, "how long a finished episode stays readable at /state and /record")
 	fl.IntVar(&cfg.MaxRetained, "max-retained", envserver.DefaultMaxRetained, "finished episodes kept readable at most (the oldest go first)")
 	fl.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", envserver.DefaultMaxBodyBytes, "request (and WebSocket message) size limit in bytes")
+	fl.DurationVar(&cfg.BodyTimeout, "body-timeout", httpedge.DefaultBodyTimeout, "longest a request's body may take to arrive; a slower one is answered 408 and its connection closed")
+	fl.IntVar(&cfg.MaxSeats, "max-seats", envserver.DefaultMaxSeats, "most seats one episode (or one env of a vector) may have; a reset whose parameters make more is refused")
 	fl.DurationVar(&cfg.HarnessSeat.ActTimeout, "harness-act-timeout", 0, "a harness seat whose harness makes no move this long falls back (to the house policy, or forfeit) (0: --session-timeout)")
 	def.bind(fl)
 	llmCfg.BindFlags(fl)

@@ -25,7 +25,7 @@ func harnessCall(t *testing.T, method, url, body string) (int, []byte) {
 	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Authorization", "Bearer tok-0123456789abcdef")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -43,7 +43,7 @@ func TestEnvServeHarness(t *testing.T) {
 	model := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "samples.jsonl")
-	base, stop := envServing(t, "--token", "tok", "--llm-base-url", model.URL(), "--llm-kind", "llamacpp", "-o", out)
+	base, stop := envServing(t, "--token", "tok-0123456789abcdef", "--llm-base-url", model.URL(), "--llm-kind", "llamacpp", "-o", out)
 	code, b := harnessCall(t, "POST", base+"/reset", `{"scenario":"tictactoe","seed":7,"open":["x"],"harness":["x"],"policies":{"o":"llm"}}`)
 	require.Equal(t, http.StatusOK, code, string(b))
 	var res envclient.Result
@@ -96,7 +96,7 @@ func TestEnvServeHarness(t *testing.T) {
 // harness seat is refused by name.
 func TestEnvServeHarnessNeedsModel(t *testing.T) {
 	t.Setenv(llm.EnvBaseURL, "")
-	base, stop := envServing(t, "--token", "tok")
+	base, stop := envServing(t, "--token", "tok-0123456789abcdef")
 	defer stop()
 	code, b := harnessCall(t, "POST", base+"/reset", `{"scenario":"tictactoe","harness":["x"]}`)
 	require.Equal(t, http.StatusBadRequest, code)
@@ -114,7 +114,7 @@ func jsonString(s string) string {
 func TestEnvServeHarnessPerRole(t *testing.T) {
 	def := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
 	other := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp, Record: true})
-	base, stop := envServing(t, "--token", "tok", "--llm-base-url", def.URL(), "--llm-kind", "llamacpp", "--llm-model", "default-model",
+	base, stop := envServing(t, "--token", "tok-0123456789abcdef", "--llm-base-url", def.URL(), "--llm-kind", "llamacpp", "--llm-model", "default-model",
 		"--llm-endpoint", "other="+other.URL(), "--harness-llm", "x=endpoint=other,model=x-model,temperature=0.25")
 	defer stop()
 	code, b := harnessCall(t, "POST", base+"/reset", `{"scenario":"tictactoe","seed":7,"harness":["x","o"]}`)

@@ -277,3 +277,20 @@ func TestEnvServePythonClient(t *testing.T) {
 	assert.Equal(t, []string{"a1", "b1", "c1"}, got.X, "x plays the first legal cell")
 	assert.Equal(t, []string{"c3", "b3"}, got.O, "o the last")
 }
+
+// The serving commands refuse, exit 2, naming the way out: an address
+// beyond loopback without a token, and a token shorter than 16 bytes.
+func TestServersRefuseOpenAddressesAndShortTokens(t *testing.T) {
+	for _, cmd := range []string{"serve", "env-serve"} {
+		r := troupe(t, cmd, "--addr", "0.0.0.0:0")
+		assert.Equal(t, 2, r.code, "%s: %s", cmd, r.stderr)
+		assert.Contains(t, r.stderr, "needs a token", cmd)
+		assert.Contains(t, r.stderr, "--insecure-open", cmd)
+		r = troupe(t, cmd, "--token", "x")
+		assert.Equal(t, 2, r.code, "%s: %s", cmd, r.stderr)
+		assert.Contains(t, r.stderr, "too short", cmd)
+	}
+	r := troupe(t, "env-serve", "--addr", "0.0.0.0:0", "--insecure-open", "--llm-base-url", "http://127.0.0.1:1/v1")
+	assert.Equal(t, 2, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "chat calls")
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/distributed/natsrun"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/policies/llm"
 	"github.com/troupe-rl/troupe/rollout/server"
 	"github.com/troupe-rl/troupe/rollout/verifiers"
@@ -83,7 +84,7 @@ func (a *App) serveCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	bindServeFlags(fl, &cfg.Addr, server.DefaultAddr, &cfg.Token, &tokenFile)
+	bindServeFlags(fl, &cfg.Addr, server.DefaultAddr, &cfg.Token, &tokenFile, &cfg.InsecureOpen)
 	fl.Uint64Var(&cfg.Seed, "seed", 0, "service seed: scenario and policy seeds of requests that bring none derive from it")
 	fl.Int64Var(&cfg.RolloutIDBase, "rollout-id-base", 0, "first rollout_id handed to requests that bring none")
 	fl.IntVar(&cfg.MaxConcurrentEpisodes, "max-episodes", server.DefaultMaxConcurrentEpisodes, "episodes played at once, all requests together")
@@ -148,11 +149,13 @@ func tokenInGiven(fl *pflag.FlagSet, lookup func(string) (string, bool)) bool {
 }
 
 // bindServeFlags binds the flags every serving command has: where it
-// listens and its bearer token.
-func bindServeFlags(fl *pflag.FlagSet, addr *string, defAddr string, token, tokenFile *string) {
-	fl.StringVar(addr, "addr", defAddr, "address to listen on (127.0.0.1 keeps it local)")
-	fl.StringVar(token, "token", "", "bearer token (visible in ps: prefer --token-file or $TROUPE_TOKEN)")
+// listens, its bearer token, and whether it may serve beyond loopback
+// without one.
+func bindServeFlags(fl *pflag.FlagSet, addr *string, defAddr string, token, tokenFile *string, open *bool) {
+	fl.StringVar(addr, "addr", defAddr, "address to listen on (127.0.0.1 keeps it local; any other needs a token, or --insecure-open)")
+	fl.StringVar(token, "token", "", fmt.Sprintf("bearer token, %d bytes at least (visible in ps: prefer --token-file or $TROUPE_TOKEN; openssl rand -hex 16 makes one)", httpedge.MinTokenBytes))
 	fl.StringVar(tokenFile, "token-file", "", "file holding the bearer token")
+	fl.BoolVar(open, "insecure-open", false, "serve an --addr beyond loopback without a token: anyone who can reach it may use the server (a warning says so)")
 }
 
 // readToken is the bearer token of a command that serves: --token-file's

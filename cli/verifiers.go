@@ -69,15 +69,10 @@ func loopbackZMQ(addr string) bool {
 	if !ok {
 		return false
 	}
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return httpedge.Loopback(hostport)
 }
 
 // endpointOf names the endpoint whose base URL a verifiers request's

@@ -29,6 +29,19 @@ import (
 // and an error that says how to raise the bound, instead of running on.
 const DefaultStepLimit = 100_000
 
+// DefaultTextLimit bounds the text of an episode whose scenario declares
+// no Info.TextLimit: its turns' views and answers and its messages'
+// payloads, in bytes, each turn's view counted as its sample holds it
+// (once per turn). What an episode holds in memory, its record, the
+// samples made of it and their encoding, grows with that text; a game
+// whose views grow every step (a transcript in the view) and that never
+// ends would otherwise hold gigabytes before DefaultStepLimit ends it. It
+// ends truncated then, with end "text_limit" and an error saying how to
+// raise the bound. 256 MiB is some 1,700 times the text of an El Farol
+// week of 1,000 patrons (150 bytes a turn), and more than one of
+// 1,000,000 holds (150 MB).
+const DefaultTextLimit = 256 << 20
+
 // Limits bound an episode, counted inside it: a zero field means no limit.
 // Hitting a limit truncates the episode (status truncated), which is
 // distinct from the rules terminating it (status completed). Wall time is
@@ -49,6 +62,7 @@ const (
 	EndStepLimit   = "step_limit"     // no Limits.MaxSteps, and the scenario's StepLimit (or DefaultStepLimit) reached
 	EndMaxTurns    = "max_turns"      // Limits.MaxTurns
 	EndMaxMessages = "max_messages"   // Limits.MaxMessages
+	EndTextLimit   = "text_limit"     // the scenario's TextLimit (or DefaultTextLimit) reached
 	EndDeadline    = "deadline"       // Drive.Timeout
 	EndInterrupted = "interrupted"    // the run was cancelled
 	EndPolicyError = "policy_error"   // a policy returned an error
@@ -262,11 +276,16 @@ type Engine struct {
 	// episode, spans where each turn's are; at the end they are copied
 	// into one array of the exact size, which the turns' Inbox slice.
 	// The buffers are the engine's, reused by every episode.
-	inbox     []int
-	spans     []inboxSpan
-	emit      []bool
-	ended     bool
-	played    int     // turns asked for so far, all seats together (Limits.MaxTurns)
+	inbox  []int
+	spans  []inboxSpan
+	emit   []bool
+	ended  bool
+	played int // turns asked for so far, all seats together (Limits.MaxTurns)
+	// text is the bytes of the episode's views, answers and message
+	// payloads so far (Info.TextLimit); logged is how many of the bus's
+	// messages it counts.
+	text      int64
+	logged    int
 	out       outcome // how the episode ended, once a phase ended it (over)
 	offenders []int   // seats whose invalid answers ended the episode
 	// asking is set while askOne waits for a policy's answer: a panic that
@@ -692,6 +711,7 @@ func (e *Engine) begin() bool {
 	e.current, e.seats = nil, nil
 	e.ended = false
 	e.played = 0
+	e.text, e.logged = 0, 0
 	e.offenders = e.offenders[:0]
 	e.step.time = 0
 	game, err := e.newGame(setup)
@@ -821,6 +841,7 @@ func (e *Engine) apply(actors []int) bool {
 	for k, i := range actors {
 		turns[i]++
 		o := &obs[k]
+		e.text += int64(len(o.View) + len(acts[k].Text) + len(acts[k].Invalid))
 		if e.remember[i] {
 			hist[i] = append(hist[i], agents.Turn{Step: o.Step, State: o.State, View: o.View, Inbox: o.Inbox, Legal: o.Legal, Action: acts[k]})
 		}
@@ -840,8 +861,16 @@ func (e *Engine) apply(actors []int) bool {
 		h(t, e.current)
 	}
 	e.rec.Steps = t
-	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(e.bus.Log()) > lim && !e.ended {
+	log := e.bus.Log()
+	if lim := e.setup.Limits.MaxMessages; lim > 0 && len(log) > lim && !e.ended {
 		return e.over(protocol.StatusTruncated, EndMaxMessages, nil)
+	}
+	for _, m := range log[min(e.logged, len(log)):] {
+		e.text += int64(len(m.Payload))
+	}
+	e.logged = len(log)
+	if bound := e.info.textLimit(); e.text > bound && !e.ended {
+		return e.over(protocol.StatusTruncated, EndTextLimit, fmt.Errorf("%w: the episode's text (views, answers and messages) passed %d bytes after step %d, scenario %s's bound (Info.TextLimit, else env.DefaultTextLimit); a game that never ends, or whose views grow every step?", ErrRunaway, bound, t, e.info.Name))
 	}
 	return false
 }
@@ -1677,7 +1706,8 @@ func emitNone(Seat) bool { return false }
 var ErrNoLivePolicy = errors.New("no policy to ask for a move beyond the record (the episode's driver gave its moves)")
 
 // ErrRunaway is the error of an episode that reached its scenario's step
-// bound with no limit of its run's (EndStepLimit).
+// bound with no limit of its run's (EndStepLimit), or its text bound
+// (EndTextLimit).
 var ErrRunaway = errors.New("runaway episode")
 
 // ErrReplayFailed is returned by a counterfactual replay that did not

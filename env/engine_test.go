@@ -709,7 +709,7 @@ func TestPolicyGoexitLeavesNoPolicyBlame(t *testing.T) {
 // wins over it.
 func TestARunawayEpisodeEndsAtTheStepBound(t *testing.T) {
 	sc := relayScenario(env.Sequential, 1<<30, relayHooks{}, nil)
-	bounded := stepLimited{sc, 50}
+	bounded := limited{Scenario: sc, steps: 50}
 	setup := env.Setup{Play: env.Play{Scenario: bounded, Params: params(t, sc, nil), Policy: env.SamePolicy(agents.Random())}, Seed: 3}
 	rec := env.RunEpisode(t.Context(), setup)
 	assert.Equal(t, protocol.StatusTruncated, rec.Status)
@@ -731,14 +731,58 @@ func TestARunawayEpisodeEndsAtTheStepBound(t *testing.T) {
 	assert.Equal(t, env.DefaultStepLimit, rec.Steps)
 }
 
-type stepLimited struct {
-	env.Scenario
-	limit int
+// A game that never ends and whose view grows every step (a transcript
+// in the view) would hold text quadratic in its steps, gigabytes before
+// the step bound ends it; its scenario's text bound ends it first,
+// truncated, end "text_limit", with an error that names the bound, and
+// what the finished record holds stays within a few times the bound.
+func TestARunawayEpisodeEndsAtTheTextBound(t *testing.T) {
+	const bound = 1 << 20
+	observed := 0
+	grow := func(int) env.View {
+		observed++ // three seats, one view each a step: the view grows with the step
+		return env.View{Text: strings.Repeat("transcript ", observed/3), Legal: []string{"1"}}
+	}
+	sc := limited{Scenario: relayScenario(env.Simultaneous, 1<<30, relayHooks{observe: grow}, nil), text: bound}
+	setup := env.Setup{Play: env.Play{Scenario: sc, Params: params(t, sc.Scenario, nil), Policy: env.SamePolicy(agents.Random())}, Seed: 3}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := env.RunEpisode(t.Context(), setup)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, protocol.StatusTruncated, rec.Status)
+	assert.Equal(t, env.EndTextLimit, rec.End)
+	assert.ErrorContains(t, errors.New(rec.Err), env.ErrRunaway.Error())
+	assert.Contains(t, rec.Err, fmt.Sprintf("passed %d bytes", bound))
+	text := 0
+	for _, turn := range rec.Turns {
+		text += len(turn.View) + len(turn.Action)
+	}
+	for _, m := range rec.Messages {
+		text += len(m.Payload)
+	}
+	assert.Greater(t, text, bound, "it ends once past the bound")
+	assert.Less(t, text, bound+bound/4, "and no later than the step that passed it")
+	assert.Less(t, rec.Steps, env.DefaultStepLimit/100, "long before the step bound")
+	retained := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, retained, int64(8*bound), "the record holds its text and little more: %d bytes", retained)
+	runtime.KeepAlive(rec)
+
+	bad := limited{Scenario: sc.Scenario, text: -1}
+	assert.ErrorContains(t, bad.Info().Validate(), "TextLimit -1 is negative")
 }
 
-func (s stepLimited) Info() *env.Info {
+// limited is a scenario with its Info's step and text bounds set.
+type limited struct {
+	env.Scenario
+	steps int
+	text  int64
+}
+
+func (s limited) Info() *env.Info {
 	in := *s.Scenario.Info()
-	in.StepLimit = s.limit
+	in.StepLimit, in.TextLimit = s.steps, s.text
 	return &in
 }
 

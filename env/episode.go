@@ -37,6 +37,8 @@ type Episode struct {
 	actors []int
 	moved  []bool
 	left   int
+	// decision counts the steps readied (Decision).
+	decision int
 	// history is every move applied, in order of play, then those of the
 	// current step given so far: what Fork replays.
 	history []givenMove
@@ -105,6 +107,7 @@ func (ep *Episode) phase(f func() bool) {
 		ep.actors = append(ep.actors[:0], actors...)
 		ep.moved = resize(ep.moved, len(actors))
 		ep.left = len(actors)
+		ep.decision++
 		return false
 	})
 	if over {
@@ -171,6 +174,25 @@ func (ep *Episode) Pending() []PendingSeat {
 		}
 	}
 	return out
+}
+
+// Decision numbers the step the episode waits for: it changes when a step
+// is applied (and the next readied), never while the step's moves come
+// in. A driver that has moved its own seats of a step asks it to know
+// whether there is anything new to move, without reading Pending.
+func (ep *Episode) Decision() int { return ep.decision }
+
+// Observation returns what seat observes when it acts at this step and
+// has not moved yet, as Pending holds it; false otherwise. It costs the
+// same whatever the seats: a driver that checks one seat's move among
+// thousands (a table's session, the environment server) asks for that
+// seat's alone, where Pending copies every seat's.
+func (ep *Episode) Observation(seat int) (agents.Observation, bool) {
+	k, ok := slices.BinarySearch(ep.actors, seat)
+	if !ok || ep.moved[k] {
+		return agents.Observation{}, false
+	}
+	return ep.e.obs[k], true
 }
 
 // Act gives seat's move at this step: seat is the index Pending names

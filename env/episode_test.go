@@ -395,3 +395,38 @@ func TestObservationsCarryTheAgentsOwnTurns(t *testing.T) {
 	}
 	assert.Len(t, mine["alice"], 5, "the default five rounds were played")
 }
+
+// Observation is one seat's entry of Pending, found without copying the
+// others'; Decision changes when a step is applied, not while its moves
+// come in.
+func TestObservationIsPendingsEntry(t *testing.T) {
+	setup := setupOf(t, "elfarol", 0)
+	ep, err := env.NewEpisode(setup)
+	require.NoError(t, err)
+	p := ep.Pending()
+	require.Greater(t, len(p), 2)
+	d := ep.Decision()
+	for _, ps := range p {
+		o, ok := ep.Observation(ps.Seat)
+		require.True(t, ok, ps.Agent)
+		assert.Equal(t, ps.Observation, o)
+	}
+	require.NoError(t, ep.Act(p[1].Seat, agents.Action{Text: p[1].Legal[0]}))
+	_, ok := ep.Observation(p[1].Seat)
+	assert.False(t, ok, "a seat that moved observes nothing pending")
+	_, ok = ep.Observation(len(ep.Seats()))
+	assert.False(t, ok, "no such seat")
+	assert.Equal(t, d, ep.Decision(), "the step is not applied yet")
+	for _, ps := range p {
+		if ps.Seat != p[1].Seat {
+			require.NoError(t, ep.Act(ps.Seat, agents.Action{Text: ps.Legal[0]}))
+		}
+	}
+	assert.True(t, ep.Done(), "El Farol is one step")
+
+	ttt, err := env.NewEpisode(setupOf(t, "tictactoe", 0))
+	require.NoError(t, err)
+	d = ttt.Decision()
+	require.NoError(t, ttt.Step(agents.Action{Text: ttt.Pending()[0].Legal[0]}))
+	assert.Equal(t, d+1, ttt.Decision(), "the next step is readied")
+}

@@ -158,6 +158,11 @@ type Info struct {
 	// Limits.MaxSteps: a scenario whose episodes may rightly run longer
 	// than DefaultStepLimit raises it here. 0: DefaultStepLimit.
 	StepLimit int
+	// TextLimit bounds the text of an episode, in bytes: its turns'
+	// views and answers and its messages' payloads (DefaultTextLimit
+	// says why). A scenario whose episodes rightly hold more raises it
+	// here. 0: DefaultTextLimit.
+	TextLimit int64
 	// Counterfactual, when set, says what "absent" and "null action" mean
 	// for the scenario's roles; counterfactual allocators need it.
 	Counterfactual *CounterfactualSpec
@@ -268,6 +273,9 @@ func (in *Info) Validate() error {
 	if in.StepLimit < 0 {
 		return bad("StepLimit %d is negative (0: env.DefaultStepLimit)", in.StepLimit)
 	}
+	if in.TextLimit < 0 {
+		return bad("TextLimit %d is negative (0: env.DefaultTextLimit)", in.TextLimit)
+	}
 	switch in.Schedule {
 	case Sequential, Simultaneous, Async:
 	default:
@@ -358,6 +366,14 @@ func Numbered(role string, n int) []Seat {
 type Score = episode.Score
 
 // stepLimit is the bound of an episode's steps when its run sets none.
+// textLimit is the episode's text bound: TextLimit, else DefaultTextLimit.
+func (in *Info) textLimit() int64 {
+	if in.TextLimit > 0 {
+		return in.TextLimit
+	}
+	return DefaultTextLimit
+}
+
 func (in *Info) stepLimit() int {
 	if in.StepLimit > 0 {
 		return in.StepLimit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/troupe-rl/troupe/agents"
@@ -98,17 +99,23 @@ func BenchmarkStepTable(b *testing.B) {
 	report(b, cpu0, steps, eps)
 }
 
-// BenchmarkStepServer steps them through the server over loopback HTTP
-// with the Go client (one keep-alive connection), the episode written
-// through the output stage (no sink) at its end.
-func BenchmarkStepServer(b *testing.B) {
+// benchServer is a server of the default config on loopback HTTP, until
+// the benchmark ends, and a Go client of it (one keep-alive connection).
+func benchServer(b *testing.B) *envclient.Client {
 	s, err := envserver.New(envserver.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(s)
-	defer hs.Close()
-	c := envclient.New(hs.URL, "", &http.Client{})
+	b.Cleanup(hs.Close)
+	return envclient.New(hs.URL, "", &http.Client{})
+}
+
+// BenchmarkStepServer steps them through the server over loopback HTTP
+// with the Go client (one keep-alive connection), the episode written
+// through the output stage (no sink) at its end.
+func BenchmarkStepServer(b *testing.B) {
+	c := benchServer(b)
 	ctx := context.Background()
 	steps, eps, cpu0 := 0, 0, cputime.Seconds()
 	for b.Loop() {
@@ -126,4 +133,41 @@ func BenchmarkStepServer(b *testing.B) {
 		eps++
 	}
 	report(b, cpu0, steps, eps)
+}
+
+// BenchmarkResetSeats is the cost per seat of an El Farol episode through
+// the server, reset and one step that names every seat's move, at 1,000
+// and at 10,000 seats (the default --max-seats), and their ratio: about
+// 1 when the cost is linear in the seats (it was quadratic: a step of
+// 20,000 seats took minutes).
+//
+//	go test -run '^$' -bench ResetSeats -benchtime 5x ./envserver
+func BenchmarkResetSeats(b *testing.B) {
+	c := benchServer(b)
+	ctx := context.Background()
+	episode := func(n int) float64 {
+		cpu0 := cputime.Seconds()
+		sess, res, err := c.Reset(ctx, envclient.ResetRequest{Scenario: "elfarol", Params: map[string]string{"agents": strconv.Itoa(n)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		moves := make(map[string]string, n)
+		for _, p := range res.Observation.Pending {
+			moves[p.Agent] = p.Legal[0]
+		}
+		if res, err = sess.StepAll(ctx, moves); err != nil || !res.Done {
+			b.Fatal(err, res.Done)
+		}
+		return (cputime.Seconds() - cpu0) / float64(n)
+	}
+	var small, large float64
+	for b.Loop() {
+		small += episode(1_000)
+		large += episode(10_000)
+	}
+	k := float64(b.N)
+	b.ReportMetric(small/k*1e9, "cpu-ns/seat@1k")
+	b.ReportMetric(large/k*1e9, "cpu-ns/seat@10k")
+	b.ReportMetric(large/small, "ratio-10k/1k")
+	b.ReportMetric(0, "ns/op")
 }

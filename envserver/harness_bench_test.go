@@ -33,11 +33,11 @@ func BenchmarkHarnessChat(b *testing.B) {
 	client, err := llm.NewClient(cfg)
 	require.NoError(b, err)
 	b.Cleanup(client.Close)
-	s, err := envserver.New(envserver.Config{Token: "t", HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
+	s, err := envserver.New(envserver.Config{Token: "t-0123456789abcdef", HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
 	require.NoError(b, err)
 	hs := httptest.NewServer(s)
 	b.Cleanup(hs.Close)
-	_, res, err := envclient.New(hs.URL, "t", hs.Client()).Reset(b.Context(), envclient.ResetRequest{Scenario: "negotiation", Open: []string{"alice"}, Harness: []string{"alice"}})
+	_, res, err := envclient.New(hs.URL, "t-0123456789abcdef", hs.Client()).Reset(b.Context(), envclient.ResetRequest{Scenario: "negotiation", Open: []string{"alice"}, Harness: []string{"alice"}})
 	require.NoError(b, err)
 	s.Shutdown()
 	seat := res.Observation.Seats[0].Harness.OpenAIBaseURL
@@ -46,7 +46,7 @@ func BenchmarkHarnessChat(b *testing.B) {
 	post := func(b *testing.B, url string) {
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer t")
+		req.Header.Set("Authorization", "Bearer t-0123456789abcdef")
 		resp, err := hc.Do(req)
 		if err != nil {
 			b.Fatal(err)

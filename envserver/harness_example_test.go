@@ -25,13 +25,13 @@ func Example_harness() {
 	cfg.BaseURL, cfg.Kind = "http://model.invalid/v1", llm.KindLlamaCpp
 	client, _ := llm.NewClient(cfg, llm.WithRoundTripper(model.Transport()))
 	defer client.Close()
-	s, _ := envserver.New(envserver.Config{Token: "tok", HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
+	s, _ := envserver.New(envserver.Config{Token: "tok-0123456789abcdef", HarnessModel: func(string) (*llm.Client, error) { return client, nil }})
 	hs := httptest.NewServer(s)
 	defer hs.Close()
 	defer s.Shutdown()
 
 	seed := uint64(1)
-	_, res, err := envclient.New(hs.URL, "tok", nil).Reset(context.Background(), envclient.ResetRequest{Scenario: "tictactoe", Seed: &seed,
+	_, res, err := envclient.New(hs.URL, "tok-0123456789abcdef", nil).Reset(context.Background(), envclient.ResetRequest{Scenario: "tictactoe", Seed: &seed,
 		EpisodeID: "game-1", Open: []string{"x"}, Harness: []string{"x"}, Policies: map[string]string{"o": "minimax"}})
 	if err != nil {
 		fmt.Println(err)
@@ -41,7 +41,7 @@ func Example_harness() {
 	fmt.Println(strings.TrimPrefix(urls.OpenAIBaseURL, hs.URL))
 	tool := func(name, args string) seats.ToolResult {
 		req, _ := http.NewRequest(http.MethodPost, urls.ToolsURL+"/"+name, strings.NewReader(args))
-		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Authorization", "Bearer tok-0123456789abcdef")
 		resp, err := http.DefaultClient.Do(req)
 		var r seats.ToolResult
 		if err == nil {

@@ -60,7 +60,7 @@ func call(t *testing.T, method, url, token, body string) (int, []byte) {
 func TestHarnessSeat(t *testing.T) {
 	model, srv := harnessModel(t)
 	samples := &lockedBuffer{}
-	const token = "s3cret"
+	const token = "s3cret-0123456789"
 	c, _, _, _ := start(t, envserver.Config{Token: token, HarnessModel: model, Sink: trajectories.NewJSONLWriter(samples, trajectories.Flat)})
 	ctx := t.Context()
 	seed := uint64(3)

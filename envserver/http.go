@@ -158,6 +158,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return errorf(http.StatusRequestEntityTooLarge, envclient.CodeTooLarge, "the body is over %d bytes", s.cfg.MaxBodyBytes)
 		}
+		if httpedge.BodyTimedOut(err) {
+			w.Header().Set("Connection", "close")
+			return errorf(http.StatusRequestTimeout, envclient.CodeBadRequest, "the body did not arrive within %s (troupe env-serve --body-timeout)", s.cfg.BodyTimeout)
+		}
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reading the body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -350,9 +354,17 @@ func (s *Server) handleSeats(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "params: %v", err)
 	}
+	if c, ok := sc.(env.SeatCounter); ok {
+		if e := s.checkSeats(sc.Info().Name, c.SeatCount(params)); e != nil {
+			return e
+		}
+	}
 	ep, err := env.NewEpisode(env.Setup{Play: env.Play{Scenario: sc, Params: params}})
 	if err != nil {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
+	}
+	if e := s.checkSeats(sc.Info().Name, len(ep.Seats())); e != nil {
+		return e
 	}
 	if rec := ep.Record(); rec != nil && len(rec.Seats) == 0 {
 		return errorf(http.StatusBadRequest, envclient.CodeBadRequest, "the scenario seated nobody: %s", rec.Err)
@@ -512,8 +524,11 @@ func (s *Server) wsMessage(ctx context.Context, base string, data []byte, ss **s
 // Serve answers on ln until ctx ends, then shuts down (Shutdown) and
 // closes the connections. A janitor reaps idle sessions meanwhile.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	hs := httpedge.Server(s, 0, s.cfg.BodyTimeout)
+	hs.BaseContext = func(net.Listener) context.Context { return ctx }
+	if s.exposed != "" {
+		s.cfg.Logger.Warn("troupe: warning: " + s.exposed)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if s.cfg.Ready != nil {

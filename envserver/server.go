@@ -63,6 +63,13 @@ const (
 	DefaultMaxRetained    = 4096
 	DefaultMaxBodyBytes   = 1 << 20
 	DefaultReadTimeout    = 30 * time.Second
+	// DefaultMaxSeats bounds the seats of one episode (or of one env of
+	// a vector). 10,000 seats keep a reset's answer to a few megabytes
+	// (every seat's id, role and observation), a step that names every
+	// seat's move (some 20 bytes each) well inside DefaultMaxBodyBytes,
+	// and their reset and step to a fraction of a CPU-second: a server's
+	// cost per episode stays what its operator sized it for.
+	DefaultMaxSeats = 10_000
 )
 
 // EndIdle is the end of an episode the server stopped because nobody
@@ -78,10 +85,21 @@ type Config struct {
 	// Addr is the TCP address Serve listens on (loopback by default).
 	Addr string
 	// Token, when set, is the bearer token every request but GET /health
-	// (and the WebSocket upgrade: "Authorization: Bearer TOKEN") carries.
-	Token      string
-	Scenarios  *env.Registry    // default scenarios.Builtin()
-	Allocators *credit.Registry // default credit.Builtin()
+	// (and the WebSocket upgrade: "Authorization: Bearer TOKEN") carries;
+	// httpedge.MinTokenBytes long at least. An Addr beyond loopback needs
+	// one, unless InsecureOpen.
+	Token string
+	// InsecureOpen serves an Addr beyond loopback without a token, to
+	// anyone who can reach it (Serve logs a warning). New refuses it with
+	// a HarnessModel: harness seats' chat calls go to the model server,
+	// which an open server would lend to anyone.
+	InsecureOpen bool
+	// BodyTimeout bounds the reading of a request's body, from its
+	// handler's start (default httpedge.DefaultBodyTimeout): a client
+	// that is slower is answered 408 and its connection closed.
+	BodyTimeout time.Duration
+	Scenarios   *env.Registry    // default scenarios.Builtin()
+	Allocators  *credit.Registry // default credit.Builtin()
 	// Policies makes the house policies the scenarios do not own (an
 	// LLM), as runspec.Resolvers.Policies; nil: the scenarios' own and
 	// "random".
@@ -114,6 +132,12 @@ type Config struct {
 
 	MaxSessions int // live sessions at once
 	MaxEpisodes int // live episodes at once
+	// MaxSeats bounds the seats of one episode, or of each env of a
+	// vector (default DefaultMaxSeats): a reset (or /seats, or /vectors)
+	// whose parameters make more is refused, 400 too_large, naming the
+	// count and the limit, before its seats are built when the scenario
+	// counts them (env.SeatCounter).
+	MaxSeats int
 	// MaxVectorEnvs bounds the envs of all vector environments together
 	// (default DefaultMaxVectorEnvs).
 	MaxVectorEnvs int
@@ -147,8 +171,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes), "MaxVectorEnvs": int64(c.MaxVectorEnvs),
-		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxRetained": int64(c.MaxRetained), "MaxBodyBytes": c.MaxBodyBytes} {
+	for name, v := range map[string]int64{"MaxSessions": int64(c.MaxSessions), "MaxEpisodes": int64(c.MaxEpisodes), "MaxSeats": int64(c.MaxSeats), "MaxVectorEnvs": int64(c.MaxVectorEnvs),
+		"SessionTimeout": int64(c.SessionTimeout), "MaxWait": int64(c.MaxWait), "Retain": int64(c.Retain), "MaxRetained": int64(c.MaxRetained), "MaxBodyBytes": c.MaxBodyBytes, "BodyTimeout": int64(c.BodyTimeout)} {
 		if v < 0 {
 			return c, fmt.Errorf("%w: %s is negative (%d)", ErrBadConfig, name, v)
 		}
@@ -160,8 +184,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Allocators == nil {
 		c.Allocators = credit.Builtin()
 	}
+	c.BodyTimeout = cmp.Or(c.BodyTimeout, httpedge.DefaultBodyTimeout)
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
 	c.MaxEpisodes = cmp.Or(c.MaxEpisodes, DefaultMaxEpisodes)
+	c.MaxSeats = cmp.Or(c.MaxSeats, DefaultMaxSeats)
 	c.MaxVectorEnvs = cmp.Or(c.MaxVectorEnvs, DefaultMaxVectorEnvs)
 	c.MaxRetained = cmp.Or(c.MaxRetained, DefaultMaxRetained)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
@@ -178,6 +204,7 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg      Config
 	token    httpedge.Token
+	exposed  string // CheckAccess's warning: served open beyond loopback
 	metadata []byte
 	mux      http.Handler // routes (httpedge.Routed)
 
@@ -261,7 +288,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}, vectorBudget: maxServerVectorElements}
+	exposed, err := httpedge.CheckAccess(cfg.Addr, cfg.Token, cfg.InsecureOpen, "--insecure-open")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if exposed != "" && cfg.HarnessModel != nil {
+		return nil, fmt.Errorf("%w: --addr %s without a token would forward anyone's chat calls to the model server (--llm-base-url): give the server a token (--token-file or $TROUPE_TOKEN)", ErrBadConfig, cfg.Addr)
+	}
+	s := &Server{cfg: cfg, exposed: exposed, token: httpedge.NewToken(cfg.Token), episodes: map[string]*episodeEntry{}, sessions: map[string]*session{}, vectors: map[string]*vectorEnv{}, vectorBudget: maxServerVectorElements}
 	if err := s.checkDefault(); err != nil {
 		return nil, err
 	}
@@ -396,21 +430,26 @@ func (s *Server) seatHarness(ctx context.Context, ep *episodeEntry, names []stri
 	if e != nil {
 		return nil, e
 	}
-	open := ep.tb.Open()
-	for k, i := range hs {
+	open := ep.tb.Open() // in seat order
+	n := len(ep.tb.Seats())
+	// Marks, not scans: a reset may name each of thousands of seats.
+	harness, given := marks(n, hs[:0:0]), marks(n, mine)
+	for _, i := range hs {
 		agent := ep.tb.Seats()[i].ID
+		_, isOpen := slices.BinarySearch(open, i)
 		switch {
-		case slices.Contains(hs[:k], i):
+		case harness[i]:
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is named twice", agent)
-		case slices.Contains(mine, i):
+		case given[i]:
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is in seats too: a seat is played by the session or by a harness, not both", agent)
-		case !slices.Contains(open, i):
+		case !isOpen:
 			return nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "harness: seat %s is played by the house (open names the seats sessions and harnesses may take)", agent)
 		}
+		harness[i] = true
 	}
 	if len(mine) == 0 {
 		for _, i := range open {
-			if !slices.Contains(hs, i) {
+			if !harness[i] {
 				mine = append(mine, i)
 			}
 		}
@@ -555,10 +594,16 @@ func (s *Server) create(ctx context.Context, req *envclient.ResetRequest) (*epis
 	if err != nil {
 		return nil, nil, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
+	if e := s.checkSeats(res.Info.Name, len(tb.Seats())); e != nil {
+		// A scenario that does not count its seats ahead (SeatCounter)
+		// is held to the limit once they are built.
+		tb.Stop(protocol.StatusAborted, env.EndInterrupted, errors.New("refused: over the server's seat limit"))
+		return nil, nil, e
+	}
 	ep := &episodeEntry{id: req.EpisodeID, tb: tb, res: res, reward: reward}
-	house := tb.House()
+	house := marks(len(tb.Seats()), tb.House())
 	for i := range tb.Seats() {
-		if !slices.Contains(house, i) {
+		if !house[i] {
 			ep.learners = append(ep.learners, i)
 		}
 	}
@@ -647,6 +692,11 @@ func (s *Server) resolve(spec runspec.Spec, reward string) (*runspec.Resolved, i
 	if err != nil {
 		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "%v", err)
 	}
+	if sc, ok := res.Scenario.(env.SeatCounter); ok {
+		if e := s.checkSeats(res.Info.Name, sc.SeatCount(res.Config.Params)); e != nil {
+			return nil, 0, e
+		}
+	}
 	if reward == "" {
 		return res, -1, nil
 	}
@@ -667,6 +717,14 @@ func (s *Server) resolve(spec runspec.Spec, reward string) (*runspec.Resolved, i
 		return nil, 0, errorf(http.StatusBadRequest, envclient.CodeBadRequest, "reward: %v", err)
 	}
 	return res, len(res.Allocators) - 1, nil
+}
+
+// checkSeats refuses an episode of n seats when n is over MaxSeats.
+func (s *Server) checkSeats(scenario string, n int) *apiError {
+	if n <= s.cfg.MaxSeats {
+		return nil
+	}
+	return errorf(http.StatusBadRequest, envclient.CodeTooLarge, "params: an episode of %s with these parameters has %d seats, over this server's limit of %d (troupe env-serve --max-seats)", scenario, n, s.cfg.MaxSeats)
 }
 
 // step gives a session's moves and waits for its next turn.
@@ -996,10 +1054,11 @@ func (ep *episodeEntry) seats(ss *session, base string) []envclient.Seat {
 	if ss != nil {
 		mine = ss.s.Seats()
 	}
-	house := ep.tb.House()
-	out := make([]envclient.Seat, len(ep.tb.Seats()))
+	n := len(ep.tb.Seats())
+	isMine, house := marks(n, mine), marks(n, ep.tb.House())
+	out := make([]envclient.Seat, n)
 	for i, seat := range ep.tb.Seats() {
-		out[i] = envclient.Seat{Agent: seat.ID, Role: seat.Role, Mine: slices.Contains(mine, i), House: slices.Contains(house, i)}
+		out[i] = envclient.Seat{Agent: seat.ID, Role: seat.Role, Mine: isMine[i], House: house[i]}
 		if ep.actions != nil {
 			out[i].Actions = ep.actions[i]
 		}
@@ -1009,6 +1068,17 @@ func (ep *episodeEntry) seats(ss *session, base string) []envclient.Seat {
 		}
 	}
 	return out
+}
+
+// marks returns n flags, those of the seats in set true: a membership
+// test in constant time where slices.Contains made describing n seats
+// cost n².
+func marks(n int, set []int) []bool {
+	m := make([]bool, n)
+	for _, i := range set {
+		m[i] = true
+	}
+	return m
 }
 
 // harnessPath is where a harness seat's endpoints are served.

@@ -186,12 +186,12 @@ func TestController(t *testing.T) {
 // unknown sessions, each answered with its code and a message that says
 // what was wrong; nothing changes.
 func TestBadInput(t *testing.T) {
-	c, hs, _, _ := start(t, envserver.Config{Token: "sesame", MaxWait: 50 * time.Millisecond})
+	c, hs, _, _ := start(t, envserver.Config{Token: "sesame-0123456789abcdef", MaxWait: 50 * time.Millisecond})
 	ctx := t.Context()
 	post := func(path, body string, auth bool) (int, envclient.Error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+path, strings.NewReader(body))
 		if auth {
-			req.Header.Set("Authorization", "Bearer sesame")
+			req.Header.Set("Authorization", "Bearer sesame-0123456789abcdef")
 		}
 		resp, err := hs.Client().Do(req)
 		require.NoError(t, err)

@@ -178,16 +178,26 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 	}
 	v.feats, _ = sc.(env.Features)
 	v.actionSets, v.params = as, params
+	if e := s.checkSeats(res.Info.Name, len(probe.Seats())); e != nil {
+		return nil, e
+	}
 	v.agents = slices.Clone(probe.Seats())
 	v.house = make([]bool, len(v.agents))
-	for _, id := range req.Open {
-		if !slices.ContainsFunc(v.agents, func(s env.Seat) bool { return s.ID == id }) {
-			return nil, bad("open: no agent %q (the agents: %v)", id, agentIDs(v.agents))
-		}
-	}
 	if len(req.Open) > 0 {
+		// Sets, not scans: open may name each of 100,000 agents.
+		open := make(map[string]bool, len(req.Open))
+		for _, id := range req.Open {
+			open[id] = true
+		}
+		known := make(map[string]bool, len(v.agents))
 		for k, seat := range v.agents {
-			v.house[k] = !slices.Contains(req.Open, seat.ID)
+			v.house[k] = !open[seat.ID]
+			known[seat.ID] = true
+		}
+		for _, id := range req.Open {
+			if !known[id] {
+				return nil, bad("open: no agent %q (the agents: %v)", id, agentIDs(v.agents))
+			}
 		}
 	}
 	for k, h := range v.house {

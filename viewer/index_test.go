@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/scenarios"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/viewer"
@@ -217,6 +218,8 @@ func TestServeRefusesAnExposedAddressWithoutAToken(t *testing.T) {
 	require.NoError(t, err)
 	err = viewer.Serve(t.Context(), v, viewer.ServeConfig{Addr: "0.0.0.0:0"})
 	require.ErrorIs(t, err, viewer.ErrExposed)
+	err = viewer.Serve(t.Context(), v, viewer.ServeConfig{Addr: "127.0.0.1:0", Token: "short"})
+	require.ErrorIs(t, err, httpedge.ErrShortToken, "a token of fewer than 16 bytes is refused")
 }
 
 func TestEpisodeOfAnUnknownScenarioSaysThereIsNoDiagram(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/troupe-rl/troupe/internal/httpedge"
 )
 
 // DefaultAddr is where Serve listens by default: this machine only, on a
@@ -16,7 +18,7 @@ const DefaultAddr = "127.0.0.1:0"
 
 // ErrExposed is returned by Serve for an address other machines can reach
 // without a token.
-var ErrExposed = errors.New("an address beyond loopback needs a token")
+var ErrExposed = httpedge.ErrExposed
 
 // ServeConfig is how Serve listens.
 type ServeConfig struct {
@@ -33,24 +35,18 @@ func Serve(ctx context.Context, v *Viewer, cfg ServeConfig) error {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("--addr %q: %w", addr, err)
 	}
-	loopback := loopbackHost(host)
-	if !loopback && cfg.Token == "" {
-		return fmt.Errorf("--addr %s: %w (--token-file or $TROUPE_TOKEN)", addr, ErrExposed)
+	// The viewer is never served open: its token is its only lock.
+	if _, err := httpedge.CheckAccess(addr, cfg.Token, false, ""); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           v.Handler(cfg.Token, loopback),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := httpedge.Server(v.Handler(cfg.Token, httpedge.Loopback(addr)), 0, 0)
 	if cfg.Ready != nil {
 		u := url.URL{Scheme: "http", Host: ln.Addr().String(), Path: "/"}
 		if cfg.Token != "" {

@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -535,7 +534,7 @@ func (v *Viewer) Handler(token string, loopback bool) http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-store")
-		if loopback && !loopbackHost(r.Host) {
+		if loopback && !httpedge.Loopback(r.Host) {
 			http.Error(w, "troupe view answers only to 127.0.0.1, localhost and [::1]", http.StatusMisdirectedRequest)
 			return
 		}
@@ -602,18 +601,4 @@ func authorized(w http.ResponseWriter, r *http.Request, token string) bool {
 	}
 	http.Error(w, "troupe view: this viewer needs its token: open the URL it printed", http.StatusUnauthorized)
 	return false
-}
-
-// loopbackHost reports whether a request's Host names this machine.
-func loopbackHost(host string) bool {
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	h = strings.Trim(h, "[]")
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }

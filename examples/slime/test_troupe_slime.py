@@ -42,7 +42,7 @@ from slime_sample_standin import Sample  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-TOKEN = "test-token-7f3a"
+TOKEN = "test-token-7f3a-0123456789"
 
 _server = {}
 

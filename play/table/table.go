@@ -151,6 +151,14 @@ type Table struct {
 	holder   []*Session
 	why      []string // seatLeft: why the session left
 	policies []agents.Policy
+	// index is each seat's index by agent id: SeatOf in constant time,
+	// so that naming each of n seats costs n, not n².
+	index map[string]int
+	// housed is the Episode.Decision whose house seats have all moved,
+	// -1 when none (or a session left since): advance has nothing to
+	// do until the step is applied, so a session's move costs nothing
+	// more in a step of thousands of seats.
+	housed int
 	// changed is closed (and replaced) whenever the episode moves or a
 	// session leaves: what blocked Observe calls wait for.
 	changed chan struct{}
@@ -179,6 +187,13 @@ func New(ctx context.Context, cfg Config) (*Table, error) {
 	}
 	n := len(ep.Seats())
 	t.state, t.holder, t.why, t.policies = make([]int, n), make([]*Session, n), make([]string, n), make([]agents.Policy, n)
+	t.housed = -1
+	t.index = make(map[string]int, n)
+	for i, seat := range ep.Seats() {
+		if _, dup := t.index[seat.ID]; !dup {
+			t.index[seat.ID] = i // the first of a repeated id, as a scan finds
+		}
+	}
 	for _, id := range cfg.OpenAgents {
 		i, err := t.SeatOf(id)
 		if err != nil {
@@ -220,12 +235,10 @@ func (t *Table) Seats() []env.Seat { return t.ep.Seats() }
 // SeatOf returns the index of the seat whose agent id or index (in
 // decimal) is name.
 func (t *Table) SeatOf(name string) (int, error) {
-	seats := t.ep.Seats()
-	for i, s := range seats {
-		if s.ID == name {
-			return i, nil
-		}
+	if i, ok := t.index[name]; ok {
+		return i, nil
 	}
+	seats := t.ep.Seats()
 	if i, err := strconv.Atoi(name); err == nil && strconv.Itoa(i) == name && i >= 0 && i < len(seats) {
 		return i, nil
 	}
@@ -233,7 +246,7 @@ func (t *Table) SeatOf(name string) (int, error) {
 	for i, s := range seats {
 		ids[i] = s.ID
 	}
-	return 0, fmt.Errorf("%w: %q (the seats: %s)", ErrNoSeat, name, strings.Join(ids, ", "))
+	return 0, fmt.Errorf("%w: %q (the seats: %s)", ErrNoSeat, name, legalList(ids))
 }
 
 // Open returns the seats open to sessions that no session holds yet.
@@ -389,9 +402,14 @@ func (t *Table) moved() {
 // moved.
 func (t *Table) advance(ctx context.Context) {
 	defer t.moved()
-	for !t.ep.Done() {
-		played := false
-		for _, o := range t.ep.Pending() {
+	for !t.ep.Done() && t.ep.Decision() != t.housed {
+		// The house moves its seats of this step in seat order; the
+		// step is applied with the last pending seat's move, so the
+		// step's pending seats are read once, not again after each
+		// move (which cost a step of n house seats n² copies).
+		pend := t.ep.Pending()
+		played := 0
+		for _, o := range pend {
 			i := o.Seat
 			if st := t.state[i]; st != seatHouse && st != seatLeft {
 				continue
@@ -417,10 +435,12 @@ func (t *Table) advance(ctx context.Context) {
 				t.ep.Stop(protocol.StatusFailed, env.EndGameError, err)
 				return
 			}
-			played = true
-			break // the step may have been applied: read Pending again
+			played++
 		}
-		if !played {
+		if played < len(pend) {
+			// Sessions' seats are still to move (or none was the
+			// house's): the step waits for them.
+			t.housed = t.ep.Decision()
 			return
 		}
 	}
@@ -479,6 +499,13 @@ type Session struct {
 
 // Seats returns the seats the session holds, in seat order.
 func (s *Session) Seats() []int { return slices.Clone(s.seats) }
+
+// holds reports whether seat is one of the session's (s.seats is sorted:
+// a session of every seat of 100,000 checks each move in log time).
+func (s *Session) holds(seat int) bool {
+	_, ok := slices.BinarySearch(s.seats, seat)
+	return ok
+}
 
 // Table is the session's table.
 func (s *Session) Table() *Table { return s.t }
@@ -581,21 +608,16 @@ func (s *Session) check(seat int, a agents.Action) (agents.Action, error) {
 	switch {
 	case s.left:
 		return a, ErrLeft
-	case !slices.Contains(s.seats, seat):
+	case !s.holds(seat):
 		return a, fmt.Errorf("%w: seat %d (the session holds %v)", ErrNotYours, seat, s.seats)
 	case t.ep.Done():
 		return a, ErrEpisodeOver
 	}
-	var obs *agents.Observation
-	pend := t.ep.Pending()
-	for k := range pend {
-		if pend[k].Seat == seat {
-			obs = &pend[k].Observation
-		}
+	o, ok := t.ep.Observation(seat)
+	if !ok {
+		return a, fmt.Errorf("%w: seat %d (%s) at step %d (waiting for %s)", ErrNotPending, seat, t.ep.Seats()[seat].ID, t.ep.Time(), t.waitingFor(t.ep.Pending()))
 	}
-	if obs == nil {
-		return a, fmt.Errorf("%w: seat %d (%s) at step %d (waiting for %s)", ErrNotPending, seat, t.ep.Seats()[seat].ID, t.ep.Time(), t.waitingFor(pend))
-	}
+	obs := &o
 	if err := t.judge(obs, a.Text); err != nil {
 		if !t.cfg.PassIllegal {
 			return a, err
@@ -679,6 +701,7 @@ func (s *Session) Leave(ctx context.Context, why string) {
 	for _, i := range s.seats {
 		t.state[i], t.why[i] = seatLeft, why
 	}
+	t.housed = -1 // the house plays these seats now
 	switch {
 	case t.ep.Done():
 		t.moved()

@@ -38,7 +38,7 @@ func TestRollouts(t *testing.T) {
 	// as absent, in the settings of the role's policy in the run spec.
 	var mu sync.Mutex
 	var seen []json.RawMessage
-	_, ts := start(t, server.Config{Token: "tok",
+	_, ts := start(t, server.Config{Token: "tok-0123456789abcdef",
 		PolicySettings: func(_, _ string, req *rollout.Request) (json.RawMessage, error) { return json.Marshal(req.Sampling) },
 		Policies: func(req env.PolicyRequest) (agents.Policy, error) {
 			if req.Name != "sampled" {
@@ -50,7 +50,7 @@ func TestRollouts(t *testing.T) {
 			req.Name, req.Settings = "scripted", nil
 			return req.Scenario.Info().MakePolicy(req)
 		}})
-	c, err := client.New(ts.URL, client.WithToken("tok"))
+	c, err := client.New(ts.URL, client.WithToken("tok-0123456789abcdef"))
 	require.NoError(t, err)
 
 	res, err := c.Rollouts(context.Background(), &rollout.Request{
@@ -84,8 +84,8 @@ func TestRollouts(t *testing.T) {
 }
 
 func TestErrorsAreTyped(t *testing.T) {
-	_, ts := start(t, server.Config{Token: "tok"})
-	c, err := client.New(ts.URL, client.WithToken("tok"))
+	_, ts := start(t, server.Config{Token: "tok-0123456789abcdef"})
+	c, err := client.New(ts.URL, client.WithToken("tok-0123456789abcdef"))
 	require.NoError(t, err)
 	_, err = c.Rollouts(context.Background(), &rollout.Request{Scenario: "chess"})
 	require.ErrorIs(t, err, rollout.CodeUnknownScenario)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-rl/troupe/agents"
 	"github.com/troupe-rl/troupe/env"
+	"github.com/troupe-rl/troupe/internal/httpedge"
 	"github.com/troupe-rl/troupe/internal/seeds"
 	"github.com/troupe-rl/troupe/league"
 	"github.com/troupe-rl/troupe/protocol"
@@ -234,6 +235,9 @@ func (s *Server) decodeError(err error) *rollout.Error {
 		typeErr   *json.UnmarshalTypeError
 	)
 	switch {
+	case httpedge.BodyTimedOut(err):
+		return &rollout.Error{Status: http.StatusRequestTimeout, Code: rollout.CodeBadRequest,
+			Message: fmt.Sprintf("the request body did not arrive within %s", s.cfg.ReadTimeout)}
 	case errors.As(err, &maxErr):
 		return &rollout.Error{Status: http.StatusRequestEntityTooLarge, Code: rollout.CodeBodyTooLarge,
 			Message: fmt.Sprintf("the request body is larger than the service's limit of %d bytes", maxErr.Limit)}

@@ -87,13 +87,16 @@ const (
 // allocators and scripted policies on DefaultAddr with the defaults above.
 type Config struct {
 	// Addr is the TCP address Serve listens on; "127.0.0.1:0" picks a port
-	// (Ready reports it). Binding beyond loopback is the caller's explicit
-	// choice.
+	// (Ready reports it). An address beyond loopback needs a Token, or
+	// InsecureOpen.
 	Addr string
 	// Token, when set, is the bearer token every request but GET /healthz
-	// must carry ("Authorization: Bearer TOKEN"). It is compared in
-	// constant time.
+	// must carry ("Authorization: Bearer TOKEN"), httpedge.MinTokenBytes
+	// long at least. It is compared in constant time.
 	Token string
+	// InsecureOpen serves an Addr beyond loopback without a token, to
+	// anyone who can reach it; Serve logs a warning.
+	InsecureOpen bool
 
 	Scenarios  *env.Registry    // default scenarios.Builtin()
 	Allocators *credit.Registry // default credit.Builtin()
@@ -154,9 +157,11 @@ type Config struct {
 	// answered as aborted rollouts, so no request hangs.
 	RequestTimeout time.Duration
 
-	// The http.Server's timeouts. WriteTimeout defaults to RequestTimeout
-	// plus a minute, so the service always answers before the connection
-	// is cut.
+	// The http.Server's timeouts. ReadTimeout bounds the reading of a
+	// request's body from its handler's start (httpedge.BodyDeadline),
+	// after ReadHeaderTimeout's header: a slower body is answered 408.
+	// WriteTimeout defaults to RequestTimeout plus a minute, so the
+	// service always answers before the connection is cut.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
@@ -227,6 +232,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: the token has leading or trailing spaces", ErrBadConfig)
 	}
 	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	if _, err := httpedge.CheckAccess(c.Addr, c.Token, c.InsecureOpen, "--insecure-open"); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	if c.Scenarios == nil {
 		c.Scenarios = scenarios.Builtin()
 	}
@@ -535,14 +543,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // ErrShutdownTimeout when episodes had to be aborted, or the listener's
 // error. A Server serves one listener.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ReadTimeout:       s.cfg.ReadTimeout,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	hs := httpedge.Server(s, s.cfg.ReadHeaderTimeout, s.cfg.ReadTimeout)
+	hs.WriteTimeout, hs.IdleTimeout = s.cfg.WriteTimeout, s.cfg.IdleTimeout
+	hs.ErrorLog = slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn)
+	if warning, _ := httpedge.CheckAccess(s.cfg.Addr, s.cfg.Token, s.cfg.InsecureOpen, "--insecure-open"); warning != "" {
+		s.cfg.Logger.Warn("troupe: warning: " + warning)
 	}
 	s.mu.Lock()
 	switch {

@@ -280,7 +280,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
-	s := newServer(t, server.Config{Token: "s3cret"})
+	s := newServer(t, server.Config{Token: "s3cret-0123456789"})
 	ok := `{"scenario":"tictactoe"}`
 	for _, tc := range []struct {
 		name, auth string
@@ -288,11 +288,11 @@ func TestBearerToken(t *testing.T) {
 	}{
 		{"none", "", http.StatusUnauthorized},
 		{"wrong token", "Bearer s3cre", http.StatusUnauthorized},
-		{"longer token", "Bearer s3cret!", http.StatusUnauthorized},
-		{"basic scheme", "Basic s3cret", http.StatusUnauthorized},
-		{"no scheme", "s3cret", http.StatusUnauthorized},
-		{"right token", "Bearer s3cret", http.StatusOK},
-		{"lower-case scheme", "bearer s3cret", http.StatusOK},
+		{"longer token", "Bearer s3cret-0123456789!", http.StatusUnauthorized},
+		{"basic scheme", "Basic s3cret-0123456789", http.StatusUnauthorized},
+		{"no scheme", "s3cret-0123456789", http.StatusUnauthorized},
+		{"right token", "Bearer s3cret-0123456789", http.StatusOK},
+		{"lower-case scheme", "bearer s3cret-0123456789", http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := post(t, s, ok, "Authorization", tc.auth)
@@ -306,7 +306,7 @@ func TestBearerToken(t *testing.T) {
 	// Everything but health probes needs the token.
 	for _, path := range []string{rollout.PathScenarios, rollout.PathAllocators, rollout.PathMetrics} {
 		assert.Equal(t, http.StatusUnauthorized, do(t, s, "GET", path, "").status, path)
-		assert.Equal(t, http.StatusOK, do(t, s, "GET", path, "", "Authorization", "Bearer s3cret").status, path)
+		assert.Equal(t, http.StatusOK, do(t, s, "GET", path, "", "Authorization", "Bearer s3cret-0123456789").status, path)
 	}
 	assert.Equal(t, http.StatusOK, do(t, s, "GET", rollout.PathHealth, "").status)
 }

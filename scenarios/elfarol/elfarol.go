@@ -72,10 +72,18 @@ type Scenario struct {
 	info *env.Info
 	mu   sync.Mutex
 	// seats and views are shared, read-only, by every episode of the same
-	// size: they are the same for all of them.
+	// size: they are the same for all of them. At most maxShared sizes
+	// are kept: a server asked for every size up to its seat limit would
+	// otherwise keep them all (10,000 sizes of 5,000 seats on average,
+	// gigabytes).
 	seats  map[int][]env.Seat
 	nights map[int]*agents.Ints
 }
+
+// maxShared is how many sizes of seats (and of nights) Scenario keeps;
+// past it the kept ones are dropped, and the games that hold them keep
+// theirs. A run plays one size.
+const maxShared = 8
 
 // New returns the El Farol scenario.
 func New() *Scenario {
@@ -118,6 +126,9 @@ func (s *Scenario) MinTurns(p env.Params) map[string]int {
 	return map[string]int{RolePatron: p.Int("agents")}
 }
 
+// SeatCount implements env.SeatCounter: one seat per patron.
+func (s *Scenario) SeatCount(p env.Params) int { return p.Int("agents") }
+
 // Utility is φ(x) = x·e^(-x/c), one night's contribution to G.
 //
 // The conversion forces the product to be rounded on its own, so that a
@@ -154,6 +165,9 @@ func (s *Scenario) shared(n, k int) ([]env.Seat, *agents.Ints) {
 	defer s.mu.Unlock()
 	seats, ok := s.seats[n]
 	if !ok {
+		if len(s.seats) >= maxShared {
+			clear(s.seats)
+		}
 		seats = make([]env.Seat, n)
 		width := len(strconv.Itoa(n - 1))
 		for i := range seats {
@@ -163,6 +177,9 @@ func (s *Scenario) shared(n, k int) ([]env.Seat, *agents.Ints) {
 	}
 	nights, ok := s.nights[k]
 	if !ok {
+		if len(s.nights) >= maxShared {
+			clear(s.nights)
+		}
 		nights = agents.IntRange(0, k-1)
 		s.nights[k] = nights
 	}

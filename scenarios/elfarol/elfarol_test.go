@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"math"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -135,4 +136,26 @@ func TestEpisodeMetricsCountTheAttendance(t *testing.T) {
 	dst := make([]float64, 4)
 	s.EpisodeMetrics(p, rec, dst)
 	assert.Equal(t, []float64{2, 1, 0, 2}, dst, "night 2 has 2 patrons, night 0 one, night 1 none; 2 stay home")
+}
+
+// The seats the scenario shares among episodes of one size are kept for a
+// few sizes, not for every size ever asked for (a server's clients may ask
+// for thousands): games of 200 sizes leave little behind once dropped.
+func TestSharedSeatsAreBounded(t *testing.T) {
+	sc := elfarol.New()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for n := 2000; n < 2200; n++ {
+		p, err := sc.Info().ParseParams(map[string]string{"agents": strconv.Itoa(n)})
+		require.NoError(t, err)
+		g, err := sc.New(p, 0)
+		require.NoError(t, err)
+		require.Len(t, g.Seats(), n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// 200 sizes kept would be some 200 × 2,100 seats of 60 bytes: 25 MB.
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(5<<20))
+	runtime.KeepAlive(sc)
 }
