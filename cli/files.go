@@ -184,6 +184,15 @@ func reopenFiles(p *plan) (*runFiles, error) {
 		}
 		digests = append(digests, d)
 	}
+	// The digests vouch for the bytes, not for the fields that say what
+	// they are: every field is checked against them and the spec, a
+	// finished run's "complete" included.
+	if err := prog.Audit(durable.AuditOptions{Allocators: p.allocators}); err != nil {
+		if errors.Is(err, durable.ErrInconsistent) {
+			return nil, fmt.Errorf("--resume: %s: %w; restore it, or remove %s and %s to start the run again", path, err, p.out, path)
+		}
+		return nil, fmt.Errorf("--resume: %w", err)
+	}
 	if !prog.Complete {
 		if err := durable.RestoreStates(p.allocators, prog.States); err != nil {
 			return nil, fmt.Errorf("--resume: %s: %w", path, err)
