@@ -75,9 +75,12 @@ progress file (FILE` + durable.Suffix + `) is beside a samples file, the group
 size and episode count come from its run spec, its checkpoint proves the file
 whole up to there, the episode file it names (--episodes-out) proves each
 episode's sample count, both files' bytes up to the checkpoint are verified
-against its digests, and the report says whether the run is complete. An
-episode file given beside its samples file is checked against the same
-progress file. A directory stands for the runs in it: each file with a
+against its digests, every field of the progress file is cross-checked
+against those bytes and its spec (a forged "complete" or count is a
+problem), and the report says whether the run is complete. An episode file
+given beside its samples file is checked against the same progress file;
+one that is not given is judged all the same, its problems in the samples
+file's line. A directory stands for the runs in it: each file with a
 progress file beside it, and the episode file that names.
 
 A flat file's last episode cannot be proven whole from the file alone (a cut

@@ -45,7 +45,7 @@ type AuditOptions struct {
 }
 
 // Audit cross-checks every field of p that Verify does not: the spec
-// against its hash and its canonical form; the counts against the spec
+// against its hash; the counts against the spec
 // (groups of the run's group size, no more than the run's, "complete"
 // exactly when they are all written); and the bytes each file's checkpoint
 // vouches for against the counts: they must read, with troupe's checker,
@@ -67,53 +67,49 @@ type AuditOptions struct {
 func (p *Progress) Audit(opt AuditOptions) error {
 	a := &auditor{p: p}
 	spec := a.spec()
-	if spec != nil {
-		a.counts(spec)
-	}
 	a.states(opt.Allocators)
-	if spec != nil {
-		for i, f := range p.Files {
-			path := f.Path
-			if opt.Paths != nil {
-				if i >= len(opt.Paths) || opt.Paths[i] == "" {
-					continue
-				}
-				path = opt.Paths[i]
-			}
-			switch f.Kind {
-			case KindSamples:
-				var records io.Reader
-				if j := a.episodeFile(); j > 0 {
-					ep := p.Files[j].Path
-					if opt.Paths != nil {
-						ep = ""
-						if j < len(opt.Paths) {
-							ep = opt.Paths[j]
-						}
-					}
-					if ep != "" {
-						fh, err := os.Open(ep)
-						if err != nil {
-							return fmt.Errorf("audit: %w", err)
-						}
-						defer fh.Close()
-						records = io.NewSectionReader(fh, 0, p.Files[j].Bytes)
-					}
-				}
-				if err := a.samples(i, path, spec, records); err != nil {
-					return err
-				}
-			case KindEpisodes:
-				if err := a.episodes(i, path, spec); err != nil {
-					return err
+	if spec == nil {
+		return a.err()
+	}
+	a.counts(spec)
+	// pathOf is where file i is read; "" when it is not audited.
+	pathOf := func(i int) string {
+		if opt.Paths == nil {
+			return p.Files[i].Path
+		}
+		if i < len(opt.Paths) {
+			return opt.Paths[i]
+		}
+		return ""
+	}
+	for i, f := range p.Files {
+		path := pathOf(i)
+		if path == "" {
+			continue
+		}
+		var err error
+		switch f.Kind {
+		case KindSamples:
+			var records io.Reader
+			if j := a.episodeFile(); j > 0 && pathOf(j) != "" {
+				fh, err := os.Open(pathOf(j))
+				switch {
+				case err == nil:
+					defer fh.Close()
+					records = io.NewSectionReader(fh, 0, p.Files[j].Bytes)
+				case !errors.Is(err, os.ErrNotExist) || p.Files[j].Bytes > 0:
+					return fmt.Errorf("audit: %w", err)
 				}
 			}
+			err = a.samples(i, path, spec, records)
+		case KindEpisodes:
+			err = a.episodes(i, path, spec)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if len(a.found) > 0 {
-		return &InconsistentError{Disagreements: a.found}
-	}
-	return nil
+	return a.err()
 }
 
 // auditor collects the disagreements of one progress file.
@@ -124,6 +120,14 @@ type auditor struct {
 
 func (a *auditor) disagree(format string, args ...any) {
 	a.found = append(a.found, fmt.Sprintf(format, args...))
+}
+
+// err is the *InconsistentError of the disagreements found, nil for none.
+func (a *auditor) err() error {
+	if len(a.found) == 0 {
+		return nil
+	}
+	return &InconsistentError{Disagreements: a.found}
 }
 
 // spec decodes the progress file's spec and checks it against its hash;
@@ -200,18 +204,20 @@ func (a *auditor) samples(i int, path string, spec *runspec.Spec, records io.Rea
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
 	fh, err := os.Open(path)
-	if err != nil {
-		if f.Bytes == 0 && errors.Is(err, os.ErrNotExist) {
-			return nil // killed before it was created: the counts say 0
-		}
+	var rep trajectories.CheckReport // a file not there holds nothing
+	switch {
+	case err == nil:
+		defer fh.Close()
+		rep = trajectories.CheckAt(fh, f.Bytes, trajectories.CheckOptions{
+			GroupSize: spec.GroupSize, Episodes: int64(spec.Episodes), MaxProblems: 3, Records: records,
+			Checkpoint: &trajectories.Checkpoint{Bytes: f.Bytes, Episodes: p.Episodes, Samples: p.Samples},
+		})
+		a.report(field, rep)
+	case f.Bytes > 0 || !errors.Is(err, os.ErrNotExist):
+		// Missing with a checkpoint at 0 (killed before it was created),
+		// it holds nothing; else Verify refused it first.
 		return fmt.Errorf("audit: %w", err)
 	}
-	defer fh.Close()
-	rep := trajectories.CheckAt(fh, f.Bytes, trajectories.CheckOptions{
-		GroupSize: spec.GroupSize, Episodes: int64(spec.Episodes), MaxProblems: 3, Records: records,
-		Checkpoint: &trajectories.Checkpoint{Bytes: f.Bytes, Episodes: p.Episodes, Samples: p.Samples},
-	})
-	a.report(field, rep)
 	if rep.Samples != p.Samples {
 		a.disagree(`"samples" is %d, the %d bytes %s.bytes vouches for hold %d`, p.Samples, f.Bytes, field, rep.Samples)
 	}
@@ -249,20 +255,22 @@ func (a *auditor) episodes(i int, path string, spec *runspec.Spec) error {
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
 	fh, err := os.Open(path)
-	if err != nil {
-		if f.Bytes == 0 && errors.Is(err, os.ErrNotExist) {
-			return nil
+	var records int64 // a file not there holds none
+	switch {
+	case err == nil:
+		defer fh.Close()
+		// The records are read by the samples' audit, each against its
+		// episode's samples (rollout_id, group_index, sample count), as
+		// far as they go; here they are counted, and the first and the
+		// last decoded whole: decoding every record would cost ten times
+		// the rest.
+		if records, err = countLines(fh, f.Bytes); err != nil {
+			return fmt.Errorf("audit: %s: %w", path, err)
 		}
+	case f.Bytes > 0 || !errors.Is(err, os.ErrNotExist):
+		// Missing with a checkpoint at 0 (killed before it was created),
+		// it holds nothing; else Verify refused it first.
 		return fmt.Errorf("audit: %w", err)
-	}
-	defer fh.Close()
-	// The records are read by the samples' audit, each against its
-	// episode's samples (rollout_id, group_index, sample count), as far as
-	// they go; here they are counted, and the first and the last decoded
-	// whole: decoding every record would cost ten times the rest.
-	records, err := countLines(fh, f.Bytes)
-	if err != nil {
-		return fmt.Errorf("audit: %s: %w", path, err)
 	}
 	if records != p.Episodes {
 		a.disagree(`"episodes" is %d, the %d bytes %s.bytes vouches for hold %d records`, p.Episodes, f.Bytes, field, records)
