@@ -319,3 +319,39 @@ func stopRun(t *testing.T, bin string, args []string, progress string, total int
 	require.False(t, p.Complete, "the run of %d episodes finished before it could be killed", total)
 	return p
 }
+
+// TestForgedAllocatorStatesAreRefused: a stopped rae run's progress file
+// with its allocator's state dropped, renamed or doubled is refused by
+// --resume and troupe check, naming "allocator_states". (The values of a
+// state are not in the output files, so an edited baseline cannot be
+// told from the run's: docs/cli.md.)
+func TestForgedAllocatorStatesAreRefused(t *testing.T) {
+	bin := buildTroupe(t)
+	out := filepath.Join(t.TempDir(), "rae.jsonl")
+	args := []string{"run", "elfarol", "-n", "3000", "-g", "2", "-p", "agents=5", "-a", "rae,team",
+		"-c", "1", "-q", "--checkpoint-every", "1ms", "-o", out, "--episodes-out", out + ".episodes"}
+	orig := stopRun(t, bin, args, durable.PathOf(out), 3000)
+	require.Len(t, orig.States, 1)
+	saved := [3][]byte{readFile(t, out), readFile(t, out+".episodes"), readFile(t, durable.PathOf(out))}
+	for _, tc := range []struct {
+		name   string
+		states []durable.State
+	}{
+		{"dropped", nil},
+		{"renamed", []durable.State{{Allocator: "rae:alpha=0.5", State: orig.States[0].State}}},
+		{"doubled", []durable.State{orig.States[0], orig.States[0]}},
+	} {
+		for i, path := range []string{out, out + ".episodes", durable.PathOf(out)} {
+			require.NoError(t, os.WriteFile(path, saved[i], 0o644))
+		}
+		p := *orig
+		p.States = tc.states
+		require.NoError(t, p.Write(durable.PathOf(out)))
+		check := runBin(t, bin, "check", out)
+		assert.Equal(t, 1, check.code, "%s: troupe check: %s", tc.name, check.stdout)
+		assert.Contains(t, check.stdout, `"allocator_states" holds the states of`, tc.name)
+		res := runBin(t, bin, append(args, "--resume")...)
+		assert.Equal(t, 2, res.code, "%s: %s", tc.name, res.stderr)
+		assert.Contains(t, res.stderr, `"allocator_states" holds the states of`, tc.name)
+	}
+}
