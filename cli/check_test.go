@@ -166,12 +166,8 @@ func TestCheckExitStatus(t *testing.T) {
 // end (a kill or a full disk leaves the two files with different episode
 // counts), a changed byte, a deleted file are problems.
 func TestCheckRunDirectory(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "a.jsonl")
-	eps := out + ".episodes"
-	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents=20", "-q", "-o", out, "--episodes-out", eps)
-	require.Equal(t, ExitOK, res.code, res.stderr)
-	want := readFile(t, eps)
+	dir, out, eps, want := runWithEpisodes(t, 20)
+	var res result
 	for _, args := range [][]string{{dir}, {out, eps}} {
 		res = troupe(t, append([]string{"check"}, args...)...)
 		assert.Equal(t, ExitOK, res.code, res.stdout)
@@ -208,15 +204,10 @@ func TestCheckRunDirectory(t *testing.T) {
 // the samples file's report, naming the episode file. A forged
 // "complete" is one too, where it was believed.
 func TestCheckJudgesTheEpisodeFileBesideSamples(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "a.jsonl")
-	eps := out + ".episodes"
-	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents=5", "-q", "-o", out, "--episodes-out", eps)
-	require.Equal(t, ExitOK, res.code, res.stderr)
-	want := readFile(t, eps)
+	_, out, eps, want := runWithEpisodes(t, 5)
 	lines := bytes.SplitAfter(want, []byte("\n"))
 	require.NoError(t, os.WriteFile(eps, append(bytes.Clone(want), append(lines[5], `{"format":"troupe.episode/v2", cut`...)...), 0o644))
-	res = troupe(t, "check", out)
+	res := troupe(t, "check", out)
 	assert.Equal(t, ExitFailure, res.code, res.stdout)
 	assert.Contains(t, res.stdout, eps+": line 7: rollout_id 5 after 5: a duplicate or out of order")
 	assert.Contains(t, res.stdout, eps+": line 8: ")
@@ -245,4 +236,17 @@ func TestCheckJudgesTheEpisodeFileBesideSamples(t *testing.T) {
 	assert.Equal(t, ExitFailure, res.code, res.stdout)
 	assert.Contains(t, res.stdout, `"complete" is true, but 4 of the run's 6 groups (4 of its 6 episodes) were written (troupe run --resume refuses it)`)
 	assert.NotContains(t, res.stdout, ", complete")
+}
+
+// runWithEpisodes runs 6 episodes of El Farol with agents patrons into a
+// directory of its own, with --episodes-out, and returns the directory,
+// the samples file, the episode file and the episode file's bytes.
+func runWithEpisodes(t *testing.T, agents int) (dir, out, eps string, episodes []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	out = filepath.Join(dir, "a.jsonl")
+	eps = out + ".episodes"
+	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents="+strconv.Itoa(agents), "-q", "-o", out, "--episodes-out", eps)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	return dir, out, eps, readFile(t, eps)
 }
