@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ type checkReport struct {
 // its spec and the bytes its checkpoint vouches for (durable.Audit), in
 // path and in the episode file episodes (when not ""), and, when reg
 // parses the spec's allocators, with their states.
-func auditProblems(prog *durable.Progress, path, episodes string, reg *credit.Registry) []string {
+func auditProblems(ctx context.Context, prog *durable.Progress, path, episodes string, reg *credit.Registry) (problems, notes []string) {
 	paths := make([]string, len(prog.Files))
 	paths[0] = path
 	for i, f := range prog.Files {
@@ -46,18 +47,21 @@ func auditProblems(prog *durable.Progress, path, episodes string, reg *credit.Re
 			paths[i] = episodes
 		}
 	}
-	err := prog.Audit(durable.AuditOptions{Paths: paths, Allocators: specAllocators(prog, reg)})
+	err := prog.Audit(ctx, durable.AuditOptions{Paths: paths, Allocators: specAllocators(prog, reg)})
 	if ie, ok := errors.AsType[*durable.InconsistentError](err); ok {
 		out := make([]string, len(ie.Disagreements))
 		for i, d := range ie.Disagreements {
 			out[i] = fmt.Sprintf("%s: %s (troupe run --resume refuses it)", durable.PathOf(path), d)
 		}
-		return out
+		return out, nil
+	}
+	if errors.Is(err, durable.ErrUnverifiable) {
+		return nil, []string{fmt.Sprintf("%s: not verified: %v", durable.PathOf(path), err)}
 	}
 	if err != nil {
-		return []string{fmt.Sprintf("%s: %v", durable.PathOf(path), err)}
+		return []string{fmt.Sprintf("%s: %v", durable.PathOf(path), err)}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 func (a *App) checkCommand() *cobra.Command {
@@ -102,14 +106,14 @@ has a problem but a flat file's last episode is unproven.`,
 			owners := episodeOwners(args)
 			bad, unproven := 0, 0
 			for _, path := range args {
-				rep := checkFile(path, episodes, a.Allocators)
+				rep := checkFile(cmd.Context(), path, episodes, a.Allocators)
 				if o, ok := owners[filepath.Clean(path)]; ok && rep.Error == "" && len(rep.Proof) == 0 {
 					o.checkEpisodes(rep)
 				}
 				// The episode file that proves a samples file is judged
 				// with it, unless it has a line of its own.
 				if ep := rep.episodes; ep != "" && !slices.ContainsFunc(args, func(a string) bool { return filepath.Clean(a) == filepath.Clean(ep) }) {
-					rep.judgeEpisodes(ep, path, a.Allocators)
+					rep.judgeEpisodes(cmd.Context(), ep, path, a.Allocators)
 				}
 				switch {
 				case !rep.OK:
@@ -144,7 +148,7 @@ has a problem but a flat file's last episode is unproven.`,
 // checkFile checks path, with what its progress file says of the run and
 // the episode file (episodes, else the progress file's, when it is there);
 // reg parses the run's allocators, to know their states.
-func checkFile(path, episodes string, reg *credit.Registry) *checkReport {
+func checkFile(ctx context.Context, path, episodes string, reg *credit.Registry) *checkReport {
 	rep := &checkReport{File: path, Proof: []string{}}
 	f, err := os.Open(path)
 	if err != nil {
@@ -203,7 +207,8 @@ func checkFile(path, episodes string, reg *credit.Registry) *checkReport {
 		// against them and the spec: a forged "complete" or count is a
 		// problem, as troupe run --resume refuses it.
 		if !damaged {
-			problems = append(problems, auditProblems(prog, path, episodes, reg)...)
+			ps, ns := auditProblems(ctx, prog, path, episodes, reg)
+			problems, notes = append(problems, ps...), append(notes, ns...)
 		}
 		inconsistent = len(problems) > 0
 	}
@@ -345,8 +350,8 @@ func specAllocators(prog *durable.Progress, reg *credit.Registry) []trajectories
 
 // judgeEpisodes adds the problems of the episode file ep, which proves
 // the samples file path, to the samples file's report, each naming ep.
-func (r *checkReport) judgeEpisodes(ep, path string, reg *credit.Registry) {
-	er := checkFile(ep, "", reg)
+func (r *checkReport) judgeEpisodes(ctx context.Context, ep, path string, reg *credit.Registry) {
+	er := checkFile(ctx, ep, "", reg)
 	if o, ok := episodeOwners([]string{path})[filepath.Clean(ep)]; ok && er.Error == "" && len(er.Proof) == 0 {
 		o.checkEpisodes(er)
 	}

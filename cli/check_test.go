@@ -98,7 +98,7 @@ func TestCheckJudgesEveryPrefix(t *testing.T) {
 					if m.progress != nil {
 						require.NoError(t, m.progress.Write(durable.PathOf(prefix)))
 					}
-					rep := checkFile(prefix, m.episodes, credit.Builtin())
+					rep := checkFile(t.Context(), prefix, m.episodes, credit.Builtin())
 					require.Empty(t, rep.Error)
 					var want string
 					switch {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,9 @@ func forgeries(total int) []forgery {
 		{name: "samples-1", field: "samples", edit: func(f *forger, p *durable.Progress) { p.Samples-- }, says: `"samples" is`},
 		{name: "negative samples", field: "samples", edit: func(f *forger, p *durable.Progress) { p.Samples = -1 }, says: "negative counts"},
 		{name: "format v1", field: "format", edit: func(f *forger, p *durable.Progress) { p.Format = durable.FormatV1 }, says: "in a troupe.progress/v1 progress file"},
-		{name: "format v3", field: "format", edit: func(f *forger, p *durable.Progress) { p.Format = "troupe.progress/v3" }, says: `format "troupe.progress/v3"`},
+		{name: "format v4", field: "format", edit: func(f *forger, p *durable.Progress) { p.Format = "troupe.progress/v4" }, says: `format "troupe.progress/v4"`},
+		// A run without stateful allocators needs nothing v3 added.
+		{name: "format v2", field: "format", edit: func(f *forger, p *durable.Progress) { p.Format = durable.FormatV2 }},
 		{name: "unknown field", field: "unknown", raw: func(b []byte) []byte { return bytes.Replace(b, []byte("{"), []byte(`{"verified": true,`), 1) }, says: `unknown field "verified"`},
 		{name: "spec_hash", field: "spec_hash", edit: func(f *forger, p *durable.Progress) { p.SpecHash = hex }, says: "spec_hash: " + hex},
 		{name: "spec", field: "spec", edit: func(f *forger, p *durable.Progress) {
@@ -229,7 +232,7 @@ func TestForgedProgressIsNeverBelieved(t *testing.T) {
 				if strings.HasPrefix(a.name, "spec") || strings.HasPrefix(b.name, "spec") {
 					says += "|written by another run" // the spec's fields differ from the command line's
 				}
-				cases = append(cases, forgery{name: a.name + " + " + b.name, says: says, checkOK: a.checkOK && b.checkOK,
+				cases = append(cases, forgery{name: a.name + " + " + b.name, says: says, checkOK: (a.checkOK || a.says == "") && (b.checkOK || b.says == ""),
 					edit: func(f *forger, p *durable.Progress) {
 						for _, e := range []forgery{a, b} {
 							if e.edit != nil {
@@ -321,10 +324,13 @@ func stopRun(t *testing.T, bin string, args []string, progress string, total int
 }
 
 // TestForgedAllocatorStatesAreRefused: a stopped rae run's progress file
-// with its allocator's state dropped, renamed or doubled is refused by
-// --resume and troupe check, naming "allocator_states". (The values of a
-// state are not in the output files, so an edited baseline cannot be
-// told from the run's: docs/cli.md.)
+// with its allocator's states edited (dropped, renamed, doubled, a
+// baseline or an update count changed by the least amount, at the
+// checkpoint or at the start, or both) is refused by --resume and troupe
+// check, naming the field: replaying the episode file from the states at
+// the start must give each record's credit and the states at the
+// checkpoint. A v2 progress file (no states at the start) cannot be
+// verified, and is refused too.
 func TestForgedAllocatorStatesAreRefused(t *testing.T) {
 	bin := buildTroupe(t)
 	out := filepath.Join(t.TempDir(), "rae.jsonl")
@@ -332,26 +338,101 @@ func TestForgedAllocatorStatesAreRefused(t *testing.T) {
 		"-c", "1", "-q", "--checkpoint-every", "1ms", "-o", out, "--episodes-out", out + ".episodes"}
 	orig := stopRun(t, bin, args, durable.PathOf(out), 3000)
 	require.Len(t, orig.States, 1)
+	require.Len(t, orig.StartStates, 1)
 	saved := [3][]byte{readFile(t, out), readFile(t, out+".episodes"), readFile(t, durable.PathOf(out))}
+	// rae's state, edited: its first baseline's value or update count.
+	edited := func(st durable.State, value float64, updates int64) durable.State {
+		var rs struct {
+			Version   int              `json:"version"`
+			Baselines []map[string]any `json:"baselines"`
+		}
+		require.NoError(t, json.Unmarshal(st.State, &rs))
+		if len(rs.Baselines) == 0 {
+			rs.Baselines = []map[string]any{{"scenario": "elfarol", "role": "patron", "baseline": 0.0, "updates": 0.0}}
+		}
+		b := rs.Baselines[0]
+		b["baseline"] = math.Nextafter(b["baseline"].(float64), math.Inf(1)) + value
+		b["updates"] = b["updates"].(float64) + float64(updates)
+		data, err := json.Marshal(rs)
+		require.NoError(t, err)
+		return durable.State{Allocator: st.Allocator, State: data}
+	}
+	bump := func(sts []durable.State, value float64, updates int64) []durable.State {
+		return []durable.State{edited(sts[0], value, updates)}
+	}
 	for _, tc := range []struct {
-		name   string
-		states []durable.State
+		name string
+		edit func(p *durable.Progress)
+		says string
 	}{
-		{"dropped", nil},
-		{"renamed", []durable.State{{Allocator: "rae:alpha=0.5", State: orig.States[0].State}}},
-		{"doubled", []durable.State{orig.States[0], orig.States[0]}},
+		{"dropped", func(p *durable.Progress) { p.States = nil }, `"allocator_states" holds the states of`},
+		{"renamed", func(p *durable.Progress) {
+			p.States = []durable.State{{Allocator: "rae:alpha=0.5", State: p.States[0].State}}
+		}, `"allocator_states" holds the states of`},
+		{"doubled", func(p *durable.Progress) { p.States = append(p.States, p.States[0]) }, `"allocator_states" holds the states of`},
+		{"start dropped", func(p *durable.Progress) { p.StartStates = nil }, `"allocator_states_at_start" holds the states of`},
+		{"baseline by an ulp", func(p *durable.Progress) { p.States = bump(p.States, 0, 0) }, `"allocator_states": rae's state is not what replaying`},
+		{"updates", func(p *durable.Progress) { p.States = bump(p.States, 0, 1) }, `"allocator_states": rae's state is not what replaying`},
+		{"start baseline", func(p *durable.Progress) { p.StartStates = bump(p.StartStates, 0.5, 0) }, "other credit than its record"},
+		{"start updates", func(p *durable.Progress) { p.StartStates = bump(p.StartStates, 0, 7) }, `"allocator_states": rae's state is not what replaying`},
+		{"both", func(p *durable.Progress) {
+			p.StartStates, p.States = bump(p.StartStates, 0.5, 0), bump(p.States, 0.5, 0)
+		}, "other credit than its record"},
+		{"format v2", func(p *durable.Progress) { p.Format, p.StartStates = durable.FormatV2, nil }, "its allocator states cannot be verified: a troupe.progress/v2 progress file"},
 	} {
 		for i, path := range []string{out, out + ".episodes", durable.PathOf(out)} {
 			require.NoError(t, os.WriteFile(path, saved[i], 0o644))
 		}
 		p := *orig
-		p.States = tc.states
+		tc.edit(&p)
 		require.NoError(t, p.Write(durable.PathOf(out)))
 		check := runBin(t, bin, "check", out)
-		assert.Equal(t, 1, check.code, "%s: troupe check: %s", tc.name, check.stdout)
-		assert.Contains(t, check.stdout, `"allocator_states" holds the states of`, tc.name)
+		if tc.name != "format v2" {
+			assert.Equal(t, 1, check.code, "%s: troupe check: %s", tc.name, check.stdout)
+		}
+		assert.Contains(t, check.stdout, tc.says, tc.name)
 		res := runBin(t, bin, append(args, "--resume")...)
 		assert.Equal(t, 2, res.code, "%s: %s", tc.name, res.stderr)
-		assert.Contains(t, res.stderr, `"allocator_states" holds the states of`, tc.name)
+		assert.Contains(t, res.stderr, tc.says, tc.name)
+	}
+	// Unedited, it resumes to the uninterrupted run's bytes.
+	for i, path := range []string{out, out + ".episodes", durable.PathOf(out)} {
+		require.NoError(t, os.WriteFile(path, saved[i], 0o644))
+	}
+	res := runBin(t, bin, append(args, "--resume")...)
+	require.Equal(t, 0, res.code, res.stderr)
+	ref := filepath.Join(t.TempDir(), "ref.jsonl")
+	refArgs := slices.Clone(args)
+	refArgs[len(refArgs)-3], refArgs[len(refArgs)-1] = ref, ref+".episodes"
+	require.Equal(t, 0, runBin(t, bin, refArgs...).code)
+	assert.True(t, bytes.Equal(readFile(t, ref), readFile(t, out)), "the resumed samples differ")
+	assert.True(t, bytes.Equal(readFile(t, ref+".episodes"), readFile(t, out+".episodes")), "the resumed episodes differ")
+}
+
+// TestResumeOfAV2ProgressFile: a v2 progress file (no states at the
+// start) of a rae run without an episode file resumes to the
+// uninterrupted run's bytes, and stays v2: a later resume believes it
+// as the first did.
+func TestResumeOfAV2ProgressFile(t *testing.T) {
+	bin := buildTroupe(t)
+	dir := t.TempDir()
+	args := func(out string) []string {
+		return []string{"run", "elfarol", "-n", "3000", "-g", "2", "-p", "agents=5", "-a", "rae,team",
+			"-c", "1", "-q", "--checkpoint-every", "1ms", "-o", out}
+	}
+	ref := filepath.Join(dir, "ref.jsonl")
+	require.Equal(t, 0, runBin(t, bin, args(ref)...).code)
+	out := filepath.Join(dir, "v2.jsonl")
+	p := stopRun(t, bin, args(out), durable.PathOf(out), 3000)
+	p.Format, p.StartStates = durable.FormatV2, nil
+	require.NoError(t, p.Write(durable.PathOf(out)))
+	for range 2 {
+		res := runBin(t, bin, append(args(out), "--resume")...)
+		require.Equal(t, 0, res.code, res.stderr)
+		assert.True(t, bytes.Equal(readFile(t, ref), readFile(t, out)), "the resumed samples differ")
+		after, err := durable.Read(durable.PathOf(out))
+		require.NoError(t, err)
+		assert.Equal(t, durable.FormatV2, after.Format)
+		assert.True(t, after.Complete)
 	}
 }

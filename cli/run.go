@@ -202,7 +202,7 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		}
 		defer ns.close()
 	}
-	files, err := openFiles(p, f, a.Stdout)
+	files, err := openFiles(ctx, p, f, a.Stdout)
 	if err != nil {
 		if ue, ok := errors.AsType[*UsageError](err); ok {
 			return errors.Join(ue, closeAllocators(p.allocators))

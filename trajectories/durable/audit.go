@@ -3,14 +3,20 @@ package durable
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 
+	"github.com/troupe-rl/troupe/episode"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 )
 
 // ErrInconsistent is wrapped by Audit's error: a field of the progress
@@ -45,26 +51,31 @@ type AuditOptions struct {
 }
 
 // Audit cross-checks every field of p that Verify does not: the spec
-// against its hash; the counts against the spec
-// (groups of the run's group size, no more than the run's, "complete"
-// exactly when they are all written); and the bytes each file's checkpoint
-// vouches for against the counts: they must read, with troupe's checker,
-// as exactly p.Groups whole groups, p.Episodes episodes and p.Samples
-// samples, numbered from the spec's bases on (sample index 0, rollout_id
-// and group_index bases, episode index 0) up to the last one the counts
-// give, with the episode file's records proving each episode's sample
-// count. Verify must have vouched for those bytes first: Audit reads them
-// as they are.
+// against its hash; the counts against the spec (groups of the run's group
+// size, no more than the run's, "complete" exactly when they are all
+// written); the bytes each file's checkpoint vouches for against the
+// counts: they must read, with troupe's checker, as exactly p.Groups whole
+// groups, p.Episodes episodes and p.Samples samples, numbered from the
+// spec's bases on (sample index 0, rollout_id and group_index bases,
+// episode index 0) up to the last one the counts give, with the episode
+// file's records proving each episode's sample count; and, given the
+// run's allocators, the states: those of its stateful allocators by name,
+// and, with an episode file, their values: replayed over its records from
+// p.StartStates, the allocators must give each record's credit and end in
+// p.States. Verify must have vouched for the bytes first: Audit reads
+// them as they are.
 //
 // A progress file the run wrote passes; one whose fields were edited,
 // alone or consistently with each other, fails with an *InconsistentError
 // naming every field that disagrees, unless the edit describes another
-// checkpoint of the same bytes exactly: an earlier group boundary, its
-// digests recomputed. A resume from there writes the same bytes again
-// when the run's allocators are stateless; the values of a stateful
-// allocator's state are not derivable from the files (RAE's baselines are
-// not in them), and Audit checks only their names.
-func (p *Progress) Audit(opt AuditOptions) error {
+// checkpoint of the same bytes exactly (an earlier group end, digests,
+// counts and states recomputed), from which a resume writes the same
+// bytes again. Without an episode file the states' values cannot be
+// checked (the samples do not hold the scores they are made of); a v2
+// progress file, which has no states at the start, of a run with a
+// stateful allocator and an episode file gets an error wrapping
+// ErrUnverifiable when nothing else disagrees.
+func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
 	a := &auditor{p: p}
 	spec := a.spec()
 	a.states(opt.Allocators)
@@ -82,6 +93,7 @@ func (p *Progress) Audit(opt AuditOptions) error {
 		}
 		return ""
 	}
+	var unverified error // the states cannot be verified (v2)
 	for i, f := range p.Files {
 		path := pathOf(i)
 		if path == "" {
@@ -104,12 +116,21 @@ func (p *Progress) Audit(opt AuditOptions) error {
 			err = a.samples(i, path, spec, records)
 		case KindEpisodes:
 			err = a.episodes(i, path, spec)
+			if err == nil && opt.Allocators != nil {
+				unverified = a.replay(ctx, i, path, spec, opt.Allocators)
+				if !errors.Is(unverified, ErrUnverifiable) {
+					err, unverified = unverified, nil
+				}
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return a.err()
+	if err := a.err(); err != nil {
+		return err
+	}
+	return unverified
 }
 
 // auditor collects the disagreements of one progress file.
@@ -165,8 +186,8 @@ func (a *auditor) counts(spec *runspec.Spec) {
 	}
 }
 
-// states checks that the states are those of the run's stateful
-// allocators.
+// states checks that the states, at the checkpoint and at the start, are
+// those of the run's stateful allocators.
 func (a *auditor) states(allocs []trajectories.Allocator) {
 	if allocs == nil {
 		return
@@ -183,9 +204,225 @@ func (a *auditor) states(allocs []trajectories.Allocator) {
 		}
 		return "[" + strings.Join(out, ", ") + "]"
 	}
-	if had, now := names(a.p.States), names(want); had != now {
+	now := names(want)
+	if had := names(a.p.States); had != now {
 		a.disagree(`"allocator_states" holds the states of %s, the run's stateful allocators are %s`, had, now)
 	}
+	if a.p.Format != Format {
+		return // no states at the start before v3
+	}
+	if had := names(a.p.StartStates); had != now {
+		a.disagree(`"allocator_states_at_start" holds the states of %s, the run's stateful allocators are %s`, had, now)
+	}
+}
+
+// replay plays the stateful allocators among allocs over the episode
+// records of file i, at path, up to its checkpoint, from p.StartStates:
+// each record's credit must be theirs, and their states at the end
+// p.States. allocs are left in the state they were in. It is the one
+// check of the states' values, which the output holds only through the
+// credit they gave. Without states at the start (a v2 progress file) it
+// returns an error wrapping ErrUnverifiable.
+func (a *auditor) replay(ctx context.Context, i int, path string, spec *runspec.Spec, allocs []trajectories.Allocator) error {
+	p, f := a.p, a.p.Files[i]
+	var stateful []trajectories.Allocator
+	for _, al := range allocs {
+		if credit.StateOf(al) != nil {
+			stateful = append(stateful, al)
+		}
+	}
+	if len(stateful) == 0 || len(a.found) > 0 {
+		return nil // nothing to replay, or the states' names disagree already
+	}
+	if p.Format != Format {
+		return &damageError{msg: fmt.Sprintf("its allocator states cannot be verified: a %s progress file, written by an older troupe, has no states at the start to replay the episode file from", p.Format), errs: []error{ErrUnverifiable}}
+	}
+	before, err := SaveStates(stateful)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer func() { _ = RestoreStates(stateful, before) }()
+	if err := RestoreStates(stateful, p.StartStates); err != nil {
+		a.disagree(`"allocator_states_at_start": %v`, err)
+		return nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		if f.Bytes == 0 && errors.Is(err, os.ErrNotExist) {
+			return a.compareStates(stateful)
+		}
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer fh.Close()
+	size := max(spec.GroupSize, 1)
+	group := make([]*trajectories.Episode, 0, size)
+	credits := make([]*trajectories.Credit, 0, size)
+	play := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		if err := trajectories.Allocate(ctx, group, stateful, trajectories.RewardScalar); err != nil {
+			return fmt.Errorf("audit: replaying the allocators: %w", err)
+		}
+		for e, ep := range group {
+			if !sameCredit(ep.Credit, credits[e]) {
+				a.disagree(`replayed from "allocator_states_at_start", the stateful allocators give episode %d (rollout_id %d) other credit than its record in %s`, ep.Index, ep.RolloutID, path)
+				return errStopReplay
+			}
+		}
+		group, credits = group[:0], credits[:0]
+		return nil
+	}
+	err = eachRecord(io.NewSectionReader(fh, 0, f.Bytes), func(rec *episode.Record, cr *trajectories.Credit) error {
+		group, credits = append(group, trajectories.RecordOnly(rec)), append(credits, cr)
+		if len(group) < size {
+			return nil
+		}
+		return play()
+	})
+	if err == nil {
+		err = play()
+	}
+	var bad *recordError
+	switch {
+	case errors.As(err, &bad):
+		a.disagree("files[%d].bytes: %v", i, err)
+		return nil
+	case err != nil:
+		return ignoreStop(err)
+	}
+	return a.compareStates(stateful)
+}
+
+// recordError is eachRecord's error for a line that is not a record.
+type recordError struct {
+	line int
+	err  error
+}
+
+func (e *recordError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *recordError) Unwrap() error { return e.err }
+
+// eachRecord decodes the episode records of r on every CPU (decoding is
+// most of a replay's cost) and hands them to each in the file's order; it
+// returns each's first error, or a *recordError for the first line that is
+// not a whole record.
+func eachRecord(r io.Reader, each func(*episode.Record, *trajectories.Credit) error) error {
+	type batch struct {
+		first int // the number of its first line
+		lines [][]byte
+		recs  []*episode.Record
+		crs   []*trajectories.Credit
+		err   error // the first line that does not decode, or a read error
+		done  chan struct{}
+	}
+	workers := runtime.GOMAXPROCS(0)
+	jobs := make(chan *batch)
+	order := make(chan *batch, 2*workers)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(jobs)
+		defer close(order)
+		br := bufio.NewReaderSize(r, 1<<20)
+		for n, end := 0, false; !end; {
+			b := &batch{first: n + 1, done: make(chan struct{})}
+			for len(b.lines) < 256 && !end {
+				line, err := br.ReadBytes('\n')
+				switch {
+				case err == nil:
+					b.lines = append(b.lines, line)
+					n++
+				case errors.Is(err, io.EOF) && len(line) == 0:
+					end = true
+				case errors.Is(err, io.EOF):
+					b.err, end = &recordError{line: n + 1, err: errors.New("cut short: the checkpoint is not at the end of a line")}, true
+				default:
+					b.err, end = err, true
+				}
+			}
+			for _, ch := range []chan *batch{order, jobs} {
+				select {
+				case ch <- b:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}()
+	for range workers {
+		go func() {
+			for b := range jobs {
+				for k, line := range b.lines {
+					rec, cr, err := trajectories.DecodeEpisode(bytes.TrimSpace(line))
+					if err != nil {
+						b.recs, b.crs, b.err = b.recs[:k], b.crs[:k], &recordError{line: b.first + k, err: err}
+						break
+					}
+					b.recs, b.crs = append(b.recs, rec), append(b.crs, cr)
+				}
+				close(b.done)
+			}
+		}()
+	}
+	for b := range order {
+		<-b.done
+		for k, rec := range b.recs {
+			if err := each(rec, b.crs[k]); err != nil {
+				return err
+			}
+		}
+		if b.err != nil {
+			return b.err
+		}
+	}
+	return nil
+}
+
+// errStopReplay ends a replay whose disagreement is recorded.
+var errStopReplay = errors.New("replay stopped")
+
+func ignoreStop(err error) error {
+	if errors.Is(err, errStopReplay) {
+		return nil
+	}
+	return err
+}
+
+// compareStates compares the states of the replayed allocators with
+// p.States.
+func (a *auditor) compareStates(stateful []trajectories.Allocator) error {
+	got, err := SaveStates(stateful)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	for k, st := range got {
+		if k >= len(a.p.States) || !sameJSON(st.State, a.p.States[k].State) {
+			a.disagree(`"allocator_states": %s's state is not what replaying the episode file from "allocator_states_at_start" gives`, st.Allocator)
+		}
+	}
+	return nil
+}
+
+// sameCredit reports whether the replayed credit got holds, for each of
+// its allocators, the values of the record's credit rec.
+func sameCredit(got, rec *trajectories.Credit) bool {
+	if got == nil || rec == nil {
+		return got == rec
+	}
+	for j, name := range got.Allocators {
+		k := slices.Index(rec.Allocators, name)
+		if k < 0 || !slices.Equal(got.Values[j], rec.Values[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameJSON reports whether a and b are the same JSON, whitespace aside.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // episodeFile is the index of the episode file in p.Files, or -1.
