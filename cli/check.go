@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
 
@@ -29,6 +31,37 @@ type checkReport struct {
 	// Proof names the companion files the check used to prove the
 	// episodes whole: the progress file, the episode file.
 	Proof []string `json:"proof"`
+
+	episodes string // the episode file used as proof, when there is one
+}
+
+// auditProblems are the disagreements of the progress file of path with
+// its spec and the bytes its checkpoint vouches for (durable.Audit), in
+// path and in the episode file episodes (when not ""), and, when reg
+// parses the spec's allocators, with their states.
+func auditProblems(ctx context.Context, prog *durable.Progress, path, episodes string, reg *credit.Registry) (problems, notes []string) {
+	paths := make([]string, len(prog.Files))
+	paths[0] = path
+	for i, f := range prog.Files {
+		if i > 0 && f.Kind == durable.KindEpisodes {
+			paths[i] = episodes
+		}
+	}
+	err := prog.Audit(ctx, durable.AuditOptions{Paths: paths, Allocators: specAllocators(prog, reg)})
+	if ie, ok := errors.AsType[*durable.InconsistentError](err); ok {
+		out := make([]string, len(ie.Disagreements))
+		for i, d := range ie.Disagreements {
+			out[i] = fmt.Sprintf("%s: %s (troupe run --resume refuses it)", durable.PathOf(path), d)
+		}
+		return out, nil
+	}
+	if errors.Is(err, durable.ErrUnverifiable) {
+		return nil, []string{fmt.Sprintf("%s: not verified: %v", durable.PathOf(path), err)}
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", durable.PathOf(path), err)}, nil
+	}
+	return nil, nil
 }
 
 func (a *App) checkCommand() *cobra.Command {
@@ -46,9 +79,12 @@ progress file (FILE` + durable.Suffix + `) is beside a samples file, the group
 size and episode count come from its run spec, its checkpoint proves the file
 whole up to there, the episode file it names (--episodes-out) proves each
 episode's sample count, both files' bytes up to the checkpoint are verified
-against its digests, and the report says whether the run is complete. An
-episode file given beside its samples file is checked against the same
-progress file. A directory stands for the runs in it: each file with a
+against its digests, every field of the progress file is cross-checked
+against those bytes and its spec (a forged "complete" or count is a
+problem), and the report says whether the run is complete. An episode file
+given beside its samples file is checked against the same progress file;
+one that is not given is judged all the same, its problems in the samples
+file's line. A directory stands for the runs in it: each file with a
 progress file beside it, and the episode file that names.
 
 A flat file's last episode cannot be proven whole from the file alone (a cut
@@ -70,9 +106,14 @@ has a problem but a flat file's last episode is unproven.`,
 			owners := episodeOwners(args)
 			bad, unproven := 0, 0
 			for _, path := range args {
-				rep := checkFile(path, episodes)
+				rep := checkFile(cmd.Context(), path, episodes, a.Allocators)
 				if o, ok := owners[filepath.Clean(path)]; ok && rep.Error == "" && len(rep.Proof) == 0 {
 					o.checkEpisodes(rep)
+				}
+				// The episode file that proves a samples file is judged
+				// with it, unless it has a line of its own.
+				if ep := rep.episodes; ep != "" && !slices.ContainsFunc(args, func(a string) bool { return filepath.Clean(a) == filepath.Clean(ep) }) {
+					rep.judgeEpisodes(cmd.Context(), ep, path, a.Allocators)
 				}
 				switch {
 				case !rep.OK:
@@ -105,8 +146,9 @@ has a problem but a flat file's last episode is unproven.`,
 }
 
 // checkFile checks path, with what its progress file says of the run and
-// the episode file (episodes, else the progress file's, when it is there).
-func checkFile(path, episodes string) *checkReport {
+// the episode file (episodes, else the progress file's, when it is there);
+// reg parses the run's allocators, to know their states.
+func checkFile(ctx context.Context, path, episodes string, reg *credit.Registry) *checkReport {
 	rep := &checkReport{File: path, Proof: []string{}}
 	f, err := os.Open(path)
 	if err != nil {
@@ -127,6 +169,7 @@ func checkFile(path, episodes string) *checkReport {
 	// What the progress file finds wrong, and notes on it: added to the
 	// report once the file is checked.
 	var problems, notes []string
+	inconsistent := false
 	prog, perr := durable.Read(nil, durable.PathOf(path))
 	if perr == nil {
 		rep.Proof = append(rep.Proof, durable.PathOf(path))
@@ -151,13 +194,23 @@ func checkFile(path, episodes string) *checkReport {
 				verified = append(verified, ef)
 			}
 		}
+		damaged := false
 		for _, vf := range verified {
 			if _, err := durable.Verify(nil, vf); errors.Is(err, durable.ErrUnverifiable) {
 				notes = append(notes, fmt.Sprintf("%s: not verified: its progress file is %s, without digests", vf.Path, durable.FormatV1))
 			} else if err != nil {
+				damaged = true
 				problems = append(problems, fmt.Sprintf("%v (troupe run --resume refuses it)", err))
 			}
 		}
+		// The bytes verified, every field of the progress file is checked
+		// against them and the spec: a forged "complete" or count is a
+		// problem, as troupe run --resume refuses it.
+		if !damaged {
+			ps, ns := auditProblems(ctx, prog, path, episodes, reg)
+			problems, notes = append(problems, ps...), append(notes, ns...)
+		}
+		inconsistent = len(problems) > 0
 	}
 	if episodes != "" {
 		ef, err := os.Open(episodes)
@@ -168,6 +221,7 @@ func checkFile(path, episodes string) *checkReport {
 		defer ef.Close()
 		opt.Records = ef
 		rep.Proof = append(rep.Proof, episodes)
+		rep.episodes = episodes
 	}
 	if fi.Mode().IsRegular() {
 		rep.CheckReport = trajectories.CheckAt(f, fi.Size(), opt)
@@ -177,7 +231,7 @@ func checkFile(path, episodes string) *checkReport {
 	rep.Problems = append(rep.Problems, problems...)
 	rep.Notes = append(rep.Notes, notes...)
 	if perr == nil {
-		complete := prog.Complete && rep.Episodes == int64(opt.Episodes)
+		complete := prog.Complete && !inconsistent && rep.Episodes == int64(opt.Episodes)
 		rep.Complete = &complete
 	} else if !errors.Is(perr, durable.ErrNoProgress) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("progress file: %v", perr))
@@ -273,6 +327,48 @@ func (o episodeOwner) checkEpisodes(rep *checkReport) {
 	complete := o.prog.Complete && rep.Episodes == o.prog.Episodes
 	rep.Complete = &complete
 	rep.OK = rep.CheckReport.OK()
+}
+
+// specAllocators are the allocators the spec of prog names, parsed by
+// reg, never closed (a state file is read, not written); nil when one
+// does not parse (a registry that lacks it): their states go unchecked.
+func specAllocators(prog *durable.Progress, reg *credit.Registry) []trajectories.Allocator {
+	spec, err := runspec.DecodeBytes(prog.Spec)
+	if err != nil || reg == nil {
+		return nil
+	}
+	allocs := []trajectories.Allocator{}
+	for _, name := range spec.Allocators {
+		a, err := reg.Parse(name)
+		if err != nil {
+			return nil
+		}
+		allocs = append(allocs, a)
+	}
+	return allocs
+}
+
+// judgeEpisodes adds the problems of the episode file ep, which proves
+// the samples file path, to the samples file's report, each naming ep.
+func (r *checkReport) judgeEpisodes(ctx context.Context, ep, path string, reg *credit.Registry) {
+	er := checkFile(ctx, ep, "", reg)
+	if o, ok := episodeOwners([]string{path})[filepath.Clean(ep)]; ok && er.Error == "" && len(er.Proof) == 0 {
+		o.checkEpisodes(er)
+	}
+	if er.Error != "" {
+		r.Problems = append(r.Problems, fmt.Sprintf("%s: %s", ep, er.Error))
+	}
+	for _, pr := range er.Problems {
+		if !slices.Contains(r.Problems, pr) { // a damage both reports find
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %s", ep, pr))
+		}
+	}
+	r.More += er.More
+	r.OK = r.CheckReport.OK()
+	if er.Complete != nil && r.Complete != nil && !*er.Complete {
+		f := false
+		r.Complete = &f
+	}
 }
 
 // progressEpisodes returns the episode file the progress file of path

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
+	"github.com/troupe-rl/troupe/trajectories/credit"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
 
@@ -96,7 +98,7 @@ func TestCheckJudgesEveryPrefix(t *testing.T) {
 					if m.progress != nil {
 						require.NoError(t, m.progress.Write(nil, durable.PathOf(prefix)))
 					}
-					rep := checkFile(prefix, m.episodes)
+					rep := checkFile(t.Context(), prefix, m.episodes, credit.Builtin())
 					require.Empty(t, rep.Error)
 					var want string
 					switch {
@@ -164,12 +166,8 @@ func TestCheckExitStatus(t *testing.T) {
 // end (a kill or a full disk leaves the two files with different episode
 // counts), a changed byte, a deleted file are problems.
 func TestCheckRunDirectory(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "a.jsonl")
-	eps := out + ".episodes"
-	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents=20", "-q", "-o", out, "--episodes-out", eps)
-	require.Equal(t, ExitOK, res.code, res.stderr)
-	want := readFile(t, eps)
+	dir, out, eps, want := runWithEpisodes(t, 20)
+	var res result
 	for _, args := range [][]string{{dir}, {out, eps}} {
 		res = troupe(t, append([]string{"check"}, args...)...)
 		assert.Equal(t, ExitOK, res.code, res.stdout)
@@ -198,4 +196,57 @@ func TestCheckRunDirectory(t *testing.T) {
 	res = troupe(t, "check", dir)
 	assert.Equal(t, ExitFailure, res.code, res.stdout)
 	assert.Contains(t, res.stdout, "the episode file "+eps+" its progress file names (--episodes-out) is missing")
+}
+
+// TestCheckJudgesTheEpisodeFileBesideSamples: given only the samples file,
+// check judges the episode file its progress file names too: records past
+// a finished run's end, and a line that does not parse, are problems of
+// the samples file's report, naming the episode file. A forged
+// "complete" is one too, where it was believed.
+func TestCheckJudgesTheEpisodeFileBesideSamples(t *testing.T) {
+	_, out, eps, want := runWithEpisodes(t, 5)
+	lines := bytes.SplitAfter(want, []byte("\n"))
+	require.NoError(t, os.WriteFile(eps, append(bytes.Clone(want), append(lines[5], `{"format":"troupe.episode/v2", cut`...)...), 0o644))
+	res := troupe(t, "check", out)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, eps+": line 7: rollout_id 5 after 5: a duplicate or out of order")
+	assert.Contains(t, res.stdout, eps+": line 8: ")
+	assert.Contains(t, res.stdout, eps+": 7 episodes, more than the 6 of the finished run")
+	assert.NotContains(t, res.stdout, ", complete")
+
+	// A run stopped at 4 of its 6 episodes, its progress file saying it
+	// is complete.
+	require.NoError(t, os.WriteFile(eps, want, 0o644))
+	res = troupe(t, "run", "elfarol", "-n", "4", "-p", "agents=5", "-q", "-o", out, "--episodes-out", eps)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	prog, err := durable.Read(nil, durable.PathOf(out))
+	require.NoError(t, err)
+	forged := *prog
+	spec, err := runspec.DecodeBytes(prog.Spec)
+	require.NoError(t, err)
+	spec.Episodes = 6
+	forged.Spec, forged.SpecHash, forged.Complete = spec.Canonical(), spec.Hash(), false
+	require.NoError(t, forged.Write(durable.PathOf(out)))
+	res = troupe(t, "check", out)
+	assert.Equal(t, ExitOK, res.code, "a run stopped at 4 of 6 episodes: %s", res.stdout)
+	assert.Contains(t, res.stdout, "incomplete (troupe run --resume continues it)")
+	forged.Complete = true
+	require.NoError(t, forged.Write(durable.PathOf(out)))
+	res = troupe(t, "check", out)
+	assert.Equal(t, ExitFailure, res.code, res.stdout)
+	assert.Contains(t, res.stdout, `"complete" is true, but 4 of the run's 6 groups (4 of its 6 episodes) were written (troupe run --resume refuses it)`)
+	assert.NotContains(t, res.stdout, ", complete")
+}
+
+// runWithEpisodes runs 6 episodes of El Farol with agents patrons into a
+// directory of its own, with --episodes-out, and returns the directory,
+// the samples file, the episode file and the episode file's bytes.
+func runWithEpisodes(t *testing.T, agents int) (dir, out, eps string, episodes []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	out = filepath.Join(dir, "a.jsonl")
+	eps = out + ".episodes"
+	res := troupe(t, "run", "elfarol", "-n", "6", "-p", "agents="+strconv.Itoa(agents), "-q", "-o", out, "--episodes-out", eps)
+	require.Equal(t, ExitOK, res.code, res.stderr)
+	return dir, out, eps, readFile(t, eps)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -263,7 +264,8 @@ func TestRunLimitsTruncateEpisodes(t *testing.T) {
 
 func TestRunRecordsFailedEpisodesAndFailFastStops(t *testing.T) {
 	r := withRelay(t, t.Context(), nil, "run", "relay", "-n", "5", "-o", "-", "-P", "broken")
-	require.Equal(t, ExitOK, r.code, "failed episodes are data, not a failed run")
+	require.Equal(t, ExitFailure, r.code, "a run whose every episode failed failed: %s", r.stderr)
+	assert.Contains(t, r.stderr, "troupe: "+ErrTooManyFailures.Error()+": 5 of the 5 episodes written (aborted 5, failed 0), more than --max-failures 0 allows; the first: episode 0: ")
 	for _, ro := range readRollouts(t, []byte(r.stdout)) {
 		for _, s := range ro {
 			assert.Equal(t, protocol.StatusAborted, s.Status)
@@ -274,6 +276,13 @@ func TestRunRecordsFailedEpisodesAndFailFastStops(t *testing.T) {
 	assert.Contains(t, r.stderr, "aborted 5")
 	assert.Contains(t, r.stderr, "first failure: episode 0:")
 	assert.Contains(t, r.stderr, errBroken.Error())
+
+	// --max-failures -1: failed episodes are data, the run is not failed;
+	// the output is the same.
+	anyN := withRelay(t, t.Context(), nil, "run", "relay", "-n", "5", "-o", "-", "-P", "broken", "--max-failures", "-1")
+	require.Equal(t, ExitOK, anyN.code, anyN.stderr)
+	assert.Equal(t, r.stdout, anyN.stdout)
+	assert.NotContains(t, anyN.stderr, ErrTooManyFailures.Error())
 
 	ff := withRelay(t, t.Context(), nil, "run", "relay", "-n", "5", "-c", "1", "-o", "-", "-P", "broken", "--fail-fast")
 	require.Equal(t, ExitFailure, ff.code)
@@ -288,10 +297,54 @@ func TestRunQuietPrintsNothing(t *testing.T) {
 	assert.Empty(t, r.stderr)
 	assert.NotEmpty(t, r.stdout)
 
-	failing := withRelay(t, t.Context(), nil, "run", "relay", "-n", "2", "-o", "-", "-P", "broken", "-q")
-	require.Equal(t, ExitOK, failing.code)
-	assert.Equal(t, 1, strings.Count(failing.stderr, "\n"), "quiet still names the first failure: %q", failing.stderr)
-	assert.Contains(t, failing.stderr, errBroken.Error())
+	for _, limit := range []string{"-1", "0"} {
+		failing := withRelay(t, t.Context(), nil, "run", "relay", "-n", "2", "-o", "-", "-P", "broken", "-q", "--max-failures", limit)
+		assert.Equal(t, map[string]int{"-1": ExitOK, "0": ExitFailure}[limit], failing.code, failing.stderr)
+		assert.Equal(t, 1, strings.Count(failing.stderr, "\n"), "quiet still names the first failure, once: %q", failing.stderr)
+		assert.Contains(t, failing.stderr, errBroken.Error())
+	}
+}
+
+// TestRunMaxFailures: a run exits 1 exactly when more of its episodes
+// ended aborted or failed than --max-failures allows, and writes the same
+// output either way; a negative bound other than -1 is a usage error.
+func TestRunMaxFailures(t *testing.T) {
+	// flaky fails an agent whose first turn's seed is a multiple of 8: some
+	// episodes, not all.
+	extra := map[string]env.PolicyMaker{"flaky": func(env.PolicyRequest) (agents.Policy, error) {
+		return agents.PolicyFunc(func(_ context.Context, obs *agents.Observation) (agents.Action, error) {
+			if obs.Turn == 0 && obs.Seed%8 == 0 {
+				return agents.Action{}, errBroken
+			}
+			return agents.Action{Text: "a"}, nil
+		}), nil
+	}}
+	const n = 12
+	run := func(limit int) result {
+		return withRelay(t, t.Context(), extra, "run", "relay", "-n", strconv.Itoa(n), "-o", "-", "-P", "flaky", "--max-failures", strconv.Itoa(limit))
+	}
+	all := run(-1)
+	require.Equal(t, ExitOK, all.code, all.stderr)
+	failed := 0
+	for _, ro := range readRollouts(t, []byte(all.stdout)) {
+		if ro[0].Status == protocol.StatusAborted {
+			failed++
+		}
+	}
+	require.True(t, 0 < failed && failed < n, "the flaky policy fails %d of %d episodes: pick another", failed, n)
+	for _, tc := range []struct {
+		limit, code int
+	}{{failed, ExitOK}, {failed + 1, ExitOK}, {failed - 1, ExitFailure}, {0, ExitFailure}} {
+		r := run(tc.limit)
+		assert.Equal(t, tc.code, r.code, "--max-failures %d with %d failed: %s", tc.limit, failed, r.stderr)
+		assert.Equal(t, all.stdout, r.stdout, "--max-failures %d changed the output", tc.limit)
+		if tc.code == ExitFailure {
+			assert.Contains(t, r.stderr, fmt.Sprintf("%d of the %d episodes written (aborted %d, failed 0), more than --max-failures %d allows", failed, n, failed, tc.limit))
+		}
+	}
+	bad := run(-2)
+	assert.Equal(t, ExitUsage, bad.code)
+	assert.Contains(t, bad.stderr, "--max-failures -2")
 }
 
 func TestRunDrawsAProgressBarOnATerminal(t *testing.T) {

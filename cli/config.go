@@ -43,6 +43,7 @@ type runFlags struct {
 	maxMessages     int
 	timeout         time.Duration
 	failFast        bool
+	maxFailures     int // --max-failures: aborted and failed episodes a run may have and exit 0; -1: any
 	rolloutIDBase   int64
 	quiet           bool
 	onInvalid       string

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ type runFiles struct {
 // file (group 0) before it creates (empties) the outputs; a resumed one
 // checks it against the run, restores the allocators' states and reopens
 // the files cut back to its checkpoint.
-func openFiles(fsys vfs.FS, p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
+func openFiles(ctx context.Context, fsys vfs.FS, p *plan, f *runFlags, stdout io.Writer) (*runFiles, error) {
 	resumable := regularOrNew(fsys, p.out) && (p.episodes == "" || regularOrNew(fsys, p.episodes))
 	switch {
 	case f.resume && !resumable:
@@ -67,7 +68,7 @@ func openFiles(fsys vfs.FS, p *plan, f *runFlags, stdout io.Writer) (*runFiles, 
 	case f.resume && f.nats.Conn.URL != "":
 		return nil, usagef("--resume: a --nats run resumes by itself: run the same command again (without --resume) and it re-attaches to its run")
 	case f.resume:
-		rf, err := reopenFiles(fsys, p)
+		rf, err := reopenFiles(ctx, fsys, p)
 		if !errors.Is(err, errNothingToResume) {
 			return rf, err
 		}
@@ -125,7 +126,7 @@ func identity(p *plan) (*durable.Progress, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &durable.Progress{Format: durable.Format, SpecHash: p.spec.Hash(), Spec: p.spec.Spec.Canonical(), Files: files, States: states}, nil
+	return &durable.Progress{Format: durable.Format, SpecHash: p.spec.Hash(), Spec: p.spec.Spec.Canonical(), Files: files, States: states, StartStates: states}, nil
 }
 
 // errNothingToResume: --resume found neither a progress file nor output.
@@ -138,7 +139,7 @@ func isEmpty(fsys vfs.FS, path string) bool {
 }
 
 // reopenFiles opens the outputs of the run --resume continues.
-func reopenFiles(fsys vfs.FS, p *plan) (*runFiles, error) {
+func reopenFiles(ctx context.Context, fsys vfs.FS, p *plan) (*runFiles, error) {
 	path := durable.PathOf(p.out)
 	prog, err := durable.Read(fsys, path)
 	if errors.Is(err, durable.ErrNoProgress) && isEmpty(fsys, p.out) {
@@ -186,6 +187,19 @@ func reopenFiles(fsys vfs.FS, p *plan) (*runFiles, error) {
 			return nil, fmt.Errorf("--resume: %w", err)
 		}
 		digests = append(digests, d)
+	}
+	// The digests vouch for the bytes, not for the fields that say what
+	// they are: every field is checked against them and the spec, a
+	// finished run's "complete" included, and the allocators' states
+	// against the episode file's credit.
+	if err := prog.Audit(ctx, durable.AuditOptions{Allocators: p.allocators}); err != nil {
+		switch {
+		case errors.Is(err, durable.ErrInconsistent):
+			return nil, fmt.Errorf("--resume: %s: %w; restore it, or remove %s and %s to start the run again", path, err, p.out, path)
+		case errors.Is(err, durable.ErrUnverifiable):
+			return nil, fmt.Errorf("--resume: %s: %w; finish the run with the troupe that started it, or remove %s and %s to start it again", path, err, p.out, path)
+		}
+		return nil, fmt.Errorf("--resume: %w", err)
 	}
 	if !prog.Complete {
 		if err := durable.RestoreStates(p.allocators, prog.States); err != nil {

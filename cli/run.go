@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-rl/troupe/env"
 	"github.com/troupe-rl/troupe/play"
 	"github.com/troupe-rl/troupe/policies/llm"
+	"github.com/troupe-rl/troupe/protocol"
 	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/durable"
@@ -67,8 +68,10 @@ digests first, and refuses (exit 2) a file deleted, cut or changed since,
 naming it. troupe check FILE (or the run's directory) validates the files.
 
 Episodes that end aborted or failed are written with that status and the run
-goes on (the summary names the first failure); --fail-fast stops the run at
-the first one with exit code 1. Exit code 2 means a bad command line.`
+goes on (the summary names the first failure), but the run exits 1 when more
+of them than --max-failures (default 0) ended so, naming how many and the
+first; --fail-fast stops the run at the first one with exit code 1. Exit
+code 2 means a bad command line.`
 
 // runE reads the run that args and f describe, then prints its spec
 // (--print-spec) or plays it.
@@ -77,6 +80,9 @@ func (a *App) runE(cmd *cobra.Command, args []string, f *runFlags) error {
 		f.concurrency = runtime.GOMAXPROCS(0)
 	}
 	f.tokenInGiven = tokenInGiven(cmd.Flags(), f.lookupEnv)
+	if f.maxFailures < -1 {
+		return usagef("--max-failures %d: give a count of episodes, or -1 for any number", f.maxFailures)
+	}
 	if cmd.Flags().Changed("merge-reward") && !f.mergeTurns && f.specFile == "" {
 		return usagef("--merge-reward %s without --merge-turns: only merged samples have a merged reward", f.mergeReward)
 	}
@@ -143,6 +149,7 @@ func (f *runFlags) bind(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxMessages, "max-messages", 0, "truncate an episode once its agents sent more messages than this (0: no limit)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "truncate an episode after this much wall time, e.g. 30s (0: no limit)")
 	fl.BoolVar(&f.failFast, "fail-fast", false, "stop at the first aborted or failed episode and exit 1")
+	fl.IntVar(&f.maxFailures, "max-failures", 0, "exit 1 when more than `N` episodes ended aborted or failed (they are written all the same, with their status); -1: any number")
 	fl.Int64Var(&f.rolloutIDBase, "rollout-id-base", 0, "rollout_id of the first episode; episode i gets base+i")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print no progress and no summary, only errors")
 	fl.StringVar(&f.onInvalid, "on-invalid", "pass", "what an invalid answer does: pass (the scenario's rules judge it), forfeit (-1 to the offender, +1 to the others, episode over) or penalty (SPIRAL: -1.5 and +0.5)")
@@ -202,14 +209,14 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 		}
 		defer ns.close()
 	}
-	files, err := openFiles(a.fsys(), p, f, a.Stdout)
+	files, err := openFiles(ctx, a.fsys(), p, f, a.Stdout)
 	if err != nil {
 		if ue, ok := errors.AsType[*UsageError](err); ok {
 			return errors.Join(ue, closeAllocators(p.allocators))
 		}
 		fmt.Fprintf(a.Stderr, "troupe: %v\n", err)
 		code := ExitFailure
-		if errors.Is(err, durable.ErrDamaged) || errors.Is(err, durable.ErrUnverifiable) {
+		if errors.Is(err, durable.ErrDamaged) || errors.Is(err, durable.ErrUnverifiable) || errors.Is(err, durable.ErrInconsistent) {
 			code = ExitUsage // refused, as a resume of another run is
 		}
 		return &exitError{code: code, err: errors.Join(err, closeAllocators(p.allocators))}
@@ -242,12 +249,34 @@ func (a *App) run(ctx context.Context, p *plan, f *runFlags) error {
 	}
 	rep.finish()
 	name := files.out.name
+	tooMany := tooManyFailures(sum, f.maxFailures)
 	if !quiet {
 		writeSummary(rep, p, name, sum)
-	} else if sum.FirstFailure != "" {
+	} else if sum.FirstFailure != "" && tooMany == nil {
 		rep.printf("troupe: episode %d: %s\n%s", sum.FirstFailureAt, sum.FirstFailure, stackLines(sum.FirstFailureStack))
 	}
-	return runOutcome(ctx, rep, files, cfg.Episodes, skipped+sum.Episodes, sum.Interrupted, runErr, closeErr)
+	if err := runOutcome(ctx, rep, files, cfg.Episodes, skipped+sum.Episodes, sum.Interrupted, runErr, closeErr); err != nil || tooMany == nil {
+		return err
+	}
+	rep.printf("troupe: %v\n%s", tooMany, stackLines(sum.FirstFailureStack))
+	return &exitError{code: ExitFailure, err: tooMany}
+}
+
+// ErrTooManyFailures is wrapped by the error of a run that wrote more
+// aborted and failed episodes than --max-failures allows.
+var ErrTooManyFailures = errors.New("too many episodes aborted or failed")
+
+// tooManyFailures is the error of a run whose summary sum counts more
+// aborted and failed episodes than allowed (-1: no bound), naming how many
+// and the first; nil when it does not. The episodes are counted as this
+// process wrote them: a resumed run's, since it resumed.
+func tooManyFailures(sum play.Summary, allowed int) error {
+	bad := sum.ByStatus[protocol.StatusAborted] + sum.ByStatus[protocol.StatusFailed]
+	if allowed < 0 || bad <= allowed {
+		return nil
+	}
+	return fmt.Errorf("%w: %d of the %d episodes written (aborted %d, failed %d), more than --max-failures %d allows; the first: episode %d: %s",
+		ErrTooManyFailures, bad, sum.Episodes, sum.ByStatus[protocol.StatusAborted], sum.ByStatus[protocol.StatusFailed], allowed, sum.FirstFailureAt, sum.FirstFailure)
 }
 
 // runOutput is where the run's episodes go: the samples' writer, and the

@@ -113,8 +113,8 @@ func TestVerifyNamesTheDamage(t *testing.T) {
 	assert.ErrorIs(t, err, durable.ErrUnverifiable)
 }
 
-// TestReadDigests: a v2 progress file's files carry a well-formed digest, a
-// v1 file's none.
+// TestReadDigests: a v3 or v2 progress file's files carry a well-formed
+// digest, a v1 file's none.
 func TestReadDigests(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.json")
 	good := durable.NewDigest().String()
@@ -126,6 +126,8 @@ func TestReadDigests(t *testing.T) {
 		{durable.Format, "", false},
 		{durable.Format, "sha256:" + good[len(durable.DigestPrefix):], false},
 		{durable.Format, good[:len(good)-1], false},
+		{durable.FormatV2, good, true},
+		{durable.FormatV2, "", false},
 		{durable.FormatV1, "", true},
 		{durable.FormatV1, good, false},
 	} {

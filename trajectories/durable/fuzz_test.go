@@ -18,6 +18,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"format":"troupe.progress/v1","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10}],"groups":1,"episodes":1,"samples":4,"allocator_states":null,"complete":false}`))
 	f.Add([]byte(`{"format":"troupe.progress/v1","files":[]}`))
 	f.Add([]byte(`{"format":"troupe.progress/v2","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10,"digest":"highwayhash256:` + strings.Repeat("0a", 32) + `"}],"groups":1,"episodes":1,"samples":4,"allocator_states":null,"complete":false}`))
+	f.Add([]byte(`{"format":"troupe.progress/v3","spec_hash":"ab","spec":{"episodes":3},"files":[{"kind":"samples","path":"a.jsonl","layout":"flat","bytes":10,"digest":"highwayhash256:` + strings.Repeat("0a", 32) + `"}],"groups":1,"episodes":1,"samples":4,"allocator_states":[{"allocator":"rae","state":{"version":1,"baselines":[]}}],"allocator_states_at_start":[{"allocator":"rae","state":{"version":1,"baselines":[]}}],"complete":false}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[]`))
 	dir := f.TempDir()
@@ -34,6 +35,7 @@ func FuzzRead(f *testing.F) {
 		require.Equal(t, p.SpecHash, again.SpecHash)
 		require.Equal(t, p.Files, again.Files)
 		require.Equal(t, p.Groups, again.Groups)
+		require.Equal(t, len(p.StartStates), len(again.StartStates))
 		require.NoError(t, again.Check(p))
 	})
 }

@@ -152,7 +152,11 @@ func (o *Output) checkpoint(flush bool) error {
 		p.Files[i].Bytes, p.Files[i].Digest = end, digest
 	}
 	o.dirsSynced = true
-	p.Format = Format
+	// A run resumed from v2 stays v2: it has no states at the start to
+	// give.
+	if p.Format != FormatV2 {
+		p.Format = Format
+	}
 	p.Groups += int(o.groups)
 	p.Episodes += o.episodes
 	p.Samples += o.samples

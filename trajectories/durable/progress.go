@@ -4,7 +4,7 @@
 // A run writes its output files (samples, and episode records with
 // --episodes-out) as whole groups, always a prefix of what the run
 // uninterrupted writes (play.Run, trajectories.GroupSink). Beside them it
-// keeps a progress file (Progress: format troupe.progress/v2), written
+// keeps a progress file (Progress: format troupe.progress/v3), written
 // atomically (a temporary file renamed into place) at checkpoints: the run
 // spec's hash and canonical form, each file's length at the checkpoint and
 // the digest (HighwayHash-256) of its bytes up to there (a running digest, extended at each
@@ -40,11 +40,17 @@ import (
 	"github.com/troupe-rl/troupe/internal/vfs"
 )
 
-// Format is the version of the progress file: v2 added each file's
-// digest (File.Digest).
-const Format = "troupe.progress/v2"
+// Format is the version of the progress file: v3 added the stateful
+// allocators' states at the run's start (Progress.StartStates), v2 each
+// file's digest (File.Digest).
+const Format = "troupe.progress/v3"
 
-// FormatV1 is the version before: files without digests. Read accepts it
+// FormatV2 is the version before v3: no states at the start. Read accepts
+// it; a resume refuses it when the run has a stateful allocator and an
+// episode file (its states cannot be verified: Audit).
+const FormatV2 = "troupe.progress/v2"
+
+// FormatV1 is the version before v2: files without digests. Read accepts it
 // (troupe check reports on it); a resume refuses it (Verify).
 const FormatV1 = "troupe.progress/v1"
 
@@ -96,6 +102,10 @@ type Progress struct {
 	// States are the stateful allocators' states after those groups, in
 	// the run's allocator order.
 	States []State `json:"allocator_states"`
+	// StartStates are their states when the run began (v3): replaying the
+	// episode file's records from them gives States, and each record's
+	// credit, or the progress file was edited (Audit).
+	StartStates []State `json:"allocator_states_at_start,omitempty"`
 	// Complete is true once every group of the run was written.
 	Complete bool `json:"complete"`
 }
@@ -129,7 +139,7 @@ func Read(fsys vfs.FS, path string) (*Progress, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: %s: more than one JSON value", ErrBadProgress, path)
 	}
-	if p.Format != Format && p.Format != FormatV1 {
+	if p.Format != Format && p.Format != FormatV2 && p.Format != FormatV1 {
 		return nil, fmt.Errorf("%w: %s: format %q, this build reads %q", ErrBadProgress, path, p.Format, Format)
 	}
 	switch {
@@ -142,7 +152,7 @@ func Read(fsys vfs.FS, path string) (*Progress, error) {
 		if f.Bytes < 0 || f.Kind != KindSamples && f.Kind != KindEpisodes {
 			return nil, fmt.Errorf("%w: %s: file %q: kind %q, %d bytes", ErrBadProgress, path, f.Path, f.Kind, f.Bytes)
 		}
-		if v2 := p.Format == Format; v2 != validDigest(f.Digest) {
+		if digested := p.Format != FormatV1; digested != validDigest(f.Digest) {
 			return nil, fmt.Errorf("%w: %s: file %q: digest %q in a %s progress file", ErrBadProgress, path, f.Path, f.Digest, p.Format)
 		}
 	}
