@@ -226,12 +226,12 @@ func TestCheckJudgesTheEpisodeFileBesideSamples(t *testing.T) {
 	require.NoError(t, err)
 	spec.Episodes = 6
 	forged.Spec, forged.SpecHash, forged.Complete = spec.Canonical(), spec.Hash(), false
-	require.NoError(t, forged.Write(durable.PathOf(out)))
+	require.NoError(t, forged.Write(nil, durable.PathOf(out)))
 	res = troupe(t, "check", out)
 	assert.Equal(t, ExitOK, res.code, "a run stopped at 4 of 6 episodes: %s", res.stdout)
 	assert.Contains(t, res.stdout, "incomplete (troupe run --resume continues it)")
 	forged.Complete = true
-	require.NoError(t, forged.Write(durable.PathOf(out)))
+	require.NoError(t, forged.Write(nil, durable.PathOf(out)))
 	res = troupe(t, "check", out)
 	assert.Equal(t, ExitFailure, res.code, res.stdout)
 	assert.Contains(t, res.stdout, `"complete" is true, but 4 of the run's 6 groups (4 of its 6 episodes) were written (troupe run --resume refuses it)`)

@@ -385,7 +385,7 @@ func TestForgedAllocatorStatesAreRefused(t *testing.T) {
 		}
 		p := *orig
 		tc.edit(&p)
-		require.NoError(t, p.Write(durable.PathOf(out)))
+		require.NoError(t, p.Write(nil, durable.PathOf(out)))
 		check := runBin(t, bin, "check", out)
 		if tc.name != "format v2" {
 			assert.Equal(t, 1, check.code, "%s: troupe check: %s", tc.name, check.stdout)
@@ -425,7 +425,7 @@ func TestResumeOfAV2ProgressFile(t *testing.T) {
 	out := filepath.Join(dir, "v2.jsonl")
 	p := stopRun(t, bin, args(out), durable.PathOf(out), 3000)
 	p.Format, p.StartStates = durable.FormatV2, nil
-	require.NoError(t, p.Write(durable.PathOf(out)))
+	require.NoError(t, p.Write(nil, durable.PathOf(out)))
 	for range 2 {
 		res := runBin(t, bin, append(args(out), "--resume")...)
 		require.Equal(t, 0, res.code, res.stderr)
