@@ -24,16 +24,16 @@ import (
 
 // experimentFlags are the raw values of troupe experiment's flags.
 type experimentFlags struct {
-	grid, params, allocators, policies, learn      []string
-	learners, sideAllocators                       []string
-	seeds, episodes, window, parallel, group       int
-	diagnose, diagnoseSamples, tree, nashConvNodes int
-	treeAlpha, modeMinShare                        float64
-	treeRoles                                      []string
-	nashConv                                       string
-	seed                                           uint64
-	out, title, cpuProfile, side                   string
-	quiet, resume, png, treeJoint                  bool
+	grid, params, allocators, policies, learn                []string
+	learners, sideAllocators                                 []string
+	seeds, episodes, window, parallel, group                 int
+	diagnose, diagnoseSamples, tree, nashConvNodes, evaluate int
+	treeAlpha, modeMinShare                                  float64
+	treeRoles                                                []string
+	nashConv                                                 string
+	seed                                                     uint64
+	out, title, cpuProfile, side                             string
+	quiet, resume, png, treeJoint                            bool
 }
 
 func (a *App) experimentCommand() *cobra.Command {
@@ -115,6 +115,7 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	fl.BoolVar(&f.treeJoint, "tree-joint", false, "with --tree: candidate c of a step is the joint action of every sampled seat's c-th answer (MAGRPO)")
 	fl.StringArrayVar(&f.treeRoles, "tree-roles", nil, "with --tree: the learning `ROLES` tree-sampled (comma-separated, repeatable; default: every learning role)")
 	fl.StringVar(&f.nashConv, "nashconv", "", "measure each cell's learnt joint policy exactly at its end, in a small two-sided game: `SEARCH` full (every history) or markov (every position, for games of perfect information; tic-tac-toe)")
+	fl.IntVar(&f.evaluate, "evaluate", 0, "play each cell's learnt policy for `N` episodes at its end, on seeds of their own, without tree sampling, learning nothing and counting no cost: the learner's own result, the same measure for every allocator, group and tree (a tree-sampled cell's curves measure its main lines, a search's outcome)")
 	fl.IntVar(&f.nashConvNodes, "nashconv-max-nodes", 0, "histories (or positions) a --nashconv search may visit per side; 0: league.DefaultMaxNodes")
 	fl.IntVar(&f.diagnose, "diagnose", 0, "episodes per cell whose credit is diagnosed (factoredness, learnability) from sampled counterfactuals; 0: none")
 	fl.IntVar(&f.diagnoseSamples, "diagnose-samples", experiment.DefaultDiagnoseSamples, "counterfactuals per diagnosed agent and kind (its own action, the others'), at least 2: the learnability's bias falls as 1/samples², its interval as 1/√samples")
@@ -246,6 +247,7 @@ func (a *App) experimentConfig(name string, f *experimentFlags) (experiment.Conf
 		Diagnose:       experiment.Diagnose{Episodes: f.diagnose, Samples: f.diagnoseSamples},
 		Modes:          experiment.ModeRule{MinShare: f.modeMinShare},
 		NashConv:       nashConv,
+		Evaluate:       f.evaluate,
 		Resume:         f.resume,
 		Parallel:       f.parallel,
 		Out:            f.out,
@@ -316,6 +318,9 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 			args = append(args, "--nashconv-max-nodes", strconv.Itoa(nc.MaxNodes))
 		}
 	}
+	if cfg.Evaluate > 0 {
+		args = append(args, "--evaluate", strconv.Itoa(cfg.Evaluate))
+	}
 	args = append(args, "--out", cfg.Out)
 	if cfg.Title != "" {
 		args = append(args, "--title", cfg.Title)
@@ -337,7 +342,7 @@ var experimentFlagOf = map[string]string{
 	"side": "--side", "side_allocators": "--side-allocator",
 	"learn": "--learn", "policies": "--policy", "seeds": "--seeds", "seed": "--seed", "episodes": "--episodes",
 	"group": "--group", "window": "--window", "diagnose": "--diagnose", "diagnose.samples": "--diagnose-samples",
-	"tree": "--tree*", "nashconv": "--nashconv",
+	"tree": "--tree*", "nashconv": "--nashconv", "evaluate": "--evaluate",
 }
 
 // mismatchWithFlags is e with each difference followed by the flag that

@@ -53,6 +53,9 @@ type CellConfig struct {
 	Limits         limits            `json:"limits"`
 	// Tree is Config.Tree, when the cell's episodes are tree-sampled.
 	Tree *treeID `json:"tree,omitempty"`
+	// Evaluate is Config.Evaluate, when the cell ends with evaluation
+	// episodes.
+	Evaluate int `json:"evaluate,omitempty"`
 	// State marks a custom learn.Options.State: Go code a file cannot
 	// describe, so a cell made with one is never taken for one made
 	// without.
@@ -128,6 +131,7 @@ func (p *plan) identity(c *cellPlan) CellConfig {
 		Diagnose:       p.diagnoseID(),
 		Limits:         limitsOf(p.cfg.Limits),
 		Tree:           p.treeID(),
+		Evaluate:       p.cfg.Evaluate,
 		State:          p.cfg.State != nil,
 	}
 }
@@ -217,6 +221,9 @@ type Cell struct {
 	// NashConv is the learnt joint policy's exact NashConv at the end of
 	// the run, when Config.NashConv asks (nashconv.go).
 	NashConv *CellNashConv `json:"nashconv,omitempty"`
+	// Evaluation is the learnt policy's result over evaluation episodes
+	// played at the end of the run, when Config.Evaluate asks (evaluate.go).
+	Evaluation *CellEvaluation `json:"evaluation,omitempty"`
 }
 
 // CreditStats describe the rewards of a cell's final window.
@@ -388,6 +395,11 @@ func (p *plan) run(ctx context.Context, c *cellPlan, prog *progress) (_ *Cell, e
 			return nil, err
 		}
 	}
+	if cfg.Evaluate > 0 {
+		if cell.Evaluation, err = p.evaluate(ctx, c, cell, pt.params, policy); err != nil {
+			return nil, err
+		}
+	}
 	return cell, nil
 }
 
@@ -458,7 +470,9 @@ func (o *cellObserver) learned(main *episode.Record, credit *trajectories.Credit
 		o.tally.add(rec, values, p.side)
 	}
 	if o.metricer != nil {
-		o.metricer.EpisodeMetrics(o.pt.params, rec, o.metric)
+		// The main line's: the candidates are samples, not moves of the
+		// game (Candidates would count every patron K times).
+		o.metricer.EpisodeMetrics(o.pt.params, main, o.metric)
 		if err := env.CheckMetrics(cell.MetricNames, o.metric); err != nil {
 			return err
 		}

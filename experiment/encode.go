@@ -183,6 +183,11 @@ func encodeCell(c *Cell) (*cellJSON, error) {
 			return nil, err
 		}
 	}
+	if c.Evaluation != nil {
+		if err := marshal(`,"evaluation":`, c.Evaluation); err != nil {
+			return nil, err
+		}
+	}
 	buf = append(buf, '}', '\n')
 	if uint64(len(buf)) > math.MaxUint32 {
 		spans = nil // offsets past uint32: episodes.csv formats the numbers itself

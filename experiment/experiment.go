@@ -176,6 +176,13 @@ type Config struct {
 	// their sum): for two-sided games small enough to search. A cell
 	// whose game cannot be measured keeps the reason (CellNashConv).
 	NashConv *NashConv
+	// Evaluate, when positive, plays each cell's learnt policy for that
+	// many episodes at the cell's end, on seeds of their own, without tree
+	// sampling, learning nothing and counting no cost (Cell.Evaluation):
+	// the learner's own result, comparable across allocators, groups and
+	// trees. A tree-sampled cell's series measure its main lines, which
+	// keep the best of K candidates at every turn: a search's outcome.
+	Evaluate int
 	// Limits bound every episode.
 	Limits env.Limits
 	// Tree, when set, plays every episode with tree sampling
@@ -483,6 +490,8 @@ func checkConfig(cfg *Config) error {
 		return badConfig("parallel %d < 0", cfg.Parallel)
 	case cfg.Group < 0 || cfg.Group > cfg.Episodes:
 		return badConfig("group %d: want 0 (1) to episodes (%d)", cfg.Group, cfg.Episodes)
+	case cfg.Evaluate < 0:
+		return badConfig("evaluate %d < 0", cfg.Evaluate)
 	}
 	for _, err := range []error{cfg.Diagnose.check(), cfg.Modes.check()} {
 		if err != nil {

@@ -38,6 +38,10 @@ func (p *plan) report(res *Result, figs []figure) []byte {
 		fmt.Fprintf(&b, "What each cell spent, in logical environment steps (main lines, counterfactual re-simulations, tree candidates' continuations), and the metric each reached when it had spent the budget (the least any seed of any reward spent at that point): the mean of the cell's curve against cost over the last %s of the budget, each episode weighed by the cost it spent there.\n\n", shareText(float64(p.window)/float64(p.cfg.Episodes)))
 		b.WriteString(p.costTable(res))
 	}
+	if t := p.evaluationTable(res); t != "" {
+		b.WriteString("\n### The learnt policy on its own\n\n")
+		b.WriteString(t)
+	}
 	if t := p.nashConvTable(res); t != "" {
 		b.WriteString("\n### Exploitability (NashConv)\n\n")
 		b.WriteString(t)

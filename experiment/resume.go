@@ -85,6 +85,7 @@ type manifest struct {
 	CustomState bool              `json:"custom_state"`
 	Tree        *treeID           `json:"tree,omitempty"`
 	NashConv    *NashConv         `json:"nashconv,omitempty"`
+	Evaluate    int               `json:"evaluate,omitempty"`
 }
 
 func (p *plan) manifest() ([]byte, error) {
@@ -96,6 +97,7 @@ func (p *plan) manifest() ([]byte, error) {
 		Diagnose: p.diagnoseID(), Limits: limitsOf(p.cfg.Limits), CustomState: p.cfg.State != nil,
 		Tree:     p.treeID(),
 		NashConv: p.cfg.NashConv,
+		Evaluate: p.cfg.Evaluate,
 	}
 	if m.Params == nil {
 		m.Params = map[string]string{}
