@@ -131,7 +131,10 @@ missing, and the outputs are the same bytes as an uninterrupted run's. A
 	_ = fl.MarkHidden("cpuprofile")
 	var learners strings.Builder
 	_ = learn.Usage(&learners)
+	compare := a.experimentCompareCommand()
+	compare.SetUsageTemplate(cmd.UsageTemplate()) // without the learners'
 	cmd.SetUsageTemplate(cmd.UsageTemplate() + "\n" + learners.String())
+	cmd.AddCommand(compare)
 	return cmd
 }
 
@@ -328,6 +331,12 @@ func experimentCommandLine(name string, cfg experiment.Config) string {
 	if cfg.PNG {
 		args = append(args, "--png")
 	}
+	return commandLine(args)
+}
+
+// commandLine joins args as a shell reads them back: each one with
+// spaces or shell metacharacters quoted.
+func commandLine(args []string) string {
 	for i, s := range args {
 		if strings.ContainsAny(s, " \t\"'*?$;&|()<>") {
 			args[i] = strconv.Quote(s)

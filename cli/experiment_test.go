@@ -292,3 +292,38 @@ func TestExperimentMeasuresNashConv(t *testing.T) {
 		assert.Contains(t, r.stderr, tc.want, strings.Join(tc.args, " "))
 	}
 }
+
+// troupe experiment compare reads experiments that differ in --group and
+// --episodes, compares them at equal cost, and refuses, naming the field,
+// experiments whose seeds are not paired.
+func TestExperimentCompare(t *testing.T) {
+	dir := t.TempDir()
+	run := func(name string, extra ...string) string {
+		out := filepath.Join(dir, name)
+		args := append([]string{"experiment", "elfarol", "--param", "agents=4", "--param", "nights=2", "--param", "capacity=2",
+			"--learner", "reinforce:rate=0.3", "--seeds", "2", "--episodes", "16", "--quiet", "--out", out}, extra...)
+		r := troupe(t, args...)
+		require.Equal(t, ExitOK, r.code, r.stderr)
+		return out
+	}
+	diff := run("difference", "--allocator", "difference")
+	grpo := run("grpo", "--allocator", "grpo", "--group", "4", "--episodes", "32")
+	other := run("other-seed", "--allocator", "rloo", "--group", "4", "--seed", "2")
+	out := filepath.Join(dir, "cmp")
+	r := troupe(t, "experiment", "compare", diff, grpo+"=GRPO, 4", "--out", out, "--reference", "GRPO, 4")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "compared 2 arms over 2 seeds at 1 points (G/G*, mean ± std; reference GRPO, 4)")
+	assert.Contains(t, r.stderr, "at 32 steps", "grpo's 32 one-step weeks are the least cost")
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), `troupe experiment compare `+diff+` "`+grpo+`=GRPO, 4" --out `+out+` --reference "GRPO, 4"`)
+	for _, f := range []string{"compare.csv", "compare_tests.csv", "cost_curves.svg", "curves.svg"} {
+		assert.FileExists(t, filepath.Join(out, f))
+	}
+	r = troupe(t, "experiment", "compare", diff, other, "--out", filepath.Join(dir, "cmp2"))
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "seed 2, not 1")
+	r = troupe(t, "experiment", "compare", diff, grpo)
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.stderr, "--out")
+}

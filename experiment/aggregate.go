@@ -238,9 +238,9 @@ func (p *plan) rowAt(i int) (pi, li, ai int) {
 	return i / len(p.specs), i % len(p.specs), ai
 }
 
-// curve is one cell's metric averaged in bins of episodes: at most
+// curveOf is one cell's metric averaged in bins of episodes: at most
 // maxPoints points, so plots stay light whatever the run's length.
-func (p *plan) curve(cell *Cell) (x, y []float64) {
+func curveOf(cell *Cell) (x, y []float64) {
 	n := len(cell.Team)
 	bin := max(1, (n+maxPoints-1)/maxPoints)
 	for lo := 0; lo < n; lo += bin {

@@ -643,30 +643,62 @@ const cellsDir = "cells"
 func (p *plan) resume() error {
 	dir := filepath.Join(p.cfg.Out, cellsDir)
 	for _, c := range p.cells {
-		data, err := vfs.ReadFile(vfs.Or(p.cfg.FS), filepath.Join(dir, c.file))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+		path := filepath.Join(dir, c.file)
+		cell, err := readCell(p.cfg.FS, path, p.cfg.Episodes)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errDamagedCell) {
+			continue // a damaged file: play the cell again and replace it
 		}
 		if err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
-		var cell Cell
-		if err := json.Unmarshal(data, &cell); err != nil {
-			continue // a damaged file: play the cell again and replace it
+		if cell.key() != c.id.key() {
+			continue // another configuration (a hash collision)
 		}
-		if cell.key() != c.id.key() || len(cell.Team) != p.cfg.Episodes || len(cell.Reward) != p.cfg.Episodes {
-			continue // another configuration (a hash collision) or a damaged file
-		}
-		if cell.Cost == nil {
-			return fmt.Errorf("resume: %w: cell %s was written by an older troupe, without its per-episode cost (\"cost\"), which the outputs now compare allocators by: use another output directory, or delete %s to play it again", ErrOldCell, filepath.Join(dir, c.file), filepath.Join(dir, c.file))
-		}
-		if len(cell.Cost) != p.cfg.Episodes {
-			continue // a damaged file
+		if err := cell.checkCost(path, p.cfg.Episodes); errors.Is(err, errDamagedCell) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("resume: %w: use another output directory, or delete %s to play it again", err, path)
 		}
 		if pt := p.points[c.point]; pt.known {
 			cell.Optimum = &pt.optimum
 		}
-		c.done = &cell
+		c.done = cell
+	}
+	return nil
+}
+
+// errDamagedCell marks a cell file that does not decode whole, or not to
+// a finished cell: what an interrupted write can leave.
+var errDamagedCell = errors.New("damaged cell file")
+
+// readCell reads the cell file at path in fsys (nil: the operating
+// system's), of a cell of the given episodes: an error wrapping
+// errDamagedCell when it does not decode whole or its series are not that
+// long.
+func readCell(fsys vfs.FS, path string, episodes int) (*Cell, error) {
+	data, err := vfs.ReadFile(vfs.Or(fsys), path)
+	if err != nil {
+		return nil, err
+	}
+	var cell Cell
+	if err := json.Unmarshal(data, &cell); err != nil {
+		return nil, fmt.Errorf("%w %s: %v", errDamagedCell, path, err)
+	}
+	if len(cell.Team) != episodes || len(cell.Reward) != episodes {
+		return nil, fmt.Errorf("%w %s: %d team and %d reward values, not %d", errDamagedCell, path, len(cell.Team), len(cell.Reward), episodes)
+	}
+	return &cell, nil
+}
+
+// checkCost checks that the cell read from path holds its cost per
+// episode: an error wrapping ErrOldCell for a file written before the
+// cost was counted, errDamagedCell for one whose cost is not that long.
+func (c *Cell) checkCost(path string, episodes int) error {
+	if c.Cost == nil {
+		return fmt.Errorf("%w: cell %s was written by an older troupe, without its per-episode cost (\"cost\"), which the outputs now compare allocators by", ErrOldCell, path)
+	}
+	if len(c.Cost) != episodes {
+		return fmt.Errorf("%w %s: %d cost values, not %d", errDamagedCell, path, len(c.Cost), episodes)
 	}
 	return nil
 }

@@ -134,10 +134,10 @@ func (p *plan) costTable(res *Result) string {
 	return b.String()
 }
 
-// costCurve is one cell's metric in bins of episodes (curve), each bin
+// costCurveOf is one cell's metric in bins of episodes (curveOf), each bin
 // placed at the cumulative cost at its end rather than its episode count.
-func (p *plan) costCurve(cell *Cell) (x, y []float64) {
-	ex, y := p.curve(cell)
+func costCurveOf(cell *Cell) (x, y []float64) {
+	ex, y := curveOf(cell)
 	x = make([]float64, len(ex))
 	for j, e := range ex {
 		if k := int(e) - 1; k >= 0 && k < len(cell.Cost) {

@@ -97,16 +97,22 @@ func TestOutputsMatchTheGoldenFiles(t *testing.T) {
 			for _, file := range files {
 				got, err := os.ReadFile(filepath.Join(cfg.Out, file))
 				require.NoError(t, err)
-				golden := filepath.Join("testdata", name, file)
-				if *update {
-					require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
-					require.NoError(t, os.WriteFile(golden, got, 0o644))
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				require.NoError(t, err, "run with -update to write it")
-				assert.Equal(t, string(want), string(got), "%s differs from %s", file, golden)
+				checkGolden(t, filepath.Join("testdata", name, file), got)
 			}
 		})
 	}
+}
+
+// checkGolden compares got with the golden file, or writes it with
+// -update.
+func checkGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
+		require.NoError(t, os.WriteFile(golden, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run with -update to write it")
+	assert.Equal(t, string(want), string(got), "%s differs", golden)
 }

@@ -99,8 +99,8 @@ type chart struct {
 	lo, hi float64
 }
 
-func (p *plan) newChart(res *Result, title, x, y string) *chart {
-	c := &chart{pl: plot.New(), legend: plot.NewLegend(), ratio: res.Metric == "G/G*", lo: math.Inf(1), hi: math.Inf(-1)}
+func newChart(metric, title, x, y string) *chart {
+	c := &chart{pl: plot.New(), legend: plot.NewLegend(), ratio: metric == "G/G*", lo: math.Inf(1), hi: math.Inf(-1)}
 	c.pl.Title.Text = title
 	c.pl.X.Label.Text = x
 	c.pl.Y.Label.Text = y
@@ -240,81 +240,24 @@ func (p *plan) curves(res *Result, pi, li int, byCost bool) (figure, error) {
 	if byCost {
 		xLabel, xmax = "cost (environment steps)", 0
 	}
-	c := p.newChart(res, title, xLabel, res.Metric)
+	c := newChart(res.Metric, title, xLabel, res.Metric)
 	c.pl.X.Tick.Marker = roundTicks{}
-	tq := tQuantile(p.cfg.Seeds)
-	var lines []*plotter.Line
-	for ai, spec := range p.allocs {
-		var x []float64
-		var xs, ys [][]float64
-		for _, cp := range p.cells {
-			if cp.point == pi && cp.spec == li && cp.alloc == ai {
-				cx, cy := p.curve(res.Cells[cp.index])
-				if byCost {
-					cx, cy = p.costCurve(res.Cells[cp.index])
-				}
-				x = cx
-				xs, ys = append(xs, cx), append(ys, cy)
+	xs := make([][][]float64, len(p.allocs))
+	ys := make([][][]float64, len(p.allocs))
+	for _, cp := range p.cells {
+		if cp.point == pi && cp.spec == li {
+			cx, cy := curveOf(res.Cells[cp.index])
+			if byCost {
+				cx, cy = costCurveOf(res.Cells[cp.index])
 			}
+			xs[cp.alloc], ys[cp.alloc] = append(xs[cp.alloc], cx), append(ys[cp.alloc], cy)
 		}
-		if byCost {
-			x, ys = onGrid(xs, ys)
-			if len(x) > 0 {
-				xmax = max(xmax, x[len(x)-1])
-			}
-		}
-		mean := make(plotter.XYs, len(x))
-		band := make(plotter.XYs, 2*len(x)) // upper edge left to right, lower right to left
-		for j := range x {
-			s := 0.0
-			for _, y := range ys {
-				s += y[j]
-			}
-			m := s / float64(len(ys))
-			ss := 0.0
-			for _, y := range ys {
-				ss += (y[j] - m) * (y[j] - m)
-			}
-			half := 0.0
-			if n := len(ys); n > 1 {
-				half = tq * math.Sqrt(ss/float64(n-1)/float64(n))
-			}
-			// The t interval of a mean near a bound (G/G* near 1) can pass
-			// it; no mean lies outside the seeds' range, so neither does the
-			// band.
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, y := range ys {
-				lo, hi = min(lo, y[j]), max(hi, y[j])
-			}
-			mean[j] = plotter.XY{X: x[j], Y: m}
-			band[j] = plotter.XY{X: x[j], Y: min(m+half, hi)}
-			band[len(band)-1-j] = plotter.XY{X: x[j], Y: max(m-half, lo)}
-			c.see(band[j].Y, band[len(band)-1-j].Y)
-		}
-		if len(ys) > 1 {
-			poly, err := plotter.NewPolygon(band)
-			if err != nil {
-				return figure{}, err
-			}
-			poly.Color = faded(colorOf(ai), 0x40)
-			poly.LineStyle.Width = 0
-			c.pl.Add(poly)
-		}
-		line, err := plotter.NewLine(mean)
-		if err != nil {
-			return figure{}, err
-		}
-		line.Color = colorOf(ai)
-		line.Width = vg.Points(2)
-		// Allocators that give the same rewards draw the same curve: the
-		// dashes keep the one drawn last from hiding the others.
-		line.Dashes = plotutil.Dashes(ai)
-		lines = append(lines, line)
-		c.legend.Add(spec, line)
 	}
-	for _, l := range lines { // over every band
-		c.pl.Add(l)
+	far, err := c.addCurves(p.allocs, xs, ys, byCost)
+	if err != nil {
+		return figure{}, err
 	}
+	xmax = max(xmax, far)
 	c.pl.X.Min, c.pl.X.Max = 0, max(xmax, 1)
 	if err := c.finish(0, max(xmax, 1)); err != nil {
 		return figure{}, err
@@ -336,6 +279,82 @@ func (p *plan) curves(res *Result, pi, li int, byCost bool) (figure, error) {
 		f.note += " Each bin is placed at the run's cumulative cost at its end, in logical environment steps (main lines, counterfactual re-simulations, tree candidates' continuations), and each seed's curve is read at common costs, up to the least any seed of the allocator spent."
 	}
 	return f, err
+}
+
+// addCurves draws one learning curve per line: the mean over its seeds of
+// their curves (xs[i][s], ys[i][s]: curveOf, or costCurveOf when byCost),
+// and a band for the 95% confidence interval of that mean (Student's t
+// over the seeds, within the seeds' range; none for one seed). Against
+// cost, each seed's curve is read at common costs (onGrid) up to the
+// least any of the line's seeds reached. far is the largest x drawn.
+func (c *chart) addCurves(labels []string, xs, ys [][][]float64, byCost bool) (far float64, err error) {
+	var lines []*plotter.Line
+	for i, label := range labels {
+		var x []float64
+		seeds := ys[i]
+		if len(xs[i]) > 0 {
+			x = xs[i][len(xs[i])-1]
+		}
+		if byCost {
+			x, seeds = onGrid(xs[i], ys[i])
+		}
+		if len(x) > 0 {
+			far = max(far, x[len(x)-1])
+		}
+		tq := tQuantile(len(seeds))
+		mean := make(plotter.XYs, len(x))
+		band := make(plotter.XYs, 2*len(x)) // upper edge left to right, lower right to left
+		for j := range x {
+			s := 0.0
+			for _, y := range seeds {
+				s += y[j]
+			}
+			m := s / float64(len(seeds))
+			ss := 0.0
+			for _, y := range seeds {
+				ss += (y[j] - m) * (y[j] - m)
+			}
+			half := 0.0
+			if n := len(seeds); n > 1 {
+				half = tq * math.Sqrt(ss/float64(n-1)/float64(n))
+			}
+			// The t interval of a mean near a bound (G/G* near 1) can pass
+			// it; no mean lies outside the seeds' range, so neither does the
+			// band.
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, y := range seeds {
+				lo, hi = min(lo, y[j]), max(hi, y[j])
+			}
+			mean[j] = plotter.XY{X: x[j], Y: m}
+			band[j] = plotter.XY{X: x[j], Y: min(m+half, hi)}
+			band[len(band)-1-j] = plotter.XY{X: x[j], Y: max(m-half, lo)}
+			c.see(band[j].Y, band[len(band)-1-j].Y)
+		}
+		if len(seeds) > 1 {
+			poly, err := plotter.NewPolygon(band)
+			if err != nil {
+				return 0, err
+			}
+			poly.Color = faded(colorOf(i), 0x40)
+			poly.LineStyle.Width = 0
+			c.pl.Add(poly)
+		}
+		line, err := plotter.NewLine(mean)
+		if err != nil {
+			return 0, err
+		}
+		line.Color = colorOf(i)
+		line.Width = vg.Points(2)
+		// Lines that give the same rewards draw the same curve: the
+		// dashes keep the one drawn last from hiding the others.
+		line.Dashes = plotutil.Dashes(i)
+		lines = append(lines, line)
+		c.legend.Add(label, line)
+	}
+	for _, l := range lines { // over every band
+		c.pl.Add(l)
+	}
+	return far, nil
 }
 
 // tQuantile is the two-sided 95% quantile of Student's t with n − 1
@@ -460,7 +479,7 @@ func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
 			spread = min(spread, math.Abs(xs[i]-xs[i-1]))
 		}
 	}
-	c := p.newChart(res, v.title, v.xlabel, "final "+res.Metric)
+	c := newChart(res.Metric, v.title, v.xlabel, "final "+res.Metric)
 	ticks := make([]plot.Tick, len(xs))
 	for i, l := range v.labels {
 		ticks[i] = plot.Tick{Value: xs[i], Label: l}
@@ -531,7 +550,7 @@ func (p *plan) finalFigure(res *Result, v finalView) (figure, error) {
 // bimodal outcomes show: a dot per seed, with the mean and its bootstrap
 // 95% interval beside them.
 func (p *plan) strip(res *Result) (figure, error) {
-	c := p.newChart(res, fmt.Sprintf("%s: final %s of every seed", p.name, res.Metric), strings.Join(p.axisNames(), ", "), "final "+res.Metric)
+	c := newChart(res.Metric, fmt.Sprintf("%s: final %s of every seed", p.name, res.Metric), strings.Join(p.axisNames(), ", "), "final "+res.Metric)
 	if len(p.cfg.Axes) == 0 {
 		c.pl.X.Label.Text = ""
 	}
