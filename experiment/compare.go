@@ -166,6 +166,12 @@ func cellFinals() []cellFinal {
 			}
 			return c.NashConv.Measure.NashConv
 		}},
+		{"evaluation", func(c *Cell) float64 {
+			if c.Evaluation == nil {
+				return math.NaN()
+			}
+			return c.Evaluation.Mean
+		}},
 	}
 }
 
