@@ -147,10 +147,9 @@ func Verify(fsys vfs.FS, f File) (*Digest, error) {
 // file's length and digest from it, reading nothing back. It passes Seek,
 // Truncate and Stat on (trajectories.RegularFile), so the writers can cut
 // a failed write back; a cut below what it hashed spoils the digest, and
-// a cut below what it hashed spoils the digest, and
-// a failed write back; a cut below what it hashed spoils the digest, and
 // the next checkpoint fails (a failed write stops the run anyway), unless
-// the cut is back to the length it was at when Mark was called last.
+// the cut is back to where it was when Mark was called last (a group the
+// writers wrote part of, then dropped: trajectories.Marker).
 type Writer struct {
 	f      vfs.File
 	d      *Digest
