@@ -37,15 +37,19 @@ var killRuns = []killRun{
 	{"nested groups rae dict", []string{"elfarol", "-n", "1200", "-g", "4", "-p", "agents=20", "-a", "rae,team", "--reward-format", "dict", "--layout", "nested"}, true},
 	{"flat groups counterfactual rae", []string{"elfarol", "-n", "800", "-g", "4", "-p", "agents=10", "-a", "difference,rae"}, true},
 	{"nested tictactoe rae", []string{"tictactoe", "-n", "2000", "-g", "8", "-a", "rae:alpha=0.9", "--layout", "nested"}, false},
+	// Episodes of 20,000 agents, groups of two: each group is written to
+	// the file in pieces before it ends (trajectories.JSONLWriter), so a
+	// kill leaves part of one, which the resumed run must cut away.
+	{"flat groups of large episodes", []string{"elfarol", "-n", "8", "-g", "2", "-p", "agents=20000"}, false},
 }
 
 // TestKilledRunsResumeByteIdentical drives the real troupe binary: it
 // interrupts runs of every kind with SIGKILL, SIGINT or SIGTERM at random
 // moments, checks that what each left is a prefix of the uninterrupted
-// run's output (a SIGINT or SIGTERM leaves whole groups; a SIGKILL may cut
-// the last line), resumes it with --resume, and demands the uninterrupted
-// run's bytes. 24 moments, every kind of run under every signal twice
-// (12 under -short, each once); TROUPE_KILL_MOMENTS asks for more (a
+// run's output (a SIGINT or SIGTERM leaves whole groups; a SIGKILL may
+// leave part of a group, and cut the last line), resumes it with --resume, and demands the uninterrupted
+// run's bytes. 30 moments, every kind of run under every signal twice
+// (15 under -short, each once); TROUPE_KILL_MOMENTS asks for more (a
 // stress run), TROUPE_KILL_SEED repeats a test's moments.
 func TestKilledRunsResumeByteIdentical(t *testing.T) {
 	bin := buildTroupe(t)

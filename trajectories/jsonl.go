@@ -33,12 +33,22 @@ const (
 const flushThreshold = 1 << 20
 
 // JSONLWriter is the streaming JSONL sink. It writes whole groups only
-// (GroupSink): its buffer holds complete lines of complete episodes, it
-// writes nothing of a group before EndGroup, and it hands whole groups to the
-// underlying writer in one Write call once the buffer is large (and at
-// Flush). If that write fails part way and the writer is a regular file
-// (*os.File, or a RegularFile), it is truncated back to where the write began, so an
-// interrupted or failed run leaves valid JSONL that holds only whole groups.
+// (GroupSink): its buffer holds complete lines of complete episodes, and it
+// hands whole groups to the underlying writer in one Write call once the
+// buffer is large (and at Flush). If that write fails part way and the
+// writer is a regular file (*os.File, or a RegularFile), it is truncated
+// back to where the write began, so an interrupted or failed run leaves
+// valid JSONL that holds only whole groups.
+//
+// A group larger than the buffer (an episode of thousands of agents) is
+// the exception: to a regular file it is written in pieces as it is
+// encoded, so that its bytes never all live in memory at once, and cut off
+// the file again when the group is dropped or a write fails. Until
+// EndGroup, then, a regular file may end with part of the open group: a
+// reader that must see whole groups only reads up to the run's checkpoint
+// (trajectories/durable), which counts whole groups, and a resumed run
+// cuts the rest away. To any other writer (a pipe) a group goes whole,
+// after EndGroup.
 // An episode without samples is written as the one Placeholder sample
 // Output gives it (an episode given with no samples at all writes nothing).
 type JSONLWriter struct {
@@ -54,6 +64,9 @@ type JSONLWriter struct {
 	group  int64
 	digits []byte
 	last   int64
+	// enc encodes the episodes WriteEpisode encodes itself (those Prepare
+	// left alone), on the writing goroutine.
+	enc protocol.Encoder
 }
 
 // NewJSONLWriter returns a writer of samples to w in the given layout.
@@ -62,14 +75,22 @@ func NewJSONLWriter(w io.Writer, layout Layout) *JSONLWriter {
 }
 
 // lineWriter buffers whole lines and writes them out in one Write call,
-// truncating a regular file back to its last whole line when a write fails
-// part way.
+// truncating a regular file back to its last whole group when a write
+// fails part way. The open group, once the buffer is large, it may write
+// to a regular file in pieces (spill), which it cuts off the file again
+// when the group is dropped.
 type lineWriter struct {
 	w     io.Writer
 	what  string // what it writes, for errors
 	buf   []byte
 	ended int   // buf[:ended] holds the ended groups, buf[ended:] the open one
 	err   error // sticky: after a failed write nothing more is written
+	// spilled is how many bytes of the open group were written out
+	// already (spill): the file ends with them.
+	spilled int64
+	// spills says whether w is a regular file, to which the open group
+	// may be written in pieces: 0 not asked yet, 1 yes, -1 no.
+	spills int8
 }
 
 // EndGroup implements GroupSink: the episodes written since the last
@@ -80,15 +101,80 @@ func (lw *lineWriter) EndGroup() error {
 		return lw.err
 	}
 	lw.ended = len(lw.buf)
-	if len(lw.buf) >= flushThreshold {
-		return lw.Flush()
+	var err error
+	if len(lw.buf) >= flushThreshold || lw.spilled > 0 {
+		// A group written in part (spill) goes out whole at once: a
+		// later failed write then cuts back whole groups only.
+		err = lw.Flush()
 	}
-	return nil
+	lw.spilled = 0 // the group is whole in the file: never cut off again
+	return err
 }
 
 // DropGroup implements GroupSink: it forgets the episodes written since
-// the last EndGroup.
-func (lw *lineWriter) DropGroup() { lw.buf = lw.buf[:lw.ended] }
+// the last EndGroup, and cuts what it wrote of them (spill) off the file.
+func (lw *lineWriter) DropGroup() {
+	lw.buf = lw.buf[:lw.ended]
+	if lw.spilled == 0 || lw.err != nil {
+		return // nothing written, or cut off already by the failed write
+	}
+	n := lw.spilled
+	lw.spilled = 0
+	if err := cutBack(lw.w.(RegularFile), n); err != nil {
+		lw.err = fmt.Errorf("dropping a group of %s: cutting it off the file: %w", lw.what, err)
+	}
+}
+
+// Marker is implemented by a RegularFile that keeps a state of the bytes
+// written through it (durable.Writer's digest): Mark notes the file's
+// length, and a Truncate back to it restores the state of then, where a
+// cut below what it saw otherwise spoils it. The writers mark where the
+// open group begins before they write part of it (a group too large to
+// hold whole), so that dropping the group keeps the file's state good.
+type Marker interface {
+	Mark()
+}
+
+// canSpill reports whether the open group may be written out in pieces:
+// whether w is a regular file, which a dropped group can be cut off.
+func (lw *lineWriter) canSpill() bool {
+	if lw.spills == 0 {
+		lw.spills = -1
+		if f, ok := lw.w.(RegularFile); ok && isRegular(f) {
+			lw.spills = 1
+		}
+	}
+	return lw.spills > 0
+}
+
+// spill writes the buffer out, the open group's part of it too, once it
+// is large and w is a regular file, so that the bytes of a group larger
+// than the buffer never all live in memory at once. The ended groups go
+// first, in a write of their own, so that the open group's pieces begin
+// at a mark (Marker).
+func (lw *lineWriter) spill() error {
+	if lw.err != nil {
+		return lw.err
+	}
+	if len(lw.buf) < flushThreshold || !lw.canSpill() {
+		return nil
+	}
+	if lw.ended > 0 {
+		if err := lw.writeOut(lw.buf[:lw.ended]); err != nil {
+			return err
+		}
+	}
+	if m, ok := lw.w.(Marker); ok && lw.spilled == 0 {
+		m.Mark()
+	}
+	open := lw.buf[lw.ended:]
+	if err := lw.writeOut(open); err != nil {
+		return err
+	}
+	lw.spilled += int64(len(open))
+	lw.buf, lw.ended = lw.buf[:0], 0
+	return nil
+}
 
 // prepared is an episode's samples encoded without their leading
 // group_index and index, as AppendJSONAfterIndex writes them.
@@ -123,7 +209,15 @@ func keep(used, capacity int) bool {
 // Prepare encodes ep's samples, all but their indexes, so that WriteEpisode
 // only has to stitch the indexes in. Safe to call concurrently for different
 // episodes.
+//
+// An episode of streamSamples samples or more it leaves to WriteEpisode,
+// which encodes it straight into the output, in pieces: its encoding
+// whole, held from Prepare to WriteEpisode, was most of the memory of a
+// run of large episodes, and the time went to faulting that memory in.
 func (jw *JSONLWriter) Prepare(ep *Episode) {
+	if len(ep.Samples) >= streamSamples {
+		return
+	}
 	p := preparedPool.Get().(*prepared)
 	p.bytes, p.ends = p.bytes[:0], p.ends[:0]
 	for i := range ep.Samples {
@@ -158,9 +252,7 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 	p := ep.prepared
 	ep.prepared = nil
 	if p == nil || len(p.ends) != len(ep.Samples) {
-		jw.Prepare(ep)
-		p = ep.prepared
-		ep.prepared = nil
+		return jw.encode(ep)
 	}
 	// Room for the whole episode at once: its encoded bytes and, per
 	// sample, the head, the index and the punctuation around them. An
@@ -176,23 +268,7 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 		if jw.layout == Nested && i > 0 {
 			jw.buf = append(jw.buf, ',')
 		}
-		if len(jw.head) == 0 || s.GroupIndex != jw.group {
-			jw.head = append(jw.head[:0], `{"group_index":`...)
-			jw.head = strconv.AppendInt(jw.head, s.GroupIndex, 10)
-			jw.head = append(jw.head, `,"index":`...)
-			jw.group = s.GroupIndex
-		}
-		jw.buf = append(jw.buf, jw.head...)
-		// Counted up only from a positive number's digits (last, once
-		// written, and not a negative one, nor the wrap past MaxInt64).
-		if len(jw.digits) > 0 && s.Index > 0 && s.Index == jw.last+1 {
-			jw.digits = countUp(jw.digits)
-		} else {
-			jw.digits = strconv.AppendInt(jw.digits[:0], s.Index, 10)
-		}
-		jw.last = s.Index
-		jw.buf = append(jw.buf, jw.digits...)
-		jw.buf = append(jw.buf, ',')
+		jw.appendHead(s)
 		jw.buf = append(jw.buf, p.bytes[start:p.ends[i]]...)
 		start = p.ends[i]
 		if jw.layout == Flat {
@@ -204,6 +280,63 @@ func (jw *JSONLWriter) WriteEpisode(ep *Episode) error {
 		jw.buf = append(jw.buf, ']', '\n')
 	}
 	return nil
+}
+
+// streamSamples is the number of samples from which an episode is
+// encoded as it is written (Prepare leaves it alone) and, to a regular
+// file, written in pieces: about a buffer's worth (flushThreshold) of
+// samples of a few hundred bytes.
+const streamSamples = 4096
+
+// encode appends ep's samples to the buffer, encoding each as it goes,
+// and writes the buffer out whenever it is large (spill): the episode's
+// bytes are never all held at once when w is a regular file.
+func (jw *JSONLWriter) encode(ep *Episode) error {
+	if jw.layout == Nested {
+		jw.buf = append(jw.buf, '[')
+	}
+	for i := range ep.Samples {
+		s := &ep.Samples[i]
+		if jw.layout == Nested && i > 0 {
+			jw.buf = append(jw.buf, ',')
+		}
+		jw.appendHead(s)
+		jw.buf = jw.enc.AppendAfterIndex(jw.buf, s)
+		if jw.layout == Flat {
+			jw.buf = append(jw.buf, '\n')
+		}
+		if len(jw.buf) >= flushThreshold {
+			if err := jw.spill(); err != nil {
+				return err
+			}
+		}
+	}
+	if jw.layout == Nested {
+		jw.buf = append(jw.buf, ']', '\n')
+	}
+	return nil
+}
+
+// appendHead appends the start of s's line up to its encoding after the
+// index: `{"group_index":G,"index":I,`.
+func (jw *JSONLWriter) appendHead(s *protocol.Sample) {
+	if len(jw.head) == 0 || s.GroupIndex != jw.group {
+		jw.head = append(jw.head[:0], `{"group_index":`...)
+		jw.head = strconv.AppendInt(jw.head, s.GroupIndex, 10)
+		jw.head = append(jw.head, `,"index":`...)
+		jw.group = s.GroupIndex
+	}
+	jw.buf = append(jw.buf, jw.head...)
+	// Counted up only from a positive number's digits (last, once
+	// written, and not a negative one, nor the wrap past MaxInt64).
+	if len(jw.digits) > 0 && s.Index > 0 && s.Index == jw.last+1 {
+		jw.digits = countUp(jw.digits)
+	} else {
+		jw.digits = strconv.AppendInt(jw.digits[:0], s.Index, 10)
+	}
+	jw.last = s.Index
+	jw.buf = append(jw.buf, jw.digits...)
+	jw.buf = append(jw.buf, ',')
 }
 
 // countUp returns d, the decimal digits of a positive number, counted up
@@ -232,30 +365,13 @@ func (jw *lineWriter) Flush() error {
 	if len(jw.buf) == 0 {
 		return nil
 	}
-	n, err := jw.w.Write(jw.buf)
-	if err == nil && n < len(jw.buf) {
-		err = io.ErrShortWrite
+	if err := jw.writeOut(jw.buf); err != nil {
+		return err
 	}
-	if err != nil {
-		jw.err = fmt.Errorf("write %s: %w", jw.what, err)
-		if f, ok := jw.w.(RegularFile); ok && n > 0 && isRegular(f) {
-			// Drop the partial write so the file stays whole-group JSONL.
-			// The n partial bytes end at the file offset, also for a file
-			// opened with O_APPEND (whose offset is 0, not its size, until
-			// the first write), so cut back n bytes from there.
-			end, terr := f.Seek(0, io.SeekCurrent)
-			if terr == nil {
-				terr = f.Truncate(end - int64(n))
-			}
-			if terr == nil {
-				_, terr = f.Seek(end-int64(n), io.SeekStart)
-			}
-			if terr != nil {
-				jw.err = fmt.Errorf("%w (and truncating back to the last whole episode failed: %w)", jw.err, terr)
-			}
-		}
-		return jw.err
-	}
+	// What it wrote stays, an open group's part too (the writers' callers
+	// that use no groups flush without ending one): only a group spilled
+	// and then dropped is cut off again.
+	jw.spilled = 0
 	// A buffer grown past four times the threshold for a large group is
 	// kept while the groups fill a quarter of it: a run of large episodes
 	// reuses it, where a fresh one for each, grown by doubling, was an
@@ -268,6 +384,43 @@ func (jw *lineWriter) Flush() error {
 	}
 	jw.buf, jw.ended = jw.buf[:0], 0
 	return nil
+}
+
+// writeOut writes b, a run of whole lines, to w. When the write fails, the
+// error is sticky and, w being a regular file, what the write left of b
+// is cut off the file again, and the open group's pieces written before
+// (spilled) with it, so that the file stays whole-group JSONL.
+func (lw *lineWriter) writeOut(b []byte) error {
+	n, err := lw.w.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		return nil
+	}
+	lw.err = fmt.Errorf("write %s: %w", lw.what, err)
+	cut := int64(n) + lw.spilled
+	lw.spilled = 0
+	if f, ok := lw.w.(RegularFile); ok && cut > 0 && isRegular(f) {
+		if terr := cutBack(f, cut); terr != nil {
+			lw.err = fmt.Errorf("%w (and truncating back to the last whole group failed: %w)", lw.err, terr)
+		}
+	}
+	return lw.err
+}
+
+// cutBack cuts the last n bytes off f, which end at its offset (also for
+// a file opened with O_APPEND, whose offset is 0, not its size, until the
+// first write), and leaves it positioned at its new end.
+func cutBack(f RegularFile, n int64) error {
+	end, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		err = f.Truncate(end - n)
+	}
+	if err == nil {
+		_, err = f.Seek(end-n, io.SeekStart)
+	}
+	return err
 }
 
 // RegularFile is what the writers cut a failed write back with: an

@@ -24,6 +24,13 @@ import (
 // parallel).
 func flushWithSizeLimit(t *testing.T, jw *trajectories.JSONLWriter, limit int64) error {
 	t.Helper()
+	return withSizeLimit(t, limit, jw.Flush)
+}
+
+// withSizeLimit runs f with the process's file size limit set to limit
+// bytes (see flushWithSizeLimit).
+func withSizeLimit(t *testing.T, limit int64, f func() error) error {
+	t.Helper()
 	var old syscall.Rlimit
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old))
 	if uint64(limit) > old.Cur {
@@ -35,7 +42,7 @@ func flushWithSizeLimit(t *testing.T, jw *trajectories.JSONLWriter, limit int64)
 			panic(err) // every later file write of the process could fail
 		}
 	}()
-	return jw.Flush()
+	return f()
 }
 
 // checkFailedFlush buffers three more episodes in jw (of the given layout)
@@ -115,4 +122,32 @@ func TestJSONLWriterTruncatesAppendedFile(t *testing.T) {
 			checkFailedFlush(t, f, jw, trajectories.Flat, want)
 		})
 	}
+}
+
+// TestJSONLWriterCutsStreamedGroupAfterFailedWrite: a write that fails part
+// way through a group written to the file in pieces (too large to hold
+// whole) cuts the whole group off, the pieces written before included, so
+// that the file holds the groups before it only.
+func TestJSONLWriterCutsStreamedGroupAfterFailedWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "samples.jsonl")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	jw := trajectories.NewJSONLWriter(f, trajectories.Flat)
+	first := fxEpisode(0, 0, 3, 0)
+	require.NoError(t, jw.WriteEpisode(first))
+	require.NoError(t, jw.EndGroup())
+	require.NoError(t, jw.Flush())
+	want := encodedLines(trajectories.Flat, first)
+
+	large := fxEpisode(1, 1, largeSamples, 3)
+	limit := int64(len(want) + len(encodedLines(trajectories.Flat, large))/2)
+	err = withSizeLimit(t, limit, func() error { return jw.WriteEpisode(large) })
+	require.ErrorIs(t, err, syscall.EFBIG)
+	jw.DropGroup()
+
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got), "the file must hold only whole groups")
+	assert.ErrorIs(t, jw.Flush(), syscall.EFBIG, "the error is sticky")
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 
@@ -38,14 +37,14 @@ var ErrUnverifiable = errors.New("checkpoint without a digest")
 // file, from the page cache), so a checkpoint costs a hash of what the run
 // wrote since the last one, never of the whole file.
 type Digest struct {
-	h   hash.Hash
+	h   *highwayhash.Digest // a value: copied whole, it is the state of then (Writer.Mark)
 	n   int64
 	buf []byte
 }
 
 // NewDigest returns the digest of no bytes.
 func NewDigest() *Digest {
-	h, err := highwayhash.New(digestKey)
+	h, err := highwayhash.NewDigest(digestKey)
 	if err != nil {
 		panic(err) // the key is 32 bytes
 	}
@@ -148,11 +147,25 @@ func Verify(fsys vfs.FS, f File) (*Digest, error) {
 // file's length and digest from it, reading nothing back. It passes Seek,
 // Truncate and Stat on (trajectories.RegularFile), so the writers can cut
 // a failed write back; a cut below what it hashed spoils the digest, and
-// the next checkpoint fails (a failed write stops the run anyway).
+// the next checkpoint fails (a failed write stops the run anyway), unless
+// the cut is back to where it was when Mark was called last (a group the
+// writers wrote part of, then dropped: trajectories.Marker).
 type Writer struct {
 	f      vfs.File
 	d      *Digest
 	spoilt bool
+	// mark is the digest when Mark was called last (marked): a cut back
+	// to its length restores it.
+	mark   highwayhash.Digest
+	markN  int64
+	marked bool
+}
+
+// Mark implements trajectories.Marker: it notes the digest of the bytes
+// written so far, so that a Truncate back to their length (a group the
+// writers wrote part of, dropped) restores it rather than spoiling it.
+func (w *Writer) Mark() {
+	w.mark, w.markN, w.marked = *w.d.h, w.d.n, true
 }
 
 // NewWriter returns a writer to f, positioned at its end, whose bytes up to
@@ -184,10 +197,23 @@ func (w *Writer) Stat() (fs.FileInfo, error) { return w.f.Stat() }
 
 // Truncate implements trajectories.RegularFile.
 func (w *Writer) Truncate(size int64) error {
-	if size < w.d.n {
+	if err := w.f.Truncate(size); err != nil {
+		w.spoilt = true // what the file holds is not known
+		return err
+	}
+	switch {
+	case size >= w.d.n:
+	case w.marked && size == w.markN:
+		// The bytes up to the mark are the ones it hashed: the file
+		// was only ever appended to since.
+		*w.d.h, w.d.n = w.mark, w.markN
+	default:
 		w.spoilt = true
 	}
-	return w.f.Truncate(size)
+	if size < w.markN {
+		w.marked = false
+	}
+	return nil
 }
 
 // Sync makes the bytes written durable (fsync).
