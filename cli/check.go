@@ -47,7 +47,7 @@ func auditProblems(ctx context.Context, prog *durable.Progress, path, episodes s
 			paths[i] = episodes
 		}
 	}
-	err := prog.Audit(ctx, durable.AuditOptions{Paths: paths, Allocators: specAllocators(prog, reg)})
+	err := prog.Audit(ctx, durable.AuditOptions{Paths: paths, Allocators: specAllocators(prog, reg), Spec: specShape})
 	if ie, ok := errors.AsType[*durable.InconsistentError](err); ok {
 		out := make([]string, len(ie.Disagreements))
 		for i, d := range ie.Disagreements {

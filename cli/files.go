@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/internal/vfs"
+	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
@@ -192,7 +193,7 @@ func reopenFiles(ctx context.Context, fsys vfs.FS, p *plan) (*runFiles, error) {
 	// they are: every field is checked against them and the spec, a
 	// finished run's "complete" included, and the allocators' states
 	// against the episode file's credit.
-	if err := prog.Audit(ctx, durable.AuditOptions{Allocators: p.allocators}); err != nil {
+	if err := prog.Audit(ctx, durable.AuditOptions{Allocators: p.allocators, Spec: specShape}); err != nil {
 		switch {
 		case errors.Is(err, durable.ErrInconsistent):
 			return nil, fmt.Errorf("--resume: %s: %w; restore it, or remove %s and %s to start the run again", path, err, p.out, path)
@@ -316,4 +317,15 @@ func createOutput(fsys vfs.FS, path string, stdout io.Writer) (*output, error) {
 		return nil, fmt.Errorf("output: %w", err)
 	}
 	return &output{w: f, f: f, name: path}, nil
+}
+
+// specShape reads a progress file's spec for durable's Audit: its hash
+// and the counts and numbering it sets.
+func specShape(b []byte) (string, durable.Shape, error) {
+	spec, err := runspec.DecodeBytes(b)
+	if err != nil {
+		return "", durable.Shape{}, err
+	}
+	return spec.Hash(), durable.Shape{Episodes: spec.Episodes, GroupSize: spec.GroupSize,
+		RolloutIDBase: spec.RolloutIDBase, GroupIndexBase: spec.GroupIndexBase}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/episode"
-	"github.com/troupe-rl/troupe/runspec"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -48,6 +47,19 @@ type AuditOptions struct {
 	// Allocators, when set, are the run's allocators: p.States must hold
 	// the state of each stateful one, by name, in order, and no other.
 	Allocators []trajectories.Allocator
+	// Spec reads the progress file's spec (Progress.Spec): its hash, which
+	// must be Progress.SpecHash, and the run's shape. Required: the spec's
+	// format belongs to the layers above (runspec), which durable does not
+	// import; the troupe command passes runspec's (cli).
+	Spec func(spec []byte) (hash string, shape Shape, err error)
+}
+
+// Shape is what Audit reads of a run's spec: the episodes and group size
+// that set the counts, and the bases of the rollout_id and group_index
+// numbering.
+type Shape struct {
+	Episodes, GroupSize           int
+	RolloutIDBase, GroupIndexBase int64
 }
 
 // Audit cross-checks every field of p that Verify does not: the spec
@@ -76,7 +88,10 @@ type AuditOptions struct {
 // stateful allocator and an episode file gets an error wrapping
 // ErrUnverifiable when nothing else disagrees.
 func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
-	a := &auditor{p: p}
+	if opt.Spec == nil {
+		return errors.New("durable: Audit: AuditOptions.Spec is nil")
+	}
+	a := &auditor{p: p, opts: &opt}
 	spec := a.spec()
 	a.states(opt.Allocators)
 	if spec == nil {
@@ -136,6 +151,7 @@ func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
 // auditor collects the disagreements of one progress file.
 type auditor struct {
 	p     *Progress
+	opts  *AuditOptions
 	found []string
 }
 
@@ -153,21 +169,21 @@ func (a *auditor) err() error {
 
 // spec decodes the progress file's spec and checks it against its hash;
 // nil when it cannot be decoded.
-func (a *auditor) spec() *runspec.Spec {
+func (a *auditor) spec() *Shape {
 	p := a.p
-	spec, err := runspec.DecodeBytes(p.Spec)
+	h, shape, err := a.opts.Spec(p.Spec)
 	if err != nil {
 		a.disagree(`"spec" is not a run spec: %v`, err)
 		return nil
 	}
-	if h := spec.Hash(); h != p.SpecHash {
+	if h != p.SpecHash {
 		a.disagree(`"spec_hash" is %s, the hash of "spec" %s`, p.SpecHash, h)
 	}
-	return spec
+	return &shape
 }
 
 // counts checks the counts against the spec and each other.
-func (a *auditor) counts(spec *runspec.Spec) {
+func (a *auditor) counts(spec *Shape) {
 	p := a.p
 	n, g := int64(spec.Episodes), int64(max(spec.GroupSize, 1))
 	total := (n + g - 1) / g
@@ -223,7 +239,7 @@ func (a *auditor) states(allocs []trajectories.Allocator) {
 // check of the states' values, which the output holds only through the
 // credit they gave. Without states at the start (a v2 progress file) it
 // returns an error wrapping ErrUnverifiable.
-func (a *auditor) replay(ctx context.Context, i int, path string, spec *runspec.Spec, allocs []trajectories.Allocator) error {
+func (a *auditor) replay(ctx context.Context, i int, path string, spec *Shape, allocs []trajectories.Allocator) error {
 	p, f := a.p, a.p.Files[i]
 	var stateful []trajectories.Allocator
 	for _, al := range allocs {
@@ -437,7 +453,7 @@ func (a *auditor) episodeFile() int {
 
 // samples audits the samples file i, at path, up to its checkpoint, with
 // the episode file's records up to theirs.
-func (a *auditor) samples(i int, path string, spec *runspec.Spec, records io.Reader) error {
+func (a *auditor) samples(i int, path string, spec *Shape, records io.Reader) error {
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
 	fh, err := os.Open(path)
@@ -488,7 +504,7 @@ func (a *auditor) samples(i int, path string, spec *runspec.Spec, records io.Rea
 }
 
 // episodes audits the episode file i, at path, up to its checkpoint.
-func (a *auditor) episodes(i int, path string, spec *runspec.Spec) error {
+func (a *auditor) episodes(i int, path string, spec *Shape) error {
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
 	fh, err := os.Open(path)
@@ -533,7 +549,7 @@ type position struct{ index, rollout, group int64 }
 // of the n bytes of f that field vouches for: they must stand at index 0
 // and lastIndex, at the spec's bases and the last episode and group the
 // counts give. read reads a line's first (or last) one.
-func (a *auditor) ends(field, what string, f *os.File, n int64, spec *runspec.Spec, lastIndex int64, read func(line []byte, last bool) (position, error)) {
+func (a *auditor) ends(field, what string, f *os.File, n int64, spec *Shape, lastIndex int64, read func(line []byte, last bool) (position, error)) {
 	p := a.p
 	first, last, err := endLines(f, n)
 	if err != nil {
