@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/troupe-rl/troupe/internal/vfs"
@@ -346,4 +347,21 @@ func TestExperimentRefusesADamagedManifest(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, entries, 1, "nothing was played")
 	}
+}
+
+// TestResumeAuditsTheRunsFileSystem: --resume checks a run's files on the
+// file system it writes them to, the audit as well as the digests: a run
+// whose files are on an in-memory file system, and nowhere on disk,
+// resumes there as complete (the audit read the disk before, and found
+// no files where the progress file vouches for bytes).
+func TestResumeAuditsTheRunsFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	args := faultRun(dir, 4)
+	mem := vfstest.New(dir)
+	res := onFS(t, mem, args...)
+	require.Equal(t, 0, res.code, res.stderr)
+	require.Empty(t, osFiles(t, dir), "nothing on disk")
+	res = onFS(t, mem, append(slices.Clone(args), "--resume")...)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr+res.stdout, "nothing to resume")
 }

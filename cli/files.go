@@ -193,7 +193,7 @@ func reopenFiles(ctx context.Context, fsys vfs.FS, p *plan) (*runFiles, error) {
 	// they are: every field is checked against them and the spec, a
 	// finished run's "complete" included, and the allocators' states
 	// against the episode file's credit.
-	if err := prog.Audit(ctx, durable.AuditOptions{Allocators: p.allocators, Spec: specShape}); err != nil {
+	if err := prog.Audit(ctx, durable.AuditOptions{Allocators: p.allocators, Spec: specShape, FS: fsys}); err != nil {
 		switch {
 		case errors.Is(err, durable.ErrInconsistent):
 			return nil, fmt.Errorf("--resume: %s: %w; restore it, or remove %s and %s to start the run again", path, err, p.out, path)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/troupe-rl/troupe/episode"
+	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/trajectories"
 	"github.com/troupe-rl/troupe/trajectories/credit"
 )
@@ -52,6 +53,9 @@ type AuditOptions struct {
 	// format belongs to the layers above (runspec), which durable does not
 	// import; the troupe command passes runspec's (cli).
 	Spec func(spec []byte) (hash string, shape Shape, err error)
+	// FS is the file system the files are read from, the one the run
+	// writes them to (the one Verify checked them in); nil: the OS.
+	FS vfs.FS
 }
 
 // Shape is what Audit reads of a run's spec: the episodes and group size
@@ -91,7 +95,7 @@ func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
 	if opt.Spec == nil {
 		return errors.New("durable: Audit: AuditOptions.Spec is nil")
 	}
-	a := &auditor{p: p, opts: &opt}
+	a := &auditor{p: p, opts: &opt, fs: vfs.Or(opt.FS)}
 	spec := a.spec()
 	a.states(opt.Allocators)
 	if spec == nil {
@@ -118,8 +122,8 @@ func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
 		switch f.Kind {
 		case KindSamples:
 			var records io.Reader
-			if j := a.episodeFile(); j > 0 && pathOf(j) != "" {
-				fh, err := os.Open(pathOf(j))
+			if j := a.episodeFile(); j >= 0 && pathOf(j) != "" {
+				fh, err := vfs.Open(a.fs, pathOf(j))
 				switch {
 				case err == nil:
 					defer fh.Close()
@@ -152,6 +156,7 @@ func (p *Progress) Audit(ctx context.Context, opt AuditOptions) error {
 type auditor struct {
 	p     *Progress
 	opts  *AuditOptions
+	fs    vfs.FS // opts.FS, or the OS
 	found []string
 }
 
@@ -262,7 +267,7 @@ func (a *auditor) replay(ctx context.Context, i int, path string, spec *Shape, a
 		a.disagree(`"allocator_states_at_start": %v`, err)
 		return nil
 	}
-	fh, err := os.Open(path)
+	fh, err := vfs.Open(a.fs, path)
 	if err != nil {
 		if f.Bytes == 0 && errors.Is(err, os.ErrNotExist) {
 			return a.compareStates(stateful)
@@ -456,7 +461,7 @@ func (a *auditor) episodeFile() int {
 func (a *auditor) samples(i int, path string, spec *Shape, records io.Reader) error {
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
-	fh, err := os.Open(path)
+	fh, err := vfs.Open(a.fs, path)
 	var rep trajectories.CheckReport // a file not there holds nothing
 	switch {
 	case err == nil:
@@ -507,7 +512,7 @@ func (a *auditor) samples(i int, path string, spec *Shape, records io.Reader) er
 func (a *auditor) episodes(i int, path string, spec *Shape) error {
 	p, f := a.p, a.p.Files[i]
 	field := fmt.Sprintf("files[%d]", i)
-	fh, err := os.Open(path)
+	fh, err := vfs.Open(a.fs, path)
 	var records int64 // a file not there holds none
 	switch {
 	case err == nil:
@@ -549,7 +554,7 @@ type position struct{ index, rollout, group int64 }
 // of the n bytes of f that field vouches for: they must stand at index 0
 // and lastIndex, at the spec's bases and the last episode and group the
 // counts give. read reads a line's first (or last) one.
-func (a *auditor) ends(field, what string, f *os.File, n int64, spec *Shape, lastIndex int64, read func(line []byte, last bool) (position, error)) {
+func (a *auditor) ends(field, what string, f io.ReaderAt, n int64, spec *Shape, lastIndex int64, read func(line []byte, last bool) (position, error)) {
 	p := a.p
 	first, last, err := endLines(f, n)
 	if err != nil {
@@ -606,7 +611,7 @@ func countLines(r io.ReaderAt, n int64) (int64, error) {
 
 // endLines returns the first line of f and the line that ends at byte end
 // (a newline), both without their newline.
-func endLines(f *os.File, end int64) (first, last []byte, err error) {
+func endLines(f io.ReaderAt, end int64) (first, last []byte, err error) {
 	br := bufio.NewReader(io.NewSectionReader(f, 0, end))
 	first, err = br.ReadBytes('\n')
 	if err != nil {
