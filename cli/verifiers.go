@@ -31,7 +31,7 @@ func (a *App) serveRollouts(ctx context.Context, cfg server.Config, vaddr string
 		return httpedge.ListenAndServe(ctx, cfg.Addr, "rollout service", s.Serve)
 	}
 	vs, err := verifiers.New(verifiers.Config{
-		Addr: vaddr, Rollouts: verifiers.HandlerRoller(s), Scenarios: cfg.Scenarios, Endpoint: eps.endpointOf,
+		Addr: vaddr, Rollouts: verifiers.HandlerRoller(s, cfg.Token), Scenarios: cfg.Scenarios, Endpoint: eps.endpointOf,
 		Logger: cfg.Logger, ShutdownTimeout: cfg.ShutdownTimeout,
 		// A run waits for one of the service's episode slots holding its
 		// request: twice the slots lets a batch wait while one plays.

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,23 +67,7 @@ func servingVerifiers(t *testing.T, args ...string) (httpBase, zmqAddr string) {
 // verifiersClient runs verifiers' own EnvClient from PyPI
 // (rollout/verifiers/testdata/verifiers_client.py) with spec.
 func verifiersClient(t *testing.T, spec map[string]any) map[string]any {
-	t.Helper()
-	py := pyenv.Python(t, pyenv.E2E)
-	dir := t.TempDir()
-	specPath, outPath := filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json")
-	b, err := json.Marshal(spec)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(specPath, b, 0o600))
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("..", "rollout", "verifiers", "testdata", "verifiers_client.py"), specPath, outPath)
-	outb, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", outb)
-	var out map[string]any
-	b, err = os.ReadFile(outPath)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &out))
-	return out
+	return pyenv.RunJSON(t, pyenv.E2E, filepath.Join("..", "rollout", "verifiers", "testdata", "verifiers_client.py"), spec, 5*time.Minute)
 }
 
 // troupeSamples asks the HTTP service of the same `troupe serve` for the
@@ -191,6 +173,23 @@ func TestServeVerifiersFakeLLM(t *testing.T) {
 	spec["runs"] = spec["runs"].([]any)[:1]
 	out = verifiersClient(t, spec)
 	assert.Contains(t, out["runs"].([]any)[0].(map[string]any)["error"], "is not an endpoint this service calls (it calls "+fake.URL())
+}
+
+// TestServeVerifiersWithAToken: with a bearer token, verifiers' runs
+// still play: they reach the service in process, which asks every
+// request for the token (each run answered 401 before).
+func TestServeVerifiersWithAToken(t *testing.T) {
+	fake := llmtest.Start(t, llmtest.Options{Kind: llmtest.LlamaCpp})
+	_, zaddr := servingVerifiers(t, "--llm-base-url", fake.URL(), "--llm-kind", "llamacpp", "--token", "a-token-of-enough-bytes")
+	spec, _ := verifiersRun(zaddr, fake.URL()+"/", map[string]any{"temperature": 0.0, "max_tokens": 64})
+	out := verifiersClient(t, spec)
+	runs := out["runs"].([]any)
+	require.Len(t, runs, 2)
+	for i, r := range runs {
+		run := r.(map[string]any)
+		require.NotContains(t, run, "error", "run %d", i)
+		assert.Len(t, run["traces"], 2, "run %d", i)
+	}
 }
 
 // TestServeVerifiersAgainstRealLlamaServer is the same run with the LLM

@@ -110,7 +110,7 @@ func roleNames(roles []*agents.Role) string {
 
 // handle posts req to h in process and decodes its answer: a rollout
 // service's error body becomes its *rollout.Error.
-func handle(ctx context.Context, h http.Handler, req *rollout.Request) (*rollout.Response, error) {
+func handle(ctx context.Context, h http.Handler, token string, req *rollout.Request) (*rollout.Response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("rollout request: %w", err)
@@ -120,6 +120,9 @@ func handle(ctx context.Context, h http.Handler, req *rollout.Request) (*rollout
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
+	}
 	w := &handlerWriter{header: http.Header{}}
 	h.ServeHTTP(w, hr)
 	if w.status != http.StatusOK {

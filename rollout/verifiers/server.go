@@ -393,10 +393,12 @@ func (s *Server) send(id, rid []byte, kind string, data []byte) error {
 
 // HandlerRoller is the rollout service h (a rollout/server.Server) played
 // in process: each request is handled as a POST /v1/rollouts on the
-// caller's context, without a network hop, and its answer decoded.
-func HandlerRoller(h http.Handler) Roller {
+// caller's context, without a network hop, and its answer decoded. token
+// is the service's bearer token (rollout/server.Config.Token), sent with
+// each request; "" sends none.
+func HandlerRoller(h http.Handler, token string) Roller {
 	return RollerFunc(func(ctx context.Context, req *rollout.Request) (*rollout.Response, error) {
-		return handle(ctx, h, req)
+		return handle(ctx, h, token, req)
 	})
 }
 
