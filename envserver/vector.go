@@ -1,6 +1,7 @@
 package envserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -225,7 +226,7 @@ func (s *Server) createVector(req *envclient.VectorRequest) (*vectorEnv, *apiErr
 		v.sets, v.index = append(v.sets, set), append(v.index, idx)
 		v.k = max(v.k, len(set))
 		va := envclient.VectorAgent{Agent: seat.ID, Role: seat.Role, House: v.house[len(a.Agents)], Actions: set}
-		n := cmpOr(req.ViewBytes, DefaultViewBytes)
+		n := cmp.Or(req.ViewBytes, DefaultViewBytes)
 		if v.feats != nil {
 			sp := v.feats.ObservationSpace(params, seat.Role)
 			if err := sp.Validate(); err != nil {
@@ -298,13 +299,6 @@ func agentIDs(seats []env.Seat) []string {
 		out[k] = s.ID
 	}
 	return out
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // seedOf is the vector seed a request gives, else the server's next

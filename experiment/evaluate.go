@@ -58,19 +58,8 @@ func (p *plan) evaluate(ctx context.Context, c *cellPlan, cell *Cell, params env
 	if len(values) != n {
 		return nil, fmt.Errorf("cell %s: evaluate: %d of %d episodes played", p.describe(c), len(values), n)
 	}
-	ev := &CellEvaluation{Episodes: n}
-	for _, v := range values {
-		ev.Mean += v
-	}
-	ev.Mean /= float64(n)
-	if n > 1 {
-		var ss float64
-		for _, v := range values {
-			ss += (v - ev.Mean) * (v - ev.Mean)
-		}
-		ev.Std = math.Sqrt(ss / float64(n-1))
-	}
-	return ev, nil
+	m, v := meanVar(values)
+	return &CellEvaluation{Episodes: n, Mean: m, Std: math.Sqrt(v)}, nil
 }
 
 // evaluationTable renders, per row, the mean over seeds of the cells'

@@ -14,11 +14,14 @@
 package pyenv
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // Env names one of the cached virtual environments.
@@ -98,4 +101,39 @@ func Find(e Env) (string, error) {
 func PythonPath() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(file))), "python")
+}
+
+// RunJSON runs script with e's interpreter (skipping or failing t as
+// Python does when there is none) as `script IN OUT`: IN a JSON file
+// holding in, OUT the JSON object the script writes, which RunJSON
+// returns. The repository's own package is importable (PythonPath); the
+// script is killed after timeout.
+func RunJSON(t testing.TB, e Env, script string, in any, timeout time.Duration) map[string]any {
+	t.Helper()
+	py := Python(t, e)
+	dir := t.TempDir()
+	inPath, outPath := filepath.Join(dir, "in.json"), filepath.Join(dir, "out.json")
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatalf("pyenv: %s's input: %v", script, err)
+	}
+	if err := os.WriteFile(inPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, script, inPath, outPath)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+PythonPath())
+	if outb, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pyenv: %s: %v\n%s", script, err, outb)
+	}
+	b, err = os.ReadFile(outPath)
+	if err != nil {
+		t.Fatalf("pyenv: %s wrote no output: %v", script, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("pyenv: %s's output: %v", script, err)
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package learn
 
 import (
 	"github.com/troupe-rl/troupe/episode"
-	"github.com/troupe-rl/troupe/trajectories"
 )
 
 // Learning from the candidates of tree-sampled episodes (episode.Tree,
@@ -20,7 +19,11 @@ import (
 // fall on them in order. A record without candidates is returned as it
 // is. The copies share the turn's prompt (view, inbox, state): a learner
 // finds the turn's row for each and updates the candidate's action in
-// it. The result shares rec's arrays where it can and is read only.
+// it. The result shares rec's arrays where it can and is read only. A
+// learner learns a tree-sampled episode as l.Learn(Candidates(rec),
+// credit), with the credit the allocators gave each candidate's sample: a
+// group allocator's (at-grpo, magrpo) group-relative advantage, or what an
+// allocator gives the candidate's own continuation (trajectories.TreeCredit).
 func Candidates(rec *episode.Record) *episode.Record {
 	if len(rec.Candidates) == 0 {
 		return rec
@@ -46,14 +49,4 @@ func Candidates(rec *episode.Record) *episode.Record {
 		}
 	}
 	return &out
-}
-
-// LearnCandidates has l learn a finished episode, each candidate of a
-// tree-sampled one as a turn of its own (Candidates) with the credit the
-// allocators gave its sample: a group allocator's (at-grpo, magrpo)
-// group-relative advantage, or what an allocator gives the candidate's
-// own continuation (trajectories.TreeCredit). For an episode that is
-// not tree-sampled it is l.Learn.
-func LearnCandidates(l Learner, rec *episode.Record, credit *trajectories.Credit) error {
-	return l.Learn(Candidates(rec), credit)
 }

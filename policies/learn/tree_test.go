@@ -88,6 +88,6 @@ func TestGradientLearnsEveryCandidate(t *testing.T) {
 	}
 	before := prob()
 	require.ErrorIs(t, g.Learn(rec, credit), learn.ErrNoReward, "the main line has fewer turns than the samples")
-	require.NoError(t, learn.LearnCandidates(g, rec, credit))
+	require.NoError(t, g.Learn(learn.Candidates(rec), credit))
 	assert.Greater(t, prob(), before, "the move the +1 candidates played")
 }

@@ -228,9 +228,9 @@ func (b *traceBuilder) node(parent int, msg map[string]any, sampled bool, ids []
 		"parent":           nil,
 		"message":          msg,
 		"sampled":          sampled,
-		"token_ids":        nonNilInts(ids),
-		"mask":             nonNilBools(mask),
-		"logprobs":         nonNilFloats(logprobs),
+		"token_ids":        nonNil(ids),
+		"mask":             nonNil(mask),
+		"logprobs":         nonNil(logprobs),
 		"semantic_parents": []any{},
 	}
 	if parent >= 0 {
@@ -258,32 +258,11 @@ func titled(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// The nonNil helpers make an empty list a msgpack array, never nil, which
+// nonNil makes an empty list a msgpack array, never nil, which
 // verifiers' list fields refuse.
-func nonNil(v []any) []any {
+func nonNil[T any](v []T) []T {
 	if v == nil {
-		return []any{}
-	}
-	return v
-}
-
-func nonNilInts(v []int) []int {
-	if v == nil {
-		return []int{}
-	}
-	return v
-}
-
-func nonNilBools(v []bool) []bool {
-	if v == nil {
-		return []bool{}
-	}
-	return v
-}
-
-func nonNilFloats(v []float64) []float64 {
-	if v == nil {
-		return []float64{}
+		return []T{}
 	}
 	return v
 }

@@ -2,10 +2,7 @@ package verifiers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -201,24 +198,7 @@ func TestCancelAbortsTheRun(t *testing.T) {
 // runClient runs verifiers' own EnvClient (testdata/verifiers_client.py)
 // with spec and returns what it wrote.
 func runClient(t *testing.T, spec map[string]any) map[string]any {
-	t.Helper()
-	py := pyenv.Python(t, pyenv.E2E)
-	dir := t.TempDir()
-	specPath, outPath := filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.json")
-	b, err := json.Marshal(spec)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(specPath, b, 0o600))
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "verifiers_client.py"), specPath, outPath)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+pyenv.PythonPath())
-	outb, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", outb)
-	var out map[string]any
-	b, err = os.ReadFile(outPath)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &out))
-	return out
+	return pyenv.RunJSON(t, pyenv.E2E, filepath.Join("testdata", "verifiers_client.py"), spec, 3*time.Minute)
 }
 
 // TestVerifiersClientReadsTheEpisode: verifiers' own client assembles
