@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/troupe-rl/troupe/internal/atomicfile"
 	"github.com/troupe-rl/troupe/internal/vfs"
 	"github.com/troupe-rl/troupe/trajectories/durable"
 )
@@ -148,6 +149,12 @@ func (p *plan) claim() error {
 		}
 		if !p.cfg.Resume {
 			return fmt.Errorf("%w: %s holds this experiment; continue it with Resume (troupe experiment --resume), or use another output directory", ErrExists, p.cfg.Out)
+		}
+		// A killed run may have left atomic writes' temporary files.
+		for _, dir := range []string{p.cfg.Out, filepath.Join(p.cfg.Out, cellsDir)} {
+			if err := atomicfile.RemoveTemps(p.cfg.FS, dir); err != nil {
+				return fmt.Errorf("resume %s: %w", p.cfg.Out, err)
+			}
 		}
 		return nil
 	}

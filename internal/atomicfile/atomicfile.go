@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/troupe-rl/troupe/internal/vfs"
 )
@@ -60,4 +61,28 @@ func Write(fsys vfs.FS, path string, data []byte, perm fs.FileMode, sync bool) (
 		return nil
 	}
 	return fsys.SyncDir(dir)
+}
+
+// RemoveTemps removes from dir (on fsys; nil: the operating system's) the
+// temporary files Write leaves when its process is killed between
+// creating one and renaming it into place (.NAME.tmp-*): a resumed run
+// writes those files again, and the debris would stay. A dir that does
+// not exist holds none.
+func RemoveTemps(fsys vfs.FS, dir string) error {
+	fsys = vfs.Or(fsys)
+	entries, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-") {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
 }
